@@ -1,0 +1,71 @@
+"""The `toposched` command line.
+
+Every sub-command lives in its own module with a `main(argv) -> int`; this module only knows their
+names and one-line summaries, so `toposched --help` stays fast and a broken optional sub-command
+cannot take the others down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Protocol, cast
+
+# name -> (module holding `main(argv) -> int`, summary shown by --help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("daemon.run_cli", "run the scheduler daemon against a Kubernetes API"),
+    "demo": ("daemon.demo", "start devcluster, the daemon and a sample workload; show where gangs land"),
+    "devcluster": ("devcluster.cli", "serve the embedded Kubernetes API server on 127.0.0.1"),
+    "simulate": ("daemon.simulate_cli", "run a scenario on a virtual clock and write a report"),
+    "replay": ("daemon.replay_cli", "fold an event log; verify it or explain a gang's history"),
+    "topology": ("daemon.topology_cli", "show or generate the network topology of a scenario"),
+    "validate": ("daemon.validate_cli", "validate HyperNode, ClusterNetworkTopology and PodGroup manifests"),
+}
+
+
+class _CommandModule(Protocol):
+    def main(self, argv: Sequence[str]) -> int: ...
+
+
+def package_version() -> str:
+    try:
+        return version("toposched")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toposched",
+        description="Network-topology-aware gang scheduler for Kubernetes.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="commands:\n"
+        + "\n".join(f"  {name:<12} {summary}" for name, (_, summary) in COMMANDS.items())
+        + "\n\nRun `toposched COMMAND --help` for a command's options.",
+    )
+    parser.add_argument("--version", action="version", version=f"toposched {package_version()}")
+    parser.add_argument("command", nargs="?", choices=sorted(COMMANDS), metavar="COMMAND")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    if not arguments:
+        parser.print_help()
+        return 2
+    namespace = parser.parse_args(arguments[:1])
+    if namespace.command is None:
+        parser.print_help()
+        return 2
+    module_name, _ = COMMANDS[namespace.command]
+    module = cast(_CommandModule, importlib.import_module(module_name))
+    return module.main(arguments[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

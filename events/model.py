@@ -1,0 +1,246 @@
+"""The events toposched records: what it saw of the cluster and what it decided.
+
+Everything the scheduler knows is the fold of these events (see `state/`), so they are the
+system's source of truth and its on-disk format. Each is a frozen msgspec Struct tagged by a short,
+stable name (the tag is what is written to disk: never rename one). Every event carries `seq`, its
+position in the log (assigned when it is appended), and `time`, seconds on the clock of whoever
+produced it (wall time in the daemon, virtual time in `simulate`).
+
+Keys: a namespaced object is `"namespace/name"`; a gang is named by its PodGroup key.
+
+Pure data: no I/O, nothing of ours imported but the object shapes.
+"""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+import msgspec
+
+from events.objects import (
+    ClusterNetworkTopology,
+    HyperNode,
+    Node,
+    Pod,
+    PodGroup,
+    PriorityClass,
+    VolcanoPodGroup,
+)
+
+
+class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="t", omit_defaults=True):
+    seq: int = 0
+    time: float = 0.0
+
+
+# --------------------------------------------------------------------------- observed objects
+
+
+class NodeUpserted(EventBase, tag="node"):
+    node: Node
+
+
+class NodeDeleted(EventBase, tag="node-"):
+    name: str
+
+
+class PodUpserted(EventBase, tag="pod"):
+    pod: Pod
+
+
+class PodDeleted(EventBase, tag="pod-"):
+    key: str
+    uid: str = ""
+
+
+class PodGroupUpserted(EventBase, tag="pg"):
+    pod_group: PodGroup
+
+
+class PodGroupDeleted(EventBase, tag="pg-"):
+    key: str
+
+
+class VolcanoPodGroupUpserted(EventBase, tag="vpg"):
+    pod_group: VolcanoPodGroup
+
+
+class VolcanoPodGroupDeleted(EventBase, tag="vpg-"):
+    key: str
+
+
+class NetworkTopologyUpserted(EventBase, tag="cnt"):
+    topology: ClusterNetworkTopology
+
+
+class NetworkTopologyDeleted(EventBase, tag="cnt-"):
+    name: str
+
+
+class HyperNodeUpserted(EventBase, tag="hn"):
+    hyper_node: HyperNode
+
+
+class HyperNodeDeleted(EventBase, tag="hn-"):
+    name: str
+
+
+class PriorityClassUpserted(EventBase, tag="pc"):
+    priority_class: PriorityClass
+
+
+class PriorityClassDeleted(EventBase, tag="pc-"):
+    name: str
+
+
+class ObjectUndecodable(EventBase, tag="bad"):
+    """An object the watch delivered that could not be decoded at all (kept for the record)."""
+
+    kind: str
+    key: str
+    problem: str
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+class PodAssumed(EventBase, tag="assume"):
+    """Placement put the pod on a node; its capacity is held until bound or forgotten."""
+
+    pod: str
+    uid: str
+    node: str
+    gang: str = ""
+
+
+class PodForgotten(EventBase, tag="forget"):
+    """An assumed pod was released without binding (permit failed, timed out, rolled back)."""
+
+    pod: str
+    uid: str = ""
+    reason: str = ""
+
+
+class BindRequested(EventBase, tag="bind"):
+    pod: str
+    uid: str
+    node: str
+
+
+class PodBound(EventBase, tag="bound"):
+    pod: str
+    uid: str
+    node: str
+
+
+class BindFailed(EventBase, tag="bindfail"):
+    pod: str
+    uid: str
+    node: str
+    reason: str
+
+
+class PodNominated(EventBase, tag="nominate"):
+    """Capacity on `node` is reserved for the pod (a preemptor) until it binds or gives up."""
+
+    pod: str
+    uid: str
+    node: str
+    gang: str = ""
+    priority: int = 0
+
+
+class NominationCleared(EventBase, tag="unnominate"):
+    pod: str
+    reason: str = ""
+
+
+class EvictionRequested(EventBase, tag="evict"):
+    pod: str
+    uid: str
+    preemptor: str
+    reason: str = ""
+
+
+class GangTimedOut(EventBase, tag="timeout"):
+    gang: str
+    reason: str = ""
+
+
+class GangPending(EventBase, tag="pending"):
+    """The gang could not be placed in this attempt; `reason` is what the user is shown."""
+
+    gang: str
+    reason: str
+    attempt: int = 0
+
+
+class GangPlanned(EventBase, tag="planned"):
+    """Placement chose a spot for the gang; `explanation` says where and why."""
+
+    gang: str
+    domain: str = ""
+    layer: str = ""
+    pods: int = 0
+    explanation: str = ""
+    attempt: int = 0
+
+
+class PreemptionPlanned(EventBase, tag="preempt"):
+    """Job-level preemption chose victims for the gang; `explanation` says what was weighed."""
+
+    gang: str
+    victims: list[str] = []
+    victim_jobs: list[str] = []
+    nodes: list[str] = []
+    explanation: str = ""
+
+
+Event: TypeAlias = (
+    NodeUpserted
+    | NodeDeleted
+    | PodUpserted
+    | PodDeleted
+    | PodGroupUpserted
+    | PodGroupDeleted
+    | VolcanoPodGroupUpserted
+    | VolcanoPodGroupDeleted
+    | NetworkTopologyUpserted
+    | NetworkTopologyDeleted
+    | HyperNodeUpserted
+    | HyperNodeDeleted
+    | PriorityClassUpserted
+    | PriorityClassDeleted
+    | ObjectUndecodable
+    | PodAssumed
+    | PodForgotten
+    | BindRequested
+    | PodBound
+    | BindFailed
+    | PodNominated
+    | NominationCleared
+    | EvictionRequested
+    | GangTimedOut
+    | GangPending
+    | GangPlanned
+    | PreemptionPlanned
+)
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(Event)
+
+
+def encode_event(event: Event) -> bytes:
+    return _encoder.encode(event)
+
+
+def decode_event(payload: bytes) -> Event:
+    return _decoder.decode(payload)
+
+
+def with_seq(event: Event, seq: int) -> Event:
+    return msgspec.structs.replace(event, seq=seq)
+
+
+def object_key(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}" if namespace else name
