@@ -36,64 +36,64 @@ class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="t", omit_d
 # --------------------------------------------------------------------------- observed objects
 
 
-class NodeUpserted(EventBase, tag="node"):
+class NodeUpserted(EventBase, tag="node", frozen=True):
     node: Node
 
 
-class NodeDeleted(EventBase, tag="node-"):
+class NodeDeleted(EventBase, tag="node-", frozen=True):
     name: str
 
 
-class PodUpserted(EventBase, tag="pod"):
+class PodUpserted(EventBase, tag="pod", frozen=True):
     pod: Pod
 
 
-class PodDeleted(EventBase, tag="pod-"):
+class PodDeleted(EventBase, tag="pod-", frozen=True):
     key: str
     uid: str = ""
 
 
-class PodGroupUpserted(EventBase, tag="pg"):
+class PodGroupUpserted(EventBase, tag="pg", frozen=True):
     pod_group: PodGroup
 
 
-class PodGroupDeleted(EventBase, tag="pg-"):
+class PodGroupDeleted(EventBase, tag="pg-", frozen=True):
     key: str
 
 
-class VolcanoPodGroupUpserted(EventBase, tag="vpg"):
+class VolcanoPodGroupUpserted(EventBase, tag="vpg", frozen=True):
     pod_group: VolcanoPodGroup
 
 
-class VolcanoPodGroupDeleted(EventBase, tag="vpg-"):
+class VolcanoPodGroupDeleted(EventBase, tag="vpg-", frozen=True):
     key: str
 
 
-class NetworkTopologyUpserted(EventBase, tag="cnt"):
+class NetworkTopologyUpserted(EventBase, tag="cnt", frozen=True):
     topology: ClusterNetworkTopology
 
 
-class NetworkTopologyDeleted(EventBase, tag="cnt-"):
+class NetworkTopologyDeleted(EventBase, tag="cnt-", frozen=True):
     name: str
 
 
-class HyperNodeUpserted(EventBase, tag="hn"):
+class HyperNodeUpserted(EventBase, tag="hn", frozen=True):
     hyper_node: HyperNode
 
 
-class HyperNodeDeleted(EventBase, tag="hn-"):
+class HyperNodeDeleted(EventBase, tag="hn-", frozen=True):
     name: str
 
 
-class PriorityClassUpserted(EventBase, tag="pc"):
+class PriorityClassUpserted(EventBase, tag="pc", frozen=True):
     priority_class: PriorityClass
 
 
-class PriorityClassDeleted(EventBase, tag="pc-"):
+class PriorityClassDeleted(EventBase, tag="pc-", frozen=True):
     name: str
 
 
-class ObjectUndecodable(EventBase, tag="bad"):
+class ObjectUndecodable(EventBase, tag="bad", frozen=True):
     """An object the watch delivered that could not be decoded at all (kept for the record)."""
 
     kind: str
@@ -104,7 +104,7 @@ class ObjectUndecodable(EventBase, tag="bad"):
 # --------------------------------------------------------------------------- decisions
 
 
-class PodAssumed(EventBase, tag="assume"):
+class PodAssumed(EventBase, tag="assume", frozen=True):
     """Placement put the pod on a node; its capacity is held until bound or forgotten."""
 
     pod: str
@@ -113,7 +113,7 @@ class PodAssumed(EventBase, tag="assume"):
     gang: str = ""
 
 
-class PodForgotten(EventBase, tag="forget"):
+class PodForgotten(EventBase, tag="forget", frozen=True):
     """An assumed pod was released without binding (permit failed, timed out, rolled back)."""
 
     pod: str
@@ -121,26 +121,26 @@ class PodForgotten(EventBase, tag="forget"):
     reason: str = ""
 
 
-class BindRequested(EventBase, tag="bind"):
+class BindRequested(EventBase, tag="bind", frozen=True):
     pod: str
     uid: str
     node: str
 
 
-class PodBound(EventBase, tag="bound"):
+class PodBound(EventBase, tag="bound", frozen=True):
     pod: str
     uid: str
     node: str
 
 
-class BindFailed(EventBase, tag="bindfail"):
+class BindFailed(EventBase, tag="bindfail", frozen=True):
     pod: str
     uid: str
     node: str
     reason: str
 
 
-class PodNominated(EventBase, tag="nominate"):
+class PodNominated(EventBase, tag="nominate", frozen=True):
     """Capacity on `node` is reserved for the pod (a preemptor) until it binds or gives up."""
 
     pod: str
@@ -150,24 +150,24 @@ class PodNominated(EventBase, tag="nominate"):
     priority: int = 0
 
 
-class NominationCleared(EventBase, tag="unnominate"):
+class NominationCleared(EventBase, tag="unnominate", frozen=True):
     pod: str
     reason: str = ""
 
 
-class EvictionRequested(EventBase, tag="evict"):
+class EvictionRequested(EventBase, tag="evict", frozen=True):
     pod: str
     uid: str
     preemptor: str
     reason: str = ""
 
 
-class GangTimedOut(EventBase, tag="timeout"):
+class GangTimedOut(EventBase, tag="timeout", frozen=True):
     gang: str
     reason: str = ""
 
 
-class GangPending(EventBase, tag="pending"):
+class GangPending(EventBase, tag="pending", frozen=True):
     """The gang could not be placed in this attempt; `reason` is what the user is shown."""
 
     gang: str
@@ -175,7 +175,7 @@ class GangPending(EventBase, tag="pending"):
     attempt: int = 0
 
 
-class GangPlanned(EventBase, tag="planned"):
+class GangPlanned(EventBase, tag="planned", frozen=True):
     """Placement chose a spot for the gang; `explanation` says where and why."""
 
     gang: str
@@ -186,7 +186,7 @@ class GangPlanned(EventBase, tag="planned"):
     attempt: int = 0
 
 
-class PreemptionPlanned(EventBase, tag="preempt"):
+class PreemptionPlanned(EventBase, tag="preempt", frozen=True):
     """Job-level preemption chose victims for the gang; `explanation` says what was weighed."""
 
     gang: str
@@ -227,7 +227,7 @@ Event: TypeAlias = (
 )
 
 _encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(Event)
+_decoder: msgspec.msgpack.Decoder[Event] = msgspec.msgpack.Decoder(Event)
 
 
 def encode_event(event: Event) -> bytes:
@@ -239,7 +239,8 @@ def decode_event(payload: bytes) -> Event:
 
 
 def with_seq(event: Event, seq: int) -> Event:
-    return msgspec.structs.replace(event, seq=seq)
+    replaced: Event = msgspec.structs.replace(event, seq=seq)
+    return replaced
 
 
 def object_key(namespace: str, name: str) -> str:

@@ -23,7 +23,7 @@ class _K8s(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True, fro
 # --------------------------------------------------------------------------- metadata
 
 
-class OwnerReference(_K8s):
+class OwnerReference(_K8s, frozen=True):
     api_version: str = ""
     kind: str = ""
     name: str = ""
@@ -31,7 +31,7 @@ class OwnerReference(_K8s):
     controller: bool | None = None
 
 
-class ObjectMeta(_K8s):
+class ObjectMeta(_K8s, frozen=True):
     name: str = ""
     namespace: str = ""
     uid: str = ""
@@ -48,23 +48,23 @@ class ObjectMeta(_K8s):
 # --------------------------------------------------------------------------- nodes
 
 
-class Taint(_K8s):
+class Taint(_K8s, frozen=True):
     key: str = ""
     value: str = ""
     effect: str = ""
 
 
-class NodeSpec(_K8s):
+class NodeSpec(_K8s, frozen=True):
     taints: list[Taint] = []
     unschedulable: bool = False
 
 
-class NodeStatus(_K8s):
+class NodeStatus(_K8s, frozen=True):
     capacity: dict[str, str] = {}
     allocatable: dict[str, str] = {}
 
 
-class Node(_K8s):
+class Node(_K8s, frozen=True):
     api_version: str = "v1"
     kind: str = "Node"
     metadata: ObjectMeta = ObjectMeta()
@@ -75,18 +75,18 @@ class Node(_K8s):
 # --------------------------------------------------------------------------- pods
 
 
-class ResourceRequirements(_K8s):
+class ResourceRequirements(_K8s, frozen=True):
     requests: dict[str, str] = {}
     limits: dict[str, str] = {}
 
 
-class Container(_K8s):
+class Container(_K8s, frozen=True):
     name: str = ""
     image: str = ""
     resources: ResourceRequirements = ResourceRequirements()
 
 
-class Toleration(_K8s):
+class Toleration(_K8s, frozen=True):
     key: str = ""
     operator: str = ""
     value: str = ""
@@ -94,30 +94,30 @@ class Toleration(_K8s):
     toleration_seconds: int | None = None
 
 
-class NodeSelectorRequirement(_K8s):
+class NodeSelectorRequirement(_K8s, frozen=True):
     key: str = ""
     operator: str = ""
     values: list[str] = []
 
 
-class NodeSelectorTerm(_K8s):
+class NodeSelectorTerm(_K8s, frozen=True):
     match_expressions: list[NodeSelectorRequirement] = []
     match_fields: list[NodeSelectorRequirement] = []
 
 
-class NodeSelector(_K8s):
+class NodeSelector(_K8s, frozen=True):
     node_selector_terms: list[NodeSelectorTerm] = []
 
 
-class NodeAffinity(_K8s):
+class NodeAffinity(_K8s, frozen=True):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
 
 
-class Affinity(_K8s):
+class Affinity(_K8s, frozen=True):
     node_affinity: NodeAffinity | None = None
 
 
-class PodSpec(_K8s):
+class PodSpec(_K8s, frozen=True):
     node_name: str = ""
     scheduler_name: str = ""
     priority: int | None = None
@@ -132,7 +132,7 @@ class PodSpec(_K8s):
     termination_grace_period_seconds: int | None = None
 
 
-class Condition(_K8s):
+class Condition(_K8s, frozen=True):
     type: str = ""
     status: str = ""
     reason: str = ""
@@ -140,13 +140,13 @@ class Condition(_K8s):
     last_transition_time: str | None = None
 
 
-class PodStatus(_K8s):
+class PodStatus(_K8s, frozen=True):
     phase: str = ""
     nominated_node_name: str = ""
     conditions: list[Condition] = []
 
 
-class Pod(_K8s):
+class Pod(_K8s, frozen=True):
     api_version: str = "v1"
     kind: str = "Pod"
     metadata: ObjectMeta = ObjectMeta()
@@ -157,7 +157,7 @@ class Pod(_K8s):
 # --------------------------------------------------------------------------- priority classes
 
 
-class PriorityClass(_K8s):
+class PriorityClass(_K8s, frozen=True):
     api_version: str = "scheduling.k8s.io/v1"
     kind: str = "PriorityClass"
     metadata: ObjectMeta = ObjectMeta()
@@ -170,7 +170,7 @@ class PriorityClass(_K8s):
 # --------------------------------------------------------------------------- pod groups
 
 
-class PodGroupSpec(_K8s):
+class PodGroupSpec(_K8s, frozen=True):
     """scheduling.sigs.k8s.io/v1alpha1 (the coscheduling PodGroup Koordinator reads)."""
 
     min_member: int = 0
@@ -178,14 +178,14 @@ class PodGroupSpec(_K8s):
     min_resources: dict[str, str] = {}
 
 
-class PodGroupStatus(_K8s):
+class PodGroupStatus(_K8s, frozen=True):
     phase: str = ""
     scheduled: int = 0
     running: int = 0
     conditions: list[Condition] = []
 
 
-class PodGroup(_K8s):
+class PodGroup(_K8s, frozen=True):
     api_version: str = "scheduling.sigs.k8s.io/v1alpha1"
     kind: str = "PodGroup"
     metadata: ObjectMeta = ObjectMeta()
@@ -193,7 +193,7 @@ class PodGroup(_K8s):
     status: PodGroupStatus = PodGroupStatus()
 
 
-class NetworkTopologySpec(_K8s):
+class NetworkTopologySpec(_K8s, frozen=True):
     """Volcano's networkTopology: mode hard|soft and the highest tier the job may span."""
 
     mode: str = "hard"
@@ -201,18 +201,18 @@ class NetworkTopologySpec(_K8s):
     highest_tier_name: str = ""
 
 
-class LabelSelectorRequirement(_K8s):
+class LabelSelectorRequirement(_K8s, frozen=True):
     key: str = ""
     operator: str = ""
     values: list[str] = []
 
 
-class LabelSelector(_K8s):
+class LabelSelector(_K8s, frozen=True):
     match_labels: dict[str, str] = {}
     match_expressions: list[LabelSelectorRequirement] = []
 
 
-class SubGroupPolicy(_K8s):
+class SubGroupPolicy(_K8s, frozen=True):
     name: str = ""
     network_topology: NetworkTopologySpec | None = None
     sub_group_size: int | None = None
@@ -221,7 +221,7 @@ class SubGroupPolicy(_K8s):
     match_label_keys: list[str] = []
 
 
-class VolcanoPodGroupSpec(_K8s):
+class VolcanoPodGroupSpec(_K8s, frozen=True):
     min_member: int = 0
     queue: str = ""
     priority_class_name: str = ""
@@ -230,7 +230,7 @@ class VolcanoPodGroupSpec(_K8s):
     sub_group_policy: list[SubGroupPolicy] = []
 
 
-class VolcanoPodGroup(_K8s):
+class VolcanoPodGroup(_K8s, frozen=True):
     api_version: str = "scheduling.volcano.sh/v1beta1"
     kind: str = "PodGroup"
     metadata: ObjectMeta = ObjectMeta()
@@ -241,22 +241,22 @@ class VolcanoPodGroup(_K8s):
 # --------------------------------------------------------------------------- topology objects
 
 
-class NetworkTopologyLayer(_K8s):
+class NetworkTopologyLayer(_K8s, frozen=True):
     topology_layer: str = ""
     label_key: list[str] = []
     parent_topology_layer: str = ""
 
 
-class ClusterNetworkTopologySpec(_K8s):
+class ClusterNetworkTopologySpec(_K8s, frozen=True):
     network_topology_spec: list[NetworkTopologyLayer] = []
 
 
-class TopologyInfo(_K8s):
+class TopologyInfo(_K8s, frozen=True):
     topology_layer: str = ""
     topology_name: str = ""
 
 
-class TopologyDetail(_K8s):
+class TopologyDetail(_K8s, frozen=True):
     topology_info: TopologyInfo = TopologyInfo()
     parent_topology_info: TopologyInfo | None = None
     child_topology_layer: str = ""
@@ -264,11 +264,11 @@ class TopologyDetail(_K8s):
     node_num: int = 0
 
 
-class ClusterNetworkTopologyStatus(_K8s):
+class ClusterNetworkTopologyStatus(_K8s, frozen=True):
     detail_status: list[TopologyDetail] = []
 
 
-class ClusterNetworkTopology(_K8s):
+class ClusterNetworkTopology(_K8s, frozen=True):
     api_version: str = "scheduling.koordinator.sh/v1alpha1"
     kind: str = "ClusterNetworkTopology"
     metadata: ObjectMeta = ObjectMeta()
@@ -276,36 +276,36 @@ class ClusterNetworkTopology(_K8s):
     status: ClusterNetworkTopologyStatus = ClusterNetworkTopologyStatus()
 
 
-class ExactMatch(_K8s):
+class ExactMatch(_K8s, frozen=True):
     name: str = ""
 
 
-class RegexMatch(_K8s):
+class RegexMatch(_K8s, frozen=True):
     pattern: str = ""
 
 
-class MemberSelector(_K8s):
+class MemberSelector(_K8s, frozen=True):
     exact_match: ExactMatch | None = None
     regex_match: RegexMatch | None = None
     label_match: LabelSelector | None = None
 
 
-class HyperNodeMember(_K8s):
+class HyperNodeMember(_K8s, frozen=True):
     type: str = ""
     selector: MemberSelector = MemberSelector()
 
 
-class HyperNodeSpec(_K8s):
+class HyperNodeSpec(_K8s, frozen=True):
     tier: int = 0
     tier_name: str = ""
     members: list[HyperNodeMember] = []
 
 
-class HyperNodeStatus(_K8s):
+class HyperNodeStatus(_K8s, frozen=True):
     node_count: int = 0
 
 
-class HyperNode(_K8s):
+class HyperNode(_K8s, frozen=True):
     api_version: str = "topology.volcano.sh/v1alpha1"
     kind: str = "HyperNode"
     metadata: ObjectMeta = ObjectMeta()

@@ -1,0 +1,153 @@
+"""Turning Kubernetes objects (raw JSON from a watch, dicts from a YAML file) into events.
+
+One table, `KINDS`, says for every kind toposched reads: its API group/version and plural (what a
+watcher lists), whether it is namespaced, its slim type (what msgspec decodes into) and which events
+record its creation/update and deletion. The daemon's watchers and the scenario loader both use it,
+so there is one mapping from the API to the log.
+
+An object that cannot be decoded is not dropped: it becomes an `ObjectUndecodable` event naming the
+object and the field msgspec rejected, so the problem is visible in the state and in replays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from events.model import (
+    Event,
+    HyperNodeDeleted,
+    HyperNodeUpserted,
+    NetworkTopologyDeleted,
+    NetworkTopologyUpserted,
+    NodeDeleted,
+    NodeUpserted,
+    ObjectUndecodable,
+    PodDeleted,
+    PodGroupDeleted,
+    PodGroupUpserted,
+    PodUpserted,
+    PriorityClassDeleted,
+    PriorityClassUpserted,
+    VolcanoPodGroupDeleted,
+    VolcanoPodGroupUpserted,
+    object_key,
+)
+from events.objects import (
+    CLUSTER_NETWORK_TOPOLOGY_API,
+    HYPERNODE_API,
+    KOORDINATOR_POD_GROUP_API,
+    VOLCANO_POD_GROUP_API,
+    ClusterNetworkTopology,
+    HyperNode,
+    Node,
+    ObjectMeta,
+    Pod,
+    PodGroup,
+    PriorityClass,
+    VolcanoPodGroup,
+)
+
+KubeObject = Node | Pod | PodGroup | VolcanoPodGroup | ClusterNetworkTopology | HyperNode | PriorityClass
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    """How one kind maps between the API and the log."""
+
+    name: str  # our name for the kind: unique even where Kubernetes kinds collide (two PodGroups)
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    type: type[KubeObject]
+    upsert: Callable[[Any], Event]
+    delete: Callable[[str, str], Event]  # (key, uid) -> event
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.rpartition("/")[2]
+
+
+KINDS: tuple[KindInfo, ...] = (
+    KindInfo("PriorityClass", "scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False, PriorityClass,
+             lambda o: PriorityClassUpserted(priority_class=o), lambda k, u: PriorityClassDeleted(name=k)),
+    KindInfo("ClusterNetworkTopology", CLUSTER_NETWORK_TOPOLOGY_API, "ClusterNetworkTopology",
+             "clusternetworktopologies", False, ClusterNetworkTopology,
+             lambda o: NetworkTopologyUpserted(topology=o), lambda k, u: NetworkTopologyDeleted(name=k)),
+    KindInfo("HyperNode", HYPERNODE_API, "HyperNode", "hypernodes", False, HyperNode,
+             lambda o: HyperNodeUpserted(hyper_node=o), lambda k, u: HyperNodeDeleted(name=k)),
+    KindInfo("Node", "v1", "Node", "nodes", False, Node,
+             lambda o: NodeUpserted(node=o), lambda k, u: NodeDeleted(name=k)),
+    KindInfo("PodGroup", KOORDINATOR_POD_GROUP_API, "PodGroup", "podgroups", True, PodGroup,
+             lambda o: PodGroupUpserted(pod_group=o), lambda k, u: PodGroupDeleted(key=k)),
+    KindInfo("VolcanoPodGroup", VOLCANO_POD_GROUP_API, "PodGroup", "podgroups", True, VolcanoPodGroup,
+             lambda o: VolcanoPodGroupUpserted(pod_group=o), lambda k, u: VolcanoPodGroupDeleted(key=k)),
+    KindInfo("Pod", "v1", "Pod", "pods", True, Pod,
+             lambda o: PodUpserted(pod=o), lambda k, u: PodDeleted(key=k, uid=u)),
+)
+
+KIND_BY_NAME: dict[str, KindInfo] = {info.name: info for info in KINDS}
+KIND_BY_API: dict[tuple[str, str], KindInfo] = {(info.api_version, info.kind): info for info in KINDS}
+
+
+class _Meta(msgspec.Struct):
+    metadata: ObjectMeta = ObjectMeta()
+
+
+def kind_of(api_version: str, kind: str) -> KindInfo | None:
+    return KIND_BY_API.get((api_version, kind))
+
+
+def key_of(meta: ObjectMeta) -> str:
+    return object_key(meta.namespace, meta.name)
+
+
+def decode_object(info: KindInfo, raw: bytes | Mapping[str, Any]) -> KubeObject | ObjectUndecodable:
+    """Decode one object of a known kind from JSON bytes or a parsed dict, or say why it cannot be."""
+    try:
+        if isinstance(raw, bytes | bytearray | memoryview):
+            return msgspec.json.decode(raw, type=info.type)
+        return msgspec.convert(raw, type=info.type)
+    except msgspec.ValidationError as error:
+        return ObjectUndecodable(kind=info.name, key=_best_effort_key(raw), problem=_field_message(error))
+    except msgspec.DecodeError as error:
+        return ObjectUndecodable(kind=info.name, key=_best_effort_key(raw), problem=f"malformed JSON: {error}")
+
+
+def upsert_event(info: KindInfo, raw: bytes | Mapping[str, Any]) -> Event:
+    decoded = decode_object(info, raw)
+    if isinstance(decoded, ObjectUndecodable):
+        return decoded
+    return info.upsert(decoded)
+
+
+def delete_event(info: KindInfo, meta: ObjectMeta) -> Event:
+    return info.delete(key_of(meta), meta.uid)
+
+
+def _best_effort_key(raw: bytes | Mapping[str, Any]) -> str:
+    try:
+        if isinstance(raw, bytes | bytearray | memoryview):
+            meta = msgspec.json.decode(raw, type=_Meta).metadata
+        else:
+            meta = msgspec.convert(raw, type=_Meta).metadata
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return "<unnamed>"
+    return key_of(meta) or "<unnamed>"
+
+
+def _field_message(error: msgspec.ValidationError) -> str:
+    # msgspec says e.g. "Expected `int`, got `str` - at `$.spec.minMember`"; turn the path into a field name.
+    text = str(error)
+    message, _, path = text.partition(" - at `$.")
+    if path:
+        return f"{path.rstrip('`')}: {message}"
+    return text
