@@ -1,0 +1,60 @@
+"""The answer placement gives: a `GangPlan` (which pod goes to which node, and why there) or an
+`Unschedulable` (which constraint failed, the best domain found and how close it came).
+
+These types cross package boundaries (the scheduler loop, preemption, the event log), so they are
+frozen msgspec Structs and carry only plain data. Pure data: no I/O, nothing computed here.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+CAPACITY = "capacity"
+MUST_GATHER = "must-gather"
+HARD_TIER = "hard-tier"
+SUB_GROUP = "sub-group"
+MEMBERS = "members"
+INVALID = "invalid"
+POD_FIT = "pod-fit"
+
+CONSTRAINTS = (CAPACITY, MUST_GATHER, HARD_TIER, SUB_GROUP, MEMBERS, INVALID, POD_FIT)
+
+
+class Assignment(msgspec.Struct, frozen=True):
+    """One pending pod (`namespace/name`) and the node it should go to."""
+
+    pod: str
+    node: str
+
+
+class GangPlan(msgspec.Struct, frozen=True):
+    """Where a GangGroup (or a lone pod) goes.
+
+    `gangs` is the GangGroup planned together (sorted gang keys; () for a lone pod). `assignments`
+    places pending pods only: running members stay where they are. `domain` is the topology domain
+    that holds the whole job, running members included ("" when only the cluster root does), and
+    `level` is that domain's layer name. `explanation` is one human line saying where and why.
+    """
+
+    gangs: tuple[str, ...]
+    assignments: tuple[Assignment, ...]
+    domain: str
+    level: str
+    explanation: str
+
+
+class Unschedulable(msgspec.Struct, frozen=True):
+    """Why no plan exists.
+
+    `constraint` is one of CONSTRAINTS; `level` the layer of the failed constraint; `best_domain`
+    the candidate that came closest, `fit` how many pods it could take and `needed` how many had to
+    be placed. `reason` says all of that in one line for a PodGroup condition / Event.
+    """
+
+    gangs: tuple[str, ...]
+    reason: str
+    constraint: str
+    level: str = ""
+    best_domain: str = ""
+    fit: int = 0
+    needed: int = 0
