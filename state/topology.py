@@ -1,0 +1,617 @@
+"""The network-topology tree: cluster > ... > node, from whichever source the cluster uses.
+
+Owns the one internal model of the network that placement and preemption query, folded from three
+user-facing descriptions (precedence in this order; `tree.source` says which one is in use):
+
+1. `SOURCE_CNT`: the Koordinator ClusterNetworkTopology named `default`. Its layers (a chain of
+   `topologyLayer`s with `labelKey`s and `parentTopologyLayer`s; `NodeTopologyLayer` is the node
+   itself) become the levels; the domains of a layer are the distinct values of its label on the
+   nodes, each parented by the node's value of the parent layer.
+2. `SOURCE_HYPERNODES`: Volcano HyperNodes. Each distinct `spec.tier` is a level (tiers grow
+   upward); a HyperNode is a domain, its HyperNode members its children, its Node members (exact
+   name, regex searched in the name as Go's MatchString does, or label selector) its nodes.
+3. `SOURCE_LABELS`: NVIDIA topograph labels `network.topology.nvidia.com/{datacenter,spine,block,
+   accelerator}`: whichever of them any node carries become layers `DatacenterLayer`,
+   `SpineLayer`, `BlockLayer`, `AcceleratorLayer` (top to bottom), built as from a CNT. With no such
+   label at all the tree is the cluster root alone, holding every node.
+
+Levels (both vocabularies). Level 0 is always the cluster root, layer `ClusterTopologyLayer`,
+tierName `cluster`; then one level per domain layer, top first, down to the lowest domain layer
+above nodes. `Level.tier` counts from the bottom: the lowest domain level is tier 1 (or, with
+HyperNodes, its `spec.tier`), the root is the top tier + 1 (tier 1 when there is nothing else).
+A CNT / topograph layer's tierName is its label key's last segment (`.../block` -> `block`); a
+HyperNode tier's layer name is its tierName in CamelCase + `Layer` (`block` -> `BlockLayer`, none
+-> `Tier2Layer`), so the same network described either way gets the same levels.
+`resolve_level("BlockLayer") == resolve_level("block") == resolve_level(1)` (ints and digit strings
+are Volcano tier numbers); an unknown name raises `TopologyError`.
+
+Where nodes go when the description is incomplete (documented rules, each reported in `problems`
+unless it is the ordinary case):
+- CNT / labels: a node's path is the prefix of layers whose label it carries; at the first missing
+  label it stops and the node sits directly under the last domain it has (the root when it has none
+  of them). A node with no topology label at all is the ordinary case of a non-fabric node and is
+  not reported; a node missing a layer in the middle is.
+- A domain claimed under two parents (block b1 on nodes labelled spine s1 and spine s2) keeps the
+  parent most of its nodes name (ties: first by name); every node of it follows, and the
+  contradiction is reported naming the nodes.
+- HyperNodes: a node not covered by any HyperNode hangs directly under the cluster root (not
+  reported); a node claimed by two HyperNodes goes under the lowest-tier one (then first by name),
+  reported unless one claimant is below the other. A HyperNode with no parent is a child of the
+  root. See `state/topology_validation.py` for member, tier and cycle rules.
+- A bad ClusterNetworkTopology (not one chain) does not take the tree down: the last good layer
+  chain stays in use (if none was ever good, the next source is used), and the problem is listed.
+  Note: "last good" is history; a state restored from a snapshot knows only the current objects.
+
+Query API (for placement and preemption):
+- `tree.levels` -> tuple[Level] top first; `tree.root`; `tree.source`; `tree.version` (bumped at
+  every structural rebuild); `tree.problems` -> list[Problem] (kind, key, field, message).
+- `tree.path(node)` -> tuple[Domain] root first ... the node's own domain (empty for an unknown node);
+  `tree.domain_of(node)` the lowest domain holding it; `tree.domain_at(node, level)` (None when the
+  path skips that level, as HyperNodes may).
+- `tree.domains_at(level)` sorted by name; `tree.domain(level, name)`; `tree.domains` (by id).
+- `tree.lca(nodes)` -> Domain (raises TopologyError for an empty set or an unknown node);
+  `tree.lca_level(nodes)` -> int.
+- `tree.resolve_level(name_or_tier)` -> level index.
+- `Domain`: `id` (small int, index into `tree.domains`), `level`, `layer`, `tier`, `tier_name`,
+  `name`, `parent`, `children` (sorted by name), `nodes` (every node below, sorted), `direct_nodes`
+  (nodes hanging right here, sorted), `allocatable`, `used` (milli-unit vectors, kept current by
+  `usage_changed` with no recount), `free()`; `depth` is the distance from the root.
+- `tree.detail_status()` -> Koordinator's `status.detailStatus`; `tree.hypernode_node_counts()` ->
+  HyperNode name -> `status.nodeCount`.
+
+Domain objects are replaced when the structure is rebuilt (node added, removed or relabelled,
+topology object changed): hold them only within one scheduling cycle, never across fold events.
+Structure is rebuilt lazily on the first query after a change, so folding 10,000 NodeUpserted
+events costs one build, and the result depends only on the objects folded so far (ties broken by
+name), never on their order.
+
+Pure: no I/O, no clock, no logging. Mutated only through the `*_upserted` / `*_deleted` /
+`usage_changed` calls made by `state/cluster.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+import msgspec
+
+from events.objects import ClusterNetworkTopology, HyperNode, TopologyDetail, TopologyInfo
+from state.gangs import Problem
+from state.resources import Resources, subtract
+from state.topology_validation import (
+    CLUSTER_LAYER,
+    CLUSTER_TIER_NAME,
+    CNT_KIND,
+    DEFAULT_CNT_NAME,
+    HYPERNODE_KIND,
+    NODE_KIND,
+    NODE_LAYER,
+    LayerDef,
+    NodeSelectorRule,
+    layer_name_of,
+    resolve_cnt_layers,
+    resolve_hypernode_graph,
+)
+
+SOURCE_CNT: Final = "ClusterNetworkTopology"
+SOURCE_HYPERNODES: Final = "HyperNode"
+SOURCE_LABELS: Final = "labels"
+
+TOPOGRAPH_PREFIX: Final = "network.topology.nvidia.com/"
+TOPOGRAPH_LAYERS: Final = (  # top first
+    LayerDef("DatacenterLayer", (TOPOGRAPH_PREFIX + "datacenter",), "datacenter"),
+    LayerDef("SpineLayer", (TOPOGRAPH_PREFIX + "spine",), "spine"),
+    LayerDef("BlockLayer", (TOPOGRAPH_PREFIX + "block",), "block"),
+    LayerDef("AcceleratorLayer", (TOPOGRAPH_PREFIX + "accelerator",), "accelerator"),
+)
+ROOT_NAME: Final = "cluster"
+
+
+class TopologyError(Exception):
+    """An expected failure of a topology query, naming the object and field at fault."""
+
+    def __init__(self, kind: str, name: str, field: str, message: str) -> None:
+        super().__init__(f"{kind} {name}: {field}: {message}" if field else f"{kind} {name}: {message}")
+        self.kind = kind
+        self.name = name
+        self.field = field
+        self.message = message
+
+
+class Level(msgspec.Struct, frozen=True):
+    """One level of the tree in both vocabularies. `index` 0 is the cluster root."""
+
+    index: int
+    layer: str  # Koordinator topologyLayer
+    tier: int  # Volcano tier (1 = lowest domain level)
+    tier_name: str  # Volcano tierName
+    label_keys: tuple[str, ...] = ()  # node labels the level is built from (CNT / topograph sources)
+
+
+class Domain:
+    """One network domain. Read-only for callers; `used` follows the fold."""
+
+    __slots__ = ("allocatable", "children", "depth", "direct_nodes", "id", "layer", "level", "name", "nodes",
+                 "parent", "path", "tier", "tier_name", "used")
+
+    def __init__(self, ident: int, level: Level, name: str, parent: Domain | None) -> None:
+        self.id = ident
+        self.level = level.index
+        self.layer = level.layer
+        self.tier = level.tier
+        self.tier_name = level.tier_name
+        self.name = name
+        self.parent = parent
+        self.depth: int = 0 if parent is None else parent.depth + 1
+        self.path: tuple[Domain, ...] = (self,) if parent is None else (*parent.path, self)
+        self.children: list[Domain] = []
+        self.nodes: list[str] = []
+        self.direct_nodes: list[str] = []
+        self.allocatable: Resources = {}
+        self.used: Resources = {}
+
+    def free(self) -> Resources:
+        return subtract(self.allocatable, self.used)
+
+    @property
+    def node_count(self) -> int:
+        return len(self.nodes)
+
+    def __repr__(self) -> str:
+        return f"Domain({self.layer}/{self.name}, {len(self.nodes)} nodes)"
+
+
+class _NodeRecord:
+    __slots__ = ("allocatable", "labels", "used")
+
+    def __init__(self, labels: Mapping[str, str], allocatable: Resources) -> None:
+        self.labels: dict[str, str] = dict(labels)
+        self.allocatable: Resources = dict(allocatable)
+        self.used: Resources = {}
+
+
+class _Built:
+    """The result of one structural build."""
+
+    __slots__ = ("by_level", "domains", "levels", "node_domain", "problems", "root", "source")
+
+    def __init__(self, source: str, levels: tuple[Level, ...]) -> None:
+        self.source = source
+        self.levels = levels
+        self.domains: list[Domain] = []
+        self.by_level: list[dict[str, Domain]] = [{} for _ in levels]
+        self.node_domain: dict[str, Domain] = {}
+        self.problems: list[Problem] = []
+        self.root = self.add(0, ROOT_NAME, None)
+
+    def add(self, level: int, name: str, parent: Domain | None) -> Domain:
+        domain = Domain(len(self.domains), self.levels[level], name, parent)
+        self.domains.append(domain)
+        self.by_level[level][name] = domain
+        return domain
+
+
+class TopologyTree:
+    """See the module docstring. Construct empty; `state/cluster.py` feeds it."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, _NodeRecord] = {}
+        self._cnt: ClusterNetworkTopology | None = None
+        self._hypernodes: dict[str, HyperNode] = {}
+        self._last_good_layers: tuple[LayerDef, ...] | None = None
+        self._built: _Built | None = None
+        self._version = 0
+
+    # ------------------------------------------------------------------ fold inputs
+
+    def node_upserted(self, name: str, labels: Mapping[str, str], allocatable: Resources) -> None:
+        record = self._nodes.get(name)
+        if record is None:
+            self._nodes[name] = _NodeRecord(labels, allocatable)
+            self._built = None
+            return
+        if record.labels != labels:
+            record.labels = dict(labels)
+            record.allocatable = dict(allocatable)
+            self._built = None
+            return
+        if record.allocatable != allocatable:
+            built = self._built
+            if built is not None:
+                domain = built.node_domain.get(name)
+                if domain is not None:
+                    for ancestor in domain.path:
+                        total = ancestor.allocatable
+                        for key, amount in record.allocatable.items():
+                            total[key] = total.get(key, 0) - amount
+                        for key, amount in allocatable.items():
+                            total[key] = total.get(key, 0) + amount
+            record.allocatable = dict(allocatable)
+
+    def node_deleted(self, name: str) -> None:
+        if self._nodes.pop(name, None) is not None:
+            self._built = None
+
+    def usage_changed(self, node: str, delta: Resources, sign: int) -> None:
+        record = self._nodes.get(node)
+        if record is None:
+            return
+        used = record.used
+        for key, amount in delta.items():
+            used[key] = used.get(key, 0) + sign * amount
+        built = self._built
+        if built is not None:
+            domain = built.node_domain.get(node)
+            if domain is not None:
+                for ancestor in domain.path:
+                    total = ancestor.used
+                    for key, amount in delta.items():
+                        total[key] = total.get(key, 0) + sign * amount
+
+    def network_topology_upserted(self, cnt: ClusterNetworkTopology) -> None:
+        if cnt.metadata.name == DEFAULT_CNT_NAME and cnt != self._cnt:
+            self._cnt = cnt
+            self._built = None
+
+    def network_topology_deleted(self, name: str) -> None:
+        if name == DEFAULT_CNT_NAME and self._cnt is not None:
+            self._cnt = None
+            self._last_good_layers = None
+            self._built = None
+
+    def hypernode_upserted(self, hn: HyperNode) -> None:
+        name = hn.metadata.name
+        if self._hypernodes.get(name) != hn:
+            self._hypernodes[name] = hn
+            self._built = None
+
+    def hypernode_deleted(self, name: str) -> None:
+        if self._hypernodes.pop(name, None) is not None:
+            self._built = None
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def source(self) -> str:
+        return self._ensure().source
+
+    @property
+    def levels(self) -> tuple[Level, ...]:
+        return self._ensure().levels
+
+    @property
+    def root(self) -> Domain:
+        return self._ensure().root
+
+    @property
+    def domains(self) -> list[Domain]:
+        """Every domain, indexed by `Domain.id` (the root is id 0)."""
+        return self._ensure().domains
+
+    @property
+    def problems(self) -> list[Problem]:
+        return list(self._ensure().problems)
+
+    @property
+    def version(self) -> int:
+        self._ensure()
+        return self._version
+
+    @property
+    def node_names(self) -> list[str]:
+        return sorted(self._nodes)
+
+    def __contains__(self, node: object) -> bool:
+        return node in self._nodes
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def path(self, node: str) -> tuple[Domain, ...]:
+        domain = self._ensure().node_domain.get(node)
+        return () if domain is None else domain.path
+
+    def domain_of(self, node: str) -> Domain | None:
+        return self._ensure().node_domain.get(node)
+
+    def domain_at(self, node: str, level: int) -> Domain | None:
+        for domain in self.path(node):
+            if domain.level == level:
+                return domain
+        return None
+
+    def domains_at(self, level: int) -> list[Domain]:
+        built = self._ensure()
+        if not 0 <= level < len(built.levels):
+            raise TopologyError("Level", str(level), "", f"no such level (0..{len(built.levels) - 1})")
+        by_name = built.by_level[level]
+        return [by_name[name] for name in sorted(by_name)]
+
+    def domain(self, level: int, name: str) -> Domain | None:
+        built = self._ensure()
+        if not 0 <= level < len(built.levels):
+            return None
+        return built.by_level[level].get(name)
+
+    def node_used(self, node: str) -> Resources:
+        record = self._nodes.get(node)
+        return dict(record.used) if record is not None else {}
+
+    def node_allocatable(self, node: str) -> Resources:
+        record = self._nodes.get(node)
+        return dict(record.allocatable) if record is not None else {}
+
+    def lca(self, nodes: Iterable[str]) -> Domain:
+        """The lowest domain holding every node given."""
+        node_domain = self._ensure().node_domain
+        leaves: dict[int, Domain] = {}
+        for node in nodes:
+            domain = node_domain.get(node)
+            if domain is None:
+                raise TopologyError(NODE_KIND, node, "", "is not a node of the topology tree")
+            leaves[domain.id] = domain
+        if not leaves:
+            raise TopologyError("NodeSet", "", "", "the lowest common ancestor of no nodes is undefined")
+        iterator = iter(leaves.values())
+        best = next(iterator)
+        for other in iterator:
+            if best.depth == 0:
+                break
+            if other.depth >= best.depth:
+                if other.path[best.depth] is best:
+                    continue
+                other = other.path[best.depth]
+            else:
+                best = best.path[other.depth]
+            while best is not other:
+                assert best.parent is not None and other.parent is not None
+                best, other = best.parent, other.parent
+        return best
+
+    def lca_level(self, nodes: Iterable[str]) -> int:
+        return self.lca(nodes).level
+
+    def resolve_level(self, name_or_tier: str | int) -> int:
+        """Level index of a Koordinator layer name, a Volcano tier number, or a tierName."""
+        levels = self._ensure().levels
+        if isinstance(name_or_tier, int) or (isinstance(name_or_tier, str) and name_or_tier.isdigit()):
+            tier = int(name_or_tier)
+            for level in levels:
+                if level.tier == tier:
+                    return level.index
+            known_tiers = ", ".join(str(level.tier) for level in levels)
+            raise TopologyError("Tier", str(tier), "",
+                                f"is not a tier of the cluster's topology (tiers: {known_tiers})")
+        for level in levels:
+            if level.layer == name_or_tier:
+                return level.index
+        for level in levels:
+            if level.tier_name and level.tier_name == name_or_tier:
+                return level.index
+        if name_or_tier == NODE_LAYER:
+            raise TopologyError("Layer", name_or_tier, "", "is the node itself, not a domain layer")
+        known = ", ".join(f"{level.layer}/{level.tier_name}/tier {level.tier}" for level in levels)
+        raise TopologyError("Layer", name_or_tier, "", f"is not a layer, tierName or tier of the cluster's "
+                            f"topology (known: {known})")
+
+    # ------------------------------------------------------------------ status the daemon writes
+
+    def detail_status(self) -> list[TopologyDetail]:
+        """Koordinator's ClusterNetworkTopology `status.detailStatus`: one entry per domain, pre-order,
+        children by name; `childTopologyNames` omitted where the children are nodes."""
+        built = self._ensure()
+        details: list[TopologyDetail] = []
+
+        def info(domain: Domain) -> TopologyInfo:
+            return TopologyInfo(topology_layer=domain.layer, topology_name="" if domain.parent is None else domain.name)
+
+        def walk(domain: Domain) -> None:
+            if domain.children:
+                child_layer = domain.children[0].layer
+                child_names = [child.name for child in domain.children]
+            else:
+                child_layer, child_names = (NODE_LAYER, []) if domain.nodes else ("", [])
+            details.append(TopologyDetail(
+                topology_info=info(domain),
+                parent_topology_info=None if domain.parent is None else info(domain.parent),
+                child_topology_layer=child_layer,
+                child_topology_names=child_names,
+                node_num=len(domain.nodes),
+            ))
+            for child in domain.children:
+                walk(child)
+
+        walk(built.root)
+        return details
+
+    def hypernode_node_counts(self) -> dict[str, int]:
+        """HyperNode name -> `status.nodeCount` (nodes below it); 0 for HyperNodes outside the tree."""
+        built = self._ensure()
+        counts = dict.fromkeys(sorted(self._hypernodes), 0)
+        if built.source == SOURCE_HYPERNODES:
+            for domain in built.domains[1:]:
+                if domain.name in counts:
+                    counts[domain.name] = len(domain.nodes)
+        return counts
+
+    # ------------------------------------------------------------------ building
+
+    def _ensure(self) -> _Built:
+        built = self._built
+        if built is None:
+            built = self._build()
+            self._built = built
+            self._version += 1
+        return built
+
+    def _build(self) -> _Built:
+        problems: list[Problem] = []
+        if self._cnt is not None:
+            layers, cnt_problems = resolve_cnt_layers(self._cnt)
+            problems += cnt_problems
+            if layers is not None:
+                self._last_good_layers = layers
+            elif self._last_good_layers is not None:
+                problems.append(Problem(CNT_KIND, self._cnt.metadata.name, "spec",
+                                        "is not usable; the last good layer chain stays in use"))
+                layers = self._last_good_layers
+            if layers is not None:
+                built = self._build_from_labels(SOURCE_CNT, layers)
+                built.problems[:0] = problems
+                return built
+            problems.append(Problem(CNT_KIND, self._cnt.metadata.name, "spec",
+                                    "is not usable and no good version was seen; "
+                                    "topology falls back to HyperNodes or node labels"))
+        if self._hypernodes:
+            built = self._build_from_hypernodes()
+        else:
+            present = [layer for layer in TOPOGRAPH_LAYERS
+                       if any(layer.label_keys[0] in record.labels for record in self._nodes.values())]
+            built = self._build_from_labels(SOURCE_LABELS, tuple(present))
+        built.problems[:0] = problems
+        return built
+
+    def _finish(self, built: _Built) -> None:
+        """Fill node lists, children order and aggregates from `built.node_domain`."""
+        node_domain = built.node_domain
+        nodes = self._nodes
+        for name in sorted(node_domain):
+            domain = node_domain[name]
+            domain.direct_nodes.append(name)
+            record = nodes[name]
+            for ancestor in domain.path:
+                ancestor.nodes.append(name)
+                total = ancestor.allocatable
+                for key, amount in record.allocatable.items():
+                    total[key] = total.get(key, 0) + amount
+                total = ancestor.used
+                for key, amount in record.used.items():
+                    total[key] = total.get(key, 0) + amount
+        for domain in built.domains:
+            if domain.parent is not None:
+                domain.parent.children.append(domain)
+        for domain in built.domains:
+            if len(domain.children) > 1:
+                domain.children.sort(key=_domain_name)
+
+    def _build_from_labels(self, source: str, layers: tuple[LayerDef, ...]) -> _Built:
+        depth = len(layers)
+        levels = (Level(0, CLUSTER_LAYER, depth + 1, CLUSTER_TIER_NAME),
+                  *(Level(i + 1, layer.name, depth - i, layer.tier_name, layer.label_keys)
+                    for i, layer in enumerate(layers)))
+        built = _Built(source, levels)
+        # 1. each node's label values, top first, up to its first missing label
+        values_of: dict[str, tuple[str, ...]] = {}
+        votes: list[dict[str, dict[str, list[str]]]] = [{} for _ in range(depth + 1)]
+        missing: list[tuple[str, int]] = []
+        for name in sorted(self._nodes):
+            labels = self._nodes[name].labels
+            collected: list[str] = []
+            for index, layer in enumerate(layers):
+                value = next((labels[key] for key in layer.label_keys if key in labels), None)
+                if value is None:
+                    if (collected and source == SOURCE_CNT) or any(
+                            key in labels for lower in layers[index + 1:] for key in lower.label_keys):
+                        missing.append((name, index))
+                    break
+                collected.append(value)
+            found = tuple(collected)
+            values_of[name] = found
+            parent_value = ""
+            for index, value in enumerate(found, start=1):
+                votes[index].setdefault(value, {}).setdefault(parent_value, []).append(name)
+                parent_value = value
+        # 2. domains top-down; a domain claimed under two parents keeps the majority's
+        for index in range(1, depth + 1):
+            level = levels[index]
+            for value in sorted(votes[index]):
+                claims = votes[index][value]
+                ranked = sorted(claims, key=lambda p: (-len(claims[p]), p))
+                chosen = ranked[0]
+                parent = built.root if index == 1 else built.by_level[index - 1][chosen]
+                built.add(index, value, parent)
+                if len(ranked) > 1:
+                    parent_layer = levels[index - 1]
+                    others = [n for p in ranked[1:] for n in claims[p]]
+                    shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+                    claimed = ", ".join(f"{p} ({len(claims[p])} nodes)" for p in ranked)
+                    built.problems.append(Problem(
+                        NODE_KIND, others[0], f"metadata.labels[{parent_layer.label_keys[0]}]",
+                        f"labels contradict the hierarchy: {level.layer} {value!r} is under {parent_layer.layer} "
+                        f"{claimed}; it stays under {chosen!r} (most nodes, then first by name), "
+                        f"so nodes {shown} are placed there"))
+        for name, index in missing:
+            have = values_of[name]
+            where = f"{levels[index].layer} {have[-1]!r}" if have else "the cluster root"
+            built.problems.append(Problem(
+                NODE_KIND, name, f"metadata.labels[{layers[index].label_keys[0] if layers[index].label_keys else ''}]",
+                f"is missing while the node has other topology labels; layer {layers[index].name} and those below "
+                f"are skipped and the node sits directly under {where}"))
+        # 3. nodes
+        for name, values in values_of.items():
+            built.node_domain[name] = built.by_level[len(values)][values[-1]] if values else built.root
+        self._finish(built)
+        return built
+
+    def _build_from_hypernodes(self) -> _Built:
+        graph, problems = resolve_hypernode_graph(self._hypernodes.values())
+        tiers = sorted(set(graph.tiers.values()), reverse=True)
+        top = (tiers[0] if tiers else 0) + 1
+        level_of_tier = {tier: index for index, tier in enumerate(tiers, start=1)}
+        tier_names: dict[int, str] = {}
+        for name in sorted(graph.tiers):
+            tier_name = graph.tier_names[name]
+            tier = graph.tiers[name]
+            if tier_name and (tier not in tier_names or tier_name < tier_names[tier]):
+                tier_names[tier] = tier_name
+        levels = (Level(0, CLUSTER_LAYER, top, CLUSTER_TIER_NAME),
+                  *(Level(level_of_tier[t], layer_name_of(tier_names.get(t, ""), t), t, tier_names.get(t, ""))
+                    for t in tiers))
+        built = _Built(SOURCE_HYPERNODES, levels)
+        built.problems += problems
+        # domains top-down (a parent's tier is always above its children's)
+        for name in sorted(graph.tiers, key=lambda n: (-graph.tiers[n], n)):
+            parent_name = graph.parent.get(name)
+            parent = built.root if parent_name is None else built.by_level[level_of_tier[graph.tiers[parent_name]]][
+                parent_name]
+            built.add(level_of_tier[graph.tiers[name]], name, parent)
+        # node members
+        exact: dict[str, list[str]] = {}
+        patterned: list[tuple[str, list[NodeSelectorRule]]] = []
+        for hn_name in sorted(graph.node_rules):
+            rules = graph.node_rules[hn_name]
+            for rule in rules:
+                if rule.pattern is None and rule.labels is None:
+                    exact.setdefault(rule.name, []).append(hn_name)
+            if any(rule.pattern is not None or rule.labels is not None for rule in rules):
+                patterned.append((hn_name, [r for r in rules if r.pattern is not None or r.labels is not None]))
+        claims: dict[str, list[str]] = {}
+        for node, hns in exact.items():
+            if node in self._nodes:
+                claims.setdefault(node, []).extend(hns)
+        for hn_name, rules in patterned:
+            for node, record in self._nodes.items():
+                if any(rule.matches(node, record.labels) for rule in rules):
+                    claims.setdefault(node, []).append(hn_name)
+        for node in sorted(self._nodes):
+            hns = claims.get(node, [])
+            if not hns:
+                built.node_domain[node] = built.root
+                continue
+            candidates = [built.by_level[level_of_tier[graph.tiers[h]]][h] for h in sorted(set(hns))]
+            candidates.sort(key=lambda d: (d.level * -1, d.name))
+            chosen = candidates[0]
+            built.node_domain[node] = chosen
+            conflicting = [d.name for d in candidates[1:] if d not in chosen.path]
+            if conflicting:
+                built.problems.append(Problem(
+                    HYPERNODE_KIND, conflicting[0], "spec.members",
+                    f"node {node!r} is claimed by HyperNodes {', '.join([chosen.name, *conflicting])}; it stays "
+                    f"under {chosen.name!r} (lowest tier, then first by name)"))
+        self._finish(built)
+        return built
+
+
+def _domain_name(domain: Domain) -> str:
+    return domain.name
