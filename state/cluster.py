@@ -1,0 +1,831 @@
+"""The fold: `ClusterState` is what the scheduler knows, built only by applying events.
+
+Rules of this module:
+- `apply(event)` is the only way state changes. The same events in the same order always give the
+  same state (no clock, no randomness, no I/O), and a state restored from `snapshot()` equals the
+  state folded from the first event (`canonical()` is how that is checked).
+- Accounting: a pod's requests are counted on exactly one node at a time, the node it is bound to
+  (while not terminal) or else the node it is assumed on. Every event that touches a pod ends in
+  `_settle(pod)`, which moves the pod's usage to where it should be; nothing else edits `used`.
+  Nominated capacity is kept apart (`NodeInfo.nominated`), since whether it blocks a pod depends
+  on that pod's priority.
+- Bad input never raises out of `apply`: the object is kept and the problem is recorded in
+  `problems`, naming the object and field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import msgspec
+
+from events.model import (
+    BindFailed,
+    BindRequested,
+    Event,
+    EvictionRequested,
+    GangPending,
+    GangPlanned,
+    GangTimedOut,
+    HyperNodeDeleted,
+    HyperNodeUpserted,
+    NetworkTopologyDeleted,
+    NetworkTopologyUpserted,
+    NodeDeleted,
+    NodeUpserted,
+    NominationCleared,
+    ObjectUndecodable,
+    PodAssumed,
+    PodBound,
+    PodDeleted,
+    PodForgotten,
+    PodGroupDeleted,
+    PodGroupUpserted,
+    PodNominated,
+    PodUpserted,
+    PreemptionPlanned,
+    PriorityClassDeleted,
+    PriorityClassUpserted,
+    VolcanoPodGroupDeleted,
+    VolcanoPodGroupUpserted,
+    object_key,
+)
+from events.objects import (
+    DEFAULT_SCHEDULER_NAME,
+    POD_GROUP_LABEL,
+    VOLCANO_GROUP_ANNOTATION,
+    ClusterNetworkTopology,
+    HyperNode,
+    Node,
+    Pod,
+    PodGroup,
+    PriorityClass,
+    Taint,
+    VolcanoPodGroup,
+)
+from state.gangs import GangSpec, Problem, koordinator_gang_spec, volcano_gang_spec
+from state.resources import QUANTITY_CACHE, QuantityError, Resources, add_into, parse_quantity
+from state.topology import TopologyTree
+
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+NEVER = "Never"
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+POD_SLOT = {"pods": 1000}
+
+
+class NodeInfo:
+    """A node as the scheduler sees it. Mutated only by `ClusterState`."""
+
+    __slots__ = ("allocatable", "labels", "name", "nominated", "obj", "pods", "taints", "unschedulable", "used")
+
+    def __init__(self, node: Node, allocatable: Resources) -> None:
+        self.name = node.metadata.name
+        self.obj = node
+        self.labels: Mapping[str, str] = node.metadata.labels
+        self.taints: list[Taint] = node.spec.taints
+        self.unschedulable = node.spec.unschedulable
+        self.allocatable = allocatable
+        self.used: Resources = {}
+        self.pods: set[str] = set()  # pods counted in `used`
+        self.nominated: dict[str, PodInfo] = {}  # pods holding a nomination on this node
+
+
+class PodInfo:
+    """A pod as the scheduler sees it. Mutated only by `ClusterState`."""
+
+    __slots__ = (
+        "assumed_node",
+        "bound_at",
+        "counted_on",
+        "eviction_requested",
+        "first_seen",
+        "gang",
+        "key",
+        "nominated_node",
+        "nominated_on",
+        "obj",
+        "ours",
+        "placed_on",
+        "preemption_policy",
+        "priority",
+        "removed",
+        "requests",
+    )
+
+    def __init__(self, key: str, obj: Pod, first_seen: float) -> None:
+        self.key = key
+        self.obj = obj
+        self.first_seen = first_seen
+        self.requests: Resources = {}
+        self.priority = 0
+        self.preemption_policy = PREEMPT_LOWER_PRIORITY
+        self.gang = ""
+        self.ours = False
+        self.assumed_node = ""
+        self.nominated_node = ""
+        self.counted_on = ""
+        self.nominated_on = ""
+        self.placed_on = ""  # the node name this pod is indexed under in `pods_by_node`
+        self.removed = False
+        self.bound_at: float | None = None
+        self.eviction_requested = False
+
+    @property
+    def uid(self) -> str:
+        return self.obj.metadata.uid
+
+    @property
+    def namespace(self) -> str:
+        return self.obj.metadata.namespace
+
+    @property
+    def name(self) -> str:
+        return self.obj.metadata.name
+
+    @property
+    def node_name(self) -> str:
+        """The node the API says the pod is bound to ('' while unbound)."""
+        return self.obj.spec.node_name
+
+    @property
+    def terminal(self) -> bool:
+        return self.obj.status.phase in TERMINAL_PHASES
+
+    @property
+    def terminating(self) -> bool:
+        return self.obj.metadata.deletion_timestamp is not None
+
+    @property
+    def placed_node(self) -> str:
+        """Where the pod runs or is about to: its bound node, else its assumed node."""
+        return self.obj.spec.node_name or self.assumed_node
+
+    @property
+    def pending(self) -> bool:
+        """Ours, not bound, not assumed, not on its way out: the scheduler still has to place it."""
+        return (self.ours and not self.removed and not self.obj.spec.node_name and not self.assumed_node
+                and not self.terminating and not self.terminal)
+
+
+class GangInfo:
+    """A PodGroup and its members. Mutated only by `ClusterState`."""
+
+    __slots__ = ("attempts", "first_seen", "key", "last_reason", "members", "spec", "timed_out")
+
+    def __init__(self, key: str, first_seen: float) -> None:
+        self.key = key
+        self.first_seen = first_seen
+        self.spec: GangSpec | None = None
+        self.members: set[str] = set()
+        self.last_reason = ""
+        self.attempts = 0
+        self.timed_out = 0
+
+
+class DecisionRecord(msgspec.Struct, frozen=True, array_like=True):
+    pod: str
+    uid: str
+    node: str
+    gang: str = ""
+    priority: int = 0
+
+
+class GangRecord(msgspec.Struct, frozen=True, array_like=True):
+    key: str
+    first_seen: float
+    attempts: int
+    last_reason: str
+    timed_out: int
+
+
+class PodRecord(msgspec.Struct, frozen=True, array_like=True):
+    pod: Pod
+    first_seen: float
+    bound_at: float | None
+    eviction_requested: bool
+
+
+class StateSnapshot(msgspec.Struct, frozen=True):
+    """Everything needed to rebuild a `ClusterState`: the objects, plus the scheduler's own decisions."""
+
+    version: int
+    scheduler_name: str
+    last_seq: int
+    last_time: float
+    nodes: list[Node]
+    pods: list[PodRecord]
+    pod_groups: list[PodGroup]
+    volcano_pod_groups: list[VolcanoPodGroup]
+    network_topologies: list[ClusterNetworkTopology]
+    hyper_nodes: list[HyperNode]
+    priority_classes: list[PriorityClass]
+    assumed: list[DecisionRecord]
+    nominated: list[DecisionRecord]
+    gangs: list[GangRecord]
+    undecodable: list[Problem]
+
+
+SNAPSHOT_VERSION = 1
+_snapshot_encoder = msgspec.msgpack.Encoder()
+_snapshot_decoder = msgspec.msgpack.Decoder(StateSnapshot)
+
+
+class ClusterState:
+    def __init__(self, scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> None:
+        self.scheduler_name = scheduler_name
+        self.last_seq = 0
+        self.last_time = 0.0
+        self.nodes: dict[str, NodeInfo] = {}
+        self.pods: dict[str, PodInfo] = {}
+        self.pods_by_node: dict[str, set[str]] = {}  # every pod placed on a node name, even a missing node
+        self.pod_groups: dict[str, PodGroup] = {}
+        self.volcano_pod_groups: dict[str, VolcanoPodGroup] = {}
+        self.gangs: dict[str, GangInfo] = {}
+        self.network_topologies: dict[str, ClusterNetworkTopology] = {}
+        self.hyper_nodes: dict[str, HyperNode] = {}
+        self.priority_classes: dict[str, PriorityClass] = {}
+        self.pending: set[str] = set()  # keys of our pods waiting to be placed
+        self.problems: dict[tuple[str, str], list[Problem]] = {}
+        self.undecodable: dict[tuple[str, str], Problem] = {}
+        self.topology = TopologyTree()
+        self._default_priority_class = ""
+
+    # ------------------------------------------------------------------ queries
+
+    def problems_of(self, kind: str, key: str) -> list[Problem]:
+        return self.problems.get((kind, key), [])
+
+    def all_problems(self) -> Iterator[Problem]:
+        for key in sorted(self.problems):
+            yield from self.problems[key]
+        for key in sorted(self.undecodable):
+            yield self.undecodable[key]
+
+    def gang_of(self, pod: PodInfo) -> GangInfo | None:
+        return self.gangs.get(pod.gang) if pod.gang else None
+
+    def free_on(self, node: NodeInfo) -> Resources:
+        free = dict(node.allocatable)
+        for name, amount in node.used.items():
+            free[name] = free.get(name, 0) - amount
+        return free
+
+    def nominated_load(self, node: NodeInfo, priority: int, exclude_gangs: Iterable[str] = ()) -> Resources:
+        """Capacity on `node` reserved by nominated pods of priority >= `priority` (other gangs only)."""
+        excluded = set(exclude_gangs)
+        load: Resources = {}
+        for pod in node.nominated.values():
+            if pod.priority >= priority and (not pod.gang or pod.gang not in excluded) and not pod.counted_on:
+                add_into(load, pod.requests)
+        return load
+
+    # ------------------------------------------------------------------ the fold
+
+    def apply(self, event: Event) -> None:
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
+        if event.seq > self.last_seq:
+            self.last_seq = event.seq
+        if event.time > self.last_time:
+            self.last_time = event.time
+
+    def apply_all(self, events: Iterable[Event]) -> None:
+        for event in events:
+            self.apply(event)
+
+    # nodes ------------------------------------------------------------
+
+    def _node_upserted(self, event: NodeUpserted) -> None:
+        node = event.node
+        name = node.metadata.name
+        allocatable, problems = _parse_resources(node.status.allocatable, "Node", name, "status.allocatable")
+        self._set_problems("Node", name, problems)
+        info = self.nodes.get(name)
+        if info is None:
+            info = NodeInfo(node, allocatable)
+            self.nodes[name] = info
+            self.topology.node_upserted(name, info.labels, allocatable)
+            for key in sorted(self.pods_by_node.get(name, ())):
+                pod = self.pods.get(key)
+                if pod is not None:
+                    self._settle(pod)
+                    if pod.nominated_node == name:
+                        self._settle_nomination(pod)
+        else:
+            relabelled = info.labels != node.metadata.labels or info.allocatable != allocatable
+            info.obj = node
+            info.labels = node.metadata.labels
+            info.taints = node.spec.taints
+            info.unschedulable = node.spec.unschedulable
+            info.allocatable = allocatable
+            if relabelled:
+                self.topology.node_upserted(name, info.labels, allocatable)
+
+    def _node_deleted(self, event: NodeDeleted) -> None:
+        info = self.nodes.pop(event.name, None)
+        if info is None:
+            return
+        self._set_problems("Node", event.name, [])
+        # Pods stay placed on the name (the API deletes them separately); their usage leaves with the node.
+        for key in list(info.pods):
+            pod = self.pods.get(key)
+            if pod is not None:
+                pod.counted_on = ""
+        for pod in info.nominated.values():
+            pod.nominated_on = ""
+        self.topology.node_deleted(event.name)
+
+    # pods -------------------------------------------------------------
+
+    def _pod_upserted(self, event: PodUpserted) -> None:
+        obj = event.pod
+        meta = obj.metadata
+        key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+        pod = self.pods.get(key)
+        if pod is not None and meta.uid and pod.uid != meta.uid:
+            # A re-created pod of the same name: nothing of the old one carries over.
+            self._remove_pod(pod)
+            pod = None
+        if pod is None:
+            pod = PodInfo(key, obj, event.time)
+            self.pods[key] = pod
+            self._derive_pod(pod, obj)
+        else:
+            old = pod.obj
+            pod.obj = obj
+            # Most updates are status or binding changes: re-derive only what the change can affect.
+            old_spec, spec = old.spec, obj.spec
+            if (old_spec.containers != spec.containers or old_spec.init_containers != spec.init_containers
+                    or old_spec.overhead != spec.overhead or old_spec.priority != spec.priority
+                    or old_spec.priority_class_name != spec.priority_class_name
+                    or old_spec.preemption_policy != spec.preemption_policy
+                    or old_spec.scheduler_name != spec.scheduler_name
+                    or old.metadata.labels != meta.labels or old.metadata.annotations != meta.annotations):
+                self._derive_pod(pod, obj)
+        if obj.spec.node_name:
+            if pod.bound_at is None:
+                pod.bound_at = event.time
+            pod.assumed_node = ""
+        nominated = obj.status.nominated_node_name
+        if nominated and nominated != pod.nominated_node and not obj.spec.node_name:
+            pod.nominated_node = nominated
+        self._settle(pod)
+
+    def _derive_pod(self, pod: PodInfo, obj: Pod) -> None:
+        key = pod.key
+        problems: list[Problem] = []
+        pod.requests = _pod_requests(obj, key, problems)
+        pod.ours = (obj.spec.scheduler_name or "default-scheduler") == self.scheduler_name
+        pod.priority, pod.preemption_policy = self._resolve_priority(obj, key, problems)
+        gang_name = obj.metadata.labels.get(POD_GROUP_LABEL) or obj.metadata.annotations.get(
+            VOLCANO_GROUP_ANNOTATION, ""
+        )
+        gang_key = object_key(obj.metadata.namespace, gang_name) if gang_name else ""
+        if gang_key != pod.gang:
+            if pod.gang:
+                self._leave_gang(pod)
+            pod.gang = gang_key
+            if gang_key:
+                gang = self.gangs.get(gang_key)
+                if gang is None:
+                    gang = self.gangs[gang_key] = GangInfo(gang_key, pod.first_seen)
+                gang.members.add(key)
+        if problems or ("Pod", key) in self.problems:
+            self._set_problems("Pod", key, problems)
+
+    def _resolve_priority(self, obj: Pod, key: str, problems: list[Problem]) -> tuple[int, str]:
+        class_name = obj.spec.priority_class_name
+        priority_class = None
+        if class_name:
+            priority_class = self.priority_classes.get(class_name)
+            if priority_class is None and obj.spec.priority is None:
+                problems.append(Problem("Pod", key, "spec.priorityClassName",
+                                        f"PriorityClass {class_name!r} not found; priority 0 assumed"))
+        elif self._default_priority_class:
+            priority_class = self.priority_classes.get(self._default_priority_class)
+        if obj.spec.priority is not None:
+            priority = obj.spec.priority
+        else:
+            priority = priority_class.value if priority_class is not None else 0
+        policy = obj.spec.preemption_policy or (
+            priority_class.preemption_policy if priority_class is not None else None
+        ) or PREEMPT_LOWER_PRIORITY
+        if policy not in (PREEMPT_LOWER_PRIORITY, NEVER):
+            problems.append(Problem("Pod", key, "spec.preemptionPolicy",
+                                    f"{policy!r} is not PreemptLowerPriority or Never; using Never"))
+            policy = NEVER
+        return priority, policy
+
+    def _pod_deleted(self, event: PodDeleted) -> None:
+        pod = self.pods.get(event.key)
+        if pod is None or (event.uid and pod.uid and event.uid != pod.uid):
+            return
+        self._remove_pod(pod)
+
+    def _remove_pod(self, pod: PodInfo) -> None:
+        pod.assumed_node = ""
+        pod.nominated_node = ""
+        pod.removed = True
+        self._settle(pod)
+        if pod.gang:
+            self._leave_gang(pod)
+        self.pending.discard(pod.key)
+        self.problems.pop(("Pod", pod.key), None)
+        del self.pods[pod.key]
+
+    def _leave_gang(self, pod: PodInfo) -> None:
+        gang = self.gangs.get(pod.gang)
+        if gang is None:
+            return
+        gang.members.discard(pod.key)
+        if not gang.members and gang.spec is None:
+            del self.gangs[gang.key]
+
+    # decisions --------------------------------------------------------
+
+    def _pod_assumed(self, event: PodAssumed) -> None:
+        pod = self._decision_target(event.pod, event.uid)
+        if pod is not None and not pod.node_name:
+            pod.assumed_node = event.node
+            self._settle(pod)
+
+    def _pod_forgotten(self, event: PodForgotten) -> None:
+        pod = self._decision_target(event.pod, event.uid)
+        if pod is not None and pod.assumed_node:
+            pod.assumed_node = ""
+            self._settle(pod)
+
+    def _bind_failed(self, event: BindFailed) -> None:
+        pod = self._decision_target(event.pod, event.uid)
+        if pod is not None and not pod.node_name:
+            pod.assumed_node = ""
+            self._settle(pod)
+
+    def _pod_bound(self, event: PodBound) -> None:
+        pod = self._decision_target(event.pod, event.uid)
+        if pod is None or pod.node_name:
+            return
+        # The API accepted the binding; the watch will confirm. Until then the pod is bound here.
+        pod.obj = msgspec.structs.replace(pod.obj, spec=msgspec.structs.replace(pod.obj.spec, node_name=event.node))
+        pod.assumed_node = ""
+        if pod.bound_at is None:
+            pod.bound_at = event.time
+        self._settle(pod)
+
+    def _pod_nominated(self, event: PodNominated) -> None:
+        pod = self._decision_target(event.pod, event.uid)
+        if pod is not None:
+            pod.nominated_node = event.node
+            self._settle(pod)
+
+    def _nomination_cleared(self, event: NominationCleared) -> None:
+        pod = self.pods.get(event.pod)
+        if pod is not None and pod.nominated_node:
+            pod.nominated_node = ""
+            self._settle(pod)
+
+    def _eviction_requested(self, event: EvictionRequested) -> None:
+        pod = self._decision_target(event.pod, event.uid)
+        if pod is not None:
+            pod.eviction_requested = True
+
+    def _gang_pending(self, event: GangPending) -> None:
+        gang = self.gangs.get(event.gang)
+        if gang is not None:
+            gang.attempts += 1
+            gang.last_reason = event.reason
+
+    def _gang_planned(self, event: GangPlanned) -> None:
+        gang = self.gangs.get(event.gang)
+        if gang is not None:
+            gang.attempts += 1
+            gang.last_reason = ""
+
+    def _gang_timed_out(self, event: GangTimedOut) -> None:
+        gang = self.gangs.get(event.gang)
+        if gang is not None:
+            gang.timed_out += 1
+            gang.last_reason = event.reason
+
+    def _decision_target(self, key: str, uid: str) -> PodInfo | None:
+        pod = self.pods.get(key)
+        if pod is None or (uid and pod.uid and uid != pod.uid):
+            return None
+        return pod
+
+    # gangs, priorities, topology objects ------------------------------
+
+    def _pod_group_upserted(self, event: PodGroupUpserted) -> None:
+        group = event.pod_group
+        key = object_key(group.metadata.namespace, group.metadata.name)
+        self.pod_groups[key] = group
+        spec, problems = koordinator_gang_spec(group, key)
+        self._set_gang_spec(key, spec, problems, event.time)
+
+    def _pod_group_deleted(self, event: PodGroupDeleted) -> None:
+        if self.pod_groups.pop(event.key, None) is not None:
+            self._drop_gang_spec(event.key)
+
+    def _volcano_pod_group_upserted(self, event: VolcanoPodGroupUpserted) -> None:
+        group = event.pod_group
+        key = object_key(group.metadata.namespace, group.metadata.name)
+        self.volcano_pod_groups[key] = group
+        if key in self.pod_groups:
+            return  # a Koordinator PodGroup of the same name wins; both cannot describe one gang
+        spec, problems = volcano_gang_spec(group, key)
+        self._set_gang_spec(key, spec, problems, event.time)
+
+    def _volcano_pod_group_deleted(self, event: VolcanoPodGroupDeleted) -> None:
+        if self.volcano_pod_groups.pop(event.key, None) is not None and event.key not in self.pod_groups:
+            self._drop_gang_spec(event.key)
+
+    def _set_gang_spec(self, key: str, spec: GangSpec, problems: list[Problem], time: float) -> None:
+        gang = self.gangs.get(key)
+        if gang is None:
+            gang = self.gangs[key] = GangInfo(key, time)
+        gang.spec = spec
+        self._set_problems("PodGroup", key, problems)
+
+    def _drop_gang_spec(self, key: str) -> None:
+        self.problems.pop(("PodGroup", key), None)
+        volcano = self.volcano_pod_groups.get(key)
+        gang = self.gangs.get(key)
+        if gang is None:
+            return
+        if volcano is not None:
+            spec, problems = volcano_gang_spec(volcano, key)
+            gang.spec = spec
+            self._set_problems("PodGroup", key, problems)
+            return
+        gang.spec = None
+        if not gang.members:
+            del self.gangs[key]
+
+    def _priority_class_upserted(self, event: PriorityClassUpserted) -> None:
+        self.priority_classes[event.priority_class.metadata.name] = event.priority_class
+        self._refresh_priorities()
+
+    def _priority_class_deleted(self, event: PriorityClassDeleted) -> None:
+        if self.priority_classes.pop(event.name, None) is not None:
+            self._refresh_priorities()
+
+    def _refresh_priorities(self) -> None:
+        defaults = sorted(name for name, pc in self.priority_classes.items() if pc.global_default)
+        self._default_priority_class = defaults[0] if defaults else ""
+        for key in sorted(self.pods):
+            pod = self.pods[key]
+            problems = [p for p in self.problems_of("Pod", key) if p.field != "spec.priorityClassName"
+                        and p.field != "spec.preemptionPolicy"]
+            priority, policy = self._resolve_priority(pod.obj, key, problems)
+            if priority != pod.priority or policy != pod.preemption_policy:
+                pod.priority, pod.preemption_policy = priority, policy
+            self._set_problems("Pod", key, problems)
+
+    def _network_topology_upserted(self, event: NetworkTopologyUpserted) -> None:
+        self.network_topologies[event.topology.metadata.name] = event.topology
+        self.topology.network_topology_upserted(event.topology)
+
+    def _network_topology_deleted(self, event: NetworkTopologyDeleted) -> None:
+        if self.network_topologies.pop(event.name, None) is not None:
+            self.topology.network_topology_deleted(event.name)
+
+    def _hyper_node_upserted(self, event: HyperNodeUpserted) -> None:
+        self.hyper_nodes[event.hyper_node.metadata.name] = event.hyper_node
+        self.topology.hypernode_upserted(event.hyper_node)
+
+    def _hyper_node_deleted(self, event: HyperNodeDeleted) -> None:
+        if self.hyper_nodes.pop(event.name, None) is not None:
+            self.topology.hypernode_deleted(event.name)
+
+    def _object_undecodable(self, event: ObjectUndecodable) -> None:
+        self.undecodable[(event.kind, event.key)] = Problem(event.kind, event.key, "", event.problem)
+
+    # accounting -------------------------------------------------------
+
+    def _settle(self, pod: PodInfo) -> None:
+        """Move the pod's usage to the node it should be counted on, and keep the indexes true."""
+        target = "" if pod.removed or pod.obj.status.phase in TERMINAL_PHASES else (
+            pod.obj.spec.node_name or pod.assumed_node)
+        target_node = self.nodes.get(target) if target else None
+        counted = target if target_node is not None else ""
+        if pod.counted_on != counted:
+            if pod.counted_on:
+                old = self.nodes.get(pod.counted_on)
+                if old is not None:
+                    used = old.used
+                    for name, amount in pod.requests.items():
+                        used[name] = used.get(name, 0) - amount
+                    old.pods.discard(pod.key)
+                    self.topology.usage_changed(old.name, pod.requests, -1)
+            if target_node is not None:
+                used = target_node.used
+                for name, amount in pod.requests.items():
+                    used[name] = used.get(name, 0) + amount
+                target_node.pods.add(pod.key)
+                self.topology.usage_changed(target, pod.requests, 1)
+            pod.counted_on = counted
+        if pod.placed_on != target:
+            self._place(pod, target)
+        if pod.nominated_node or pod.nominated_on:
+            if pod.obj.spec.node_name:
+                pod.nominated_node = ""  # a bound pod needs no reservation
+            self._settle_nomination(pod)
+        if pod.pending:
+            self.pending.add(pod.key)
+        elif self.pending:
+            self.pending.discard(pod.key)
+
+    def _settle_nomination(self, pod: PodInfo) -> None:
+        target = pod.nominated_node if pod.nominated_node in self.nodes else ""
+        if pod.nominated_on != target:
+            if pod.nominated_on:
+                old = self.nodes.get(pod.nominated_on)
+                if old is not None:
+                    old.nominated.pop(pod.key, None)
+            if target:
+                self.nodes[target].nominated[pod.key] = pod
+            pod.nominated_on = target
+
+    def _place(self, pod: PodInfo, target: str) -> None:
+        if pod.placed_on == target:
+            return
+        if pod.placed_on:
+            keys = self.pods_by_node[pod.placed_on]
+            keys.discard(pod.key)
+            if not keys:
+                del self.pods_by_node[pod.placed_on]
+        if target:
+            self.pods_by_node.setdefault(target, set()).add(pod.key)
+        pod.placed_on = target
+
+    def _set_problems(self, kind: str, key: str, problems: list[Problem]) -> None:
+        if problems:
+            self.problems[(kind, key)] = problems
+        else:
+            self.problems.pop((kind, key), None)
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot(self) -> bytes:
+        return _snapshot_encoder.encode(self.to_snapshot())
+
+    def to_snapshot(self) -> StateSnapshot:
+        pods = [self.pods[key] for key in sorted(self.pods)]
+        return StateSnapshot(
+            version=SNAPSHOT_VERSION,
+            scheduler_name=self.scheduler_name,
+            last_seq=self.last_seq,
+            last_time=self.last_time,
+            nodes=[self.nodes[name].obj for name in sorted(self.nodes)],
+            pods=[PodRecord(p.obj, p.first_seen, p.bound_at, p.eviction_requested) for p in pods],
+            pod_groups=[self.pod_groups[k] for k in sorted(self.pod_groups)],
+            volcano_pod_groups=[self.volcano_pod_groups[k] for k in sorted(self.volcano_pod_groups)],
+            network_topologies=[self.network_topologies[k] for k in sorted(self.network_topologies)],
+            hyper_nodes=[self.hyper_nodes[k] for k in sorted(self.hyper_nodes)],
+            priority_classes=[self.priority_classes[k] for k in sorted(self.priority_classes)],
+            assumed=[DecisionRecord(p.key, p.uid, p.assumed_node, p.gang) for p in pods if p.assumed_node],
+            nominated=[DecisionRecord(p.key, p.uid, p.nominated_node, p.gang, p.priority)
+                       for p in pods if p.nominated_node],
+            gangs=[GangRecord(g.key, g.first_seen, g.attempts, g.last_reason, g.timed_out)
+                   for g in (self.gangs[k] for k in sorted(self.gangs))],
+            undecodable=[self.undecodable[k] for k in sorted(self.undecodable)],
+        )
+
+    @classmethod
+    def restore(cls, payload: bytes) -> ClusterState:
+        return cls.from_snapshot(_snapshot_decoder.decode(payload))
+
+    @classmethod
+    def from_snapshot(cls, snap: StateSnapshot) -> ClusterState:
+        if snap.version != SNAPSHOT_VERSION:
+            raise ValueError(f"snapshot version {snap.version} is not {SNAPSHOT_VERSION}")
+        state = cls(snap.scheduler_name)
+        for priority_class in snap.priority_classes:
+            state.apply(PriorityClassUpserted(priority_class=priority_class))
+        for topology in snap.network_topologies:
+            state.apply(NetworkTopologyUpserted(topology=topology))
+        for hyper_node in snap.hyper_nodes:
+            state.apply(HyperNodeUpserted(hyper_node=hyper_node))
+        for node in snap.nodes:
+            state.apply(NodeUpserted(node=node))
+        for group in snap.pod_groups:
+            state.apply(PodGroupUpserted(pod_group=group))
+        for vgroup in snap.volcano_pod_groups:
+            state.apply(VolcanoPodGroupUpserted(pod_group=vgroup))
+        for record in snap.pods:
+            state.apply(PodUpserted(pod=record.pod, time=record.first_seen))
+            pod = state.pods[object_key(record.pod.metadata.namespace, record.pod.metadata.name)]
+            pod.first_seen = record.first_seen
+            pod.bound_at = record.bound_at
+            pod.eviction_requested = record.eviction_requested
+        for decision in snap.assumed:
+            state.apply(PodAssumed(pod=decision.pod, uid=decision.uid, node=decision.node, gang=decision.gang))
+        for decision in snap.nominated:
+            state.apply(PodNominated(pod=decision.pod, uid=decision.uid, node=decision.node, gang=decision.gang,
+                                     priority=decision.priority))
+        for record_gang in snap.gangs:
+            gang = state.gangs.get(record_gang.key)
+            if gang is None:
+                gang = state.gangs[record_gang.key] = GangInfo(record_gang.key, record_gang.first_seen)
+            gang.first_seen = record_gang.first_seen
+            gang.attempts = record_gang.attempts
+            gang.last_reason = record_gang.last_reason
+            gang.timed_out = record_gang.timed_out
+        for problem in snap.undecodable:
+            state.undecodable[(problem.kind, problem.key)] = problem
+        state.last_seq = snap.last_seq
+        state.last_time = snap.last_time
+        return state
+
+    def canonical(self) -> bytes:
+        """A byte string equal for two states exactly when they hold the same knowledge."""
+        derived = {
+            "used": {name: sorted(info.used.items()) for name, info in sorted(self.nodes.items())},
+            "pods_on": {name: sorted(info.pods) for name, info in sorted(self.nodes.items())},
+            "pending": sorted(self.pending),
+            "members": {key: sorted(g.members) for key, g in sorted(self.gangs.items())},
+            "priorities": {key: (p.priority, p.preemption_policy) for key, p in sorted(self.pods.items())},
+            "problems": [str(problem) for problem in self.all_problems()],
+        }
+        return self.snapshot() + msgspec.msgpack.encode(derived)
+
+
+def _parse_resources(raw: Mapping[str, str], kind: str, key: str, field: str) -> tuple[Resources, list[Problem]]:
+    parsed: Resources = {}
+    problems: list[Problem] = []
+    for name, text in raw.items():
+        try:
+            parsed[name] = parse_quantity(text)
+        except QuantityError as error:
+            problems.append(Problem(kind, key, f"{field}[{name}]", f"{error}; counted as 0"))
+    return parsed, problems
+
+
+def _add_requests(total: Resources, raw: Mapping[str, str], key: str, field: str, problems: list[Problem],
+                  take_max: bool = False) -> None:
+    for name, text in raw.items():
+        amount = QUANTITY_CACHE.get(text)
+        if amount is None:
+            try:
+                amount = parse_quantity(text)
+            except QuantityError as error:
+                problems.append(Problem("Pod", key, f"{field}[{name}]", f"{error}; counted as 0"))
+                continue
+        if take_max:
+            if amount > total.get(name, 0):
+                total[name] = amount
+        else:
+            total[name] = total.get(name, 0) + amount
+
+
+def _pod_requests(obj: Pod, key: str, problems: list[Problem]) -> Resources:
+    """Sum of containers, at least the largest init container per resource, plus overhead and one pod slot."""
+    spec = obj.spec
+    total: Resources = {}
+    for index, container in enumerate(spec.containers):
+        _add_requests(total, container.resources.requests, key, f"spec.containers[{index}].resources.requests",
+                      problems)
+    for index, container in enumerate(spec.init_containers):
+        _add_requests(total, container.resources.requests, key,
+                      f"spec.initContainers[{index}].resources.requests", problems, take_max=True)
+    if spec.overhead:
+        _add_requests(total, spec.overhead, key, "spec.overhead", problems)
+    total["pods"] = total.get("pods", 0) + POD_SLOT["pods"]
+    return total
+
+
+def _ignore(state: ClusterState, event: Event) -> None:
+    """Events kept for the record (explain, replay) that change nothing the scheduler reads."""
+
+
+_HANDLERS: dict[type, Callable[[ClusterState, Any], None]] = {
+    NodeUpserted: ClusterState._node_upserted,
+    NodeDeleted: ClusterState._node_deleted,
+    PodUpserted: ClusterState._pod_upserted,
+    PodDeleted: ClusterState._pod_deleted,
+    PodGroupUpserted: ClusterState._pod_group_upserted,
+    PodGroupDeleted: ClusterState._pod_group_deleted,
+    VolcanoPodGroupUpserted: ClusterState._volcano_pod_group_upserted,
+    VolcanoPodGroupDeleted: ClusterState._volcano_pod_group_deleted,
+    NetworkTopologyUpserted: ClusterState._network_topology_upserted,
+    NetworkTopologyDeleted: ClusterState._network_topology_deleted,
+    HyperNodeUpserted: ClusterState._hyper_node_upserted,
+    HyperNodeDeleted: ClusterState._hyper_node_deleted,
+    PriorityClassUpserted: ClusterState._priority_class_upserted,
+    PriorityClassDeleted: ClusterState._priority_class_deleted,
+    ObjectUndecodable: ClusterState._object_undecodable,
+    PodAssumed: ClusterState._pod_assumed,
+    PodForgotten: ClusterState._pod_forgotten,
+    BindRequested: _ignore,
+    PodBound: ClusterState._pod_bound,
+    BindFailed: ClusterState._bind_failed,
+    PodNominated: ClusterState._pod_nominated,
+    NominationCleared: ClusterState._nomination_cleared,
+    EvictionRequested: ClusterState._eviction_requested,
+    GangTimedOut: ClusterState._gang_timed_out,
+    GangPending: ClusterState._gang_pending,
+    GangPlanned: ClusterState._gang_planned,
+    PreemptionPlanned: _ignore,
+}

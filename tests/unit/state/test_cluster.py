@@ -1,0 +1,174 @@
+"""Behaviour of the fold: what the scheduler believes after the cluster tells it things."""
+
+from __future__ import annotations
+
+import msgspec
+
+from events.model import (
+    BindFailed,
+    Event,
+    NodeDeleted,
+    NominationCleared,
+    ObjectUndecodable,
+    PodAssumed,
+    PodBound,
+    PodDeleted,
+    PodForgotten,
+    PodNominated,
+    PriorityClassUpserted,
+)
+from events.objects import Container, ObjectMeta, PriorityClass, ResourceRequirements
+from state.cluster import ClusterState
+from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
+
+GPU = "nvidia.com/gpu"
+
+
+def _state(*events: Event) -> ClusterState:
+    state = ClusterState()
+    for event in events:
+        state.apply(event)
+    return state
+
+
+def test_bound_pod_uses_node_capacity_and_is_not_pending() -> None:
+    state = _state(node_event(node("n1")), pod_event(bound(pod("p", gpus=4), "n1")))
+    assert state.nodes["n1"].used[GPU] == 4000
+    assert state.free_on(state.nodes["n1"])[GPU] == 4000
+    assert not state.pending
+
+
+def test_unbound_pod_of_ours_is_pending_and_other_schedulers_pods_are_ignored() -> None:
+    state = _state(node_event(node("n1")), pod_event(pod("ours")), pod_event(pod("theirs", scheduler="")))
+    assert state.pending == {"default/ours"}
+
+
+def test_terminal_pod_frees_its_resources() -> None:
+    running = bound(pod("p"), "n1")
+    state = _state(node_event(node("n1")), pod_event(running), pod_event(bound(pod("p"), "n1", phase="Succeeded")))
+    assert state.nodes["n1"].used.get(GPU, 0) == 0
+
+
+def test_assumed_pod_holds_capacity_until_forgotten() -> None:
+    state = _state(node_event(node("n1")), pod_event(pod("p")))
+    state.apply(PodAssumed(pod="default/p", uid="uid-default-p", node="n1"))
+    assert state.nodes["n1"].used[GPU] == 8000 and not state.pending
+    state.apply(PodForgotten(pod="default/p", uid="uid-default-p"))
+    assert state.nodes["n1"].used.get(GPU, 0) == 0 and state.pending == {"default/p"}
+
+
+def test_bind_failure_releases_the_assumption() -> None:
+    state = _state(node_event(node("n1")), pod_event(pod("p")),
+                   PodAssumed(pod="default/p", uid="uid-default-p", node="n1"),
+                   BindFailed(pod="default/p", uid="uid-default-p", node="n1", reason="500"))
+    assert state.nodes["n1"].used.get(GPU, 0) == 0
+
+
+def test_bound_event_counts_once_even_when_the_watch_confirms_it_later() -> None:
+    state = _state(node_event(node("n1")), pod_event(pod("p")),
+                   PodAssumed(pod="default/p", uid="uid-default-p", node="n1"),
+                   PodBound(pod="default/p", uid="uid-default-p", node="n1"))
+    state.apply(pod_event(bound(pod("p"), "n1")))
+    assert state.nodes["n1"].used[GPU] == 8000
+    assert state.nodes["n1"].pods == {"default/p"}
+
+
+def test_decision_for_a_recreated_pod_with_another_uid_is_ignored() -> None:
+    state = _state(node_event(node("n1")), pod_event(pod("p", uid="new")))
+    state.apply(PodAssumed(pod="default/p", uid="old", node="n1"))
+    assert state.nodes["n1"].used.get(GPU, 0) == 0
+
+
+def test_init_container_max_rule_and_pod_slot() -> None:
+    p = pod("p", gpus=0, cpu="1")
+    init = Container(name="init", resources=ResourceRequirements(requests={"cpu": "4", "memory": "1Gi"}))
+    p = msgspec.structs.replace(p, spec=msgspec.structs.replace(p.spec, init_containers=[init]))
+    state = _state(pod_event(p))
+    assert state.pods["default/p"].requests["cpu"] == 4000
+    assert state.pods["default/p"].requests["memory"] == 64 * 2**30 * 1000
+    assert state.pods["default/p"].requests["pods"] == 1000
+
+
+def test_malformed_quantity_is_a_problem_naming_pod_and_field_not_a_crash() -> None:
+    p = pod("p")
+    bad = Container(name="c", resources=ResourceRequirements(requests={"cpu": "lots"}))
+    p = msgspec.structs.replace(p, spec=msgspec.structs.replace(p.spec, containers=[bad]))
+    state = _state(pod_event(p))
+    [problem] = state.problems_of("Pod", "default/p")
+    assert problem.field == "spec.containers[0].resources.requests[cpu]"
+    assert "'lots'" in problem.message
+
+
+def test_priority_comes_from_priority_class_even_when_the_class_arrives_later() -> None:
+    state = _state(pod_event(pod("p", priority_class="high")))
+    assert state.pods["default/p"].priority == 0
+    assert "PriorityClass 'high' not found" in state.problems_of("Pod", "default/p")[0].message
+    state.apply(PriorityClassUpserted(priority_class=PriorityClass(
+        metadata=ObjectMeta(name="high"), value=1000, preemption_policy="Never")))
+    assert state.pods["default/p"].priority == 1000
+    assert state.pods["default/p"].preemption_policy == "Never"
+    assert state.problems_of("Pod", "default/p") == []
+
+
+def test_gang_membership_from_label_and_spec_from_pod_group() -> None:
+    state = _state(group_event(pod_group("job", min_member=2, gather=[{"layer": "BlockLayer",
+                                                                       "strategy": "MustGather"}])),
+                   pod_event(pod("a", gang="job")), pod_event(pod("b", gang="job")))
+    gang = state.gangs["default/job"]
+    assert gang.members == {"default/a", "default/b"}
+    assert gang.spec is not None and gang.spec.min_member == 2
+    assert gang.spec.gather[0].strategy == "MustGather"
+
+
+def test_malformed_network_topology_annotation_is_recorded_and_gang_still_usable() -> None:
+    group = pod_group("job", min_member=2)
+    group = msgspec.structs.replace(group, metadata=msgspec.structs.replace(
+        group.metadata, annotations={"gang.scheduling.koordinator.sh/network-topology-spec": "{not json"}))
+    state = _state(group_event(group))
+    [problem] = state.problems_of("PodGroup", "default/job")
+    assert "network-topology-spec" in problem.field
+    assert state.gangs["default/job"].spec is not None
+
+
+def test_negative_min_member_is_a_problem() -> None:
+    state = _state(group_event(pod_group("job", min_member=-3)))
+    assert state.problems_of("PodGroup", "default/job")[0].field == "spec.minMember"
+
+
+def test_nomination_is_held_until_cleared_and_only_blocks_lower_priority() -> None:
+    state = _state(node_event(node("n1")), pod_event(pod("vip", priority=100, gang="big")))
+    state.apply(PodNominated(pod="default/vip", uid="uid-default-vip", node="n1", gang="default/big", priority=100))
+    n1 = state.nodes["n1"]
+    assert state.nominated_load(n1, priority=50)[GPU] == 8000
+    assert state.nominated_load(n1, priority=200) == {}
+    assert state.nominated_load(n1, priority=50, exclude_gangs=["default/big"]) == {}
+    state.apply(NominationCleared(pod="default/vip"))
+    assert state.nominated_load(n1, priority=50) == {}
+
+
+def test_deleted_node_takes_its_usage_and_returns_it_when_it_comes_back() -> None:
+    state = _state(node_event(node("n1")), pod_event(bound(pod("p"), "n1")), NodeDeleted(name="n1"))
+    assert "n1" not in state.nodes
+    state.apply(node_event(node("n1")))
+    assert state.nodes["n1"].used[GPU] == 8000
+
+
+def test_deleted_pod_frees_capacity_and_leaves_its_gang() -> None:
+    state = _state(node_event(node("n1")), pod_event(bound(pod("p", gang="job"), "n1")),
+                   PodDeleted(key="default/p", uid="uid-default-p"))
+    assert state.nodes["n1"].used.get(GPU, 0) == 0
+    assert "default/job" not in state.gangs
+
+
+def test_undecodable_object_is_listed_as_a_problem() -> None:
+    state = _state(ObjectUndecodable(kind="PodGroup", key="default/x", problem="spec.minMember: Expected `int`"))
+    assert [str(p) for p in state.all_problems()] == ["PodGroup default/x: : spec.minMember: Expected `int`"]
+
+
+def test_snapshot_restores_the_same_state() -> None:
+    state = _state(node_event(node("n1")), node_event(node("n2")), group_event(pod_group("job", min_member=2)),
+                   pod_event(bound(pod("a", gang="job"), "n1"), time=3.0), pod_event(pod("b", gang="job")),
+                   PodAssumed(pod="default/b", uid="uid-default-b", node="n2"))
+    restored = ClusterState.restore(state.snapshot())
+    assert restored.canonical() == state.canonical()
+    assert restored.pods["default/a"].bound_at == 3.0
