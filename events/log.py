@@ -1,0 +1,808 @@
+"""The append-only event log on disk: segments, framing, checksums, fsync policy, torn-tail recovery.
+
+Everything toposched learns and decides is appended here before it counts, and the state is a fold
+over what this log returns, so the log's one job is to give back exactly the records it
+acknowledged, in order, or to say loudly that it cannot. It never interprets events beyond
+encoding them (`events.model`), and never guesses past damage: a torn tail is cut and reported,
+anything else is a `LogCorruptError` naming the file and byte offset.
+
+On-disk format (all integers little-endian). A log is a directory:
+
+    LOCK                         flock(LOCK_EX) by the one writer; readers take no lock
+    <first_seq:020d>.seg         segment files, named by the seq of their first record
+    <first_seq:020d>.seg.idx     index of a sealed segment (a cache: rebuilt by scanning if bad)
+    snapshot-<seq:020d>.snap     snapshots (see `events.snapshot`)
+
+A segment starts with a 24-byte header:
+
+    magic     8 bytes  b"TSEVLOG\\n"
+    version   u16      1
+    reserved  u16      0
+    first_seq u64      must equal the number in the file name
+    crc       u32      CRC-32 (zlib) of the 20 bytes before it
+
+then holds records, back to back:
+
+    magic     4 bytes  b"\\xa7REC"   (lets a scan find the next record after a damaged one)
+    crc       u32      CRC-32 (zlib) of the 12 bytes length+seq followed by the payload
+    length    u32      payload length
+    seq       u64      sequence number; consecutive from 1 across the whole log
+    payload   `encode_event(event)` (msgpack), the event carrying the same seq
+
+Recovery rules, applied when a log is opened:
+- The last segment is scanned record by record. The first bad record (wrong magic, length past the
+  end, checksum mismatch, or header shorter than 20 bytes) is a torn tail if no valid record can be
+  found anywhere after it: the writer truncates the file there and logs `eventlog.torn_tail` with
+  segment, offset and bytes_dropped; a reader opened with `open_readonly` just stops before it. If a
+  valid record does follow, the damage is in the middle of the log: `LogCorruptError`.
+- A last segment whose header is torn and that holds no valid record is removed the same way.
+- Earlier (sealed) segments must be whole: their index files give first/last seq and size without
+  a scan; a missing or stale index means a full scan, where any bad record is `LogCorruptError`.
+  Reads check every record's checksum and sequence number again, so damage in a sealed segment
+  that opening did not scan is still an error the moment it is read, never skipped.
+- Sequence numbers must run on without a gap from 1, across segments.
+
+Durability (`FsyncPolicy`): `always` writes and fsyncs before `append` returns; `interval:N ms`
+buffers in memory and a background thread writes and fsyncs every N ms (plus a write to the OS
+whenever 256 KiB are pending); `never` leaves it to the OS (records reach the OS when 256 KiB are
+pending, and on `sync`, `read` and `close`). `close` always flushes and fsyncs.
+"""
+
+from __future__ import annotations
+
+import bisect
+import fcntl
+import os
+import re
+import struct
+import threading
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+
+import msgspec
+import structlog
+
+from events.model import Event, decode_event, encode_event, with_seq
+from events.snapshot import SnapshotStore, fsync_directory
+
+SEGMENT_MAGIC = b"TSEVLOG\n"
+SEGMENT_VERSION = 1
+RECORD_MAGIC = b"\xa7REC"
+DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+
+_SEGMENT_HEADER = struct.Struct("<8sHHQI")
+_RECORD_HEADER = struct.Struct("<4sIIQ")
+_RECORD_COVERED = struct.Struct("<IQ")
+_SEGMENT_NAME = re.compile(r"^(\d{20})\.seg$")
+_INDEX_STRIDE = 64 * 1024
+_WRITE_THRESHOLD = 256 * 1024
+_LOCK_NAME = "LOCK"
+
+_log = structlog.get_logger("events.log")
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class EventLogError(Exception):
+    """An expected failure of the event log (bad configuration, locked, corrupt, misuse)."""
+
+
+class LogCorruptError(EventLogError):
+    """The log is damaged somewhere other than a torn tail; names the segment file and byte offset."""
+
+    def __init__(self, segment: Path, offset: int, problem: str) -> None:
+        super().__init__(f"event log corrupt in {segment} at offset {offset}: {problem}")
+        self.segment = segment
+        self.offset = offset
+        self.problem = problem
+
+
+class LogLockedError(EventLogError):
+    """Another process (or another open log in this one) holds the log open for writing."""
+
+
+# --------------------------------------------------------------------------- fsync policy
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*$")
+
+
+class FsyncPolicy(msgspec.Struct, frozen=True):
+    """When appended records are forced to disk: `always`, every `interval_ms`, or `never`."""
+
+    mode: Literal["always", "interval", "never"]
+    interval_ms: float = 0.0
+
+    @classmethod
+    def always(cls) -> FsyncPolicy:
+        return cls("always")
+
+    @classmethod
+    def never(cls) -> FsyncPolicy:
+        return cls("never")
+
+    @classmethod
+    def interval(cls, milliseconds: float) -> FsyncPolicy:
+        if not milliseconds > 0:
+            raise EventLogError(f"fsync interval must be positive, got {milliseconds} ms")
+        return cls("interval", float(milliseconds))
+
+    @classmethod
+    def parse(cls, text: str) -> FsyncPolicy:
+        """Parse `always`, `never`, `interval:10ms`, `10ms`, `interval:0.5s` or `0.5s` (config files, CLI flags)."""
+        value = text.strip().lower()
+        if value in ("always", "never"):
+            return cls.always() if value == "always" else cls.never()
+        duration = value.removeprefix("interval:")
+        match = _DURATION.match(duration)
+        if match is None:
+            raise EventLogError(
+                f"invalid fsync policy {text!r}: expected 'always', 'never', 'interval:<N>ms' or '<N>ms'"
+            )
+        amount = float(match.group(1)) * (1000.0 if match.group(2) == "s" else 1.0)
+        if amount <= 0:
+            raise EventLogError(f"invalid fsync policy {text!r}: the interval must be positive")
+        return cls.interval(amount)
+
+    def __str__(self) -> str:
+        if self.mode == "interval":
+            return f"interval:{self.interval_ms:g}ms"
+        return self.mode
+
+
+# --------------------------------------------------------------------------- segments
+
+
+class _SegmentIndex(msgspec.Struct, array_like=True, frozen=True):
+    """Contents of a `.seg.idx` file: what opening needs to know about a sealed segment without a scan."""
+
+    first_seq: int
+    last_seq: int
+    size: int
+    sparse: list[tuple[int, int]]
+
+
+_index_encoder = msgspec.msgpack.Encoder()
+_index_decoder = msgspec.msgpack.Decoder(_SegmentIndex)
+
+
+class _Segment:
+    """What is known of one segment file: its seqs, the bytes holding valid records, a sparse index."""
+
+    __slots__ = ("end", "first_seq", "last_seq", "path", "sparse")
+
+    def __init__(self, path: Path, first_seq: int) -> None:
+        self.path = path
+        self.first_seq = first_seq
+        self.last_seq = first_seq - 1
+        self.end = _SEGMENT_HEADER.size
+        # (seq, offset) of a record every ~_INDEX_STRIDE bytes, always starting with the first record.
+        self.sparse: list[tuple[int, int]] = [(first_seq, _SEGMENT_HEADER.size)]
+
+    @property
+    def index_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".idx")
+
+    def start_for(self, seq: int) -> tuple[int, int]:
+        """(seq, offset) of the indexed record at or before `seq`."""
+        position = bisect.bisect_right(self.sparse, (seq, 1 << 62)) - 1
+        return self.sparse[max(position, 0)]
+
+
+def _segment_name(first_seq: int) -> str:
+    return f"{first_seq:020d}.seg"
+
+
+def _segment_header(first_seq: int) -> bytes:
+    covered = struct.pack("<8sHHQ", SEGMENT_MAGIC, SEGMENT_VERSION, 0, first_seq)
+    return covered + struct.pack("<I", zlib.crc32(covered))
+
+
+def _check_segment_header(data: bytes, first_seq: int) -> str | None:
+    if len(data) < _SEGMENT_HEADER.size:
+        return f"segment header is torn ({len(data)} of {_SEGMENT_HEADER.size} bytes)"
+    magic, version, _reserved, seq, crc = _SEGMENT_HEADER.unpack_from(data, 0)
+    if magic != SEGMENT_MAGIC:
+        return "bad segment magic"
+    if zlib.crc32(data[: _SEGMENT_HEADER.size - 4]) != crc:
+        return "segment header checksum mismatch"
+    if version != SEGMENT_VERSION:
+        return f"unsupported segment version {version}"
+    if seq != first_seq:
+        return f"segment header says first seq {seq}, file name says {first_seq}"
+    return None
+
+
+def _frame(seq: int, payload: bytes) -> bytes:
+    covered = _RECORD_COVERED.pack(len(payload), seq)
+    crc = zlib.crc32(payload, zlib.crc32(covered))
+    return _RECORD_HEADER.pack(RECORD_MAGIC, crc, len(payload), seq)
+
+
+def _record_at(data: bytes | memoryview, offset: int, end: int) -> tuple[int, int] | str:
+    """(seq, payload length) of a valid record at `offset`, or why there is none."""
+    if end - offset < _RECORD_HEADER.size:
+        return "record header is torn"
+    magic, crc, length, seq = _RECORD_HEADER.unpack_from(data, offset)
+    if magic != RECORD_MAGIC:
+        return "bad record magic"
+    if length > MAX_RECORD_BYTES or offset + _RECORD_HEADER.size + length > end:
+        return f"record length {length} runs past the end of the segment"
+    if zlib.crc32(data[offset + 8 : offset + _RECORD_HEADER.size + length]) != crc:
+        return "record checksum mismatch"
+    return seq, length
+
+
+def _valid_record_after(data: bytes, offset: int) -> int | None:
+    """Offset of the first valid record that starts after `offset`, if any."""
+    position = data.find(RECORD_MAGIC, offset + 1)
+    while position != -1:
+        if not isinstance(_record_at(data, position, len(data)), str):
+            return position
+        position = data.find(RECORD_MAGIC, position + 1)
+    return None
+
+
+class _Scan(msgspec.Struct):
+    """Outcome of scanning a segment's bytes: the valid prefix, and the first bad record if any."""
+
+    last_seq: int
+    end: int
+    sparse: list[tuple[int, int]]
+    bad_offset: int | None = None
+    problem: str = ""
+
+
+def _scan_records(path: Path, data: bytes, first_seq: int) -> _Scan:
+    """Walk the records after the segment header; stops at the first bad one (checksum-level damage)."""
+    offset = _SEGMENT_HEADER.size
+    size = len(data)
+    expected = first_seq
+    sparse: list[tuple[int, int]] = [(first_seq, offset)]
+    next_mark = offset + _INDEX_STRIDE
+    while offset < size:
+        record = _record_at(data, offset, size)
+        if isinstance(record, str):
+            return _Scan(expected - 1, offset, sparse, offset, record)
+        seq, length = record
+        if seq != expected:
+            raise LogCorruptError(path, offset, f"record has seq {seq}, expected {expected}")
+        if offset >= next_mark:
+            sparse.append((seq, offset))
+            next_mark = offset + _INDEX_STRIDE
+        expected += 1
+        offset += _RECORD_HEADER.size + length
+    return _Scan(expected - 1, offset, sparse)
+
+
+def _read_index(segment: _Segment) -> _SegmentIndex | None:
+    try:
+        data = segment.index_path.read_bytes()
+    except FileNotFoundError:
+        return None
+    if len(data) < 4 or zlib.crc32(data[:-4]) != struct.unpack("<I", data[-4:])[0]:
+        return None
+    try:
+        index = _index_decoder.decode(data[:-4])
+    except msgspec.DecodeError:
+        return None
+    if index.first_seq != segment.first_seq or not index.sparse or index.sparse[0] != (
+        segment.first_seq,
+        _SEGMENT_HEADER.size,
+    ):
+        return None
+    return index
+
+
+def _write_index(segment: _Segment) -> None:
+    body = _index_encoder.encode(_SegmentIndex(segment.first_seq, segment.last_seq, segment.end, segment.sparse))
+    temporary = segment.index_path.with_name(segment.index_path.name + ".tmp")
+    temporary.write_bytes(body + struct.pack("<I", zlib.crc32(body)))
+    os.replace(temporary, segment.index_path)
+
+
+# --------------------------------------------------------------------------- the log
+
+
+class EventLog:
+    """An append-only log of events in a directory. Open with `EventLog.open` or `EventLog.open_readonly`.
+
+    Thread-safe: appends, syncs and reads may come from several threads (the interval flusher is one).
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        readonly: bool,
+        fsync: FsyncPolicy,
+        segment_bytes: int,
+        snapshots_kept: int,
+    ) -> None:
+        if segment_bytes < 4096:
+            raise EventLogError(f"segment_bytes must be at least 4096, got {segment_bytes}")
+        self.directory = directory
+        self.readonly = readonly
+        self.fsync_policy = fsync
+        self.segment_bytes = segment_bytes
+        self._snapshots = SnapshotStore(directory, keep=snapshots_kept)
+        self._lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        self._segments: list[_Segment] = []
+        self._first_seqs: list[int] = []
+        self._next_seq = 1
+        self._durable_seq = 0
+        self._buffer = bytearray()
+        self._fd: int | None = None
+        self._lock_fd: int | None = None
+        self._closed = False
+        self._flusher: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._background_error: BaseException | None = None
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        *,
+        fsync: FsyncPolicy | str,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        snapshots_kept: int = 2,
+    ) -> EventLog:
+        """Open (creating if missing) the log for writing: takes the lock, cuts a torn tail, checks the rest."""
+        policy = FsyncPolicy.parse(fsync) if isinstance(fsync, str) else fsync
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        log = cls(path, readonly=False, fsync=policy, segment_bytes=segment_bytes, snapshots_kept=snapshots_kept)
+        log._take_lock()
+        try:
+            log._discover()
+            log._open_active()
+        except BaseException:
+            log._release_lock()
+            raise
+        if policy.mode == "interval":
+            log._flusher = threading.Thread(target=log._flush_loop, name=f"eventlog-fsync:{path}", daemon=True)
+            log._flusher.start()
+        return log
+
+    @classmethod
+    def open_readonly(cls, directory: str | os.PathLike[str]) -> EventLog:
+        """Open an existing log to read it, even while a writer holds it; stops before a torn tail, cuts nothing.
+
+        The reader sees the records present when it was opened; `refresh()` picks up newer ones.
+        """
+        path = Path(directory)
+        if not path.is_dir():
+            raise EventLogError(f"no event log at {path}: not a directory")
+        log = cls(
+            path,
+            readonly=True,
+            fsync=FsyncPolicy.never(),
+            segment_bytes=DEFAULT_SEGMENT_BYTES,
+            snapshots_kept=2,
+        )
+        log._discover()
+        return log
+
+    def _take_lock(self) -> None:
+        fd = os.open(self.directory / _LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LogLockedError(
+                f"event log {self.directory} is already open for writing (lock {self.directory / _LOCK_NAME} is held);"
+                " use EventLog.open_readonly to read it"
+            ) from None
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def refresh(self) -> None:
+        """Read-only logs: look again at the directory to see records appended since opening."""
+        if not self.readonly:
+            raise EventLogError("refresh() is for read-only logs; a writer always sees its own records")
+        with self._lock:
+            self._segments = []
+            self._first_seqs = []
+            self._discover()
+
+    def _discover(self) -> None:
+        names = sorted(
+            int(match.group(1)) for entry in os.listdir(self.directory) if (match := _SEGMENT_NAME.match(entry))
+        )
+        if names and names[0] != 1:
+            raise LogCorruptError(
+                self.directory / _segment_name(names[0]), 0, "the log starts at this segment, but seq 1 is missing"
+            )
+        for position, first_seq in enumerate(names):
+            segment = _Segment(self.directory / _segment_name(first_seq), first_seq)
+            last = position == len(names) - 1
+            if self._segments and self._segments[-1].last_seq + 1 != first_seq:
+                previous = self._segments[-1]
+                raise LogCorruptError(
+                    segment.path,
+                    0,
+                    f"sequence gap: previous segment {previous.path.name} ends at seq {previous.last_seq},"
+                    f" this one starts at {first_seq}",
+                )
+            if last:
+                if not self._load_last(segment):
+                    continue
+            else:
+                self._load_sealed(segment)
+            self._segments.append(segment)
+            self._first_seqs.append(first_seq)
+        if self._segments:
+            self._next_seq = self._segments[-1].last_seq + 1
+        self._durable_seq = self._next_seq - 1
+
+    def _load_sealed(self, segment: _Segment) -> None:
+        index = _read_index(segment)
+        if index is not None and os.stat(segment.path).st_size == index.size:
+            segment.last_seq = index.last_seq
+            segment.end = index.size
+            segment.sparse = index.sparse
+            if index.last_seq < index.first_seq:
+                raise LogCorruptError(segment.path, 0, "a sealed segment holds no records")
+            return
+        data = segment.path.read_bytes()
+        problem = _check_segment_header(data, segment.first_seq)
+        if problem is not None:
+            raise LogCorruptError(segment.path, 0, problem)
+        scan = _scan_records(segment.path, data, segment.first_seq)
+        if scan.bad_offset is not None:
+            raise LogCorruptError(segment.path, scan.bad_offset, scan.problem + " (in a segment that is not the last)")
+        if scan.last_seq < segment.first_seq:
+            raise LogCorruptError(segment.path, _SEGMENT_HEADER.size, "a segment that is not the last holds no records")
+        segment.last_seq = scan.last_seq
+        segment.end = scan.end
+        segment.sparse = scan.sparse
+        if not self.readonly:
+            _write_index(segment)
+
+    def _load_last(self, segment: _Segment) -> bool:
+        """Scan the last segment, cutting (writer) or stopping before (reader) a torn tail; False if it is gone."""
+        data = segment.path.read_bytes()
+        problem = _check_segment_header(data, segment.first_seq)
+        if problem is not None:
+            if _valid_record_after(data, -1) is not None:
+                raise LogCorruptError(segment.path, 0, problem)
+            if not self.readonly:
+                os.unlink(segment.path)
+                segment.index_path.unlink(missing_ok=True)
+                fsync_directory(self.directory)
+                _log.warning(
+                    "eventlog.torn_tail",
+                    segment=str(segment.path),
+                    offset=0,
+                    bytes_dropped=len(data),
+                    problem=problem,
+                    action="removed segment",
+                )
+            return False
+        scan = _scan_records(segment.path, data, segment.first_seq)
+        if scan.bad_offset is not None:
+            following = _valid_record_after(data, scan.bad_offset)
+            if following is not None:
+                raise LogCorruptError(
+                    segment.path,
+                    scan.bad_offset,
+                    f"{scan.problem}, followed by a valid record at offset {following}",
+                )
+            if not self.readonly:
+                with open(segment.path, "r+b") as handle:
+                    handle.truncate(scan.bad_offset)
+                    os.fsync(handle.fileno())
+                _log.warning(
+                    "eventlog.torn_tail",
+                    segment=str(segment.path),
+                    offset=scan.bad_offset,
+                    bytes_dropped=len(data) - scan.bad_offset,
+                    problem=scan.problem,
+                    last_seq=scan.last_seq,
+                )
+        segment.last_seq = scan.last_seq
+        segment.end = scan.end
+        segment.sparse = scan.sparse
+        if not self.readonly:
+            segment.index_path.unlink(missing_ok=True)
+        return True
+
+    def _open_active(self) -> None:
+        if not self._segments:
+            return
+        active = self._segments[-1]
+        self._fd = os.open(active.path, os.O_WRONLY | os.O_APPEND)
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next appended event gets."""
+        return self._next_seq
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the newest record (0 for an empty log)."""
+        return self._next_seq - 1
+
+    @property
+    def durable_seq(self) -> int:
+        """Every record up to this seq has been fsynced (or was on disk when the log was opened)."""
+        return self._durable_seq
+
+    # ------------------------------------------------------------------ appending
+
+    def append(self, event: Event) -> Event:
+        """Store `event` with the next seq; returns the stored event. Durable on return under `always`."""
+        with self._lock:
+            self._check_writable()
+            stored = self._append_locked(event)
+            if self.fsync_policy.mode == "always":
+                self._write_out()
+                self._fsync_locked()
+            elif len(self._buffer) >= _WRITE_THRESHOLD:
+                self._write_out()
+        return stored
+
+    def append_many(self, events: Iterable[Event]) -> list[Event]:
+        """Store several events with consecutive seqs; one fsync for all of them under `always`."""
+        with self._lock:
+            self._check_writable()
+            stored = []
+            for event in events:
+                stored.append(self._append_locked(event))
+                if len(self._buffer) >= _WRITE_THRESHOLD:
+                    self._write_out()
+            if self.fsync_policy.mode == "always":
+                self._write_out()
+                self._fsync_locked()
+        return stored
+
+    def _append_locked(self, event: Event) -> Event:
+        seq = self._next_seq
+        stored = with_seq(event, seq)
+        payload = encode_event(stored)
+        if len(payload) > MAX_RECORD_BYTES:
+            raise EventLogError(f"event of {len(payload)} bytes exceeds the {MAX_RECORD_BYTES}-byte record limit")
+        segments = self._segments
+        if not segments or (segments[-1].end >= self.segment_bytes and segments[-1].last_seq >= segments[-1].first_seq):
+            self._rotate(seq)
+        active = self._segments[-1]
+        offset = active.end
+        if offset - active.sparse[-1][1] >= _INDEX_STRIDE:
+            active.sparse.append((seq, offset))
+        buffer = self._buffer
+        buffer += _frame(seq, payload)
+        buffer += payload
+        active.end = offset + _RECORD_HEADER.size + len(payload)
+        active.last_seq = seq
+        self._next_seq = seq + 1
+        return stored
+
+    def _rotate(self, first_seq: int) -> None:
+        """Seal the active segment (write, fsync, index) and start a new one whose first record is `first_seq`."""
+        with self._sync_lock:
+            if self._fd is not None:
+                self._write_out()
+                if self.fsync_policy.mode != "never":
+                    os.fsync(self._fd)
+                    self._durable_seq = self._segments[-1].last_seq
+                os.close(self._fd)
+                self._fd = None
+                _write_index(self._segments[-1])
+            segment = _Segment(self.directory / _segment_name(first_seq), first_seq)
+            fd = os.open(segment.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+            try:
+                _write_all(fd, _segment_header(first_seq))
+                if self.fsync_policy.mode != "never":
+                    os.fsync(fd)
+                    fsync_directory(self.directory)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd = fd
+            self._segments.append(segment)
+            self._first_seqs.append(first_seq)
+
+    def _write_out(self) -> None:
+        """Hand the buffered records to the OS (lock held)."""
+        if self._buffer and self._fd is not None:
+            _write_all(self._fd, self._buffer)
+            self._buffer = bytearray()
+
+    def _fsync_locked(self) -> None:
+        if self._fd is not None:
+            with self._sync_lock:
+                os.fsync(self._fd)
+        self._durable_seq = self._next_seq - 1
+
+    def sync(self) -> None:
+        """Write out and fsync everything appended so far."""
+        self._check_background()
+        self._flush(fsync=True)
+
+    def _flush(self, *, fsync: bool) -> None:
+        with self._lock:
+            if self.readonly or self._closed:
+                return
+            self._write_out()
+            upto = self._next_seq - 1
+            fd = self._fd
+            if not fsync or fd is None or upto <= self._durable_seq:
+                return
+            # Fsync outside the main lock so appends go on meanwhile; the sync lock keeps the fd open.
+            self._sync_lock.acquire()
+        try:
+            os.fsync(fd)
+            if upto > self._durable_seq and self._fd == fd:
+                self._durable_seq = upto
+        finally:
+            self._sync_lock.release()
+
+    def _flush_loop(self) -> None:
+        interval = self.fsync_policy.interval_ms / 1000.0
+        while not self._stop.wait(interval):
+            try:
+                self._flush(fsync=True)
+            except BaseException as error:  # surfaced by the next append/sync/close
+                self._background_error = error
+                return
+
+    def _check_background(self) -> None:
+        if self._background_error is not None:
+            raise EventLogError(f"background fsync of {self.directory} failed: {self._background_error}") from (
+                self._background_error
+            )
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise EventLogError(f"event log {self.directory} is closed")
+        if self.readonly:
+            raise EventLogError(f"event log {self.directory} was opened read-only")
+        self._check_background()
+
+    # ------------------------------------------------------------------ closing
+
+    def close(self) -> None:
+        """Flush, fsync and release the lock. Idempotent."""
+        if self._closed:
+            return
+        self._stop.set()
+        if self._flusher is not None:
+            self._flusher.join()
+            self._flusher = None
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if not self.readonly and self._fd is not None:
+                    self._write_out()
+                    self._fsync_locked()
+            finally:
+                if self._fd is not None:
+                    os.close(self._fd)
+                    self._fd = None
+                self._release_lock()
+                self._closed = True
+        self._check_background()
+
+    def __enter__(self) -> EventLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, from_seq: int = 1) -> Iterator[Event]:
+        """Events from `from_seq` (or the first one after it that exists) to the newest, in order."""
+        raw = self.read_raw(from_seq)
+        return _decode_all(raw)
+
+    def read_raw(self, from_seq: int = 1) -> Iterator[tuple[int, bytes]]:
+        """(seq, payload) from `from_seq` on: checked but not decoded, for fast replays.
+
+        Finds the segment by its name and the record by the segment's sparse index; never scans the
+        log from the start. Sees the records present when called.
+        """
+        with self._lock:
+            if self._closed:
+                raise EventLogError(f"event log {self.directory} is closed")
+            self._write_out()
+            plan: list[tuple[Path, int, int, int]] = []
+            position = max(bisect.bisect_right(self._first_seqs, from_seq) - 1, 0)
+            for segment in self._segments[position:]:
+                if segment.last_seq < max(from_seq, segment.first_seq):
+                    continue
+                start_seq, start_offset = segment.start_for(from_seq)
+                plan.append((segment.path, start_seq, start_offset, segment.end))
+            last_seq = self._next_seq - 1
+        return _read_segments(plan, from_seq, last_seq)
+
+    def verify(self) -> int:
+        """Read every record, checking checksums and sequence numbers; returns how many there are."""
+        count = 0
+        for _ in self.read_raw(1):
+            count += 1
+        return count
+
+    # ------------------------------------------------------------------ snapshots
+
+    def write_snapshot(self, seq: int, payload: bytes) -> None:
+        """Store an opaque blob covering events up to and including `seq` (atomically; keeps the newest K).
+
+        Makes the log durable up to `seq` first, so a snapshot never covers records a crash could lose.
+        """
+        self._check_writable()
+        if not 0 < seq <= self.last_seq:
+            raise EventLogError(f"snapshot seq {seq} is outside the log (1..{self.last_seq})")
+        if self._durable_seq < seq:
+            self.sync()
+        self._snapshots.write(seq, payload)
+
+    def latest_snapshot(self) -> tuple[int, bytes] | None:
+        """(seq, payload) of the newest valid snapshot not ahead of the log; None if there is none."""
+        return self._snapshots.latest(at_most=self.last_seq)
+
+
+# --------------------------------------------------------------------------- reading, outside the lock
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _read_segments(plan: list[tuple[Path, int, int, int]], from_seq: int, last_seq: int) -> Iterator[tuple[int, bytes]]:
+    for path, start_seq, start_offset, end in plan:
+        with open(path, "rb") as handle:
+            handle.seek(start_offset)
+            data = handle.read(end - start_offset)
+        if len(data) < end - start_offset:
+            raise LogCorruptError(path, start_offset + len(data), "segment is shorter than when it was opened")
+        expected = start_seq
+        offset = 0
+        size = len(data)
+        while offset < size and expected <= last_seq:
+            record = _record_at(data, offset, size)
+            if isinstance(record, str):
+                raise LogCorruptError(path, start_offset + offset, record)
+            seq, length = record
+            if seq != expected:
+                raise LogCorruptError(path, start_offset + offset, f"record has seq {seq}, expected {expected}")
+            body = offset + _RECORD_HEADER.size
+            if seq >= from_seq:
+                yield seq, data[body : body + length]
+            expected += 1
+            offset = body + length
+
+
+def _decode_all(raw: Iterator[tuple[int, bytes]]) -> Iterator[Event]:
+    for seq, payload in raw:
+        try:
+            event = decode_event(payload)
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            problem = f"record seq {seq} has a valid checksum but does not decode as an event: {error}"
+            raise EventLogError(problem) from error
+        yield event
+
