@@ -1,0 +1,221 @@
+"""The daemon's configuration: one typed struct, read from a YAML file and overridden by flags.
+
+`load_config(path, overrides)` is the only way a `DaemonConfig` is made at start-up. The YAML keys are
+the struct's field names (snake_case); unknown keys, wrong types and out-of-range values are rejected
+with a `ConfigError` naming the key (`leader_election.lease_duration_seconds: expected a number >= 1,
+got 0`), so a typo in a ConfigMap stops the daemon at once instead of being silently ignored.
+
+Example (every key optional; these are the defaults):
+
+    kubeconfig: ""              # path; "" = in-cluster if available, else ~/.kube/config
+    context: ""                 # kubeconfig context ("" = current)
+    in_cluster: false           # force the service-account configuration
+    scheduler_name: toposched
+    log_dir: /var/lib/toposched/log
+    fsync: batch                # always | batch | never
+    bind_concurrency: 64
+    address: 0.0.0.0:10251      # /metrics, /healthz, /readyz
+    leader_election:
+      enabled: true
+      lease_name: toposched
+      lease_namespace: kube-system
+      identity: ""              # "" = hostname_pid
+      lease_duration_seconds: 15
+      renew_deadline_seconds: 10
+      retry_period_seconds: 2
+    timeouts:
+      request_seconds: 30
+      watch_seconds: 300
+      backoff_initial_seconds: 0.5
+      backoff_max_seconds: 30
+      missing_crd_retry_seconds: 60
+      bind_retry_attempts: 5
+
+Pure: reads the one file it is given, never the network, never the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+import yaml
+
+FsyncMode = Literal["always", "batch", "never"]
+
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names the key and what is wrong with it."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        self.key = key
+        self.problem = problem
+        super().__init__(f"{key}: {problem}" if key else problem)
+
+
+class _Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    pass
+
+
+class LeaderElectionConfig(_Section, frozen=True):
+    enabled: bool = True
+    lease_name: str = "toposched"
+    lease_namespace: str = "kube-system"
+    identity: str = ""
+    lease_duration_seconds: PositiveFloat = 15.0
+    renew_deadline_seconds: PositiveFloat = 10.0
+    retry_period_seconds: PositiveFloat = 2.0
+
+    def holder_identity(self) -> str:
+        return self.identity or f"{socket.gethostname()}_{os.getpid()}"
+
+
+class TimeoutConfig(_Section, frozen=True):
+    request_seconds: PositiveFloat = 30.0
+    watch_seconds: PositiveInt = 300
+    backoff_initial_seconds: PositiveFloat = 0.5
+    backoff_max_seconds: PositiveFloat = 30.0
+    missing_crd_retry_seconds: PositiveFloat = 60.0
+    bind_retry_attempts: PositiveInt = 5
+
+
+class DaemonConfig(_Section, frozen=True):
+    kubeconfig: str = ""
+    context: str = ""
+    in_cluster: bool = False
+    scheduler_name: Annotated[str, msgspec.Meta(min_length=1)] = "toposched"
+    log_dir: Annotated[str, msgspec.Meta(min_length=1)] = "/var/lib/toposched/log"
+    fsync: FsyncMode = "batch"
+    bind_concurrency: PositiveInt = 64
+    address: str = "0.0.0.0:10251"
+    leader_election: LeaderElectionConfig = LeaderElectionConfig()
+    timeouts: TimeoutConfig = TimeoutConfig()
+
+    def host_port(self) -> tuple[str, int]:
+        return parse_address(self.address, "address")
+
+
+_ADDRESS = re.compile(r"^(?P<host>\[[0-9a-fA-F:]+\]|[^:\[\]]*):(?P<port>\d{1,5})$")
+
+
+def parse_address(value: str, key: str) -> tuple[str, int]:
+    match = _ADDRESS.match(value)
+    if match is None or int(match["port"]) > 65535:
+        raise ConfigError(key, f"expected HOST:PORT (e.g. 0.0.0.0:10251), got {value!r}")
+    host = match["host"].strip("[]") or "0.0.0.0"
+    return host, int(match["port"])
+
+
+def load_config(path: str | Path | None, overrides: Mapping[str, Any] | None = None) -> DaemonConfig:
+    """Read `path` (YAML, may be None), apply dotted-key `overrides` (flags), validate everything."""
+    document: dict[str, Any] = {}
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as error:
+            raise ConfigError("", f"cannot read config file {path}: {error.strerror or error}") from error
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise ConfigError("", f"config file {path} is not valid YAML: {error}") from error
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError("", f"config file {path} must hold a mapping of keys, got {type(loaded).__name__}")
+        document = loaded
+    for dotted, value in (overrides or {}).items():
+        _set_dotted(document, dotted, value)
+    return decode_config(document)
+
+
+def decode_config(document: Mapping[str, Any]) -> DaemonConfig:
+    try:
+        config = msgspec.convert(document, type=DaemonConfig, strict=False)
+    except msgspec.ValidationError as error:
+        key, problem = _reword(str(error))
+        found = _lookup(document, key)
+        if found is not _ABSENT and ", got" not in problem and "key" not in problem:
+            problem = f"{problem}, got {found!r}"
+        raise ConfigError(key, problem) from error
+    parse_address(config.address, "address")
+    _check_consistency(config)
+    return config
+
+
+_ABSENT = object()
+
+
+def _lookup(document: Mapping[str, Any], dotted: str) -> object:
+    node: object = document
+    for part in dotted.split(".") if dotted else []:
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return _ABSENT
+    return node
+
+
+def _set_dotted(document: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = document
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+def _check_consistency(config: DaemonConfig) -> None:
+    election = config.leader_election
+    if election.renew_deadline_seconds >= election.lease_duration_seconds:
+        raise ConfigError(
+            "leader_election.renew_deadline_seconds",
+            f"must be shorter than lease_duration_seconds ({election.lease_duration_seconds:g}), "
+            f"got {election.renew_deadline_seconds:g}",
+        )
+    if election.retry_period_seconds >= election.renew_deadline_seconds:
+        raise ConfigError(
+            "leader_election.retry_period_seconds",
+            f"must be shorter than renew_deadline_seconds ({election.renew_deadline_seconds:g}), "
+            f"got {election.retry_period_seconds:g}",
+        )
+    if config.timeouts.backoff_initial_seconds > config.timeouts.backoff_max_seconds:
+        raise ConfigError("timeouts.backoff_initial_seconds", "must not exceed timeouts.backoff_max_seconds")
+
+
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<field>[^`]+)`$")
+_MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`$")
+
+
+def _reword(text: str) -> tuple[str, str]:
+    """msgspec's "Expected `int` >= 1, got `0` - at `$.a.b`" -> ("a.b", "expected int >= 1, got 0")."""
+    message, _, path = text.partition(" - at `$")
+    key = path.rstrip("`").lstrip(".")
+    key = re.sub(r"\[(\d+)\]", r".\1", key)
+    unknown = _UNKNOWN.match(message)
+    if unknown:
+        field = unknown["field"]
+        return (f"{key}.{field}" if key else field), "unknown key (check the spelling; see `toposched run --help`)"
+    missing = _MISSING.match(message)
+    if missing:
+        field = missing["field"]
+        return (f"{key}.{field}" if key else field), "required key is missing"
+    problem = message.replace("`", "")
+    problem = problem[:1].lower() + problem[1:]
+    if problem.startswith("invalid enum value"):
+        problem = "expected one of always, batch, never" if key == "fsync" else problem
+    if not key:
+        return "", f"the config must be a mapping of keys ({problem})"
+    return key, problem

@@ -1,0 +1,258 @@
+"""The one place toposched talks HTTP to a Kubernetes API server.
+
+`connect(config)` builds a kubernetes-asyncio `ApiClient` from a kubeconfig file or the in-cluster
+service account and wraps it in a `KubeClient`, whose `request()` sends one call and returns the raw
+status and body bytes (`_preload_content=False`: responses are decoded by the caller with msgspec,
+never into the generated OpenAPI model classes, which among other things cannot read the `Status` a
+binding returns). `call()` adds the retry policy every write shares: 429 waits for Retry-After,
+5xx and transport errors back off exponentially with jitter, anything else is returned to the caller
+to interpret (a 409 means "read it back", never "try again").
+
+Every request carries a timeout; watches (`stream()`) carry a socket-read timeout longer than their
+server-side `timeoutSeconds`, so a half-open connection is noticed. The client is closed on exit.
+
+Must never: decide what to write (that is the adapters' job), or swallow a failure without saying so.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+import anyio
+import msgspec
+import structlog
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+from kubernetes_asyncio.config.config_exception import ConfigException
+
+from daemon.config import DaemonConfig, TimeoutConfig
+
+_load_incluster_config: Callable[..., None] = k8s_config.load_incluster_config
+
+log = structlog.get_logger("toposched.kube")
+
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+class KubeConnectError(Exception):
+    """No usable API configuration (no kubeconfig, not in a cluster, bad context)."""
+
+
+class ApiError(Exception):
+    """A call failed after its retries; carries the last HTTP status (0 = transport) and reason."""
+
+    def __init__(self, method: str, path: str, status: int, reason: str) -> None:
+        self.method = method
+        self.path = path
+        self.status = status
+        self.reason = reason
+        super().__init__(f"{method} {path}: {status or 'transport error'} {reason}".rstrip())
+
+
+class StatusDetails(msgspec.Struct, kw_only=True):
+    name: str = ""
+    kind: str = ""
+    retryAfterSeconds: int = 0
+
+
+class Status(msgspec.Struct, kw_only=True):
+    """metav1.Status, the body of every error (and of a successful binding)."""
+
+    kind: str = ""
+    status: str = ""
+    message: str = ""
+    reason: str = ""
+    code: int = 0
+    details: StatusDetails | None = None
+
+
+_status_decoder = msgspec.json.Decoder(Status)
+
+
+def decode_status(body: bytes) -> Status:
+    try:
+        return _status_decoder.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return Status(message=body[:200].decode("utf-8", "replace"))
+
+
+class Response(msgspec.Struct, frozen=True):
+    status: int
+    body: bytes
+    retry_after: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    def reason(self) -> str:
+        parsed = decode_status(self.body)
+        return parsed.message or parsed.reason or f"HTTP {self.status}"
+
+
+def backoff_delay(attempt: int, initial: float, maximum: float) -> float:
+    """Exponential backoff with full jitter: uniform in [base/2, base], base = initial * 2**attempt."""
+    base = min(maximum, initial * (2**attempt))
+    return random.uniform(base / 2, base)
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time())
+
+
+class KubeClient:
+    """Raw, timed, retried HTTP calls over a kubernetes-asyncio ApiClient."""
+
+    def __init__(self, api_client: Any, timeouts: TimeoutConfig) -> None:
+        self.api_client = api_client
+        self.timeouts = timeouts
+        self.host: str = api_client.configuration.host
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Mapping[str, Any] | None = None,
+        content_type: str = JSON,
+        time_limit: float | None = None,
+    ) -> Response:
+        """One HTTP call, no retries. Transport errors and timeouts raise `ApiError(status=0)`."""
+        headers = {"Accept": JSON, "Content-Type": content_type}
+        timeout = time_limit or self.timeouts.request_seconds
+        try:
+            with anyio.fail_after(timeout + 1):
+                raw = await self.api_client.call_api(
+                    path, method, query_params=list(query), header_params=headers, body=body,
+                    auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout,
+                )
+                try:
+                    data = await raw.read()
+                    return Response(raw.status, data, _retry_after(raw.headers))
+                finally:
+                    raw.release()
+        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+            raise ApiError(method, path, 0, f"{type(error).__name__}: {error}") from error
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Mapping[str, Any] | None = None,
+        content_type: str = JSON,
+        attempts: int | None = None,
+    ) -> Response:
+        """`request` with the shared retry policy; returns the first non-retryable response."""
+        tries = attempts or self.timeouts.bind_retry_attempts
+        last = "no attempt"
+        last_status = 0
+        for attempt in range(tries):
+            try:
+                response = await self.request(method, path, query=query, body=body, content_type=content_type)
+            except ApiError as error:
+                last, last_status = error.reason, 0
+                delay = backoff_delay(attempt, self.timeouts.backoff_initial_seconds, self.timeouts.backoff_max_seconds)
+            else:
+                if response.status not in RETRYABLE_STATUS:
+                    return response
+                last, last_status = response.reason(), response.status
+                if response.status == 429 and response.retry_after is not None:
+                    delay = min(response.retry_after, self.timeouts.backoff_max_seconds)
+                else:
+                    delay = backoff_delay(
+                        attempt, self.timeouts.backoff_initial_seconds, self.timeouts.backoff_max_seconds
+                    )
+            if attempt + 1 < tries:
+                log.debug("api.retry", method=method, path=path, status=last_status, reason=last, delay=delay)
+                await anyio.sleep(delay)
+        raise ApiError(method, path, last_status, last)
+
+    @asynccontextmanager
+    async def stream(
+        self, path: str, query: Sequence[tuple[str, str]], read_timeout: float
+    ) -> AsyncIterator[tuple[int, aiohttp.StreamReader | bytes]]:
+        """Open a streaming GET (a watch). Yields (status, body reader) or (status, error body)."""
+        timeout = aiohttp.ClientTimeout(
+            total=None, connect=self.timeouts.request_seconds, sock_connect=self.timeouts.request_seconds,
+            sock_read=read_timeout,
+        )
+        try:
+            with anyio.fail_after(self.timeouts.request_seconds):
+                raw = await self.api_client.call_api(
+                    path, "GET", query_params=list(query), header_params={"Accept": JSON},
+                    auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout,
+                )
+        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+            raise ApiError("GET", path, 0, f"{type(error).__name__}: {error}") from error
+        try:
+            if raw.status != 200:
+                with anyio.fail_after(self.timeouts.request_seconds):
+                    data = await raw.read()
+                yield raw.status, data
+            else:
+                yield raw.status, raw.content
+        finally:
+            raw.close()
+
+    async def close(self) -> None:
+        await self.api_client.close()
+
+
+async def api_configuration(config: DaemonConfig) -> Any:
+    """A kubernetes-asyncio Configuration: in-cluster when asked (or when no kubeconfig is found)."""
+    configuration = k8s_client.Configuration()
+    if config.in_cluster:
+        try:
+            _load_incluster_config(client_configuration=configuration)
+        except ConfigException as error:
+            raise KubeConnectError(f"in_cluster is set but the service account is not usable: {error}") from error
+        return configuration
+    try:
+        await k8s_config.load_kube_config(
+            config_file=config.kubeconfig or None, context=config.context or None,
+            client_configuration=configuration, persist_config=False,
+        )
+    except (ConfigException, OSError) as error:
+        if config.kubeconfig:
+            raise KubeConnectError(f"kubeconfig {config.kubeconfig}: {error}") from error
+        try:
+            _load_incluster_config(client_configuration=configuration)
+        except ConfigException as in_cluster_error:
+            raise KubeConnectError(
+                f"no kubeconfig ({error}) and not running in a cluster ({in_cluster_error})"
+            ) from in_cluster_error
+    return configuration
+
+
+@asynccontextmanager
+async def connect(config: DaemonConfig, *, pool_size: int | None = None) -> AsyncIterator[KubeClient]:
+    """Open a client for the configured API server; always closed on exit."""
+    configuration = await api_configuration(config)
+    configuration.connection_pool_maxsize = pool_size or max(100, config.bind_concurrency + 32)
+    api_client = k8s_client.ApiClient(configuration=configuration)
+    api_client.user_agent = "toposched"
+    client = KubeClient(api_client, config.timeouts)
+    try:
+        yield client
+    finally:
+        with anyio.CancelScope(shield=True):
+            await client.close()

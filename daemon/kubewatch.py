@@ -1,0 +1,344 @@
+"""List+watch every kind in `events.ingest.KINDS` and record what the API says as events.
+
+For each kind a `KindWatcher` lists (paginated, `limit`/`continue`), records an upsert for every
+object and a deletion for every object it knew that the list no longer holds, then watches from the
+list's resourceVersion with bookmarks on. Each watch event is decoded from the raw JSON line with
+msgspec (`upsert_event`: a bad object becomes `ObjectUndecodable`, never an exception) and handed to
+the recorder, which appends it to the log before folding it (`daemon.journal.Journal`).
+
+Failure handling:
+- 410 Gone (on the watch request or as an ERROR event): relist; objects missing after the relist
+  become deletions, so nothing deleted while we were away is kept.
+- A dropped connection or a watch that times out: watch again from the last resourceVersion seen
+  (bookmarks keep it fresh); errors back off exponentially with jitter.
+- 404 on the list of a custom resource (CRD not installed): logged once, retried slowly, not fatal;
+  the kind counts as synced so readiness does not wait for a CRD that may never come.
+- Lines of any length are read (a 1 MiB pod in one watch line is fine): the reader splits the byte
+  stream itself instead of relying on a bounded readline.
+
+Must never: write to the API, or fold an event that was not first handed to the recorder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Protocol
+
+import aiohttp
+import anyio
+import msgspec
+import structlog
+
+from daemon.config import TimeoutConfig
+from daemon.kubeclient import ApiError, KubeClient, backoff_delay, decode_status
+from events.ingest import KINDS, KindInfo, delete_event, upsert_event
+from events.model import Event
+from events.objects import ObjectMeta
+
+log = structlog.get_logger("toposched.watch")
+
+LIST_PAGE_SIZE = 500
+
+
+class Recorder(Protocol):
+    """Where watched events go: appended to the log, then folded."""
+
+    async def record(self, event: Event) -> None: ...
+
+
+class _ListMeta(msgspec.Struct):
+    resourceVersion: str = ""
+    # `continue` is a Python keyword: read it under another name.
+    continue_: str = msgspec.field(default="", name="continue")
+
+
+class _List(msgspec.Struct):
+    metadata: _ListMeta = _ListMeta()
+    items: list[msgspec.Raw] = []
+
+
+class _WatchEvent(msgspec.Struct):
+    type: str = ""
+    object: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+class _Identity(msgspec.Struct):
+    metadata: ObjectMeta = ObjectMeta()
+
+
+_list_decoder = msgspec.json.Decoder(_List)
+_event_decoder = msgspec.json.Decoder(_WatchEvent)
+_identity_decoder = msgspec.json.Decoder(_Identity)
+
+
+class Gone(Exception):
+    """The resourceVersion we watch from is too old (410): relist."""
+
+
+class CrdMissing(Exception):
+    """The list answered 404: the kind's CRD is not installed."""
+
+
+def collection_path(info: KindInfo) -> str:
+    """The cluster-wide collection URL of a kind (all namespaces for namespaced kinds)."""
+    if info.group:
+        return f"/apis/{info.group}/{info.version}/{info.plural}"
+    return f"/api/{info.version}/{info.plural}"
+
+
+async def split_lines(reader: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """Yield newline-terminated lines of any length from a byte stream."""
+    buffer = bytearray()
+    while True:
+        chunk = await reader.readany()
+        if not chunk:
+            if buffer.strip():
+                yield bytes(buffer)
+            return
+        start = 0
+        newline = chunk.find(b"\n")
+        if newline < 0:
+            buffer += chunk
+            continue
+        buffer += chunk[:newline]
+        if buffer.strip():
+            yield bytes(buffer)
+        buffer.clear()
+        start = newline + 1
+        while True:
+            newline = chunk.find(b"\n", start)
+            if newline < 0:
+                buffer += chunk[start:]
+                break
+            line = chunk[start:newline]
+            if line.strip():
+                yield line
+            start = newline + 1
+
+
+class KindWatcher:
+    """Keeps one kind's objects flowing into the recorder for as long as it runs."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        info: KindInfo,
+        recorder: Recorder,
+        timeouts: TimeoutConfig,
+        known: dict[str, str] | None = None,
+    ) -> None:
+        self.client = client
+        self.info = info
+        self.recorder = recorder
+        self.timeouts = timeouts
+        self.known: dict[str, str] = dict(known or {})  # key -> uid of every object the state holds
+        self.resource_version = ""
+        self.synced = anyio.Event()
+        self.missing_crd = False
+        self.relists = 0
+        self.watch_restarts = 0
+
+    # ------------------------------------------------------------------ list
+
+    async def relist(self) -> None:
+        """List everything, record upserts, record deletions for what disappeared; set resourceVersion."""
+        path = collection_path(self.info)
+        seen: dict[str, str] = {}
+        pending: list[Event] = []
+        continue_token = ""
+        resource_version = ""
+        while True:
+            query = [("limit", str(LIST_PAGE_SIZE))]
+            if continue_token:
+                query.append(("continue", continue_token))
+            response = await self.client.call("GET", path, query=query)
+            if response.status == 404 and self.info.group:
+                raise CrdMissing(path)
+            if response.status == 410:
+                # The continue token expired mid-list: start the list again.
+                seen.clear()
+                pending.clear()
+                continue_token = ""
+                continue
+            if not response.ok:
+                raise ApiError("GET", path, response.status, response.reason())
+            page = _list_decoder.decode(response.body)
+            for raw in page.items:
+                body = bytes(raw)
+                event = upsert_event(self.info, body)
+                key, uid = _identity(body)
+                seen[key] = uid
+                pending.append(event)
+            continue_token = page.metadata.continue_
+            resource_version = page.metadata.resourceVersion or resource_version
+            if not continue_token:
+                break
+        for event in pending:
+            await self.recorder.record(event)
+        for key in sorted(set(self.known) - set(seen)):
+            namespace, _, name = key.rpartition("/")
+            await self.recorder.record(
+                delete_event(self.info, ObjectMeta(name=name, namespace=namespace, uid=self.known[key]))
+            )
+        self.known = seen
+        self.resource_version = resource_version
+        self.relists += 1
+
+    # ------------------------------------------------------------------ watch
+
+    async def watch_once(self) -> None:
+        """One watch request from `resource_version`, until the server closes it. Raises Gone on 410."""
+        path = collection_path(self.info)
+        query = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", self.resource_version),
+            ("timeoutSeconds", str(self.timeouts.watch_seconds)),
+        ]
+        async with self.client.stream(path, query, read_timeout=self.timeouts.watch_seconds + 30) as (status, body):
+            if status == 410:
+                raise Gone(path)
+            if isinstance(body, bytes):
+                if status == 404 and self.info.group:
+                    raise CrdMissing(path)
+                raise ApiError("GET", path, status, decode_status(body).message)
+            async for line in split_lines(body):
+                await self._handle_line(line)
+
+    async def _handle_line(self, line: bytes) -> None:
+        try:
+            event = _event_decoder.decode(line)
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            log.warning("watch.bad_line", kind=self.info.name, error=str(error), line=line[:200])
+            return
+        raw = bytes(event.object)
+        if event.type == "ERROR":
+            status = decode_status(raw)
+            if status.code == 410:
+                raise Gone(status.message)
+            raise ApiError("WATCH", collection_path(self.info), status.code, status.message)
+        meta = _identity_decoder.decode(raw).metadata if raw else ObjectMeta()
+        if meta.resource_version:
+            self.resource_version = meta.resource_version
+        if event.type == "BOOKMARK":
+            return
+        key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+        if event.type == "DELETED":
+            self.known.pop(key, None)
+            await self.recorder.record(delete_event(self.info, meta))
+        elif event.type in ("ADDED", "MODIFIED"):
+            self.known[key] = meta.uid
+            await self.recorder.record(upsert_event(self.info, raw))
+
+    # ------------------------------------------------------------------ the loop
+
+    def _backoff(self, failures: int) -> float:
+        return backoff_delay(failures, self.timeouts.backoff_initial_seconds, self.timeouts.backoff_max_seconds)
+
+    async def sync(self) -> None:
+        """The first list (retried until it works); marks the kind synced."""
+        failures = 0
+        while True:
+            try:
+                await self.relist()
+            except CrdMissing:
+                if not self.missing_crd:
+                    log.warning("watch.crd_missing", kind=self.info.name, path=collection_path(self.info),
+                                retry_seconds=self.timeouts.missing_crd_retry_seconds)
+                self.missing_crd = True
+                self.synced.set()
+                return
+            except ApiError as error:
+                delay = self._backoff(failures)
+                failures += 1
+                log.warning("watch.list_failed", kind=self.info.name, error=str(error), retry_in=round(delay, 2))
+                await anyio.sleep(delay)
+                continue
+            if self.missing_crd:
+                log.info("watch.crd_appeared", kind=self.info.name)
+            self.missing_crd = False
+            self.synced.set()
+            return
+
+    async def run(self) -> None:
+        """Sync (unless done), then watch forever: relist on 410, back off on errors."""
+        if not self.synced.is_set():
+            await self.sync()
+        failures = 0
+        while True:
+            if self.missing_crd:
+                await anyio.sleep(self.timeouts.missing_crd_retry_seconds)
+                await self.sync()
+                continue
+            try:
+                await self.watch_once()
+                failures = 0
+                self.watch_restarts += 1
+            except Gone:
+                log.info("watch.gone_relisting", kind=self.info.name, resource_version=self.resource_version)
+                self.resource_version = ""
+                await self._relist_with_retry()
+            except CrdMissing:
+                self.missing_crd = True
+            except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as error:
+                delay = self._backoff(failures)
+                failures += 1
+                self.watch_restarts += 1
+                log.warning("watch.reconnect", kind=self.info.name, error=str(error), retry_in=round(delay, 2))
+                await anyio.sleep(delay)
+                if failures >= 3:
+                    # A long outage: the resourceVersion may be compacted by now; a relist is cheap and certain.
+                    await self._relist_with_retry()
+
+    async def _relist_with_retry(self) -> None:
+        failures = 0
+        while True:
+            try:
+                await self.relist()
+                return
+            except CrdMissing:
+                self.missing_crd = True
+                return
+            except ApiError as error:
+                delay = self._backoff(failures)
+                failures += 1
+                log.warning("watch.relist_failed", kind=self.info.name, error=str(error), retry_in=round(delay, 2))
+                await anyio.sleep(delay)
+
+
+def _identity(raw: bytes) -> tuple[str, str]:
+    try:
+        meta = _identity_decoder.decode(raw).metadata
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return "<unnamed>", ""
+    key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+    return key, meta.uid
+
+
+class Watchers:
+    """All kinds' watchers: sync them in KINDS order (nodes before pods), then watch them all."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        recorder: Recorder,
+        timeouts: TimeoutConfig,
+        known: Callable[[KindInfo], dict[str, str]] | None = None,
+        kinds: Iterable[KindInfo] = KINDS,
+    ) -> None:
+        self.watchers = [
+            KindWatcher(client, info, recorder, timeouts, known(info) if known else None) for info in kinds
+        ]
+        self.synced = anyio.Event()
+
+    async def run(self, on_synced: Callable[[], Awaitable[None]] | None = None) -> None:
+        for watcher in self.watchers:
+            await watcher.sync()
+        self.synced.set()
+        log.info("watch.synced", kinds=[w.info.name for w in self.watchers if not w.missing_crd],
+                 missing_crds=[w.info.name for w in self.watchers if w.missing_crd])
+        if on_synced is not None:
+            await on_synced()
+        async with anyio.create_task_group() as group:
+            for watcher in self.watchers:
+                group.start_soon(watcher.run)

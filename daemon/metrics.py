@@ -1,0 +1,123 @@
+"""Prometheus metrics of the daemon, named in kube-scheduler's style (served on /metrics by `daemon.health`).
+
+Every metric lives in one `Metrics` object with its own registry (so tests and two daemons in one
+process never collide). The ops dashboard is built from this list:
+
+(result is scheduled, unschedulable or error.)
+
+| metric | type | labels | meaning |
+| --- | --- | --- | --- |
+| `toposched_scheduling_attempt_duration_seconds` | histogram | result | one gang/pod attempt |
+| `toposched_schedule_attempts_total` | counter | result | attempts by outcome |
+| `toposched_pod_scheduling_duration_seconds` | histogram | - | first seen by the watch until bound |
+| `toposched_gang_scheduling_duration_seconds` | histogram | - | first member seen until minMember bound |
+| `toposched_pending_pods` | gauge | - | our pods waiting to be placed (queue depth in pods) |
+| `toposched_pending_gangs` | gauge | - | gangs waiting to be placed (queue depth in gangs) |
+| `toposched_binds_in_flight` | gauge | - | Binding calls being made now |
+| `toposched_binds_total` | counter | result (bound, failed) | Binding calls by outcome |
+| `toposched_api_requests_total` | counter | verb, resource, code | every write the daemon makes, by HTTP status |
+| `toposched_api_request_duration_seconds` | histogram | verb, resource | latency of those writes, retries included |
+| `toposched_preemption_attempts_total` | counter | - | preemption plans carried out |
+| `toposched_preemption_victims_total` | counter | - | pods evicted as victims |
+| `toposched_gang_timeouts_total` | counter | - | gangs that gave up after scheduleTimeoutSeconds |
+| `toposched_event_log_appends_total` | counter | - | events appended to the log |
+| `toposched_event_log_fsync_duration_seconds` | histogram | - | one fsync of the log |
+| `toposched_event_log_append_duration_seconds` | histogram | - | one append (write; fsync when synchronous) |
+| `toposched_topology_build_duration_seconds` | histogram | - | a rebuild of the topology tree |
+| `toposched_watch_events_total` | counter | kind, type | watch events received |
+| `toposched_watch_relists_total` | counter | kind | full relists (first sync, 410 Gone, long outage) |
+| `toposched_leader` | gauge | - | 1 while this replica holds the lease |
+| `toposched_cache_synced` | gauge | - | 1 once every kind's first list is folded |
+
+Must never: be read to make a scheduling decision (metrics observe, they do not steer).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+# Buckets in seconds: an attempt is milliseconds to seconds; end to end can be minutes (gangs wait).
+_ATTEMPT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_E2E_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+_IO_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+RESULT_SCHEDULED = "scheduled"
+RESULT_UNSCHEDULABLE = "unschedulable"
+RESULT_ERROR = "error"
+
+METRIC_NAMES = (
+    "toposched_scheduling_attempt_duration_seconds",
+    "toposched_schedule_attempts_total",
+    "toposched_pod_scheduling_duration_seconds",
+    "toposched_gang_scheduling_duration_seconds",
+    "toposched_pending_pods",
+    "toposched_pending_gangs",
+    "toposched_binds_in_flight",
+    "toposched_binds_total",
+    "toposched_api_requests_total",
+    "toposched_api_request_duration_seconds",
+    "toposched_preemption_attempts_total",
+    "toposched_preemption_victims_total",
+    "toposched_gang_timeouts_total",
+    "toposched_event_log_appends_total",
+    "toposched_event_log_fsync_duration_seconds",
+    "toposched_event_log_append_duration_seconds",
+    "toposched_topology_build_duration_seconds",
+    "toposched_watch_events_total",
+    "toposched_watch_relists_total",
+    "toposched_leader",
+    "toposched_cache_synced",
+)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.attempt_duration = Histogram(
+            "toposched_scheduling_attempt_duration_seconds", "Scheduling attempt latency by result.",
+            ["result"], buckets=_ATTEMPT_BUCKETS, registry=r,
+        )
+        self.attempts = Counter("toposched_schedule_attempts", "Scheduling attempts by result.", ["result"], registry=r)
+        self.pod_e2e = Histogram(
+            "toposched_pod_scheduling_duration_seconds", "Pod end to end: first seen until bound.",
+            buckets=_E2E_BUCKETS, registry=r,
+        )
+        self.gang_e2e = Histogram(
+            "toposched_gang_scheduling_duration_seconds", "Gang end to end: first member seen until minMember bound.",
+            buckets=_E2E_BUCKETS, registry=r,
+        )
+        self.pending_pods = Gauge("toposched_pending_pods", "Our pods waiting to be placed.", registry=r)
+        self.pending_gangs = Gauge("toposched_pending_gangs", "Gangs waiting to be placed.", registry=r)
+        self.binds_in_flight = Gauge("toposched_binds_in_flight", "Binding calls in flight.", registry=r)
+        self.binds = Counter("toposched_binds", "Binding calls by result.", ["result"], registry=r)
+        self.api_requests = Counter(
+            "toposched_api_requests", "API writes by verb, resource and status code.", ["verb", "resource", "code"],
+            registry=r,
+        )
+        self.api_duration = Histogram(
+            "toposched_api_request_duration_seconds", "API write latency, retries included.", ["verb", "resource"],
+            buckets=_ATTEMPT_BUCKETS, registry=r,
+        )
+        self.preemption_attempts = Counter("toposched_preemption_attempts", "Preemption plans carried out.", registry=r)
+        self.preemption_victims = Counter("toposched_preemption_victims", "Pods evicted as victims.", registry=r)
+        self.gang_timeouts = Counter("toposched_gang_timeouts", "Gangs that timed out.", registry=r)
+        self.log_appends = Counter("toposched_event_log_appends", "Events appended to the log.", registry=r)
+        self.fsync_duration = Histogram(
+            "toposched_event_log_fsync_duration_seconds", "Event log fsync latency.", buckets=_IO_BUCKETS, registry=r,
+        )
+        self.append_duration = Histogram(
+            "toposched_event_log_append_duration_seconds", "Event log append latency.", buckets=_IO_BUCKETS,
+            registry=r,
+        )
+        self.topology_build = Histogram(
+            "toposched_topology_build_duration_seconds", "Topology tree build time.", buckets=(*_IO_BUCKETS, 2.5, 5.0),
+            registry=r,
+        )
+        self.watch_events = Counter("toposched_watch_events", "Watch events received.", ["kind", "type"], registry=r)
+        self.watch_relists = Counter("toposched_watch_relists", "Full relists.", ["kind"], registry=r)
+        self.leader = Gauge("toposched_leader", "1 while this replica holds the lease.", registry=r)
+        self.cache_synced = Gauge("toposched_cache_synced", "1 once every kind is listed.", registry=r)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
