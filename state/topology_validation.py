@@ -255,7 +255,7 @@ def _member_selector_problems(hn: str, index: int, member_type: str, exact: bool
     count = exact + regex + labels
     if count != 1:
         given = [n for n, on in (("exactMatch", exact), ("regexMatch", regex), ("labelMatch", labels)) if on]
-        what = "none is set" if not given else f"{', '.join(given)} are all set"
+        what = "none is set" if not given else f"{' and '.join(given)} are set together"
         return [Problem(HYPERNODE_KIND, hn, where,
                         f"exactly one of exactMatch, regexMatch, labelMatch must be set, but {what}; member ignored")]
     if member_type == MEMBER_HYPERNODE and (regex or labels):
@@ -271,6 +271,7 @@ def resolve_hypernode_graph(hypernodes: Iterable[HyperNode]) -> tuple[HyperNodeG
     problems: list[Problem] = []
     graph = HyperNodeGraph()
     ordered = sorted(hypernodes, key=lambda h: h.metadata.name)
+    declared = {hn.metadata.name for hn in ordered}
     edges: dict[str, list[tuple[int, str]]] = {}
     for hn in ordered:
         name = hn.metadata.name
@@ -339,8 +340,9 @@ def resolve_hypernode_graph(hypernodes: Iterable[HyperNode]) -> tuple[HyperNodeG
         for index, child in kids:
             if child not in graph.tiers:
                 problems.append(Problem(HYPERNODE_KIND, name, f"spec.members[{index}].selector.exactMatch.name",
-                                        f"member HyperNode {child!r} does not exist"
-                                        f"{' (or is invalid)' if child in edges or child else ''}; member ignored"))
+                                        f"member HyperNode {child!r} is invalid (see its spec.tier); member ignored"
+                                        if child in declared else
+                                        f"member HyperNode {child!r} does not exist; member ignored"))
                 continue
             kept.append((index, child))
         live[name] = kept

@@ -1,0 +1,259 @@
+"""`toposched topology show|generate`: look at a scenario's network topology, or convert it.
+
+- `show --scenario FILE [--json]` folds the scenario's objects (nodes, pods already carrying
+  spec.nodeName, ClusterNetworkTopology, HyperNodes) into a `ClusterState` and prints its topology
+  tree: a rich tree with layer names, domains, node counts and free GPUs, or with `--json` the
+  document other tools read: `{"layers": [layer names, top first], "root": domain}`, every domain
+  `{"name", "layer", "tier", "nodeCount", "free": {resource: quantity}, "children": [domains],
+  "nodes": [node names]}`. `nodes` lists the nodes hanging directly on a domain, which in a fully
+  labelled cluster is the lowest domains only (a node missing a lower layer's label shows up on the
+  domain it stops at).
+- `generate --scenario FILE --to hypernodes|cnt` writes HyperNode or ClusterNetworkTopology YAML
+  describing the same tree, so a Koordinator user can move to HyperNodes and back: loading the
+  generated HyperNodes over the same nodes gives the same tree. Going to a ClusterNetworkTopology
+  from HyperNodes also needs node labels; they are written as `kubectl label` comments.
+
+Only reads files and writes to stdout/stderr; the tree itself is `state/topology.py`'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.tree import Tree
+
+from events.objects import CLUSTER_NETWORK_TOPOLOGY_API, HYPERNODE_API
+from events.scenario import ScenarioError, load_scenario
+from state.cluster import ClusterState
+from state.resources import format_quantity
+from state.topology import SOURCE_HYPERNODES, TOPOGRAPH_LAYERS, Domain, TopologyTree
+from state.topology_validation import DEFAULT_CNT_NAME, NODE_LAYER
+
+GPU = "nvidia.com/gpu"
+GENERATED_LABEL_PREFIX = "topology.toposched.io/"
+
+
+def tree_of_scenario(path: str) -> tuple[TopologyTree, list[str]]:
+    """Fold every object of the scenario (timing annotations aside) and return its tree and load problems."""
+    scenario = load_scenario(path)
+    state = ClusterState()
+    for item in sorted(scenario.objects, key=lambda o: o.index):
+        state.apply(item.info.upsert(item.obj))
+    return state.topology, list(scenario.problems)
+
+
+# --------------------------------------------------------------------------- show
+
+
+def domain_json(domain: Domain) -> dict[str, Any]:
+    free = domain.free()
+    return {
+        "name": domain.name,
+        "layer": domain.layer,
+        "tier": domain.tier,
+        "nodeCount": len(domain.nodes),
+        "free": {name: format_quantity(name, free[name]) for name in sorted(free)},
+        "children": [domain_json(child) for child in domain.children],
+        "nodes": list(domain.direct_nodes),
+    }
+
+
+def tree_json(tree: TopologyTree) -> dict[str, Any]:
+    return {"layers": [level.layer for level in tree.levels], "root": domain_json(tree.root)}
+
+
+def _gpus(domain: Domain) -> str:
+    free = domain.free().get(GPU, 0)
+    total = domain.allocatable.get(GPU, 0)
+    return f"{format_quantity(GPU, free)}/{format_quantity(GPU, total)} GPUs free"
+
+
+def _label(domain: Domain) -> str:
+    nodes = len(domain.nodes)
+    return (f"[bold]{domain.layer}[/bold] [cyan]{domain.name}[/cyan] [dim](tier {domain.tier}"
+            f"{', ' + domain.tier_name if domain.tier_name else ''})[/dim] · {nodes} node{'s' * (nodes != 1)} · "
+            f"{_gpus(domain)}")
+
+
+def rich_tree(tree: TopologyTree, *, max_nodes: int = 8) -> Tree:
+    def grow(branch: Tree, domain: Domain) -> None:
+        for child in domain.children:
+            grow(branch.add(_label(child)), child)
+        shown = domain.direct_nodes[:max_nodes]
+        if shown:
+            more = len(domain.direct_nodes) - len(shown)
+            prefix = "nodes directly here: " if domain.children else ""
+            branch.add(f"[dim]{prefix}{', '.join(shown)}{f' … (+{more})' if more else ''}[/dim]")
+
+    top = Tree(_label(tree.root))
+    grow(top, tree.root)
+    return top
+
+
+def _show(args: argparse.Namespace) -> int:
+    tree, load_problems = _load(args.scenario)
+    if tree is None:
+        return 2
+    if args.json:
+        sys.stdout.write(json.dumps(tree_json(tree), indent=2) + "\n")
+    else:
+        console = Console()
+        levels = " > ".join(f"{level.layer} (tier {level.tier}{', ' + level.tier_name if level.tier_name else ''})"
+                            for level in tree.levels)
+        console.print(f"source: [bold]{tree.source}[/bold]   levels: {levels}")
+        console.print(rich_tree(tree))
+    _report(tree, load_problems)
+    return 0
+
+
+# --------------------------------------------------------------------------- generate
+
+
+def _dns_name(text: str) -> str:
+    name = re.sub(r"[^a-z0-9.-]+", "-", text.lower()).strip("-.")
+    return name[:253] or "domain"
+
+
+def hypernode_names(tree: TopologyTree) -> dict[int, str]:
+    """Domain id -> HyperNode name: the domain's name, made unique across levels where needed."""
+    seen: dict[str, int] = {}
+    for domain in tree.domains[1:]:
+        base = _dns_name(domain.name)
+        seen[base] = seen.get(base, 0) + 1
+    names: dict[int, str] = {}
+    used: set[str] = set()
+    for domain in tree.domains[1:]:
+        base = _dns_name(domain.name)
+        name = base if seen[base] == 1 else _dns_name(f"{domain.tier_name or 'tier' + str(domain.tier)}-{domain.name}")
+        while name in used:
+            name = f"{name}-{domain.level}"
+        used.add(name)
+        names[domain.id] = name
+    return names
+
+
+def generate_hypernodes(tree: TopologyTree) -> list[dict[str, Any]]:
+    names = hypernode_names(tree)
+    documents: list[dict[str, Any]] = []
+    for level in tree.levels[1:]:
+        for domain in tree.domains_at(level.index):
+            members: list[dict[str, Any]] = [
+                {"type": "HyperNode", "selector": {"exactMatch": {"name": names[child.id]}}}
+                for child in domain.children
+            ]
+            members += [{"type": "Node", "selector": {"exactMatch": {"name": node}}} for node in domain.direct_nodes]
+            spec: dict[str, Any] = {"tier": domain.tier}
+            if domain.tier_name:
+                spec["tierName"] = domain.tier_name
+            spec["members"] = members
+            documents.append({"apiVersion": HYPERNODE_API, "kind": "HyperNode",
+                              "metadata": {"name": names[domain.id]}, "spec": spec})
+    return documents
+
+
+def _label_key(tier_name: str, tier: int) -> str:
+    for layer in TOPOGRAPH_LAYERS:
+        if layer.tier_name == tier_name:
+            return layer.label_keys[0]
+    return GENERATED_LABEL_PREFIX + (_dns_name(tier_name) if tier_name else f"tier-{tier}")
+
+
+def generate_cnt(tree: TopologyTree) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The ClusterNetworkTopology, the `kubectl label` commands nodes need (HyperNode source), warnings."""
+    keys = {level.index: (level.label_keys[0] if level.label_keys else _label_key(level.tier_name, level.tier))
+            for level in tree.levels[1:]}
+    layers: list[dict[str, Any]] = []
+    parent = ""
+    for level in tree.levels[1:]:
+        layer: dict[str, Any] = {"topologyLayer": level.layer, "labelKey": [keys[level.index]]}
+        if parent:
+            layer["parentTopologyLayer"] = parent
+        layers.append(layer)
+        parent = level.layer
+    bottom: dict[str, Any] = {"topologyLayer": NODE_LAYER}
+    if parent:
+        bottom["parentTopologyLayer"] = parent
+    layers.append(bottom)
+    cnt = {"apiVersion": CLUSTER_NETWORK_TOPOLOGY_API, "kind": "ClusterNetworkTopology",
+           "metadata": {"name": DEFAULT_CNT_NAME}, "spec": {"networkTopologySpec": layers}}
+    commands: list[str] = []
+    warnings: list[str] = []
+    if tree.source == SOURCE_HYPERNODES:
+        for domain in tree.domains[1:]:
+            if domain.children and domain.children[0].level != domain.level + 1:
+                warnings.append(f"{domain.layer} {domain.name} holds {domain.children[0].layer} "
+                                f"{domain.children[0].name} directly; a ClusterNetworkTopology cannot skip a layer, "
+                                "so nodes below it stop at the first missing label")
+        for node in tree.node_names:
+            labels = [f"{keys[d.level]}={d.name}" for d in tree.path(node)[1:]]
+            if labels:
+                commands.append(f"kubectl label node {node} {' '.join(labels)} --overwrite")
+    return cnt, commands, warnings
+
+
+def _generate(args: argparse.Namespace) -> int:
+    tree, load_problems = _load(args.scenario)
+    if tree is None:
+        return 2
+    if args.to == "hypernodes":
+        text = yaml.safe_dump_all(generate_hypernodes(tree), sort_keys=False)
+    else:
+        cnt, commands, warnings = generate_cnt(tree)
+        text = yaml.safe_dump(cnt, sort_keys=False)
+        if commands:
+            text += "# Nodes need these labels for the layers above:\n" + "".join(f"# {c}\n" for c in commands)
+        for warning in warnings:
+            sys.stderr.write(f"warning: {warning}\n")
+    if args.output:
+        with open(args.output, "w") as handle:
+            handle.write(text)
+    else:
+        sys.stdout.write(text)
+    _report(tree, load_problems)
+    return 0
+
+
+# --------------------------------------------------------------------------- shared
+
+
+def _load(path: str) -> tuple[TopologyTree | None, list[str]]:
+    try:
+        return tree_of_scenario(path)
+    except ScenarioError as error:
+        sys.stderr.write(f"toposched topology: {error}\n")
+        return None, []
+
+
+def _report(tree: TopologyTree, load_problems: list[str]) -> None:
+    for problem in load_problems:
+        sys.stderr.write(f"scenario: {problem}\n")
+    for found in tree.problems:
+        sys.stderr.write(f"topology: {found}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toposched topology", description="Show a scenario's network topology tree, or convert it.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    show = commands.add_parser("show", help="print the topology tree of a scenario")
+    show.add_argument("--scenario", required=True, help="scenario YAML file or directory")
+    show.add_argument("--json", action="store_true", help="print the machine-readable JSON document")
+    generate = commands.add_parser("generate", help="write HyperNode or ClusterNetworkTopology YAML for the tree")
+    generate.add_argument("--scenario", required=True, help="scenario YAML file or directory")
+    generate.add_argument("--to", required=True, choices=("hypernodes", "cnt"), help="what to write")
+    generate.add_argument("--output", "-o", help="write to this file instead of standard output")
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    args = _parser().parse_args(list(argv))
+    if args.command == "show":
+        return _show(args)
+    return _generate(args)

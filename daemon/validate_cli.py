@@ -1,0 +1,195 @@
+"""`toposched validate FILE...`: check HyperNode, ClusterNetworkTopology and PodGroup manifests offline.
+
+Reads multi-document YAML files and applies the same rules the daemon applies when it folds these
+objects (`state/topology_validation.py`), across all files together: a HyperNode member may name a
+HyperNode from another file, and PodGroup layer / tier names are checked against the topology the
+files describe (a ClusterNetworkTopology, HyperNodes, or Nodes carrying topograph labels). Node
+documents, when given, are context: label contradictions and nodes claimed by two HyperNodes are
+reported too. Other kinds are skipped.
+
+Prints one line per problem, `FILE#DOC: Kind name: field: message` (DOC counts documents from 1),
+and exits 1; prints a short OK line and exits 0 when everything is valid; exits 2 when a file cannot
+be read at all. Reads files only; never talks to a cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from events.ingest import decode_object, kind_of
+from events.model import ObjectUndecodable
+from events.objects import ClusterNetworkTopology, HyperNode, Node, PodGroup, VolcanoPodGroup
+from state.gangs import Problem
+from state.resources import QuantityError, Resources, parse_quantity
+from state.topology import TopologyTree
+from state.topology_validation import (
+    CNT_KIND,
+    DEFAULT_CNT_NAME,
+    HYPERNODE_KIND,
+    NODE_KIND,
+    POD_GROUP_KIND,
+    resolve_hypernode_graph,
+    validate_network_topology,
+    validate_pod_group,
+    validate_volcano_pod_group,
+)
+
+_CHECKED = {"HyperNode", "ClusterNetworkTopology", "PodGroup", "VolcanoPodGroup"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    source: str  # FILE#DOC
+    problem: Problem
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.problem}"
+
+
+@dataclass
+class _Documents:
+    hypernodes: list[tuple[str, HyperNode]]
+    cnts: list[tuple[str, ClusterNetworkTopology]]
+    pod_groups: list[tuple[str, PodGroup]]
+    volcano_pod_groups: list[tuple[str, VolcanoPodGroup]]
+    nodes: list[tuple[str, Node]]
+    findings: list[Finding]
+    skipped: int = 0
+
+
+def _read(paths: Sequence[str]) -> _Documents:
+    docs = _Documents([], [], [], [], [], [])
+    for path in paths:
+        with open(path) as handle:
+            loaded: list[Any] = list(yaml.safe_load_all(handle))
+        for number, document in enumerate(loaded, start=1):
+            source = f"{path}#{number}"
+            if document is None:
+                continue
+            if not isinstance(document, dict):
+                docs.findings.append(Finding(source, Problem("Document", str(number), "",
+                                                             "is not a Kubernetes object (a mapping)")))
+                continue
+            info = kind_of(str(document.get("apiVersion", "")), str(document.get("kind", "")))
+            if info is None or (info.name not in _CHECKED and info.name != NODE_KIND):
+                docs.skipped += 1
+                continue
+            decoded = decode_object(info, document)
+            if isinstance(decoded, ObjectUndecodable):
+                field, _, message = decoded.problem.partition(": ")
+                docs.findings.append(Finding(source, Problem(
+                    info.kind, decoded.key, field if message else "", message or decoded.problem)))
+                continue
+            if not decoded.metadata.name:
+                docs.findings.append(Finding(source, Problem(info.kind, "<unnamed>", "metadata.name", "is missing")))
+                continue
+            if isinstance(decoded, HyperNode):
+                docs.hypernodes.append((source, decoded))
+            elif isinstance(decoded, ClusterNetworkTopology):
+                docs.cnts.append((source, decoded))
+            elif isinstance(decoded, PodGroup):
+                docs.pod_groups.append((source, decoded))
+            elif isinstance(decoded, VolcanoPodGroup):
+                docs.volcano_pod_groups.append((source, decoded))
+            elif isinstance(decoded, Node):
+                docs.nodes.append((source, decoded))
+    return docs
+
+
+def _allocatable(node: Node) -> Resources:
+    resources: Resources = {}
+    for name, text in node.status.allocatable.items():
+        try:
+            resources[name] = parse_quantity(text)
+        except QuantityError:
+            continue
+    return resources
+
+
+def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], int]:
+    """Every problem in the files, in file and document order; and how many objects were checked."""
+    docs = _read(paths)
+    findings = list(docs.findings)
+    where: dict[tuple[str, str], str] = {}
+    for source, cnt in docs.cnts:
+        where[(CNT_KIND, cnt.metadata.name)] = source
+        findings += [Finding(source, p) for p in validate_network_topology(cnt)]
+    seen_hn: dict[str, str] = {}
+    for source, hn in docs.hypernodes:
+        name = hn.metadata.name
+        if name in seen_hn:
+            findings.append(Finding(source, Problem(HYPERNODE_KIND, name, "metadata.name",
+                                                    f"is also defined at {seen_hn[name]}; the later one is used")))
+        seen_hn[name] = source
+        where[(HYPERNODE_KIND, name)] = source
+    _, hn_problems = resolve_hypernode_graph({hn.metadata.name: hn for _, hn in docs.hypernodes}.values())
+    findings += [Finding(where.get((p.kind, p.key), "?"), p) for p in hn_problems]
+    # the cluster the files describe, for layer / tier names and node-level contradictions
+    tree = TopologyTree()
+    for source, node in docs.nodes:
+        where[(NODE_KIND, node.metadata.name)] = source
+        tree.node_upserted(node.metadata.name, node.metadata.labels, _allocatable(node))
+    for _, cnt in docs.cnts:
+        tree.network_topology_upserted(cnt)
+    for _, hn in docs.hypernodes:
+        tree.hypernode_upserted(hn)
+    described = bool(docs.nodes or docs.hypernodes or any(c.metadata.name == DEFAULT_CNT_NAME for _, c in docs.cnts))
+    reported = {f.problem for f in findings}
+    for problem in tree.problems:  # node-level findings: label contradictions, nodes claimed twice
+        if problem.kind in (NODE_KIND, HYPERNODE_KIND) and problem not in reported:
+            findings.append(Finding(where.get((problem.kind, problem.key), "?"), problem))
+    layers: list[str] | None = None
+    tiers: dict[int, str] | None = None
+    if described:
+        layers = [level.layer for level in tree.levels[1:]]
+        tiers = {level.tier: level.tier_name for level in tree.levels}
+    for source, group in docs.pod_groups:
+        findings += [Finding(source, p) for p in validate_pod_group(group, layers)]
+    for source, vgroup in docs.volcano_pod_groups:
+        findings += [Finding(source, p) for p in validate_volcano_pod_group(vgroup, tiers)]
+    order = {source: index for index, source in enumerate(_all_sources(docs))}
+    findings.sort(key=lambda f: order.get(f.source, len(order)))
+    checked = len(docs.cnts) + len(docs.hypernodes) + len(docs.pod_groups) + len(docs.volcano_pod_groups)
+    return findings, checked
+
+
+def _all_sources(docs: _Documents) -> list[str]:
+    sources = [s for s, _ in docs.hypernodes] + [s for s, _ in docs.cnts] + [s for s, _ in docs.pod_groups]
+    sources += [s for s, _ in docs.volcano_pod_groups] + [s for s, _ in docs.nodes] + [f.source for f in docs.findings]
+
+    def position(source: str) -> tuple[str, int]:
+        path, _, number = source.rpartition("#")
+        return path, int(number) if number.isdigit() else 0
+
+    return sorted(set(sources), key=position)
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="toposched validate",
+        description="Validate HyperNode, ClusterNetworkTopology and PodGroup manifests (multi-document YAML).")
+    parser.add_argument("files", nargs="+", metavar="FILE")
+    args = parser.parse_args(list(argv))
+    try:
+        findings, checked = validate_documents(args.files)
+    except OSError as error:
+        sys.stderr.write(f"toposched validate: cannot read {error.filename}: {error.strerror}\n")
+        return 2
+    except yaml.YAMLError as error:
+        sys.stderr.write(f"toposched validate: not valid YAML: {error}\n")
+        return 2
+    if findings:
+        for finding in findings:
+            sys.stdout.write(f"{finding}\n")
+        sys.stdout.write(f"{len(findings)} problem{'s' * (len(findings) != 1)} in {checked} object"
+                         f"{'s' * (checked != 1)}\n")
+        return 1
+    sys.stdout.write(f"OK: {checked} object{'s' * (checked != 1)} valid ({POD_GROUP_KIND}, {HYPERNODE_KIND}, "
+                     f"{CNT_KIND} checked)\n")
+    return 0
