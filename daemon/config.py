@@ -12,7 +12,7 @@ Example (every key optional; these are the defaults):
     in_cluster: false           # force the service-account configuration
     scheduler_name: toposched
     log_dir: /var/lib/toposched/log
-    fsync: batch                # always | batch | never
+    fsync: interval:10ms        # always | never | interval:<N>ms (events.log.FsyncPolicy)
     bind_concurrency: 64
     address: 0.0.0.0:10251      # /metrics, /healthz, /readyz
     leader_election:
@@ -41,12 +41,12 @@ import re
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 import yaml
 
-FsyncMode = Literal["always", "batch", "never"]
+from events.log import EventLogError, FsyncPolicy
 
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
@@ -93,11 +93,14 @@ class DaemonConfig(_Section, frozen=True):
     in_cluster: bool = False
     scheduler_name: Annotated[str, msgspec.Meta(min_length=1)] = "toposched"
     log_dir: Annotated[str, msgspec.Meta(min_length=1)] = "/var/lib/toposched/log"
-    fsync: FsyncMode = "batch"
+    fsync: str = "interval:10ms"
     bind_concurrency: PositiveInt = 64
     address: str = "0.0.0.0:10251"
     leader_election: LeaderElectionConfig = LeaderElectionConfig()
     timeouts: TimeoutConfig = TimeoutConfig()
+
+    def fsync_policy(self) -> FsyncPolicy:
+        return FsyncPolicy.parse(self.fsync)
 
     def host_port(self) -> tuple[str, int]:
         return parse_address(self.address, "address")
@@ -146,6 +149,10 @@ def decode_config(document: Mapping[str, Any]) -> DaemonConfig:
             problem = f"{problem}, got {found!r}"
         raise ConfigError(key, problem) from error
     parse_address(config.address, "address")
+    try:
+        FsyncPolicy.parse(config.fsync)
+    except EventLogError as error:
+        raise ConfigError("fsync", f"expected always, never or interval:<N>ms, got {config.fsync!r}") from error
     _check_consistency(config)
     return config
 
@@ -214,8 +221,6 @@ def _reword(text: str) -> tuple[str, str]:
         return (f"{key}.{field}" if key else field), "required key is missing"
     problem = message.replace("`", "")
     problem = problem[:1].lower() + problem[1:]
-    if problem.startswith("invalid enum value"):
-        problem = "expected one of always, batch, never" if key == "fsync" else problem
     if not key:
         return "", f"the config must be a mapping of keys ({problem})"
     return key, problem

@@ -52,7 +52,11 @@ def test_fsync_policy_must_be_one_of_the_known_modes() -> None:
     with pytest.raises(ConfigError) as caught:
         decode_config({"fsync": "sometimes"})
     assert caught.value.key == "fsync"
-    assert "always, batch, never" in caught.value.problem
+    assert "always, never or interval:<N>ms" in caught.value.problem
+
+
+def test_fsync_interval_is_parsed_into_the_log_policy() -> None:
+    assert str(decode_config({"fsync": "interval:5ms"}).fsync_policy()) == "interval:5ms"
 
 
 def test_bad_address_is_rejected() -> None:
