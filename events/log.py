@@ -727,13 +727,13 @@ class EventLog:
             if self._closed:
                 raise EventLogError(f"event log {self.directory} is closed")
             self._write_out()
-            plan: list[tuple[Path, int, int, int]] = []
+            plan: list[tuple[Path, int, int, int, int]] = []
             position = max(bisect.bisect_right(self._first_seqs, from_seq) - 1, 0)
             for segment in self._segments[position:]:
                 if segment.last_seq < max(from_seq, segment.first_seq):
                     continue
                 start_seq, start_offset = segment.start_for(from_seq)
-                plan.append((segment.path, start_seq, start_offset, segment.end))
+                plan.append((segment.path, segment.first_seq, start_seq, start_offset, segment.end))
             last_seq = self._next_seq - 1
         return _read_segments(plan, from_seq, last_seq)
 
@@ -773,9 +773,15 @@ def _write_all(fd: int, data: bytes | bytearray) -> None:
         view = view[written:]
 
 
-def _read_segments(plan: list[tuple[Path, int, int, int]], from_seq: int, last_seq: int) -> Iterator[tuple[int, bytes]]:
-    for path, start_seq, start_offset, end in plan:
+def _read_segments(
+    plan: list[tuple[Path, int, int, int, int]], from_seq: int, last_seq: int
+) -> Iterator[tuple[int, bytes]]:
+    """Records of the planned (path, first seq, start seq, start offset, end offset) ranges, checked."""
+    for path, first_seq, start_seq, start_offset, end in plan:
         with open(path, "rb") as handle:
+            problem = _check_segment_header(handle.read(_SEGMENT_HEADER.size), first_seq)
+            if problem is not None:
+                raise LogCorruptError(path, 0, problem)
             handle.seek(start_offset)
             data = handle.read(end - start_offset)
         if len(data) < end - start_offset:
