@@ -1,0 +1,456 @@
+"""The topology tree: each source, levels in both vocabularies, queries, aggregates and updates."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+from events.objects import (
+    ClusterNetworkTopology,
+    ClusterNetworkTopologySpec,
+    ExactMatch,
+    HyperNode,
+    HyperNodeMember,
+    HyperNodeSpec,
+    LabelSelector,
+    MemberSelector,
+    NetworkTopologyLayer,
+    ObjectMeta,
+    RegexMatch,
+    TopologyDetail,
+    TopologyInfo,
+)
+from state.resources import Resources
+from state.topology import (
+    SOURCE_CNT,
+    SOURCE_HYPERNODES,
+    SOURCE_LABELS,
+    TOPOGRAPH_PREFIX,
+    Domain,
+    TopologyError,
+    TopologyTree,
+)
+
+P = TOPOGRAPH_PREFIX
+GPU = "nvidia.com/gpu"
+ALLOC: Resources = {"cpu": 96_000, GPU: 8_000}
+
+
+def cnt(*layers: tuple[str, str | None, str], name: str = "default") -> ClusterNetworkTopology:
+    """layers: (topologyLayer, label key or None, parentTopologyLayer)."""
+    return ClusterNetworkTopology(
+        metadata=ObjectMeta(name=name),
+        spec=ClusterNetworkTopologySpec(network_topology_spec=[
+            NetworkTopologyLayer(topology_layer=layer, label_key=[key] if key else [], parent_topology_layer=parent)
+            for layer, key, parent in layers
+        ]),
+    )
+
+
+SPINE_BLOCK_CNT = cnt(("SpineLayer", P + "spine", ""), ("BlockLayer", P + "block", "SpineLayer"),
+                      ("NodeTopologyLayer", None, "BlockLayer"))
+
+
+def hypernode(name: str, tier: int, tier_name: str = "", *, nodes: Sequence[str] = (),
+              children: Sequence[str] = (), regex: str | None = None,
+              labels: Mapping[str, str] | None = None) -> HyperNode:
+    members = [HyperNodeMember(type="Node", selector=MemberSelector(exact_match=ExactMatch(name=n))) for n in nodes]
+    members += [HyperNodeMember(type="HyperNode", selector=MemberSelector(exact_match=ExactMatch(name=c)))
+                for c in children]
+    if regex is not None:
+        members.append(HyperNodeMember(type="Node", selector=MemberSelector(regex_match=RegexMatch(pattern=regex))))
+    if labels is not None:
+        members.append(HyperNodeMember(type="Node", selector=MemberSelector(
+            label_match=LabelSelector(match_labels=dict(labels)))))
+    return HyperNode(metadata=ObjectMeta(name=name),
+                     spec=HyperNodeSpec(tier=tier, tier_name=tier_name, members=members))
+
+
+def labelled_cluster(tree: TopologyTree, spines: int = 2, blocks: int = 2, per_block: int = 2) -> list[str]:
+    names = []
+    for s in range(spines):
+        for b in range(blocks):
+            for n in range(per_block):
+                name = f"n{s}{b}{n}"
+                tree.node_upserted(name, {P + "spine": f"s{s}", P + "block": f"b{s}{b}"}, ALLOC)
+                names.append(name)
+    return names
+
+
+def dom(tree: TopologyTree, level: int, name: str) -> Domain:
+    found = tree.domain(level, name)
+    assert found is not None, f"no domain {name!r} at level {level}"
+    return found
+
+
+def leaf(tree: TopologyTree, node: str) -> Domain:
+    found = tree.domain_of(node)
+    assert found is not None, f"node {node!r} is not in the tree"
+    return found
+
+
+def shape(tree: TopologyTree) -> list[tuple[int, str, str, list[str], list[str]]]:
+    """Every domain as (level, layer, parent name, children names, nodes): the tree's whole structure."""
+    return [(d.level, d.layer, d.parent.name if d.parent else "", [c.name for c in d.children], d.nodes)
+            for level in range(len(tree.levels)) for d in tree.domains_at(level)]
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def test_empty_tree_is_a_lone_cluster_root_of_tier_1() -> None:
+    tree = TopologyTree()
+    assert tree.source == SOURCE_LABELS
+    assert [(lv.layer, lv.tier, lv.tier_name) for lv in tree.levels] == [("ClusterTopologyLayer", 1, "cluster")]
+    assert tree.root.nodes == []
+
+
+def test_nodes_without_topology_labels_all_hang_under_the_root() -> None:
+    tree = TopologyTree()
+    tree.node_upserted("b", {}, ALLOC)
+    tree.node_upserted("a", {"kubernetes.io/hostname": "a"}, ALLOC)
+    assert len(tree.levels) == 1
+    assert tree.root.direct_nodes == ["a", "b"]
+    assert tree.root.allocatable == {"cpu": 192_000, GPU: 16_000}
+    assert tree.lca(["a", "b"]) is tree.root
+
+
+def test_topograph_labels_give_layers_for_the_labels_present_with_tiers_from_the_bottom() -> None:
+    tree = TopologyTree()
+    tree.node_upserted("n1", {P + "spine": "s1", P + "block": "b1", P + "accelerator": "nvl1"}, ALLOC)
+    tree.node_upserted("n2", {P + "spine": "s1", P + "block": "b1", P + "accelerator": "nvl2"}, ALLOC)
+    assert tree.source == SOURCE_LABELS
+    assert [(lv.layer, lv.tier, lv.tier_name) for lv in tree.levels] == [
+        ("ClusterTopologyLayer", 4, "cluster"), ("SpineLayer", 3, "spine"), ("BlockLayer", 2, "block"),
+        ("AcceleratorLayer", 1, "accelerator")]
+    assert [d.name for d in tree.path("n2")] == ["cluster", "s1", "b1", "nvl2"]
+    assert tree.lca(["n1", "n2"]).name == "b1"
+
+
+def test_cnt_layers_build_domains_from_label_values_parented_by_the_parent_layer() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    tree.network_topology_upserted(SPINE_BLOCK_CNT)
+    assert tree.source == SOURCE_CNT
+    assert [lv.layer for lv in tree.levels] == ["ClusterTopologyLayer", "SpineLayer", "BlockLayer"]
+    assert [d.name for d in tree.domains_at(1)] == ["s0", "s1"]
+    assert [c.name for c in dom(tree, 1, "s1").children] == ["b10", "b11"]
+    assert dom(tree, 2, "b11").nodes == ["n110", "n111"]
+    assert leaf(tree, "n101").name == "b10"
+    assert tree.problems == []
+
+
+def test_cnt_with_other_label_keys_uses_them_and_names_tiers_by_the_key_suffix() -> None:
+    tree = TopologyTree()
+    tree.node_upserted("a", {"example.com/rack": "r1", "example.com/row": "w1"}, ALLOC)
+    tree.node_upserted("b", {"example.com/rack": "r2", "example.com/row": "w1"}, ALLOC)
+    tree.network_topology_upserted(cnt(("RowLayer", "example.com/row", ""),
+                                       ("RackLayer", "example.com/rack", "RowLayer"),
+                                       ("NodeTopologyLayer", None, "RackLayer")))
+    assert [(lv.layer, lv.tier, lv.tier_name) for lv in tree.levels] == [
+        ("ClusterTopologyLayer", 3, "cluster"), ("RowLayer", 2, "row"), ("RackLayer", 1, "rack")]
+    assert tree.lca(["a", "b"]).name == "w1"
+
+
+def test_a_cnt_not_named_default_is_ignored() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    tree.network_topology_upserted(cnt(("RackLayer", "example.com/rack", ""), name="other"))
+    assert tree.source == SOURCE_LABELS
+
+
+def test_hypernodes_build_tiers_upward_under_a_virtual_cluster_top() -> None:
+    tree = TopologyTree()
+    for name in ("a1", "a2", "b1", "b2", "loner"):
+        tree.node_upserted(name, {}, ALLOC)
+    tree.hypernode_upserted(hypernode("blk-a", 1, "block", nodes=["a1", "a2"]))
+    tree.hypernode_upserted(hypernode("blk-b", 1, "block", regex="^b[0-9]$"))
+    tree.hypernode_upserted(hypernode("spine", 2, "spine", children=["blk-a", "blk-b"]))
+    assert tree.source == SOURCE_HYPERNODES
+    assert [(lv.layer, lv.tier, lv.tier_name) for lv in tree.levels] == [
+        ("ClusterTopologyLayer", 3, "cluster"), ("SpineLayer", 2, "spine"), ("BlockLayer", 1, "block")]
+    assert dom(tree, 2, "blk-b").nodes == ["b1", "b2"]
+    assert tree.lca(["a1", "b2"]).name == "spine"
+    assert tree.root.direct_nodes == ["loner"]  # not covered by any HyperNode: directly under the root
+    assert tree.hypernode_node_counts() == {"blk-a": 2, "blk-b": 2, "spine": 4}
+
+
+def test_hypernode_label_match_selects_nodes_by_label() -> None:
+    tree = TopologyTree()
+    tree.node_upserted("x", {"rack": "r1"}, ALLOC)
+    tree.node_upserted("y", {"rack": "r2"}, ALLOC)
+    tree.hypernode_upserted(hypernode("r1", 1, labels={"rack": "r1"}))
+    assert dom(tree, 1, "r1").nodes == ["x"]
+    assert tree.levels[1].layer == "Tier1Layer"
+
+
+def test_hypernode_tiers_may_skip_a_level_and_nodes_may_sit_above_tier_1() -> None:
+    tree = TopologyTree()
+    for name in ("a", "b", "c"):
+        tree.node_upserted(name, {}, ALLOC)
+    tree.hypernode_upserted(hypernode("low", 1, nodes=["a"]))
+    tree.hypernode_upserted(hypernode("mid", 2, nodes=["b"]))
+    tree.hypernode_upserted(hypernode("top", 3, children=["low", "mid"], nodes=["c"]))
+    assert [d.name for d in tree.path("a")] == ["cluster", "top", "low"]
+    assert tree.domain_at("a", 2) is None
+    assert dom(tree, 1, "top").direct_nodes == ["c"]
+    assert tree.lca(["a", "b"]).name == "top"
+
+
+def test_cnt_takes_precedence_over_hypernodes_which_take_precedence_over_labels() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    assert tree.source == SOURCE_LABELS
+    tree.hypernode_upserted(hypernode("h", 1, nodes=["n000"]))
+    assert tree.source == SOURCE_HYPERNODES
+    tree.network_topology_upserted(SPINE_BLOCK_CNT)
+    assert tree.source == SOURCE_CNT
+    tree.network_topology_deleted("default")
+    assert tree.source == SOURCE_HYPERNODES
+    tree.hypernode_deleted("h")
+    assert tree.source == SOURCE_LABELS
+
+
+# --------------------------------------------------------------------------- both vocabularies
+
+
+def test_layer_name_tier_number_and_tier_name_resolve_to_the_same_level() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    tree.network_topology_upserted(SPINE_BLOCK_CNT)
+    assert tree.resolve_level("BlockLayer") == tree.resolve_level(1) == tree.resolve_level("block") == 2
+    assert tree.resolve_level("SpineLayer") == tree.resolve_level("2") == tree.resolve_level("spine") == 1
+    assert tree.resolve_level("ClusterTopologyLayer") == tree.resolve_level(3) == 0
+
+
+def test_an_unknown_layer_raises_topology_error_naming_it_and_the_known_levels() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    with pytest.raises(TopologyError) as caught:
+        tree.resolve_level("RackLayer")
+    assert caught.value.kind == "Layer" and caught.value.name == "RackLayer"
+    assert "BlockLayer" in str(caught.value)
+    with pytest.raises(TopologyError, match="not a tier"):
+        tree.resolve_level(7)
+    with pytest.raises(TopologyError, match="the node itself"):
+        tree.resolve_level("NodeTopologyLayer")
+
+
+def test_lca_of_an_unknown_node_or_of_nothing_raises() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    with pytest.raises(TopologyError) as caught:
+        tree.lca(["n000", "ghost"])
+    assert caught.value.kind == "Node" and caught.value.name == "ghost"
+    with pytest.raises(TopologyError):
+        tree.lca([])
+
+
+def test_lca_finds_the_tightest_domain_and_its_level() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    assert tree.lca(["n000"]).name == "b00"
+    assert tree.lca(["n000", "n001"]).name == "b00"
+    assert tree.lca(["n000", "n011"]).name == "s0"
+    assert tree.lca(["n011", "n000", "n100"]) is tree.root
+    assert tree.lca_level(["n100", "n111"]) == 1
+
+
+# --------------------------------------------------------------------------- aggregates and updates
+
+
+def test_usage_changes_follow_the_nodes_path_without_a_rebuild() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    version = tree.version
+    tree.usage_changed("n000", {GPU: 3_000}, 1)
+    tree.usage_changed("n001", {GPU: 2_000, "cpu": 1_000}, 1)
+    tree.usage_changed("n000", {GPU: 1_000}, -1)
+    assert tree.version == version
+    assert dom(tree, 2, "b00").used == {GPU: 4_000, "cpu": 1_000}
+    assert dom(tree, 1, "s0").free()[GPU] == 4 * 8_000 - 4_000
+    assert tree.root.used[GPU] == 4_000
+    assert dom(tree, 2, "b01").used == {}
+
+
+def test_usage_recorded_while_dirty_is_in_the_rebuilt_aggregates() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    tree.usage_changed("n000", {GPU: 8_000}, 1)
+    tree.node_upserted("extra", {P + "spine": "s0", P + "block": "b00"}, ALLOC)
+    tree.usage_changed("extra", {GPU: 1_000}, 1)
+    assert dom(tree, 2, "b00").used == {GPU: 9_000}
+    assert dom(tree, 2, "b00").nodes == ["extra", "n000", "n001"]
+
+
+def test_an_allocatable_change_adjusts_aggregates_in_place() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    version = tree.version
+    tree.node_upserted("n000", {P + "spine": "s0", P + "block": "b00"}, {"cpu": 96_000, GPU: 4_000})
+    assert tree.version == version
+    assert dom(tree, 2, "b00").allocatable[GPU] == 12_000
+    assert tree.root.allocatable[GPU] == 60_000
+
+
+def test_relabelled_node_moves_and_empty_domains_disappear() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree, spines=1, blocks=2, per_block=1)
+    tree.usage_changed("n010", {GPU: 5_000}, 1)
+    tree.node_upserted("n010", {P + "spine": "s0", P + "block": "b00"}, ALLOC)
+    assert [d.name for d in tree.domains_at(2)] == ["b00"]
+    assert dom(tree, 2, "b00").nodes == ["n000", "n010"]
+    assert dom(tree, 2, "b00").used == {GPU: 5_000}
+
+
+def test_deleted_node_leaves_every_aggregate() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    tree.usage_changed("n111", {GPU: 8_000}, 1)
+    tree.node_deleted("n111")
+    assert "n111" not in tree
+    assert tree.path("n111") == ()
+    assert tree.root.used.get(GPU, 0) == 0
+    assert dom(tree, 1, "s1").nodes == ["n100", "n101", "n110"]
+
+
+def test_the_tree_does_not_depend_on_the_order_objects_were_folded_in() -> None:
+    first, second = TopologyTree(), TopologyTree()
+    labelled_cluster(first)
+    first.network_topology_upserted(SPINE_BLOCK_CNT)
+    second.network_topology_upserted(SPINE_BLOCK_CNT)
+    for name in reversed(first.node_names):
+        path = first.path(name)
+        second.node_upserted(name, {P + "spine": path[1].name, P + "block": path[2].name}, ALLOC)
+    assert shape(first) == shape(second)
+    assert [d.id for d in first.domains] == [d.id for d in second.domains]
+    assert [d.name for d in first.domains] == [d.name for d in second.domains]
+
+
+# --------------------------------------------------------------------------- incomplete or contradictory labels
+
+
+def test_a_node_missing_a_lower_label_sits_directly_under_its_last_domain_and_is_reported() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    tree.node_upserted("half", {P + "spine": "s0"}, ALLOC)
+    tree.network_topology_upserted(SPINE_BLOCK_CNT)
+    assert leaf(tree, "half").name == "s0"
+    assert dom(tree, 1, "s0").direct_nodes == ["half"]
+    assert "half" in dom(tree, 1, "s0").nodes
+    [problem] = tree.problems
+    assert (problem.kind, problem.key, problem.field) == ("Node", "half", f"metadata.labels[{P}block]")
+    assert "directly under SpineLayer 's0'" in problem.message
+
+
+def test_a_node_missing_a_middle_label_is_reported_even_from_topograph_labels() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    tree.node_upserted("hole", {P + "block": "b00"}, ALLOC)
+    assert tree.domain_of("hole") is tree.root
+    assert [p.key for p in tree.problems] == ["hole"]
+
+
+def test_block_claimed_under_two_spines_stays_under_the_majority_and_is_reported() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    tree.node_upserted("stray", {P + "spine": "s1", P + "block": "b00"}, ALLOC)
+    tree.network_topology_upserted(SPINE_BLOCK_CNT)
+    assert [d.name for d in tree.path("stray")] == ["cluster", "s0", "b00"]
+    [problem] = tree.problems
+    assert (problem.kind, problem.key, problem.field) == ("Node", "stray", f"metadata.labels[{P}spine]")
+    assert "'b00' is under SpineLayer s0 (2 nodes), s1 (1 nodes)" in problem.message
+    assert "stays under 's0'" in problem.message
+
+
+def test_a_bad_cnt_keeps_the_last_good_structure_and_reports_the_problem() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    tree.network_topology_upserted(SPINE_BLOCK_CNT)
+    before = shape(tree)
+    tree.network_topology_upserted(cnt(("SpineLayer", P + "spine", ""), ("BlockLayer", P + "block", "PodLayer")))
+    assert tree.source == SOURCE_CNT
+    assert shape(tree) == before
+    fields = [p.field for p in tree.problems]
+    assert "spec.networkTopologySpec[1].parentTopologyLayer" in fields
+    assert any("last good" in p.message for p in tree.problems)
+
+
+def test_a_bad_cnt_with_no_good_version_falls_back_to_the_next_source() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    tree.network_topology_upserted(cnt(("BlockLayer", P + "block", "PodLayer")))
+    assert tree.source == SOURCE_LABELS
+    assert any("falls back" in p.message for p in tree.problems)
+
+
+def test_a_node_claimed_by_two_hypernodes_goes_to_the_lowest_tier_and_is_reported() -> None:
+    tree = TopologyTree()
+    tree.node_upserted("n", {}, ALLOC)
+    tree.hypernode_upserted(hypernode("z-low", 1, nodes=["n"]))
+    tree.hypernode_upserted(hypernode("a-high", 2, nodes=["n"]))
+    assert leaf(tree, "n").name == "z-low"
+    [problem] = tree.problems
+    assert problem.kind == "HyperNode" and problem.key == "a-high"
+    assert "claimed by HyperNodes z-low, a-high" in problem.message
+
+
+def test_a_node_listed_by_a_hypernode_and_its_ancestor_is_not_a_conflict() -> None:
+    tree = TopologyTree()
+    tree.node_upserted("n", {}, ALLOC)
+    tree.hypernode_upserted(hypernode("low", 1, nodes=["n"]))
+    tree.hypernode_upserted(hypernode("high", 2, nodes=["n"], children=["low"]))
+    assert leaf(tree, "n").name == "low"
+    assert tree.problems == []
+
+
+# --------------------------------------------------------------------------- status the daemon writes
+
+
+def test_detail_status_has_koordinators_shape() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree, spines=1, blocks=2, per_block=2)
+    tree.network_topology_upserted(SPINE_BLOCK_CNT)
+    root = TopologyInfo(topology_layer="ClusterTopologyLayer", topology_name="")
+    s0 = TopologyInfo(topology_layer="SpineLayer", topology_name="s0")
+    assert tree.detail_status() == [
+        TopologyDetail(topology_info=root, child_topology_layer="SpineLayer", child_topology_names=["s0"], node_num=4),
+        TopologyDetail(topology_info=s0, parent_topology_info=root, child_topology_layer="BlockLayer",
+                       child_topology_names=["b00", "b01"], node_num=4),
+        TopologyDetail(topology_info=TopologyInfo(topology_layer="BlockLayer", topology_name="b00"),
+                       parent_topology_info=s0, child_topology_layer="NodeTopologyLayer", node_num=2),
+        TopologyDetail(topology_info=TopologyInfo(topology_layer="BlockLayer", topology_name="b01"),
+                       parent_topology_info=s0, child_topology_layer="NodeTopologyLayer", node_num=2),
+    ]
+
+
+def test_hypernode_node_counts_are_zero_for_hypernodes_outside_the_tree() -> None:
+    tree = TopologyTree()
+    tree.node_upserted("n", {}, ALLOC)
+    tree.hypernode_upserted(hypernode("ok", 1, nodes=["n"]))
+    tree.hypernode_upserted(hypernode("bad", 0, nodes=["n"]))
+    assert tree.hypernode_node_counts() == {"bad": 0, "ok": 1}
+
+
+# --------------------------------------------------------------------------- equivalence of the sources
+
+
+def test_labels_with_cnt_and_equivalent_hypernodes_give_the_same_tree() -> None:
+    by_labels = TopologyTree()
+    names = labelled_cluster(by_labels, spines=2, blocks=3, per_block=3)
+    by_labels.network_topology_upserted(SPINE_BLOCK_CNT)
+    by_hypernodes = TopologyTree()
+    for name in names:
+        by_hypernodes.node_upserted(name, {}, ALLOC)
+    for s in range(2):
+        by_hypernodes.hypernode_upserted(hypernode(f"s{s}", 2, "spine", children=[f"b{s}{b}" for b in range(3)]))
+        for b in range(3):
+            by_hypernodes.hypernode_upserted(hypernode(f"b{s}{b}", 1, "block", regex=f"^n{s}{b}"))
+    assert by_labels.source == SOURCE_CNT and by_hypernodes.source == SOURCE_HYPERNODES
+    assert [(lv.layer, lv.tier, lv.tier_name) for lv in by_labels.levels] == [
+        (lv.layer, lv.tier, lv.tier_name) for lv in by_hypernodes.levels]
+    assert shape(by_labels) == shape(by_hypernodes)
+    assert by_labels.root.allocatable == by_hypernodes.root.allocatable
+    for level in ("BlockLayer", "spine", 2):
+        assert by_labels.resolve_level(level) == by_hypernodes.resolve_level(level)
