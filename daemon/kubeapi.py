@@ -94,20 +94,20 @@ class EvictResult(msgspec.Struct, frozen=True):
     reason: str = ""
 
 
-class _PodBinding(msgspec.Struct):
+class _PodBinding(msgspec.Struct, frozen=True):
     nodeName: str = ""
 
 
-class _PodMeta(msgspec.Struct):
+class _PodMeta(msgspec.Struct, frozen=True):
     uid: str = ""
     resourceVersion: str = ""
 
 
-class _PodStatus(msgspec.Struct):
+class _PodStatus(msgspec.Struct, frozen=True):
     conditions: list[dict[str, object]] = []  # kept whole: a merge patch must write them back unchanged
 
 
-class _PodReadBack(msgspec.Struct):
+class _PodReadBack(msgspec.Struct, frozen=True):
     metadata: _PodMeta = _PodMeta()
     spec: _PodBinding = _PodBinding()
     status: _PodStatus = _PodStatus()
@@ -388,7 +388,7 @@ class KubeClusterAPI:
 # --------------------------------------------------------------------------- the Lease
 
 
-class _LeaseSpec(msgspec.Struct, omit_defaults=True):
+class _LeaseSpec(msgspec.Struct, frozen=True, omit_defaults=True):
     holderIdentity: str | None = None
     leaseDurationSeconds: int | None = None
     acquireTime: str | None = None
@@ -396,13 +396,13 @@ class _LeaseSpec(msgspec.Struct, omit_defaults=True):
     leaseTransitions: int | None = None
 
 
-class _LeaseMeta(msgspec.Struct):
+class _LeaseMeta(msgspec.Struct, frozen=True):
     name: str = ""
     namespace: str = ""
     resourceVersion: str = ""
 
 
-class _Lease(msgspec.Struct):
+class _Lease(msgspec.Struct, frozen=True):
     metadata: _LeaseMeta = _LeaseMeta()
     spec: _LeaseSpec = _LeaseSpec()
 

@@ -34,6 +34,7 @@ from daemon.kubeclient import ApiError, KubeClient, backoff_delay, decode_status
 from events.ingest import KINDS, KindInfo, delete_event, upsert_event
 from events.model import Event
 from events.objects import ObjectMeta
+from state.cluster import ClusterState
 
 log = structlog.get_logger("toposched.watch")
 
@@ -46,23 +47,23 @@ class Recorder(Protocol):
     async def record(self, event: Event) -> None: ...
 
 
-class _ListMeta(msgspec.Struct):
+class _ListMeta(msgspec.Struct, frozen=True):
     resourceVersion: str = ""
     # `continue` is a Python keyword: read it under another name.
     continue_: str = msgspec.field(default="", name="continue")
 
 
-class _List(msgspec.Struct):
+class _List(msgspec.Struct, frozen=True):
     metadata: _ListMeta = _ListMeta()
     items: list[msgspec.Raw] = []
 
 
-class _WatchEvent(msgspec.Struct):
+class _WatchEvent(msgspec.Struct, frozen=True):
     type: str = ""
     object: msgspec.Raw = msgspec.Raw(b"{}")
 
 
-class _Identity(msgspec.Struct):
+class _Identity(msgspec.Struct, frozen=True):
     metadata: ObjectMeta = ObjectMeta()
 
 
@@ -86,7 +87,13 @@ def collection_path(info: KindInfo) -> str:
     return f"/api/{info.version}/{info.plural}"
 
 
-async def split_lines(reader: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+class ByteSource(Protocol):
+    """What the line splitter reads from (an aiohttp StreamReader in the daemon)."""
+
+    async def readany(self) -> bytes: ...
+
+
+async def split_lines(reader: ByteSource) -> AsyncIterator[bytes]:
     """Yield newline-terminated lines of any length from a byte stream."""
     buffer = bytearray()
     while True:
@@ -342,3 +349,26 @@ class Watchers:
         async with anyio.create_task_group() as group:
             for watcher in self.watchers:
                 group.start_soon(watcher.run)
+
+
+def known_from_state(state: ClusterState) -> Callable[[KindInfo], dict[str, str]]:
+    """What a restored state holds of each kind (key -> uid): a relist turns the missing into deletions."""
+
+    def known(info: KindInfo) -> dict[str, str]:
+        if info.name == "Node":
+            return {name: node.obj.metadata.uid for name, node in state.nodes.items()}
+        if info.name == "Pod":
+            return {key: pod.uid for key, pod in state.pods.items() if not pod.removed}
+        if info.name == "PodGroup":
+            return {key: group.metadata.uid for key, group in state.pod_groups.items()}
+        if info.name == "VolcanoPodGroup":
+            return {key: group.metadata.uid for key, group in state.volcano_pod_groups.items()}
+        if info.name == "ClusterNetworkTopology":
+            return {key: item.metadata.uid for key, item in state.network_topologies.items()}
+        if info.name == "HyperNode":
+            return {key: item.metadata.uid for key, item in state.hyper_nodes.items()}
+        if info.name == "PriorityClass":
+            return {key: item.metadata.uid for key, item in state.priority_classes.items()}
+        return {}
+
+    return known
