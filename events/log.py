@@ -758,9 +758,14 @@ class EventLog:
             self.sync()
         self._snapshots.write(seq, payload)
 
-    def latest_snapshot(self) -> tuple[int, bytes] | None:
-        """(seq, payload) of the newest valid snapshot not ahead of the log; None if there is none."""
-        return self._snapshots.latest(at_most=self.last_seq)
+    def latest_snapshot(self, *, at_most: int | None = None) -> tuple[int, bytes] | None:
+        """(seq, payload) of the newest valid snapshot not ahead of the log (nor of `at_most`); None if none."""
+        for seq in self._snapshots.sequence_numbers():
+            if seq > self.last_seq:
+                # e.g. the log lost its tail some other way than a crash: the snapshot cannot be trusted
+                _log.warning("eventlog.snapshot_ahead_of_log", snapshot_seq=seq, log_last_seq=self.last_seq)
+        limit = self.last_seq if at_most is None else min(at_most, self.last_seq)
+        return self._snapshots.latest(at_most=limit)
 
 
 # --------------------------------------------------------------------------- reading, outside the lock

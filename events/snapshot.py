@@ -117,7 +117,6 @@ class SnapshotStore:
         for seq in reversed(self.sequence_numbers()):
             path = self.directory / snapshot_name(seq)
             if at_most is not None and seq > at_most:
-                _log.warning("eventlog.snapshot_ahead_of_log", snapshot=str(path), seq=seq, log_last_seq=at_most)
                 continue
             try:
                 data = path.read_bytes()

@@ -89,3 +89,11 @@ def test_snapshot_encoding_round_trips_and_rejects_damage() -> None:
         damaged = bytearray(data)
         damaged[position] ^= 0x04
         assert isinstance(decode_snapshot(bytes(damaged)), str)
+
+
+def test_latest_snapshot_can_be_limited_to_a_seq(tmp_path: Path) -> None:
+    with open_with(tmp_path, 10, kept=3) as log:
+        log.write_snapshot(4, b"at 4")
+        log.write_snapshot(8, b"at 8")
+        assert log.latest_snapshot(at_most=7) == (4, b"at 4")
+        assert log.latest_snapshot(at_most=3) is None
