@@ -1,0 +1,259 @@
+"""Pod fit on a node: may a pod of this shape go on this node, and how many of them fit there.
+
+A *shape* is everything about a pod that decides where it may go: its resource requests (every
+resource, extended ones included, plus one `pods` slot), its priority (which nominations it must
+respect), its tolerations, nodeSelector and required node affinity. Pods of one gang nearly always
+share one shape, so placement asks these questions once per shape per node, never per pod.
+
+Two questions, kept apart because they change at different speeds:
+- `admits(shape, node)`: the static filters (spec.unschedulable, NoSchedule/NoExecute taints not
+  tolerated, nodeSelector, required node affinity). Returns "" or the reason, in kube-scheduler's words.
+- `Capacity.slots(shape, node)`: how many pods of the shape fit in what the node offers that priority:
+  allocatable - used (bound + assumed) - nominations of priority >= p held by other gangs + the
+  requests of the pods we were asked to treat as gone (`ignore_pods`).
+
+Pure: no I/O, no clock; never mutates the state it reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
+
+import msgspec
+
+from events.objects import (
+    NETWORK_TOPOLOGY_INDEX_ANNOTATION,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+    Taint,
+    Toleration,
+)
+from state.cluster import ClusterState, NodeInfo, PodInfo
+from state.resources import Resources
+
+NO_SCHEDULE = "NoSchedule"
+NO_EXECUTE = "NoExecute"
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+HOSTNAME_FIELD = "metadata.name"
+UNLIMITED = 1 << 30
+
+
+class Shape(msgspec.Struct, frozen=True):
+    """What decides where a pod may go. `key` is equal for two pods exactly when their shapes are."""
+
+    key: bytes
+    requests: tuple[tuple[str, int], ...]
+    priority: int
+    node_selector: tuple[tuple[str, str], ...]
+    tolerations: tuple[Toleration, ...]
+    terms: tuple[NodeSelectorTerm, ...] | None  # required node affinity; None when absent
+
+    @property
+    def unconstrained(self) -> bool:
+        """No selector, no affinity: only taints and spec.unschedulable can turn a node away."""
+        return not self.node_selector and self.terms is None
+
+
+_shape_encoder = msgspec.msgpack.Encoder(order="deterministic")
+
+
+def shape_of(pod: PodInfo) -> Shape:
+    spec = pod.obj.spec
+    requests = tuple(sorted((name, amount) for name, amount in pod.requests.items() if amount > 0))
+    selector = tuple(sorted(spec.node_selector.items()))
+    tolerations = tuple(spec.tolerations)
+    terms: tuple[NodeSelectorTerm, ...] | None = None
+    affinity = spec.affinity
+    if affinity is not None and affinity.node_affinity is not None:
+        required = affinity.node_affinity.required_during_scheduling_ignored_during_execution
+        if required is not None:
+            terms = tuple(required.node_selector_terms)
+    key = _shape_encoder.encode((requests, pod.priority, selector, tolerations, terms))
+    return Shape(key=key, requests=requests, priority=pod.priority, node_selector=selector,
+                 tolerations=tolerations, terms=terms)
+
+
+# --------------------------------------------------------------------------- static filters
+
+
+def tolerates(tolerations: Iterable[Toleration], taint: Taint) -> bool:
+    for toleration in tolerations:
+        if toleration.effect and toleration.effect != taint.effect:
+            continue
+        if toleration.operator == "Exists":
+            if not toleration.key or toleration.key == taint.key:
+                return True
+        elif toleration.key == taint.key and toleration.value == taint.value:
+            return True
+    return False
+
+
+def untolerated_taint(shape: Shape, taints: Iterable[Taint]) -> Taint | None:
+    """The first NoSchedule / NoExecute taint the shape does not tolerate."""
+    for taint in taints:
+        if taint.effect in (NO_SCHEDULE, NO_EXECUTE) and not tolerates(shape.tolerations, taint):
+            return taint
+    return None
+
+
+def prefer_no_schedule_count(shape: Shape, taints: Iterable[Taint]) -> int:
+    """How many PreferNoSchedule taints the shape does not tolerate (a score: fewer is better)."""
+    return sum(1 for taint in taints if taint.effect == PREFER_NO_SCHEDULE and not tolerates(shape.tolerations, taint))
+
+
+def requirement_matches(requirement: NodeSelectorRequirement, value: str | None) -> bool:
+    """One matchExpressions / matchFields entry against the node's value for its key (None: absent)."""
+    operator = requirement.operator
+    if operator == "In":
+        return value is not None and value in requirement.values
+    if operator == "NotIn":
+        return value is None or value not in requirement.values
+    if operator == "Exists":
+        return value is not None
+    if operator == "DoesNotExist":
+        return value is None
+    if operator in ("Gt", "Lt"):
+        if value is None or len(requirement.values) != 1:
+            return False
+        try:
+            have, bound = int(value), int(requirement.values[0])
+        except ValueError:
+            return False
+        return have > bound if operator == "Gt" else have < bound
+    return False  # an unknown operator selects nothing, as the API server would reject it
+
+
+def term_matches(term: NodeSelectorTerm, name: str, labels: Mapping[str, str]) -> bool:
+    """A term matches when all its expressions and fields do; an empty term matches nothing."""
+    if not term.match_expressions and not term.match_fields:
+        return False
+    for requirement in term.match_expressions:
+        if not requirement_matches(requirement, labels.get(requirement.key)):
+            return False
+    for requirement in term.match_fields:
+        value = name if requirement.key == HOSTNAME_FIELD else None
+        if not requirement_matches(requirement, value):
+            return False
+    return True
+
+
+def admits(shape: Shape, node: NodeInfo) -> str:
+    """"" when a pod of `shape` may go on `node` (capacity aside), else the reason it may not."""
+    if node.unschedulable:
+        return "node(s) were unschedulable"
+    if node.taints:
+        taint = untolerated_taint(shape, node.taints)
+        if taint is not None:
+            shown = f"{taint.key}={taint.value}" if taint.value else taint.key
+            return f"node(s) had untolerated taint {{{shown}: {taint.effect}}}"
+    if shape.unconstrained:
+        return ""
+    labels = node.labels
+    for key, value in shape.node_selector:
+        if labels.get(key) != value:
+            return "node(s) didn't match Pod's node affinity/selector"
+    if shape.terms is not None and not any(term_matches(term, node.name, labels) for term in shape.terms):
+        return "node(s) didn't match Pod's node affinity/selector"
+    return ""
+
+
+# --------------------------------------------------------------------------- capacity
+
+
+class Capacity:
+    """What each node offers the pods being planned.
+
+    Built once per planning call: it remembers the requests of `ignore_pods` per node (those pods
+    count as gone) and which gangs' nominations are the planner's own (they never block it). It
+    holds no copy of the state.
+    """
+
+    __slots__ = ("excluded_gangs", "ignore", "ignored_on", "state")
+
+    def __init__(self, state: ClusterState, excluded_gangs: AbstractSet[str] = frozenset(),
+                 ignore_pods: AbstractSet[str] = frozenset()) -> None:
+        self.state = state
+        self.excluded_gangs = excluded_gangs
+        self.ignore = ignore_pods
+        self.ignored_on: dict[str, Resources] = {}
+        for key in ignore_pods:
+            pod = state.pods.get(key)
+            if pod is not None and pod.counted_on:
+                freed = self.ignored_on.setdefault(pod.counted_on, {})
+                for name, amount in pod.requests.items():
+                    freed[name] = freed.get(name, 0) + amount
+
+    def held_by_others(self, node: NodeInfo, priority: int) -> Resources:
+        """Nominated capacity on `node` of priority >= `priority` held by other gangs' pods."""
+        load: Resources = {}
+        for pod in node.nominated.values():
+            if (pod.priority >= priority and not pod.counted_on and pod.key not in self.ignore
+                    and (not pod.gang or pod.gang not in self.excluded_gangs)):
+                for name, amount in pod.requests.items():
+                    load[name] = load.get(name, 0) + amount
+        return load
+
+    def free(self, node: NodeInfo, priority: int) -> Resources:
+        """The node's free resources as a pod of `priority` sees them."""
+        free = dict(node.allocatable)
+        for name, amount in node.used.items():
+            free[name] = free.get(name, 0) - amount
+        if node.nominated:
+            for name, amount in self.held_by_others(node, priority).items():
+                free[name] = free.get(name, 0) - amount
+        freed = self.ignored_on.get(node.name)
+        if freed is not None:
+            for name, amount in freed.items():
+                free[name] = free.get(name, 0) + amount
+        return free
+
+    def slots(self, shape: Shape, node: NodeInfo) -> int:
+        """How many pods of `shape` fit on `node` now (capacity only; see `admits`)."""
+        allocatable, used = node.allocatable, node.used
+        held = self.held_by_others(node, shape.priority) if node.nominated else None
+        freed = self.ignored_on.get(node.name) if self.ignored_on else None
+        best = UNLIMITED
+        for name, amount in shape.requests:
+            have = allocatable.get(name, 0) - used.get(name, 0)
+            if held is not None:
+                have -= held.get(name, 0)
+            if freed is not None:
+                have += freed.get(name, 0)
+            if have < amount:
+                return 0
+            count = have // amount
+            if count < best:
+                best = count
+        return best
+
+
+def slots_in(free: Mapping[str, int], shape: Shape) -> int:
+    """How many pods of `shape` fit in an explicit free vector."""
+    best = UNLIMITED
+    for name, amount in shape.requests:
+        have = free.get(name, 0)
+        if have < amount:
+            return 0
+        count = have // amount
+        if count < best:
+            best = count
+    return best
+
+
+def take(free: Resources, shape: Shape, count: int) -> None:
+    """Consume `count` pods of `shape` from an explicit free vector."""
+    for name, amount in shape.requests:
+        free[name] = free.get(name, 0) - amount * count
+
+
+def topology_index(pod: Pod) -> int | None:
+    """The pod's `gang.scheduling.koordinator.sh/network-topology-index`, or None when absent or not an integer."""
+    raw = pod.metadata.annotations.get(NETWORK_TOPOLOGY_INDEX_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        return int(raw.strip())
+    except ValueError:
+        return None

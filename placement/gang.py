@@ -1,0 +1,136 @@
+"""`plan_gang`: plan a whole GangGroup at once, or say precisely why it cannot go anywhere yet.
+
+What a plan covers:
+- Every gang of `spec.gang_group` is planned together as one job (a heterogeneous GangGroup's
+  gangs may ask for different pod shapes; they share the one domain that holds the job).
+- The pods placed are the group's pending pods (`state.pending`); members already bound or assumed
+  stay where they are, and the job's domain must hold them too (a partly running gang grows next to
+  its running members: their lowest common domain anchors the search, derived from state alone).
+- Members: if fewer pods exist (pending + running) than minMember summed over the group, nothing
+  is planned (constraint "members", saying how many are missing).
+- Subset rule: all pending pods are tried first. If they cannot all go anywhere the constraints
+  allow, the planner tries the smallest set that reaches minMember: for each gang the first
+  `minMember - running` pending pods in network-topology-index order (then name). Pods left out
+  stay pending and are planned again later, next to the ones placed now.
+- `ignore_pods` are treated as gone (their requests are free capacity, their nominations hold
+  nothing, they are not members). Nothing is copied: the Capacity view adds them back per node.
+
+Pure: no I/O, no clock; reads `ClusterState`, never mutates it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set as AbstractSet
+
+from placement.constraints import InvalidConstraint, resolve
+from placement.fit import Capacity
+from placement.gather import Found, Job, Solver
+from placement.members import demands_for, domain_label, is_running, pod_order, where
+from placement.plan import INVALID, MEMBERS, Assignment, GangPlan, Unschedulable
+from placement.reasons import explain_failure, job_label
+from placement.subgroups import plan_sub_groups, uses_sub_groups
+from state.cluster import ClusterState, GangInfo, PodInfo
+from state.gangs import GangSpec
+from state.resources import format_quantity
+
+
+def plan_gang(state: ClusterState, gang: str, *,
+              ignore_pods: AbstractSet[str] = frozenset()) -> GangPlan | Unschedulable:
+    """Plan every gang of `gang`'s GangGroup together; see the module docstring for the rules."""
+    info = state.gangs.get(gang)
+    if info is None or info.spec is None:
+        return Unschedulable(gangs=(gang,), reason=f"gang {gang}: PodGroup not found", constraint=MEMBERS)
+    group = info.spec.gang_group
+    infos: list[GangInfo] = []
+    specs: list[GangSpec] = []
+    for key in group:
+        member = state.gangs.get(key)
+        if member is None or member.spec is None:
+            return Unschedulable(gangs=group, reason=f"gang {gang}: PodGroup {key} of its GangGroup not found",
+                                 constraint=MEMBERS)
+        infos.append(member)
+        specs.append(member.spec)
+    pending: dict[str, list[str]] = {}
+    running: dict[str, list[str]] = {}
+    for member in infos:
+        waiting: list[PodInfo] = []
+        placed: list[str] = []
+        for key in member.members:
+            if key in ignore_pods:
+                continue
+            pod = state.pods.get(key)
+            if pod is None:
+                continue
+            if key in state.pending:
+                waiting.append(pod)
+            elif is_running(pod):
+                placed.append(pod.placed_node)
+        waiting.sort(key=pod_order)
+        pending[member.key] = [p.key for p in waiting]
+        running[member.key] = placed
+    min_total = sum(spec.min_member for spec in specs)
+    pending_count = sum(len(v) for v in pending.values())
+    running_count = sum(len(v) for v in running.values())
+    label = job_label(group)
+    if pending_count + running_count < min_total:
+        missing = min_total - pending_count - running_count
+        return Unschedulable(
+            gangs=group, constraint=MEMBERS, needed=min_total, fit=pending_count + running_count,
+            reason=(f"{label}: {pending_count + running_count} of minMember {min_total} pods exist "
+                    f"({running_count} running, {pending_count} pending): {missing} missing"))
+    tree = state.topology
+    resolved = resolve(tree, specs)
+    if isinstance(resolved, InvalidConstraint):
+        return Unschedulable(gangs=group, constraint=INVALID, reason=f"{label}: gang {resolved.gang}: "
+                             f"{resolved.message}")
+    running_nodes = [node for nodes in running.values() for node in nodes]
+    capacity = Capacity(state, frozenset(group), ignore_pods)
+    solver = Solver(state, capacity)
+    if pending_count == 0:
+        anchor = Job([], running_nodes=running_nodes, tree=tree).anchor or tree.root
+        return GangPlan(gangs=group, assignments=(), domain=domain_label(anchor), level=anchor.layer,
+                        explanation=f"{label}: nothing pending; {running_count} members run in {where(anchor)}")
+    if len(specs) == 1 and uses_sub_groups(specs[0]):
+        return plan_sub_groups(state, solver, specs[0], label, pending[specs[0].key], running_nodes, resolved)
+
+    everything = [key for gang_key in group for key in pending[gang_key]]
+    job = Job(demands_for(state, everything, resolved.multiples), top_level=resolved.top_level,
+              running_nodes=running_nodes, tree=tree)
+    if job.anchor is not None and job.anchor.level < resolved.top_level:
+        return Unschedulable(
+            gangs=group, constraint=resolved.kind, level=tree.levels[resolved.top_level].layer,
+            best_domain=domain_label(job.anchor), needed=pending_count,
+            reason=(f"{label}: {resolved.source}: its {running_count} running members already span "
+                    f"{where(job.anchor)}, above that layer; the missing {pending_count} cannot join them"))
+    found = solver.search(job)
+    if found is not None:
+        return _plan(group, label, job, found, running_count, state)
+    minimum: list[str] = []
+    for member, spec in zip(infos, specs, strict=True):
+        need = max(0, spec.min_member - len(running[member.key]))
+        minimum.extend(pending[member.key][:need])
+    if 0 < len(minimum) < pending_count:
+        smaller = Job(demands_for(state, minimum, resolved.multiples), top_level=resolved.top_level,
+                      running_nodes=running_nodes, tree=tree)
+        found = solver.search(smaller)
+        if found is not None:
+            plan = _plan(group, label, smaller, found, running_count, state)
+            note = f"; placed minMember's {len(minimum)} of {pending_count} pending (no room for all)"
+            return GangPlan(gangs=plan.gangs, assignments=plan.assignments, domain=plan.domain,
+                            level=plan.level, explanation=plan.explanation + note)
+        job = smaller
+    return explain_failure(solver, job, group, label, resolved)
+
+
+def _plan(group: tuple[str, ...], label: str, job: Job, found: Found, running_count: int,
+          state: ClusterState) -> GangPlan:
+    domain = found.domain
+    size = job.size
+    with_running = f" with its {running_count} running members" if running_count else ""
+    tightness = ("the lowest layer" if domain.level == len(state.topology.levels) - 1
+                 else "tightest domain")
+    explanation = (f"{label}: {where(domain)}: {tightness} with room for {size} pods{with_running}; "
+                   f"least leftover of {found.candidates} candidate(s) "
+                   f"({format_quantity(found.primary, max(found.leftover, 0))} free {found.primary} left)")
+    return GangPlan(gangs=group, assignments=tuple(Assignment(pod=p, node=n) for p, n in found.assignments),
+                    domain=domain_label(domain), level=domain.layer, explanation=explanation)

@@ -1,0 +1,466 @@
+"""The gather algorithm: which domain holds a job, and which node takes which of its pods.
+
+Rules, in the order they are applied (Koordinator's and Volcano's, normalised to one model):
+
+1. Offerslots. For each pod shape, a node offers `Capacity.slots` pods if the shape passes its
+   filters (see `placement/fit.py`), else 0. A domain offers what its children offer, computed
+   bottom-up; at a layer that carries a `podCountMultiple` k, a child domain counts only in whole
+   multiples of k (`floor(slots / k) * k`). Shapes of one job share nodes, so several shapes are
+   placed one after the other, each seeing what the previous ones took.
+2. Lowest layer first. Candidate domains are tried level by level from the lowest domain layer up
+   to the root, or only up to `Job.top_level` (MustGather / hard tier: never above it). The first
+   level where some domain holds the whole job wins. If the job has running members, the only
+   candidate at a level is the one that contains them all.
+3. Bin-packing among the candidates of that level: least leftover first, where leftover is the
+   domain's free amount of the job's primary resource (GPUs when asked for) after the job, so big
+   free domains stay whole for the next big job; ties by domain name. Domain aggregates from the
+   topology tree are an upper bound on what a domain offers, so candidates are pruned and ranked
+   without touching their nodes; only the candidates actually tried are looked at node by node.
+4. Inside the chosen domain, each domain splits its pods among its children: if one child can take
+   them all, the one that leaves least behind does (ties: the child holding more of the job's
+   running members, then name); otherwise the child with most room is filled first, and so on.
+   So a partly used NVLink domain is filled before a fresh one is opened, and as few domains as
+   possible are opened. With a `podCountMultiple` k at the children's layer, every child takes a
+   multiple of k except at most one, which takes the job's remainder (`count mod k`). When k is
+   given at several layers, each should divide the one above.
+5. Pods are handed out in `network-topology-index` order (then name) to the nodes in the order the
+   fill visited them, so members i and i+1 share the lowest domain whenever possible.
+
+Pure: no I/O, no clock. The only mutable data is the `Solver`'s own scratch (what this planning
+call has tentatively taken), never the state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from placement.fit import Capacity, Shape, admits, prefer_no_schedule_count, slots_in
+from state.cluster import ClusterState
+from state.resources import Resources
+from state.topology import Domain, TopologyTree
+
+EXTENDED_FIRST = ("nvidia.com/gpu",)
+BASIC_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
+
+
+class Demand:
+    """Pods of one shape (and one gang) to place: `pods` in the order they should sit."""
+
+    __slots__ = ("gang", "multiples", "pods", "shape")
+
+    def __init__(self, shape: Shape, pods: Sequence[str], gang: str = "",
+                 multiples: Mapping[int, int] | None = None) -> None:
+        self.shape = shape
+        self.pods = list(pods)
+        self.gang = gang
+        self.multiples: Mapping[int, int] = multiples or {}
+
+
+class Job:
+    """What one search places: its demands, the highest level it may span, its running members."""
+
+    __slots__ = ("anchor", "demands", "running_by_domain", "running_by_node", "top_level")
+
+    def __init__(self, demands: Sequence[Demand], *, top_level: int = 0, running_nodes: Iterable[str] = (),
+                 tree: TopologyTree | None = None) -> None:
+        self.demands = list(demands)
+        self.top_level = top_level
+        self.running_by_node: dict[str, int] = {}
+        self.running_by_domain: dict[int, int] = {}
+        self.anchor: Domain | None = None
+        for node in running_nodes:
+            self.running_by_node[node] = self.running_by_node.get(node, 0) + 1
+        if tree is not None and self.running_by_node:
+            known = [node for node in self.running_by_node if tree.domain_of(node) is not None]
+            if known:
+                self.anchor = tree.lca(known)
+                for node in known:
+                    count = self.running_by_node[node]
+                    for domain in tree.path(node):
+                        self.running_by_domain[domain.id] = self.running_by_domain.get(domain.id, 0) + count
+
+    @property
+    def size(self) -> int:
+        return sum(len(demand.pods) for demand in self.demands)
+
+    def total(self) -> Resources:
+        total: Resources = {}
+        for demand in self.demands:
+            count = len(demand.pods)
+            for name, amount in demand.shape.requests:
+                total[name] = total.get(name, 0) + amount * count
+        return total
+
+
+class Found:
+    """A successful search: the domain holding the job and the pods' nodes, in placement order."""
+
+    __slots__ = ("assignments", "candidates", "domain", "leftover", "primary")
+
+    def __init__(self, domain: Domain, assignments: list[tuple[str, str]], leftover: int, primary: str,
+                 candidates: int) -> None:
+        self.domain = domain
+        self.assignments = assignments
+        self.leftover = leftover
+        self.primary = primary
+        self.candidates = candidates
+
+
+class Closest:
+    """The candidate of a level that came closest to holding a job that did not fit there."""
+
+    __slots__ = ("domain", "fit", "needed")
+
+    def __init__(self, domain: Domain | None, fit: int, needed: int) -> None:
+        self.domain = domain
+        self.fit = fit
+        self.needed = needed
+
+
+def primary_resource(total: Mapping[str, int]) -> str:
+    """The resource whose leftover ranks candidate domains: GPUs, else another extended resource, else cpu."""
+    for name in EXTENDED_FIRST:
+        if total.get(name, 0) > 0:
+            return name
+    extended = sorted(name for name, amount in total.items() if amount > 0 and name not in BASIC_RESOURCES)
+    if extended:
+        return extended[0]
+    for name in BASIC_RESOURCES:
+        if total.get(name, 0) > 0:
+            return name
+    return "pods"
+
+
+class Solver:
+    """Answers "where can this job go" for one planning call.
+
+    Holds per-shape memos of node offerslots and domain offerslots, and `taken`: explicit free
+    vectors of nodes that earlier commits of this call (other shapes, other sub-group partitions)
+    have tentatively filled. Commits can be rolled back with `mark` / `rollback`.
+    """
+
+    def __init__(self, state: ClusterState, capacity: Capacity) -> None:
+        self.state = state
+        self.tree = state.topology
+        self.capacity = capacity
+        self.taken: dict[str, Resources] = {}
+        self._journal: list[tuple[str, Resources | None]] = []
+        self._node_memo: dict[bytes, dict[str, int]] = {}
+        self._admit_memo: dict[bytes, dict[str, str]] = {}
+        self._domain_memo: dict[tuple[bytes, int], dict[int, tuple[int, int]]] = {}
+        self._freed_by_domain: dict[int, Resources] | None = None
+
+    # ------------------------------------------------------------------ offerslots
+
+    def reason(self, shape: Shape, node: str) -> str:
+        memo = self._admit_memo.setdefault(shape.key, {})
+        found = memo.get(node)
+        if found is None:
+            info = self.state.nodes.get(node)
+            found = "node not found" if info is None else admits(shape, info)
+            memo[node] = found
+        return found
+
+    def node_slots(self, shape: Shape, node: str) -> int:
+        memo = self._node_memo.get(shape.key)
+        if memo is None:
+            memo = self._node_memo[shape.key] = {}
+        count = memo.get(node)
+        if count is not None:
+            return count
+        info = self.state.nodes.get(node)
+        if info is None or ((info.unschedulable or info.taints or not shape.unconstrained)
+                            and self.reason(shape, node)):
+            count = 0
+        else:
+            taken = self.taken.get(node)
+            count = slots_in(taken, shape) if taken is not None else self.capacity.slots(shape, info)
+        memo[node] = count
+        return count
+
+    def offer(self, shape: Shape, multiples: Mapping[int, int], domain: Domain) -> tuple[int, int]:
+        """(raw, strict) offerslots of `domain`: raw sums children as they are (an upper bound);
+        strict rounds each child domain down to its layer's podCountMultiple."""
+        memo_key = (shape.key, id(multiples) if multiples else 0)
+        memo = self._domain_memo.get(memo_key)
+        if memo is None:
+            memo = self._domain_memo[memo_key] = {}
+        return self._offer(shape, multiples, domain, memo)
+
+    def _offer(self, shape: Shape, multiples: Mapping[int, int], domain: Domain,
+               memo: dict[int, tuple[int, int]]) -> tuple[int, int]:
+        found = memo.get(domain.id)
+        if found is not None:
+            return found
+        raw = strict = 0
+        for node in domain.direct_nodes:
+            count = self.node_slots(shape, node)
+            raw += count
+            strict += count
+        for child in domain.children:
+            child_raw, child_strict = self._offer(shape, multiples, child, memo)
+            raw += child_raw
+            k = multiples.get(child.level, 1) if multiples else 1
+            strict += child_strict - child_strict % k if k > 1 else child_strict
+        memo[domain.id] = (raw, strict)
+        return raw, strict
+
+    # ------------------------------------------------------------------ tentative commits
+
+    def mark(self) -> int:
+        return len(self._journal)
+
+    def rollback(self, mark: int) -> None:
+        touched: list[str] = []
+        while len(self._journal) > mark:
+            node, previous = self._journal.pop()
+            if previous is None:
+                self.taken.pop(node, None)
+            else:
+                self.taken[node] = previous
+            touched.append(node)
+        self._forget(touched)
+
+    def commit(self, shape: Shape, placed: Iterable[tuple[str, int]]) -> None:
+        touched: list[str] = []
+        for node, count in placed:
+            current = self.taken.get(node)
+            self._journal.append((node, None if current is None else dict(current)))
+            if current is None:
+                info = self.state.nodes[node]
+                current = self.capacity.free(info, shape.priority)
+                self.taken[node] = current
+            for name, amount in shape.requests:
+                current[name] = current.get(name, 0) - amount * count
+            touched.append(node)
+        self._forget(touched)
+
+    def _forget(self, nodes: Iterable[str]) -> None:
+        domain_ids: set[int] = set()
+        for node in nodes:
+            for memo in self._node_memo.values():
+                memo.pop(node, None)
+            for domain in self.tree.path(node):
+                domain_ids.add(domain.id)
+        if domain_ids:
+            for dmemo in self._domain_memo.values():
+                for ident in domain_ids:
+                    dmemo.pop(ident, None)
+
+    # ------------------------------------------------------------------ aggregates
+
+    def upper_free(self, domain: Domain, names: Iterable[str]) -> dict[str, int]:
+        """What `domain` can offer at most per resource: its allocatable - used (+ ignored pods)."""
+        freed = self._freed().get(domain.id)
+        allocatable, used = domain.allocatable, domain.used
+        out: dict[str, int] = {}
+        for name in names:
+            have = allocatable.get(name, 0) - used.get(name, 0)
+            if freed is not None:
+                have += freed.get(name, 0)
+            out[name] = have
+        return out
+
+    def _freed(self) -> dict[int, Resources]:
+        if self._freed_by_domain is None:
+            freed: dict[int, Resources] = {}
+            for node, amounts in self.capacity.ignored_on.items():
+                for domain in self.tree.path(node):
+                    bucket = freed.setdefault(domain.id, {})
+                    for name, amount in amounts.items():
+                        bucket[name] = bucket.get(name, 0) + amount
+            self._freed_by_domain = freed
+        return self._freed_by_domain
+
+    # ------------------------------------------------------------------ the search
+
+    def candidates(self, job: Job, within: Domain, level: int) -> list[Domain]:
+        """Domains at `level` inside `within` that could hold the job's running members."""
+        if level < within.level:
+            return []
+        anchor = job.anchor
+        if anchor is not None:
+            if anchor.level < level:
+                # the running members span above this level; only a deeper anchor has an ancestor here
+                return []
+            ancestor = next((d for d in anchor.path if d.level == level), None)
+            if ancestor is None or within not in ancestor.path:
+                return []
+            return [ancestor]
+        if level == within.level:
+            return [within]
+        if within.parent is None:
+            return self.tree.domains_at(level)
+        out: list[Domain] = []
+        stack = [within]
+        while stack:
+            domain = stack.pop()
+            for child in domain.children:
+                if child.level == level:
+                    out.append(child)
+                elif child.level < level:
+                    stack.append(child)
+                # a child already below `level` (a ragged HyperNode tree) has no domain at `level`
+        out.sort(key=_name)
+        return out
+
+    def search(self, job: Job, within: Domain | None = None) -> Found | None:
+        """Lowest level first, then least leftover: the first domain that holds the whole job."""
+        root = within if within is not None else self.tree.root
+        total = job.total()
+        primary = primary_resource(total)
+        names = list(total)
+        deepest = len(self.tree.levels) - 1
+        for level in range(deepest, max(job.top_level, root.level) - 1, -1):
+            ranked: list[tuple[int, str, Domain]] = []
+            for domain in self.candidates(job, root, level):
+                free = self.upper_free(domain, names)
+                if all(free[name] >= amount for name, amount in total.items()):
+                    ranked.append((free[primary] - total.get(primary, 0), domain.name, domain))
+            ranked.sort(key=lambda item: (item[0], item[1]))
+            for leftover, _, domain in ranked:
+                assignments = self.place(job, domain)
+                if assignments is not None:
+                    return Found(domain, assignments, leftover, primary, len(ranked))
+        return None
+
+    def place(self, job: Job, domain: Domain) -> list[tuple[str, str]] | None:
+        """Fill every demand of the job into `domain` and commit it, or change nothing and return None."""
+        mark = self.mark()
+        assignments: list[tuple[str, str]] = []
+        for demand in job.demands:
+            count = len(demand.pods)
+            if count == 0:
+                continue
+            raw, _ = self.offer(demand.shape, demand.multiples, domain)
+            if raw < count:
+                self.rollback(mark)
+                return None
+            placed: list[tuple[str, int]] = []
+            if not self._fill(demand, job, domain, count, placed):
+                self.rollback(mark)
+                return None
+            self.commit(demand.shape, placed)
+            pods = iter(demand.pods)
+            for node, many in placed:
+                for _ in range(many):
+                    assignments.append((next(pods), node))
+        return assignments
+
+    def _fill(self, demand: Demand, job: Job, domain: Domain, count: int, placed: list[tuple[str, int]]) -> bool:
+        """Split `count` pods of `demand` among the children of `domain` (rule 4); append (node, n)."""
+        shape, multiples = demand.shape, demand.multiples
+        running_nodes, running_domains = job.running_by_node, job.running_by_domain
+        # children: (kind, item, raw, strict-as-a-child, k, running, penalty, name)
+        entries: list[tuple[Domain | None, str, int, int, int, int, int]] = []
+        for node in domain.direct_nodes:
+            slots = self.node_slots(shape, node)
+            if slots > 0:
+                info = self.state.nodes[node]
+                penalty = prefer_no_schedule_count(shape, info.taints) if info.taints else 0
+                entries.append((None, node, slots, slots, 1, running_nodes.get(node, 0), penalty))
+        for child in domain.children:
+            raw, strict = self.offer(shape, multiples, child)
+            if raw > 0:
+                k = multiples.get(child.level, 1) if multiples else 1
+                entries.append((child, child.name, raw, strict, k, running_domains.get(child.id, 0), 0))
+        remaining = count
+        used: set[int] = set()
+        while remaining > 0:
+            # a single child that can take the rest: the one leaving least behind
+            best: int | None = None
+            best_key: tuple[int, int, int, str] | None = None
+            for index, (_, name, _raw, strict, _k, running, penalty) in enumerate(entries):
+                if index in used or strict < remaining:
+                    continue
+                key = (penalty, -running, strict - remaining, name)
+                if best_key is None or key < best_key:
+                    best, best_key = index, key
+            if best is not None:
+                found_child, found_name = entries[best][0], entries[best][1]
+                return self._give(demand, job, found_child, found_name, remaining, placed)
+            # else the child with most room, in whole multiples
+            best = None
+            best_take = 0
+            best_rank: tuple[int, int, int, str] | None = None
+            for index, (_, name, _raw, strict, k, running, penalty) in enumerate(entries):
+                if index in used:
+                    continue
+                take = min(strict - strict % k, remaining - remaining % k) if k > 1 else min(strict, remaining)
+                if take <= 0:
+                    continue
+                rank = (penalty, -running, -take, name)
+                if best_rank is None or rank < best_rank:
+                    best, best_take, best_rank = index, take, rank
+            if best is None:
+                return False
+            used.add(best)
+            taken_child, taken_name = entries[best][0], entries[best][1]
+            if not self._give(demand, job, taken_child, taken_name, best_take, placed):
+                return False
+            remaining -= best_take
+        return True
+
+    def _give(self, demand: Demand, job: Job, child: Domain | None, node: str, count: int,
+              placed: list[tuple[str, int]]) -> bool:
+        if child is None:
+            placed.append((node, count))
+            return True
+        return self._fill(demand, job, child, count, placed)
+
+    # ------------------------------------------------------------------ failure analysis
+
+    def closest(self, job: Job, level: int, within: Domain | None = None) -> Closest:
+        """The candidate at `level` that could take most of the job (how close the best one came)."""
+        root = within if within is not None else self.tree.root
+        total = job.total()
+        names = list(total)
+        needed = job.size
+        ranked: list[tuple[int, str, Domain]] = []
+        single = job.demands[0].shape if len(job.demands) == 1 else None
+        for domain in self.candidates(job, root, level):
+            bound = needed
+            if single is not None:
+                free = self.upper_free(domain, names)
+                for name, amount in single.requests:
+                    bound = min(bound, max(free[name], 0) // amount)
+            ranked.append((-bound, domain.name, domain))
+        ranked.sort(key=lambda item: (item[0], item[1]))
+        best: Closest = Closest(None, 0, needed)
+        for negative_bound, _, domain in ranked:
+            if -negative_bound <= best.fit and best.domain is not None:
+                break
+            fit = self.fit(job, domain)
+            if best.domain is None or fit > best.fit:
+                best = Closest(domain, fit, needed)
+        return best
+
+    def fit(self, job: Job, domain: Domain) -> int:
+        """How many of the job's pods `domain` could take (shapes counted independently)."""
+        return sum(min(len(demand.pods), self.offer(demand.shape, demand.multiples, domain)[1])
+                   for demand in job.demands)
+
+    def rejections(self, shape: Shape, nodes: Iterable[str]) -> dict[str, int]:
+        """kube-scheduler style: how many nodes turned the shape away, per reason."""
+        counts: dict[str, int] = {}
+        requests = dict(shape.requests)
+        for node in nodes:
+            why = self.reason(shape, node)
+            if not why and self.node_slots(shape, node) == 0:
+                why = _insufficient(self, shape, requests, node)
+            if why:
+                counts[why] = counts.get(why, 0) + 1
+        return counts
+
+
+def _insufficient(solver: Solver, shape: Shape, requests: Mapping[str, int], node: str) -> str:
+    info = solver.state.nodes[node]
+    free = solver.taken.get(node) or solver.capacity.free(info, shape.priority)
+    for name, amount in requests.items():
+        if free.get(name, 0) < amount:
+            return "Too many pods" if name == "pods" else f"Insufficient {name}"
+    return "Insufficient resources"
+
+
+def _name(domain: Domain) -> str:
+    return domain.name

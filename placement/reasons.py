@@ -1,0 +1,66 @@
+"""Why a job cannot go anywhere yet, in words a user and preemption can both act on.
+
+The reason names the job, the constraint that failed (`placement/plan.py` tags), the closest
+domain and how close it came: "MustGather at BlockLayer: no BlockLayer domain can hold all 16 pods;
+closest is BlockLayer b3 with room for 12 of 16". When even the whole cluster has no room, the
+nodes' refusals are counted the way kube-scheduler does ("30 Insufficient nvidia.com/gpu, 2
+node(s) had untolerated taint {...}"), and a pod no node can ever take is `pod-fit`.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from placement.constraints import Constraints
+from placement.gather import Job, Solver
+from placement.members import domain_label, where
+from placement.plan import CAPACITY, POD_FIT, Unschedulable
+
+
+def job_label(group: Sequence[str]) -> str:
+    return f"gang {group[0]}" if len(group) == 1 else f"GangGroup {', '.join(group)}"
+
+
+
+def explain_failure(solver: Solver, job: Job, group: tuple[str, ...], label: str,
+                    constraints: Constraints) -> Unschedulable:
+    """Which constraint failed, the closest domain and how close it came."""
+    tree = solver.tree
+    needed = job.size
+    everywhere = solver.closest(job, 0)
+    root_fit = everywhere.fit
+    if constraints.top_level > 0 and root_fit >= needed:
+        level = tree.levels[constraints.top_level]
+        best = solver.closest(job, constraints.top_level)
+        closest = (f"closest is {level.layer} {best.domain.name} with room for {best.fit}"
+                   if best.domain is not None else f"no {level.layer} domain can take any")
+        anchored = " together with its running members" if job.anchor is not None else ""
+        return Unschedulable(
+            gangs=group, constraint=constraints.kind, level=level.layer,
+            best_domain=domain_label(best.domain) if best.domain is not None else "",
+            fit=best.fit, needed=needed,
+            reason=(f"{label}: {constraints.source}: no {level.layer} domain can hold all {needed} pods"
+                    f"{anchored}; {closest} of {needed}"))
+    # Not even the whole cluster (within reach of the running members) holds it: say why nodes refuse.
+    scope = job.anchor if job.anchor is not None and constraints.top_level > 0 else tree.root
+    reasons: dict[str, int] = {}
+    fitless = False
+    for demand in job.demands:
+        counts = solver.rejections(demand.shape, scope.nodes)
+        for why, count in counts.items():
+            reasons[why] = max(reasons.get(why, 0), count)
+        if not any(not solver.reason(demand.shape, node) for node in scope.nodes):
+            fitless = True  # no node passes this shape's filters, whatever runs where
+    detail = ", ".join(f"{count} {why}" for why, count in sorted(reasons.items(), key=lambda i: (-i[1], i[0])))
+    nodes = len(scope.nodes)
+    summary = f"{nodes} node(s)" + (f": {detail}" if detail else "")
+    if fitless:
+        return Unschedulable(gangs=group, constraint=POD_FIT, needed=needed, fit=0,
+                             best_domain=domain_label(scope),
+                             reason=f"{label}: no node can ever take its pods ({summary})")
+    return Unschedulable(
+        gangs=group, constraint=CAPACITY, needed=needed, fit=root_fit, level=scope.layer,
+        best_domain=domain_label(scope),
+        reason=f"{label}: {where(scope)} has room for {root_fit} of {needed} pods ({summary})")
