@@ -58,6 +58,7 @@ import struct
 import threading
 import zlib
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
@@ -342,7 +343,8 @@ class EventLog:
         self._closed = False
         self._flusher: threading.Thread | None = None
         self._stop = threading.Event()
-        self._background_error: BaseException | None = None
+        self._failure: OSError | None = None
+        self._failure_reported = False
 
     # ------------------------------------------------------------------ opening
 
@@ -549,7 +551,8 @@ class EventLog:
         """Store `event` with the next seq; returns the stored event. Durable on return under `always`."""
         with self._lock:
             self._check_writable()
-            stored = self._append_locked(event)
+            stored = with_seq(event, self._next_seq)
+            self._add_locked(stored.seq, _encode_checked(stored))
             if self.fsync_policy.mode == "always":
                 self._write_out()
                 self._fsync_locked()
@@ -558,12 +561,14 @@ class EventLog:
         return stored
 
     def append_many(self, events: Iterable[Event]) -> list[Event]:
-        """Store several events with consecutive seqs; one fsync for all of them under `always`."""
+        """Store several events with consecutive seqs, all or none; one fsync for all of them under `always`."""
         with self._lock:
             self._check_writable()
-            stored = []
-            for event in events:
-                stored.append(self._append_locked(event))
+            first = self._next_seq
+            stored = [with_seq(event, seq) for seq, event in enumerate(events, start=first)]
+            payloads = [_encode_checked(event) for event in stored]
+            for seq, payload in enumerate(payloads, start=first):
+                self._add_locked(seq, payload)
                 if len(self._buffer) >= _WRITE_THRESHOLD:
                     self._write_out()
             if self.fsync_policy.mode == "always":
@@ -571,12 +576,7 @@ class EventLog:
                 self._fsync_locked()
         return stored
 
-    def _append_locked(self, event: Event) -> Event:
-        seq = self._next_seq
-        stored = with_seq(event, seq)
-        payload = encode_event(stored)
-        if len(payload) > MAX_RECORD_BYTES:
-            raise EventLogError(f"event of {len(payload)} bytes exceeds the {MAX_RECORD_BYTES}-byte record limit")
+    def _add_locked(self, seq: int, payload: bytes) -> None:
         segments = self._segments
         if not segments or (segments[-1].end >= self.segment_bytes and segments[-1].last_seq >= segments[-1].first_seq):
             self._rotate(seq)
@@ -590,11 +590,10 @@ class EventLog:
         active.end = offset + _RECORD_HEADER.size + len(payload)
         active.last_seq = seq
         self._next_seq = seq + 1
-        return stored
 
     def _rotate(self, first_seq: int) -> None:
         """Seal the active segment (write, fsync, index) and start a new one whose first record is `first_seq`."""
-        with self._sync_lock:
+        with self._sync_lock, self._failing_on_os_error("rotate segments"):
             if self._fd is not None:
                 self._write_out()
                 if self.fsync_policy.mode != "never":
@@ -620,23 +619,39 @@ class EventLog:
     def _write_out(self) -> None:
         """Hand the buffered records to the OS (lock held)."""
         if self._buffer and self._fd is not None:
-            _write_all(self._fd, self._buffer)
+            with self._failing_on_os_error("write"):
+                _write_all(self._fd, self._buffer)
             self._buffer = bytearray()
 
     def _fsync_locked(self) -> None:
         if self._fd is not None:
-            with self._sync_lock:
+            with self._sync_lock, self._failing_on_os_error("fsync"):
                 os.fsync(self._fd)
         self._durable_seq = self._next_seq - 1
 
+    @contextmanager
+    def _failing_on_os_error(self, action: str) -> Iterator[None]:
+        """An I/O error leaves the file in an unknown state: refuse all further writes (reopen to recover).
+
+        Retrying is not safe: part of a write may be on disk, and after a failed fsync the kernel may
+        have dropped the dirty pages it could not write while reporting the next fsync as fine.
+        """
+        try:
+            yield
+        except OSError as error:
+            self._failure = error
+            self._failure_reported = threading.current_thread() is not self._flusher
+            _log.error("eventlog.io_failed", directory=str(self.directory), action=action, error=str(error))
+            raise EventLogError(f"event log {self.directory}: {action} failed: {error}; reopen the log") from error
+
     def sync(self) -> None:
         """Write out and fsync everything appended so far."""
-        self._check_background()
+        self._check_failure()
         self._flush(fsync=True)
 
     def _flush(self, *, fsync: bool) -> None:
         with self._lock:
-            if self.readonly or self._closed:
+            if self.readonly or self._closed or self._failure is not None:
                 return
             self._write_out()
             upto = self._next_seq - 1
@@ -646,9 +661,9 @@ class EventLog:
             # Fsync outside the main lock so appends go on meanwhile; the sync lock keeps the fd open.
             self._sync_lock.acquire()
         try:
-            os.fsync(fd)
-            if upto > self._durable_seq and self._fd == fd:
-                self._durable_seq = upto
+            with self._failing_on_os_error("fsync"):
+                os.fsync(fd)
+            self._durable_seq = max(self._durable_seq, upto)
         finally:
             self._sync_lock.release()
 
@@ -657,22 +672,22 @@ class EventLog:
         while not self._stop.wait(interval):
             try:
                 self._flush(fsync=True)
-            except BaseException as error:  # surfaced by the next append/sync/close
-                self._background_error = error
+            except EventLogError:  # recorded in self._failure; the next append/sync/close raises it
                 return
 
-    def _check_background(self) -> None:
-        if self._background_error is not None:
-            raise EventLogError(f"background fsync of {self.directory} failed: {self._background_error}") from (
-                self._background_error
-            )
+    def _check_failure(self) -> None:
+        if self._failure is not None:
+            self._failure_reported = True
+            raise EventLogError(
+                f"event log {self.directory} refuses writes after an I/O error ({self._failure}); reopen the log"
+            ) from self._failure
 
     def _check_writable(self) -> None:
         if self._closed:
             raise EventLogError(f"event log {self.directory} is closed")
         if self.readonly:
             raise EventLogError(f"event log {self.directory} was opened read-only")
-        self._check_background()
+        self._check_failure()
 
     # ------------------------------------------------------------------ closing
 
@@ -688,7 +703,7 @@ class EventLog:
             if self._closed:
                 return
             try:
-                if not self.readonly and self._fd is not None:
+                if not self.readonly and self._fd is not None and self._failure is None:
                     self._write_out()
                     self._fsync_locked()
             finally:
@@ -697,7 +712,8 @@ class EventLog:
                     self._fd = None
                 self._release_lock()
                 self._closed = True
-        self._check_background()
+        if not self._failure_reported:
+            self._check_failure()
 
     def __enter__(self) -> EventLog:
         return self
@@ -806,6 +822,16 @@ def _read_segments(
                 yield seq, data[body : body + length]
             expected += 1
             offset = body + length
+
+
+def _encode_checked(event: Event) -> bytes:
+    try:
+        payload = encode_event(event)
+    except (TypeError, msgspec.EncodeError) as error:
+        raise EventLogError(f"{type(event).__name__} cannot be encoded: {error}") from error
+    if len(payload) > MAX_RECORD_BYTES:
+        raise EventLogError(f"event of {len(payload)} bytes exceeds the {MAX_RECORD_BYTES}-byte record limit")
+    return payload
 
 
 def _decode_all(raw: Iterator[tuple[int, bytes]]) -> Iterator[Event]:

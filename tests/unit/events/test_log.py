@@ -320,3 +320,56 @@ def test_appends_after_reopening_on_a_cut_tail_read_back_in_order(tmp_path: Path
         log.append_many([bound(10), bound(11)])
     with EventLog.open_readonly(tmp_path) as log:
         assert [event.seq for event in log.read()] == [1, 2, 3, 4]
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def test_append_many_stores_nothing_when_one_event_cannot_be_encoded(tmp_path: Path) -> None:
+    unencodable = NodeUpserted(node=node("n1", labels={"bad": object()}))  # type: ignore[dict-item]
+    with EventLog.open(tmp_path, fsync="always") as log:
+        log.append(bound(1))
+        with pytest.raises(EventLogError, match="NodeUpserted cannot be encoded"):
+            log.append_many([bound(2), unencodable, bound(3)])
+        assert log.next_seq == 2
+        assert log.append(bound(2)).seq == 2
+        assert [event.seq for event in log.read()] == [1, 2]
+
+
+def test_after_a_failed_fsync_the_log_refuses_writes_until_reopened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = EventLog.open(tmp_path, fsync="always")
+    log.append(bound(1))
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(EventLogError, match="fsync failed"):
+        log.append(bound(2))
+    with pytest.raises(EventLogError, match="refuses writes after an I/O error"):
+        log.append(bound(3))
+    log.close()
+    monkeypatch.undo()
+    with EventLog.open(tmp_path, fsync="always") as again:
+        assert again.append(bound(4)).seq == again.last_seq
+
+
+def test_a_background_fsync_failure_is_raised_by_the_next_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = EventLog.open(tmp_path, fsync="interval:1ms")
+    log.append(bound(1))
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    log.append(bound(2))
+    deadline = time.monotonic() + 5.0
+    while log._failure is None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    with pytest.raises(EventLogError, match="refuses writes after an I/O error"):
+        log.append(bound(3))
+    log.close()
