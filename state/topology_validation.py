@@ -428,11 +428,11 @@ def validate_pod_group(group: PodGroup, known_layers: Iterable[str] | None = Non
     raw = group.metadata.annotations.get(NETWORK_TOPOLOGY_SPEC_ANNOTATION)
     if raw is not None:
         problems += _gather_problems(raw, key, group.spec.min_member,
-                                     None if known_layers is None else set(known_layers))
+                                     None if known_layers is None else list(dict.fromkeys(known_layers)))
     return problems
 
 
-def _gather_problems(raw: str, key: str, min_member: int, known: set[str] | None) -> list[Problem]:
+def _gather_problems(raw: str, key: str, min_member: int, known: list[str] | None) -> list[Problem]:
     annotation = f"metadata.annotations[{NETWORK_TOPOLOGY_SPEC_ANNOTATION}]"
     shape = '{"gatherStrategy":[{"layer":"BlockLayer","strategy":"MustGather"|"PreferGather"}]}'
     try:
@@ -454,7 +454,7 @@ def _gather_problems(raw: str, key: str, min_member: int, known: set[str] | None
         elif known is not None and layer not in known:
             problems.append(Problem(POD_GROUP_KIND, key, f"{where}.layer",
                                     f"{layer!r} is not a layer of the cluster's topology "
-                                    f"(known: {', '.join(sorted(known)) or 'none'})"))
+                                    f"(known: {', '.join(known) or 'none'})"))
         elif layer in seen:
             problems.append(Problem(POD_GROUP_KIND, key, f"{where}.layer", f"{layer!r} appears twice"))
         if isinstance(layer, str):

@@ -1,0 +1,141 @@
+"""`toposched validate FILE...`: messages name file, document, object and field; exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from daemon.validate_cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "topology"
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_valid_manifests_exit_0_with_a_short_ok_line(capsys: pytest.CaptureFixture[str]) -> None:
+    files = [str(EXAMPLES / n) for n in ("cluster-labels.yaml", "cnt.yaml", "hypernodes.yaml", "podgroups.yaml")]
+    assert main(files) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("OK: 9 objects valid")
+    assert out.count("\n") == 1
+
+
+def test_the_invalid_example_lists_every_problem_with_file_document_object_and_field(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(EXAMPLES / "invalid.yaml")
+    assert main([path]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert f"{path}#1: HyperNode bad-selectors: spec.members[0].selector: exactly one of" in lines[0]
+    assert any(line.startswith(f"{path}#1: HyperNode bad-selectors: spec.members[1].selector.regexMatch.pattern: "
+                               "'gpu-([' is not a valid regular expression") for line in lines)
+    assert any(line.startswith(f"{path}#2: HyperNode top: spec.members[0].selector.regexMatch: ") for line in lines)
+    assert any(f"{path}#2: HyperNode top: spec.members[1].selector.exactMatch.name: member HyperNode "
+               "'missing-block' does not exist" in line for line in lines)
+    assert any(line.startswith(f"{path}#3: ClusterNetworkTopology default: "
+                               "spec.networkTopologySpec[0].parentTopologyLayer: 'PodLayer'") for line in lines)
+    assert any(line.startswith(f"{path}#4: PodGroup team-a/broken: spec.minMember: -2 is negative") for line in lines)
+    assert any("gatherStrategy[0].strategy: 'MustGatherPlease'" in line for line in lines)
+    assert any("gatherStrategy[0].podCountMultiple: 0 is not positive" in line for line in lines)
+    assert lines[-1].endswith("problems in 4 objects")
+
+
+def test_hypernode_members_may_refer_across_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    low = write(tmp_path, "a.yaml", """
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: blk}
+spec: {tier: 1, members: [{type: Node, selector: {exactMatch: {name: n1}}}]}
+""")
+    high = write(tmp_path, "b.yaml", """
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: spn}
+spec: {tier: 2, members: [{type: HyperNode, selector: {exactMatch: {name: blk}}}]}
+""")
+    assert main([low, high]) == 0
+    capsys.readouterr()
+
+
+def test_a_cycle_and_a_tier_inversion_are_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "cycle.yaml", """
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: a}
+spec: {tier: 2, members: [{type: HyperNode, selector: {exactMatch: {name: b}}}]}
+---
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: b}
+spec: {tier: 2, members: [{type: HyperNode, selector: {exactMatch: {name: a}}}]}
+""")
+    assert main([path]) == 1
+    out = capsys.readouterr().out
+    assert f"{path}#2: HyperNode b: spec.members[0]: HyperNode membership forms a cycle a -> b -> a" in out
+    assert f"{path}#1: HyperNode a: spec.members[0]: member HyperNode 'b' has tier 2, not below" in out
+
+
+def test_pod_group_layers_are_checked_against_the_topology_in_the_files(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    group = write(tmp_path, "pg.yaml", """
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: PodGroup
+metadata:
+  name: job
+  annotations:
+    gang.scheduling.koordinator.sh/network-topology-spec: '{"gatherStrategy":[{"layer":"RackLayer"}]}'
+spec: {minMember: 2}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: vjob}
+spec: {minMember: 2, networkTopology: {mode: hard, highestTierName: rack}}
+""")
+    assert main([str(EXAMPLES / "cnt.yaml"), group]) == 1
+    out = capsys.readouterr().out
+    assert "PodGroup default/job: metadata.annotations[gang.scheduling.koordinator.sh/network-topology-spec]" \
+           ".gatherStrategy[0].layer: 'RackLayer' is not a layer of the cluster's topology " \
+           "(known: SpineLayer, BlockLayer)" in out
+    assert "PodGroup default/vjob: spec.networkTopology.highestTierName: 'rack' is not a tierName" in out
+
+
+def test_without_any_topology_in_the_files_layer_names_are_not_checked(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(EXAMPLES / "podgroups.yaml")]) == 0
+    assert capsys.readouterr().out.startswith("OK: 2 objects valid")
+
+
+def test_nodes_in_the_files_reveal_label_contradictions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stray = write(tmp_path, "stray.yaml", """
+apiVersion: v1
+kind: Node
+metadata:
+  name: stray
+  labels: {network.topology.nvidia.com/spine: s1, network.topology.nvidia.com/block: b0}
+""")
+    assert main([str(EXAMPLES / "cluster-labels.yaml"), str(EXAMPLES / "cnt.yaml"), stray]) == 1
+    out = capsys.readouterr().out
+    assert f"{stray}#1: Node stray: metadata.labels[network.topology.nvidia.com/spine]: labels contradict" in out
+
+
+def test_an_undecodable_document_is_reported_with_its_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "bad.yaml", """
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: h}
+spec: {tier: high}
+""")
+    assert main([path]) == 1
+    assert f"{path}#1: HyperNode h: spec.tier: Expected `int`" in capsys.readouterr().out
+
+
+def test_unreadable_files_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    broken = write(tmp_path, "broken.yaml", "a: [1, 2\n")
+    assert main([broken]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
