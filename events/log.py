@@ -118,6 +118,10 @@ class FsyncPolicy(msgspec.Struct, frozen=True):
     mode: Literal["always", "interval", "never"]
     interval_ms: float = 0.0
 
+    def __post_init__(self) -> None:
+        if self.mode == "interval" and not self.interval_ms > 0:
+            raise EventLogError(f"fsync interval must be positive, got {self.interval_ms} ms")
+
     @classmethod
     def always(cls) -> FsyncPolicy:
         return cls("always")
@@ -128,8 +132,6 @@ class FsyncPolicy(msgspec.Struct, frozen=True):
 
     @classmethod
     def interval(cls, milliseconds: float) -> FsyncPolicy:
-        if not milliseconds > 0:
-            raise EventLogError(f"fsync interval must be positive, got {milliseconds} ms")
         return cls("interval", float(milliseconds))
 
     @classmethod

@@ -34,3 +34,10 @@ def test_a_bad_fsync_policy_is_an_error_naming_the_value(text: str) -> None:
 def test_fsync_policy_prints_as_it_parses() -> None:
     for text in ("always", "never", "interval:10ms", "interval:2.5ms"):
         assert str(FsyncPolicy.parse(text)) == text
+
+
+def test_an_interval_policy_must_have_a_positive_interval() -> None:
+    with pytest.raises(EventLogError, match="must be positive"):
+        FsyncPolicy.interval(0)
+    with pytest.raises(EventLogError, match="must be positive"):
+        FsyncPolicy("interval")
