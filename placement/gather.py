@@ -13,7 +13,9 @@ Rules, in the order they are applied (Koordinator's and Volcano's, normalised to
    candidate at a level is the one that contains them all.
 3. Bin-packing among the candidates of that level: least leftover first, where leftover is the
    domain's free amount of the job's primary resource (GPUs when asked for) after the job, so big
-   free domains stay whole for the next big job; ties by domain name. Domain aggregates from the
+   free domains stay whole for the next big job; ties go to the candidate whose parent (then
+   grandparent, ...) has least free, so an empty block is not opened for a job that fits in a gap
+   of a busy one; then to the domain name. Domain aggregates from the
    topology tree are an upper bound on what a domain offers, so candidates are pruned and ranked
    without touching their nodes; only the candidates actually tried are looked at node by node.
 4. Inside the chosen domain, each domain splits its pods among its children: if one child can take
@@ -261,6 +263,16 @@ class Solver:
             out[name] = have
         return out
 
+    def ancestry(self, domain: Domain, primary: str) -> tuple[int, ...]:
+        """Free `primary` of the domain's ancestors, nearest first: among equally tight candidates
+        the one inside the busiest parent wins, so empty parents stay whole."""
+        out: list[int] = []
+        ancestor = domain.parent
+        while ancestor is not None and ancestor.parent is not None:
+            out.append(self.upper_free(ancestor, (primary,))[primary])
+            ancestor = ancestor.parent
+        return tuple(out)
+
     def _freed(self) -> dict[int, Resources]:
         if self._freed_by_domain is None:
             freed: dict[int, Resources] = {}
@@ -312,13 +324,14 @@ class Solver:
         names = list(total)
         deepest = len(self.tree.levels) - 1
         for level in range(deepest, max(job.top_level, root.level) - 1, -1):
-            ranked: list[tuple[int, str, Domain]] = []
+            ranked: list[tuple[int, tuple[int, ...], str, Domain]] = []
             for domain in self.candidates(job, root, level):
                 free = self.upper_free(domain, names)
                 if all(free[name] >= amount for name, amount in total.items()):
-                    ranked.append((free[primary] - total.get(primary, 0), domain.name, domain))
-            ranked.sort(key=lambda item: (item[0], item[1]))
-            for leftover, _, domain in ranked:
+                    ranked.append((free[primary] - total.get(primary, 0), self.ancestry(domain, primary),
+                                   domain.name, domain))
+            ranked.sort(key=lambda item: (item[0], item[1], item[2]))
+            for leftover, _, _, domain in ranked:
                 assignments = self.place(job, domain)
                 if assignments is not None:
                     return Found(domain, assignments, leftover, primary, len(ranked))

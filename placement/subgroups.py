@@ -126,14 +126,15 @@ def plan_sub_groups(state: ClusterState, solver: Solver, spec: GangSpec, label: 
     best_attempt: tuple[int, str] = (-1, "")
     for require_all in (True, False):
         for level in range(deepest, constraints.top_level - 1, -1):
-            ranked: list[tuple[int, str, Domain]] = []
+            ranked: list[tuple[int, tuple[int, ...], str, Domain]] = []
             for domain in solver.candidates(whole, tree.root, level):
                 free = solver.upper_free(domain, names)
                 if require_all and not all(free[name] >= amount for name, amount in total.items()):
                     continue
-                ranked.append((free.get(primary, 0) - total.get(primary, 0), domain.name, domain))
-            ranked.sort(key=lambda item: (item[0], item[1]))
-            for _, _, domain in ranked:
+                ranked.append((free.get(primary, 0) - total.get(primary, 0), solver.ancestry(domain, primary),
+                               domain.name, domain))
+            ranked.sort(key=lambda item: (item[0], item[1], item[2]))
+            for _, _, _, domain in ranked:
                 mark = solver.mark()
                 outcome = _fill_domain(state, solver, spec, domain, partitions, loose, running_nodes, constraints,
                                        require_all, running_count)

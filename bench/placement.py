@@ -1,0 +1,93 @@
+"""Placement benchmark: `python -m bench.placement [--runs N]`, prints p50 / p90 per case.
+
+The cluster: 5,000 nodes of 8 GPUs in 4 layers (5 spines > 25 blocks each > 5 NVLink domains
+each > 8 nodes), a seeded third of the nodes partly or fully busy with other work. Cases:
+- one 3,000-pod gang (8 GPUs per pod), no topology spec (as tight as capacity allows),
+- the same gang with PreferGather at SpineLayer,
+- a 4-pod gang, MustGather at BlockLayer,
+- a 4-pod gang with no spec,
+- a lone 1-GPU pod.
+Targets (issue 7): 3,000-pod gang < 250 ms p50; 4-pod gang < 6 ms p50, on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from collections.abc import Callable
+
+from events.model import NodeUpserted, PodGroupUpserted, PodUpserted
+from placement import GangPlan, plan_gang, plan_pod
+from state.cluster import ClusterState
+from tests.factories import bound, node, pod, pod_group
+
+SPINES, BLOCKS, NVLINKS, NODES = 5, 25, 5, 8
+
+
+def build(seed: int = 7) -> ClusterState:
+    rng = random.Random(seed)
+    state = ClusterState()
+    names: list[str] = []
+    for s in range(SPINES):
+        for b in range(BLOCKS):
+            for a in range(NVLINKS):
+                for i in range(NODES):
+                    name = f"n-{s}-{b}-{a}-{i}"
+                    names.append(name)
+                    state.apply(NodeUpserted(node=node(name, spine=f"s{s}", block=f"s{s}-b{b}",
+                                                       accelerator=f"s{s}-b{b}-a{a}")))
+    for index, name in enumerate(names):
+        if rng.random() < 1 / 3:
+            gpus = rng.choice((2, 4, 8))
+            state.apply(PodUpserted(pod=bound(pod(f"busy-{index}", namespace="other", gpus=gpus, scheduler="x"),
+                                              name)))
+    cases: list[tuple[str, int, list[dict[str, object]] | None]] = [
+        ("big", 3000, None),
+        ("big-spine", 3000, [{"layer": "SpineLayer", "strategy": "PreferGather"}]),
+        ("small", 4, [{"layer": "BlockLayer", "strategy": "MustGather"}]),
+        ("small-free", 4, None),
+    ]
+    for gang, size, gather in cases:
+        state.apply(PodGroupUpserted(pod_group=pod_group(gang, min_member=size, gather=gather)))
+        for i in range(size):
+            state.apply(PodUpserted(pod=pod(f"{gang}-{i}", gang=gang, annotations={
+                "gang.scheduling.koordinator.sh/network-topology-index": str(i)})))
+    state.apply(PodUpserted(pod=pod("lone", gpus=1)))
+    return state
+
+
+def measure(label: str, runs: int, call: Callable[[], object]) -> None:
+    result = call()
+    times: list[float] = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - start) * 1000)
+    times.sort()
+    p50 = statistics.median(times)
+    p90 = times[min(len(times) - 1, int(len(times) * 0.9))]
+    what = (f"{len(result.assignments)} pods -> {result.level} {result.domain or '(cluster)'}"
+            if isinstance(result, GangPlan) else f"unschedulable: {getattr(result, 'constraint', '?')}")
+    print(f"{label:<44} p50 {p50:8.2f} ms   p90 {p90:8.2f} ms   ({what})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    state = build()
+    print(f"cluster: {len(state.nodes)} nodes, {len(state.topology.levels)} levels, "
+          f"{len(state.pods)} pods, built in {time.perf_counter() - started:.1f} s")
+    measure("3,000-pod gang, no spec", max(args.runs // 3, 5), lambda: plan_gang(state, "default/big"))
+    measure("3,000-pod gang, PreferGather SpineLayer", max(args.runs // 3, 5),
+            lambda: plan_gang(state, "default/big-spine"))
+    measure("4-pod gang, MustGather BlockLayer", args.runs * 5, lambda: plan_gang(state, "default/small"))
+    measure("4-pod gang, no spec", args.runs * 5, lambda: plan_gang(state, "default/small-free"))
+    measure("lone 1-GPU pod", args.runs, lambda: plan_pod(state, "default/lone"))
+
+
+if __name__ == "__main__":
+    main()

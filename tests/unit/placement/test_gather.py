@@ -1,0 +1,214 @@
+"""Where gangs go: gather strategies, bin-packing, podCountMultiple, index order, running members."""
+
+from __future__ import annotations
+
+from placement import plan_gang
+from placement.plan import CAPACITY, INVALID, MEMBERS, MUST_GATHER
+from tests.unit.placement.builders import (
+    apply_plan,
+    block_of,
+    fabric,
+    gang,
+    members,
+    nodes_of,
+    nvlink_of,
+    occupy,
+    planned,
+    refused,
+    run_pod,
+)
+
+MUST_BLOCK: list[dict[str, object]] = [{"layer": "BlockLayer", "strategy": "MustGather"}]
+PREFER_BLOCK: list[dict[str, object]] = [{"layer": "BlockLayer", "strategy": "PreferGather"}]
+
+
+def test_mustgather_gang_lands_in_one_block() -> None:
+    state = fabric(blocks=2, nvlinks=2, nodes=2)
+    gang(state, "train", 4, gather=MUST_BLOCK)
+    plan = planned(plan_gang(state, "default/train"))
+    assert len(plan.assignments) == 4
+    assert len({block_of(n) for n in nodes_of(plan).values()}) == 1
+    assert plan.level == "BlockLayer" and plan.domain in ("s0b0", "s0b1")
+
+
+def test_mustgather_gang_stays_pending_when_no_block_has_room() -> None:
+    state = fabric(blocks=2, nvlinks=2, nodes=2)  # 4 nodes per block
+    occupy(state, "n-s0b0a0-0", 8)
+    gang(state, "train", 5, gather=MUST_BLOCK)
+    result = refused(plan_gang(state, "default/train"))
+    assert result.constraint == MUST_GATHER
+    assert result.level == "BlockLayer"
+    assert result.best_domain == "s0b1" and result.fit == 4 and result.needed == 5
+    assert "BlockLayer" in result.reason and "4 of 5" in result.reason and "default/train" in result.reason
+
+
+def test_prefergather_falls_back_to_spine_when_no_block_fits() -> None:
+    state = fabric(blocks=2, nvlinks=2, nodes=2)
+    gang(state, "train", 6, gather=PREFER_BLOCK)
+    plan = planned(plan_gang(state, "default/train"))
+    assert len(plan.assignments) == 6
+    assert plan.level == "SpineLayer" and plan.domain == "s0"
+    # tight even when spanning: one block is filled whole, the other takes the rest
+    per_block: dict[str, int] = {}
+    for n in nodes_of(plan).values():
+        per_block[block_of(n)] = per_block.get(block_of(n), 0) + 1
+    assert sorted(per_block.values()) == [2, 4]
+
+
+def test_gang_without_spec_is_placed_as_tight_as_capacity_allows() -> None:
+    state = fabric(blocks=2, nvlinks=2, nodes=4)
+    gang(state, "train", 3)
+    plan = planned(plan_gang(state, "default/train"))
+    assert len({nvlink_of(n) for n in nodes_of(plan).values()}) == 1
+    assert plan.level == "AcceleratorLayer"
+
+
+def test_bin_packing_keeps_the_empty_block_whole_for_the_next_job() -> None:
+    state = fabric(blocks=2, nvlinks=2, nodes=2)
+    occupy(state, "n-s0b1a0-0", 8)  # block s0b1 already has work: 3 free nodes
+    gang(state, "small", 2, gather=MUST_BLOCK)
+    plan = planned(plan_gang(state, "default/small"))
+    assert {block_of(n) for n in nodes_of(plan).values()} == {"s0b1"}
+    apply_plan(state, plan)
+    gang(state, "big", 4, gather=MUST_BLOCK)
+    big = planned(plan_gang(state, "default/big"))
+    assert {block_of(n) for n in nodes_of(big).values()} == {"s0b0"}
+
+
+def test_partly_used_nvlink_domain_is_filled_before_a_fresh_one() -> None:
+    state = fabric(blocks=1, nvlinks=2, nodes=4)
+    occupy(state, "n-s0b0a1-0", 8)
+    occupy(state, "n-s0b0a1-1", 8)
+    gang(state, "pair", 2)
+    plan = planned(plan_gang(state, "default/pair"))
+    assert {nvlink_of(n) for n in nodes_of(plan).values()} == {"s0b0a1"}
+    assert "least leftover" in plan.explanation
+
+
+def test_pod_count_multiple_puts_pods_per_block_in_multiples() -> None:
+    state = fabric(blocks=3, nvlinks=2, nodes=3)  # 6 nodes per block
+    gang(state, "pipe", 8, gather=[{"layer": "BlockLayer", "strategy": "PreferGather", "podCountMultiple": 4}])
+    plan = planned(plan_gang(state, "default/pipe"))
+    per_block: dict[str, int] = {}
+    for n in nodes_of(plan).values():
+        per_block[block_of(n)] = per_block.get(block_of(n), 0) + 1
+    assert sorted(per_block.values()) == [4, 4]
+
+
+def test_pod_count_multiple_refuses_blocks_that_cannot_take_a_whole_multiple() -> None:
+    state = fabric(blocks=3, nvlinks=1, nodes=3)  # 3 nodes per block: never 4
+    gang(state, "pipe", 8, gather=[{"layer": "BlockLayer", "strategy": "PreferGather", "podCountMultiple": 4}])
+    result = refused(plan_gang(state, "default/pipe"))
+    assert result.constraint == CAPACITY
+
+
+def test_index_neighbours_share_nvlink_domain() -> None:
+    state = fabric(blocks=1, nvlinks=4, nodes=2, gpus=8)
+    # every NVLink domain has one free node out of two except two fully free ones
+    occupy(state, "n-s0b0a0-0", 8)
+    occupy(state, "n-s0b0a2-1", 8)
+    keys = gang(state, "ring", 6, indexed=True)
+    plan = nodes_of(planned(plan_gang(state, "default/ring")))
+    pairs_together = sum(1 for i in range(0, 6, 2)
+                         if nvlink_of(plan[keys[i]]) == nvlink_of(plan[keys[i + 1]]))
+    assert pairs_together >= 2
+    order = [nvlink_of(plan[k]) for k in keys]
+    # members appear domain by domain, never interleaved
+    seen: list[str] = []
+    for domain in order:
+        if not seen or seen[-1] != domain:
+            assert domain not in seen
+            seen.append(domain)
+
+
+def test_members_missing_keeps_gang_pending_and_says_how_many() -> None:
+    state = fabric()
+    gang(state, "train", 3, min_member=5)
+    result = refused(plan_gang(state, "default/train"))
+    assert result.constraint == MEMBERS and "2 missing" in result.reason
+
+
+def test_gang_without_podgroup_is_not_planned() -> None:
+    state = fabric()
+    members(state, "ghost", 2)
+    result = refused(plan_gang(state, "default/ghost"))
+    assert result.constraint == MEMBERS and "PodGroup not found" in result.reason
+
+
+def test_unknown_mustgather_layer_is_invalid() -> None:
+    state = fabric()
+    gang(state, "train", 2, gather=[{"layer": "RackLayer", "strategy": "MustGather"}])
+    result = refused(plan_gang(state, "default/train"))
+    assert result.constraint == INVALID and "RackLayer" in result.reason
+
+
+def test_subset_reaching_min_member_is_placed_when_all_do_not_fit() -> None:
+    state = fabric(blocks=1, nvlinks=2, nodes=2)  # 4 nodes
+    keys = gang(state, "elastic", 6, min_member=3, indexed=True)
+    plan = planned(plan_gang(state, "default/elastic"))
+    assert sorted(nodes_of(plan)) == sorted(keys[:3])
+    assert "minMember" in plan.explanation
+
+
+def test_capacity_reason_counts_what_the_nodes_lack() -> None:
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    gang(state, "huge", 3)
+    result = refused(plan_gang(state, "default/huge"))
+    assert result.constraint == CAPACITY and result.fit == 2 and result.needed == 3
+    assert "room for 2 of 3" in result.reason
+
+
+def test_partly_running_gang_places_missing_members_near_running_ones() -> None:
+    state = fabric(blocks=2, nvlinks=2, nodes=2)
+    keys = gang(state, "train", 4, gather=MUST_BLOCK, indexed=True)
+    run_pod(state, keys[0], "n-s0b1a1-0")
+    run_pod(state, keys[1], "n-s0b1a1-1")
+    plan = planned(plan_gang(state, "default/train"))
+    assert sorted(nodes_of(plan)) == sorted(keys[2:])
+    assert {block_of(n) for n in nodes_of(plan).values()} == {"s0b1"}
+    assert plan.domain == "s0b1"
+
+
+def test_partly_running_gang_stays_pending_rather_than_leave_its_block() -> None:
+    state = fabric(blocks=2, nvlinks=2, nodes=2)
+    keys = gang(state, "train", 4, gather=MUST_BLOCK)
+    run_pod(state, keys[0], "n-s0b1a1-0")
+    occupy(state, "n-s0b1a0-0", 8)
+    occupy(state, "n-s0b1a0-1", 8)
+    result = refused(plan_gang(state, "default/train"))
+    assert result.constraint == MUST_GATHER and result.best_domain == "s0b1" and result.fit == 1
+
+
+def test_partly_running_gang_without_spec_grows_inside_its_running_domain() -> None:
+    state = fabric(blocks=2, nvlinks=2, nodes=2)
+    keys = gang(state, "train", 3)
+    run_pod(state, keys[0], "n-s0b1a0-0")
+    plan = planned(plan_gang(state, "default/train"))
+    assert {block_of(n) for n in nodes_of(plan).values()} == {"s0b1"}
+    assert plan.level == "BlockLayer"
+
+
+def test_heterogeneous_gang_group_is_placed_as_one_job() -> None:
+    state = fabric(blocks=2, nvlinks=2, nodes=2)
+    group = ["default/workers", "default/ps"]
+    gang(state, "workers", 3, gpus=8, gather=MUST_BLOCK, gang_group=group)
+    gang(state, "ps", 2, gpus=0, gather=MUST_BLOCK, gang_group=group)
+    plan = planned(plan_gang(state, "default/ps"))
+    assert plan.gangs == ("default/ps", "default/workers")
+    assert len(plan.assignments) == 5
+    assert len({block_of(n) for n in nodes_of(plan).values()}) == 1
+
+
+def test_gang_group_waits_for_a_missing_podgroup() -> None:
+    state = fabric()
+    gang(state, "workers", 2, gang_group=["default/workers", "default/ps"])
+    result = refused(plan_gang(state, "default/workers"))
+    assert result.constraint == MEMBERS and "default/ps" in result.reason
+
+
+def test_plans_are_deterministic() -> None:
+    first, second = fabric(blocks=3), fabric(blocks=3)
+    for state in (first, second):
+        occupy(state, "n-s0b1a0-0", 4, name="w")
+        gang(state, "train", 5, indexed=True)
+    assert plan_gang(first, "default/train") == plan_gang(second, "default/train")
