@@ -202,18 +202,28 @@ class TopologyTree:
         self._last_good_layers: tuple[LayerDef, ...] | None = None
         self._built: _Built | None = None
         self._version = 0
+        # node -> its own used vector then the `used` of every domain on its path (root first). While
+        # the structure is stale the domains in it are stale too; updating them is harmless.
+        self._chains: dict[str, tuple[Resources, ...]] = {}
+        # HyperNode Node-member matching is cached per HyperNode object and redone only for nodes
+        # added, relabelled or deleted since (`_touched`), so regexMatch stays cheap on big clusters.
+        self._touched: set[str] = set()
+        self._matches: dict[str, tuple[HyperNode, set[str]]] = {}
 
     # ------------------------------------------------------------------ fold inputs
 
     def node_upserted(self, name: str, labels: Mapping[str, str], allocatable: Resources) -> None:
         record = self._nodes.get(name)
         if record is None:
-            self._nodes[name] = _NodeRecord(labels, allocatable)
+            record = self._nodes[name] = _NodeRecord(labels, allocatable)
+            self._chains[name] = (record.used,)
+            self._touched.add(name)
             self._built = None
             return
         if record.labels != labels:
             record.labels = dict(labels)
             record.allocatable = dict(allocatable)
+            self._touched.add(name)
             self._built = None
             return
         if record.allocatable != allocatable:
@@ -231,23 +241,18 @@ class TopologyTree:
 
     def node_deleted(self, name: str) -> None:
         if self._nodes.pop(name, None) is not None:
+            del self._chains[name]
+            self._touched.add(name)
             self._built = None
 
     def usage_changed(self, node: str, delta: Resources, sign: int) -> None:
-        record = self._nodes.get(node)
-        if record is None:
+        # The fold's hot path: one dict update per resource for the node and each domain on its path.
+        chain = self._chains.get(node)
+        if chain is None:
             return
-        used = record.used
-        for key, amount in delta.items():
-            used[key] = used.get(key, 0) + sign * amount
-        built = self._built
-        if built is not None:
-            domain = built.node_domain.get(node)
-            if domain is not None:
-                for ancestor in domain.path:
-                    total = ancestor.used
-                    for key, amount in delta.items():
-                        total[key] = total.get(key, 0) + sign * amount
+        for used in chain:
+            for key, amount in delta.items():
+                used[key] = used.get(key, 0) + sign * amount
 
     def network_topology_upserted(self, cnt: ClusterNetworkTopology) -> None:
         if cnt.metadata.name == DEFAULT_CNT_NAME and cnt != self._cnt:
@@ -457,6 +462,8 @@ class TopologyTree:
                                         "is not usable; the last good layer chain stays in use"))
                 layers = self._last_good_layers
             if layers is not None:
+                self._matches.clear()
+                self._touched.clear()
                 built = self._build_from_labels(SOURCE_CNT, layers)
                 built.problems[:0] = problems
                 return built
@@ -466,6 +473,8 @@ class TopologyTree:
         if self._hypernodes:
             built = self._build_from_hypernodes()
         else:
+            self._matches.clear()
+            self._touched.clear()
             present = [layer for layer in TOPOGRAPH_LAYERS
                        if any(layer.label_keys[0] in record.labels for record in self._nodes.values())]
             built = self._build_from_labels(SOURCE_LABELS, tuple(present))
@@ -476,10 +485,12 @@ class TopologyTree:
         """Fill node lists, children order and aggregates from `built.node_domain`."""
         node_domain = built.node_domain
         nodes = self._nodes
+        chains = self._chains
         for name in sorted(node_domain):
             domain = node_domain[name]
             domain.direct_nodes.append(name)
             record = nodes[name]
+            chains[name] = (record.used, *(ancestor.used for ancestor in domain.path))
             for ancestor in domain.path:
                 ancestor.nodes.append(name)
                 total = ancestor.allocatable
@@ -590,10 +601,26 @@ class TopologyTree:
         for node, hns in exact.items():
             if node in self._nodes:
                 claims.setdefault(node, []).extend(hns)
+        fresh: dict[str, tuple[HyperNode, set[str]]] = {}
         for hn_name, rules in patterned:
-            for node, record in self._nodes.items():
-                if any(rule.matches(node, record.labels) for rule in rules):
-                    claims.setdefault(node, []).append(hn_name)
+            obj = self._hypernodes[hn_name]
+            cached = self._matches.get(hn_name)
+            if cached is not None and cached[0] is obj:
+                matched = cached[1]
+                for node in self._touched:
+                    record = self._nodes.get(node)
+                    if record is not None and any(rule.matches(node, record.labels) for rule in rules):
+                        matched.add(node)
+                    else:
+                        matched.discard(node)
+            else:
+                matched = {node for node, record in self._nodes.items()
+                           if any(rule.matches(node, record.labels) for rule in rules)}
+            fresh[hn_name] = (obj, matched)
+            for node in matched:
+                claims.setdefault(node, []).append(hn_name)
+        self._matches = fresh
+        self._touched.clear()
         for node in sorted(self._nodes):
             hns = claims.get(node, [])
             if not hns:
