@@ -36,10 +36,12 @@ import msgspec
 import structlog
 
 from daemon.kubeclient import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiError, KubeClient, Response, decode_status
-from daemon.leader import LeaseConflict, LeaseRecord, LeaseStoreError, WriteGate
+from daemon.leader import LeaseConflict, LeaseRecord, LeaseStoreError, NotLeader, WriteGate
 from daemon.metrics import Metrics
+from daemon.ports import OK, ApiOutcome, BindOutcome, GangPhase
 from events.ingest import KINDS
-from events.objects import KOORDINATOR_POD_GROUP_API
+from events.objects import KOORDINATOR_POD_GROUP_API, VOLCANO_POD_GROUP_API
+from state.cluster import ClusterState
 
 log = structlog.get_logger("toposched.kubeapi")
 
@@ -78,22 +80,6 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class BindResult(msgspec.Struct, frozen=True):
-    """What came of one binding: `bound` (read back from the API when it was in doubt) or why not."""
-
-    pod: str
-    node: str
-    bound: bool
-    reason: str = ""
-
-
-class EvictResult(msgspec.Struct, frozen=True):
-    pod: str
-    evicted: bool
-    via: Literal["eviction", "delete", "gone", ""] = ""
-    reason: str = ""
-
-
 class _PodBinding(msgspec.Struct, frozen=True):
     nodeName: str = ""
 
@@ -116,25 +102,20 @@ class _PodReadBack(msgspec.Struct, frozen=True):
 _pod_decoder = msgspec.json.Decoder(_PodReadBack)
 
 
-class GangCondition(msgspec.Struct, frozen=True):
-    """One condition written on a PodGroup's status (Volcano's shape, which both dialects accept)."""
-
-    type: str  # Scheduled | Unschedulable | TimedOut
-    status: str  # "True" | "False"
-    reason: str
-    message: str
-
-
 class KubeClusterAPI:
-    """Binds, evicts, nominates and reports through the API server; only while the gate is open."""
+    """`daemon.ports.ClusterAPI` over HTTP: binds, evicts, nominates, reports; only while the gate is open.
 
-    def __init__(self, client: KubeClient, gate: WriteGate, metrics: Metrics | None = None,
-                 *, bind_concurrency: int = 64) -> None:
+    `state` (read only) tells which PodGroup dialect and uid a gang has, for its status and Events.
+    """
+
+    def __init__(self, client: KubeClient, gate: WriteGate, state: ClusterState | None = None,
+                 metrics: Metrics | None = None, *, bind_concurrency: int = 64) -> None:
         self.client = client
         self.gate = gate
+        self.state = state
         self.metrics = metrics or Metrics()
         self.bind_limiter = anyio.CapacityLimiter(bind_concurrency)
-        self._events: dict[tuple[str, str, str], tuple[str, int]] = {}  # (object uid, reason, message) -> (name, count)
+        self._events: dict[tuple[str, str, str], tuple[str, int]] = {}  # (object, reason, message) -> (name, count)
         self._event_prefix = f"{socket.gethostname()}-{os.getpid()}".lower().replace("_", "-")[:40]
         self._event_serial = 0
         self._status_subresource: dict[str, bool] = {}  # podgroups API version -> has /status
@@ -166,20 +147,22 @@ class KubeClusterAPI:
 
     # ------------------------------------------------------------------ bind
 
-    async def bind(self, pod: str, uid: str, node: str) -> BindResult:
-        """Bind one pod (bounded concurrency); the result is what the API says, read back when in doubt."""
+    async def bind(self, pod: str, uid: str, node: str) -> BindOutcome:
+        """Bind one pod (bounded concurrency); the outcome is what the API says, read back when in doubt."""
         async with self.bind_limiter:
             self.metrics.binds_in_flight.inc()
             try:
-                result = await self._bind(pod, uid, node)
+                outcome = await self._bind(pod, uid, node)
+            except NotLeader as error:
+                outcome = BindOutcome("failed", reason=str(error), retriable=True)
             finally:
                 self.metrics.binds_in_flight.dec()
-        self.metrics.binds.labels("bound" if result.bound else "failed").inc()
-        if not result.bound:
-            log.warning("bind.failed", pod=pod, node=node, reason=result.reason)
-        return result
+        self.metrics.binds.labels("bound" if outcome.placed else "failed").inc()
+        if not outcome.placed:
+            log.warning("bind.failed", pod=pod, node=node, reason=outcome.reason, retriable=outcome.retriable)
+        return outcome
 
-    async def _bind(self, pod: str, uid: str, node: str) -> BindResult:
+    async def _bind(self, pod: str, uid: str, node: str) -> BindOutcome:
         namespace, name = _split(pod)
         metadata: dict[str, str] = {"name": name, "namespace": namespace}
         if uid:
@@ -197,35 +180,51 @@ class KubeClusterAPI:
             # Retries ran out; the last try may still have landed: the API is the judge.
             return await self._read_back(pod, uid, node, f"binding failed: {error.reason}")
         if response.ok:
-            return BindResult(pod, node, True)
+            return BindOutcome("bound", node=node)
         if response.status == 409:
             return await self._read_back(pod, uid, node, response.reason())
         if response.status == 404:
-            return BindResult(pod, node, False, "pod not found (deleted before it could be bound)")
-        return BindResult(pod, node, False, f"HTTP {response.status}: {response.reason()}")
+            return BindOutcome("failed", reason="pod not found (deleted before it could be bound)", retriable=False)
+        return BindOutcome("failed", reason=f"HTTP {response.status}: {response.reason()}",
+                           retriable=response.status >= 500 or response.status == 429)
 
-    async def _read_back(self, pod: str, uid: str, node: str, problem: str) -> BindResult:
+    async def _read_back(self, pod: str, uid: str, node: str, problem: str) -> BindOutcome:
         try:
             current = await self._read_pod(pod)
         except ApiError as error:
-            return BindResult(pod, node, False, f"{problem}; read-back failed: {error.reason}")
+            return BindOutcome("failed", reason=f"{problem}; read-back failed: {error.reason}", retriable=True)
         if current is None:
-            return BindResult(pod, node, False, f"{problem}; the pod no longer exists")
+            return BindOutcome("failed", reason=f"{problem}; the pod no longer exists", retriable=False)
         if uid and current.metadata.uid != uid:
-            return BindResult(pod, node, False, f"{problem}; the pod was re-created (uid {current.metadata.uid})")
+            return BindOutcome("failed", reason=f"{problem}; the pod was re-created (uid {current.metadata.uid})",
+                               retriable=False)
         if current.spec.nodeName == node:
-            return BindResult(pod, node, True)
+            return BindOutcome("bound", node=node)
         if current.spec.nodeName:
-            return BindResult(pod, node, False, f"{problem}; already bound to {current.spec.nodeName}")
-        return BindResult(pod, node, False, problem)
+            return BindOutcome("already-bound", node=current.spec.nodeName,
+                               reason=f"already bound to {current.spec.nodeName}")
+        return BindOutcome("failed", reason=problem, retriable=True)
 
     # ------------------------------------------------------------------ evict
 
-    async def evict(self, pod: str, uid: str, grace_period_seconds: int | None = None) -> EvictResult:
+    async def evict(self, pod: str, uid: str, *, preemptor: str, message: str,
+                    grace_seconds: int | None) -> ApiOutcome:
+        try:
+            outcome = await self._evict(pod, uid, grace_seconds)
+        except (ApiError, NotLeader) as error:
+            outcome = ApiOutcome(ok=False, reason=str(error), retriable=True)
+        if outcome.ok:
+            self.metrics.preemption_victims.inc()
+            log.info("pod.evicted", pod=pod, preemptor=preemptor, detail=outcome.reason)
+        else:
+            log.warning("pod.evict_failed", pod=pod, preemptor=preemptor, reason=outcome.reason)
+        return outcome
+
+    async def _evict(self, pod: str, uid: str, grace_seconds: int | None) -> ApiOutcome:
         namespace, name = _split(pod)
         delete_options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
-        if grace_period_seconds is not None:
-            delete_options["gracePeriodSeconds"] = grace_period_seconds
+        if grace_seconds is not None:
+            delete_options["gracePeriodSeconds"] = grace_seconds
         if uid:
             delete_options["preconditions"] = {"uid": uid}
         body = {
@@ -237,90 +236,129 @@ class KubeClusterAPI:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
         response = await self._write("create", "pods/eviction", "POST", path, body=body)
         if response.ok:
-            return EvictResult(pod, True, "eviction")
+            return ApiOutcome(ok=True, reason="evicted")
         status = decode_status(response.body)
         if response.status == 404 and status.details is not None and status.details.kind == "pods":
-            return EvictResult(pod, True, "gone")
+            return ApiOutcome(ok=True, reason="already gone")
         if response.status == 409:  # uid precondition: the pod we meant is gone, a new one stands in its name
-            return EvictResult(pod, True, "gone", "the pod was re-created")
+            return ApiOutcome(ok=True, reason="already gone (re-created under the same name)")
         if response.status in (404, 405):
             return await self._delete(pod, delete_options)
-        return EvictResult(pod, False, "", f"HTTP {response.status}: {response.reason()}")
+        return ApiOutcome(ok=False, reason=f"HTTP {response.status}: {response.reason()}",
+                          retriable=response.status >= 500 or response.status == 429)
 
-    async def _delete(self, pod: str, delete_options: Mapping[str, Any]) -> EvictResult:
+    async def _delete(self, pod: str, delete_options: Mapping[str, Any]) -> ApiOutcome:
         namespace, name = _split(pod)
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
         response = await self._write("delete", "pods", "DELETE", path, body=delete_options)
         if response.ok:
-            return EvictResult(pod, True, "delete")
+            return ApiOutcome(ok=True, reason="deleted (no Eviction API)")
         if response.status in (404, 409):
-            return EvictResult(pod, True, "gone")
-        return EvictResult(pod, False, "", f"HTTP {response.status}: {response.reason()}")
+            return ApiOutcome(ok=True, reason="already gone")
+        return ApiOutcome(ok=False, reason=f"HTTP {response.status}: {response.reason()}",
+                          retriable=response.status >= 500 or response.status == 429)
 
     # ------------------------------------------------------------------ pod status
 
-    async def set_nominated_node(self, pod: str, node: str | None) -> bool:
-        """Write (or clear, with None/"") status.nominatedNodeName. False when the pod is gone."""
+    async def set_nominated_node(self, pod: str, uid: str, node: str | None) -> ApiOutcome:
+        """Write (or clear, with None) status.nominatedNodeName."""
         namespace, name = _split(pod)
-        body = {"status": {"nominatedNodeName": node or None}}
+        body: dict[str, Any] = {"status": {"nominatedNodeName": node or None}}
+        if uid:
+            body["metadata"] = {"uid": uid}
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
-        response = await self._write("patch", "pods/status", "PATCH", path, body=body, content_type=MERGE_PATCH)
-        if response.status == 404:
-            return False
-        if not response.ok:
-            raise ApiError("PATCH", path, response.status, response.reason())
-        return True
+        return await self._outcome("patch", "pods/status", path, body, MERGE_PATCH)
 
-    async def set_disruption_condition(self, pod: str, preemptor: str, trigger: str) -> bool:
-        """Mark a victim with DisruptionTarget=True before it is evicted. False when the pod is gone."""
-        namespace, name = _split(pod)
-        condition = {
-            "type": DISRUPTION_TARGET,
-            "status": "True",
-            "reason": PREEMPTION_BY_SCHEDULER,
-            "message": f"{COMPONENT}: preempting to accommodate job {preemptor} (triggered by pod {trigger})",
+    async def set_disruption_condition(self, pod: str, uid: str, *, preemptor: str, message: str) -> ApiOutcome:
+        """Mark a victim with DisruptionTarget=True (reason PreemptionByScheduler) before it is evicted."""
+        return await self._pod_condition(pod, uid, {
+            "type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
+            "message": message or f"{COMPONENT}: preempted to make room for {preemptor}",
             "lastTransitionTime": _now(),
-        }
+        })
+
+    async def _pod_condition(self, pod: str, uid: str, condition: dict[str, Any]) -> ApiOutcome:
+        namespace, name = _split(pod)
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
-        response = await self._write("patch", "pods/status", "PATCH", path,
-                                     body={"status": {"conditions": [condition]}}, content_type=STRATEGIC_MERGE_PATCH)
-        if response.status == 415:
-            # No strategic merge (a CRD-style server): merge the list ourselves, guarded by resourceVersion.
-            current = await self._read_pod(pod)
-            if current is None:
-                return False
-            kept = [c for c in current.status.conditions if c.get("type") != DISRUPTION_TARGET]
-            body: dict[str, Any] = {"metadata": {"resourceVersion": current.metadata.resourceVersion},
-                    "status": {"conditions": [*kept, condition]}}
-            response = await self._write("patch", "pods/status", "PATCH", path, body=body, content_type=MERGE_PATCH)
-        if response.status == 404:
-            return False
-        if not response.ok:
-            raise ApiError("PATCH", path, response.status, response.reason())
-        return True
+        body: dict[str, Any] = {"status": {"conditions": [condition]}}
+        if uid:
+            body["metadata"] = {"uid": uid}
+        try:
+            response = await self._write("patch", "pods/status", "PATCH", path, body=body,
+                                         content_type=STRATEGIC_MERGE_PATCH)
+            if response.status == 415:
+                # No strategic merge: merge the list ourselves, guarded by resourceVersion.
+                current = await self._read_pod(pod)
+                if current is None:
+                    return ApiOutcome(ok=False, reason="pod not found", retriable=False)
+                kept = [c for c in current.status.conditions if c.get("type") != condition["type"]]
+                body = {"metadata": {"resourceVersion": current.metadata.resourceVersion},
+                        "status": {"conditions": [*kept, condition]}}
+                response = await self._write("patch", "pods/status", "PATCH", path, body=body,
+                                             content_type=MERGE_PATCH)
+        except (ApiError, NotLeader) as error:
+            return ApiOutcome(ok=False, reason=str(error), retriable=True)
+        return _outcome_of(response)
 
-    # ------------------------------------------------------------------ gangs
+    async def _outcome(self, verb: str, resource: str, path: str, body: Mapping[str, Any],
+                       content_type: str) -> ApiOutcome:
+        try:
+            response = await self._write(verb, resource, "PATCH", path, body=body, content_type=content_type)
+        except (ApiError, NotLeader) as error:
+            return ApiOutcome(ok=False, reason=str(error), retriable=True)
+        return _outcome_of(response)
 
-    async def report_gang(self, gang: str, *, api_version: str = KOORDINATOR_POD_GROUP_API, uid: str = "",
-                          phase: str, condition: GangCondition, scheduled: int | None = None,
-                          event_type: Literal["Normal", "Warning"] = "Normal") -> None:
-        """Write the PodGroup's status (phase + condition) and an Event saying the same. Best effort."""
-        status: dict[str, Any] = {"phase": phase}
-        if scheduled is not None:
-            status["scheduled"] = scheduled
-        status["conditions"] = [{
-            "type": condition.type, "status": condition.status, "reason": condition.reason,
-            "message": condition.message, "lastTransitionTime": _now(),
-        }]
+    # ------------------------------------------------------------------ reports
+
+    async def report_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> ApiOutcome:
+        """PodGroup status (phase + one condition) and an Event on it saying the same. Best effort."""
+        api_version, uid = self._pod_group_identity(gang)
+        condition_type = {"Pending": "Unschedulable", "Scheduled": "Scheduled", "TimedOut": "Unschedulable"}[phase]
+        status: dict[str, Any] = {
+            "phase": {"Pending": "Pending", "Scheduled": "Scheduled", "TimedOut": "Failed"}[phase]
+            if api_version == KOORDINATOR_POD_GROUP_API else {"Pending": "Pending", "Scheduled": "Running",
+                                                               "TimedOut": "Pending"}[phase],
+            "conditions": [{
+                "type": condition_type, "status": "True", "reason": reason, "message": message[:1024],
+                "lastTransitionTime": _now(),
+            }],
+        }
+        if phase == "Scheduled" and self.state is not None and gang in self.state.gangs:
+            members = self.state.gangs[gang].members
+            pods = self.state.pods
+            status["scheduled"] = sum(1 for key in members if key in pods and pods[key].placed_node)
         try:
             await self._patch_pod_group_status(gang, api_version, status)
-        except ApiError as error:
-            log.warning("gang.status_failed", gang=gang, error=str(error))
+            await self.record_event(gang, api_version, "PodGroup", uid,
+                                    "Normal" if phase == "Scheduled" else "Warning", reason, message)
+        except (ApiError, NotLeader) as error:
+            log.warning("gang.report_failed", gang=gang, phase=phase, error=str(error))
+            return ApiOutcome(ok=False, reason=str(error), retriable=True)
+        return OK
+
+    async def report_pod(self, pod: str, uid: str, reason: str, message: str) -> ApiOutcome:
+        """A pod without a gang: PodScheduled=False with the reason, and an Event on the pod."""
+        outcome = await self._pod_condition(pod, uid, {
+            "type": "PodScheduled", "status": "False", "reason": reason, "message": message[:1024],
+            "lastTransitionTime": _now(),
+        })
+        if not outcome.ok:
+            return outcome
         try:
-            await self.record_event(gang, api_version, "PodGroup", uid, event_type, condition.reason,
-                                    condition.message)
-        except ApiError as error:
-            log.warning("gang.event_failed", gang=gang, error=str(error))
+            await self.record_event(pod, "v1", "Pod", uid, "Warning", reason, message)
+        except (ApiError, NotLeader) as error:
+            return ApiOutcome(ok=False, reason=str(error), retriable=True)
+        return OK
+
+    def _pod_group_identity(self, gang: str) -> tuple[str, str]:
+        if self.state is not None:
+            koordinator = self.state.pod_groups.get(gang)
+            if koordinator is not None:
+                return KOORDINATOR_POD_GROUP_API, koordinator.metadata.uid
+            volcano = self.state.volcano_pod_groups.get(gang)
+            if volcano is not None:
+                return VOLCANO_POD_GROUP_API, volcano.metadata.uid
+        return KOORDINATOR_POD_GROUP_API, ""
 
     async def _patch_pod_group_status(self, gang: str, api_version: str, status: Mapping[str, Any]) -> None:
         namespace, name = _split(gang)
@@ -383,6 +421,15 @@ class KubeClusterAPI:
         if len(self._events) > 10_000:
             self._events.clear()
         self._events[identity] = (event_name, 1)
+
+
+def _outcome_of(response: Response) -> ApiOutcome:
+    if response.ok:
+        return OK
+    if response.status == 404:
+        return ApiOutcome(ok=False, reason="not found", retriable=False)
+    return ApiOutcome(ok=False, reason=f"HTTP {response.status}: {response.reason()}",
+                      retriable=response.status >= 500 or response.status in (409, 429))
 
 
 # --------------------------------------------------------------------------- the Lease
