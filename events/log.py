@@ -78,6 +78,8 @@ MAX_RECORD_BYTES = 64 * 1024 * 1024
 _SEGMENT_HEADER = struct.Struct("<8sHHQI")
 _RECORD_HEADER = struct.Struct("<4sIIQ")
 _RECORD_COVERED = struct.Struct("<IQ")
+_RECORD_LENGTH = struct.Struct("<I")
+_READ_CHUNK = 1024 * 1024
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.seg$")
 _INDEX_STRIDE = 64 * 1024
 _WRITE_THRESHOLD = 256 * 1024
@@ -799,31 +801,45 @@ def _write_all(fd: int, data: bytes | bytearray) -> None:
 def _read_segments(
     plan: list[tuple[Path, int, int, int, int]], from_seq: int, last_seq: int
 ) -> Iterator[tuple[int, bytes]]:
-    """Records of the planned (path, first seq, start seq, start offset, end offset) ranges, checked."""
+    """Records of the planned (path, first seq, start seq, start offset, end offset) ranges, checked.
+
+    Reads in chunks of `_READ_CHUNK` bytes, so a reader that stops early reads little.
+    """
     for path, first_seq, start_seq, start_offset, end in plan:
         with open(path, "rb") as handle:
             problem = _check_segment_header(handle.read(_SEGMENT_HEADER.size), first_seq)
             if problem is not None:
                 raise LogCorruptError(path, 0, problem)
             handle.seek(start_offset)
-            data = handle.read(end - start_offset)
-        if len(data) < end - start_offset:
-            raise LogCorruptError(path, start_offset + len(data), "segment is shorter than when it was opened")
-        expected = start_seq
-        offset = 0
-        size = len(data)
-        while offset < size and expected <= last_seq:
-            record = _record_at(data, offset, size)
-            if isinstance(record, str):
-                raise LogCorruptError(path, start_offset + offset, record)
-            seq, length = record
-            if seq != expected:
-                raise LogCorruptError(path, start_offset + offset, f"record has seq {seq}, expected {expected}")
-            body = offset + _RECORD_HEADER.size
-            if seq >= from_seq:
-                yield seq, data[body : body + length]
-            expected += 1
-            offset = body + length
+            data = b""
+            base = start_offset  # file offset of data[0]
+            offset = 0
+            expected = start_seq
+            while base + offset < end and expected <= last_seq:
+                record = _record_at(data, offset, min(len(data), end - base))
+                if isinstance(record, str):
+                    if base + len(data) >= end:
+                        raise LogCorruptError(path, base + offset, record)
+                    # Perhaps only cut by the chunk boundary: load the rest of the record (or a chunk) and retry.
+                    available = len(data) - offset
+                    wanted = _RECORD_HEADER.size
+                    if available >= _RECORD_HEADER.size:
+                        wanted += min(_RECORD_LENGTH.unpack_from(data, offset + 8)[0], MAX_RECORD_BYTES)
+                    more = handle.read(min(end - base - len(data), max(_READ_CHUNK, wanted - available)))
+                    if not more:
+                        raise LogCorruptError(path, base + len(data), "segment is shorter than when it was opened")
+                    data = data[offset:] + more
+                    base += offset
+                    offset = 0
+                    continue
+                seq, length = record
+                if seq != expected:
+                    raise LogCorruptError(path, base + offset, f"record has seq {seq}, expected {expected}")
+                body = offset + _RECORD_HEADER.size
+                if seq >= from_seq:
+                    yield seq, data[body : body + length]
+                expected += 1
+                offset = body + length
 
 
 def _encode_checked(event: Event) -> bytes:

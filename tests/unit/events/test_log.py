@@ -373,3 +373,35 @@ def test_a_background_fsync_failure_is_raised_by_the_next_append(
     with pytest.raises(EventLogError, match="refuses writes after an I/O error"):
         log.append(bound(3))
     log.close()
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 100, 4096])
+def test_reading_in_small_chunks_gives_the_same_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    import events.log
+
+    stored = fill(tmp_path, 120)
+    monkeypatch.setattr(events.log, "_READ_CHUNK", chunk)
+    with EventLog.open_readonly(tmp_path) as log:
+        assert list(log.read()) == stored
+        assert list(log.read(77)) == stored[76:]
+
+
+def test_damage_is_reported_at_its_offset_whatever_the_read_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import events.log
+
+    fill(tmp_path, 300)
+    first = segment_files(tmp_path)[0]
+    data = bytearray(first.read_bytes())
+    data[1000] ^= 0x01
+    first.write_bytes(bytes(data))
+    offsets = set()
+    for chunk in (5, 64, 1 << 20):
+        monkeypatch.setattr(events.log, "_READ_CHUNK", chunk)
+        with EventLog.open_readonly(tmp_path) as log, pytest.raises(LogCorruptError) as caught:
+            list(log.read())
+        offsets.add(caught.value.offset)
+    assert len(offsets) == 1 and 24 <= offsets.pop() <= 1000
