@@ -112,8 +112,8 @@ def _allocatable(node: Node) -> Resources:
     return resources
 
 
-def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], int]:
-    """Every problem in the files, in file and document order; and how many objects were checked."""
+def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, int]]:
+    """Every problem in the files, in file and document order; and how many objects of each kind were checked."""
     docs = _read(paths)
     findings = list(docs.findings)
     where: dict[tuple[str, str], str] = {}
@@ -155,8 +155,9 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], int]:
         findings += [Finding(source, p) for p in validate_volcano_pod_group(vgroup, tiers)]
     order = {source: index for index, source in enumerate(_all_sources(docs))}
     findings.sort(key=lambda f: order.get(f.source, len(order)))
-    checked = len(docs.cnts) + len(docs.hypernodes) + len(docs.pod_groups) + len(docs.volcano_pod_groups)
-    return findings, checked
+    counts = {HYPERNODE_KIND: len(docs.hypernodes), CNT_KIND: len(docs.cnts),
+              POD_GROUP_KIND: len(docs.pod_groups) + len(docs.volcano_pod_groups)}
+    return findings, counts
 
 
 def _all_sources(docs: _Documents) -> list[str]:
@@ -177,19 +178,20 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("files", nargs="+", metavar="FILE")
     args = parser.parse_args(list(argv))
     try:
-        findings, checked = validate_documents(args.files)
+        findings, counts = validate_documents(args.files)
     except OSError as error:
         sys.stderr.write(f"toposched validate: cannot read {error.filename}: {error.strerror}\n")
         return 2
     except yaml.YAMLError as error:
         sys.stderr.write(f"toposched validate: not valid YAML: {error}\n")
         return 2
+    checked = sum(counts.values())
     if findings:
         for finding in findings:
             sys.stdout.write(f"{finding}\n")
         sys.stdout.write(f"{len(findings)} problem{'s' * (len(findings) != 1)} in {checked} object"
                          f"{'s' * (checked != 1)}\n")
         return 1
-    sys.stdout.write(f"OK: {checked} object{'s' * (checked != 1)} valid ({POD_GROUP_KIND}, {HYPERNODE_KIND}, "
-                     f"{CNT_KIND} checked)\n")
+    kinds = ", ".join(f"{count} {kind}" for kind, count in counts.items() if count)
+    sys.stdout.write(f"OK: {checked} object{'s' * (checked != 1)} valid{f' ({kinds})' if kinds else ''}\n")
     return 0

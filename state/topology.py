@@ -6,7 +6,8 @@ user-facing descriptions (precedence in this order; `tree.source` says which one
 1. `SOURCE_CNT`: the Koordinator ClusterNetworkTopology named `default`. Its layers (a chain of
    `topologyLayer`s with `labelKey`s and `parentTopologyLayer`s; `NodeTopologyLayer` is the node
    itself) become the levels; the domains of a layer are the distinct values of its label on the
-   nodes, each parented by the node's value of the parent layer.
+   nodes (a layer with several label keys takes the first key the node carries), each parented by
+   the node's value of the parent layer.
 2. `SOURCE_HYPERNODES`: Volcano HyperNodes. Each distinct `spec.tier` is a level (tiers grow
    upward); a HyperNode is a domain, its HyperNode members its children, its Node members (exact
    name, regex searched in the name as Go's MatchString does, or label selector) its nodes.
