@@ -405,3 +405,25 @@ def test_damage_is_reported_at_its_offset_whatever_the_read_chunk(
             list(log.read())
         offsets.add(caught.value.offset)
     assert len(offsets) == 1 and 24 <= offsets.pop() <= 1000
+
+
+def test_appends_from_several_threads_get_unique_seqs_and_read_back_in_seq_order(tmp_path: Path) -> None:
+    import threading
+
+    results: list[list[Event]] = [[] for _ in range(4)]
+
+    def worker(slot: int) -> None:
+        for i in range(300):
+            results[slot].append(log.append(bound(slot * 1000 + i)))
+
+    with EventLog.open(tmp_path, fsync="interval:1ms", segment_bytes=SMALL_SEGMENTS) as log:
+        threads = [threading.Thread(target=worker, args=(slot,)) for slot in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        by_seq = {event.seq: event for events in results for event in events}
+        assert sorted(by_seq) == list(range(1, 1201))
+        assert list(log.read()) == [by_seq[seq] for seq in range(1, 1201)]
+    with EventLog.open_readonly(tmp_path) as reader:
+        assert reader.verify() == 1200
