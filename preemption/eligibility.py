@@ -1,0 +1,85 @@
+"""May this job preempt at all, right now? The questions asked before any victim is looked at.
+
+- Who preempts: the pending pods of the job (every gang of the GangGroup, or one lone pod). Their
+  priority is the lowest among them (a victim must be below every preemptor pod).
+- preemptionPolicy Never (on the pod, or from its PriorityClass; `PodInfo.preemption_policy` has it
+  resolved) on any preemptor pod: no preemption, as kube-scheduler does for such pods.
+- No redundant preemption: if the job already holds nominations on nodes where pods it (or anyone)
+  asked to evict are still terminating, room is already on its way; preempting again would evict
+  more jobs for the same pods. The job waits for them.
+
+Pure: no I/O, no clock; reads `ClusterState`, never mutates it.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from preemption.plan import NEVER_POLICY, NOT_PREEMPTABLE, WAITING, NoPreemption
+from state.cluster import NEVER, ClusterState, PodInfo
+
+
+class Preemptor(msgspec.Struct, frozen=True):
+    """The job asking for room: its key, its gangs (() for a lone pod), pending pods and priority."""
+
+    key: str
+    gangs: tuple[str, ...]
+    pending: tuple[str, ...]
+    priority: int
+
+
+def preemptor_of(state: ClusterState, key: str) -> Preemptor | NoPreemption:
+    """The preemptor for a gang key (its whole GangGroup) or a lone pod key."""
+    gang = state.gangs.get(key)
+    if gang is not None:
+        group = gang.spec.gang_group if gang.spec is not None else (key,)
+        pending = sorted(member for g in group if (info := state.gangs.get(g)) is not None
+                         for member in info.members if member in state.pending)
+        gangs = tuple(group)
+    else:
+        pod = state.pods.get(key)
+        pending = [key] if pod is not None and key in state.pending else []
+        gangs = ()
+    if not pending:
+        return NoPreemption(key, NOT_PREEMPTABLE, f"{key}: no pending pod to make room for")
+    priority = min(state.pods[p].priority for p in pending)
+    return Preemptor(key=key, gangs=gangs, pending=tuple(pending), priority=priority)
+
+
+def check_eligibility(state: ClusterState, preemptor: Preemptor) -> NoPreemption | None:
+    """None when the preemptor may preempt now, else why not."""
+    for key in preemptor.pending:
+        pod = state.pods[key]
+        if pod.preemption_policy == NEVER:
+            source = "its PriorityClass" if not pod.obj.spec.preemption_policy else "the pod"
+            return NoPreemption(preemptor.key, NEVER_POLICY,
+                                f"{preemptor.key}: pod {key} has preemptionPolicy Never (from {source}); "
+                                f"it waits for free capacity and never preempts")
+    leaving = _victims_still_leaving(state, preemptor)
+    if leaving:
+        shown = ", ".join(leaving[:5]) + (f" and {len(leaving) - 5} more" if len(leaving) > 5 else "")
+        return NoPreemption(preemptor.key, WAITING,
+                            f"{preemptor.key}: waiting for {len(leaving)} preempted pod(s) to terminate on its "
+                            f"nominated nodes ({shown}); no further preemption until they are gone")
+    return None
+
+
+def _victims_still_leaving(state: ClusterState, preemptor: Preemptor) -> list[str]:
+    members: list[PodInfo] = []
+    for gang_key in preemptor.gangs:
+        gang = state.gangs.get(gang_key)
+        if gang is not None:
+            members.extend(state.pods[m] for m in sorted(gang.members) if m in state.pods)
+    if not preemptor.gangs:
+        members = [state.pods[preemptor.key]]
+    nodes = sorted({pod.nominated_node for pod in members if pod.nominated_node and not pod.node_name})
+    leaving: list[str] = []
+    for name in nodes:
+        node = state.nodes.get(name)
+        if node is None:
+            continue
+        for key in sorted(node.pods):
+            pod = state.pods.get(key)
+            if pod is not None and (pod.terminating or pod.eviction_requested) and pod.priority < preemptor.priority:
+                leaving.append(key)
+    return leaving

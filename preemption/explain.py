@@ -1,0 +1,69 @@
+"""The explanation a preemption plan carries: what was considered, and why this choice.
+
+Written as plain text lines (the first is a one-line summary) so that the event log keeps it inside
+PreemptionPlanned and `replay --explain` can print it as is. Pure: builds strings, nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from placement.plan import Unschedulable
+from preemption.cost import Cost, why_better
+from preemption.plan import VictimJob
+
+MAX_LISTED = 5
+
+
+class Considered(msgspec.Struct, frozen=True):
+    """One candidate victim set that was weighed: where, its cost, and what became of it."""
+
+    where: str
+    cost: Cost
+    outcome: str  # "chosen", "placement rejected it: ...", "not validated (costlier)", ...
+
+
+def describe_jobs(jobs: Sequence[VictimJob]) -> str:
+    parts: list[str] = []
+    for job in jobs[:MAX_LISTED]:
+        what = {"gang": "whole gang", "surplus": "surplus pods of gang", "pod": "pod"}.get(job.kind, job.kind)
+        parts.append(f"{what} {job.key} ({len(job.pods)} pod(s), priority {job.priority}, "
+                     f"started at {job.started_at:g})")
+    if len(jobs) > MAX_LISTED:
+        parts.append(f"and {len(jobs) - MAX_LISTED} more")
+    return "; ".join(parts)
+
+
+def explain(preemptor: str, priority: int, pending: int, failure: Unschedulable, *, unit_count: int,
+            job_count: int, levels: str, domains_seen: int, domains_viable: int,
+            considered: Sequence[Considered], chosen: Considered, jobs: Sequence[VictimJob],
+            where: str, placement_line: str) -> str:
+    cost = chosen.cost
+    lines = [
+        f"{preemptor} (priority {priority}, {pending} pending pod(s)) preempts {cost.jobs} job(s) / {cost.pods} "
+        f"pod(s) (highest victim priority {cost.top_priority}) to run in {where}",
+        f"placement failed: {failure.reason}",
+        f"candidates: {job_count} lower-priority job(s) as {unit_count} victim unit(s) (whole gangs, surplus pods "
+        f"above minMember, lone pods); {domains_seen} domain(s) at {levels}, {domains_viable} with enough "
+        f"lower-priority capacity",
+        f"victims: {describe_jobs(jobs)}",
+        f"placement after eviction: {placement_line}",
+    ]
+    others = [c for c in considered if c is not chosen]
+    if others:
+        lines.append(f"weighed {len(considered)} candidate set(s):")
+        for item in considered[:MAX_LISTED + 1]:
+            mark = "*" if item is chosen else "-"
+            detail = item.outcome
+            if item is not chosen and item.outcome.startswith("valid"):
+                detail = f"{item.outcome}; lost on {why_better(cost, item.cost)}"
+            lines.append(f"  {mark} {item.where}: priority<={item.cost.top_priority}, {item.cost.jobs} job(s), "
+                         f"{item.cost.pods} pod(s): {detail}")
+        runner = next((c for c in others if c.cost > cost), None)
+        if runner is not None:
+            lines.append(f"why this one: {why_better(cost, runner.cost)} than {runner.where}")
+    else:
+        lines.append("why this one: the only set of lower-priority jobs that makes room within the gang's constraints")
+    return "\n".join(lines)

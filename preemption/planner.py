@@ -1,0 +1,360 @@
+"""`plan_preemption`: the cheapest set of whole lower-priority jobs whose eviction lets a job fit.
+
+How a plan is found (state and the placement failure in, a plan out):
+1. Eligibility (`preemption/eligibility.py`): preemptionPolicy Never, or victims of an earlier
+   preemption still terminating on the job's nominated nodes, mean no preemption. A failure that
+   is not about room (missing members, an invalid spec, pods no node can ever take) neither.
+2. Candidates (`preemption/victims.py`): units of lower-priority pods, job-aware.
+3. Candidate domains: the levels the job may span (MustGather / hard tier: that level and below;
+   otherwise every level, bottom-up), only domains that hold the job's running members, and only
+   those whose upper bound of room once every candidate there is gone (`preemption/room.py`, summed
+   up the tree) covers the job: pruned by aggregates before any victim is looked at.
+4. Per domain, a greedy by cost picks victims until the pods fit by count, then drops the unneeded
+   (`preemption/selection.py`). Candidate sets are ranked by the cost order (`preemption/cost.py`);
+   identical sets found at several levels are weighed once, at the tightest.
+5. Validation: the cheapest sets are checked with placement itself (`plan_gang(..., ignore_pods=
+   victims)`), which applies gather strategies, tier limits and podCountMultiple exactly; a set
+   placement rejects is grown by the shortfall and tried again (a bounded number of times). Victims
+   on none of the plan's nodes are dropped when placement agrees. Placement runs at most
+   `MAX_VALIDATIONS` times per call.
+6. The plan names the victims, the victim jobs, the nominated node of each preemptor pod (from the
+   validating placement plan), the lower-priority nominations to clear there, and the explanation.
+
+Pure: no I/O, no clock, no globals; reads `ClusterState`, never mutates it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
+
+from placement.constraints import InvalidConstraint, resolve
+from placement.fit import Shape, shape_of
+from placement.gang import plan_gang
+from placement.lone import plan_pod
+from placement.members import domain_label, is_running, pod_order, where
+from placement.plan import INVALID, MEMBERS, POD_FIT, GangPlan, Unschedulable
+from preemption.cost import Cost, cost_of
+from preemption.eligibility import Preemptor, check_eligibility, preemptor_of
+from preemption.explain import Considered, explain
+from preemption.plan import NO_CANDIDATES, NOT_PREEMPTABLE, SURPLUS, NoPreemption, PreemptionPlan, VictimJob
+from preemption.room import Room
+from preemption.selection import Selection, select
+from preemption.victims import Candidates, Unit, collect
+from state.cluster import ClusterState
+from state.topology import Domain, TopologyError, TopologyTree
+
+Validate = Callable[[AbstractSet[str]], GangPlan | Unschedulable]
+
+MAX_VALIDATIONS = 8
+MAX_GROWTH = 2
+
+
+class _Need:
+    """The pods to make room for, grouped by shape: all pending pods, or the minMember subset."""
+
+    __slots__ = ("counts", "pods", "shapes")
+
+    def __init__(self, shapes: list[Shape], counts: list[int], pods: int) -> None:
+        self.shapes = shapes
+        self.counts = counts
+        self.pods = pods
+
+
+def plan_preemption(state: ClusterState, preemptor_key: str, failure: Unschedulable, *,
+                    validate: Validate | None = None) -> PreemptionPlan | NoPreemption:
+    """Plan job-level preemption for the gang (or lone pod) `preemptor_key` that placement could
+    not place (`failure`). `validate` defaults to placement's own `plan_gang` for that gang."""
+    if failure.constraint in (INVALID, MEMBERS, POD_FIT):
+        return NoPreemption(preemptor_key, NOT_PREEMPTABLE,
+                            f"{preemptor_key}: preemption cannot help: {failure.reason}")
+    preemptor = preemptor_of(state, preemptor_key)
+    if isinstance(preemptor, NoPreemption):
+        return preemptor
+    refusal = check_eligibility(state, preemptor)
+    if refusal is not None:
+        return refusal
+    if validate is None:
+        lone = not preemptor.gangs
+
+        def validate_job(ignore: AbstractSet[str]) -> GangPlan | Unschedulable:
+            if lone:
+                return plan_pod(state, preemptor_key, ignore_pods=ignore)
+            return plan_gang(state, preemptor_key, ignore_pods=ignore)
+
+        validate = validate_job
+    return _Planner(state, preemptor, failure, validate).run()
+
+
+class _Planner:
+    def __init__(self, state: ClusterState, preemptor: Preemptor, failure: Unschedulable,
+                 validate: Validate) -> None:
+        self.state = state
+        self.tree: TopologyTree = state.topology
+        self.preemptor = preemptor
+        self.failure = failure
+        self.validate = validate
+        self.validations = 0
+        self.considered: list[Considered] = []
+
+    # ------------------------------------------------------------------ the steps
+
+    def run(self) -> PreemptionPlan | NoPreemption:
+        p = self.preemptor
+        own_gangs = frozenset(p.gangs)
+        own_pods = frozenset(m for g in p.gangs if (info := self.state.gangs.get(g)) is not None
+                             for m in info.members) | {p.key}
+        candidates = collect(self.state, p.priority, own_gangs, own_pods)
+        if not candidates.units:
+            return NoPreemption(p.key, NO_CANDIDATES,
+                                f"{p.key}: no running pod of priority below {p.priority} to preempt "
+                                f"({self.failure.reason})")
+        top_level, anchor = self._limits()
+        if isinstance(top_level, NoPreemption):
+            return top_level
+        everything, minimum = self._needs()
+        shapes = everything.shapes
+        room = Room(self.state, shapes, own_gangs, candidates)
+        domains = self._domains(top_level, anchor)
+        need = everything
+        viable = [d for d in domains if self._could_fit(room, d, need.counts)]
+        if not viable and minimum is not None:
+            need = minimum
+            viable = [d for d in domains if self._could_fit(room, d, need.counts)]
+        levels = self._levels_text(top_level)
+        if not viable:
+            return NoPreemption(p.key, NO_CANDIDATES,
+                                f"{p.key}: even with every pod of priority below {p.priority} gone, no domain at "
+                                f"{levels} could hold its {need.pods} pod(s) ({self.failure.reason})")
+        ranked = self._rank(room, candidates, viable, need)
+        best = self._choose(room, candidates, ranked, need)
+        if best is None:
+            return NoPreemption(p.key, NO_CANDIDATES,
+                                f"{p.key}: no set of lower-priority jobs lets placement fit it within its "
+                                f"constraints ({len(ranked)} candidate set(s) in {len(viable)} domain(s) tried; "
+                                f"{self.failure.reason})")
+        units, plan, chosen = best
+        jobs = _victim_jobs(units)
+        victims = tuple(sorted({pod.key for unit in units for pod in unit.pods}))
+        nodes = {a.node for a in plan.assignments}
+        clear = sorted(pod.key for name in nodes if (node := self.state.nodes.get(name)) is not None
+                       for pod in node.nominated.values()
+                       if pod.priority < p.priority and pod.gang not in own_gangs and pod.key not in own_pods)
+        explanation = explain(
+            p.key, p.priority, len(p.pending), self.failure,
+            unit_count=len(candidates.units), job_count=len({u.job for u in candidates.units}),
+            levels=levels, domains_seen=len(domains), domains_viable=len(viable),
+            considered=self.considered, chosen=chosen, jobs=jobs,
+            where=where(self._domain_named(plan)), placement_line=plan.explanation)
+        return PreemptionPlan(
+            preemptor=p.key, gangs=p.gangs, priority=p.priority, victims=victims, victim_jobs=tuple(jobs),
+            nominations=plan.assignments, clear_nominations=tuple(clear), domain=plan.domain,
+            level=plan.level, explanation=explanation)
+
+    def _limits(self) -> tuple[int | NoPreemption, Domain | None]:
+        """The highest level the job may span, and the domain its running members already anchor."""
+        p = self.preemptor
+        specs = [info.spec for g in p.gangs if (info := self.state.gangs.get(g)) is not None
+                 and info.spec is not None]
+        top_level = 0
+        if specs:
+            resolved = resolve(self.tree, specs)
+            if isinstance(resolved, InvalidConstraint):
+                return NoPreemption(p.key, NOT_PREEMPTABLE, f"{p.key}: {resolved.message}"), None
+            top_level = resolved.top_level
+        running = [pod.placed_node for g in p.gangs if (info := self.state.gangs.get(g)) is not None
+                   for m in sorted(info.members) if (pod := self.state.pods.get(m)) is not None and is_running(pod)]
+        known = [node for node in running if self.tree.domain_of(node) is not None]
+        return top_level, (self.tree.lca(known) if known else None)
+
+    def _needs(self) -> tuple[_Need, _Need | None]:
+        p = self.preemptor
+        pods = [self.state.pods[key] for key in p.pending]
+        shapes: dict[bytes, Shape] = {}
+        for pod in pods:
+            shape = shape_of(pod)
+            shapes.setdefault(shape.key, shape)
+        order = sorted(shapes)
+        shape_list = [shapes[k] for k in order]
+        index = {k: i for i, k in enumerate(order)}
+
+        def counts_of(keys: Sequence[str]) -> list[int]:
+            counts = [0] * len(order)
+            for key in keys:
+                counts[index[shape_of(self.state.pods[key]).key]] += 1
+            return counts
+
+        everything = _Need(shape_list, counts_of(p.pending), len(p.pending))
+        minimum_keys: list[str] = []
+        for gang_key in p.gangs:
+            info = self.state.gangs.get(gang_key)
+            if info is None or info.spec is None:
+                continue
+            members = [self.state.pods[m] for m in info.members if m in self.state.pods]
+            running = sum(1 for pod in members if is_running(pod))
+            waiting = sorted((pod for pod in members if pod.key in self.state.pending), key=pod_order)
+            minimum_keys.extend(pod.key for pod in waiting[:max(0, info.spec.min_member - running)])
+        if not minimum_keys or len(minimum_keys) >= len(p.pending):
+            return everything, None
+        return everything, _Need(shape_list, counts_of(minimum_keys), len(minimum_keys))
+
+    def _domains(self, top_level: int, anchor: Domain | None) -> list[Domain]:
+        """Candidate domains, deepest level first (then by name)."""
+        deepest = len(self.tree.levels) - 1
+        if anchor is not None:
+            return [d for d in reversed(anchor.path) if d.level >= top_level]
+        out: list[Domain] = []
+        for level in range(deepest, top_level - 1, -1):
+            out.extend(self.tree.domains_at(level))
+        return out
+
+    @staticmethod
+    def _could_fit(room: Room, domain: Domain, counts: Sequence[int]) -> bool:
+        bound = room.domain_max.get(domain.id)
+        return bound is not None and all(b >= c for b, c in zip(bound, counts, strict=True))
+
+    def _rank(self, room: Room, candidates: Candidates, viable: Sequence[Domain],
+              need: _Need) -> list[tuple[Cost, Selection]]:
+        ranked: dict[tuple[str, ...], tuple[Cost, Selection]] = {}
+        for domain in viable:
+            selection = select(room, domain, self._units_in(candidates, domain), need.counts)
+            if selection is None:
+                continue
+            cost = cost_of(selection.units, domain.level, domain_label(domain))
+            known = ranked.get(cost.victims)
+            if known is None or cost < known[0]:
+                ranked[cost.victims] = (cost, selection)
+        return sorted(ranked.values(), key=lambda item: item[0])
+
+    @staticmethod
+    def _units_in(candidates: Candidates, domain: Domain) -> list[Unit]:
+        if domain.parent is None:
+            return candidates.units
+        seen: set[int] = set()
+        out: list[Unit] = []
+        for node in domain.nodes:
+            for unit in candidates.units_on.get(node, ()):
+                if unit.index not in seen:
+                    seen.add(unit.index)
+                    out.append(unit)
+        out.sort(key=lambda u: u.index)
+        return out
+
+    def _choose(self, room: Room, candidates: Candidates, ranked: Sequence[tuple[Cost, Selection]],
+                need: _Need) -> tuple[list[Unit], GangPlan, Considered] | None:
+        best: tuple[list[Unit], GangPlan, Considered] | None = None
+        leaving = frozenset(candidates.leaving)
+        for estimate, selection in ranked:
+            if best is not None:
+                chosen = best[2].cost
+                head, best_head = (estimate.top_priority, estimate.jobs, estimate.pods), (
+                    chosen.top_priority, chosen.jobs, chosen.pods)
+                if head > best_head or (head == best_head and estimate.span >= chosen.span):
+                    self.considered.append(Considered(_where(selection.domain), estimate,
+                                                      "not validated: cannot beat the chosen set"))
+                    continue
+            if self.validations >= MAX_VALIDATIONS:
+                self.considered.append(Considered(_where(selection.domain), estimate,
+                                                  "not validated: validation budget spent"))
+                continue
+            found = self._validate(room, candidates, selection, need, leaving)
+            if found is None:
+                continue
+            if best is None or found[2].cost < best[2].cost:
+                best = found
+        if best is not None:
+            for index, item in enumerate(self.considered):
+                if item is best[2]:
+                    self.considered[index] = Considered(item.where, item.cost, "chosen")
+                    best = (best[0], best[1], self.considered[index])
+        return best
+
+    def _validate(self, room: Room, candidates: Candidates, selection: Selection, need: _Need,
+                  leaving: frozenset[str]) -> tuple[list[Unit], GangPlan, Considered] | None:
+        domain = selection.domain
+        units = selection.units
+        counts = list(need.counts)
+        for attempt in range(MAX_GROWTH + 1):
+            if self.validations >= MAX_VALIDATIONS:
+                return None
+            victims = frozenset(pod.key for unit in units for pod in unit.pods)
+            result = self.validate(victims | leaving) if units else self.failure
+            if units:
+                self.validations += 1
+            if isinstance(result, GangPlan):
+                return self._settle(units, result, leaving)
+            self.considered.append(Considered(_where(domain), cost_of(units, domain.level, domain_label(domain)),
+                                              f"placement rejected it: {result.reason}"))
+            if attempt == MAX_GROWTH:
+                break
+            shortfall = max(1, result.needed - result.fit) if result.needed else 1
+            widest = max(range(len(counts)), key=lambda i: counts[i])
+            counts[widest] += shortfall
+            grown = select(room, domain, self._units_in(candidates, domain), counts)
+            if grown is None or {u.index for u in grown.units} == {u.index for u in units}:
+                break
+            units = grown.units
+        return None
+
+    def _settle(self, units: list[Unit], plan: GangPlan,
+                leaving: frozenset[str]) -> tuple[list[Unit], GangPlan, Considered]:
+        """Drop victims on none of the plan's nodes when placement still agrees; record the result."""
+        nodes = {a.node for a in plan.assignments}
+        needed = [u for u in units if any(pod.counted_on in nodes for pod in u.pods)]
+        if needed and len(needed) < len(units) and self.validations < MAX_VALIDATIONS:
+            self.validations += 1
+            again = self.validate(frozenset(pod.key for u in needed for pod in u.pods) | leaving)
+            if isinstance(again, GangPlan):
+                units, plan = needed, again
+        level = self._level_of(plan)
+        cost = cost_of(units, level, plan.domain)
+        item = Considered(where(self._domain_named(plan)), cost, f"valid: {plan.explanation}")
+        self.considered.append(item)
+        return units, plan, item
+
+    # ------------------------------------------------------------------ small lookups
+
+    def _level_of(self, plan: GangPlan) -> int:
+        if not plan.domain:
+            return 0
+        try:
+            return self.tree.resolve_level(plan.level)
+        except TopologyError:
+            return 0
+
+    def _domain_named(self, plan: GangPlan) -> Domain:
+        if plan.domain:
+            found = self.tree.domain(self._level_of(plan), plan.domain)
+            if found is not None:
+                return found
+        return self.tree.root
+
+    def _levels_text(self, top_level: int) -> str:
+        levels = self.tree.levels
+        deepest = len(levels) - 1
+        if top_level >= deepest:
+            return f"level {levels[deepest].layer}"
+        return f"levels {levels[deepest].layer} up to {levels[top_level].layer}"
+
+
+def _where(domain: Domain) -> str:
+    return where(domain)
+
+
+def _victim_jobs(units: Sequence[Unit]) -> list[VictimJob]:
+    whole = {u.job for u in units if u.broken}
+    surplus: dict[str, list[Unit]] = {}
+    jobs: list[VictimJob] = []
+    for unit in units:
+        if unit.kind == SURPLUS:
+            if unit.job not in whole:
+                surplus.setdefault(unit.job, []).append(unit)
+            continue
+        jobs.append(VictimJob(key=unit.job, kind=unit.kind, pods=tuple(sorted(p.key for p in unit.pods)),
+                              priority=unit.priority, broken=True, started_at=unit.started_at))
+    for job, parts in surplus.items():
+        pods = sorted(p.key for u in parts for p in u.pods)
+        jobs.append(VictimJob(key=job, kind=SURPLUS, pods=tuple(pods), priority=max(u.priority for u in parts),
+                              broken=False, started_at=max(u.started_at for u in parts)))
+    jobs.sort(key=lambda j: (not j.broken, j.key))
+    return jobs

@@ -1,0 +1,119 @@
+"""Who could be evicted, and in which lumps: the job-aware victim candidates.
+
+A *unit* is the smallest thing preemption may take away without leaving a job half-alive:
+- a whole gang: every running pod of a gang. Evicting any pod of a running gang that drops it below
+  its minMember takes the whole gang down (the gang's own all-or-nothing rule), so such a gang is
+  one victim job with all its pods, never a part of one;
+- a surplus pod: a running gang with more than minMember running pods can lose the extra ones and
+  keep running (0 jobs broken). The most recently started pods are the surplus (least work lost);
+  at most `running - minMember` of them exist, so taking all of them still leaves minMember alive;
+- a lone pod (no gang): its own job.
+A pod with a gang label whose PodGroup is unknown is treated as all-or-nothing (minMember = all).
+
+Only pods strictly below the preemptor's priority are candidates, and a gang is a candidate only if
+all of its running pods are (a gang is never split by priority). Only bound, running pods are
+candidates: pods already terminating or asked to leave are *leaving* (their room comes for free,
+without choosing them again); assumed-but-unbound pods are not evictable through the API.
+Pods of the preemptor's own GangGroup are never candidates.
+
+Pure: no I/O, no clock; reads `ClusterState`, never mutates it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set as AbstractSet
+
+from preemption.plan import LONE_POD, SURPLUS, WHOLE_GANG
+from state.cluster import ClusterState, PodInfo
+from state.resources import Resources
+
+
+class Unit:
+    """One candidate victim unit (see the module docstring). `order` is its rank in the cost order."""
+
+    __slots__ = ("broken", "index", "job", "kind", "pods", "priority", "started_at")
+
+    def __init__(self, job: str, kind: str, pods: list[PodInfo], broken: bool) -> None:
+        self.job = job
+        self.kind = kind
+        self.pods = pods
+        self.broken = broken
+        self.priority = max(p.priority for p in pods)
+        self.started_at = max((p.bound_at or 0.0) for p in pods)
+        self.index = 0
+
+    def sort_key(self) -> tuple[int, int, float, int, str]:
+        """Cheapest first: lower priority, not breaking a job, most recently started, fewer pods, name."""
+        return (self.priority, 1 if self.broken else 0, -self.started_at, len(self.pods), self.job)
+
+    def __repr__(self) -> str:
+        return f"Unit({self.kind} {self.job}, {len(self.pods)} pods, priority {self.priority})"
+
+
+class Candidates:
+    """Every victim unit for one preemptor, plus the pods already leaving (free room, no cost)."""
+
+    __slots__ = ("leaving", "leaving_on", "units", "units_on")
+
+    def __init__(self) -> None:
+        self.units: list[Unit] = []
+        self.units_on: dict[str, list[Unit]] = {}  # node -> units with a pod counted there
+        self.leaving: list[str] = []
+        self.leaving_on: dict[str, Resources] = {}
+
+
+def _evictable(pod: PodInfo) -> bool:
+    return (bool(pod.counted_on) and bool(pod.node_name) and not pod.terminal and not pod.terminating
+            and not pod.eviction_requested and not pod.removed)
+
+
+def _leaving(pod: PodInfo) -> bool:
+    return bool(pod.counted_on) and not pod.terminal and (pod.terminating or pod.eviction_requested)
+
+
+def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own_pods: AbstractSet[str]) -> Candidates:
+    """Victim units below `priority`, each listed under the nodes its pods run on."""
+    out = Candidates()
+    by_gang: dict[str, list[PodInfo]] = {}
+    blocked_gangs: set[str] = set()
+    for name in sorted(state.nodes):
+        node = state.nodes[name]
+        for key in node.pods:
+            pod = state.pods.get(key)
+            if pod is None or key in own_pods or (pod.gang and pod.gang in own_gangs):
+                continue
+            if _leaving(pod):
+                out.leaving.append(key)
+                freed = out.leaving_on.setdefault(name, {})
+                for resource, amount in pod.requests.items():
+                    freed[resource] = freed.get(resource, 0) + amount
+                continue
+            if not _evictable(pod):
+                continue
+            if pod.gang:
+                if pod.priority >= priority:
+                    blocked_gangs.add(pod.gang)
+                else:
+                    by_gang.setdefault(pod.gang, []).append(pod)
+            elif pod.priority < priority:
+                out.units.append(Unit(key, LONE_POD, [pod], broken=True))
+    for gang_key in sorted(by_gang):
+        if gang_key in blocked_gangs:
+            continue
+        pods = sorted(by_gang[gang_key], key=lambda p: (-(p.bound_at or 0.0), p.key))
+        gang = state.gangs.get(gang_key)
+        min_member = gang.spec.min_member if gang is not None and gang.spec is not None else len(pods)
+        surplus = len(pods) - max(min_member, 1)
+        for pod in pods[:max(surplus, 0)]:
+            out.units.append(Unit(gang_key, SURPLUS, [pod], broken=False))
+        out.units.append(Unit(gang_key, WHOLE_GANG, sorted(pods, key=lambda p: p.key), broken=True))
+    out.units.sort(key=Unit.sort_key)
+    for index, unit in enumerate(out.units):
+        unit.index = index
+        seen: set[str] = set()
+        for pod in unit.pods:
+            if pod.counted_on not in seen:
+                seen.add(pod.counted_on)
+                out.units_on.setdefault(pod.counted_on, []).append(unit)
+    out.leaving.sort()
+    return out
