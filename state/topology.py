@@ -55,10 +55,15 @@ Query API (for placement and preemption):
 - `tree.resolve_level(name_or_tier)` -> level index.
 - `Domain`: `id` (small int, index into `tree.domains`), `level`, `layer`, `tier`, `tier_name`,
   `name`, `parent`, `children` (sorted by name), `nodes` (every node below, sorted), `direct_nodes`
-  (nodes hanging right here, sorted), `allocatable`, `used` (milli-unit vectors, kept current by
-  `usage_changed` with no recount), `free()`; `depth` is the distance from the root.
+  (nodes hanging right here, sorted), `allocatable`, `used` (milli-unit vectors, never recounted:
+  see below), `free()`; `depth` is the distance from the root.
 - `tree.detail_status()` -> Koordinator's `status.detailStatus`; `tree.hypernode_node_counts()` ->
   HyperNode name -> `status.nodeCount`.
+
+Aggregates: `usage_changed` (every pod bind/unbind) updates only the node's own vector and notes
+the node; the first read of any domain's `used` afterwards carries each noted node's difference up
+its path (a few dict updates per node, however many pods moved). So folding stays cheap and reads
+are always current; `allocatable` changes are applied along the path at once.
 
 Domain objects are replaced when the structure is rebuilt (node added, removed or relabelled,
 topology object changed): hold them only within one scheduling cycle, never across fold events.
@@ -133,10 +138,10 @@ class Level(msgspec.Struct, frozen=True):
 class Domain:
     """One network domain. Read-only for callers; `used` follows the fold."""
 
-    __slots__ = ("allocatable", "children", "depth", "direct_nodes", "id", "layer", "level", "name", "nodes",
-                 "parent", "path", "tier", "tier_name", "used")
+    __slots__ = ("_pending", "_used", "allocatable", "children", "depth", "direct_nodes", "id", "layer", "level",
+                 "name", "nodes", "parent", "path", "tier", "tier_name")
 
-    def __init__(self, ident: int, level: Level, name: str, parent: Domain | None) -> None:
+    def __init__(self, ident: int, level: Level, name: str, parent: Domain | None, pending: _Pending) -> None:
         self.id = ident
         self.level = level.index
         self.layer = level.layer
@@ -150,7 +155,15 @@ class Domain:
         self.nodes: list[str] = []
         self.direct_nodes: list[str] = []
         self.allocatable: Resources = {}
-        self.used: Resources = {}
+        self._used: Resources = {}
+        self._pending = pending
+
+    @property
+    def used(self) -> Resources:
+        """Requests of the pods counted on the nodes below (milli-units), current as of the last fold call."""
+        if self._pending.nodes:
+            self._pending.flush()
+        return self._used
 
     def free(self) -> Resources:
         return subtract(self.allocatable, self.used)
@@ -164,20 +177,57 @@ class Domain:
 
 
 class _NodeRecord:
-    __slots__ = ("allocatable", "labels", "used")
+    __slots__ = ("allocatable", "domain", "flushed", "labels", "used")
 
     def __init__(self, labels: Mapping[str, str], allocatable: Resources) -> None:
         self.labels: dict[str, str] = dict(labels)
         self.allocatable: Resources = dict(allocatable)
-        self.used: Resources = {}
+        self.used: Resources = {}  # always current
+        self.flushed: Resources = {}  # the part of `used` already added into the domains on the path
+        self.domain: Domain | None = None  # lowest domain in the current structure (None while stale)
+
+
+class _Pending:
+    """Nodes whose `used` moved since their domains' aggregates were last brought up to date.
+
+    `usage_changed` runs for every pod bind/unbind, so it only updates the node's own vector and
+    notes the node here; the difference is carried up the node's path (a handful of dict updates per
+    node, however many pods moved) the next time anyone reads a domain's `used`.
+    """
+
+    __slots__ = ("nodes", "records")
+
+    def __init__(self, records: dict[str, _NodeRecord]) -> None:
+        self.nodes: set[str] = set()
+        self.records = records
+
+    def flush(self) -> None:
+        records = self.records
+        for name in self.nodes:
+            record = records.get(name)
+            if record is None or record.domain is None:
+                continue
+            flushed = record.flushed
+            diff = [(key, amount - flushed.get(key, 0)) for key, amount in record.used.items()
+                    if amount != flushed.get(key, 0)]
+            if not diff:
+                continue
+            for ancestor in record.domain.path:
+                total = ancestor._used
+                for key, amount in diff:
+                    total[key] = total.get(key, 0) + amount
+            for key, amount in diff:
+                flushed[key] = flushed.get(key, 0) + amount
+        self.nodes.clear()
 
 
 class _Built:
     """The result of one structural build."""
 
-    __slots__ = ("by_level", "domains", "levels", "node_domain", "problems", "root", "source")
+    __slots__ = ("by_level", "domains", "levels", "node_domain", "pending", "problems", "root", "source")
 
-    def __init__(self, source: str, levels: tuple[Level, ...]) -> None:
+    def __init__(self, source: str, levels: tuple[Level, ...], pending: _Pending) -> None:
+        self.pending = pending
         self.source = source
         self.levels = levels
         self.domains: list[Domain] = []
@@ -187,7 +237,7 @@ class _Built:
         self.root = self.add(0, ROOT_NAME, None)
 
     def add(self, level: int, name: str, parent: Domain | None) -> Domain:
-        domain = Domain(len(self.domains), self.levels[level], name, parent)
+        domain = Domain(len(self.domains), self.levels[level], name, parent, self.pending)
         self.domains.append(domain)
         self.by_level[level][name] = domain
         return domain
@@ -203,9 +253,7 @@ class TopologyTree:
         self._last_good_layers: tuple[LayerDef, ...] | None = None
         self._built: _Built | None = None
         self._version = 0
-        # node -> its own used vector then the `used` of every domain on its path (root first). While
-        # the structure is stale the domains in it are stale too; updating them is harmless.
-        self._chains: dict[str, tuple[Resources, ...]] = {}
+        self._pending = _Pending(self._nodes)
         # HyperNode Node-member matching is cached per HyperNode object and redone only for nodes
         # added, relabelled or deleted since (`_touched`), so regexMatch stays cheap on big clusters.
         self._touched: set[str] = set()
@@ -216,8 +264,7 @@ class TopologyTree:
     def node_upserted(self, name: str, labels: Mapping[str, str], allocatable: Resources) -> None:
         record = self._nodes.get(name)
         if record is None:
-            record = self._nodes[name] = _NodeRecord(labels, allocatable)
-            self._chains[name] = (record.used,)
+            self._nodes[name] = _NodeRecord(labels, allocatable)
             self._touched.add(name)
             self._built = None
             return
@@ -242,18 +289,19 @@ class TopologyTree:
 
     def node_deleted(self, name: str) -> None:
         if self._nodes.pop(name, None) is not None:
-            del self._chains[name]
+            self._pending.nodes.discard(name)
             self._touched.add(name)
             self._built = None
 
     def usage_changed(self, node: str, delta: Resources, sign: int) -> None:
-        # The fold's hot path: one dict update per resource for the node and each domain on its path.
-        chain = self._chains.get(node)
-        if chain is None:
+        # The fold's hot path: the node's own vector now, its domains' at the next read (see _Pending).
+        record = self._nodes.get(node)
+        if record is None:
             return
-        for used in chain:
-            for key, amount in delta.items():
-                used[key] = used.get(key, 0) + sign * amount
+        used = record.used
+        for key, amount in delta.items():
+            used[key] = used.get(key, 0) + sign * amount
+        self._pending.nodes.add(node)
 
     def network_topology_upserted(self, cnt: ClusterNetworkTopology) -> None:
         if cnt.metadata.name == DEFAULT_CNT_NAME and cnt != self._cnt:
@@ -486,18 +534,19 @@ class TopologyTree:
         """Fill node lists, children order and aggregates from `built.node_domain`."""
         node_domain = built.node_domain
         nodes = self._nodes
-        chains = self._chains
+        self._pending.nodes.clear()
         for name in sorted(node_domain):
             domain = node_domain[name]
             domain.direct_nodes.append(name)
             record = nodes[name]
-            chains[name] = (record.used, *(ancestor.used for ancestor in domain.path))
+            record.domain = domain
+            record.flushed = dict(record.used)
             for ancestor in domain.path:
                 ancestor.nodes.append(name)
                 total = ancestor.allocatable
                 for key, amount in record.allocatable.items():
                     total[key] = total.get(key, 0) + amount
-                total = ancestor.used
+                total = ancestor._used
                 for key, amount in record.used.items():
                     total[key] = total.get(key, 0) + amount
         for domain in built.domains:
@@ -512,7 +561,7 @@ class TopologyTree:
         levels = (Level(0, CLUSTER_LAYER, depth + 1, CLUSTER_TIER_NAME),
                   *(Level(i + 1, layer.name, depth - i, layer.tier_name, layer.label_keys)
                     for i, layer in enumerate(layers)))
-        built = _Built(source, levels)
+        built = _Built(source, levels, self._pending)
         # 1. each node's label values, top first, up to its first missing label
         values_of: dict[str, tuple[str, ...]] = {}
         votes: list[dict[str, dict[str, list[str]]]] = [{} for _ in range(depth + 1)]
@@ -580,7 +629,7 @@ class TopologyTree:
         levels = (Level(0, CLUSTER_LAYER, top, CLUSTER_TIER_NAME),
                   *(Level(level_of_tier[t], layer_name_of(tier_names.get(t, ""), t), t, tier_names.get(t, ""))
                     for t in tiers))
-        built = _Built(SOURCE_HYPERNODES, levels)
+        built = _Built(SOURCE_HYPERNODES, levels, self._pending)
         built.problems += problems
         # domains top-down (a parent's tier is always above its children's)
         for name in sorted(graph.tiers, key=lambda n: (-graph.tiers[n], n)):

@@ -134,7 +134,7 @@ def _apply(tree: TopologyTree, model: _Model, op: tuple[object, ...]) -> None:
         tree.hypernode_deleted(name)
         model.hypernodes.pop(name, None)
     else:
-        _ = tree.root  # force a structural build in the middle of the sequence
+        _ = tree.root.used  # force a structural build and a flush of pending usage mid-sequence
 
 
 def _fresh(model: _Model) -> TopologyTree:
