@@ -6,6 +6,7 @@ each > 8 nodes), a seeded third of the nodes partly or fully busy with other wor
 - the same gang with PreferGather at SpineLayer,
 - a 4-pod gang, MustGather at BlockLayer,
 - a 4-pod gang with no spec,
+- a 50-pod gang with MustGather at BlockLayer (blocks hold 40 nodes: refused; the failure path),
 - a lone 1-GPU pod.
 Targets (issue 7): 3,000-pod gang < 250 ms p50; 4-pod gang < 6 ms p50, on 2 cores.
 """
@@ -48,6 +49,7 @@ def build(seed: int = 7) -> ClusterState:
         ("big-spine", 3000, [{"layer": "SpineLayer", "strategy": "PreferGather"}]),
         ("small", 4, [{"layer": "BlockLayer", "strategy": "MustGather"}]),
         ("small-free", 4, None),
+        ("too-big-for-a-block", 50, [{"layer": "BlockLayer", "strategy": "MustGather"}]),
     ]
     for gang, size, gather in cases:
         state.apply(PodGroupUpserted(pod_group=pod_group(gang, min_member=size, gather=gather)))
@@ -86,6 +88,8 @@ def main() -> None:
             lambda: plan_gang(state, "default/big-spine"))
     measure("4-pod gang, MustGather BlockLayer", args.runs * 5, lambda: plan_gang(state, "default/small"))
     measure("4-pod gang, no spec", args.runs * 5, lambda: plan_gang(state, "default/small-free"))
+    measure("50-pod gang, MustGather BlockLayer (refused)", args.runs,
+            lambda: plan_gang(state, "default/too-big-for-a-block"))
     measure("lone 1-GPU pod", args.runs, lambda: plan_pod(state, "default/lone"))
 
 

@@ -9,9 +9,12 @@ What a plan covers:
 - Members: if fewer pods exist (pending + running) than minMember summed over the group, nothing
   is planned (constraint "members", saying how many are missing).
 - Subset rule: all pending pods are tried first. If they cannot all go anywhere the constraints
-  allow, the planner tries the smallest set that reaches minMember: for each gang the first
-  `minMember - running` pending pods in network-topology-index order (then name). Pods left out
-  stay pending and are planned again later, next to the ones placed now.
+  allow, the planner places the largest set that fits and still reaches minMember: the *minimum*
+  (for each gang the first `minMember - running` pending pods in network-topology-index order, then
+  name) plus the longest prefix of the other pending pods, in the same order, that fits with it
+  (found by bisection; at least one pod when minMember is already met by running members). Pods
+  left out stay pending and are planned again later, next to the ones placed now. If even the
+  minimum does not fit, the reason describes the minimum (`needed` = its size).
 - `ignore_pods` are treated as gone (their requests are free capacity, their nominations hold
   nothing, they are not members). Nothing is copied: the Capacity view adds them back per node.
 
@@ -106,19 +109,40 @@ def plan_gang(state: ClusterState, gang: str, *,
     if found is not None:
         return _plan(group, label, job, found, running_count, state)
     minimum: list[str] = []
+    extras: list[str] = []
     for member, spec in zip(infos, specs, strict=True):
         need = max(0, spec.min_member - len(running[member.key]))
         minimum.extend(pending[member.key][:need])
-    if 0 < len(minimum) < pending_count:
-        smaller = Job(demands_for(state, minimum, resolved.multiples), top_level=resolved.top_level,
-                      running_nodes=running_nodes, tree=tree)
-        found = solver.search(smaller)
-        if found is not None:
-            plan = _plan(group, label, smaller, found, running_count, state)
-            note = f"; placed minMember's {len(minimum)} of {pending_count} pending (no room for all)"
+        extras.extend(pending[member.key][need:])
+    if pending_count > 1:
+        # Not all fit: the largest set that fits, made of the minimum plus a prefix of the rest.
+        def attempt(extra: int) -> tuple[Job, Found | None]:
+            chosen = minimum + extras[:extra]
+            trial = Job(demands_for(state, chosen, resolved.multiples), top_level=resolved.top_level,
+                        running_nodes=running_nodes, tree=tree)
+            mark = solver.mark()
+            outcome = solver.search(trial)
+            solver.rollback(mark)
+            return trial, outcome
+
+        low = 0 if minimum else 1
+        smallest, fits = attempt(low)
+        if fits is not None:
+            best_job, best = smallest, fits
+            high = len(extras) - 1
+            while low < high:
+                middle = (low + high + 1) // 2
+                trial, outcome = attempt(middle)
+                if outcome is not None:
+                    low, best_job, best = middle, trial, outcome
+                else:
+                    high = middle - 1
+            plan = _plan(group, label, best_job, best, running_count, state)
+            note = (f"; {best_job.size} of {pending_count} pending placed (minMember needs "
+                    f"{len(minimum)} more; no room for all)")
             return GangPlan(gangs=plan.gangs, assignments=plan.assignments, domain=plan.domain,
                             level=plan.level, explanation=plan.explanation + note)
-        job = smaller
+        job = smallest
     return explain_failure(solver, job, group, label, resolved)
 
 

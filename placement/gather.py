@@ -151,6 +151,7 @@ class Solver:
         self._admit_memo: dict[bytes, dict[str, str]] = {}
         self._domain_memo: dict[tuple[bytes, int], dict[int, tuple[int, int]]] = {}
         self._freed_by_domain: dict[int, Resources] | None = None
+        self._ancestry_memo: dict[tuple[int, str], tuple[int, ...]] = {}
 
     # ------------------------------------------------------------------ offerslots
 
@@ -266,12 +267,15 @@ class Solver:
     def ancestry(self, domain: Domain, primary: str) -> tuple[int, ...]:
         """Free `primary` of the domain's ancestors, nearest first: among equally tight candidates
         the one inside the busiest parent wins, so empty parents stay whole."""
-        out: list[int] = []
-        ancestor = domain.parent
-        while ancestor is not None and ancestor.parent is not None:
-            out.append(self.upper_free(ancestor, (primary,))[primary])
-            ancestor = ancestor.parent
-        return tuple(out)
+        parent = domain.parent
+        if parent is None or parent.parent is None:
+            return ()
+        key = (parent.id, primary)
+        found = self._ancestry_memo.get(key)
+        if found is None:
+            found = (self.upper_free(parent, (primary,))[primary], *self.ancestry(parent, primary))
+            self._ancestry_memo[key] = found
+        return found
 
     def _freed(self) -> dict[int, Resources]:
         if self._freed_by_domain is None:
@@ -323,15 +327,19 @@ class Solver:
         primary = primary_resource(total)
         names = list(total)
         deepest = len(self.tree.levels) - 1
-        for level in range(deepest, max(job.top_level, root.level) - 1, -1):
-            ranked: list[tuple[int, tuple[int, ...], str, Domain]] = []
+        top = max(job.top_level, root.level)
+        for level in range(deepest, top - 1, -1):
+            ranked: list[tuple[bool, int, tuple[int, ...], str, Domain]] = []
             for domain in self.candidates(job, root, level):
                 free = self.upper_free(domain, names)
-                if all(free[name] >= amount for name, amount in total.items()):
-                    ranked.append((free[primary] - total.get(primary, 0), self.ancestry(domain, primary),
+                short = not all(free[name] >= amount for name, amount in total.items())
+                # Aggregates undercount a domain holding an over-committed node (negative free), so at
+                # the last level allowed, domains that look short are still tried, after the others.
+                if not short or level == top:
+                    ranked.append((short, free[primary] - total.get(primary, 0), self.ancestry(domain, primary),
                                    domain.name, domain))
-            ranked.sort(key=lambda item: (item[0], item[1], item[2]))
-            for leftover, _, _, domain in ranked:
+            ranked.sort(key=lambda item: (item[0], item[1], item[2], item[3]))
+            for _, leftover, _, _, domain in ranked:
                 assignments = self.place(job, domain)
                 if assignments is not None:
                     return Found(domain, assignments, leftover, primary, len(ranked))

@@ -142,12 +142,19 @@ def test_unknown_mustgather_layer_is_invalid() -> None:
     assert result.constraint == INVALID and "RackLayer" in result.reason
 
 
-def test_subset_reaching_min_member_is_placed_when_all_do_not_fit() -> None:
+def test_as_many_pods_as_fit_are_placed_when_all_do_not_but_min_member_does() -> None:
     state = fabric(blocks=1, nvlinks=2, nodes=2)  # 4 nodes
     keys = gang(state, "elastic", 6, min_member=3, indexed=True)
     plan = planned(plan_gang(state, "default/elastic"))
-    assert sorted(nodes_of(plan)) == sorted(keys[:3])
-    assert "minMember" in plan.explanation
+    assert sorted(nodes_of(plan)) == sorted(keys[:4])
+    assert "4 of 6 pending placed" in plan.explanation
+
+
+def test_subset_below_min_member_is_never_placed() -> None:
+    state = fabric(blocks=1, nvlinks=2, nodes=2)  # 4 nodes
+    gang(state, "rigid", 6, min_member=5)
+    result = refused(plan_gang(state, "default/rigid"))
+    assert result.needed == 5 and result.fit == 4
 
 
 def test_capacity_reason_counts_what_the_nodes_lack() -> None:

@@ -1,0 +1,186 @@
+"""Properties of placement that must hold on any cluster, for any gang.
+
+Clusters are random spine > block > NVLink fabrics with random work already running; gangs have a
+random size, pod shape, gather rule (none, PreferGather or MustGather at a random layer, with or
+without podCountMultiple) or Volcano hard tier, and possibly running members.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from events.model import Event, VolcanoPodGroupUpserted
+from events.objects import (
+    VOLCANO_GROUP_ANNOTATION,
+    NetworkTopologySpec,
+    ObjectMeta,
+    VolcanoPodGroup,
+    VolcanoPodGroupSpec,
+)
+from placement import GangPlan, Unschedulable, plan_gang
+from state.cluster import ClusterState
+from state.resources import add_into
+from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
+
+LAYERS = ["SpineLayer", "BlockLayer", "AcceleratorLayer"]
+
+
+@dataclass
+class Case:
+    events: list[Event]
+    pending: int
+    min_member: int
+    must_layer: str  # "" when none
+    hard_tier: int  # 0 when none
+    multiple: int
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> Case:
+    blocks = draw(st.integers(1, 3))
+    nvlinks = draw(st.integers(1, 3))
+    per = draw(st.integers(1, 3))
+    events: list[Event] = []
+    names: list[str] = []
+    for b in range(blocks):
+        for a in range(nvlinks):
+            for i in range(per):
+                name = f"n-b{b}a{a}-{i}"
+                names.append(name)
+                events.append(node_event(node(name, gpus=8, spine="s0", block=f"b{b}", accelerator=f"b{b}a{a}")))
+    for index, name in enumerate(names):
+        used = draw(st.sampled_from([0, 0, 2, 4, 8]))
+        if used:
+            events.append(pod_event(bound(pod(f"w{index}", namespace="other", gpus=used, scheduler="x"), name)))
+    gpus = draw(st.sampled_from([1, 2, 4, 8]))
+    size = draw(st.integers(1, 8))
+    running = draw(st.integers(0, min(2, size - 1)))
+    min_member = draw(st.integers(1, size))
+    dialect = draw(st.sampled_from(["none", "prefer", "must", "hard"]))
+    layer = draw(st.sampled_from(LAYERS))
+    multiple = draw(st.sampled_from([0, 0, 2])) if dialect in ("prefer", "must") else 0
+    must_layer, hard_tier = "", 0
+    if dialect == "hard":
+        hard_tier = draw(st.integers(1, 3))
+        events.append(VolcanoPodGroupUpserted(pod_group=VolcanoPodGroup(
+            metadata=ObjectMeta(name="job", namespace="default", uid="uid-job"),
+            spec=VolcanoPodGroupSpec(min_member=min_member,
+                                     network_topology=NetworkTopologySpec(mode="hard", highest_tier_allowed=hard_tier)))))
+    else:
+        gather: list[dict[str, object]] | None = None
+        if dialect != "none":
+            rule: dict[str, object] = {"layer": layer, "strategy": "MustGather" if dialect == "must" else "PreferGather"}
+            if multiple:
+                rule["podCountMultiple"] = multiple
+            gather = [rule]
+            must_layer = layer if dialect == "must" else ""
+        events.append(group_event(pod_group("job", min_member=min_member, gather=gather)))
+    for i in range(size):
+        annotations = {VOLCANO_GROUP_ANNOTATION: "job"} if dialect == "hard" else {}
+        member = pod(f"job-{i}", gpus=gpus, gang=None if dialect == "hard" else "job", annotations=annotations)
+        if i < running:
+            member = bound(member, draw(st.sampled_from(names)))
+        events.append(pod_event(member))
+    return Case(events, size - running, min_member, must_layer, hard_tier, multiple)
+
+
+def _state(case: Case) -> ClusterState:
+    state = ClusterState()
+    state.apply_all(case.events)
+    return state
+
+
+def _running_nodes(state: ClusterState) -> list[str]:
+    return [p.placed_node for p in state.pods.values() if p.gang == "default/job" and p.placed_node]
+
+
+@given(cases())
+def test_never_over_capacity(case: Case) -> None:
+    state = _state(case)
+    result = plan_gang(state, "default/job")
+    if isinstance(result, Unschedulable):
+        return
+    used = {name: dict(info.used) for name, info in state.nodes.items()}
+    for assignment in result.assignments:
+        add_into(used[assignment.node], state.pods[assignment.pod].requests)
+    for name in {a.node for a in result.assignments}:
+        info = state.nodes[name]
+        for resource, amount in used[name].items():
+            assert amount <= info.allocatable.get(resource, 0), (name, resource)
+
+
+@given(cases())
+def test_all_or_nothing(case: Case) -> None:
+    state = _state(case)
+    result = plan_gang(state, "default/job")
+    if isinstance(result, GangPlan):
+        placed = len(result.assignments)
+        running = len(_running_nodes(state))
+        assert placed == case.pending or (placed < case.pending and placed + running >= case.min_member)
+        assert len({a.pod for a in result.assignments}) == placed
+        assert all(a.pod in state.pending for a in result.assignments)
+    else:
+        assert result.reason and result.constraint
+
+
+@given(cases())
+def test_constraints_honoured(case: Case) -> None:
+    state = _state(case)
+    result = plan_gang(state, "default/job")
+    if not isinstance(result, GangPlan):
+        return
+    tree = state.topology
+    nodes = [a.node for a in result.assignments] + _running_nodes(state)
+    if not nodes:
+        return
+    lca = tree.lca(nodes)
+    if case.must_layer:
+        assert lca.level >= tree.resolve_level(case.must_layer)
+    if case.hard_tier:
+        assert lca.level >= tree.resolve_level(case.hard_tier)
+    # the plan names a domain that holds the whole job (running members included)
+    holder = tree.root if result.domain == "" else tree.domain(tree.resolve_level(result.level), result.domain)
+    assert holder is not None and all(holder in tree.path(n) for n in nodes)
+
+
+@given(cases())
+def test_unconstrained_gang_is_refused_only_when_the_cluster_lacks_room(case: Case) -> None:
+    if case.must_layer or case.hard_tier or case.multiple:
+        return
+    state = _state(case)
+    result = plan_gang(state, "default/job")
+    gpus = next(p.requests["nvidia.com/gpu"] for p in state.pods.values()
+                if p.gang == "default/job")
+    room = sum(max(info.allocatable["nvidia.com/gpu"] - info.used.get("nvidia.com/gpu", 0), 0) // gpus
+               for info in state.nodes.values())
+    running = len(_running_nodes(state))
+    if isinstance(result, Unschedulable):
+        assert room < max(case.min_member - running, 1)
+    else:
+        assert len(result.assignments) <= room
+
+
+@given(cases())
+def test_mustgather_gang_is_placed_whenever_one_domain_of_its_layer_has_room(case: Case) -> None:
+    if not case.must_layer or case.multiple:
+        return
+    state = _state(case)
+    running = _running_nodes(state)
+    if running:
+        return
+    result = plan_gang(state, "default/job")
+    tree = state.topology
+    gpus = next(p.requests["nvidia.com/gpu"] for p in state.pods.values() if p.gang == "default/job")
+    level = tree.resolve_level(case.must_layer)
+    best = max(sum(max(state.nodes[n].allocatable["nvidia.com/gpu"] - state.nodes[n].used.get("nvidia.com/gpu", 0),
+                       0) // gpus for n in domain.nodes) for domain in tree.domains_at(level))
+    if best >= case.pending:
+        assert isinstance(result, GangPlan) and len(result.assignments) == case.pending
+
+
+@given(cases())
+def test_deterministic(case: Case) -> None:
+    assert plan_gang(_state(case), "default/job") == plan_gang(_state(case), "default/job")
