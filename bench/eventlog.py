@@ -23,6 +23,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
+
+from daemon.replay import fold_log
 from events.log import EventLog, FsyncPolicy
 from events.model import Event, NodeUpserted, PodBound, PodGroupUpserted, PodUpserted, decode_event
 from events.objects import (
@@ -42,6 +45,7 @@ from events.objects import (
     Taint,
     Toleration,
 )
+from state.cluster import ClusterState
 
 NODES = 10_000
 PODS = 100_000
@@ -225,6 +229,36 @@ def measure_read_tail(directory: Path, tail: int) -> Measurement:
     return Measurement(f"read + decode of the last {tail:,} events (seek, no scan)", count, seconds)
 
 
+def measure_decode_fold(directory: Path) -> tuple[Measurement, ClusterState]:
+    """Read, decode and fold the whole log into a fresh state: a cold restart with no snapshot."""
+    with _quiet_gc(), EventLog.open_readonly(directory) as log:
+        started = time.perf_counter()
+        result = fold_log(log, use_snapshot=False)
+        seconds = time.perf_counter() - started
+    return Measurement("read + decode + fold (no snapshot)", result.events_folded, seconds), result.state
+
+
+def measure_snapshot_restart(directory: Path, state: ClusterState, tail: Sequence[Event]) -> list[Measurement]:
+    """Write a snapshot of `state`, append `tail` after it, then time what a restart does: open the
+    log, load the newest snapshot, fold the tail."""
+    with EventLog.open(directory, fsync=FsyncPolicy.never()) as log:
+        started = time.perf_counter()
+        payload = state.snapshot()
+        log.write_snapshot(log.last_seq, payload)
+        written = Measurement(f"write snapshot ({len(payload) / 1e6:.1f} MB)", 1, time.perf_counter() - started)
+        for event in tail:
+            log.append(event)
+    with _quiet_gc():
+        started = time.perf_counter()
+        with EventLog.open(directory, fsync=FsyncPolicy.never()) as log:
+            result = fold_log(log)
+        seconds = time.perf_counter() - started
+    restart = Measurement(
+        f"restart: open + load snapshot + fold {result.events_folded:,} tail events", 1, seconds
+    )
+    return [written, restart]
+
+
 # --------------------------------------------------------------------------- output
 
 
@@ -260,6 +294,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         print_figure(measure_read_raw(directory))
         print_figure(measure_read_decode(directory))
         print_figure(measure_read_tail(directory, 10_000))
+        folded, state = measure_decode_fold(directory)
+        print_figure(folded)
+        tail = [msgspec.structs.replace(event, seq=0) for event in events[-10_000:]]
+        for measurement in measure_snapshot_restart(directory, state, tail):
+            print(f"  {measurement.label:<58} {measurement.seconds * 1000:>12,.0f} ms")
         sample = events[: min(len(events), 2_000)]
         print_figure(measure_append(sample, FsyncPolicy.always(), root / "always", label="append, fsync always"))
     finally:

@@ -44,13 +44,13 @@ def fold_log(log: EventLog, *, until: int | None = None, use_snapshot: bool = Tr
              scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> FoldResult:
     start_state = ClusterState(scheduler_name)
     snapshot_seq = 0
-    if use_snapshot:
-        newest = SnapshotStore(log.directory).latest(at_most=min(until or log.last_seq, log.last_seq))
-        if newest is not None:
-            snapshot_seq, payload = newest
-            start_state = ClusterState.restore(payload)
     folded = 0
     with bulk_fold():
+        if use_snapshot:
+            newest = SnapshotStore(log.directory).latest(at_most=min(until or log.last_seq, log.last_seq))
+            if newest is not None:
+                snapshot_seq, payload = newest
+                start_state = ClusterState.restore(payload)
         for event in log.read(snapshot_seq + 1):
             if until is not None and event.seq > until:
                 break
