@@ -49,7 +49,8 @@ class PreemptionPlan(msgspec.Struct, frozen=True):
     gangs: tuple[str, ...]
     priority: int
     victims: tuple[str, ...]  # pod keys, sorted
-    victim_jobs: tuple[VictimJob, ...]
+    victim_jobs: tuple[str, ...]  # keys of the jobs losing pods (gang keys, lone pod keys), as in `jobs`
+    jobs: tuple[VictimJob, ...]  # the same jobs in detail: kind, pods, priority, broken or not
     nominations: tuple[Assignment, ...]
     clear_nominations: tuple[str, ...]
     domain: str

@@ -147,7 +147,8 @@ class _Planner:
             considered=self.considered, chosen=chosen, jobs=jobs,
             where=where(self._domain_named(plan)), placement_line=plan.explanation)
         return PreemptionPlan(
-            preemptor=p.key, gangs=p.gangs, priority=p.priority, victims=victims, victim_jobs=tuple(jobs),
+            preemptor=p.key, gangs=p.gangs, priority=p.priority, victims=victims,
+            victim_jobs=tuple(job.key for job in jobs), jobs=tuple(jobs),
             nominations=plan.assignments, clear_nominations=tuple(clear), domain=plan.domain,
             level=plan.level, explanation=explanation)
 

@@ -120,7 +120,7 @@ def test_one_whole_low_priority_gang_is_chosen_over_parts_of_two() -> None:
     run_gang(state, "right", [6, 7, 10, 11], priority=1, started=50.0)
     submit(state, "high", 4, gather=MUST_BLOCK)
     plan = planned(state, "high")
-    assert [job.key for job in plan.victim_jobs] == ["default/whole"]
+    assert list(plan.victim_jobs) == ["default/whole"]
     assert plan.victims == tuple(f"default/whole-{i}" for i in range(4))
     assert plan.domain == "b0"
     assert {a.node for a in plan.nominations} == {"n0", "n1", "n2", "n3"}
@@ -132,7 +132,7 @@ def test_lowest_highest_victim_priority_wins_over_fewer_pods() -> None:
     run_gang(state, "dear", [8, 9, 10, 11], priority=10)
     submit(state, "high", 4, gather=MUST_BLOCK)
     plan = planned(state, "high")
-    assert [job.key for job in plan.victim_jobs] == ["default/cheap"]
+    assert list(plan.victim_jobs) == ["default/cheap"]
     assert "priority 5" in plan.explanation
 
 
@@ -142,7 +142,7 @@ def test_fewer_victim_pods_win_at_equal_priority_and_jobs() -> None:
     run_gang(state, "small", [8, 9, 10, 11], priority=5)
     submit(state, "high", 4, gather=MUST_BLOCK)
     plan = planned(state, "high")
-    assert [job.key for job in plan.victim_jobs] == ["default/small"]
+    assert list(plan.victim_jobs) == ["default/small"]
 
 
 def test_most_recently_started_job_is_preferred_at_equal_cost() -> None:
@@ -151,8 +151,8 @@ def test_most_recently_started_job_is_preferred_at_equal_cost() -> None:
     run_gang(state, "recent", [4, 5, 6, 7], priority=1, started=60.0)
     submit(state, "high", 4, gather=MUST_BLOCK)
     plan = planned(state, "high")
-    assert [job.key for job in plan.victim_jobs] == ["default/recent"]
-    assert plan.victim_jobs[0].started_at == 60.0
+    assert list(plan.victim_jobs) == ["default/recent"]
+    assert plan.jobs[0].started_at == 60.0
 
 
 def test_surplus_pods_above_min_member_go_before_any_whole_job() -> None:
@@ -161,8 +161,8 @@ def test_surplus_pods_above_min_member_go_before_any_whole_job() -> None:
     run_gang(state, "rigid", [6, 7], priority=1)
     submit(state, "high", 2)
     plan = planned(state, "high")
-    assert len(plan.victim_jobs) == 1
-    job = plan.victim_jobs[0]
+    assert len(plan.jobs) == 1
+    job = plan.jobs[0]
     assert job.key == "default/elastic" and job.kind == SURPLUS and not job.broken
     assert len(plan.victims) == 2
 
@@ -173,7 +173,7 @@ def test_breaking_a_gang_below_min_member_takes_all_of_its_pods() -> None:
     submit(state, "high", 2)
     plan = planned(state, "high")
     # one surplus pod is not enough room for 2; breaking the gang evicts all 4, not 2
-    assert plan.victim_jobs[0].kind == WHOLE_GANG
+    assert plan.jobs[0].kind == WHOLE_GANG
     assert len(plan.victims) == 4
 
 
@@ -184,7 +184,7 @@ def test_tighter_span_wins_when_costs_are_equal() -> None:
     run_gang(state, "b", [0, 1, 2, 3], priority=1, started=0.0)
     submit(state, "high", 8)
     plan = planned(state, "high")
-    assert [job.key for job in plan.victim_jobs] == ["default/a"]
+    assert list(plan.victim_jobs) == ["default/a"]
     assert plan.domain == "s1"
 
 
