@@ -24,7 +24,9 @@ A CNT / topograph layer's tierName is its label key's last segment (`.../block` 
 HyperNode tier's layer name is its tierName in CamelCase + `Layer` (`block` -> `BlockLayer`, none
 -> `Tier2Layer`), so the same network described either way gets the same levels.
 `resolve_level("BlockLayer") == resolve_level("block") == resolve_level(1)` (ints and digit strings
-are Volcano tier numbers); an unknown name raises `TopologyError`.
+are Volcano tier numbers, read as "up to this tier": the highest level whose tier does not exceed
+it, the root for any tier at or above the root's); an unknown name or a tier below 1 raises
+`TopologyError`.
 
 Where nodes go when the description is incomplete (documented rules, each reported in `problems`
 unless it is the ordinary case):
@@ -431,12 +433,11 @@ class TopologyTree:
         levels = self._ensure().levels
         if isinstance(name_or_tier, int) or (isinstance(name_or_tier, str) and name_or_tier.isdigit()):
             tier = int(name_or_tier)
-            for level in levels:
-                if level.tier == tier:
-                    return level.index
-            known_tiers = ", ".join(str(level.tier) for level in levels)
-            raise TopologyError("Tier", str(tier), "",
-                                f"is not a tier of the cluster's topology (tiers: {known_tiers})")
+            if tier < 1:
+                raise TopologyError("Tier", str(tier), "", "is below 1 (tiers count from 1 at the lowest domain level)")
+            # The highest level whose tier does not exceed the one asked for: with HyperNode tiers 1 and 3,
+            # "up to tier 2" means tier 1; anything at or above the cluster root's tier means the root.
+            return min(level.index for level in levels if level.tier <= tier)
         for level in levels:
             if level.layer == name_or_tier:
                 return level.index

@@ -231,10 +231,22 @@ def test_an_unknown_layer_raises_topology_error_naming_it_and_the_known_levels()
         tree.resolve_level("RackLayer")
     assert caught.value.kind == "Layer" and caught.value.name == "RackLayer"
     assert "BlockLayer" in str(caught.value)
-    with pytest.raises(TopologyError, match="not a tier"):
-        tree.resolve_level(7)
+    with pytest.raises(TopologyError, match="below 1"):
+        tree.resolve_level(0)
     with pytest.raises(TopologyError, match="the node itself"):
         tree.resolve_level("NodeTopologyLayer")
+
+
+def test_a_tier_number_means_up_to_that_tier() -> None:
+    tree = TopologyTree()
+    for name in ("a", "b"):
+        tree.node_upserted(name, {}, ALLOC)
+    tree.hypernode_upserted(hypernode("low", 1, nodes=["a"]))
+    tree.hypernode_upserted(hypernode("top", 3, children=["low"], nodes=["b"]))
+    assert [lv.tier for lv in tree.levels] == [4, 3, 1]
+    assert tree.resolve_level(2) == tree.resolve_level(1) == 2  # no tier 2: the highest tier below it
+    assert tree.resolve_level(3) == 1
+    assert tree.resolve_level(4) == tree.resolve_level(9) == 0  # at or above the root's tier: the root
 
 
 def test_lca_of_an_unknown_node_or_of_nothing_raises() -> None:
