@@ -454,7 +454,11 @@ class TopologyTree:
 
     def detail_status(self) -> list[TopologyDetail]:
         """Koordinator's ClusterNetworkTopology `status.detailStatus`: one entry per domain, pre-order,
-        children by name; `childTopologyNames` omitted where the children are nodes."""
+        children by name; the root is `ClusterTopologyLayer` named "" with no parent; `childTopologyNames`
+        is omitted where the children are nodes (`childTopologyLayer: NodeTopologyLayer`); `nodeNum`
+        counts every node below. A domain holding both domains and stray nodes (a node missing a lower
+        label) lists its domain children, and its nodeNum counts the stray nodes too. Meant for
+        `source == SOURCE_CNT` (the daemon writes it to the `default` object)."""
         built = self._ensure()
         details: list[TopologyDetail] = []
 
