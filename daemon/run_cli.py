@@ -1,0 +1,277 @@
+"""`toposched run`: the scheduler daemon against a Kubernetes API server.
+
+`Daemon` puts the pieces together, in this order, inside one anyio task group:
+
+1. Open the event log (`events.log`), fold it back into state (newest snapshot + tail): a restart
+   resumes from what was acknowledged, then a relist brings it up to date.
+2. Serve /metrics, /healthz, /readyz (`daemon.health`).
+3. List+watch every kind (`daemon.kubewatch`), each event appended to the log before it is folded
+   (`daemon.journal`). Standbys do this too, so a takeover starts warm.
+4. Once every kind is listed: with leader election, wait for the Lease (`daemon.leader`); then run
+   the one scheduler loop (`daemon.scheduler`) behind the real adapter (`daemon.kubeapi`), whose
+   writes are refused the moment the lease is not valid. Losing the lease cancels the loop at once
+   and the daemon exits 1 (like kube-scheduler): a fresh process folds the log and campaigns again.
+5. SIGTERM/SIGINT (or `stop` set by an embedding caller): the loop stops taking new gangs, lets
+   in-flight binds finish and rolls waiting gangs back (bounded by `shutdown_grace_seconds`); the
+   lease is released so a standby takes over at once; the log is flushed, fsynced and closed.
+
+`run_daemon(config, stop)` is the embeddable form (the demo, integration tests and the benchmark
+run the daemon in-process with it); `main(argv)` parses flags, loads the config and runs until a
+signal. Must never: schedule without a synced cache, or write without the lease.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Sequence
+
+import anyio
+import anyio.abc
+import structlog
+
+from daemon.config import ConfigError, DaemonConfig, load_config
+from daemon.health import EndpointServer, Health, serve
+from daemon.journal import Journal
+from daemon.kubeapi import KubeClusterAPI, KubeLeaseStore
+from daemon.kubeclient import KubeClient, KubeConnectError, connect
+from daemon.kubewatch import Watchers, known_from_state
+from daemon.leader import AlwaysOpen, LeaderElector, LeadershipLost, WriteGate
+from daemon.metrics import Metrics
+from daemon.observability import Tracing, configure_logging
+from daemon.ports import WallClock
+from daemon.replay import fold_log
+from daemon.scheduler import Scheduler, SchedulerConfig
+from daemon.tracing import SchedulingObserver
+from events.log import EventLog, EventLogError
+from preemption.hook import JobPreemptor
+from state.cluster import ClusterState
+
+log = structlog.get_logger("toposched.daemon")
+
+EXIT_OK = 0
+EXIT_LOST_LEASE = 1
+EXIT_CONFIG = 2
+EXIT_STARTUP = 3
+
+
+class Daemon:
+    """One scheduler process (see the module docstring). Attributes are for embedding callers to read."""
+
+    def __init__(self, config: DaemonConfig, *, metrics: Metrics | None = None, tracing: Tracing | None = None,
+                 shutdown_grace_seconds: float = 20.0) -> None:
+        self.config = config
+        self.metrics = metrics or Metrics()
+        self.tracing = tracing or Tracing()
+        self.health = Health()
+        self.shutdown_grace_seconds = shutdown_grace_seconds
+        self.event_log: EventLog | None = None
+        self.journal: Journal | None = None
+        self.scheduler: Scheduler | None = None
+        self.watchers: Watchers | None = None
+        self.elector: LeaderElector | None = None
+        self.endpoints: EndpointServer | None = None
+        self.api: KubeClusterAPI | None = None
+        self.leading = anyio.Event()
+        self.exit_code = EXIT_OK
+
+    @property
+    def state(self) -> ClusterState | None:
+        return self.journal.state if self.journal is not None else None
+
+    async def run(self, stop: anyio.Event, *, task_status: anyio.abc.TaskStatus[Daemon] = anyio.TASK_STATUS_IGNORED,
+                  ) -> int:
+        """Run until `stop` is set (graceful) or the lease is lost; returns the exit code."""
+        config = self.config
+        event_log = EventLog.open(config.log_dir, fsync=config.fsync_policy())
+        self.event_log = event_log
+        try:
+            folded = fold_log(event_log, scheduler_name=config.scheduler_name)
+            state = folded.state
+            log.info("daemon.restored", log_dir=config.log_dir, events=folded.events_folded,
+                     snapshot_seq=folded.snapshot_seq, last_seq=event_log.last_seq)
+            journal = Journal(state, WallClock(), event_log)
+            self.journal = journal
+            observer = SchedulingObserver(state, self.metrics, self.tracing.tracer)
+            journal.subscribe(observer)
+            async with connect(config) as client:
+                return await self._serve(client, journal, observer, stop, task_status)
+        finally:
+            self.health.role = "stopping"
+            event_log.close()
+            self.tracing.shutdown()
+            log.info("daemon.stopped", exit_code=self.exit_code)
+
+    async def _serve(self, client: KubeClient, journal: Journal, observer: SchedulingObserver, stop: anyio.Event,
+                     task_status: anyio.abc.TaskStatus[Daemon]) -> int:
+        config = self.config
+        election = config.leader_election
+        gate: WriteGate
+        if election.enabled:
+            store = KubeLeaseStore(client, election.lease_namespace, election.lease_name)
+            self.elector = LeaderElector(store, election, election.holder_identity())
+            gate = self.elector.gate
+        else:
+            gate = AlwaysOpen()
+        self.api = KubeClusterAPI(client, gate, journal.state, self.metrics, bind_concurrency=config.bind_concurrency)
+        self.watchers = Watchers(client, journal.recorder(), config.timeouts, known_from_state(journal.state))
+        host, port = config.host_port()
+        async with anyio.create_task_group() as group:
+            self.endpoints = await group.start(serve, self.health, self.metrics, host, port)
+            task_status.started(self)
+            group.start_soon(self.watchers.run)
+            group.start_soon(self._gauges, observer)
+            group.start_soon(self._stop_when, stop, group.cancel_scope)
+            await self.watchers.synced.wait()
+            self.health.synced = True
+            self.metrics.cache_synced.set(1)
+            try:
+                if self.elector is not None:
+                    self.health.role = "standby"
+                    await self.elector.lead(lambda: self._schedule(stop))
+                else:
+                    await self._schedule(stop)
+            except LeadershipLost as error:
+                log.error("daemon.lost_lease", error=str(error))
+                self.exit_code = EXIT_LOST_LEASE
+            finally:
+                self.metrics.leader.set(0)
+            group.cancel_scope.cancel()
+        return self.exit_code
+
+    async def _schedule(self, stop: anyio.Event) -> None:
+        """The leader's work: the scheduler loop until `stop`, then a bounded graceful drain."""
+        assert self.journal is not None and self.api is not None
+        self.health.role = "leader"
+        self.metrics.leader.set(1)
+        self.leading.set()
+        timeouts = self.config.timeouts
+        scheduler = Scheduler(
+            self.journal, self.api,
+            config=SchedulerConfig(bind_concurrency=self.config.bind_concurrency,
+                                   backoff_initial_seconds=timeouts.backoff_initial_seconds,
+                                   backoff_max_seconds=timeouts.backoff_max_seconds),
+            preemptor=JobPreemptor(),
+        )
+        self.scheduler = scheduler
+        log.info("daemon.leading", scheduler_name=self.config.scheduler_name)
+        async with anyio.create_task_group() as group:
+
+            async def stop_on_request() -> None:
+                await stop.wait()
+                log.info("daemon.stopping", waiting_gangs=scheduler.has_waiting())
+                scheduler.request_stop()  # run() returns once in-flight binds finish; waiting gangs roll back
+                await anyio.sleep(self.shutdown_grace_seconds)
+                log.warning("daemon.drain_timeout", seconds=self.shutdown_grace_seconds)
+                group.cancel_scope.cancel()
+
+            group.start_soon(stop_on_request)
+            await scheduler.run()
+            group.cancel_scope.cancel()
+
+    async def _stop_when(self, stop: anyio.Event, scope: anyio.CancelScope) -> None:
+        """Hold the endpoints and watches up until the work is done; `stop` alone does not cancel them."""
+        await stop.wait()
+        if not self.leading.is_set():
+            scope.cancel()  # a standby (or a daemon still syncing) has nothing to drain
+
+    async def _gauges(self, observer: SchedulingObserver) -> None:
+        while True:
+            observer.refresh_gauges()
+            await anyio.sleep(1.0)
+
+
+async def run_daemon(config: DaemonConfig, stop: anyio.Event, *,
+                     task_status: anyio.abc.TaskStatus[Daemon] = anyio.TASK_STATUS_IGNORED) -> int:
+    daemon = Daemon(config)
+    return await daemon.run(stop, task_status=task_status)
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toposched run",
+        description="Run the topology-aware gang scheduler against a Kubernetes API server. "
+        "Flags override the config file.",
+    )
+    parser.add_argument("--config", metavar="FILE", help="YAML config file (see daemon/config.py for keys)")
+    parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig path (default: in-cluster or ~/.kube/config)")
+    parser.add_argument("--context", help="kubeconfig context")
+    parser.add_argument("--in-cluster", action="store_const", const=True, help="use the pod's service account")
+    parser.add_argument("--scheduler-name", help="spec.schedulerName this scheduler serves (default toposched)")
+    parser.add_argument("--log-dir", metavar="DIR", help="event log directory")
+    parser.add_argument("--fsync", help="always | never | interval:<N>ms")
+    parser.add_argument("--bind-concurrency", type=int, metavar="N", help="Binding calls in flight at most")
+    parser.add_argument("--address", metavar="HOST:PORT", help="/metrics, /healthz, /readyz address")
+    election = parser.add_mutually_exclusive_group()
+    election.add_argument("--leader-elect", dest="leader_elect", action="store_const", const=True,
+                          help="campaign for the Lease before scheduling (default)")
+    election.add_argument("--no-leader-elect", dest="leader_elect", action="store_const", const=False,
+                          help="schedule at once (a single replica)")
+    parser.add_argument("--lease-name", help="Lease name (default toposched)")
+    parser.add_argument("--lease-namespace", help="Lease namespace (default kube-system)")
+    parser.add_argument("--identity", help="holderIdentity (default hostname_pid)")
+    parser.add_argument("--log-level", default="info", help="debug | info | warning | error")
+    return parser
+
+
+_FLAG_KEYS = {
+    "kubeconfig": "kubeconfig",
+    "context": "context",
+    "in_cluster": "in_cluster",
+    "scheduler_name": "scheduler_name",
+    "log_dir": "log_dir",
+    "fsync": "fsync",
+    "bind_concurrency": "bind_concurrency",
+    "address": "address",
+    "leader_elect": "leader_election.enabled",
+    "lease_name": "leader_election.lease_name",
+    "lease_namespace": "leader_election.lease_namespace",
+    "identity": "leader_election.identity",
+}
+
+
+def config_from_args(args: argparse.Namespace) -> DaemonConfig:
+    overrides = {key: getattr(args, flag) for flag, key in _FLAG_KEYS.items() if getattr(args, flag) is not None}
+    return load_config(args.config, overrides)
+
+
+async def _run_until_signal(config: DaemonConfig) -> int:
+    stop = anyio.Event()
+    daemon = Daemon(config)
+    async with anyio.create_task_group() as group:
+
+        async def on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    log.info("daemon.signal", signal=signal.Signals(signum).name)
+                    if stop.is_set():
+                        group.cancel_scope.cancel()  # a second signal: stop now
+                        return
+                    stop.set()
+
+        group.start_soon(on_signal)
+        code = await daemon.run(stop)
+        group.cancel_scope.cancel()
+    return code
+
+
+def main(argv: Sequence[str]) -> int:
+    args = _parser().parse_args(list(argv))
+    try:
+        config = config_from_args(args)
+    except ConfigError as error:
+        print(f"toposched run: bad configuration: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    configure_logging(args.log_level)
+    try:
+        return anyio.run(_run_until_signal, config)
+    except KubeConnectError as error:
+        print(f"toposched run: cannot reach the API server: {error}", file=sys.stderr)
+        return EXIT_STARTUP
+    except EventLogError as error:
+        print(f"toposched run: event log: {error}", file=sys.stderr)
+        return EXIT_STARTUP
