@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
+from daemon.explain import explain_gang
 from daemon.replay import Summary, fold_log, summarise, verify_snapshot_equivalence
 from events.log import EventLog, EventLogError
 from state.resources import format_quantity
@@ -27,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--verify", action="store_true",
                         help="check that newest snapshot + tail folds to the same state as folding from the start")
     parser.add_argument("--nodes", action="store_true", help="list every node's usage (default: the 20 busiest)")
+    parser.add_argument("--explain", metavar="NS/PODGROUP",
+                        help="print one gang's history: arrival, attempts, why it waited, where it went and why")
     return parser
 
 
@@ -44,6 +47,8 @@ def main(argv: Sequence[str]) -> int:
         errors.print(f"[red]error:[/] {error}")
         return 2
     try:
+        if args.explain:
+            return _explain(console, errors, log, args.explain, args.until)
         started = time.perf_counter()
         result = fold_log(log, until=args.until)
         elapsed = time.perf_counter() - started
@@ -62,6 +67,26 @@ def main(argv: Sequence[str]) -> int:
         return 1
     finally:
         log.close()
+    return 0
+
+
+def _explain(console: Console, errors: Console, log: EventLog, gang: str, until: int | None) -> int:
+    if "/" not in gang:
+        errors.print(f"[red]error:[/] --explain takes NAMESPACE/NAME, got {gang!r}")
+        return 2
+    events = (event for event in log.read(1) if until is None or event.seq <= until)
+    lines = explain_gang(events, gang)
+    if not lines:
+        errors.print(f"[red]error:[/] the log holds nothing about {gang} (is the namespace right?)")
+        return 1
+    origin = lines[0].time
+    table = Table(title=f"History of {gang}")
+    table.add_column("seq", justify="right")
+    table.add_column("time", justify="right")
+    table.add_column("what happened", overflow="fold")
+    for line in lines:
+        table.add_row(str(line.seq), f"+{line.time - origin:.1f}s", line.text)
+    console.print(table)
     return 0
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from daemon.replay_cli import main
 from events.log import EventLog, FsyncPolicy
-from events.model import Event, PodAssumed
+from events.model import Event, GangPending, GangPlanned, PodAssumed, PodBound
 from state.cluster import ClusterState
 from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
 
@@ -71,3 +71,36 @@ def test_verify_fails_when_the_snapshot_disagrees_with_the_log(tmp_path: Path,
 def test_missing_log_directory_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(tmp_path / "nope")]) == 2
     assert "no event log" in capsys.readouterr().err
+
+
+def test_explain_tells_a_gangs_story_from_arrival_to_binding(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    events: list[Event] = [
+        node_event(node("gpu-1", block="b1")),
+        group_event(pod_group("train", min_member=2)),
+        pod_event(pod("train-0", gang="train")), pod_event(pod("train-1", gang="train")),
+        GangPending(gang="default/train", reason="MustGather BlockLayer: best block b1 has room for 1 of 2 pods",
+                    attempt=1),
+        node_event(node("gpu-2", block="b1")),
+        GangPlanned(gang="default/train", domain="b1", layer="BlockLayer", pods=2, explanation="tightest block",
+                    attempt=2),
+        PodAssumed(pod="default/train-0", uid="uid-default-train-0", node="gpu-1", gang="default/train"),
+        PodAssumed(pod="default/train-1", uid="uid-default-train-1", node="gpu-2", gang="default/train"),
+        PodBound(pod="default/train-0", uid="uid-default-train-0", node="gpu-1"),
+        PodBound(pod="default/train-1", uid="uid-default-train-1", node="gpu-2"),
+    ]
+    with EventLog.open(tmp_path, fsync=FsyncPolicy.never()) as log:
+        for event in events:
+            log.append(event)
+    assert main([str(tmp_path), "--explain", "default/train"]) == 0
+    out = capsys.readouterr().out
+    assert "PodGroup created (minMember 2)" in out
+    assert "could not be placed: MustGather BlockLayer: best block b1 has room for 1 of 2 pods" in out
+    assert "planned 2 pods in BlockLayer b1: tightest block" in out
+    assert "bound 2 pods on gpu-1, gpu-2" in out
+
+
+def test_explain_of_an_unknown_gang_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _write_log(tmp_path)
+    assert main([str(tmp_path), "--explain", "default/nope"]) == 1
+    assert "nothing about default/nope" in capsys.readouterr().err
