@@ -166,17 +166,18 @@ class Capacity:
     """What each node offers the pods being planned.
 
     Built once per planning call: it remembers the requests of `ignore_pods` per node (those pods
-    count as gone) and which gangs' nominations are the planner's own (they never block it). It
-    holds no copy of the state.
+    count as gone) and which nominations are the planner's own (its gangs', or the lone pod's
+    own: they never block it). It holds no copy of the state.
     """
 
-    __slots__ = ("excluded_gangs", "ignore", "ignored_on", "state")
+    __slots__ = ("excluded_gangs", "ignore", "ignored_on", "own", "state")
 
     def __init__(self, state: ClusterState, excluded_gangs: AbstractSet[str] = frozenset(),
-                 ignore_pods: AbstractSet[str] = frozenset()) -> None:
+                 ignore_pods: AbstractSet[str] = frozenset(), own_pods: AbstractSet[str] = frozenset()) -> None:
         self.state = state
         self.excluded_gangs = excluded_gangs
         self.ignore = ignore_pods
+        self.own = own_pods
         self.ignored_on: dict[str, Resources] = {}
         for key in ignore_pods:
             pod = state.pods.get(key)
@@ -190,7 +191,7 @@ class Capacity:
         load: Resources = {}
         for pod in node.nominated.values():
             if (pod.priority >= priority and not pod.counted_on and pod.key not in self.ignore
-                    and (not pod.gang or pod.gang not in self.excluded_gangs)):
+                    and (not pod.gang or pod.gang not in self.excluded_gangs) and pod.key not in self.own):
                 for name, amount in pod.requests.items():
                     load[name] = load.get(name, 0) + amount
         return load

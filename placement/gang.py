@@ -55,6 +55,7 @@ def plan_gang(state: ClusterState, gang: str, *,
         specs.append(member.spec)
     pending: dict[str, list[str]] = {}
     running: dict[str, list[str]] = {}
+    nominated: list[str] = []
     for member in infos:
         waiting: list[PodInfo] = []
         placed: list[str] = []
@@ -66,6 +67,8 @@ def plan_gang(state: ClusterState, gang: str, *,
                 continue
             if key in state.pending:
                 waiting.append(pod)
+                if pod.nominated_on:
+                    nominated.append(pod.nominated_on)
             elif is_running(pod):
                 placed.append(pod.placed_node)
         waiting.sort(key=pod_order)
@@ -90,7 +93,7 @@ def plan_gang(state: ClusterState, gang: str, *,
     capacity = Capacity(state, frozenset(group), ignore_pods)
     solver = Solver(state, capacity)
     if pending_count == 0:
-        anchor = Job([], running_nodes=running_nodes, tree=tree).anchor or tree.root
+        anchor = Job([], running_nodes=running_nodes, tree=tree, nominated_nodes=nominated).anchor or tree.root
         return GangPlan(gangs=group, assignments=(), domain=domain_label(anchor), level=anchor.layer,
                         explanation=f"{label}: nothing pending; {running_count} members run in {where(anchor)}")
     if len(specs) == 1 and uses_sub_groups(specs[0]):
@@ -98,7 +101,7 @@ def plan_gang(state: ClusterState, gang: str, *,
 
     everything = [key for gang_key in group for key in pending[gang_key]]
     job = Job(demands_for(state, everything, resolved.multiples), top_level=resolved.top_level,
-              running_nodes=running_nodes, tree=tree)
+              running_nodes=running_nodes, tree=tree, nominated_nodes=nominated)
     if job.anchor is not None and job.anchor.level < resolved.top_level:
         return Unschedulable(
             gangs=group, constraint=resolved.kind, level=tree.levels[resolved.top_level].layer,
@@ -119,7 +122,7 @@ def plan_gang(state: ClusterState, gang: str, *,
         def attempt(extra: int) -> tuple[Job, Found | None]:
             chosen = minimum + extras[:extra]
             trial = Job(demands_for(state, chosen, resolved.multiples), top_level=resolved.top_level,
-                        running_nodes=running_nodes, tree=tree)
+                        running_nodes=running_nodes, tree=tree, nominated_nodes=nominated)
             mark = solver.mark()
             outcome = solver.search(trial)
             solver.rollback(mark)

@@ -11,7 +11,8 @@ Rules, in the order they are applied (Koordinator's and Volcano's, normalised to
    to the root, or only up to `Job.top_level` (MustGather / hard tier: never above it). The first
    level where some domain holds the whole job wins. If the job has running members, the only
    candidate at a level is the one that contains them all.
-3. Bin-packing among the candidates of that level: least leftover first, where leftover is the
+3. Among the candidates of that level, the one holding most of the nodes nominated for the job
+   (room that preemption freed for it) first; then bin-packing: least leftover first, where leftover is the
    domain's free amount of the job's primary resource (GPUs when asked for) after the job, so big
    free domains stay whole for the next big job; ties go to the candidate whose parent (then
    grandparent, ...) has least free, so an empty block is not opened for a job that fits in a gap
@@ -19,8 +20,8 @@ Rules, in the order they are applied (Koordinator's and Volcano's, normalised to
    topology tree are an upper bound on what a domain offers, so candidates are pruned and ranked
    without touching their nodes; only the candidates actually tried are looked at node by node.
 4. Inside the chosen domain, each domain splits its pods among its children: if one child can take
-   them all, the one that leaves least behind does (ties: the child holding more of the job's
-   running members, then name); otherwise the child with most room is filled first, and so on.
+   them all, the one holding more of the job's running members and nominated nodes does, then
+   the one that leaves least behind, then by name; otherwise the child with most room is filled first, and so on.
    So a partly used NVLink domain is filled before a fresh one is opened, and as few domains as
    possible are opened. With a `podCountMultiple` k at the children's layer, every child takes a
    multiple of k except at most one, which takes the job's remainder (`count mod k`). When k is
@@ -64,22 +65,25 @@ class Job:
     __slots__ = ("anchor", "demands", "running_by_domain", "running_by_node", "top_level")
 
     def __init__(self, demands: Sequence[Demand], *, top_level: int = 0, running_nodes: Iterable[str] = (),
-                 tree: TopologyTree | None = None) -> None:
+                 tree: TopologyTree | None = None, nominated_nodes: Iterable[str] = ()) -> None:
         self.demands = list(demands)
         self.top_level = top_level
+        # Running members anchor the job (its domain must hold them); running members and the
+        # nodes nominated for its pods (room preemption freed for it) are where it prefers to grow.
         self.running_by_node: dict[str, int] = {}
         self.running_by_domain: dict[int, int] = {}
         self.anchor: Domain | None = None
-        for node in running_nodes:
+        running = list(running_nodes)
+        nominated = list(nominated_nodes)
+        for node in running + nominated:
             self.running_by_node[node] = self.running_by_node.get(node, 0) + 1
-        if tree is not None and self.running_by_node:
-            known = [node for node in self.running_by_node if tree.domain_of(node) is not None]
+        if tree is not None:
+            known = [node for node in running if tree.domain_of(node) is not None]
             if known:
                 self.anchor = tree.lca(known)
-                for node in known:
-                    count = self.running_by_node[node]
-                    for domain in tree.path(node):
-                        self.running_by_domain[domain.id] = self.running_by_domain.get(domain.id, 0) + count
+            for node in known + [n for n in nominated if tree.domain_of(n) is not None]:
+                for domain in tree.path(node):
+                    self.running_by_domain[domain.id] = self.running_by_domain.get(domain.id, 0) + 1
 
     @property
     def size(self) -> int:
@@ -329,17 +333,18 @@ class Solver:
         deepest = len(self.tree.levels) - 1
         top = max(job.top_level, root.level)
         for level in range(deepest, top - 1, -1):
-            ranked: list[tuple[bool, int, tuple[int, ...], str, Domain]] = []
+            ranked: list[tuple[bool, int, int, tuple[int, ...], str, Domain]] = []
             for domain in self.candidates(job, root, level):
                 free = self.upper_free(domain, names)
                 short = not all(free[name] >= amount for name, amount in total.items())
                 # Aggregates undercount a domain holding an over-committed node (negative free), so at
                 # the last level allowed, domains that look short are still tried, after the others.
                 if not short or level == top:
-                    ranked.append((short, free[primary] - total.get(primary, 0), self.ancestry(domain, primary),
-                                   domain.name, domain))
-            ranked.sort(key=lambda item: (item[0], item[1], item[2], item[3]))
-            for _, leftover, _, _, domain in ranked:
+                    preferred = job.running_by_domain.get(domain.id, 0)
+                    ranked.append((short, -preferred, free[primary] - total.get(primary, 0),
+                                   self.ancestry(domain, primary), domain.name, domain))
+            ranked.sort(key=lambda item: item[:5])
+            for _, _, leftover, _, _, domain in ranked:
                 assignments = self.place(job, domain)
                 if assignments is not None:
                     return Found(domain, assignments, leftover, primary, len(ranked))

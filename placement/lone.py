@@ -7,7 +7,8 @@ busyness is the share of the pod's primary resource in use). So small pods fill 
 NVLink domains and blocks instead of breaking into the empty ones that the next gang needs. Each
 untolerated PreferNoSchedule taint costs more than any busyness can win. Ties go to the node name.
 
-A pod that names a gang is planned with its gang (`plan_gang`).
+A pod nominated to a node (room preemption freed for it) goes there when it fits. A pod that
+names a gang is planned with its gang (`plan_gang`).
 
 Pure: no I/O, no clock.
 """
@@ -35,7 +36,7 @@ def plan_pod(state: ClusterState, pod: str, *,
     if info.gang:
         return plan_gang(state, info.gang, ignore_pods=ignore_pods)
     shape = shape_of(info)
-    solver = Solver(state, Capacity(state, frozenset(), ignore_pods))
+    solver = Solver(state, Capacity(state, frozenset(), ignore_pods, frozenset({pod})))
     tree = state.topology
     primary = primary_resource(dict(shape.requests))
     depth = len(tree.levels)
@@ -51,6 +52,11 @@ def plan_pod(state: ClusterState, pod: str, *,
 
     best_node = ""
     best_score = 0.0
+    nominated = info.nominated_on
+    if nominated and solver.node_slots(shape, nominated) > 0:
+        home = tree.domain_of(nominated) or tree.root
+        return GangPlan(gangs=(), assignments=(Assignment(pod=pod, node=nominated),), domain=domain_label(home),
+                        level=home.layer, explanation=f"pod {pod}: node {nominated}, nominated for it, has room")
     for name in state.nodes:
         if solver.node_slots(shape, name) <= 0:
             continue

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from placement import plan_gang
 from placement.plan import CAPACITY, INVALID, MEMBERS, MUST_GATHER
+from state.cluster import ClusterState
+from tests.factories import node, node_event
 from tests.unit.placement.builders import (
     apply_plan,
     block_of,
@@ -11,6 +13,7 @@ from tests.unit.placement.builders import (
     gang,
     members,
     nodes_of,
+    nominate,
     nvlink_of,
     occupy,
     planned,
@@ -219,3 +222,22 @@ def test_plans_are_deterministic() -> None:
         occupy(state, "n-s0b1a0-0", 4, name="w")
         gang(state, "train", 5, indexed=True)
     assert plan_gang(first, "default/train") == plan_gang(second, "default/train")
+
+
+def test_gang_goes_where_nodes_were_nominated_for_it() -> None:
+    state = fabric(blocks=2, nvlinks=2, nodes=2)
+    occupy(state, "n-s0b0a0-0", 8)  # s0b0 is the tighter block, but preemption freed room in s0b1
+    keys = gang(state, "vip", 2, gather=MUST_BLOCK, priority=100)
+    nominate(state, keys[0], "n-s0b1a1-0")
+    nominate(state, keys[1], "n-s0b1a1-1")
+    plan = planned(plan_gang(state, "default/vip"))
+    assert sorted(nodes_of(plan).values()) == ["n-s0b1a1-0", "n-s0b1a1-1"]
+
+
+def test_cluster_without_topology_is_one_domain() -> None:
+    state = ClusterState()
+    for i in range(3):
+        state.apply(node_event(node(f"plain-{i}")))
+    gang(state, "train", 3, gather=[{"layer": "BlockLayer", "strategy": "PreferGather"}])
+    plan = planned(plan_gang(state, "default/train"))
+    assert plan.domain == "" and plan.level == "ClusterTopologyLayer" and len(plan.assignments) == 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 from placement import plan_pod
 from placement.plan import CAPACITY, INVALID
 from tests.factories import pod, pod_event
-from tests.unit.placement.builders import block_of, fabric, gang, nvlink_of, occupy, planned, refused
+from tests.unit.placement.builders import block_of, fabric, gang, nominate, nvlink_of, occupy, planned, refused
 
 
 def test_lone_pods_go_to_busy_domains() -> None:
@@ -41,3 +41,12 @@ def test_pod_of_a_gang_is_planned_with_its_gang() -> None:
 
 def test_unknown_pod_is_invalid() -> None:
     assert refused(plan_pod(fabric(), "default/nope")).constraint == INVALID
+
+
+def test_lone_pod_goes_to_its_nominated_node_and_is_not_blocked_by_its_own_nomination() -> None:
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    occupy(state, "n-s0b0a0-0", 4)  # the busier node, which bin-packing alone would pick
+    state.apply(pod_event(pod("web", gpus=8, priority=100)))
+    nominate(state, "default/web", "n-s0b0a0-1")
+    plan = planned(plan_pod(state, "default/web"))
+    assert plan.assignments[0].node == "n-s0b0a0-1" and "nominated" in plan.explanation

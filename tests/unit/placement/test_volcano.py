@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from events.model import HyperNodeUpserted
+from events.objects import ExactMatch, HyperNode, HyperNodeMember, HyperNodeSpec, MemberSelector, ObjectMeta
 from placement import plan_gang
 from placement.plan import HARD_TIER, INVALID, SUB_GROUP
+from state.cluster import ClusterState
+from tests.factories import node, node_event
 from tests.unit.placement.builders import (
     block_of,
     fabric,
@@ -123,3 +127,39 @@ def test_pods_outside_every_sub_group_only_stay_in_the_job_domain() -> None:
     assert len({block_of(n) for n in plan.values()}) == 1
     assert nvlink_of(plan[workers[0]]) == nvlink_of(plan[workers[1]])
     assert set(others) <= set(plan)
+
+
+def _hypernodes() -> ClusterState:
+    """tier 2 'spine' hn-top > tier 1 'leaf' hn-a (n0, n1), hn-b (n2, n3, n4)."""
+    state = ClusterState()
+    for i in range(5):
+        state.apply(node_event(node(f"n{i}")))
+
+    def hypernode(name: str, tier: int, tier_name: str, kind: str, names: list[str]) -> HyperNode:
+        return HyperNode(metadata=ObjectMeta(name=name), spec=HyperNodeSpec(tier=tier, tier_name=tier_name, members=[
+            HyperNodeMember(type=kind, selector=MemberSelector(exact_match=ExactMatch(name=n))) for n in names]))
+
+    state.apply(HyperNodeUpserted(hyper_node=hypernode("hn-a", 1, "leaf", "Node", ["n0", "n1"])))
+    state.apply(HyperNodeUpserted(hyper_node=hypernode("hn-b", 1, "leaf", "Node", ["n2", "n3", "n4"])))
+    state.apply(HyperNodeUpserted(hyper_node=hypernode("hn-top", 2, "spine", "HyperNode", ["hn-a", "hn-b"])))
+    return state
+
+
+def test_hypernode_tiers_bound_a_hard_job() -> None:
+    state = _hypernodes()
+    volcano_gang(state, "fits", min_member=3, tier=1)
+    members(state, "fits", 3, volcano=True)
+    plan = planned(plan_gang(state, "default/fits"))
+    assert plan.domain == "hn-b" and sorted(nodes_of(plan).values()) == ["n2", "n3", "n4"]
+    volcano_gang(state, "wide", min_member=4, tier=1)
+    members(state, "wide", 4, volcano=True)
+    result = refused(plan_gang(state, "default/wide"))
+    assert result.constraint == HARD_TIER and result.best_domain == "hn-b" and result.fit == 3
+
+
+def test_hypernode_tier_name_is_understood() -> None:
+    state = _hypernodes()
+    volcano_gang(state, "wide", min_member=4, tier_name="spine")
+    members(state, "wide", 4, volcano=True)
+    plan = planned(plan_gang(state, "default/wide"))
+    assert plan.domain == "hn-top" and len(plan.assignments) == 4
