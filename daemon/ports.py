@@ -1,0 +1,179 @@
+"""The scheduler loop's ports: the clock it reads, the cluster API it writes to, the preemption hook.
+
+The loop (`daemon/scheduler.py`) is written once against these Protocols, and two sets of adapters
+stand behind them: the real ones (wall clock; kubernetes-asyncio over HTTP) for `toposched run`, and
+the virtual ones (a virtual clock; an in-memory world) for `simulate` and `replay`. Nothing here
+knows how a call is carried out.
+
+Contract of `ClusterAPI` (what an HTTP adapter must honour):
+- Every method is a coroutine that may be slow; the loop calls several concurrently, bounded by its
+  `bind_concurrency`, and never holds a lock across one. The adapter puts its own timeout and retry
+  policy on each call (429 / 5xx / transport errors) and *returns* the outcome of expected failures
+  (`BindOutcome`, `ApiOutcome`); raising is reserved for bugs, and the loop treats an exception as a
+  retriable failure so one broken call never strands a gang's assumed pods.
+- `bind` answers `bound` (the Binding was accepted), `already-bound` (409: the pod already has a
+  node; `node` says which, read back from the API) or `failed` with `retriable` saying whether
+  trying again later can help (a 404 pod or a node that no longer exists cannot).
+- `report_gang` writes the PodGroup's status/conditions and a Kubernetes Event; `report_pod` the
+  PodScheduled=False condition and an Event of a pod without a gang. Both are best effort.
+
+`Preemptor` is the hook job-level preemption plugs into (`preemption/` plans, the loop carries the
+plan out). Its plan is described structurally (`PreemptionPlanLike`) so that `preemption/`, which
+may not import `daemon/`, can return its own frozen Struct; `PreemptionPlan` is a ready-made one.
+
+Must never: import an adapter, a socket library or the event log.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Final, Literal, Protocol
+
+import anyio
+import msgspec
+
+from placement.plan import Assignment, Unschedulable
+from state.cluster import ClusterState
+
+BOUND: Final = "bound"
+ALREADY_BOUND: Final = "already-bound"
+FAILED: Final = "failed"
+
+GangPhase = Literal["Pending", "Scheduled", "TimedOut"]
+
+
+# --------------------------------------------------------------------------- clock
+
+
+class Clock(Protocol):
+    """Seconds as a float: wall time since the epoch in the daemon, virtual seconds in `simulate`."""
+
+    def now(self) -> float: ...
+
+    async def sleep_until(self, deadline: float) -> None:
+        """Return once `now() >= deadline` (at once if it already is); cancellable."""
+        ...
+
+
+class WallClock:
+    """The real clock: `time.time()`; sleeping is anyio's."""
+
+    def now(self) -> float:
+        return time.time()
+
+    async def sleep_until(self, deadline: float) -> None:
+        await anyio.sleep(max(0.0, deadline - time.time()))
+
+
+# --------------------------------------------------------------------------- cluster API
+
+
+class BindOutcome(msgspec.Struct, frozen=True):
+    """What became of one Binding. `node` is where the pod now is (for `already-bound`, read back)."""
+
+    status: Literal["bound", "already-bound", "failed"]
+    node: str = ""
+    reason: str = ""
+    retriable: bool = True
+
+    @property
+    def placed(self) -> bool:
+        return self.status != FAILED
+
+
+class ApiOutcome(msgspec.Struct, frozen=True):
+    """What became of an eviction, a status patch or a report."""
+
+    ok: bool
+    reason: str = ""
+    retriable: bool = True
+
+
+OK = ApiOutcome(ok=True)
+
+
+class ClusterAPI(Protocol):
+    """The writes the scheduler makes. Keys are `namespace/name`; `uid` guards against a re-created pod."""
+
+    async def bind(self, pod: str, uid: str, node: str) -> BindOutcome: ...
+
+    async def evict(self, pod: str, uid: str, *, preemptor: str, message: str,
+                    grace_seconds: int | None) -> ApiOutcome:
+        """Evict through the Eviction API with `grace_seconds` (None: the pod's own; delete if no Eviction API)."""
+        ...
+
+    async def set_nominated_node(self, pod: str, uid: str, node: str | None) -> ApiOutcome:
+        """Patch `status.nominatedNodeName` (None clears it)."""
+        ...
+
+    async def set_disruption_condition(self, pod: str, uid: str, *, preemptor: str, message: str) -> ApiOutcome:
+        """Add condition DisruptionTarget=True, reason PreemptionByScheduler, with `message`."""
+        ...
+
+    async def report_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> ApiOutcome:
+        """PodGroup status/condition + an Event: Pending (with the placement reason), Scheduled, TimedOut."""
+        ...
+
+    async def report_pod(self, pod: str, uid: str, reason: str, message: str) -> ApiOutcome:
+        """A pod without a gang: condition PodScheduled=False (`reason`, `message`) + an Event."""
+        ...
+
+
+# --------------------------------------------------------------------------- preemption hook
+
+
+class Preemptee(msgspec.Struct, frozen=True):
+    """Who needs room: a GangGroup (`gangs` non-empty) or a lone pod, with its pods still to place."""
+
+    key: str  # the queue unit: the GangGroup's first gang key, or the lone pod's key
+    gangs: tuple[str, ...]
+    pods: tuple[str, ...]  # pending pods, sorted
+    priority: int
+
+
+class PreemptionPlanLike(Protocol):
+    """What the loop reads from a preemption plan (any frozen Struct with these fields will do)."""
+
+    @property
+    def victims(self) -> Sequence[str]:
+        """Pod keys to evict (whole jobs: the planner expands gangs that would fall below minMember)."""
+        ...
+
+    @property
+    def victim_jobs(self) -> Sequence[str]:
+        """Gang keys (or lone pod keys) the victims belong to, for the record."""
+        ...
+
+    @property
+    def nominations(self) -> Sequence[Assignment]:
+        """Preemptor pod -> node it is nominated on (its room once the victims are gone)."""
+        ...
+
+    @property
+    def explanation(self) -> str: ...
+
+
+class PreemptionPlan(msgspec.Struct, frozen=True):
+    victims: tuple[str, ...]
+    victim_jobs: tuple[str, ...]
+    nominations: tuple[Assignment, ...]
+    explanation: str
+
+
+class Preemptor(Protocol):
+    """Called by the loop when a plan fails; None means no preemption (not eligible, or nothing helps).
+
+    Pure like placement: reads `state`, never mutates it, never touches the clock or the API. The
+    loop calls it only for preemptees whose pods may preempt (preemptionPolicy is checked by the
+    planner, which knows the rules) and records + carries out whatever it returns.
+    """
+
+    def plan(self, state: ClusterState, preemptee: Preemptee, failure: Unschedulable) -> PreemptionPlanLike | None: ...
+
+
+class NoPreemption:
+    """The preemptor used until `preemption/` is plugged in: never preempts."""
+
+    def plan(self, state: ClusterState, preemptee: Preemptee, failure: Unschedulable) -> PreemptionPlanLike | None:
+        return None

@@ -1,0 +1,208 @@
+"""The scheduling queue: which gang (or lone pod) is tried next, and which wait for the cluster to change.
+
+A queue *unit* is what one scheduling attempt plans: a GangGroup (every pending pod of its gangs;
+Koordinator's FirstPod plans them all and the NextPods follow) or one pod without a gang. Units are
+derived from `state.pending` at every cycle, never kept as a second copy of the cluster; what the
+queue itself remembers is only its bookkeeping, all of which a restart may lose without harm:
+
+- Order (kube-scheduler's activeQ with Koordinator's gang sort): priority (highest pending pod,
+  descending), then the last schedule attempt (a unit never tried counts its creation time), then
+  creation (`first_seen`), then key. Fully deterministic: no set or dict order leaks.
+- Unschedulable units are *parked* (kube-scheduler's unschedulable queue) until something happens
+  that could let them fit: capacity freed anywhere (a pod finished or was deleted, an assumed pod
+  released, a nomination cleared, a node or the topology changed) or a change to the unit itself (a
+  new member pod, its PodGroup). Each such observation bumps a tick; a unit parked at tick T comes
+  back once a tick after T concerns it. The daemon may also retry parked units after
+  `retry_parked_seconds` (the simulator does not: a world that does not change cannot help).
+- Backoff: a unit whose binding failed waits `backoff(failures)` seconds before its next attempt.
+
+Pure bookkeeping: no clock of its own (times are passed in), no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import msgspec
+
+from state.cluster import ClusterState
+
+
+class Unit(msgspec.Struct, frozen=True):
+    """One schedulable thing: a GangGroup (`gangs` non-empty) or a lone pod (`gangs` empty)."""
+
+    key: str  # the GangGroup's first gang key, or the lone pod's key
+    gangs: tuple[str, ...]
+    target: str  # what placement is asked about: a gang key (plan_gang) or the pod key (plan_pod)
+    pods: tuple[str, ...]  # pending pods, sorted
+    priority: int
+    first_seen: float
+
+    @property
+    def is_gang(self) -> bool:
+        return bool(self.gangs)
+
+
+class UnitStatus:
+    """The queue's memory of one unit."""
+
+    __slots__ = ("backoff_until", "failures", "last_attempt", "parked_since", "parked_tick", "reason")
+
+    def __init__(self) -> None:
+        self.last_attempt: float | None = None
+        self.parked_tick: int | None = None  # None: not parked
+        self.parked_since = 0.0
+        self.backoff_until = 0.0
+        self.failures = 0
+        self.reason = ""  # last reason shown for it (lone pods; gangs keep theirs in the state)
+
+
+def unit_of_gang(state: ClusterState, gang: str) -> tuple[str, ...]:
+    """The GangGroup a gang is planned with (just itself while its PodGroup is unknown)."""
+    info = state.gangs.get(gang)
+    if info is None or info.spec is None:
+        return (gang,)
+    return info.spec.gang_group
+
+
+def pending_units(state: ClusterState) -> list[Unit]:
+    """Every unit with pods waiting to be placed, unsorted (callers order them)."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    lone: list[str] = []
+    group_of: dict[str, tuple[str, ...]] = {}
+    pods = state.pods
+    for key in state.pending:
+        gang = pods[key].gang
+        if not gang:
+            lone.append(key)
+            continue
+        group = group_of.get(gang)
+        if group is None:
+            group = group_of[gang] = unit_of_gang(state, gang)
+        groups.setdefault(group, []).append(key)
+    units: list[Unit] = []
+    for group, members in groups.items():
+        members.sort()
+        first_seen = math.inf
+        for gang in group:
+            info = state.gangs.get(gang)
+            if info is not None and info.first_seen < first_seen:
+                first_seen = info.first_seen
+        targets = sorted({pods[key].gang for key in members})
+        units.append(Unit(key=group[0], gangs=group, target=targets[0], pods=tuple(members),
+                          priority=max(pods[key].priority for key in members),
+                          first_seen=first_seen if first_seen != math.inf else 0.0))
+    for key in lone:
+        pod = pods[key]
+        units.append(Unit(key=key, gangs=(), target=key, pods=(key,), priority=pod.priority,
+                          first_seen=pod.first_seen))
+    return units
+
+
+class SchedulingQueue:
+    def __init__(self, *, retry_parked_seconds: float | None = None, backoff_initial_seconds: float = 1.0,
+                 backoff_max_seconds: float = 10.0) -> None:
+        self.retry_parked_seconds = retry_parked_seconds
+        self.backoff_initial_seconds = backoff_initial_seconds
+        self.backoff_max_seconds = backoff_max_seconds
+        self.status: dict[str, UnitStatus] = {}
+        self._tick = 0
+        self._everything_tick = 0  # last tick at which something that may help every unit happened
+        self._unit_ticks: dict[str, int] = {}  # gang or pod key -> last tick that concerned it
+
+    # ------------------------------------------------------------------ observations
+
+    def cluster_changed(self) -> None:
+        """Capacity freed, a node or the topology changed: every parked unit may fit now."""
+        self._tick += 1
+        self._everything_tick = self._tick
+
+    def unit_changed(self, key: str) -> None:
+        """Something about one gang (or lone pod) changed: a new member, its PodGroup."""
+        self._tick += 1
+        self._unit_ticks[key] = self._tick
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def status_of(self, key: str) -> UnitStatus:
+        status = self.status.get(key)
+        if status is None:
+            status = self.status[key] = UnitStatus()
+        return status
+
+    def attempted(self, unit: Unit, now: float) -> UnitStatus:
+        status = self.status_of(unit.key)
+        status.last_attempt = now
+        return status
+
+    def park(self, unit_key: str, now: float) -> None:
+        """Wait for a change that could help (see the module docstring)."""
+        status = self.status_of(unit_key)
+        status.parked_tick = self._tick
+        status.parked_since = now
+
+    def back_off(self, unit_key: str, now: float) -> float:
+        """Wait before the next attempt (exponential in the failures so far); returns when it may retry."""
+        status = self.status_of(unit_key)
+        status.failures += 1
+        delay = min(self.backoff_max_seconds, self.backoff_initial_seconds * 2 ** (status.failures - 1))
+        status.backoff_until = now + delay
+        status.parked_tick = None
+        return status.backoff_until
+
+    def succeeded(self, unit_key: str) -> None:
+        status = self.status.get(unit_key)
+        if status is not None:
+            status.failures = 0
+            status.backoff_until = 0.0
+
+    def forget_gone(self, live: Iterable[str]) -> None:
+        """Drop bookkeeping of units that no longer exist (keeps memory bounded in a long run)."""
+        keep = set(live)
+        for key in [key for key in self.status if key not in keep]:
+            del self.status[key]
+        for key in [key for key in self._unit_ticks if key not in keep]:
+            del self._unit_ticks[key]
+
+    # ------------------------------------------------------------------ what to try now
+
+    def ready(self, unit: Unit, now: float) -> bool:
+        status = self.status.get(unit.key)
+        if status is None:
+            return True
+        if status.backoff_until > now:
+            return False
+        parked = status.parked_tick
+        if parked is None:
+            return True
+        if self._everything_tick > parked:
+            return True
+        ticks = self._unit_ticks
+        if any(ticks.get(gang, 0) > parked for gang in unit.gangs) or ticks.get(unit.key, 0) > parked:
+            return True
+        if not unit.gangs and any(ticks.get(pod, 0) > parked for pod in unit.pods):
+            return True
+        return self.retry_parked_seconds is not None and now >= status.parked_since + self.retry_parked_seconds
+
+    def sort_key(self, unit: Unit) -> tuple[int, float, float, str]:
+        status = self.status.get(unit.key)
+        last = status.last_attempt if status is not None and status.last_attempt is not None else unit.first_seen
+        return (-unit.priority, last, unit.first_seen, unit.key)
+
+    def ordered(self, units: Iterable[Unit], now: float) -> list[Unit]:
+        """The units to try this cycle, in queue order."""
+        return sorted((unit for unit in units if self.ready(unit, now)), key=self.sort_key)
+
+    def next_deadline(self, after: float) -> float | None:
+        """The earliest time after `after` at which a unit becomes ready by time alone (backoff, retry)."""
+        best: float | None = None
+        for status in self.status.values():
+            when: float | None = None
+            if status.backoff_until > 0.0 and status.parked_tick is None:
+                when = status.backoff_until
+            elif status.parked_tick is not None and self.retry_parked_seconds is not None:
+                when = status.parked_since + self.retry_parked_seconds
+            if when is not None and when > after and (best is None or when < best):
+                best = when
+        return best

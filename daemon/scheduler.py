@@ -1,0 +1,698 @@
+"""The scheduler loop, written once for the daemon and the simulator (Koordinator's FirstPod/NextPod).
+
+One cycle (`run_once`) takes every ready queue unit (a GangGroup or a lone pod, see `daemon/queue.py`)
+in queue order and, for each:
+
+1. Plan. The first pod of a gang plans the whole GangGroup (`placement.plan_gang`); a pod without a
+   gang is planned alone (`placement.plan_pod`).
+2. Assume. Each assignment of the plan is recorded as `PodAssumed` (the NextPods follow the plan):
+   from then on the fold counts the pod's requests on its node, so later plans see the room taken.
+3. Permit. The group passes once every gang of it has at least minMember members assumed or bound;
+   until then its assumed pods wait, at most `scheduleTimeoutSeconds` from the first wait (default
+   `SchedulerConfig.default_schedule_timeout_seconds`). On timeout every assumed member is released
+   (`PodForgotten`), `GangTimedOut` is recorded and reported, and the group waits for a change.
+4. Bind. `BindRequested` for every assumed member, then `ClusterAPI.bind` for each, concurrently
+   (bounded by `bind_concurrency`), each answered by `PodBound` or `BindFailed`. If one member
+   fails, binds not yet sent are not sent, and every member still assumed is released: members the
+   API already bound stay bound (Kubernetes cannot unbind; the next attempt places the missing ones
+   next to them). A pod is never bound twice: bound pods are never pending and never re-assumed.
+5. No plan. `GangPending(reason)` is recorded and the reason reported (`report_gang`, or
+   `report_pod` for a lone pod) only when it changed, the preemption hook is asked for a plan
+   (job-level preemption: evict the victims, nominate the preemptor's pods, clear lower-priority
+   nominations on those nodes), and the unit is parked until the cluster changes.
+
+Every observation and decision goes through the `Journal` (log first, then fold). Lone pods have no
+PodGroup: their GangPending events carry the pod key in `gang` (the fold ignores it; the log keeps
+the reason history). Determinism: units, members, nodes and waiting groups are always visited in
+sorted or queue order, the clock is the only source of time, and the cycle's concurrency is asyncio's
+FIFO order over an API that (in the simulator) never really waits.
+
+The daemon calls `run()` (cycles, then sleeps until woken by a cluster change or a deadline); the
+simulator calls `run_until_idle()` at each virtual instant and `next_deadline()` to know when the
+loop wants to run by time alone. `request_stop()` stops taking new units; in-flight binds finish and
+groups waiting at Permit are rolled back. Cancelling `run()` rolls back whatever was not bound.
+
+Must never: mutate the state except through the journal, call placement with a clock, or bind a gang
+below its minMember.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+
+import anyio
+import anyio.abc
+import msgspec
+import structlog
+
+from daemon.journal import Journal
+from daemon.ports import (
+    ApiOutcome,
+    BindOutcome,
+    ClusterAPI,
+    GangPhase,
+    NoPreemption,
+    Preemptee,
+    PreemptionPlanLike,
+    Preemptor,
+)
+from daemon.queue import SchedulingQueue, Unit, pending_units
+from events.model import (
+    BindFailed,
+    BindRequested,
+    Event,
+    EvictionRequested,
+    GangPending,
+    GangPlanned,
+    GangTimedOut,
+    HyperNodeDeleted,
+    HyperNodeUpserted,
+    NetworkTopologyDeleted,
+    NetworkTopologyUpserted,
+    NodeUpserted,
+    NominationCleared,
+    PodAssumed,
+    PodBound,
+    PodDeleted,
+    PodForgotten,
+    PodGroupDeleted,
+    PodGroupUpserted,
+    PodNominated,
+    PodUpserted,
+    PreemptionPlanned,
+    PriorityClassDeleted,
+    PriorityClassUpserted,
+    VolcanoPodGroupDeleted,
+    VolcanoPodGroupUpserted,
+    object_key,
+)
+from events.objects import Node
+from placement import GangPlan, Unschedulable, plan_gang, plan_pod
+from placement.members import is_running
+from state.cluster import ClusterState, PodInfo
+
+log = structlog.get_logger("toposched.scheduler")
+
+SCHEDULED_REASON = "Scheduled"
+UNSCHEDULABLE_REASON = "Unschedulable"
+TIMEOUT_REASON = "GangTimeout"
+
+_EVERYTHING_CHANGES = (
+    PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
+    NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
+    PriorityClassUpserted, PriorityClassDeleted, PodDeleted, PodForgotten, BindFailed, NominationCleared,
+)
+
+
+class SchedulerError(Exception):
+    """The loop cannot go on (e.g. it keeps cycling at one instant without settling)."""
+
+
+class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
+    bind_concurrency: int = 64
+    default_schedule_timeout_seconds: float = 600.0  # Permit wait when the PodGroup sets none
+    retry_parked_seconds: float | None = 60.0  # None: parked units wait for a cluster change only
+    backoff_initial_seconds: float = 1.0
+    backoff_max_seconds: float = 10.0
+    max_cycles_per_instant: int = 10_000  # run_until_idle's guard against a loop that never settles
+
+
+class SchedulerStats(msgspec.Struct, kw_only=True):
+    cycles: int = 0
+    attempts: int = 0
+    plans: int = 0
+    unschedulable: int = 0
+    binds: int = 0
+    bind_failures: int = 0
+    timeouts: int = 0
+    preemptions: int = 0
+
+
+class _Waiting:
+    """A GangGroup holding assumed pods at Permit."""
+
+    __slots__ = ("deadline", "gangs", "order", "since")
+
+    def __init__(self, gangs: tuple[str, ...], since: float, deadline: float) -> None:
+        self.gangs = gangs
+        self.since = since
+        self.deadline = deadline
+        self.order: list[str] = []  # assumed pods in plan order (the order they are bound in)
+
+
+class _Nominated:
+    """A unit whose pods hold nominations made for it; given up after its timeout."""
+
+    __slots__ = ("deadline", "gangs", "pods")
+
+    def __init__(self, gangs: tuple[str, ...], pods: tuple[str, ...], deadline: float) -> None:
+        self.gangs = gangs
+        self.pods = pods
+        self.deadline = deadline
+
+
+class Scheduler:
+    def __init__(self, journal: Journal, api: ClusterAPI, *, config: SchedulerConfig | None = None,
+                 preemptor: Preemptor | None = None) -> None:
+        self.journal = journal
+        self.state: ClusterState = journal.state
+        self.clock = journal.clock
+        self.api = api
+        self.config = config or SchedulerConfig()
+        self.preemptor: Preemptor = preemptor or NoPreemption()
+        self.queue = SchedulingQueue(retry_parked_seconds=self.config.retry_parked_seconds,
+                                     backoff_initial_seconds=self.config.backoff_initial_seconds,
+                                     backoff_max_seconds=self.config.backoff_max_seconds)
+        self.stats = SchedulerStats()
+        self._limiter = anyio.CapacityLimiter(self.config.bind_concurrency)
+        self._waiting: dict[str, _Waiting] = {}
+        self._binding: set[str] = set()
+        self._nominated: dict[str, _Nominated] = {}
+        self._node_shapes: dict[str, tuple[object, ...]] = {}
+        self._adopted = False
+        self._stopping = False
+        self._dirty = True
+        self._wake = anyio.Event()
+        journal.subscribe(self.observe)
+
+    # ------------------------------------------------------------------ observations
+
+    def observe(self, event: Event) -> None:
+        """Journal listener: note changes that may let parked units fit, and wake the loop."""
+        kind = type(event)
+        queue = self.queue
+        if kind is PodUpserted:
+            assert isinstance(event, PodUpserted)
+            meta = event.pod.metadata
+            pod = self.state.pods.get(object_key(meta.namespace, meta.name))
+            if pod is None:
+                return
+            if pod.terminal:
+                queue.cluster_changed()
+            elif pod.key in self.state.pending:
+                queue.unit_changed(pod.gang or pod.key)
+            else:
+                return
+        elif kind is NodeUpserted:
+            assert isinstance(event, NodeUpserted)
+            shape = _node_shape(event.node)
+            if self._node_shapes.get(event.node.metadata.name) == shape:
+                return  # a status heartbeat: nothing placement reads changed
+            self._node_shapes[event.node.metadata.name] = shape
+            queue.cluster_changed()
+        elif kind in _EVERYTHING_CHANGES:
+            queue.cluster_changed()
+        else:
+            return
+        self._dirty = True
+        self._wake.set()
+
+    # ------------------------------------------------------------------ driving
+
+    def request_stop(self) -> None:
+        """Stop taking new units; `run()` returns after in-flight binds finish and waiting groups roll back."""
+        self._stopping = True
+        self._wake.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def has_waiting(self) -> bool:
+        return bool(self._waiting)
+
+    async def run(self) -> None:
+        """The daemon's loop: cycle, then sleep until a cluster change or the next deadline."""
+        try:
+            while not self._stopping:
+                self._wake = anyio.Event()
+                self._dirty = False
+                await self.run_once()
+                if self._dirty or self._stopping:
+                    continue
+                deadline = self.next_deadline()
+                await self._sleep(deadline)
+        finally:
+            self._release_all("scheduler stopping")
+
+    async def run_until_idle(self) -> None:
+        """Cycle until a cycle changes nothing that could let a parked unit fit (the simulator's step)."""
+        for _ in range(self.config.max_cycles_per_instant):
+            self._dirty = False
+            await self.run_once()
+            if not self._dirty or self._stopping:
+                return
+        raise SchedulerError(f"the loop did not settle after {self.config.max_cycles_per_instant} cycles at "
+                             f"t={self.clock.now()}: a preemptor or API keeps freeing room it then takes back")
+
+    def next_deadline(self) -> float | None:
+        """The earliest time at which the loop has something to do by time alone (None: nothing)."""
+        now = self.clock.now()
+        candidates = [w.deadline for w in self._waiting.values()]
+        candidates += [n.deadline for n in self._nominated.values()]
+        queued = self.queue.next_deadline(after=now)
+        if queued is not None:
+            candidates.append(queued)
+        return min(candidates) if candidates else None
+
+    async def _sleep(self, deadline: float | None) -> None:
+        wake = self._wake
+        if deadline is None:
+            await wake.wait()
+            return
+        async with anyio.create_task_group() as group:
+            async def timer() -> None:
+                await self.clock.sleep_until(deadline)
+                group.cancel_scope.cancel()
+
+            async def woken() -> None:
+                await wake.wait()
+                group.cancel_scope.cancel()
+
+            group.start_soon(timer)
+            group.start_soon(woken)
+
+    async def run_once(self) -> None:
+        """One scheduling cycle over every ready unit (see the module docstring)."""
+        self.stats.cycles += 1
+        now = self.clock.now()
+        async with anyio.create_task_group() as group:
+            if not self._adopted:
+                self._adopt(now)
+            self._service_waiting(now, group)
+            self._service_nominated(now)
+            units = pending_units(self.state)
+            self.queue.forget_gone([u.key for u in units] + list(self._waiting) + list(self._binding))
+            for unit in self.queue.ordered(units, now):
+                if self._stopping:
+                    break
+                if unit.key in self._binding or not any(pod in self.state.pending for pod in unit.pods):
+                    continue
+                self._attempt(unit, now, group)
+                await anyio.lowlevel.checkpoint()
+
+    # ------------------------------------------------------------------ one attempt
+
+    def _attempt(self, unit: Unit, now: float, group: anyio.abc.TaskGroup) -> None:
+        self.stats.attempts += 1
+        self.queue.attempted(unit, now)
+        result = plan_gang(self.state, unit.target) if unit.is_gang else plan_pod(self.state, unit.target)
+        if isinstance(result, Unschedulable):
+            self.stats.unschedulable += 1
+            self._unschedulable(unit, result, now, group)
+            return
+        self.stats.plans += 1
+        self._assume(unit, result, now, group)
+
+    def _assume(self, unit: Unit, plan: GangPlan, now: float, group: anyio.abc.TaskGroup) -> None:
+        record = self.journal.record
+        state = self.state
+        gangs = plan.gangs or unit.gangs
+        if gangs:
+            for gang in gangs:
+                record(GangPlanned(gang=gang, domain=plan.domain, layer=plan.level, pods=len(plan.assignments),
+                                   explanation=plan.explanation, attempt=self._attempts_of(gang) + 1))
+        assumed: list[str] = []
+        for assignment in plan.assignments:
+            pod = state.pods.get(assignment.pod)
+            if pod is None or assignment.pod not in state.pending:
+                continue
+            record(PodAssumed(pod=pod.key, uid=pod.uid, node=assignment.node, gang=pod.gang))
+            assumed.append(pod.key)
+        if not gangs:
+            if assumed:
+                self._start_binds(unit.key, (), assumed, now, group)
+            return
+        waiting = self._waiting.get(unit.key)
+        if waiting is None:
+            waiting = self._waiting[unit.key] = _Waiting(gangs, now, now + self._timeout_of(gangs))
+        waiting.order.extend(assumed)
+        left = [pod for pod in unit.pods if pod in state.pending]
+        if left:
+            # Placed a subset (minMember's share): the rest waits for room, and says so.
+            self.queue.park(unit.key, now)
+            note = (f"{_label(gangs)}: {len(left)} pod(s) wait for room beyond the {len(assumed)} placed "
+                    f"({plan.explanation})")
+            group.start_soon(self._pending, unit.key, gangs, left, note)
+        self._permit(unit.key, waiting, now, group)
+
+    def _permit(self, unit_key: str, waiting: _Waiting, now: float, group: anyio.abc.TaskGroup) -> None:
+        """Bind the group's assumed pods once every gang of it reaches minMember."""
+        if not all(self._quorum(gang) for gang in waiting.gangs):
+            return
+        del self._waiting[unit_key]
+        order = [key for key in waiting.order if self._is_assumed(key)]
+        listed = set(order)
+        for gang in waiting.gangs:
+            info = self.state.gangs.get(gang)
+            if info is not None:
+                order += [key for key in sorted(info.members) if key not in listed and self._is_assumed(key)]
+        if order:
+            self._start_binds(unit_key, waiting.gangs, order, now, group)
+
+    def _quorum(self, gang: str) -> bool:
+        info = self.state.gangs.get(gang)
+        if info is None or info.spec is None:
+            return False
+        placed = 0
+        pods = self.state.pods
+        for key in info.members:
+            pod = pods.get(key)
+            if pod is not None and is_running(pod):
+                placed += 1
+        return placed >= info.spec.min_member
+
+    def _is_assumed(self, key: str) -> bool:
+        pod = self.state.pods.get(key)
+        return pod is not None and bool(pod.assumed_node) and not pod.node_name
+
+    def _timeout_of(self, gangs: Sequence[str]) -> float:
+        timeouts = []
+        for gang in gangs:
+            info = self.state.gangs.get(gang)
+            if info is not None and info.spec is not None and info.spec.schedule_timeout_seconds is not None:
+                timeouts.append(info.spec.schedule_timeout_seconds)
+        return min(timeouts) if timeouts else self.config.default_schedule_timeout_seconds
+
+    def _attempts_of(self, gang: str) -> int:
+        info = self.state.gangs.get(gang)
+        return info.attempts if info is not None else 0
+
+    # ------------------------------------------------------------------ binding
+
+    def _start_binds(self, unit_key: str, gangs: tuple[str, ...], order: list[str], now: float,
+                     group: anyio.abc.TaskGroup) -> None:
+        state = self.state
+        binds: list[tuple[str, str, str]] = []
+        for key in order:
+            pod = state.pods[key]
+            binds.append((key, pod.uid, pod.assumed_node))
+        for key, uid, node in binds:
+            self.journal.record(BindRequested(pod=key, uid=uid, node=node))
+        self._binding.add(unit_key)
+        group.start_soon(self._bind_all, unit_key, gangs, binds)
+
+    async def _bind_all(self, unit_key: str, gangs: tuple[str, ...], binds: list[tuple[str, str, str]]) -> None:
+        failure = ""
+        retriable = True
+        finished = False
+
+        async def bind_one(key: str, uid: str, node: str) -> None:
+            nonlocal failure, retriable
+            async with self._limiter:
+                if failure:
+                    return  # a member already failed: this one is released, not bound
+                outcome = await self._call_bind(key, uid, node)
+            if outcome.placed:
+                self.stats.binds += 1
+                self.journal.record(PodBound(pod=key, uid=uid, node=outcome.node or node))
+                return
+            self.stats.bind_failures += 1
+            self.journal.record(BindFailed(pod=key, uid=uid, node=node, reason=outcome.reason))
+            if not failure:
+                failure = f"binding pod {key} to node {node} failed: {outcome.reason}"
+                retriable = outcome.retriable
+
+        try:
+            async with anyio.create_task_group() as binding:
+                for key, uid, node in binds:
+                    binding.start_soon(bind_one, key, uid, node)
+            finished = True
+        finally:
+            self._binding.discard(unit_key)
+            if not finished:
+                self._forget_members(gangs, [b[0] for b in binds], "scheduler stopped while binding")
+        now = self.clock.now()
+        if not failure:
+            self.queue.succeeded(unit_key)
+            for gang in gangs:
+                await self._report_gang(gang, "Scheduled", SCHEDULED_REASON,
+                                        f"{len(binds)} pod(s) bound; minMember reached")
+            return
+        label = _label(gangs) if gangs else f"pod {unit_key}"
+        reason = f"{label}: {failure}; released the members not yet bound"
+        self._forget_members(gangs, [b[0] for b in binds], reason)
+        if retriable:
+            self.queue.back_off(unit_key, now)
+        else:
+            self.queue.park(unit_key, now)
+        await self._pending(unit_key, gangs, [b[0] for b in binds], reason)
+
+    async def _call_bind(self, key: str, uid: str, node: str) -> BindOutcome:
+        try:
+            return await self.api.bind(key, uid, node)
+        except Exception as error:  # an adapter bug must not strand the gang's assumed pods
+            log.exception("scheduler.bind_raised", pod=key, node=node)
+            return BindOutcome(status="failed", reason=f"{type(error).__name__}: {error}", retriable=True)
+
+    def _forget_members(self, gangs: Sequence[str], extra: Sequence[str], reason: str) -> None:
+        """Release every assumed, unbound member of the gangs (and the listed pods)."""
+        keys = set(extra)
+        for gang in gangs:
+            info = self.state.gangs.get(gang)
+            if info is not None:
+                keys.update(info.members)
+        for key in sorted(keys):
+            if self._is_assumed(key):
+                pod = self.state.pods[key]
+                self.journal.record(PodForgotten(pod=key, uid=pod.uid, reason=reason))
+
+    # ------------------------------------------------------------------ waiting groups and nominations
+
+    def _adopt(self, now: float) -> None:
+        """After a restart: assumed pods wait at Permit again, nominations get a fresh timeout."""
+        self._adopted = True
+        state = self.state
+        for key in sorted(state.pods):
+            pod = state.pods[key]
+            if pod.assumed_node and not pod.node_name:
+                gangs = self._group_of(pod)
+                unit_key = gangs[0] if gangs else key
+                waiting = self._waiting.get(unit_key)
+                if waiting is None:
+                    waiting = self._waiting[unit_key] = _Waiting(gangs, now, now + self._timeout_of(gangs))
+                waiting.order.append(key)
+            if pod.nominated_node and pod.key in state.pending:
+                gangs = self._group_of(pod)
+                unit_key = gangs[0] if gangs else key
+                nominated = self._nominated.get(unit_key)
+                if nominated is None:
+                    self._nominated[unit_key] = _Nominated(gangs, (key,), now + self._timeout_of(gangs))
+                else:
+                    nominated.pods += (key,)
+
+    def _group_of(self, pod: PodInfo) -> tuple[str, ...]:
+        if not pod.gang:
+            return ()
+        info = self.state.gangs.get(pod.gang)
+        return info.spec.gang_group if info is not None and info.spec is not None else (pod.gang,)
+
+    def _service_waiting(self, now: float, group: anyio.abc.TaskGroup) -> None:
+        for unit_key in sorted(self._waiting):
+            waiting = self._waiting[unit_key]
+            for key in waiting.order:
+                pod = self.state.pods.get(key)
+                if (pod is not None and pod.assumed_node and not pod.node_name
+                        and pod.assumed_node not in self.state.nodes):
+                    self.journal.record(PodForgotten(pod=key, uid=pod.uid,
+                                                     reason=f"node {pod.assumed_node} is gone"))
+            if not waiting.gangs:  # an adopted lone pod: nothing to wait for
+                del self._waiting[unit_key]
+                order = [key for key in waiting.order if self._is_assumed(key)]
+                if order:
+                    self._start_binds(unit_key, (), order, now, group)
+                continue
+            if not any(self._is_assumed(key) for gang in waiting.gangs
+                       for key in self._members(gang)):
+                del self._waiting[unit_key]  # its assumed pods are gone
+                continue
+            if all(self._quorum(gang) for gang in waiting.gangs):
+                self._permit(unit_key, waiting, now, group)
+                continue
+            if now >= waiting.deadline:
+                del self._waiting[unit_key]
+                self._time_out(unit_key, waiting, group)
+
+    def _members(self, gang: str) -> list[str]:
+        info = self.state.gangs.get(gang)
+        return sorted(info.members) if info is not None else []
+
+    def _time_out(self, unit_key: str, waiting: _Waiting, group: anyio.abc.TaskGroup) -> None:
+        self.stats.timeouts += 1
+        parts = []
+        for gang in waiting.gangs:
+            info = self.state.gangs.get(gang)
+            need = info.spec.min_member if info is not None and info.spec is not None else 0
+            have = sum(1 for key in self._members(gang) if is_running(self.state.pods[key]))
+            parts.append(f"{have} of minMember {need}" + (f" for {gang}" if len(waiting.gangs) > 1 else ""))
+        reason = (f"{_label(waiting.gangs)}: scheduleTimeoutSeconds ({waiting.deadline - waiting.since:g}s) passed at "
+                  f"Permit with {'; '.join(parts)} members placed; released its assumed pods")
+        self._forget_members(waiting.gangs, waiting.order, reason)
+        for gang in waiting.gangs:
+            self.journal.record(GangTimedOut(gang=gang, reason=reason))
+            group.start_soon(self._report_gang, gang, "TimedOut", TIMEOUT_REASON, reason)
+        self.queue.park(unit_key, self.clock.now())
+
+    def _service_nominated(self, now: float) -> None:
+        state = self.state
+        for unit_key in sorted(self._nominated):
+            nominated = self._nominated[unit_key]
+            holding = [key for key in nominated.pods
+                       if key in state.pods and state.pods[key].nominated_node and key in state.pending]
+            if not holding:
+                del self._nominated[unit_key]
+                continue
+            if now >= nominated.deadline:
+                del self._nominated[unit_key]
+                for key in holding:
+                    self.journal.record(NominationCleared(
+                        pod=key, reason=f"{unit_key}: not placed within its scheduleTimeoutSeconds; gave up"))
+
+    def _release_all(self, reason: str) -> None:
+        for unit_key in sorted(self._waiting):
+            waiting = self._waiting.pop(unit_key)
+            self._forget_members(waiting.gangs, waiting.order, reason)
+
+    # ------------------------------------------------------------------ no plan
+
+    def _unschedulable(self, unit: Unit, failure: Unschedulable, now: float, group: anyio.abc.TaskGroup) -> None:
+        reason = failure.reason
+        preemption = self._preempt(unit, failure, now, group)
+        if preemption:
+            reason = f"{reason}; {preemption}"
+        self.queue.park(unit.key, now)
+        group.start_soon(self._pending, unit.key, unit.gangs, list(unit.pods), reason)
+
+    async def _pending(self, unit_key: str, gangs: Sequence[str], pods: Sequence[str], reason: str) -> None:
+        """Record and report why the unit waits, only when the reason changed."""
+        if gangs:
+            for gang in gangs:
+                info = self.state.gangs.get(gang)
+                if info is None or info.last_reason == reason:
+                    continue
+                self.journal.record(GangPending(gang=gang, reason=reason, attempt=info.attempts + 1))
+                await self._report_gang(gang, "Pending", UNSCHEDULABLE_REASON, reason)
+            return
+        status = self.queue.status_of(unit_key)
+        if status.reason == reason:
+            return
+        status.reason = reason
+        self.journal.record(GangPending(gang=unit_key, reason=reason))
+        pod = self.state.pods.get(unit_key)
+        if pod is not None:
+            await self._call(self.api.report_pod(unit_key, pod.uid, UNSCHEDULABLE_REASON, reason),
+                             "report_pod", unit_key)
+
+    def explain_pending(self, pod_key: str) -> str:
+        """Why a pod of ours is not bound yet, in the words last shown for it (names its gang)."""
+        pod = self.state.pods.get(pod_key)
+        if pod is None:
+            return f"pod {pod_key}: not found"
+        if not pod.gang:
+            status = self.queue.status.get(pod_key)
+            if status is not None and status.reason:
+                return status.reason
+            return f"pod {pod_key}: not attempted yet"
+        gangs = self._group_of(pod)
+        unit_key = gangs[0] if gangs else pod.gang
+        info = self.state.gangs.get(pod.gang)
+        waiting = self._waiting.get(unit_key)
+        if pod.assumed_node and waiting is not None:
+            parts = []
+            for gang in waiting.gangs:
+                gang_info = self.state.gangs.get(gang)
+                need = gang_info.spec.min_member if gang_info is not None and gang_info.spec is not None else 0
+                have = sum(1 for key in self._members(gang) if is_running(self.state.pods[key]))
+                parts.append(f"{have} of minMember {need}" + (f" for {gang}" if len(waiting.gangs) > 1 else ""))
+            return (f"{_label(waiting.gangs)}: waiting at Permit with {'; '.join(parts)} members placed "
+                    f"(until t={waiting.deadline:g})")
+        if info is not None and info.last_reason:
+            return info.last_reason
+        return f"{_label(gangs or (pod.gang,))}: not attempted yet"
+
+    def _preempt(self, unit: Unit, failure: Unschedulable, now: float, group: anyio.abc.TaskGroup) -> str:
+        """Ask the hook for a preemption plan and carry it out; returns a note for the pending reason."""
+        preemptee = Preemptee(key=unit.key, gangs=unit.gangs, pods=unit.pods, priority=unit.priority)
+        plan = self.preemptor.plan(self.state, preemptee, failure)
+        if plan is None or (not plan.victims and not plan.nominations):
+            return ""
+        self.stats.preemptions += 1
+        self._carry_out(unit, plan, now, group)
+        return f"preempting {len(plan.victims)} pod(s) of {', '.join(plan.victim_jobs) or 'lower-priority jobs'}"
+
+    def _carry_out(self, unit: Unit, plan: PreemptionPlanLike, now: float, group: anyio.abc.TaskGroup) -> None:
+        state = self.state
+        record = self.journal.record
+        nodes = sorted({a.node for a in plan.nominations})
+        preemptor = unit.key
+        record(PreemptionPlanned(gang=preemptor, victims=list(plan.victims), victim_jobs=list(plan.victim_jobs),
+                                 nodes=nodes, explanation=plan.explanation))
+        trigger = unit.pods[0] if unit.pods else unit.key
+        job = f"gang {preemptor}" if unit.gangs else f"pod {preemptor}"
+        message = f"preempted by {job} (priority {unit.priority}) to make room for pod {trigger}"
+        for victim in plan.victims:
+            pod = state.pods.get(victim)
+            if pod is None:
+                continue
+            record(EvictionRequested(pod=victim, uid=pod.uid, preemptor=preemptor, reason=message))
+            group.start_soon(self._evict, victim, pod.uid, preemptor, message)
+        ours = set(unit.pods)
+        nominated_pods: list[str] = []
+        for assignment in plan.nominations:
+            pod = state.pods.get(assignment.pod)
+            if pod is None:
+                continue
+            record(PodNominated(pod=pod.key, uid=pod.uid, node=assignment.node, gang=pod.gang, priority=pod.priority))
+            nominated_pods.append(pod.key)
+            ours.add(pod.key)
+            group.start_soon(self._set_nominated_node, pod.key, pod.uid, assignment.node)
+        for node in nodes:
+            info = state.nodes.get(node)
+            if info is None:
+                continue
+            for key in sorted(info.nominated):
+                other = info.nominated[key]
+                if key in ours or other.priority >= unit.priority or (other.gang and other.gang in unit.gangs):
+                    continue
+                record(NominationCleared(pod=key, reason=f"node {node} nominated for higher-priority {job}"))
+                group.start_soon(self._set_nominated_node, key, other.uid, None)
+        if nominated_pods:
+            existing = self._nominated.get(unit.key)
+            pods = tuple(sorted(set(nominated_pods) | set(existing.pods if existing else ())))
+            self._nominated[unit.key] = _Nominated(unit.gangs, pods, now + self._timeout_of(unit.gangs))
+
+    async def _evict(self, pod: str, uid: str, preemptor: str, message: str) -> None:
+        async with self._limiter:
+            await self._call(self.api.set_disruption_condition(pod, uid, preemptor=preemptor, message=message),
+                             "set_disruption_condition", pod)
+            await self._call(self.api.evict(pod, uid, preemptor=preemptor, message=message, grace_seconds=None),
+                             "evict", pod)
+
+    # ------------------------------------------------------------------ API calls that only report
+
+    async def _report_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> None:
+        await self._call(self.api.report_gang(gang, phase, reason, message), "report_gang", gang)
+
+    async def _set_nominated_node(self, pod: str, uid: str, node: str | None) -> None:
+        async with self._limiter:
+            await self._call(self.api.set_nominated_node(pod, uid, node), "set_nominated_node", pod)
+
+    async def _call(self, call: Awaitable[ApiOutcome], what: str, key: str) -> ApiOutcome:
+        try:
+            outcome = await call
+        except Exception as error:
+            log.exception("scheduler.api_raised", call=what, key=key)
+            return ApiOutcome(ok=False, reason=f"{type(error).__name__}: {error}")
+        if not outcome.ok:
+            log.warning("scheduler.api_failed", call=what, key=key, reason=outcome.reason)
+        return outcome
+
+
+def _label(gangs: Sequence[str]) -> str:
+    return f"gang {gangs[0]}" if len(gangs) == 1 else f"GangGroup {', '.join(gangs)}"
+
+
+def _node_shape(node: Node) -> tuple[object, ...]:
+    """What of a Node placement reads; a change in anything else cannot let a parked unit fit."""
+    return (node.metadata.labels, node.spec.taints, node.spec.unschedulable, node.status.allocatable)
+

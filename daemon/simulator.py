@@ -1,0 +1,411 @@
+"""The simulator: the real scheduler loop on a virtual clock, against an in-memory cluster.
+
+`simulate(scenario)` plays a scenario (shared/SCENARIOS.md) and returns its `Report`. The world's
+rules, exactly as that contract states them:
+
+- Objects are created at their `sim.toposched.io/at` time, in document order; a pod with
+  `spec.nodeName` runs there from then on. Pods without a uid get a deterministic one, so a pod
+  re-created under the same name is a new pod.
+- At one virtual time: releases first (pods whose `runtime` is over, `delete-at` deletions, lost
+  nodes with their pods, preemption victims whose grace period ended), then creations, then the
+  scheduler runs until it settles (`Scheduler.run_until_idle`).
+- A bind makes the pod Running on its node at once (and starts its runtime); an eviction marks the
+  victim terminating, and it keeps its resources for its terminationGracePeriodSeconds (default 30)
+  before it is removed.
+- The simulation ends when no release or creation is due and the loop wants no more time (no Permit
+  or nomination deadline, no backoff), or at `until`.
+
+The report is read off the journal's decisions (`PodBound`, `PreemptionPlanned`, `PodNominated`)
+and the final state, so it holds nothing the scheduler did not record. It holds no wall-clock figure.
+
+Must never: decide anything the scheduler decides, or read the wall clock into the report.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import partial
+
+import anyio
+import msgspec
+
+from daemon.journal import Journal
+from daemon.ports import ALREADY_BOUND, BOUND, FAILED, OK, ApiOutcome, BindOutcome, GangPhase, Preemptor
+from daemon.scheduler import Scheduler, SchedulerConfig
+from events.ingest import KubeObject
+from events.log import EventLog
+from events.model import (
+    Event,
+    NodeDeleted,
+    PodBound,
+    PodDeleted,
+    PodNominated,
+    PodUpserted,
+    PreemptionPlanned,
+)
+from events.objects import Condition, Pod
+from events.scenario import Scenario, ScenarioObject
+from state.cluster import ClusterState
+
+DEFAULT_GRACE_SECONDS = 30
+RELEASE = 0
+CREATION = 1
+
+
+class SimulationError(Exception):
+    """The simulation cannot go on (a world that never settles at one instant)."""
+
+
+class VirtualClock:
+    """Virtual seconds, moved only by the simulator (or by a sleeper, which jumps it forward)."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.time = start
+
+    def now(self) -> float:
+        return self.time
+
+    def advance_to(self, time: float) -> None:
+        if time < self.time:
+            raise SimulationError(f"the virtual clock cannot go back from {self.time} to {time}")
+        self.time = time
+
+    async def sleep_until(self, deadline: float) -> None:
+        await anyio.lowlevel.checkpoint()
+        if deadline > self.time:
+            self.time = deadline
+
+
+# --------------------------------------------------------------------------- report
+
+
+class Binding(msgspec.Struct, frozen=True):
+    pod: str
+    node: str
+    at: float
+
+
+class Preemption(msgspec.Struct, frozen=True):
+    preemptor: str
+    victims: list[str]
+    at: float
+
+
+class Nomination(msgspec.Struct, frozen=True):
+    pod: str
+    node: str
+    at: float
+
+
+class PendingPod(msgspec.Struct, frozen=True):
+    pod: str
+    reason: str
+
+
+class Report(msgspec.Struct, frozen=True):
+    """The `--out REPORT.json` document (shared/SCENARIOS.md); field order is the file's key order."""
+
+    bindings: list[Binding]
+    preemptions: list[Preemption]
+    nominations: list[Nomination]
+    pending: list[PendingPod]
+    finished_at: float
+
+    def to_json(self) -> str:
+        return json.dumps(msgspec.to_builtins(self), indent=2) + "\n"
+
+
+# --------------------------------------------------------------------------- the world
+
+
+@dataclass(order=True)
+class _Happening:
+    time: float
+    phase: int  # RELEASE before CREATION at one time
+    order: int  # document order for creations, scheduling order for releases
+    action: Callable[[], None] = field(compare=False)
+
+
+class World:
+    """What happens in the virtual cluster by itself: creations, runtimes, deletions, grace periods."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self.state: ClusterState = journal.state
+        self._heap: list[_Happening] = []
+        self._counter = 0
+        self.runtimes: dict[str, float] = {}  # pod uid -> runtime after binding
+        self.reports: list[tuple[str, str, str, str]] = []  # (gang or pod, phase, reason, message)
+
+    def at(self, time: float, phase: int, action: Callable[[], None], order: int | None = None) -> None:
+        self._counter += 1
+        heapq.heappush(self._heap, _Happening(time, phase, self._counter if order is None else order, action))
+
+    def next_time(self) -> float | None:
+        return self._heap[0].time if self._heap else None
+
+    def run_due(self, time: float) -> int:
+        """Carry out everything due at or before `time`, releases before creations; returns how many."""
+        done = 0
+        while self._heap and self._heap[0].time <= time:
+            heapq.heappop(self._heap).action()
+            done += 1
+        return done
+
+    # ------------------------------------------------------------------ scenario objects
+
+    def schedule_scenario(self, scenario: Scenario) -> None:
+        for item in scenario.objects:
+            obj = _with_uid(item)
+            self.at(item.at, CREATION, partial(self._create, item, obj), order=item.index)
+            if item.delete_at is not None:
+                self.at(item.delete_at, RELEASE, partial(self._delete, item, obj))
+
+    def _create(self, item: ScenarioObject, obj: KubeObject) -> None:
+        if isinstance(obj, Pod):
+            if item.runtime is not None:
+                self.runtimes[obj.metadata.uid] = item.runtime
+            if obj.spec.node_name:
+                if not obj.status.phase:
+                    obj = msgspec.structs.replace(obj, status=msgspec.structs.replace(obj.status, phase="Running"))
+                if item.runtime is not None:
+                    self._finish_later(item.key, obj.metadata.uid, self.journal.clock.now() + item.runtime)
+        self.journal.record(item.info.upsert(obj))
+
+    def _delete(self, item: ScenarioObject, obj: KubeObject) -> None:
+        uid = obj.metadata.uid
+        if item.info.name == "Node":
+            self.lose_node(item.key)
+            return
+        self.journal.record(item.info.delete(item.key, uid))
+
+    def lose_node(self, name: str) -> None:
+        """The machine is gone, and every pod bound to it with it."""
+        if name not in self.state.nodes:
+            return
+        self.journal.record(NodeDeleted(name=name))
+        for key in sorted(self.state.pods_by_node.get(name, ())):
+            pod = self.state.pods.get(key)
+            if pod is not None and pod.node_name == name:
+                self.journal.record(PodDeleted(key=key, uid=pod.uid))
+
+    def _finish_later(self, key: str, uid: str, time: float) -> None:
+        self.at(time, RELEASE, partial(self._remove, key, uid))
+
+    def _remove(self, key: str, uid: str) -> None:
+        pod = self.state.pods.get(key)
+        if pod is not None and pod.uid == uid:
+            self.journal.record(PodDeleted(key=key, uid=uid))
+
+    # ------------------------------------------------------------------ reactions to the API
+
+    def pod_bound(self, key: str, node: str) -> None:
+        pod = self.state.pods[key]
+        obj = pod.obj
+        running = msgspec.structs.replace(obj, spec=msgspec.structs.replace(obj.spec, node_name=node),
+                                          status=msgspec.structs.replace(obj.status, phase="Running"))
+        self.journal.record(PodUpserted(pod=running))
+        runtime = self.runtimes.get(obj.metadata.uid)
+        if runtime is not None:
+            self._finish_later(key, obj.metadata.uid, self.journal.clock.now() + runtime)
+
+    def evict(self, key: str, grace_seconds: int | None) -> None:
+        pod = self.state.pods[key]
+        obj = pod.obj
+        if obj.metadata.deletion_timestamp is not None:
+            return  # already terminating: the first grace period stands
+        grace = grace_seconds if grace_seconds is not None else obj.spec.termination_grace_period_seconds
+        grace = DEFAULT_GRACE_SECONDS if grace is None else max(0, grace)
+        now = self.journal.clock.now()
+        terminating = msgspec.structs.replace(obj, metadata=msgspec.structs.replace(
+            obj.metadata, deletion_timestamp=_timestamp(now), deletion_grace_period_seconds=grace))
+        self.journal.record(PodUpserted(pod=terminating))
+        self._finish_later(key, obj.metadata.uid, now + grace)
+
+    def add_condition(self, key: str, condition: Condition) -> None:
+        obj = self.state.pods[key].obj
+        conditions = [c for c in obj.status.conditions if c.type != condition.type] + [condition]
+        self.journal.record(PodUpserted(pod=msgspec.structs.replace(
+            obj, status=msgspec.structs.replace(obj.status, conditions=conditions))))
+
+
+BindHook = Callable[[str, str, str], BindOutcome | None]
+
+
+class InMemoryCluster:
+    """The `ClusterAPI` of the virtual world: every call takes effect at once, at the current virtual time.
+
+    `bind_hook(pod, uid, node)` may answer a bind instead of the world (tests inject failures with it).
+    """
+
+    def __init__(self, world: World, bind_hook: BindHook | None = None) -> None:
+        self.world = world
+        self.bind_hook = bind_hook
+        self.calls: list[tuple[str, str]] = []  # (method, pod or gang key), in call order
+
+    async def bind(self, pod: str, uid: str, node: str) -> BindOutcome:
+        self.calls.append(("bind", pod))
+        if self.bind_hook is not None:
+            answer = self.bind_hook(pod, uid, node)
+            if answer is not None:
+                return answer
+        state = self.world.state
+        info = state.pods.get(pod)
+        if info is None or (uid and info.uid != uid):
+            return BindOutcome(status=FAILED, reason=f"pods \"{pod}\" not found", retriable=False)
+        if info.node_name:
+            return BindOutcome(status=ALREADY_BOUND, node=info.node_name,
+                               reason=f"pod {pod} is already assigned to node {info.node_name}")
+        if node not in state.nodes:
+            return BindOutcome(status=FAILED, reason=f"nodes \"{node}\" not found", retriable=False)
+        self.world.pod_bound(pod, node)
+        return BindOutcome(status=BOUND, node=node)
+
+    async def evict(self, pod: str, uid: str, *, preemptor: str, message: str,
+                    grace_seconds: int | None) -> ApiOutcome:
+        self.calls.append(("evict", pod))
+        info = self.world.state.pods.get(pod)
+        if info is None or (uid and info.uid != uid):
+            return ApiOutcome(ok=False, reason=f"pods \"{pod}\" not found", retriable=False)
+        self.world.evict(pod, grace_seconds)
+        return OK
+
+    async def set_nominated_node(self, pod: str, uid: str, node: str | None) -> ApiOutcome:
+        self.calls.append(("nominate" if node else "unnominate", pod))
+        return OK
+
+    async def set_disruption_condition(self, pod: str, uid: str, *, preemptor: str, message: str) -> ApiOutcome:
+        self.calls.append(("disrupt", pod))
+        info = self.world.state.pods.get(pod)
+        if info is None or (uid and info.uid != uid):
+            return ApiOutcome(ok=False, reason=f"pods \"{pod}\" not found", retriable=False)
+        self.world.add_condition(pod, Condition(type="DisruptionTarget", status="True",
+                                                reason="PreemptionByScheduler", message=message))
+        return OK
+
+    async def report_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> ApiOutcome:
+        self.calls.append(("report_gang", gang))
+        self.world.reports.append((gang, phase, reason, message))
+        return OK
+
+    async def report_pod(self, pod: str, uid: str, reason: str, message: str) -> ApiOutcome:
+        self.calls.append(("report_pod", pod))
+        self.world.reports.append((pod, "Pending", reason, message))
+        return OK
+
+
+# --------------------------------------------------------------------------- the simulation
+
+
+class SimulationStats(msgspec.Struct, frozen=True):
+    events: int
+    gangs: int
+    pods: int
+    binds: int
+    bind_failures: int
+    preemptions: int
+    plans: int
+    attempts: int
+    cycles: int
+
+
+class Simulation:
+    """One run of a scenario. Build it, `await run()`, read `report` and `stats`."""
+
+    def __init__(self, scenario: Scenario, *, until: float | None = None, log: EventLog | None = None,
+                 config: SchedulerConfig | None = None, preemptor: Preemptor | None = None,
+                 bind_hook: BindHook | None = None) -> None:
+        self.scenario = scenario
+        self.until = until
+        self.clock = VirtualClock()
+        self.state = ClusterState()
+        self.journal = Journal(self.state, self.clock, log)
+        self.world = World(self.journal)
+        self.api = InMemoryCluster(self.world, bind_hook)
+        base = config or SchedulerConfig()
+        self.scheduler = Scheduler(self.journal, self.api, preemptor=preemptor,
+                                   config=msgspec.structs.replace(base, retry_parked_seconds=None))
+        self._bindings: list[Binding] = []
+        self._preemptions: list[Preemption] = []
+        self._nominations: list[Nomination] = []
+        self.journal.subscribe(self._note)
+        self.report: Report | None = None
+
+    def _note(self, event: Event) -> None:
+        kind = type(event)
+        if kind is PodBound:
+            assert isinstance(event, PodBound)
+            self._bindings.append(Binding(pod=event.pod, node=event.node, at=event.time))
+        elif kind is PreemptionPlanned:
+            assert isinstance(event, PreemptionPlanned)
+            self._preemptions.append(Preemption(preemptor=event.gang, victims=list(event.victims), at=event.time))
+        elif kind is PodNominated:
+            assert isinstance(event, PodNominated)
+            self._nominations.append(Nomination(pod=event.pod, node=event.node, at=event.time))
+
+    async def run(self) -> Report:
+        world, clock, scheduler = self.world, self.clock, self.scheduler
+        world.schedule_scenario(self.scenario)
+        ended_by_until = False
+        same_instant = 0
+        while True:
+            upcoming = [t for t in (world.next_time(), scheduler.next_deadline()) if t is not None]
+            if not upcoming:
+                break
+            time = max(min(upcoming), clock.now())
+            if self.until is not None and time > self.until:
+                ended_by_until = True
+                clock.advance_to(max(self.until, clock.now()))
+                break
+            same_instant = same_instant + 1 if time == clock.now() else 0
+            if same_instant > 100_000:
+                raise SimulationError(f"the world does not settle at t={time}")
+            clock.advance_to(time)
+            world.run_due(time)
+            await scheduler.run_until_idle()
+        finished_at = clock.now() if ended_by_until else self.state.last_time
+        self.report = Report(
+            bindings=self._bindings,
+            preemptions=self._preemptions,
+            nominations=self._nominations,
+            pending=self._pending(),
+            finished_at=finished_at,
+        )
+        return self.report
+
+    def _pending(self) -> list[PendingPod]:
+        state = self.state
+        keys = set(state.pending)
+        keys.update(key for key, pod in state.pods.items() if pod.assumed_node and not pod.node_name)
+        return [PendingPod(pod=key, reason=self.scheduler.explain_pending(key)) for key in sorted(keys)]
+
+    @property
+    def stats(self) -> SimulationStats:
+        s = self.scheduler.stats
+        gangs = {key for key, info in self.state.gangs.items() if info.spec is not None}
+        return SimulationStats(events=self.journal.recorded, gangs=len(gangs), pods=len(self.state.pods),
+                               binds=s.binds, bind_failures=s.bind_failures, preemptions=s.preemptions,
+                               plans=s.plans, attempts=s.attempts, cycles=s.cycles)
+
+
+async def simulate(scenario: Scenario, *, until: float | None = None, log: EventLog | None = None,
+                   config: SchedulerConfig | None = None, preemptor: Preemptor | None = None) -> Report:
+    return await Simulation(scenario, until=until, log=log, config=config, preemptor=preemptor).run()
+
+
+def _with_uid(item: ScenarioObject) -> KubeObject:
+    """The object as created: a scenario pod without a uid gets one from its place in the scenario."""
+    obj = item.obj
+    if obj.metadata.uid:
+        return obj
+    meta = msgspec.structs.replace(obj.metadata, uid=f"sim-{item.index}")
+    return msgspec.structs.replace(obj, metadata=meta)
+
+
+def _timestamp(seconds: float) -> str:
+    """A deterministic RFC 3339 stamp for a virtual time (seconds after the epoch)."""
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
