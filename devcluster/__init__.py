@@ -1,0 +1,72 @@
+"""devcluster: a small Kubernetes API server, faithful to the real HTTP API, for the demo, local runs
+and every integration test (no kube-apiserver can be installed here). Real clients trust it:
+kubernetes-asyncio and kubectl with its defaults (discovery, OpenAPI v3 with server-side strict
+field validation, tables for `kubectl get`, apply / delete / watch).
+
+It imports nothing from our other packages: it is a standalone API server.
+
+Python API
+----------
+    from devcluster import DevCluster, BackgroundDevCluster
+
+    async with DevCluster(port=0, history=10_000, kubelet=True, kubelet_delay=0.05,
+                          bookmark_interval=1.0, autocreate_namespaces=True, fault_seed=0) as cluster:
+        cluster.url                                  # "http://127.0.0.1:<port>"
+        cluster.write_kubeconfig(path)               # -> Path; cluster.kubeconfig() -> dict
+        cluster.load_objects([obj, ...])             # create in order; bound pods start Running
+        cluster.store                                # direct reads/writes, no HTTP (see Store)
+        cluster.faults                               # FaultInjector (see below)
+        cluster.kubelet                              # FakeKubelet | None
+
+    with BackgroundDevCluster(**same_options) as bg:  # served from a daemon thread
+        bg.url; bg.write_kubeconfig(path)
+        bg.call(lambda cluster: cluster.store.list("pods"))   # runs on the cluster's loop
+
+`Store` (objects are plain dicts, returned as read-only shared snapshots; resources are named by
+`"pods"`, `"hypernodes.topology.volcano.sh"`, `"v1/Pod"` or a `ResourceDef`; failures raise `ApiError`
+with the HTTP code and reason a real server would answer):
+    create(obj, namespace="", *, keep_status=True) -> dict
+    get(resource, name, namespace="") -> dict            (404 ApiError if absent)
+    find(resource, name, namespace="") -> dict | None
+    list(resource, namespace="", predicate=None) -> list[dict]
+    update(obj, namespace="", *, subresource="") -> dict (409 on a stale metadata.resourceVersion)
+    patch(resource, name, patch, namespace="", *, patch_type="merge"|"json"|"strategic", subresource="")
+    delete(resource, name, namespace="", *, grace_period_seconds=None, preconditions=None) -> dict
+    bind(namespace, name, node, *, uid=None) -> dict     (409 if already bound or uid mismatch)
+    evict(namespace, name, *, grace_period_seconds=None) -> dict
+    load_objects(objs) -> list[dict]; count(resource) -> int
+    resource_version -> int; oldest_resumable -> int
+    watch(resource, namespace="", predicate=None, resource_version="") -> (Watcher, backlog)
+    close_watches(resource=None) -> int; subscribe(listener) -> unsubscribe
+
+`FaultInjector` (off until asked; rules match a Kubernetes verb and/or a URL path substring):
+    fail_next(count, status=500, *, verb=None, path=None, retry_after=1) -> FaultRule
+    fail_fraction(fraction, status=500, *, verb=None, path=None, retry_after=1) -> FaultRule
+    add_latency(seconds, *, verb=None, path=None) -> FaultRule
+    drop_watches() -> int; remove(rule); clear(); injected (count of injected errors)
+
+Command line: `toposched devcluster [--port N] [--kubeconfig PATH] [--load SCENARIO]` (see cli.py).
+"""
+
+from devcluster.cluster import BackgroundDevCluster, DevCluster, kubeconfig
+from devcluster.errors import ApiError
+from devcluster.faults import FaultInjector, FaultRule
+from devcluster.kubelet import FakeKubelet
+from devcluster.resources import RESOURCES, ResourceDef
+from devcluster.scenario import ScenarioError, read_objects
+from devcluster.store import Store
+
+__all__ = [
+    "RESOURCES",
+    "ApiError",
+    "BackgroundDevCluster",
+    "DevCluster",
+    "FakeKubelet",
+    "FaultInjector",
+    "FaultRule",
+    "ResourceDef",
+    "ScenarioError",
+    "Store",
+    "kubeconfig",
+    "read_objects",
+]

@@ -1,0 +1,108 @@
+"""Kubernetes API errors: the one exception devcluster raises for an expected failure.
+
+An `ApiError` carries what a real API server puts in its `Status` body (code, reason, message,
+details). The HTTP layer turns it into that body; the store and validators raise it. Constructors
+below mirror the apimachinery helpers (NewNotFound, NewConflict, ...) so the messages read the same
+as a real cluster's. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    """An error answer: HTTP `code`, Status `reason`, human `message` and optional `details`."""
+
+    def __init__(
+        self, code: int, reason: str, message: str, details: dict[str, Any] | None = None,
+        retry_after: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+        self.retry_after = retry_after
+
+    def status(self) -> dict[str, Any]:
+        """The `Status` object a real API server answers with."""
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details is not None:
+            body["details"] = self.details
+        return body
+
+
+def not_found(plural: str, name: str, group: str = "") -> ApiError:
+    resource = f"{plural}.{group}" if group else plural
+    return ApiError(404, "NotFound", f'{resource} "{name}" not found', {"name": name, "group": group, "kind": plural}
+                    if group else {"name": name, "kind": plural})
+
+
+def already_exists(plural: str, name: str, group: str = "") -> ApiError:
+    resource = f"{plural}.{group}" if group else plural
+    details: dict[str, Any] = {"name": name, "kind": plural}
+    if group:
+        details["group"] = group
+    return ApiError(409, "AlreadyExists", f'{resource} "{name}" already exists', details)
+
+
+def conflict(plural: str, name: str, why: str, group: str = "") -> ApiError:
+    resource = f"{plural}.{group}" if group else plural
+    details: dict[str, Any] = {"name": name, "kind": plural}
+    if group:
+        details["group"] = group
+    return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {resource} "{name}": {why}', details)
+
+
+def stale(plural: str, name: str, group: str = "") -> ApiError:
+    return conflict(
+        plural, name, "the object has been modified; please apply your changes to the latest version and try again",
+        group,
+    )
+
+
+def invalid(kind: str, name: str, causes: list[tuple[str, str, str]], group: str = "") -> ApiError:
+    """422 Invalid; `causes` are (reason, field, message) like field.ErrorList."""
+    text = "; ".join(f"{field}: {message}" if field else message for _, field, message in causes)
+    if len(causes) > 1:
+        text = f"[{', '.join(f'{f}: {m}' if f else m for _, f, m in causes)}]"
+    details: dict[str, Any] = {
+        "name": name,
+        "kind": kind,
+        "causes": [{"reason": reason, "message": message, "field": field} for reason, field, message in causes],
+    }
+    if group:
+        details["group"] = group
+    return ApiError(422, "Invalid", f'{kind}.{group} "{name}" is invalid: {text}' if group
+                    else f'{kind} "{name}" is invalid: {text}', details)
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, "BadRequest", message)
+
+
+def method_not_allowed() -> ApiError:
+    return ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource", {})
+
+
+def unsupported_media_type(content_type: str) -> ApiError:
+    return ApiError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media '
+                    f'types include: application/json-patch+json, application/merge-patch+json, '
+                    f'application/strategic-merge-patch+json (got "{content_type}")', {})
+
+
+def gone(message: str) -> ApiError:
+    return ApiError(410, "Expired", message)
+
+
+def path_not_found() -> ApiError:
+    return ApiError(404, "NotFound", "the server could not find the requested resource", {})

@@ -1,0 +1,109 @@
+"""The table of resources devcluster serves.
+
+One `ResourceDef` per resource drives everything that differs between kinds: URL routing, scope,
+subresources, discovery, the OpenAPI documents and the names in error messages. The server, the store
+and the documents are generic over this table; adding a kind means adding a row (and a schema in
+`schemas.py`), never a branch in the request path.
+
+Pure data: no I/O, no imports of our other packages.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class ResourceDef(msgspec.Struct, frozen=True):
+    """A served resource: `group/version` `kind`, its plural URL name and what it supports."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    singular: str
+    namespaced: bool
+    subresources: tuple[str, ...] = ()
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    custom: bool = False  # a CustomResourceDefinition in a real cluster
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_version_path(self) -> str:
+        """The URL prefix without leading slash: `api/v1` or `apis/<group>/<version>`."""
+        return f"apis/{self.group}/{self.version}" if self.group else f"api/{self.version}"
+
+    @property
+    def key(self) -> str:
+        """`plural.group` (`pods` for the core group): the name the store indexes by."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def has_status(self) -> bool:
+        return "status" in self.subresources
+
+
+_CORE = ""
+RESOURCES: tuple[ResourceDef, ...] = (
+    ResourceDef(_CORE, "v1", "Namespace", "namespaces", "namespace", False, ("status",), ("ns",)),
+    ResourceDef(_CORE, "v1", "Node", "nodes", "node", False, ("status",), ("no",)),
+    ResourceDef(
+        _CORE, "v1", "Pod", "pods", "pod", True, ("status", "binding", "eviction"), ("po",), ("all",)
+    ),
+    ResourceDef(_CORE, "v1", "Event", "events", "event", True, (), ("ev",)),
+    ResourceDef("events.k8s.io", "v1", "Event", "events", "event", True, (), ("ev",)),
+    ResourceDef("coordination.k8s.io", "v1", "Lease", "leases", "lease", True),
+    ResourceDef("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", False, (), ("pc",)),
+    ResourceDef(
+        "scheduling.sigs.k8s.io", "v1alpha1", "PodGroup", "podgroups", "podgroup", True, ("status",), ("pg", "pgs"),
+        custom=True,
+    ),
+    ResourceDef(
+        "scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups", "podgroup", True, ("status",),
+        ("podgroup-v1beta1",), custom=True,
+    ),
+    ResourceDef(
+        "scheduling.koordinator.sh", "v1alpha1", "ClusterNetworkTopology", "clusternetworktopologies",
+        "clusternetworktopology", False, ("status",), ("cnt",), custom=True,
+    ),
+    ResourceDef(
+        "topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes", "hypernode", False, ("status",), ("hn",),
+        custom=True,
+    ),
+)
+
+# Subresources that are served as their own kind (POST bodies of another kind).
+SUBRESOURCE_KINDS: dict[str, tuple[str, str, str]] = {
+    "binding": ("", "v1", "Binding"),
+    "eviction": ("policy", "v1", "Eviction"),
+}
+
+_BY_PATH: dict[tuple[str, str, str], ResourceDef] = {(r.group, r.version, r.plural): r for r in RESOURCES}
+_BY_KIND: dict[tuple[str, str], ResourceDef] = {(r.api_version, r.kind): r for r in RESOURCES}
+
+
+def by_path(group: str, version: str, plural: str) -> ResourceDef | None:
+    """The resource served at `/api[s]/<group>/<version>/<plural>`, if any."""
+    return _BY_PATH.get((group, version, plural))
+
+
+def by_kind(api_version: str, kind: str) -> ResourceDef | None:
+    """The resource of objects with this apiVersion and kind, if served."""
+    return _BY_KIND.get((api_version, kind))
+
+
+def group_versions() -> list[tuple[str, str]]:
+    """Every (group, version) served, core group first, in a stable order."""
+    seen: list[tuple[str, str]] = []
+    for resource in RESOURCES:
+        pair = (resource.group, resource.version)
+        if pair not in seen:
+            seen.append(pair)
+    return seen
+
+
+def in_group_version(group: str, version: str) -> list[ResourceDef]:
+    return [r for r in RESOURCES if r.group == group and r.version == version]

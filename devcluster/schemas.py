@@ -1,0 +1,281 @@
+"""OpenAPI v3 schemas of the served kinds, written as plain JSON-schema dicts.
+
+These schemas serve three readers: the OpenAPI v3 documents (kubectl reads them to decide that the
+server validates, and to compute strategic merge patches), the server-side strict field validation
+(`validation.py`: an unknown field is one not declared here), and the strategic merge patch
+(`patches.py`: list merge keys come from `x-kubernetes-patch-merge-key`).
+
+Built-in kinds declare the fields real manifests use, one level deep where schedulers and workloads
+write them; deeper, rarely-scheduled subtrees (probes, security contexts, volume sources, ...) carry
+`x-kubernetes-preserve-unknown-fields` so that a legitimate manifest is never refused for a field we
+did not spell out. The custom resources declare the fields toposched reads, as their CRDs do.
+
+Pure data: no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Schema = dict[str, Any]
+
+
+def _string(description: str = "") -> Schema:
+    return {"type": "string", "description": description} if description else {"type": "string"}
+
+
+def _integer() -> Schema:
+    return {"type": "integer", "format": "int64"}
+
+
+def _boolean() -> Schema:
+    return {"type": "boolean"}
+
+
+def _time() -> Schema:
+    return {"type": "string", "format": "date-time"}
+
+
+def _quantity() -> Schema:
+    return {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+
+
+def _object(properties: dict[str, Schema], required: tuple[str, ...] = ()) -> Schema:
+    schema: Schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+def _map(values: Schema) -> Schema:
+    return {"type": "object", "additionalProperties": values}
+
+
+def _array(items: Schema, merge_key: str = "", strategy: str = "") -> Schema:
+    schema: Schema = {"type": "array", "items": items}
+    if merge_key:
+        schema["x-kubernetes-patch-merge-key"] = merge_key
+        schema["x-kubernetes-patch-strategy"] = strategy or "merge"
+    elif strategy:
+        schema["x-kubernetes-patch-strategy"] = strategy
+    return schema
+
+
+def _free() -> Schema:
+    """A subtree accepted as written (not validated field by field)."""
+    return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
+def _free_array() -> Schema:
+    return {"type": "array", "items": _free()}
+
+
+def _strings() -> Schema:
+    return _array(_string())
+
+
+def _quantities() -> Schema:
+    return _map(_quantity())
+
+
+_OWNER_REFERENCE = _object({
+    "apiVersion": _string(), "kind": _string(), "name": _string(), "uid": _string(),
+    "controller": _boolean(), "blockOwnerDeletion": _boolean(),
+})
+
+OBJECT_META: Schema = _object({
+    "name": _string(), "generateName": _string(), "namespace": _string(), "selfLink": _string(), "uid": _string(),
+    "resourceVersion": _string(), "generation": _integer(), "creationTimestamp": _time(),
+    "deletionTimestamp": _time(), "deletionGracePeriodSeconds": _integer(),
+    "labels": _map(_string()), "annotations": _map(_string()),
+    "ownerReferences": _array(_OWNER_REFERENCE, "uid"), "finalizers": _array(_string(), strategy="merge"),
+    "managedFields": _free_array(),
+})
+
+LIST_META: Schema = _object({
+    "resourceVersion": _string(), "continue": _string(), "remainingItemCount": _integer(), "selfLink": _string(),
+})
+
+_LABEL_SELECTOR_REQUIREMENT = _object({"key": _string(), "operator": _string(), "values": _strings()},
+                                      ("key", "operator"))
+LABEL_SELECTOR: Schema = _object({
+    "matchLabels": _map(_string()), "matchExpressions": _array(_LABEL_SELECTOR_REQUIREMENT),
+})
+
+_CONDITION = _object({
+    "type": _string(), "status": _string(), "observedGeneration": _integer(), "lastProbeTime": _time(),
+    "lastHeartbeatTime": _time(), "lastTransitionTime": _time(), "reason": _string(), "message": _string(),
+})
+
+_RESOURCES = _object({"requests": _quantities(), "limits": _quantities(), "claims": _free_array()})
+
+_CONTAINER = _object({
+    "name": _string(), "image": _string(), "imagePullPolicy": _string(),
+    "command": _strings(), "args": _strings(), "workingDir": _string(),
+    "env": _array(_free(), "name"), "envFrom": _free_array(),
+    "ports": _array(_object({
+        "name": _string(), "containerPort": _integer(), "hostPort": _integer(), "hostIP": _string(),
+        "protocol": _string(),
+    }), "containerPort"),
+    "resources": _RESOURCES, "resizePolicy": _free_array(), "restartPolicy": _string(),
+    "volumeMounts": _array(_free(), "mountPath"), "volumeDevices": _array(_free(), "devicePath"),
+    "livenessProbe": _free(), "readinessProbe": _free(), "startupProbe": _free(), "lifecycle": _free(),
+    "terminationMessagePath": _string(), "terminationMessagePolicy": _string(), "securityContext": _free(),
+    "stdin": _boolean(), "stdinOnce": _boolean(), "tty": _boolean(),
+}, ("name",))
+
+_TOLERATION = _object({
+    "key": _string(), "operator": _string(), "value": _string(), "effect": _string(), "tolerationSeconds": _integer(),
+})
+
+_NODE_SELECTOR_REQUIREMENT = _object({"key": _string(), "operator": _string(), "values": _strings()},
+                                     ("key", "operator"))
+_NODE_SELECTOR_TERM = _object({
+    "matchExpressions": _array(_NODE_SELECTOR_REQUIREMENT), "matchFields": _array(_NODE_SELECTOR_REQUIREMENT),
+})
+_NODE_AFFINITY = _object({
+    "requiredDuringSchedulingIgnoredDuringExecution": _object({"nodeSelectorTerms": _array(_NODE_SELECTOR_TERM)}),
+    "preferredDuringSchedulingIgnoredDuringExecution": _array(_object({
+        "weight": _integer(), "preference": _NODE_SELECTOR_TERM,
+    })),
+})
+
+POD_SPEC: Schema = _object({
+    "containers": _array(_CONTAINER, "name"), "initContainers": _array(_CONTAINER, "name"),
+    "ephemeralContainers": _array(_free(), "name"),
+    "nodeName": _string(), "nodeSelector": _map(_string()), "schedulerName": _string(),
+    "priority": _integer(), "priorityClassName": _string(), "preemptionPolicy": _string(),
+    "affinity": _object({"nodeAffinity": _NODE_AFFINITY, "podAffinity": _free(), "podAntiAffinity": _free()}),
+    "tolerations": _array(_TOLERATION), "topologySpreadConstraints": _array(_free(), "topologyKey"),
+    "schedulingGates": _array(_object({"name": _string()}), "name"),
+    "terminationGracePeriodSeconds": _integer(), "activeDeadlineSeconds": _integer(),
+    "restartPolicy": _string(), "dnsPolicy": _string(), "dnsConfig": _free(),
+    "serviceAccountName": _string(), "serviceAccount": _string(), "automountServiceAccountToken": _boolean(),
+    "volumes": _array(_free(), "name"), "imagePullSecrets": _array(_object({"name": _string()}), "name"),
+    "hostNetwork": _boolean(), "hostPID": _boolean(), "hostIPC": _boolean(), "hostUsers": _boolean(),
+    "shareProcessNamespace": _boolean(), "hostname": _string(), "subdomain": _string(),
+    "setHostnameAsFQDN": _boolean(), "hostAliases": _free_array(), "securityContext": _free(),
+    "runtimeClassName": _string(), "overhead": _quantities(), "enableServiceLinks": _boolean(),
+    "readinessGates": _free_array(), "os": _object({"name": _string()}), "resourceClaims": _free_array(),
+    "resources": _RESOURCES,
+}, ("containers",))
+
+POD_STATUS: Schema = _object({
+    "phase": _string(), "conditions": _array(_CONDITION, "type"), "message": _string(), "reason": _string(),
+    "nominatedNodeName": _string(), "hostIP": _string(), "hostIPs": _free_array(), "podIP": _string(),
+    "podIPs": _array(_object({"ip": _string()}), "ip"), "startTime": _time(), "qosClass": _string(),
+    "containerStatuses": _free_array(), "initContainerStatuses": _free_array(),
+    "ephemeralContainerStatuses": _free_array(), "resize": _string(), "resourceClaimStatuses": _free_array(),
+})
+
+_NODE_SPEC = _object({
+    "podCIDR": _string(), "podCIDRs": _strings(), "providerID": _string(), "unschedulable": _boolean(),
+    "taints": _array(_object({"key": _string(), "value": _string(), "effect": _string(), "timeAdded": _time()},
+                             ("key", "effect"))),
+    "configSource": _free(), "externalID": _string(),
+})
+_NODE_STATUS = _object({
+    "capacity": _quantities(), "allocatable": _quantities(), "phase": _string(),
+    "conditions": _array(_CONDITION, "type"),
+    "addresses": _array(_object({"type": _string(), "address": _string()}), "type"),
+    "daemonEndpoints": _free(), "nodeInfo": _free(), "images": _free_array(), "volumesInUse": _strings(),
+    "volumesAttached": _free_array(), "config": _free(), "runtimeHandlers": _free_array(), "features": _free(),
+})
+
+_OBJECT_REFERENCE = _object({
+    "kind": _string(), "namespace": _string(), "name": _string(), "uid": _string(), "apiVersion": _string(),
+    "resourceVersion": _string(), "fieldPath": _string(),
+})
+_CORE_EVENT_FIELDS: dict[str, Schema] = {
+    "involvedObject": _OBJECT_REFERENCE, "reason": _string(), "message": _string(),
+    "source": _object({"component": _string(), "host": _string()}), "firstTimestamp": _time(),
+    "lastTimestamp": _time(), "count": _integer(), "type": _string(), "eventTime": _time(), "series": _free(),
+    "action": _string(), "related": _OBJECT_REFERENCE, "reportingComponent": _string(),
+    "reportingInstance": _string(),
+}
+_EVENTS_V1_FIELDS: dict[str, Schema] = {
+    "eventTime": _time(), "series": _free(), "reportingController": _string(), "reportingInstance": _string(),
+    "action": _string(), "reason": _string(), "regarding": _OBJECT_REFERENCE, "related": _OBJECT_REFERENCE,
+    "note": _string(), "type": _string(), "deprecatedSource": _free(), "deprecatedFirstTimestamp": _time(),
+    "deprecatedLastTimestamp": _time(), "deprecatedCount": _integer(),
+}
+
+_NETWORK_TOPOLOGY = _object({"mode": _string(), "highestTierAllowed": _integer(), "highestTierName": _string()})
+_POD_GROUP_STATUS = _object({
+    "phase": _string(), "occupiedBy": _string(), "scheduled": _integer(), "running": _integer(),
+    "succeeded": _integer(), "failed": _integer(), "pending": _integer(), "scheduleStartTime": _time(),
+    "conditions": _array(_free(), "type"),
+})
+_TOPOLOGY_INFO = _object({"topologyLayer": _string(), "topologyName": _string()})
+
+
+def _top(extra: dict[str, Schema], required: tuple[str, ...] = ()) -> Schema:
+    return _object({"apiVersion": _string(), "kind": _string(), "metadata": OBJECT_META, **extra}, required)
+
+
+# Keyed by (apiVersion, kind); the name is the component name in the OpenAPI document.
+KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
+    ("v1", "Namespace"): ("io.k8s.api.core.v1.Namespace", _top({
+        "spec": _object({"finalizers": _strings()}),
+        "status": _object({"phase": _string(), "conditions": _array(_CONDITION, "type")}),
+    })),
+    ("v1", "Node"): ("io.k8s.api.core.v1.Node", _top({"spec": _NODE_SPEC, "status": _NODE_STATUS})),
+    ("v1", "Pod"): ("io.k8s.api.core.v1.Pod", _top({"spec": POD_SPEC, "status": POD_STATUS})),
+    ("v1", "Event"): ("io.k8s.api.core.v1.Event", _top(_CORE_EVENT_FIELDS)),
+    ("events.k8s.io/v1", "Event"): ("io.k8s.api.events.v1.Event", _top(_EVENTS_V1_FIELDS)),
+    ("coordination.k8s.io/v1", "Lease"): ("io.k8s.api.coordination.v1.Lease", _top({"spec": _object({
+        "holderIdentity": _string(), "leaseDurationSeconds": _integer(), "acquireTime": _time(),
+        "renewTime": _time(), "leaseTransitions": _integer(), "strategy": _string(), "preferredHolder": _string(),
+    })})),
+    ("scheduling.k8s.io/v1", "PriorityClass"): ("io.k8s.api.scheduling.v1.PriorityClass", _top({
+        "value": _integer(), "globalDefault": _boolean(), "description": _string(), "preemptionPolicy": _string(),
+    }, ("value",))),
+    ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup"): ("io.x-k8s.sigs.scheduling.v1alpha1.PodGroup", _top({
+        "spec": _object({
+            "minMember": _integer(), "scheduleTimeoutSeconds": _integer(), "minResources": _quantities(),
+        }),
+        "status": _POD_GROUP_STATUS,
+    })),
+    ("scheduling.volcano.sh/v1beta1", "PodGroup"): ("sh.volcano.scheduling.v1beta1.PodGroup", _top({
+        "spec": _object({
+            "minMember": _integer(), "minTaskMember": _map(_integer()), "queue": _string(),
+            "priorityClassName": _string(), "minResources": _quantities(), "networkTopology": _NETWORK_TOPOLOGY,
+            "subGroupPolicy": _array(_object({
+                "name": _string(), "networkTopology": _NETWORK_TOPOLOGY, "subGroupSize": _integer(),
+                "minSubGroups": _integer(), "labelSelector": LABEL_SELECTOR, "matchLabelKeys": _strings(),
+            })),
+        }),
+        "status": _POD_GROUP_STATUS,
+    })),
+    ("scheduling.koordinator.sh/v1alpha1", "ClusterNetworkTopology"): (
+        "sh.koordinator.scheduling.v1alpha1.ClusterNetworkTopology", _top({
+            "spec": _object({"networkTopologySpec": _array(_object({
+                "topologyLayer": _string(), "labelKey": _strings(), "parentTopologyLayer": _string(),
+            }))}),
+            "status": _object({"detailStatus": _array(_object({
+                "topologyInfo": _TOPOLOGY_INFO, "parentTopologyInfo": _TOPOLOGY_INFO,
+                "childTopologyLayer": _string(), "childTopologyNames": _strings(), "nodeNum": _integer(),
+            }))}),
+        })),
+    ("topology.volcano.sh/v1alpha1", "HyperNode"): ("sh.volcano.topology.v1alpha1.HyperNode", _top({
+        "spec": _object({
+            "tier": _integer(), "tierName": _string(),
+            "members": _array(_object({
+                "type": _string(),
+                "selector": _object({
+                    "exactMatch": _object({"name": _string()}),
+                    "regexMatch": _object({"pattern": _string()}),
+                    "labelMatch": LABEL_SELECTOR,
+                }),
+            })),
+        }),
+        "status": _object({"nodeCount": _integer(), "conditions": _array(_CONDITION, "type")}),
+    })),
+}
+
+BINDING: tuple[str, Schema] = ("io.k8s.api.core.v1.Binding", _top({"target": _OBJECT_REFERENCE}, ("target",)))
+EVICTION: tuple[str, Schema] = ("io.k8s.api.policy.v1.Eviction", _top({"deleteOptions": _free()}))
+DELETE_OPTIONS: Schema = _object({
+    "apiVersion": _string(), "kind": _string(), "gracePeriodSeconds": _integer(), "preconditions": _free(),
+    "orphanDependents": _boolean(), "propagationPolicy": _string(), "dryRun": _strings(),
+})

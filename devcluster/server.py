@@ -1,0 +1,509 @@
+"""The HTTP face of devcluster: the Kubernetes REST API over aiohttp.web.
+
+One catch-all handler parses the URL itself (`/api/v1/...`, `/apis/<group>/<version>/...`, optionally
+`namespaces/<ns>/`, then `<plural>[/<name>[/<subresource>]]`), maps method + path to a Kubernetes
+verb, consults the fault injector, and serves the verb from the `Store`. Every failure becomes the
+`Status` body a real API server sends (never a stack trace); unexpected exceptions are a 500 Status.
+
+Responses are encoded once with msgspec from the stored dicts (no copies). Watches are chunked
+streams of JSON lines fed from a `Watcher` queue; bookmarks are sent when asked for, every
+`bookmark_interval` seconds. Tables (`Accept: ...;as=Table`) serve `kubectl get`.
+
+This module owns no state beyond the request: objects live in the store, faults in the injector.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import re
+import time
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from devcluster import errors, openapi, tables
+from devcluster.errors import ApiError
+from devcluster.faults import FaultInjector
+from devcluster.resources import ResourceDef, by_path
+from devcluster.schemas import BINDING, EVICTION, KIND_SCHEMAS, Schema
+from devcluster.selectors import matcher
+from devcluster.store import Store
+from devcluster.validation import check, prune
+from devcluster.watch import Watcher, WatchEvent
+
+log = logging.getLogger("devcluster")
+
+_encode = msgspec.json.Encoder().encode
+_decoder = msgspec.json.Decoder()
+_JSON = "application/json"
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_PATCH_TYPES = {
+    "application/merge-patch+json": "merge",
+    "application/json-patch+json": "json",
+    "application/strategic-merge-patch+json": "strategic",
+}
+_SUCCESS_201 = _encode({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+_OK = b"ok"
+DEFAULT_WATCH_TIMEOUT = 1800.0
+
+
+class _Target(msgspec.Struct):
+    resource: ResourceDef
+    namespace: str
+    name: str
+    subresource: str
+
+
+def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=body, status=status, content_type=_JSON, headers=headers)
+
+
+def _error(error: ApiError) -> web.Response:
+    headers = {"Retry-After": str(error.retry_after)} if error.retry_after is not None else None
+    return _json(_encode(error.status()), error.code, headers)
+
+
+def _parse_target(parts: list[str]) -> _Target | bytes | None:
+    """Resolve `/api[s]/...` path segments: a resource target, a discovery document, or None (404)."""
+    if parts[0] == "api":
+        if len(parts) == 1:
+            return None  # /api is answered by the caller (needs the address)
+        group, version, rest = "", parts[1], parts[2:]
+    else:
+        if len(parts) == 1:
+            return openapi.group_list()
+        if len(parts) == 2:
+            return openapi.group(parts[1])
+        group, version, rest = parts[1], parts[2], parts[3:]
+    if not rest:
+        return openapi.resource_list(group, version)
+    namespace = ""
+    if rest[0] == "namespaces" and len(rest) >= 3 and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
+        namespace, rest = rest[1], rest[2:]
+    if len(rest) > 3:
+        return None
+    resource = by_path(group, version, rest[0])
+    if resource is None or (namespace and not resource.namespaced):
+        return None
+    name = rest[1] if len(rest) > 1 else ""
+    sub = rest[2] if len(rest) > 2 else ""
+    if sub and sub not in resource.subresources:
+        return None
+    return _Target(resource, namespace, name, sub)
+
+
+def _verb(method: str, target: _Target, query: dict[str, str]) -> str:
+    if method == "GET":
+        if _flag(query, "watch"):
+            return "watch"
+        return "get" if target.name else "list"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, method.lower())
+
+
+def _int_param(query: dict[str, str], name: str) -> int | None:
+    raw = query.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise errors.bad_request(f'invalid value for {name}: "{raw}"') from None
+
+
+def _flag(query: dict[str, str], name: str) -> bool:
+    return query.get(name, "").lower() in ("true", "1")
+
+
+def _wants_table(accept: str) -> bool:
+    return "as=Table" in accept
+
+
+class ApiServer:
+    """The aiohttp application serving one `Store`."""
+
+    def __init__(self, store: Store, faults: FaultInjector, *, bookmark_interval: float = 1.0,
+                 address: str = "127.0.0.1:0") -> None:
+        self.store = store
+        self.faults = faults
+        self.bookmark_interval = bookmark_interval
+        self.address = address
+        self.app = web.Application(client_max_size=64 * 1024 * 1024)
+        self.app.router.add_route("*", "/{tail:.*}", self._handle)
+        self.requests = 0
+
+    # ----------------------------------------------------------------------- dispatch
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.requests += 1
+        try:
+            return await self._dispatch(request)
+        except ApiError as error:
+            return _error(error)
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # a bug must still answer a Status, not a stack trace
+            log.exception("devcluster: internal error serving %s %s", request.method, request.path)
+            return _error(ApiError(500, "InternalError", f"Internal error occurred: {type(exc).__name__}: {exc}", {}))
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        parts = [p for p in path.split("/") if p]
+        if not parts:
+            return _json(_encode({"paths": ["/api", "/api/v1", "/apis", "/openapi/v3", "/version"]}))
+        head = parts[0]
+        if head in ("api", "apis"):
+            return await self._api(request, parts)
+        if request.method != "GET":
+            raise errors.method_not_allowed()
+        if head == "version" and len(parts) == 1:
+            return _json(_encode(openapi.SERVER_VERSION))
+        if head in ("healthz", "livez", "readyz"):
+            return web.Response(body=_OK, content_type="text/plain")
+        if head == "openapi" and len(parts) >= 2 and parts[1] == "v3":
+            document = openapi.v3_root() if len(parts) == 2 else openapi.v3_document("/".join(parts[2:]))
+            if document is not None:
+                return _json(document)
+        raise errors.path_not_found()
+
+    async def _api(self, request: web.Request, parts: list[str]) -> web.StreamResponse:
+        if parts == ["api"]:
+            if request.method != "GET":
+                raise errors.method_not_allowed()
+            return _json(openapi.core_versions(self.address))
+        found = _parse_target(parts)
+        if found is None:
+            raise errors.path_not_found()
+        if isinstance(found, bytes):
+            if request.method != "GET":
+                raise errors.method_not_allowed()
+            return _json(found)
+        target = found
+        query = dict(request.query)
+        verb = _verb(request.method, target, query)
+        if self.faults.active:
+            delay = self.faults.latency(verb, request.path)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            injected = self.faults.decide(verb, request.path)
+            if injected is not None:
+                return _error(injected)
+        method = request.method
+        if target.subresource in ("binding", "eviction"):
+            if method != "POST":
+                raise errors.method_not_allowed()
+            return await self._pod_action(request, target)
+        if not target.name:
+            if method == "GET":
+                if verb == "watch":
+                    return await self._watch(request, target, query)
+                return self._list(request, target, query)
+            if method == "POST":
+                return await self._create(request, target, query)
+            if method == "DELETE":
+                return self._delete_collection(target, query)
+            raise errors.method_not_allowed()
+        if method == "GET":
+            if verb == "watch":
+                query["fieldSelector"] = ",".join(
+                    s for s in (query.get("fieldSelector", ""), f"metadata.name={target.name}") if s)
+                return await self._watch(request, target, query)
+            obj = self.store.get(target.resource, target.name, target.namespace)
+            return self._object_response(request, target.resource, obj)
+        if method == "PUT":
+            return await self._update(request, target, query)
+        if method == "PATCH":
+            return await self._patch(request, target, query)
+        if method == "DELETE":
+            return await self._delete(request, target, query)
+        raise errors.method_not_allowed()
+
+    # ----------------------------------------------------------------------- bodies and validation
+
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        content_type = request.headers.get("Content-Type", _JSON).split(";")[0].strip()
+        if content_type not in (_JSON, "", *list(_PATCH_TYPES)):
+            raise errors.unsupported_media_type(content_type)
+        try:
+            return _decoder.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
+
+    def _validated(self, resource_key: tuple[str, str], schema: Schema, body: Any, name: str,
+                   query: dict[str, str], headers: dict[str, str]) -> dict[str, Any]:
+        api_version, kind = resource_key
+        if not isinstance(body, dict):
+            raise errors.bad_request(f'{kind} in version "{api_version.rpartition("/")[2]}" cannot be handled as a '
+                                     f"{kind}: the body must be a JSON object")
+        if body.get("kind") not in (None, "", kind) or body.get("apiVersion") not in (None, "", api_version):
+            raise errors.bad_request(f"the API version in the data ({body.get('apiVersion')}) does not match the "
+                                     f"expected API version ({api_version})" if body.get("kind") in (None, "", kind)
+                                     else f'{kind} in version "{api_version.rpartition("/")[2]}" cannot be handled '
+                                     f'as a {kind}: got kind "{body.get("kind")}"')
+        findings = check(body, schema)
+        group = api_version.rpartition("/")[0]
+        display = str((body.get("metadata") or {}).get("name") or name)
+        if findings.wrong_type:
+            field, problem = findings.wrong_type[0]
+            raise errors.bad_request(f'{kind} in version "{api_version.rpartition("/")[2]}" cannot be handled as a '
+                                     f"{kind}: json: cannot unmarshal {field}: {problem}")
+        if findings.unknown:
+            mode = query.get("fieldValidation", "Warn")
+            if mode == "Strict":
+                raise errors.invalid(kind, display, [
+                    ("FieldValueInvalid", field, f'Invalid value: "{field}": strict decoding error: unknown field '
+                                                 f'"{field}"') for field in findings.unknown], group)
+            if mode not in ("Warn", "Ignore"):
+                raise errors.bad_request(f"fieldValidation must be one of Strict, Warn, Ignore (got {mode!r})")
+            if mode == "Warn":
+                headers["Warning"] = ", ".join(f'299 - "unknown field \\"{f}\\""' for f in findings.unknown)
+            body = prune(body, schema)
+        meta = body.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be an object")
+        validated: dict[str, Any] = body
+        return validated
+
+    def _check_object(self, resource: ResourceDef, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        causes: list[tuple[str, str, str]] = []
+        if name and (len(name) > 253 or not _NAME.match(name)):
+            causes.append(("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 '
+                           "subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+                           "start and end with an alphanumeric character"))
+        if resource.kind == "Pod":
+            containers = (obj.get("spec") or {}).get("containers")
+            if not containers:
+                causes.append(("FieldValueRequired", "spec.containers", "Required value"))
+            else:
+                for index, container in enumerate(containers):
+                    if not isinstance(container, dict) or not container.get("name"):
+                        causes.append(("FieldValueRequired", f"spec.containers[{index}].name", "Required value"))
+        if resource.kind == "PriorityClass" and "value" not in obj:
+            causes.append(("FieldValueRequired", "value", "Required value"))
+        if causes:
+            raise errors.invalid(resource.kind, name, causes, resource.group)
+
+    def _schema(self, resource: ResourceDef) -> tuple[tuple[str, str], Schema]:
+        key = (resource.api_version, resource.kind)
+        return key, KIND_SCHEMAS[key][1]
+
+    # ----------------------------------------------------------------------- verbs
+
+    def _object_response(self, request: web.Request, resource: ResourceDef, obj: dict[str, Any],
+                         status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+        if _wants_table(request.headers.get("Accept", "")):
+            body = tables.table(resource, [obj], time.time(), str(obj["metadata"].get("resourceVersion", "")))
+            return _json(_encode(body), status, headers)
+        return _json(_encode(obj), status, headers)
+
+    def _list(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.Response:
+        resource = target.resource
+        predicate = matcher(query.get("labelSelector", ""), query.get("fieldSelector", ""), resource.kind)
+        items = self.store.list(resource, target.namespace, predicate)
+        rv = str(self.store.resource_version)
+        limit = _int_param(query, "limit")
+        token = query.get("continue", "")
+        if token:
+            try:
+                after = msgspec.json.decode(base64.urlsafe_b64decode(token.encode()))
+                start_ns, start_name = str(after[0]), str(after[1])
+            except (ValueError, TypeError, IndexError, msgspec.DecodeError):
+                raise errors.bad_request("continue key is not valid: illegal base64 data") from None
+            items = [o for o in items if (o["metadata"].get("namespace", ""), o["metadata"]["name"])
+                     > (start_ns, start_name)]
+        next_token = ""
+        remaining = 0
+        if limit and limit > 0 and len(items) > limit:
+            remaining = len(items) - limit
+            items = items[:limit]
+            last = items[-1]["metadata"]
+            next_token = base64.urlsafe_b64encode(
+                _encode([last.get("namespace", ""), last["name"]])).decode()
+        if _wants_table(request.headers.get("Accept", "")):
+            return _json(_encode(tables.table(resource, items, time.time(), rv, next_token)))
+        metadata: dict[str, Any] = {"resourceVersion": rv}
+        if next_token:
+            metadata.update({"continue": next_token, "remainingItemCount": remaining})
+        return _json(_encode({"kind": f"{resource.kind}List", "apiVersion": resource.api_version,
+                              "metadata": metadata, "items": items}))
+
+    async def _create(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.Response:
+        resource = target.resource
+        headers: dict[str, str] = {}
+        key, schema = self._schema(resource)
+        body = self._validated(key, schema, await self._body(request), "", query, headers)
+        self._check_object(resource, body)
+        if query.get("dryRun"):
+            raise errors.bad_request("devcluster does not support dryRun")
+        obj = self.store.create_in(resource, {**body, "apiVersion": resource.api_version, "kind": resource.kind},
+                                   target.namespace, keep_status=False)
+        return self._object_response(request, resource, obj, 201, headers)
+
+    async def _update(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.Response:
+        resource = target.resource
+        headers: dict[str, str] = {}
+        key, schema = self._schema(resource)
+        body = self._validated(key, schema, await self._body(request), target.name, query, headers)
+        if query.get("dryRun"):
+            raise errors.bad_request("devcluster does not support dryRun")
+        body = {**body, "apiVersion": resource.api_version, "kind": resource.kind}
+        if target.subresource != "status":
+            self._check_object(resource, {**body, "metadata": {**(body.get("metadata") or {}), "name": target.name}})
+        obj = self.store.update_in(resource, target.name, target.namespace, body, subresource=target.subresource)
+        return self._object_response(request, resource, obj, 200, headers)
+
+    async def _patch(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.Response:
+        resource = target.resource
+        content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+        patch_type = _PATCH_TYPES.get(content_type)
+        if patch_type is None:
+            raise errors.unsupported_media_type(content_type)
+        if patch_type == "strategic" and resource.custom:
+            raise errors.unsupported_media_type(content_type)
+        if query.get("dryRun"):
+            raise errors.bad_request("devcluster does not support dryRun")
+        patch = await self._body(request)
+        headers: dict[str, str] = {}
+        key, schema = self._schema(resource)
+
+        def validate(result: dict[str, Any]) -> dict[str, Any]:
+            return self._validated(key, schema, result, target.name, query, headers)
+
+        result = self.store.patch(resource, target.name, patch, target.namespace, patch_type=patch_type,
+                                  subresource=target.subresource, check=validate)
+        return self._object_response(request, resource, result, 200, headers)
+
+    async def _delete_options(self, request: web.Request, query: dict[str, str]) -> tuple[int | None, dict[str, Any]]:
+        grace = _int_param(query, "gracePeriodSeconds")
+        preconditions: dict[str, Any] = {}
+        if request.can_read_body:
+            options = await self._body(request)
+            if isinstance(options, dict):
+                if grace is None and options.get("gracePeriodSeconds") is not None:
+                    grace = int(options["gracePeriodSeconds"])
+                preconditions = options.get("preconditions") or {}
+        if grace is not None and grace < 0:
+            raise errors.invalid("DeleteOptions", "", [("FieldValueInvalid", "gracePeriodSeconds",
+                                                        "Invalid value: must be >= 0")])
+        return grace, preconditions
+
+    async def _delete(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.Response:
+        if target.subresource:
+            raise errors.method_not_allowed()
+        grace, preconditions = await self._delete_options(request, query)
+        obj = self.store.delete(target.resource, target.name, target.namespace, grace_period_seconds=grace,
+                                preconditions=preconditions)
+        return self._object_response(request, target.resource, obj)
+
+    def _delete_collection(self, target: _Target, query: dict[str, str]) -> web.Response:
+        predicate = matcher(query.get("labelSelector", ""), query.get("fieldSelector", ""), target.resource.kind)
+        grace = _int_param(query, "gracePeriodSeconds")
+        items = self.store.list(target.resource, target.namespace, predicate)
+        for obj in items:
+            meta = obj["metadata"]
+            if self.store.find(target.resource, meta["name"], meta.get("namespace", "")) is not None:
+                self.store.delete(target.resource, meta["name"], meta.get("namespace", ""), grace_period_seconds=grace)
+        return _json(_encode({"kind": f"{target.resource.kind}List", "apiVersion": target.resource.api_version,
+                              "metadata": {"resourceVersion": str(self.store.resource_version)}, "items": items}))
+
+    async def _pod_action(self, request: web.Request, target: _Target) -> web.Response:
+        body = await self._body(request)
+        headers: dict[str, str] = {}
+        if target.subresource == "binding":
+            body = self._validated(("v1", "Binding"), BINDING[1], body, target.name, dict(request.query), headers)
+            node = str((body.get("target") or {}).get("name") or "")
+            if not node:
+                raise errors.invalid("Binding", target.name, [("FieldValueRequired", "target.name", "Required value")])
+            meta = body.get("metadata") or {}
+            if meta.get("name") and meta["name"] != target.name:
+                raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on "
+                                         f"the URL ({target.name})")
+            uid = meta.get("uid") or None
+            self.store.bind(target.namespace, target.name, node, uid=str(uid) if uid else None)
+        else:
+            body = self._validated(("policy/v1", "Eviction"), EVICTION[1], body, target.name, dict(request.query),
+                                   headers)
+            options = body.get("deleteOptions") or {}
+            grace = options.get("gracePeriodSeconds")
+            self.store.evict(target.namespace, target.name,
+                             grace_period_seconds=int(grace) if grace is not None else None)
+        return _json(_SUCCESS_201, 201, headers or None)
+
+    # ----------------------------------------------------------------------- watch
+
+    async def _watch(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.StreamResponse:
+        resource = target.resource
+        predicate = matcher(query.get("labelSelector", ""), query.get("fieldSelector", ""), resource.kind)
+        timeout = _int_param(query, "timeoutSeconds")
+        bookmarks = _flag(query, "allowWatchBookmarks")
+        initial = _flag(query, "sendInitialEvents")
+        table = _wants_table(request.headers.get("Accept", ""))
+        since = "" if initial else query.get("resourceVersion", "")
+        response = web.StreamResponse(status=200, headers={"Content-Type": _JSON})
+        response.enable_chunked_encoding()
+        try:
+            watcher, backlog = self.store.watch(resource, target.namespace, predicate, since)
+        except ApiError as error:
+            if error.code != 410:
+                raise
+            await response.prepare(request)
+            await response.write(_encode({"type": "ERROR", "object": error.status()}) + b"\n")
+            await response.write_eof()
+            return response
+        try:
+            await response.prepare(request)
+            if backlog:
+                await response.write(b"".join(self._line(kind, event, resource, table) for kind, event in backlog))
+            if initial and bookmarks:
+                await response.write(self._bookmark(resource, initial_end=True))
+            await self._stream(response, watcher, resource, table, bookmarks,
+                               float(timeout) if timeout and timeout > 0 else DEFAULT_WATCH_TIMEOUT)
+            await response.write_eof()
+        except (ConnectionResetError, ConnectionError):
+            pass
+        finally:
+            self.store.stop_watch(watcher)
+        return response
+
+    async def _stream(self, response: web.StreamResponse, watcher: Watcher, resource: ResourceDef, table: bool,
+                      bookmarks: bool, duration: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + duration
+        next_bookmark = loop.time() + self.bookmark_interval
+        while not watcher.closed:
+            now = loop.time()
+            if now >= deadline:
+                return
+            wait = deadline - now
+            if bookmarks:
+                wait = min(wait, max(0.0, next_bookmark - now))
+            await watcher.wait(wait)
+            if watcher.queue:
+                queue = watcher.queue
+                lines = []
+                while queue:
+                    kind, event = queue.popleft()
+                    lines.append(self._line(kind, event, resource, table))
+                await response.write(b"".join(lines))
+            if bookmarks and loop.time() >= next_bookmark and not watcher.closed:
+                await response.write(self._bookmark(resource))
+                next_bookmark = loop.time() + self.bookmark_interval
+
+    def _line(self, kind: str, event: WatchEvent, resource: ResourceDef, table: bool) -> bytes:
+        if not table:
+            return event.line(kind)
+        obj = tables.table(resource, [event.obj], time.time(), str(event.rv))
+        return _encode({"type": kind, "object": obj}) + b"\n"
+
+    def _bookmark(self, resource: ResourceDef, initial_end: bool = False) -> bytes:
+        metadata: dict[str, Any] = {"resourceVersion": str(self.store.resource_version)}
+        if initial_end:
+            metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
+        return _encode({"type": "BOOKMARK", "object": {"kind": resource.kind, "apiVersion": resource.api_version,
+                                                       "metadata": metadata}}) + b"\n"
+

@@ -1,0 +1,498 @@
+"""The object store: every object of every kind, one global resourceVersion, the watch history.
+
+Objects are plain JSON dicts, indexed by resource, namespace and name. A write never mutates a stored
+dict: it stores a new one (sharing untouched subtrees), so a dict handed out by `get`/`list` is a
+consistent snapshot that callers must treat as read-only. Every write takes the next resourceVersion
+from one counter, appends a `WatchEvent` to a bounded history window (the oldest events fall out and
+watches from before them get 410 Gone) and offers it to the open watchers of that resource.
+
+Semantics follow the real API server where a client can observe them: optimistic concurrency (a
+stale resourceVersion is 409), no-op updates keep the resourceVersion, the status subresource
+carries only status, graceful pod deletion (deletionTimestamp now, removal after the grace period;
+unscheduled pods go at once), finalizers, binding (409 if already bound, uid precondition), eviction.
+
+The store is driven from one event loop thread and never blocks. Deferred removals use the running
+loop's `call_later`; without a running loop a graceful deletion removes the object at once.
+
+Resources may be named by `ResourceDef`, by `plural[.group]` (`pods`, `hypernodes.topology.volcano.sh`)
+or by `apiVersion/Kind` (`v1/Pod`, `topology.volcano.sh/v1alpha1/HyperNode`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import random
+import string
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from devcluster import errors
+from devcluster.patches import json_patch, merge_patch, strategic_merge
+from devcluster.resources import RESOURCES, ResourceDef, by_kind
+from devcluster.schemas import KIND_SCHEMAS
+from devcluster.watch import Predicate, Watcher, WatchEvent
+
+Obj = dict[str, Any]
+ResourceRef = ResourceDef | str
+Listener = Callable[[WatchEvent], None]
+Backlog = list[tuple[str, WatchEvent]]
+Objs = list[Obj]
+
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_BY_KEY = {r.key: r for r in RESOURCES}
+_NAME_CHARS = string.ascii_lowercase + string.digits
+
+
+def resolve(ref: ResourceRef) -> ResourceDef:
+    """The `ResourceDef` named by `ref` (see the module docstring); KeyError if not served."""
+    if isinstance(ref, ResourceDef):
+        return ref
+    if ref in _BY_KEY:
+        return _BY_KEY[ref]
+    api_version, _, kind = ref.rpartition("/")
+    found = by_kind(api_version, kind)
+    if found is None:
+        raise KeyError(f"devcluster does not serve {ref!r}")
+    return found
+
+
+def now_rfc3339(clock: Callable[[], float] = time.time) -> str:
+    return dt.datetime.fromtimestamp(int(clock()), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _meta(obj: Obj) -> Obj:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _without_rv(obj: Obj) -> Obj:
+    meta = dict(_meta(obj))
+    meta.pop("resourceVersion", None)
+    meta.pop("managedFields", None)
+    return {**obj, "metadata": meta}
+
+
+class Store:
+    """All objects, the resourceVersion counter, the watch history and the open watchers."""
+
+    def __init__(self, history: int = 10_000, *, autocreate_namespaces: bool = True,
+                 clock: Callable[[], float] = time.time) -> None:
+        if history < 1:
+            raise ValueError("history must hold at least one event")
+        self._objects: dict[str, dict[str, dict[str, Obj]]] = {r.key: {} for r in RESOURCES}
+        self._rv = 0
+        self._history: deque[WatchEvent] = deque(maxlen=history)
+        self._compacted = 0  # the newest resourceVersion no longer in the history window
+        self._watchers: dict[str, set[Watcher]] = {r.key: set() for r in RESOURCES}
+        self._listeners: list[Listener] = []
+        self.autocreate_namespaces = autocreate_namespaces
+        self.clock = clock
+        for name in DEFAULT_NAMESPACES:
+            self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    # ----------------------------------------------------------------------- reading
+
+    @property
+    def resource_version(self) -> int:
+        """The newest resourceVersion handed out (lists carry it)."""
+        return self._rv
+
+    @property
+    def oldest_resumable(self) -> int:
+        """The oldest resourceVersion a watch can resume from without 410 Gone."""
+        return self._compacted
+
+    def get(self, ref: ResourceRef, name: str, namespace: str = "") -> Obj:
+        """The stored object (read-only); ApiError 404 if absent."""
+        resource = resolve(ref)
+        found = self._objects[resource.key].get(self._ns(resource, namespace), {}).get(name)
+        if found is None:
+            raise errors.not_found(resource.plural, name, resource.group)
+        return found
+
+    def find(self, ref: ResourceRef, name: str, namespace: str = "") -> Obj | None:
+        """The stored object or None."""
+        resource = resolve(ref)
+        return self._objects[resource.key].get(self._ns(resource, namespace), {}).get(name)
+
+    def list(self, ref: ResourceRef, namespace: str = "", predicate: Predicate | None = None) -> list[Obj]:
+        """Objects of a resource (one namespace or all), sorted by namespace and name."""
+        resource = resolve(ref)
+        spaces = self._objects[resource.key]
+        names = [namespace] if namespace else sorted(spaces)
+        items: list[Obj] = []
+        for ns in names:
+            bucket = spaces.get(ns)
+            if not bucket:
+                continue
+            for name in sorted(bucket):
+                obj = bucket[name]
+                if predicate is None or predicate(obj):
+                    items.append(obj)
+        return items
+
+    def count(self, ref: ResourceRef) -> int:
+        return sum(len(bucket) for bucket in self._objects[resolve(ref).key].values())
+
+    # ----------------------------------------------------------------------- writing
+
+    def create(self, obj: Obj, namespace: str = "", *, keep_status: bool = True) -> Obj:
+        """Store a new object (apiVersion/kind pick the resource); returns the stored object.
+
+        `keep_status=False` is the HTTP behaviour (status is reset like a real server's create);
+        direct callers usually keep it to create e.g. running pods.
+        """
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        resource = by_kind(str(api_version), str(kind))
+        if resource is None:
+            raise errors.bad_request(f"no kind {kind!r} is registered for version {api_version!r}")
+        return self.create_in(resource, obj, namespace or str(_meta(obj).get("namespace") or ""),
+                              keep_status=keep_status)
+
+    def create_in(self, resource: ResourceDef, obj: Obj, namespace: str, *, keep_status: bool) -> Obj:
+        meta = dict(_meta(obj))
+        name = meta.get("name")
+        if not name:
+            prefix = meta.get("generateName")
+            if not prefix:
+                raise errors.invalid(resource.kind, "", [(
+                    "FieldValueRequired", "metadata.name", "Required value: name or generateName is required")],
+                    resource.group)
+            name = str(prefix) + "".join(random.choices(_NAME_CHARS, k=5))
+            meta["name"] = name
+        name = str(name)
+        if resource.namespaced:
+            body_ns = meta.get("namespace")
+            if body_ns and namespace and body_ns != namespace:
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request")
+            namespace = namespace or str(body_ns or "") or "default"
+            meta["namespace"] = namespace
+            self._require_namespace(namespace)
+        else:
+            namespace = ""
+            meta.pop("namespace", None)
+        bucket = self._objects[resource.key].setdefault(namespace, {})
+        if name in bucket:
+            raise errors.already_exists(resource.plural, name, resource.group)
+        for field in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+            meta.pop(field, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_rfc3339(self.clock)
+        meta["generation"] = 1
+        stored: Obj = {**obj, "apiVersion": resource.api_version, "kind": resource.kind, "metadata": meta}
+        if not keep_status and resource.has_status and resource.kind != "Node":
+            stored.pop("status", None)
+        self._default(resource, stored)
+        self._rv += 1
+        meta["resourceVersion"] = str(self._rv)
+        bucket[name] = stored
+        self._publish(WatchEvent("ADDED", resource.key, namespace, stored, self._rv))
+        return stored
+
+    def update(self, obj: Obj, namespace: str = "", *, subresource: str = "") -> Obj:
+        """Replace an object (PUT semantics); `subresource="status"` replaces only its status."""
+        resource = by_kind(str(obj.get("apiVersion")), str(obj.get("kind")))
+        if resource is None:
+            raise errors.bad_request(f"no kind {obj.get('kind')!r} is registered for version {obj.get('apiVersion')!r}")
+        meta = _meta(obj)
+        return self.update_in(resource, str(meta.get("name", "")), namespace or str(meta.get("namespace", "")),
+                              obj, subresource=subresource)
+
+    def update_in(self, resource: ResourceDef, name: str, namespace: str, obj: Obj, *, subresource: str = "") -> Obj:
+        namespace = self._ns(resource, namespace)
+        current = self.get(resource, name, namespace)
+        meta = _meta(obj)
+        if meta.get("name") and meta["name"] != name:
+            raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on "
+                                     f"the URL ({name})")
+        if resource.namespaced and meta.get("namespace") and meta["namespace"] != namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request")
+        wanted_rv = meta.get("resourceVersion")
+        current_meta = current["metadata"]
+        if wanted_rv and str(wanted_rv) != current_meta["resourceVersion"]:
+            raise errors.stale(resource.plural, name, resource.group)
+        if subresource == "status":
+            new: Obj = {**current}
+            if "status" in obj:
+                new["status"] = obj["status"]
+            else:
+                new.pop("status", None)
+        else:
+            new = {**obj, "apiVersion": resource.api_version, "kind": resource.kind}
+            new_meta = dict(meta)
+            for field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                          "generation", "namespace", "name"):
+                if field in current_meta:
+                    new_meta[field] = current_meta[field]
+                else:
+                    new_meta.pop(field, None)
+            new["metadata"] = new_meta
+            if resource.has_status:
+                if "status" in current:
+                    new["status"] = current["status"]
+                else:
+                    new.pop("status", None)
+            if resource.kind == "Pod":
+                self._default(resource, new)
+            spec_changed = any(new.get(k) != current.get(k) for k in set(new) | set(current)
+                               if k not in ("metadata", "status", "apiVersion", "kind"))
+            if spec_changed:
+                new_meta["generation"] = int(current_meta.get("generation", 1)) + 1
+        return self._replace(resource, namespace, current, new)
+
+    def patch(self, ref: ResourceRef, name: str, patch: Any, namespace: str = "", *,
+              patch_type: str = "merge", subresource: str = "",
+              check: Callable[[Obj], Obj] | None = None) -> Obj:
+        """Apply a `merge`, `json` or `strategic` patch; a resourceVersion in the result is a precondition.
+
+        `check` sees (and may replace or refuse) the patched object before it is stored.
+        """
+        resource = resolve(ref)
+        current = self.get(resource, name, namespace)
+        if patch_type == "merge":
+            if not isinstance(patch, dict):
+                raise errors.bad_request("a merge patch must be a JSON object")
+            result = merge_patch(current, patch)
+        elif patch_type == "json":
+            result = json_patch(current, patch)
+        elif patch_type == "strategic":
+            if not isinstance(patch, dict):
+                raise errors.bad_request("a strategic merge patch must be a JSON object")
+            result = strategic_merge(current, patch, KIND_SCHEMAS[(resource.api_version, resource.kind)][1])
+        else:
+            raise errors.unsupported_media_type(patch_type)
+        if not isinstance(result, dict):
+            raise errors.bad_request("the patched object is not a JSON object")
+        result_meta = _meta(result)
+        if result_meta.get("resourceVersion") == current["metadata"]["resourceVersion"]:
+            result = {**result, "metadata": {k: v for k, v in result_meta.items() if k != "resourceVersion"}}
+        result.setdefault("apiVersion", resource.api_version)
+        result.setdefault("kind", resource.kind)
+        if check is not None:
+            result = check(result)
+        return self.update_in(resource, name, self._ns(resource, namespace), result, subresource=subresource)
+
+    def delete(self, ref: ResourceRef, name: str, namespace: str = "", *, grace_period_seconds: int | None = None,
+               preconditions: dict[str, Any] | None = None) -> Obj:
+        """Delete (gracefully for bound pods); returns the object as it is after the call."""
+        resource = resolve(ref)
+        namespace = self._ns(resource, namespace)
+        current = self.get(resource, name, namespace)
+        meta = current["metadata"]
+        if preconditions:
+            uid, rv = preconditions.get("uid"), preconditions.get("resourceVersion")
+            if uid and uid != meta.get("uid"):
+                raise errors.conflict(resource.plural, name, f"Precondition failed: UID in precondition: {uid}, "
+                                      f"UID in object meta: {meta.get('uid')}", resource.group)
+            if rv and rv != meta.get("resourceVersion"):
+                raise errors.conflict(resource.plural, name, f"Precondition failed: ResourceVersion in "
+                                      f"precondition: {rv}, ResourceVersion in object meta: "
+                                      f"{meta.get('resourceVersion')}", resource.group)
+        grace = self._grace(resource, current, grace_period_seconds)
+        if grace > 0 or meta.get("finalizers"):
+            return self._begin_deletion(resource, namespace, current, grace)
+        return self._remove(resource, namespace, current)
+
+    def bind(self, namespace: str, name: str, node: str, *, uid: str | None = None) -> Obj:
+        """Assign a pending pod to a node (the binding subresource); 409 if it is already assigned."""
+        pods = resolve("pods")
+        current = self.get(pods, name, namespace)
+        meta = current["metadata"]
+        if uid and uid != meta.get("uid"):
+            raise errors.conflict("pods/binding", name, f"Precondition failed: UID in precondition: {uid}, "
+                                  f"UID in object meta: {meta.get('uid')}")
+        spec = current.get("spec") or {}
+        if spec.get("nodeName"):
+            raise errors.conflict("pods/binding", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"')
+        if meta.get("deletionTimestamp"):
+            raise errors.conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
+        status = dict(current.get("status") or {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                           "lastTransitionTime": now_rfc3339(self.clock)})
+        status["conditions"] = conditions
+        new = {**current, "spec": {**spec, "nodeName": node}, "status": status}
+        return self._replace(pods, namespace, current, new)
+
+    def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> Obj:
+        """The eviction subresource: delete the pod with its grace period (no disruption budgets here)."""
+        return self.delete("pods", name, namespace, grace_period_seconds=grace_period_seconds)
+
+    def load_objects(self, objects: Iterable[Obj]) -> Objs:
+        """Create each object (keeping any status); returns the stored objects in order."""
+        return [self.create(obj) for obj in objects]
+
+    # ----------------------------------------------------------------------- watching
+
+    def watch(self, ref: ResourceRef, namespace: str = "", predicate: Predicate | None = None,
+              resource_version: str = "") -> tuple[Watcher, Backlog]:
+        """Open a watcher and return it with the events it must replay first.
+
+        Empty or "0" resourceVersion: the current objects as ADDED events. Otherwise the history after
+        that version; ApiError 410 if the history window no longer reaches back to it.
+        """
+        resource = resolve(ref)
+        watcher = Watcher(resource.key, namespace, predicate)
+        backlog: Backlog = []
+        if resource_version in ("", "0"):
+            for obj in self.list(resource, namespace, predicate):
+                ns = str(obj["metadata"].get("namespace", ""))
+                backlog.append(("ADDED", WatchEvent("ADDED", resource.key, ns, obj, self._rv)))
+        else:
+            try:
+                since = int(resource_version)
+            except ValueError:
+                raise errors.bad_request(f'invalid resource version "{resource_version}"') from None
+            if since < self._compacted:
+                raise errors.gone(f"too old resource version: {since} ({self._compacted + 1})")
+            collector = Watcher(resource.key, namespace, predicate)
+            for event in self._history:
+                if event.rv > since and event.key == resource.key:
+                    collector.offer(event)
+            backlog = list(collector.queue)
+        self._watchers[resource.key].add(watcher)
+        return watcher, backlog
+
+    def stop_watch(self, watcher: Watcher) -> None:
+        watcher.close()
+        self._watchers[watcher.key].discard(watcher)
+
+    def close_watches(self, ref: ResourceRef | None = None) -> int:
+        """Close open watches (of one resource or all); returns how many were closed."""
+        keys = [resolve(ref).key] if ref is not None else list(self._watchers)
+        closed = 0
+        for key in keys:
+            for watcher in list(self._watchers[key]):
+                self.stop_watch(watcher)
+                closed += 1
+        return closed
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call `listener` synchronously on every change; returns the unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    # ----------------------------------------------------------------------- internals
+
+    @staticmethod
+    def _ns(resource: ResourceDef, namespace: str) -> str:
+        return namespace if resource.namespaced else ""
+
+    def _require_namespace(self, namespace: str) -> None:
+        namespaces = self._objects["namespaces"].get("", {})
+        found = namespaces.get(namespace)
+        if found is None:
+            if not self.autocreate_namespaces:
+                raise errors.not_found("namespaces", namespace)
+            self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        elif found["metadata"].get("deletionTimestamp"):
+            raise errors.ApiError(403, "Forbidden", f"unable to create new content in namespace {namespace} "
+                                  "because it is being terminated", {"name": namespace, "kind": "namespaces"})
+
+    def _default(self, resource: ResourceDef, obj: Obj) -> None:
+        if resource.kind == "Pod":
+            spec = dict(obj.get("spec") or {})
+            spec.setdefault("schedulerName", "default-scheduler")
+            spec.setdefault("terminationGracePeriodSeconds", 30)
+            spec.setdefault("restartPolicy", "Always")
+            spec.setdefault("dnsPolicy", "ClusterFirst")
+            class_name = spec.get("priorityClassName")
+            if "priority" not in spec:
+                classes = self._objects["priorityclasses.scheduling.k8s.io"].get("", {})
+                chosen = classes.get(class_name) if class_name else next(
+                    (c for c in classes.values() if c.get("globalDefault")), None)
+                if chosen is not None:
+                    spec["priority"] = int(chosen.get("value", 0))
+                    spec.setdefault("preemptionPolicy", chosen.get("preemptionPolicy") or "PreemptLowerPriority")
+            obj["spec"] = spec
+            status = dict(obj.get("status") or {})
+            status.setdefault("phase", "Pending")
+            obj["status"] = status
+        elif resource.kind == "Namespace":
+            obj["spec"] = obj.get("spec") or {"finalizers": ["kubernetes"]}
+            obj["status"] = obj.get("status") or {"phase": "Active"}
+
+    def _replace(self, resource: ResourceDef, namespace: str, current: Obj, new: Obj) -> Obj:
+        if _without_rv(new) == _without_rv(current):
+            return current
+        self._rv += 1
+        new["metadata"] = {**_meta(new), "resourceVersion": str(self._rv)}
+        name = current["metadata"]["name"]
+        new_meta = new["metadata"]
+        if new_meta.get("deletionTimestamp") and not new_meta.get("finalizers") and not self._grace_pending(new):
+            self._objects[resource.key][namespace][name] = new
+            return self._remove(resource, namespace, new)
+        self._objects[resource.key][namespace][name] = new
+        self._publish(WatchEvent("MODIFIED", resource.key, namespace, new, self._rv, current))
+        return new
+
+    def _grace(self, resource: ResourceDef, obj: Obj, requested: int | None) -> int:
+        if resource.kind != "Pod":
+            return 0
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+            return 0
+        grace = requested if requested is not None else spec.get("terminationGracePeriodSeconds", 30)
+        return max(0, int(grace if grace is not None else 30))
+
+    def _grace_pending(self, obj: Obj) -> bool:
+        meta = obj["metadata"]
+        deadline = meta.get("deletionTimestamp")
+        if not deadline or not meta.get("deletionGracePeriodSeconds"):
+            return False
+        ends = dt.datetime.strptime(str(deadline), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp()
+        return ends > self.clock()
+
+    def _begin_deletion(self, resource: ResourceDef, namespace: str, current: Obj, grace: int) -> Obj:
+        meta = dict(current["metadata"])
+        previous = meta.get("deletionGracePeriodSeconds")
+        if meta.get("deletionTimestamp") and (previous is None or int(previous) <= grace):
+            if grace == 0 and not meta.get("finalizers"):
+                return self._remove(resource, namespace, current)
+            return current
+        meta["deletionTimestamp"] = now_rfc3339(lambda: self.clock() + grace)
+        meta["deletionGracePeriodSeconds"] = grace
+        updated = self._replace(resource, namespace, current, {**current, "metadata": meta})
+        if grace > 0 and self.find(resource, meta["name"], namespace) is updated:
+            uid = meta["uid"]
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return self._finish_deletion(resource, namespace, meta["name"], uid) or updated
+            loop.call_later(grace, self._finish_deletion, resource, namespace, meta["name"], uid)
+        return updated
+
+    def _finish_deletion(self, resource: ResourceDef, namespace: str, name: str, uid: str) -> Obj | None:
+        current = self.find(resource, name, namespace)
+        if current is None or current["metadata"].get("uid") != uid or current["metadata"].get("finalizers"):
+            return None
+        return self._remove(resource, namespace, current)
+
+    def _remove(self, resource: ResourceDef, namespace: str, current: Obj) -> Obj:
+        name = current["metadata"]["name"]
+        if resource.kind == "Namespace":
+            for other in RESOURCES:
+                if other.namespaced:
+                    for obj in list(self._objects[other.key].get(name, {}).values()):
+                        self._remove(other, name, obj)
+                    self._objects[other.key].pop(name, None)
+        del self._objects[resource.key][namespace][name]
+        self._rv += 1
+        gone = {**current, "metadata": {**current["metadata"], "resourceVersion": str(self._rv)}}
+        self._publish(WatchEvent("DELETED", resource.key, namespace, gone, self._rv))
+        return gone
+
+    def _publish(self, event: WatchEvent) -> None:
+        if len(self._history) == self._history.maxlen:
+            self._compacted = self._history[0].rv
+        self._history.append(event)
+        for watcher in self._watchers[event.key]:
+            watcher.offer(event)
+        for listener in self._listeners:
+            listener(event)

@@ -1,0 +1,117 @@
+"""Server-side field validation of request bodies against the kind schemas.
+
+`check(obj, schema)` walks a decoded JSON body alongside its schema and reports unknown fields
+(`spec.containers[0].foo`) and values of the wrong JSON type. The server applies the request's
+`fieldValidation` directive: Strict refuses unknown fields (422 naming them), Warn drops them and
+answers a `Warning` header, Ignore drops them silently. Subtrees marked
+`x-kubernetes-preserve-unknown-fields` are accepted as written.
+
+Pure: no I/O; it reads the body and, only when something must be dropped, returns a pruned copy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from devcluster.schemas import Schema
+
+
+class Findings(msgspec.Struct):
+    unknown: list[str] = msgspec.field(default_factory=list)
+    wrong_type: list[tuple[str, str]] = msgspec.field(default_factory=list)
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+def _type_ok(value: Any, schema: Schema) -> tuple[bool, str]:
+    if value is None:
+        return True, ""
+    if schema.get("x-kubernetes-int-or-string"):
+        return (isinstance(value, (int, str)) and not isinstance(value, bool)), "integer or string"
+    expected = schema.get("type")
+    if expected is None:
+        return True, ""
+    types = _TYPES[expected]
+    if expected in ("integer", "number") and isinstance(value, bool):
+        return False, expected
+    if expected == "integer" and isinstance(value, float) and value.is_integer():
+        return True, ""
+    return isinstance(value, types), expected
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, str):
+        return "string"
+    return "number"
+
+
+def _walk(value: Any, schema: Schema, path: str, out: Findings) -> None:
+    ok, expected = _type_ok(value, schema)
+    if not ok:
+        out.wrong_type.append((path or ".", f"expected {expected}, got {_describe(value)}"))
+        return
+    if value is None or schema.get("x-kubernetes-preserve-unknown-fields"):
+        return
+    if isinstance(value, dict):
+        properties: dict[str, Schema] | None = schema.get("properties")
+        additional: Schema | None = schema.get("additionalProperties")
+        if properties is not None:
+            for key, child in value.items():
+                sub = properties.get(key)
+                child_path = f"{path}.{key}" if path else key
+                if sub is None:
+                    out.unknown.append(child_path)
+                else:
+                    _walk(child, sub, child_path, out)
+        elif additional is not None:
+            for key, child in value.items():
+                _walk(child, additional, f"{path}[{key}]" if path else key, out)
+    elif isinstance(value, list):
+        items: Schema | None = schema.get("items")
+        if items is not None:
+            for index, child in enumerate(value):
+                _walk(child, items, f"{path}[{index}]", out)
+
+
+def check(obj: dict[str, Any], schema: Schema) -> Findings:
+    """Unknown fields and type mismatches of `obj` under `schema` (empty findings: valid)."""
+    findings = Findings()
+    _walk(obj, schema, "", findings)
+    return findings
+
+
+def _prune(value: Any, schema: Schema) -> Any:
+    if not isinstance(value, (dict, list)) or schema.get("x-kubernetes-preserve-unknown-fields"):
+        return value
+    if isinstance(value, list):
+        items = schema.get("items")
+        return [_prune(v, items) for v in value] if items is not None else value
+    properties: dict[str, Schema] | None = schema.get("properties")
+    if properties is not None:
+        return {k: _prune(v, properties[k]) for k, v in value.items() if k in properties}
+    additional = schema.get("additionalProperties")
+    if additional is not None:
+        return {k: _prune(v, additional) for k, v in value.items()}
+    return value
+
+
+def prune(obj: dict[str, Any], schema: Schema) -> dict[str, Any]:
+    """A copy of `obj` without the fields `schema` does not declare."""
+    pruned: dict[str, Any] = _prune(obj, schema)
+    return pruned
