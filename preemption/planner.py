@@ -279,8 +279,9 @@ class _Planner:
             if self.validations >= MAX_VALIDATIONS:
                 return None
             victims = frozenset(pod.key for unit in units for pod in unit.pods)
-            result = self.validate(victims | leaving) if units else self.failure
-            if units:
+            # no victims: only pods already leaving can make the room (a re-nomination after giving up)
+            result = self.validate(victims | leaving) if units or leaving else self.failure
+            if units or leaving:
                 self.validations += 1
             if isinstance(result, GangPlan):
                 return self._settle(units, result, leaving)

@@ -256,3 +256,17 @@ def test_lone_pod_preempts_the_cheapest_lone_pod() -> None:
     assert isinstance(plan, PreemptionPlan)
     assert plan.victims == ("default/new",)
     assert [(a.pod, a.node) for a in plan.nominations] == [("default/urgent", "n1")]
+
+
+def test_room_freed_by_pods_already_terminating_is_nominated_without_new_victims() -> None:
+    state = cluster([("s0", "b0", 2), ("s0", "b1", 2)])
+    run_gang(state, "going", [0, 1], priority=1)
+    run_gang(state, "staying", [2, 3], priority=1)
+    for i in range(2):
+        leaving = bound(pod(f"going-{i}", gang="going", priority=1), f"n{i}")
+        meta = msgspec.structs.replace(leaving.metadata, deletion_timestamp="2026-01-01T00:00:00Z")
+        state.apply(pod_event(msgspec.structs.replace(leaving, metadata=meta)))
+    submit(state, "high", 2)
+    plan = planned(state, "high")
+    assert plan.victims == ()
+    assert {a.node for a in plan.nominations} == {"n0", "n1"}
