@@ -129,7 +129,8 @@ class LeaderElector:
         self.transitions_seen = 0
         self._observed: LeaseRecord | None = None
         self._observed_at = float("-inf")
-        self._leader_changed = anyio.Event()
+        # False simulates a crash (tests): cancelled work leaves the lease to expire instead of releasing it.
+        self.release_on_exit = True
 
     # ------------------------------------------------------------------ one step
 
@@ -251,7 +252,7 @@ class LeaderElector:
                 group.cancel_scope.cancel()
         finally:
             self.is_leader = False
-            if lost:
+            if lost or not self.release_on_exit:
                 self.gate.revoke()
             else:
                 with anyio.CancelScope(shield=True):

@@ -1,0 +1,82 @@
+"""The real daemon against devcluster over HTTP: gangs bind all-or-nothing, once, whatever the API does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from devcluster.cluster import DevCluster
+from tests.integration.daemon.harness import (
+    bindings_in_logs,
+    bound_count,
+    daemons,
+    gang,
+    node_of,
+    nodes,
+    pod_names,
+    wait_until,
+)
+
+
+async def test_gang_binds_all_or_nothing_and_waits_for_room(tmp_path: Path) -> None:
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(3))
+        async with daemons(cluster, tmp_path) as (running,):
+            big = gang("big", 4)
+            cluster.load_objects(big)
+            small = gang("small", 2)
+            cluster.load_objects(small)
+            await wait_until(lambda: bound_count(cluster, pod_names(small)) == 2, what="small gang bound")
+            state = running.daemon.state
+            assert state is not None
+            await wait_until(lambda: state.gangs["default/big"].last_reason != "", what="big gang reason")
+            assert bound_count(cluster, pod_names(big)) == 0
+            # Room for the big gang arrives: all four bind together.
+            cluster.load_objects(nodes(6)[3:])
+            await wait_until(lambda: bound_count(cluster, pod_names(big)) == 4, what="big gang bound")
+            assert len({node_of(cluster, name) for name in pod_names(big)}) == 4
+        counts = bindings_in_logs([tmp_path / "log-0"])
+        assert all(counts[f"default/{name}"] == 1 for name in pod_names(big) + pod_names(small))
+
+
+async def test_binding_storms_of_429_and_500_are_ridden_out(tmp_path: Path) -> None:
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(8))
+        cluster.faults.fail_next(6, 429, verb="create", path="/binding", retry_after=0)
+        storm = cluster.faults.fail_fraction(0.4, 500, verb="create", path="/binding")
+        async with daemons(cluster, tmp_path):
+            job = gang("stormy", 8)
+            cluster.load_objects(job)
+            await wait_until(lambda: bound_count(cluster, pod_names(job)) == 8, within=20, what="gang bound")
+            assert storm.fired > 0
+        counts = bindings_in_logs([tmp_path / "log-0"])
+        assert sorted(counts.values()) == [1] * 8
+
+
+async def test_a_dropped_watch_and_a_410_lose_and_duplicate_nothing(tmp_path: Path) -> None:
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(8))
+        async with daemons(cluster, tmp_path) as (running,):
+            first = gang("first", 2)
+            cluster.load_objects(first)
+            await wait_until(lambda: bound_count(cluster, pod_names(first)) == 2, what="first gang bound")
+            state = running.daemon.state
+            assert state is not None
+            # The pod watch cannot come back for a while; meanwhile a pod is deleted and a gang arrives.
+            outage = cluster.faults.fail_fraction(1.0, 503, verb="watch", path="/pods")
+            cluster.faults.drop_watches()
+            cluster.store.delete("pods", "first-1", "default", grace_period_seconds=0)
+            second = gang("second", 3)
+            cluster.load_objects(second)
+            await wait_until(lambda: outage.fired >= 2, what="watch reconnects refused")
+            cluster.faults.remove(outage)
+            cluster.faults.fail_next(1, 410, verb="watch", path="/pods")
+            await wait_until(lambda: bound_count(cluster, pod_names(second)) == 3, what="second gang bound")
+            await wait_until(lambda: "default/first-1" not in state.pods, what="deletion seen after the relist")
+            assert "default/first-0" in state.pods
+            watchers = running.daemon.watchers
+            assert watchers is not None
+            pod_watcher = next(w for w in watchers.watchers if w.info.name == "Pod")
+            assert pod_watcher.relists >= 2  # the first list, then the relist after 410 (or the long outage)
+        counts = bindings_in_logs([tmp_path / "log-0"])
+        assert all(value == 1 for value in counts.values())
+        assert set(counts) >= {f"default/{name}" for name in pod_names(first) + pod_names(second)}
