@@ -178,14 +178,16 @@ def test_breaking_a_gang_below_min_member_takes_all_of_its_pods() -> None:
 
 
 def test_tighter_span_wins_when_costs_are_equal() -> None:
-    # Without a spec the gang may span anything; evicting "a" lands it under one spine, "b" would not.
+    # Without a spec the gang may span anything; evicting "b" lands it under one spine, "a" (first by
+    # name, so first in the cluster-wide greedy) would spread it over both spines.
     state = cluster([("s0", "b0", 4), ("s1", "b1", 4), ("s1", "b2", 4)])
-    run_gang(state, "a", [4, 5, 6, 7], priority=1, started=0.0)
-    run_gang(state, "b", [0, 1, 2, 3], priority=1, started=0.0)
+    run_gang(state, "a", [0, 1, 2, 3], priority=1, started=0.0)
+    run_gang(state, "b", [4, 5, 6, 7], priority=1, started=0.0)
     submit(state, "high", 8)
     plan = planned(state, "high")
-    assert list(plan.victim_jobs) == ["default/a"]
+    assert list(plan.victim_jobs) == ["default/b"]
     assert plan.domain == "s1"
+    assert "tighter span" in plan.explanation
 
 
 # ---------------------------------------------------------------------------- gather strategies
