@@ -153,10 +153,10 @@ def _plan(group: tuple[str, ...], label: str, job: Job, found: Found, running_co
           state: ClusterState) -> GangPlan:
     domain = found.domain
     size = job.size
+    levels = state.topology.levels
     with_running = f" with its {running_count} running members" if running_count else ""
-    tightness = ("the lowest layer" if domain.level == len(state.topology.levels) - 1
-                 else "tightest domain")
-    explanation = (f"{label}: {where(domain)}: {tightness} with room for {size} pods{with_running}; "
+    below = f" (no {levels[domain.level + 1].layer} domain could)" if domain.level + 1 < len(levels) else ""
+    explanation = (f"{label}: {where(domain)}: tightest domain that holds all {size} pods{with_running}{below}; "
                    f"least leftover of {found.candidates} candidate(s) "
                    f"({format_quantity(found.primary, max(found.leftover, 0))} free {found.primary} left)")
     return GangPlan(gangs=group, assignments=tuple(Assignment(pod=p, node=n) for p, n in found.assignments),

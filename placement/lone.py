@@ -23,6 +23,7 @@ from placement.gather import Solver, primary_resource
 from placement.members import domain_label, where
 from placement.plan import CAPACITY, INVALID, POD_FIT, Assignment, GangPlan, Unschedulable
 from state.cluster import ClusterState
+from state.resources import fits
 from state.topology import Domain
 
 TAINT_PENALTY = 1 << 20
@@ -79,7 +80,9 @@ def plan_pod(state: ClusterState, pod: str, *,
                          f"(tier-weighted bin-pack; {share:.0%} of {primary} in use there)"))
     counts = solver.rejections(shape, state.nodes)
     detail = ", ".join(f"{count} {why}" for why, count in sorted(counts.items(), key=lambda i: (-i[1], i[0])))
-    never = not any(not solver.reason(shape, name) for name in state.nodes)
+    requests = dict(shape.requests)
+    never = not any(not solver.reason(shape, name) and fits(requests, state.nodes[name].allocatable)
+                    for name in state.nodes)
     return Unschedulable(
         gangs=(), constraint=POD_FIT if never else CAPACITY, needed=1, fit=0,
         reason=f"pod {pod}: 0/{len(state.nodes)} nodes are available" + (f": {detail}" if detail else ""))

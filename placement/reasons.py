@@ -17,6 +17,7 @@ from placement.constraints import Constraints
 from placement.gather import Job, Solver
 from placement.members import domain_label, where
 from placement.plan import CAPACITY, POD_FIT, Unschedulable
+from state.resources import fits
 
 
 def job_label(group: Sequence[str]) -> str:
@@ -51,8 +52,10 @@ def explain_failure(solver: Solver, job: Job, group: tuple[str, ...], label: str
         counts = solver.rejections(demand.shape, scope.nodes)
         for why, count in counts.items():
             reasons[why] = max(reasons.get(why, 0), count)
-        if not any(not solver.reason(demand.shape, node) for node in scope.nodes):
-            fitless = True  # no node passes this shape's filters, whatever runs where
+        if not any(not solver.reason(demand.shape, node) and fits(dict(demand.shape.requests),
+                                                                   solver.state.nodes[node].allocatable)
+                   for node in scope.nodes):
+            fitless = True  # no node passes this shape's filters or is big enough, whatever runs where
     detail = ", ".join(f"{count} {why}" for why, count in sorted(reasons.items(), key=lambda i: (-i[1], i[0])))
     nodes = len(scope.nodes)
     summary = f"{nodes} node(s)" + (f": {detail}" if detail else "")

@@ -36,6 +36,7 @@ class Case:
     must_layer: str  # "" when none
     hard_tier: int  # 0 when none
     multiple: int
+    layer: str = ""
 
 
 @st.composite
@@ -67,12 +68,14 @@ def cases(draw: st.DrawFn) -> Case:
         hard_tier = draw(st.integers(1, 3))
         events.append(VolcanoPodGroupUpserted(pod_group=VolcanoPodGroup(
             metadata=ObjectMeta(name="job", namespace="default", uid="uid-job"),
-            spec=VolcanoPodGroupSpec(min_member=min_member,
-                                     network_topology=NetworkTopologySpec(mode="hard", highest_tier_allowed=hard_tier)))))
+            spec=VolcanoPodGroupSpec(
+                min_member=min_member,
+                network_topology=NetworkTopologySpec(mode="hard", highest_tier_allowed=hard_tier)))))
     else:
         gather: list[dict[str, object]] | None = None
         if dialect != "none":
-            rule: dict[str, object] = {"layer": layer, "strategy": "MustGather" if dialect == "must" else "PreferGather"}
+            strategy = "MustGather" if dialect == "must" else "PreferGather"
+            rule: dict[str, object] = {"layer": layer, "strategy": strategy}
             if multiple:
                 rule["podCountMultiple"] = multiple
             gather = [rule]
@@ -84,7 +87,7 @@ def cases(draw: st.DrawFn) -> Case:
         if i < running:
             member = bound(member, draw(st.sampled_from(names)))
         events.append(pod_event(member))
-    return Case(events, size - running, min_member, must_layer, hard_tier, multiple)
+    return Case(events, size - running, min_member, must_layer, hard_tier, multiple, layer)
 
 
 def _state(case: Case) -> ClusterState:
@@ -141,6 +144,14 @@ def test_constraints_honoured(case: Case) -> None:
         assert lca.level >= tree.resolve_level(case.must_layer)
     if case.hard_tier:
         assert lca.level >= tree.resolve_level(case.hard_tier)
+    if case.multiple and result.assignments:
+        level = tree.resolve_level(case.layer)
+        per_domain: dict[str, int] = {}
+        for assignment in result.assignments:
+            domain = tree.domain_at(assignment.node, level)
+            assert domain is not None
+            per_domain[domain.name] = per_domain.get(domain.name, 0) + 1
+        assert sum(1 for count in per_domain.values() if count % case.multiple) <= 1, per_domain
     # the plan names a domain that holds the whole job (running members included)
     holder = tree.root if result.domain == "" else tree.domain(tree.resolve_level(result.level), result.domain)
     assert holder is not None and all(holder in tree.path(n) for n in nodes)
@@ -184,3 +195,52 @@ def test_mustgather_gang_is_placed_whenever_one_domain_of_its_layer_has_room(cas
 @given(cases())
 def test_deterministic(case: Case) -> None:
     assert plan_gang(_state(case), "default/job") == plan_gang(_state(case), "default/job")
+
+
+@st.composite
+def group_cases(draw: st.DrawFn) -> tuple[list[Event], str]:
+    """Two gangs of different pod shapes in one GangGroup, MustGather at a random layer."""
+    blocks = draw(st.integers(1, 3))
+    nvlinks = draw(st.integers(1, 2))
+    per = draw(st.integers(1, 3))
+    events: list[Event] = []
+    for b in range(blocks):
+        for a in range(nvlinks):
+            for i in range(per):
+                name = f"n-b{b}a{a}-{i}"
+                events.append(node_event(node(name, gpus=8, cpu="32", spine="s0", block=f"b{b}",
+                                              accelerator=f"b{b}a{a}")))
+                used = draw(st.sampled_from([0, 0, 4, 8]))
+                if used:
+                    events.append(pod_event(bound(pod(f"w-{name}", namespace="other", gpus=used, cpu="4",
+                                                      scheduler="x"), name)))
+    layer = draw(st.sampled_from(LAYERS))
+    gather: list[dict[str, object]] = [{"layer": layer, "strategy": "MustGather"}]
+    group = ["default/workers", "default/servers"]
+    shapes = {"workers": (draw(st.sampled_from([2, 4, 8])), "8"), "servers": (0, draw(st.sampled_from(["8", "16"])))}
+    for gang_name, (gpus, cpu) in shapes.items():
+        size = draw(st.integers(1, 4))
+        events.append(group_event(pod_group(gang_name, min_member=size, gather=gather, gang_group=group)))
+        for i in range(size):
+            events.append(pod_event(pod(f"{gang_name}-{i}", gpus=gpus, cpu=cpu, gang=gang_name)))
+    return events, layer
+
+
+@given(group_cases())
+def test_gang_group_is_placed_whole_inside_its_layer_and_within_capacity(case: tuple[list[Event], str]) -> None:
+    events, layer = case
+    state = ClusterState()
+    state.apply_all(events)
+    result = plan_gang(state, "default/workers")
+    assert result == plan_gang(state, "default/servers")
+    if not isinstance(result, GangPlan):
+        return
+    assert len(result.assignments) == len(state.pending)
+    used = {name: dict(info.used) for name, info in state.nodes.items()}
+    for assignment in result.assignments:
+        add_into(used[assignment.node], state.pods[assignment.pod].requests)
+    for name in {a.node for a in result.assignments}:
+        for resource, amount in used[name].items():
+            assert amount <= state.nodes[name].allocatable.get(resource, 0), (name, resource)
+    tree = state.topology
+    assert tree.lca(a.node for a in result.assignments).level >= tree.resolve_level(layer)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from placement import plan_pod
-from placement.plan import CAPACITY, INVALID
+from placement.plan import CAPACITY, INVALID, POD_FIT
 from tests.factories import pod, pod_event
 from tests.unit.placement.builders import block_of, fabric, gang, nominate, nvlink_of, occupy, planned, refused
 
@@ -26,10 +26,17 @@ def test_lone_pod_prefers_the_busy_nvlink_domain_of_a_busy_block() -> None:
 
 
 def test_lone_pod_without_room_says_what_nodes_lack() -> None:
-    state = fabric(blocks=1, nvlinks=1, nodes=1, gpus=2)
+    state = fabric(blocks=1, nvlinks=1, nodes=1, gpus=8)
+    occupy(state, "n-s0b0a0-0", 6)
     state.apply(pod_event(pod("big", gpus=4)))
     result = refused(plan_pod(state, "default/big"))
     assert result.constraint == CAPACITY and "1 Insufficient nvidia.com/gpu" in result.reason
+
+
+def test_pod_bigger_than_any_node_can_never_fit() -> None:
+    state = fabric(blocks=1, nvlinks=1, nodes=2, gpus=8)
+    state.apply(pod_event(pod("huge", gpus=16)))
+    assert refused(plan_pod(state, "default/huge")).constraint == POD_FIT
 
 
 def test_pod_of_a_gang_is_planned_with_its_gang() -> None:
