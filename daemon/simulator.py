@@ -49,6 +49,7 @@ from events.model import (
 )
 from events.objects import Condition, Pod
 from events.scenario import Scenario, ScenarioObject
+from preemption.hook import JobPreemptor
 from state.cluster import ClusterState
 
 DEFAULT_GRACE_SECONDS = 30
@@ -327,7 +328,9 @@ class Simulation:
         self.world = World(self.journal)
         self.api = InMemoryCluster(self.world, bind_hook)
         base = config or SchedulerConfig()
-        self.scheduler = Scheduler(self.journal, self.api, preemptor=preemptor,
+        # job-level preemption by default, as in `toposched run`; pass `daemon.ports.NoPreemption()` to turn it off
+        self.scheduler = Scheduler(self.journal, self.api,
+                                   preemptor=preemptor if preemptor is not None else JobPreemptor(),
                                    config=msgspec.structs.replace(base, retry_parked_seconds=None))
         self._bindings: list[Binding] = []
         self._preemptions: list[Preemption] = []
