@@ -1,0 +1,122 @@
+"""The real ClusterAPI adapter against devcluster: what each write leaves in the API."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from daemon.config import decode_config
+from daemon.kubeapi import API_CALLS, KubeClusterAPI
+from daemon.kubeclient import connect
+from daemon.leader import AlwaysOpen, WriteGate
+from devcluster.cluster import DevCluster
+from tests.integration.daemon.harness import config_for, nodes, pod
+
+
+@asynccontextmanager
+async def adapter(cluster: DevCluster, tmp_path: Path, gate: WriteGate | None = None) -> AsyncIterator[KubeClusterAPI]:
+    kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+    config = decode_config(config_for(kubeconfig, tmp_path / "log", election=False))
+    async with connect(config) as client:
+        yield KubeClusterAPI(client, gate or AlwaysOpen(), bind_concurrency=4)
+
+
+def uid_of(cluster: DevCluster, name: str) -> str:
+    return str(cluster.store.get("pods", name, "default")["metadata"]["uid"])
+
+
+async def test_bind_carries_the_uid_and_a_409_is_read_back(tmp_path: Path) -> None:
+    async with DevCluster(kubelet=False) as cluster:
+        cluster.load_objects([*nodes(2), pod("p")])
+        async with adapter(cluster, tmp_path) as api:
+            uid = uid_of(cluster, "p")
+            outcome = await api.bind("default/p", uid, "node-000")
+            assert (outcome.status, outcome.node) == ("bound", "node-000")
+            again = await api.bind("default/p", uid, "node-000")  # 409, read back: already ours
+            assert (again.status, again.node) == ("bound", "node-000")
+            elsewhere = await api.bind("default/p", uid, "node-001")
+            assert (elsewhere.status, elsewhere.node) == ("already-bound", "node-000")
+
+
+async def test_a_recreated_pod_of_the_same_name_is_never_bound_by_mistake(tmp_path: Path) -> None:
+    async with DevCluster(kubelet=False) as cluster:
+        cluster.load_objects([*nodes(1), pod("p")])
+        async with adapter(cluster, tmp_path) as api:
+            old_uid = uid_of(cluster, "p")
+            cluster.store.delete("pods", "p", "default", grace_period_seconds=0)
+            cluster.load_objects([pod("p")])
+            outcome = await api.bind("default/p", old_uid, "node-000")
+            assert outcome.status == "failed" and not outcome.retriable
+            assert not cluster.store.get("pods", "p", "default")["spec"].get("nodeName")
+
+
+async def test_bind_to_a_deleted_pod_fails_for_good(tmp_path: Path) -> None:
+    async with DevCluster(kubelet=False) as cluster:
+        cluster.load_objects(nodes(1))
+        async with adapter(cluster, tmp_path) as api:
+            outcome = await api.bind("default/ghost", "", "node-000")
+            assert outcome.status == "failed" and not outcome.retriable
+
+
+async def test_victim_gets_disruption_condition_then_is_evicted(tmp_path: Path) -> None:
+    async with DevCluster(kubelet=False) as cluster:
+        victim = pod("victim")
+        victim["spec"]["nodeName"] = "node-000"
+        cluster.load_objects([*nodes(1), victim])
+        async with adapter(cluster, tmp_path) as api:
+            uid = uid_of(cluster, "victim")
+            marked = await api.set_disruption_condition("default/victim", uid, preemptor="default/urgent",
+                                                        message="preempted by gang default/urgent for pod urgent-0")
+            assert marked.ok
+            conditions = cluster.store.get("pods", "victim", "default")["status"]["conditions"]
+            target = next(c for c in conditions if c["type"] == "DisruptionTarget")
+            assert (target["status"], target["reason"]) == ("True", "PreemptionByScheduler")
+            assert "default/urgent" in target["message"] and "urgent-0" in target["message"]
+            assert len(conditions) > 1  # the pod's other conditions were kept (strategic merge by type)
+            evicted = await api.evict("default/victim", uid, preemptor="default/urgent", message="", grace_seconds=0)
+            assert evicted.ok
+            assert cluster.store.find("pods", "victim", "default") is None
+            gone = await api.evict("default/victim", uid, preemptor="default/urgent", message="", grace_seconds=0)
+            assert gone.ok
+
+
+async def test_nominated_node_is_written_and_cleared(tmp_path: Path) -> None:
+    async with DevCluster(kubelet=False) as cluster:
+        cluster.load_objects([*nodes(1), pod("p")])
+        async with adapter(cluster, tmp_path) as api:
+            uid = uid_of(cluster, "p")
+            assert (await api.set_nominated_node("default/p", uid, "node-000")).ok
+            assert cluster.store.get("pods", "p", "default")["status"]["nominatedNodeName"] == "node-000"
+            assert (await api.set_nominated_node("default/p", uid, None)).ok
+            assert "nominatedNodeName" not in cluster.store.get("pods", "p", "default")["status"]
+
+
+async def test_a_repeated_event_bumps_its_count_instead_of_piling_up(tmp_path: Path) -> None:
+    async with DevCluster(kubelet=False) as cluster:
+        cluster.load_objects([pod("p")])
+        async with adapter(cluster, tmp_path) as api:
+            for _ in range(3):
+                await api.record_event("default/p", "v1", "Pod", "", "Warning", "Unschedulable", "no room")
+            events = cluster.store.list("events", "default")
+            assert len(events) == 1
+            assert events[0]["count"] == 3 and events[0]["involvedObject"]["name"] == "p"
+
+
+async def test_nothing_is_written_without_the_lease(tmp_path: Path) -> None:
+    async with DevCluster(kubelet=False) as cluster:
+        cluster.load_objects([*nodes(1), pod("p")])
+        async with adapter(cluster, tmp_path, gate=WriteGate(renew_deadline=1.0)) as api:
+            outcome = await api.bind("default/p", uid_of(cluster, "p"), "node-000")
+            assert outcome.status == "failed" and "not the leader" in outcome.reason
+            assert not (await api.set_nominated_node("default/p", "", "node-000")).ok
+            assert not cluster.store.get("pods", "p", "default")["spec"].get("nodeName")
+
+
+def test_api_calls_list_every_write_and_every_watched_kind() -> None:
+    assert ("", "pods", "binding", "create") in API_CALLS
+    assert ("", "pods", "eviction", "create") in API_CALLS
+    assert ("", "pods", "status", "patch") in API_CALLS
+    assert ("coordination.k8s.io", "leases", "", "update") in API_CALLS
+    assert ("", "nodes", "", "watch") in API_CALLS
+    assert len(set(API_CALLS)) == len(API_CALLS)

@@ -1,0 +1,111 @@
+"""What users see: PodGroup status and Events for pending and scheduled gangs, preemption's traces, bad config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.run_cli import main as run_main
+from devcluster.cluster import DevCluster
+from tests.integration.daemon.harness import bound_count, daemons, gang, node_of, nodes, pod_names, wait_until
+
+
+def pod_group(cluster: DevCluster, name: str) -> dict[str, Any]:
+    return cluster.store.get("podgroups.scheduling.sigs.k8s.io", name, "default")
+
+
+def events_about(cluster: DevCluster, name: str) -> list[dict[str, Any]]:
+    return [e for e in cluster.store.list("events", "default") if e["involvedObject"]["name"] == name]
+
+
+def condition(cluster: DevCluster, name: str, kind: str) -> dict[str, Any] | None:
+    conditions = pod_group(cluster, name).get("status", {}).get("conditions", [])
+    return next((c for c in conditions if c["type"] == kind), None)
+
+
+async def test_pending_gang_says_why_on_its_podgroup_and_in_an_event_then_says_scheduled(tmp_path: Path) -> None:
+    mustgather = json.dumps({"gatherStrategy": [{"layer": "AcceleratorLayer", "strategy": "MustGather"}]})
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(8))  # NVLink domains of 4 nodes
+        async with daemons(cluster, tmp_path):
+            job = gang("wide", 6, annotations={"gang.scheduling.koordinator.sh/network-topology-spec": mustgather})
+            cluster.load_objects(job)
+            await wait_until(lambda: condition(cluster, "wide", "Unschedulable") is not None, what="pending condition")
+            pending = condition(cluster, "wide", "Unschedulable")
+            assert pending is not None and "default/wide" in pending["message"]
+            assert pod_group(cluster, "wide")["status"]["phase"] == "Pending"
+            await wait_until(lambda: bool(events_about(cluster, "wide")), what="an Event on the PodGroup")
+            event = events_about(cluster, "wide")[0]
+            assert event["type"] == "Warning" and event["reason"] == "Unschedulable"
+            assert bound_count(cluster, pod_names(job)) == 0
+
+            fits = gang("fits", 4)
+            cluster.load_objects(fits)
+            await wait_until(lambda: condition(cluster, "fits", "Scheduled") is not None, what="scheduled condition")
+            assert pod_group(cluster, "fits")["status"]["phase"] == "Scheduled"
+            await wait_until(lambda: any(e["reason"] == "Scheduled" for e in events_about(cluster, "fits")),
+                             what="a Scheduled Event")
+
+
+async def test_high_priority_gang_preempts_a_whole_low_priority_gang_and_lands_on_its_nominated_nodes(
+    tmp_path: Path,
+) -> None:
+    classes = [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "low"}, "value": 10},
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000},
+    ]
+    async with DevCluster() as cluster:
+        cluster.load_objects([*classes, *nodes(4)])
+        async with daemons(cluster, tmp_path):
+            low = gang("low", 4, priority_class="low")
+            for manifest in low[1:]:
+                manifest["spec"]["terminationGracePeriodSeconds"] = 1  # victims linger while terminating
+            cluster.load_objects(low)
+            await wait_until(lambda: bound_count(cluster, pod_names(low)) == 4, what="low gang bound")
+            low_nodes = {node_of(cluster, name) for name in pod_names(low)}
+            disruption: dict[str, dict[str, Any]] = {}
+
+            def watch_victims() -> bool:
+                for name in pod_names(low):
+                    found = cluster.store.find("pods", name, "default")
+                    if found is None:
+                        continue
+                    for c in found.get("status", {}).get("conditions", []):
+                        if c["type"] == "DisruptionTarget":
+                            disruption[name] = c
+                return all(cluster.store.find("pods", name, "default") is None for name in pod_names(low))
+
+            nominated: dict[str, str] = {}
+
+            def watch_preemptor() -> bool:
+                for name in pod_names(high):
+                    found = cluster.store.find("pods", name, "default") or {}
+                    if found.get("status", {}).get("nominatedNodeName"):
+                        nominated[name] = found["status"]["nominatedNodeName"]
+                watch_victims()
+                return bound_count(cluster, pod_names(high)) == 4
+
+            high = gang("high", 4, priority_class="high")
+            cluster.load_objects(high)
+            await wait_until(watch_preemptor, within=15, what="the high-priority gang bound")
+            assert watch_victims()  # every pod of the low gang was evicted
+            placed = {name: node_of(cluster, name) for name in pod_names(high)}
+            assert set(placed.values()) == low_nodes
+            for name, node in nominated.items():
+                assert placed[name] == node  # bound where it was nominated
+            assert len(disruption) == 4 and len(nominated) == 4
+            for c in disruption.values():
+                assert c["reason"] == "PreemptionByScheduler" and "default/high" in c["message"]
+
+
+def test_a_bad_config_stops_run_with_the_key_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("scheduler_name: gpu\nleader_election:\n  lease_durration_seconds: 10\n")
+    assert run_main(["--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "leader_election.lease_durration_seconds" in err and "unknown key" in err
+    assert run_main(["--bind-concurrency", "0", "--kubeconfig", str(tmp_path / "none")]) == 2
+    assert "bind_concurrency: expected int >= 1, got 0" in capsys.readouterr().err
