@@ -110,7 +110,8 @@ def plan_sub_groups(state: ClusterState, solver: Solver, spec: GangSpec, label: 
                 return Unschedulable(gangs=group, constraint=INVALID,
                                      reason=f"{label}: sub-group {partition.name}: networkTopology: {error.message}")
             partition.top_level = level or 0
-    placeable = [key for key in pending if key not in set(waiting)]
+    held_back = set(waiting)
+    placeable = [key for key in pending if key not in held_back]
     whole = Job(demands_for(state, placeable, constraints.multiples), top_level=constraints.top_level,
                 running_nodes=running_nodes, tree=tree)
     if whole.anchor is not None and whole.anchor.level < constraints.top_level:

@@ -17,6 +17,7 @@ from events.objects import (
     VOLCANO_GROUP_ANNOTATION,
     NetworkTopologySpec,
     ObjectMeta,
+    SubGroupPolicy,
     VolcanoPodGroup,
     VolcanoPodGroupSpec,
 )
@@ -244,3 +245,59 @@ def test_gang_group_is_placed_whole_inside_its_layer_and_within_capacity(case: t
             assert amount <= state.nodes[name].allocatable.get(resource, 0), (name, resource)
     tree = state.topology
     assert tree.lca(a.node for a in result.assignments).level >= tree.resolve_level(layer)
+
+
+@st.composite
+def sub_group_cases(draw: st.DrawFn) -> tuple[list[Event], int, int, int]:
+    """A Volcano job of replicas (label `replica`), each replica a partition with its own hard tier."""
+    blocks = draw(st.integers(1, 3))
+    nvlinks = draw(st.integers(1, 3))
+    per = draw(st.integers(1, 3))
+    events: list[Event] = []
+    for b in range(blocks):
+        for a in range(nvlinks):
+            for i in range(per):
+                name = f"n-b{b}a{a}-{i}"
+                events.append(node_event(node(name, gpus=8, spine="s0", block=f"b{b}", accelerator=f"b{b}a{a}")))
+                used = draw(st.sampled_from([0, 0, 4, 8]))
+                if used:
+                    events.append(pod_event(bound(pod(f"w-{name}", namespace="other", gpus=used, scheduler="x"),
+                                                  name)))
+    replicas = draw(st.integers(1, 4))
+    size = draw(st.integers(1, 3))
+    tier = draw(st.integers(1, 2))
+    minimum = draw(st.integers(0, replicas))
+    policy = SubGroupPolicy(name="tp", sub_group_size=size, min_sub_groups=minimum, match_label_keys=["replica"],
+                            network_topology=NetworkTopologySpec(mode="hard", highest_tier_allowed=tier))
+    events.append(VolcanoPodGroupUpserted(pod_group=VolcanoPodGroup(
+        metadata=ObjectMeta(name="job", namespace="default", uid="uid-job"),
+        spec=VolcanoPodGroupSpec(min_member=max(minimum, 1) * size, sub_group_policy=[policy]))))
+    for r in range(replicas):
+        for i in range(size):
+            events.append(pod_event(pod(f"job-{r}-{i}", gpus=8, labels={"replica": f"r{r}"},
+                                        annotations={VOLCANO_GROUP_ANNOTATION: "job"})))
+    return events, tier, minimum or replicas, size
+
+
+@given(sub_group_cases())
+def test_sub_group_partitions_are_whole_inside_their_tier(case: tuple[list[Event], int, int, int]) -> None:
+    events, tier, required, size = case
+    state = ClusterState()
+    state.apply_all(events)
+    result = plan_gang(state, "default/job")
+    if not isinstance(result, GangPlan):
+        return
+    tree = state.topology
+    by_replica: dict[str, list[str]] = {}
+    for assignment in result.assignments:
+        replica = state.pods[assignment.pod].obj.metadata.labels["replica"]
+        by_replica.setdefault(replica, []).append(assignment.node)
+    assert len(by_replica) >= required
+    for nodes in by_replica.values():
+        assert len(nodes) == size
+        assert tree.lca(nodes).level >= tree.resolve_level(tier)
+    used = {name: dict(info.used) for name, info in state.nodes.items()}
+    for assignment in result.assignments:
+        add_into(used[assignment.node], state.pods[assignment.pod].requests)
+    for name in {a.node for a in result.assignments}:
+        assert used[name]["nvidia.com/gpu"] <= state.nodes[name].allocatable["nvidia.com/gpu"]
