@@ -108,7 +108,7 @@ def plan_gang(state: ClusterState, gang: str, *,
             best_domain=domain_label(job.anchor), needed=pending_count,
             reason=(f"{label}: {resolved.source}: its {running_count} running members already span "
                     f"{where(job.anchor)}, above that layer; the missing {pending_count} cannot join them"))
-    found = solver.search(job)
+    found = solver.search(job, keep=False)
     if found is not None:
         return _plan(group, label, job, found, running_count, state)
     minimum: list[str] = []
@@ -124,7 +124,7 @@ def plan_gang(state: ClusterState, gang: str, *,
             trial = Job(demands_for(state, chosen, resolved.multiples), top_level=resolved.top_level,
                         running_nodes=running_nodes, tree=tree, nominated_nodes=nominated)
             mark = solver.mark()
-            outcome = solver.search(trial)
+            outcome = solver.search(trial, keep=False)
             solver.rollback(mark)
             return trial, outcome
 

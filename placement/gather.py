@@ -35,7 +35,7 @@ call has tentatively taken), never the state.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from placement.fit import Capacity, Shape, admits, prefer_no_schedule_count, slots_in
 from state.cluster import ClusterState
@@ -324,37 +324,70 @@ class Solver:
         out.sort(key=_name)
         return out
 
-    def search(self, job: Job, within: Domain | None = None) -> Found | None:
-        """Lowest level first, then least leftover: the first domain that holds the whole job."""
+    def search(self, job: Job, within: Domain | None = None, *, keep: bool = True) -> Found | None:
+        """Lowest level first, then least leftover: the first domain that holds the whole job.
+        With `keep` its pods stay taken for later searches of this call (`mark` / `rollback`)."""
         root = within if within is not None else self.tree.root
         total = job.total()
         primary = primary_resource(total)
-        names = list(total)
+        wanted = list(total.items())
+        primary_total = total.get(primary, 0)
+        freed_map = self._freed()
+        preferred_map = job.running_by_domain
         deepest = len(self.tree.levels) - 1
         top = max(job.top_level, root.level)
         for level in range(deepest, top - 1, -1):
-            ranked: list[tuple[bool, int, int, tuple[int, ...], str, Domain]] = []
+            ranked: list[tuple[bool, int, int, str, Domain]] = []
             for domain in self.candidates(job, root, level):
-                free = self.upper_free(domain, names)
-                short = not all(free[name] >= amount for name, amount in total.items())
+                allocatable, used = domain.allocatable, domain.used
+                freed = freed_map.get(domain.id) if freed_map else None
+                short = False
+                for name, amount in wanted:
+                    have = allocatable.get(name, 0) - used.get(name, 0)
+                    if freed is not None:
+                        have += freed.get(name, 0)
+                    if have < amount:
+                        short = True
+                        break
                 # Aggregates undercount a domain holding an over-committed node (negative free), so at
                 # the last level allowed, domains that look short are still tried, after the others.
-                if not short or level == top:
-                    preferred = job.running_by_domain.get(domain.id, 0)
-                    ranked.append((short, -preferred, free[primary] - total.get(primary, 0),
-                                   self.ancestry(domain, primary), domain.name, domain))
-            ranked.sort(key=lambda item: item[:5])
-            for _, _, leftover, _, _, domain in ranked:
-                assignments = self.place(job, domain)
+                if short and level != top:
+                    continue
+                free = allocatable.get(primary, 0) - used.get(primary, 0)
+                if freed is not None:
+                    free += freed.get(primary, 0)
+                preferred = preferred_map.get(domain.id, 0) if preferred_map else 0
+                ranked.append((short, -preferred, free - primary_total, domain.name, domain))
+            ranked.sort(key=_rank)
+            for leftover, domain in self._tie_broken(ranked, primary):
+                assignments = self.place(job, domain, keep=keep)
                 if assignments is not None:
                     return Found(domain, assignments, leftover, primary, len(ranked))
         return None
 
-    def place(self, job: Job, domain: Domain) -> list[tuple[str, str]] | None:
-        """Fill every demand of the job into `domain` and commit it, or change nothing and return None."""
+    def _tie_broken(self, ranked: list[tuple[bool, int, int, str, Domain]],
+                    primary: str) -> Iterator[tuple[int, Domain]]:
+        """Candidates in rank order; equally ranked ones by `ancestry`, then name (computed only
+        for the groups actually reached, so a search that succeeds early stays cheap)."""
+        start = 0
+        while start < len(ranked):
+            end = start + 1
+            while end < len(ranked) and ranked[end][:3] == ranked[start][:3]:
+                end += 1
+            group = ranked[start:end]
+            if len(group) > 1:
+                group.sort(key=lambda item: (self.ancestry(item[4], primary), item[3]))
+            for item in group:
+                yield item[2], item[4]
+            start = end
+
+    def place(self, job: Job, domain: Domain, *, keep: bool = True) -> list[tuple[str, str]] | None:
+        """Fill every demand of the job into `domain` and commit it, or change nothing and return None.
+        Without `keep` the last demand is not committed (nothing after it needs to see it)."""
         mark = self.mark()
         assignments: list[tuple[str, str]] = []
-        for demand in job.demands:
+        last = len(job.demands) - 1
+        for position, demand in enumerate(job.demands):
             count = len(demand.pods)
             if count == 0:
                 continue
@@ -366,7 +399,8 @@ class Solver:
             if not self._fill(demand, job, domain, count, placed):
                 self.rollback(mark)
                 return None
-            self.commit(demand.shape, placed)
+            if keep or position < last:
+                self.commit(demand.shape, placed)
             pods = iter(demand.pods)
             for node, many in placed:
                 for _ in range(many):
@@ -490,3 +524,7 @@ def _insufficient(solver: Solver, shape: Shape, requests: Mapping[str, int], nod
 
 def _name(domain: Domain) -> str:
     return domain.name
+
+
+def _rank(item: tuple[bool, int, int, str, Domain]) -> tuple[bool, int, int]:
+    return item[0], item[1], item[2]
