@@ -12,19 +12,20 @@ Rules, in the order they are applied (Koordinator's and Volcano's, normalised to
    level where some domain holds the whole job wins. If the job has running members, the only
    candidate at a level is the one that contains them all.
 3. Among the candidates of that level, the one holding most of the nodes nominated for the job
-   (room that preemption freed for it) first; then bin-packing: least leftover first, where leftover is the
-   domain's free amount of the job's primary resource (GPUs when asked for) after the job, so big
-   free domains stay whole for the next big job; ties go to the candidate whose parent (then
-   grandparent, ...) has least free, so an empty block is not opened for a job that fits in a gap
-   of a busy one; then to the domain name. Domain aggregates from the
-   topology tree are an upper bound on what a domain offers, so candidates are pruned and ranked
-   without touching their nodes; only the candidates actually tried are looked at node by node.
+   (room that preemption freed for it) comes first; then bin-packing: least leftover first, where
+   leftover is the domain's free amount of the job's primary resource (GPUs when asked for) after
+   the job, so big free domains stay whole for the next big job; ties go to the candidate whose
+   parent (then grandparent, ...) has least free, so an empty block is not opened for a job that
+   fits in a gap of a busy one; then to the domain name. Domain aggregates from the topology tree
+   bound what a domain can offer, so candidates are pruned and ranked without touching their
+   nodes; only the candidates actually tried are looked at node by node.
 4. Inside the chosen domain, each domain splits its pods among its children: if one child can take
-   them all, the one holding more of the job's running members and nominated nodes does, then
-   the one that leaves least behind, then by name; otherwise the child with most room is filled first, and so on.
-   So a partly used NVLink domain is filled before a fresh one is opened, and as few domains as
-   possible are opened. With a `podCountMultiple` k at the children's layer, every child takes a
-   multiple of k except at most one, which takes the job's remainder (`count mod k`). When k is
+   them all, it goes there (preferring children with untolerated PreferNoSchedule taints least,
+   then the one holding more of the job's running members and nominated nodes, then the one that
+   leaves least behind, then by name); otherwise the child with most room is filled first, and so
+   on. So a partly used NVLink domain is filled before a fresh one is opened, and as few domains
+   as possible are opened. With a `podCountMultiple` k at the children's layer, every child takes
+   a multiple of k except at most one, which takes the job's remainder (`count mod k`). When k is
    given at several layers, each should divide the one above.
 5. Pods are handed out in `network-topology-index` order (then name) to the nodes in the order the
    fill visited them, so members i and i+1 share the lowest domain whenever possible.
@@ -62,7 +63,7 @@ class Demand:
 class Job:
     """What one search places: its demands, the highest level it may span, its running members."""
 
-    __slots__ = ("anchor", "demands", "running_by_domain", "running_by_node", "top_level")
+    __slots__ = ("anchor", "demands", "preferred_by_domain", "preferred_by_node", "top_level")
 
     def __init__(self, demands: Sequence[Demand], *, top_level: int = 0, running_nodes: Iterable[str] = (),
                  tree: TopologyTree | None = None, nominated_nodes: Iterable[str] = ()) -> None:
@@ -70,20 +71,20 @@ class Job:
         self.top_level = top_level
         # Running members anchor the job (its domain must hold them); running members and the
         # nodes nominated for its pods (room preemption freed for it) are where it prefers to grow.
-        self.running_by_node: dict[str, int] = {}
-        self.running_by_domain: dict[int, int] = {}
+        self.preferred_by_node: dict[str, int] = {}
+        self.preferred_by_domain: dict[int, int] = {}
         self.anchor: Domain | None = None
         running = list(running_nodes)
         nominated = list(nominated_nodes)
         for node in running + nominated:
-            self.running_by_node[node] = self.running_by_node.get(node, 0) + 1
+            self.preferred_by_node[node] = self.preferred_by_node.get(node, 0) + 1
         if tree is not None:
             known = [node for node in running if tree.domain_of(node) is not None]
             if known:
                 self.anchor = tree.lca(known)
             for node in known + [n for n in nominated if tree.domain_of(n) is not None]:
                 for domain in tree.path(node):
-                    self.running_by_domain[domain.id] = self.running_by_domain.get(domain.id, 0) + 1
+                    self.preferred_by_domain[domain.id] = self.preferred_by_domain.get(domain.id, 0) + 1
 
     @property
     def size(self) -> int:
@@ -333,7 +334,7 @@ class Solver:
         wanted = list(total.items())
         primary_total = total.get(primary, 0)
         freed_map = self._freed()
-        preferred_map = job.running_by_domain
+        preferred_map = job.preferred_by_domain
         deepest = len(self.tree.levels) - 1
         top = max(job.top_level, root.level)
         for level in range(deepest, top - 1, -1):
@@ -410,7 +411,7 @@ class Solver:
     def _fill(self, demand: Demand, job: Job, domain: Domain, count: int, placed: list[tuple[str, int]]) -> bool:
         """Split `count` pods of `demand` among the children of `domain` (rule 4); append (node, n)."""
         shape, multiples = demand.shape, demand.multiples
-        running_nodes, running_domains = job.running_by_node, job.running_by_domain
+        running_nodes, running_domains = job.preferred_by_node, job.preferred_by_domain
         # children: (kind, item, raw, strict-as-a-child, k, running, penalty, name)
         entries: list[tuple[Domain | None, str, int, int, int, int, int]] = []
         for node in domain.direct_nodes:

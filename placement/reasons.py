@@ -44,8 +44,8 @@ def explain_failure(solver: Solver, job: Job, group: tuple[str, ...], label: str
             fit=best.fit, needed=needed,
             reason=(f"{label}: {constraints.source}: no {level.layer} domain can hold all {needed} pods"
                     f"{anchored}; {closest} of {needed}"))
-    # Not even the whole cluster (within reach of the running members) holds it: say why nodes refuse.
-    scope = job.anchor if job.anchor is not None and constraints.top_level > 0 else tree.root
+    # Not even the whole cluster holds it: say why nodes refuse, as kube-scheduler does.
+    scope = tree.root
     reasons: dict[str, int] = {}
     fitless = False
     for demand in job.demands:
