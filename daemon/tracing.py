@@ -149,8 +149,10 @@ class SchedulingObserver:
             if phase is not None and phase.is_recording():
                 phase.end(end_time=end)
         attempt.span.set_attribute("result", result)
-        if result != RESULT_SCHEDULED:
-            attempt.span.set_status(Status(StatusCode.ERROR if result == RESULT_ERROR else StatusCode.UNSET, detail))
+        if result == RESULT_ERROR:
+            attempt.span.set_status(Status(StatusCode.ERROR, detail))
+        elif detail:
+            attempt.span.set_attribute("detail", detail)
         attempt.span.end(end_time=end)
         self.metrics.attempt_duration.labels(result).observe(max(0.0, at - attempt.started))
         self.metrics.attempts.labels(result).inc()
