@@ -1,4 +1,5 @@
-"""A fake kubelet: pods bound to a node start running shortly after, as a node agent would report.
+"""A fake kubelet: pods bound to a node start running shortly after, as a node agent would report;
+nodes created without conditions are reported Ready.
 
 It listens to the store; when a pod gets a `spec.nodeName` while still Pending and not terminating,
 it schedules (after `delay` seconds) a status write: phase Running, the Initialized / Ready /
@@ -22,6 +23,7 @@ from devcluster.store import Store, now_rfc3339, resolve
 from devcluster.watch import WatchEvent
 
 _PODS = resolve("pods")
+_NODES = resolve("nodes")
 
 
 class FakeKubelet:
@@ -40,6 +42,8 @@ class FakeKubelet:
             self._unsubscribe = self.store.subscribe(self._on_event)
             for pod in self.store.list("pods"):
                 self._consider(pod)
+            for node in self.store.list("nodes"):
+                self._register(node)
 
     def stop(self) -> None:
         if self._unsubscribe is not None:
@@ -52,6 +56,33 @@ class FakeKubelet:
     def _on_event(self, event: WatchEvent) -> None:
         if event.key == "pods" and event.type != "DELETED":
             self._consider(event.obj)
+        elif event.key == "nodes" and event.type == "ADDED":
+            self._register(event.obj)
+
+    def _register(self, node: dict[str, Any]) -> None:
+        """A node created without conditions gets Ready=True, as its kubelet would report."""
+        status = node.get("status") or {}
+        if status.get("conditions"):
+            return
+        name = str(node["metadata"]["name"])
+        asyncio.get_running_loop().call_soon(self._report_ready, name, str(node["metadata"].get("uid")))
+
+    def _report_ready(self, name: str, uid: str) -> None:
+        node = self.store.find("nodes", name)
+        if node is None or node["metadata"].get("uid") != uid or (node.get("status") or {}).get("conditions"):
+            return
+        stamp = now_rfc3339(self.store.clock)
+        status = dict(node.get("status") or {})
+        status["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                 "message": "devcluster fake kubelet is posting ready status",
+                                 "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}]
+        status.setdefault("nodeInfo", {"kubeletVersion": "v1.32.0-devcluster", "containerRuntimeVersion": "fake://1",
+                                       "osImage": "devcluster", "kernelVersion": "0", "operatingSystem": "linux",
+                                       "architecture": "amd64"})
+        try:
+            self.store.update_in(_NODES, name, "", {**node, "status": status}, subresource="status")
+        except ApiError:
+            return
 
     def _consider(self, pod: dict[str, Any]) -> None:
         meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}

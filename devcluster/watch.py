@@ -5,8 +5,10 @@ created once per change and shared by the history window and every watcher; its 
 encoded at most once per event type, so fanning an event out to N plain watchers costs one encoding.
 
 A `Watcher` is one open watch: a resource, an optional namespace and selector, and a queue the HTTP
-stream drains. Offering an event to a watcher is O(1) plus the selector test; selector watches see
-an object that stops matching as DELETED and one that starts matching as ADDED, as on a real server.
+stream drains (a watcher that falls `limit` events behind is closed, as a real server drops a slow
+watch; its client resumes from the last version it saw). Offering an event is O(1) plus the
+selector test; selector watches see an object that stops matching as DELETED and one that starts
+matching as ADDED, as on a real server.
 
 No I/O here: the HTTP layer owns the stream.
 """
@@ -61,8 +63,9 @@ class WatchEvent:
 class Watcher:
     """An open watch: receives matching events in resourceVersion order until closed."""
 
-    def __init__(self, key: str, namespace: str, predicate: Predicate | None) -> None:
+    def __init__(self, key: str, namespace: str, predicate: Predicate | None, limit: int = 100_000) -> None:
         self.key = key
+        self.limit = limit  # a consumer this far behind is cut off (it resumes from its last version)
         self.namespace = namespace
         self.predicate = predicate
         self.queue: deque[tuple[str, WatchEvent]] = deque()
@@ -85,6 +88,9 @@ class Watcher:
                     return
             elif not now:
                 return
+        if len(self.queue) >= self.limit:
+            self.close()
+            return
         self.queue.append((kind, event))
         self._wakeup.set()
 

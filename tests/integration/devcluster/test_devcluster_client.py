@@ -219,3 +219,40 @@ async def test_dropped_watch_streams_end_for_the_client(cluster: DevCluster, api
                                               _preload_content=False)
     await eventually(lambda: cluster.faults.drop_watches() == 1)
     assert await asyncio.wait_for(response.content.read(), 5) == b""
+
+
+async def test_every_label_and_field_selector_form_filters_lists(cluster: DevCluster, api: Any) -> None:
+    labelled = [pod("a"), pod("b"), pod("c")]
+    labelled[0]["metadata"]["labels"].update(tier="gpu", zone="z1")
+    labelled[1]["metadata"]["labels"].update(tier="cpu")
+    cluster.load_objects([*labelled, pod("d", "other")])
+    core: Any = client.CoreV1Api(api)
+
+    async def names(**selectors: str) -> list[str]:
+        listed = await core.list_pod_for_all_namespaces(**selectors)
+        return [p.metadata.name for p in listed.items]
+
+    assert await names(label_selector="tier=gpu") == ["a"]
+    assert await names(label_selector="tier==cpu") == ["b"]
+    assert await names(label_selector="tier!=gpu") == ["b", "c", "d"]
+    assert await names(label_selector="tier in (gpu, cpu),zone") == ["a"]
+    assert await names(label_selector="tier notin (gpu)") == ["b", "c", "d"]
+    assert await names(label_selector="!tier") == ["c", "d"]
+    assert await names(field_selector="metadata.namespace=other") == ["d"]
+    assert await names(field_selector="metadata.name!=a,metadata.namespace==default") == ["b", "c"]
+    assert await names(field_selector="status.phase=Pending", label_selector="app=c") == ["c"]
+
+
+async def test_selector_watch_sees_an_object_leaving_the_selection_as_deleted(cluster: DevCluster, api: Any) -> None:
+    cluster.store.create(pod("p1"))
+    core: Any = client.CoreV1Api(api)
+    listed = await core.list_namespaced_pod("default", field_selector="spec.nodeName=")
+    cluster.store.bind("default", "p1", "n1")
+    watcher = watch.Watch()
+    events = []
+    async for event in watcher.stream(core.list_namespaced_pod, "default", field_selector="spec.nodeName=",
+                                      resource_version=listed.metadata.resource_version, timeout_seconds=5):
+        events.append((event["type"], event["object"].metadata.name))
+        break
+    await watcher.close()
+    assert events == [("DELETED", "p1")]
