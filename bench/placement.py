@@ -7,6 +7,8 @@ each > 8 nodes), a seeded third of the nodes partly or fully busy with other wor
 - a 4-pod gang, MustGather at BlockLayer,
 - a 4-pod gang with no spec,
 - a 50-pod gang with MustGather at BlockLayer (blocks hold 40 nodes: refused; the failure path),
+- a Volcano job of 64 replicas x 8 pods (4 GPUs), each replica in one NVLink domain (hard tier 1),
+  the job in one spine (hard tier 3),
 - a lone 1-GPU pod.
 Targets (issue 7): 3,000-pod gang < 250 ms p50; 4-pod gang < 6 ms p50, on 2 cores.
 """
@@ -19,7 +21,15 @@ import statistics
 import time
 from collections.abc import Callable
 
-from events.model import NodeUpserted, PodGroupUpserted, PodUpserted
+from events.model import NodeUpserted, PodGroupUpserted, PodUpserted, VolcanoPodGroupUpserted
+from events.objects import (
+    VOLCANO_GROUP_ANNOTATION,
+    NetworkTopologySpec,
+    ObjectMeta,
+    SubGroupPolicy,
+    VolcanoPodGroup,
+    VolcanoPodGroupSpec,
+)
 from placement import GangPlan, plan_gang, plan_pod
 from state.cluster import ClusterState
 from tests.factories import bound, node, pod, pod_group
@@ -56,6 +66,18 @@ def build(seed: int = 7) -> ClusterState:
         for i in range(size):
             state.apply(PodUpserted(pod=pod(f"{gang}-{i}", gang=gang, annotations={
                 "gang.scheduling.koordinator.sh/network-topology-index": str(i)})))
+    # A Volcano job: 64 replicas of 8 pods (4 GPUs each), each replica inside one NVLink domain (tier 1),
+    # the whole job inside one spine (tier 3).
+    policy = SubGroupPolicy(name="replica", sub_group_size=8, match_label_keys=["replica"],
+                            network_topology=NetworkTopologySpec(mode="hard", highest_tier_allowed=1))
+    state.apply(VolcanoPodGroupUpserted(pod_group=VolcanoPodGroup(
+        metadata=ObjectMeta(name="sharded", namespace="default", uid="uid-sharded"),
+        spec=VolcanoPodGroupSpec(min_member=512, sub_group_policy=[policy],
+                                 network_topology=NetworkTopologySpec(mode="hard", highest_tier_allowed=3)))))
+    for r in range(64):
+        for i in range(8):
+            state.apply(PodUpserted(pod=pod(f"sharded-{r}-{i}", gpus=4, labels={"replica": f"r{r}"},
+                                            annotations={VOLCANO_GROUP_ANNOTATION: "sharded"})))
     state.apply(PodUpserted(pod=pod("lone", gpus=1)))
     return state
 
@@ -90,6 +112,8 @@ def main() -> None:
     measure("4-pod gang, no spec", args.runs * 5, lambda: plan_gang(state, "default/small-free"))
     measure("50-pod gang, MustGather BlockLayer (refused)", args.runs,
             lambda: plan_gang(state, "default/too-big-for-a-block"))
+    measure("512-pod Volcano job, 64 sub-groups in tier 1", max(args.runs // 3, 5),
+            lambda: plan_gang(state, "default/sharded"))
     measure("lone 1-GPU pod", args.runs, lambda: plan_pod(state, "default/lone"))
 
 
