@@ -126,14 +126,30 @@ class _Planner:
             return NoPreemption(p.key, NO_CANDIDATES,
                                 f"{p.key}: even with every pod of priority below {p.priority} gone, no domain at "
                                 f"{levels} could hold its {need.pods} pod(s) ({self.failure.reason})")
-        ranked = self._rank(room, candidates, viable, need)
-        best = self._choose(room, candidates, ranked, need)
+        # Domains grouped by the lowest priority tier that could make room there: a group is only
+        # looked at while it could still beat the best plan on the highest victim priority.
+        groups: dict[int, list[Domain]] = {}
+        for domain in viable:
+            tier = room.lowest_tier(domain.id, need.counts)
+            if tier is not None:
+                groups.setdefault(tier, []).append(domain)
+        best: tuple[list[Unit], GangPlan, Considered] | None = None
+        weighed = 0
+        for tier in sorted(groups):
+            if best is not None and tier > 0 and best[2].cost.top_priority <= room.tiers[tier - 1]:
+                break
+            ranked = self._rank(room, candidates, groups[tier], need)
+            weighed += len(ranked)
+            best = self._choose(room, candidates, ranked, need, best)
         if best is None:
             return NoPreemption(p.key, NO_CANDIDATES,
                                 f"{p.key}: no set of lower-priority jobs lets placement fit it within its "
-                                f"constraints ({len(ranked)} candidate set(s) in {len(viable)} domain(s) tried; "
+                                f"constraints ({weighed} candidate set(s) in {len(viable)} domain(s) tried; "
                                 f"{self.failure.reason})")
         units, plan, chosen = best
+        for index, item in enumerate(self.considered):
+            if item is chosen:
+                chosen = self.considered[index] = Considered(item.where, item.cost, "chosen")
         jobs = _victim_jobs(units)
         victims = tuple(sorted({pod.key for unit in units for pod in unit.pods}))
         nodes = {a.node for a in plan.assignments}
@@ -242,8 +258,8 @@ class _Planner:
         return out
 
     def _choose(self, room: Room, candidates: Candidates, ranked: Sequence[tuple[Cost, Selection]],
-                need: _Need) -> tuple[list[Unit], GangPlan, Considered] | None:
-        best: tuple[list[Unit], GangPlan, Considered] | None = None
+                need: _Need, best: tuple[list[Unit], GangPlan, Considered] | None
+                ) -> tuple[list[Unit], GangPlan, Considered] | None:
         leaving = frozenset(candidates.leaving)
         for estimate, selection in ranked:
             if best is not None:
@@ -263,11 +279,6 @@ class _Planner:
                 continue
             if best is None or found[2].cost < best[2].cost:
                 best = found
-        if best is not None:
-            for index, item in enumerate(self.considered):
-                if item is best[2]:
-                    self.considered[index] = Considered(item.where, item.cost, "chosen")
-                    best = (best[0], best[1], self.considered[index])
         return best
 
     def _validate(self, room: Room, candidates: Candidates, selection: Selection, need: _Need,

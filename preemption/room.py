@@ -22,11 +22,21 @@ from preemption.victims import Candidates
 from state.cluster import ClusterState
 from state.resources import Resources
 
+MAX_TIERS = 16
+
 
 class Room:
-    """Per-node free vectors and per-domain slot bounds for one preemptor (built once per call)."""
+    """Per-node free vectors and per-domain slot bounds for one preemptor (built once per call).
 
-    __slots__ = ("admitted", "base_free", "base_slots", "domain_base", "domain_max", "shapes", "state")
+    `tiers` are priority thresholds (the candidates' distinct priorities, at most MAX_TIERS of them
+    taken evenly when there are more; the last is the highest). `domain_tiers[d][t]` bounds the slots
+    per shape of domain `d` once every candidate of priority <= `tiers[t]` is gone; `domain_max` is
+    the last of them (every candidate gone). `lowest_tier(d, need)` is the first tier at which the
+    bound covers the need: no victim set of `d` has a highest priority below that tier's reach.
+    """
+
+    __slots__ = ("admitted", "base_free", "base_slots", "domain_base", "domain_max", "domain_tiers", "shapes",
+                 "state", "tiers")
 
     def __init__(self, state: ClusterState, shapes: Sequence[Shape], own_gangs: AbstractSet[str],
                  candidates: Candidates) -> None:
@@ -34,47 +44,71 @@ class Room:
         self.shapes = list(shapes)
         capacity = Capacity(state, own_gangs, frozenset(candidates.leaving))
         priority = min(shape.priority for shape in shapes)
+        distinct = sorted({unit.priority for unit in candidates.units})
+        if len(distinct) > MAX_TIERS:
+            stride = len(distinct) / MAX_TIERS
+            distinct = sorted({distinct[min(len(distinct) - 1, int((i + 1) * stride) - 1)] for i in range(MAX_TIERS)}
+                              | {distinct[-1]})
+        self.tiers: list[int] = distinct or [-(1 << 62)]
         self.base_free: dict[str, Resources] = {}
         self.base_slots: dict[str, list[int]] = {}
         self.admitted: dict[str, list[bool]] = {}
         tree = state.topology
         width = len(shapes)
         self.domain_base: dict[int, list[int]] = {}
-        self.domain_max: dict[int, list[int]] = {}
+        self.domain_tiers: dict[int, list[list[int]]] = {}
         for name, node in state.nodes.items():
             admitted = [not admits(shape, node) for shape in shapes]
             if not any(admitted):
                 continue
             free = capacity.free(node, priority)
             base = [slots_in(free, shape) if ok else 0 for shape, ok in zip(shapes, admitted, strict=True)]
-            units = candidates.units_on.get(name)
-            if units:
-                most = dict(free)
-                seen: set[str] = set()
-                for unit in units:
-                    for pod in unit.pods:
-                        if pod.counted_on == name and pod.key not in seen:
-                            seen.add(pod.key)
-                            for resource, amount in pod.requests.items():
-                                most[resource] = most.get(resource, 0) + amount
-                top = [slots_in(most, shape) if ok else 0 for shape, ok in zip(shapes, admitted, strict=True)]
-            else:
-                top = base
             self.base_free[name] = free
             self.base_slots[name] = base
             self.admitted[name] = admitted
-            if not any(top):
-                continue
+            units = candidates.units_on.get(name)
+            if not units:
+                if not any(base):
+                    continue
+                steps = [base] * len(self.tiers)
+            else:
+                pods = {pod.key: pod for unit in units for pod in unit.pods if pod.counted_on == name}
+                ordered = sorted(pods.values(), key=lambda p: p.priority)
+                most = dict(free)
+                steps = []
+                index = 0
+                for tier in self.tiers:
+                    while index < len(ordered) and ordered[index].priority <= tier:
+                        for resource, amount in ordered[index].requests.items():
+                            most[resource] = most.get(resource, 0) + amount
+                        index += 1
+                    steps.append([slots_in(most, shape) if ok else 0
+                                  for shape, ok in zip(shapes, admitted, strict=True)])
+                if not any(steps[-1]):
+                    continue
             for domain in tree.path(name):
-                bound = self.domain_max.get(domain.id)
-                if bound is None:
-                    self.domain_max[domain.id] = list(top)
+                bounds = self.domain_tiers.get(domain.id)
+                if bounds is None:
+                    self.domain_tiers[domain.id] = [list(step) for step in steps]
                     self.domain_base[domain.id] = list(base)
                 else:
                     now = self.domain_base[domain.id]
                     for i in range(width):
-                        bound[i] += top[i]
                         now[i] += base[i]
+                    for bound, step in zip(bounds, steps, strict=True):
+                        for i in range(width):
+                            bound[i] += step[i]
+        self.domain_max: dict[int, list[int]] = {ident: bounds[-1] for ident, bounds in self.domain_tiers.items()}
+
+    def lowest_tier(self, domain_id: int, need: Sequence[int]) -> int | None:
+        """Index of the first tier whose bound covers `need` in the domain (None: not even the last)."""
+        bounds = self.domain_tiers.get(domain_id)
+        if bounds is None:
+            return None
+        for index, bound in enumerate(bounds):
+            if all(b >= n for b, n in zip(bound, need, strict=True)):
+                return index
+        return None
 
     def slots_with(self, node: str, freed: Mapping[str, int] | None) -> list[int]:
         """Slots per shape on `node` once `freed` (summed requests of victims there) is given back."""
