@@ -17,6 +17,7 @@ from tests.unit.placement.builders import (
     occupy,
     planned,
     refused,
+    run_pod,
     sub_group,
     volcano_gang,
 )
@@ -163,3 +164,25 @@ def test_hypernode_tier_name_is_understood() -> None:
     members(state, "wide", 4, volcano=True)
     plan = planned(plan_gang(state, "default/wide"))
     assert plan.domain == "hn-top" and len(plan.assignments) == 4
+
+
+def test_recreated_member_rejoins_its_partition_nvlink_domain() -> None:
+    state = fabric(blocks=2, nvlinks=2, nodes=2)
+    volcano_gang(state, "job", min_member=4, tier=3, sub_groups=[sub_group("tp", 2, keys=["replica"], tier=1)])
+    keys = _labelled(state, "job", _replicas("job", 2, 2))
+    run_pod(state, keys[0], "n-s0b1a1-0")
+    run_pod(state, keys[2], "n-s0b0a1-1")
+    run_pod(state, keys[3], "n-s0b0a1-0")
+    plan = nodes_of(planned(plan_gang(state, "default/job")))
+    assert plan == {keys[1]: "n-s0b1a1-1"}
+
+
+def test_soft_sub_group_limit_still_packs_each_partition_tightly() -> None:
+    state = fabric(blocks=2, nvlinks=2, nodes=2)
+    volcano_gang(state, "job", min_member=4, mode="soft", tier=1,
+                 sub_groups=[sub_group("tp", 2, keys=["replica"], tier=1, mode="soft")])
+    keys = _labelled(state, "job", _replicas("job", 2, 2))
+    plan = nodes_of(planned(plan_gang(state, "default/job")))
+    assert nvlink_of(plan[keys[0]]) == nvlink_of(plan[keys[1]])
+    assert nvlink_of(plan[keys[2]]) == nvlink_of(plan[keys[3]])
+    assert len({block_of(n) for n in plan.values()}) == 1
