@@ -1,7 +1,8 @@
 """Discovery and OpenAPI v3 documents, generated from the resource table and the kind schemas.
 
-Discovery (`/api`, `/apis`, `/api/v1`, `/apis/<group>[/<version>]`) is the legacy (unaggregated)
-form; clients that ask for aggregated discovery accept it as well. The OpenAPI v3 root lists one
+Discovery (`/api`, `/apis`, `/api/v1`, `/apis/<group>[/<version>]`) in the legacy form, and the
+aggregated form (apidiscovery.k8s.io/v2) for `/api` and `/apis` when the client's Accept asks for it,
+as kubectl does. The OpenAPI v3 root lists one
 document per group-version; each document declares the kinds' schemas (with
 `x-kubernetes-group-version-kind`) and the resource paths. The create, update and patch operations
 declare the `fieldValidation` query parameter: that is what makes kubectl leave validation to the
@@ -85,6 +86,55 @@ def group(name: str) -> bytes | None:
     if not any(g == name for g, _ in group_versions()):
         return None
     return _encode({"kind": "APIGroup", "apiVersion": "v1", **_group(name)})
+
+
+AGGREGATED_CONTENT_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def _aggregated_resource(resource: ResourceDef) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "resource": resource.plural,
+        "responseKind": {"group": resource.group, "version": resource.version, "kind": resource.kind},
+        "scope": "Namespaced" if resource.namespaced else "Cluster",
+        "singularResource": resource.singular,
+        "verbs": _VERBS,
+    }
+    if resource.short_names:
+        entry["shortNames"] = list(resource.short_names)
+    if resource.categories:
+        entry["categories"] = list(resource.categories)
+    subresources = []
+    for sub in resource.subresources:
+        if sub == "status":
+            kind = {"group": resource.group, "version": resource.version, "kind": resource.kind}
+            verbs = ["get", "patch", "update"]
+        else:
+            group, version, name = SUBRESOURCE_KINDS[sub]
+            kind, verbs = {"group": group, "version": version, "kind": name}, ["create"]
+        subresources.append({"subresource": sub, "responseKind": kind, "verbs": verbs})
+    if subresources:
+        entry["subresources"] = subresources
+    return entry
+
+
+@functools.cache
+def aggregated(core: bool) -> bytes:
+    """Aggregated discovery (apidiscovery.k8s.io/v2) for `/api` (core) or `/apis`."""
+    names = [""] if core else list(dict.fromkeys(g for g, _ in group_versions() if g))
+    items = [{
+        "metadata": {"name": name, "creationTimestamp": None},
+        "versions": [
+            {"version": v, "resources": [_aggregated_resource(r) for r in in_group_version(g, v)],
+             "freshness": "Current"}
+            for g, v in group_versions() if g == name
+        ],
+    } for name in names]
+    return _encode({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {},
+                    "items": items})
+
+
+def wants_aggregated(accept: str) -> bool:
+    return "g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList" in accept.replace(" ", "")
 
 
 def core_versions(address: str) -> bytes:

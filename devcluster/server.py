@@ -169,10 +169,14 @@ class ApiServer:
         raise errors.path_not_found()
 
     async def _api(self, request: web.Request, parts: list[str]) -> web.StreamResponse:
-        if parts == ["api"]:
+        if len(parts) == 1:
             if request.method != "GET":
                 raise errors.method_not_allowed()
-            return _json(openapi.core_versions(self.address))
+            if openapi.wants_aggregated(request.headers.get("Accept", "")):
+                return web.Response(body=openapi.aggregated(parts[0] == "api"),
+                                    headers={"Content-Type": openapi.AGGREGATED_CONTENT_TYPE})
+            if parts[0] == "api":
+                return _json(openapi.core_versions(self.address))
         found = _parse_target(parts)
         if found is None:
             raise errors.path_not_found()

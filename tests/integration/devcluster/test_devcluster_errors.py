@@ -168,6 +168,14 @@ async def test_discovery_and_openapi_advertise_server_side_field_validation(http
     patch = document["paths"]["/apis/topology.volcano.sh/v1alpha1/hypernodes/{name}"]["patch"]
     assert patch["x-kubernetes-group-version-kind"]["kind"] == "HyperNode"
     assert any(p["name"] == "fieldValidation" and p["in"] == "query" for p in patch["parameters"])
+    accept = {"Accept": "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"}
+    async with http.get("/apis", headers=accept) as response:
+        assert "as=APIGroupDiscoveryList" in response.headers["Content-Type"]
+        aggregated = await response.json(content_type=None)
+    hypernodes = next(i for i in aggregated["items"] if i["metadata"]["name"] == "topology.volcano.sh")
+    resource = hypernodes["versions"][0]["resources"][0]
+    assert (resource["resource"], resource["scope"]) == ("hypernodes", "Cluster")
+    assert resource["subresources"][0]["subresource"] == "status"
     status, version, _ = await call(http, "GET", "/version")
     assert status == 200
     assert version["major"] == "1"
