@@ -40,36 +40,50 @@ def plan_pod(state: ClusterState, pod: str, *,
     solver = Solver(state, Capacity(state, frozenset(), ignore_pods, frozenset({pod})))
     tree = state.topology
     primary = primary_resource(dict(shape.requests))
-    depth = len(tree.levels)
+    node_weight = float(1 << (len(tree.levels) + 1))
     busy: dict[int, float] = {}
+    path_scores: dict[int, float] = {}
 
     def busyness(domain: Domain) -> float:
         found = busy.get(domain.id)
         if found is None:
             total = domain.allocatable.get(primary, 0)
-            found = domain.used.get(primary, 0) / total if total > 0 else 0.0
+            found = min(max(domain.used.get(primary, 0) / total, 0.0), 1.0) if total > 0 else 0.0
             busy[domain.id] = found
         return found
 
-    best_node = ""
-    best_score = 0.0
+    def path_score(domain: Domain) -> float:
+        """Weighted busyness of the domain and its ancestors below the root."""
+        if domain.parent is None:
+            return 0.0
+        found = path_scores.get(domain.id)
+        if found is None:
+            found = path_score(domain.parent) + busyness(domain) * (1 << domain.level)
+            path_scores[domain.id] = found
+        return found
+
     nominated = info.nominated_on
     if nominated and solver.node_slots(shape, nominated) > 0:
         home = tree.domain_of(nominated) or tree.root
         return GangPlan(gangs=(), assignments=(Assignment(pod=pod, node=nominated),), domain=domain_label(home),
                         level=home.layer, explanation=f"pod {pod}: node {nominated}, nominated for it, has room")
-    for name in state.nodes:
-        if solver.node_slots(shape, name) <= 0:
+    best_node = ""
+    best_score = 0.0
+    nodes = state.nodes
+    for domain in tree.domains:
+        if not domain.direct_nodes:
             continue
-        node = state.nodes[name]
-        total = node.allocatable.get(primary, 0)
-        score = (node.used.get(primary, 0) / total if total > 0 else 0.0) * (1 << (depth + 1))
-        for domain in tree.path(name)[1:]:
-            score += busyness(domain) * (1 << domain.level)
-        if node.taints:
-            score -= TAINT_PENALTY * prefer_no_schedule_count(shape, node.taints)
-        if not best_node or score > best_score or (score == best_score and name < best_node):
-            best_node, best_score = name, score
+        base = path_score(domain)
+        for name in domain.direct_nodes:
+            if solver.node_slots(shape, name) <= 0:
+                continue
+            node = nodes[name]
+            total = node.allocatable.get(primary, 0)
+            score = base + (min(node.used.get(primary, 0) / total, 1.0) * node_weight if total > 0 else 0.0)
+            if node.taints:
+                score -= TAINT_PENALTY * prefer_no_schedule_count(shape, node.taints)
+            if not best_node or score > best_score or (score == best_score and name < best_node):
+                best_node, best_score = name, score
     if best_node:
         home = tree.domain_of(best_node) or tree.root
         share = busyness(home) if home.parent is not None else 0.0
