@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from placement.constraints import Constraints, tier_level
 from placement.gather import Job, Solver, primary_resource
 from placement.members import demands_for, domain_label, is_running, pod_order, where
-from placement.plan import HARD_TIER, INVALID, SUB_GROUP, Assignment, GangPlan, Unschedulable
+from placement.plan import HARD_TIER, INVALID, MEMBERS, SUB_GROUP, Assignment, GangPlan, Unschedulable
 from placement.reasons import explain_failure
 from state.cluster import ClusterState, PodInfo
 from state.gangs import GangSpec, SubGroupRule
@@ -112,6 +112,10 @@ def plan_sub_groups(state: ClusterState, solver: Solver, spec: GangSpec, label: 
             partition.top_level = level or 0
     held_back = set(waiting)
     placeable = [key for key in pending if key not in held_back]
+    if not placeable:
+        return Unschedulable(gangs=group, constraint=MEMBERS, needed=len(pending),
+                             reason=(f"{label}: its {len(pending)} pending pods belong to sub-group partitions "
+                                     "that do not have subGroupSize members yet; they wait for the rest"))
     whole = Job(demands_for(state, placeable, constraints.multiples), top_level=constraints.top_level,
                 running_nodes=running_nodes, tree=tree)
     if whole.anchor is not None and whole.anchor.level < constraints.top_level:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from events.model import HyperNodeUpserted
 from events.objects import ExactMatch, HyperNode, HyperNodeMember, HyperNodeSpec, MemberSelector, ObjectMeta
 from placement import plan_gang
-from placement.plan import HARD_TIER, INVALID, SUB_GROUP
+from placement.plan import HARD_TIER, INVALID, MEMBERS, SUB_GROUP
 from state.cluster import ClusterState
 from tests.factories import node, node_event
 from tests.unit.placement.builders import (
@@ -186,3 +186,11 @@ def test_soft_sub_group_limit_still_packs_each_partition_tightly() -> None:
     assert nvlink_of(plan[keys[0]]) == nvlink_of(plan[keys[1]])
     assert nvlink_of(plan[keys[2]]) == nvlink_of(plan[keys[3]])
     assert len({block_of(n) for n in plan.values()}) == 1
+
+
+def test_lone_member_of_an_unfilled_partition_waits_for_the_rest() -> None:
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    volcano_gang(state, "job", min_member=1, tier=3, sub_groups=[sub_group("tp", 2, tier=1)])
+    members(state, "job", 1, volcano=True)
+    result = refused(plan_gang(state, "default/job"))
+    assert result.constraint == MEMBERS and "subGroupSize" in result.reason
