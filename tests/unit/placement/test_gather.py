@@ -241,3 +241,17 @@ def test_cluster_without_topology_is_one_domain() -> None:
     gang(state, "train", 3, gather=[{"layer": "BlockLayer", "strategy": "PreferGather"}])
     plan = planned(plan_gang(state, "default/train"))
     assert plan.domain == "" and plan.level == "ClusterTopologyLayer" and len(plan.assignments) == 3
+
+
+def test_prefergather_at_a_high_layer_still_packs_into_the_lowest_domain_that_fits() -> None:
+    state = fabric(blocks=2, nvlinks=2, nodes=2)
+    gang(state, "train", 2, gather=[{"layer": "SpineLayer", "strategy": "PreferGather"}])
+    plan = planned(plan_gang(state, "default/train"))
+    assert plan.level == "AcceleratorLayer"
+
+
+def test_mustgather_at_nvlink_layer_refuses_rather_than_spill_into_the_block() -> None:
+    state = fabric(blocks=1, nvlinks=2, nodes=2)
+    gang(state, "tp", 3, gather=[{"layer": "AcceleratorLayer", "strategy": "MustGather"}])
+    result = refused(plan_gang(state, "default/tp"))
+    assert result.constraint == MUST_GATHER and result.level == "AcceleratorLayer" and result.fit == 2
