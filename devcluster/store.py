@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import random
 import string
 import time
@@ -60,8 +61,14 @@ def resolve(ref: ResourceRef) -> ResourceDef:
     return found
 
 
+@functools.lru_cache(maxsize=16)
+def _rfc3339(second: int) -> str:
+    return dt.datetime.fromtimestamp(second, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def now_rfc3339(clock: Callable[[], float] = time.time) -> str:
-    return dt.datetime.fromtimestamp(int(clock()), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The clock's time as an RFC 3339 second-precision UTC timestamp."""
+    return _rfc3339(int(clock()))
 
 
 def _meta(obj: Obj) -> Obj:
@@ -318,7 +325,7 @@ class Store:
                            "lastTransitionTime": now_rfc3339(self.clock)})
         status["conditions"] = conditions
         new = {**current, "spec": {**spec, "nodeName": node}, "status": status}
-        return self._replace(pods, namespace, current, new)
+        return self._replace(pods, namespace, current, new, changed=True)
 
     def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> Obj:
         """The eviction subresource: delete the pod with its grace period (no disruption budgets here)."""
@@ -418,8 +425,8 @@ class Store:
             obj["spec"] = obj.get("spec") or {"finalizers": ["kubernetes"]}
             obj["status"] = obj.get("status") or {"phase": "Active"}
 
-    def _replace(self, resource: ResourceDef, namespace: str, current: Obj, new: Obj) -> Obj:
-        if _without_rv(new) == _without_rv(current):
+    def _replace(self, resource: ResourceDef, namespace: str, current: Obj, new: Obj, *, changed: bool = False) -> Obj:
+        if not changed and _without_rv(new) == _without_rv(current):
             return current
         self._rv += 1
         new["metadata"] = {**_meta(new), "resourceVersion": str(self._rv)}
