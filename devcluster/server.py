@@ -117,6 +117,13 @@ def _flag(query: dict[str, str], name: str) -> bool:
     return query.get(name, "").lower() in ("true", "1")
 
 
+def _dry_run(query: dict[str, str]) -> bool:
+    value = query.get("dryRun", "")
+    if value not in ("", "All"):
+        raise errors.bad_request(f'dryRun must be "All" (got "{value}")')
+    return value == "All"
+
+
 def _wants_table(accept: str) -> bool:
     return "as=Table" in accept
 
@@ -342,10 +349,8 @@ class ApiServer:
         key, schema = self._schema(resource)
         body = self._validated(key, schema, await self._body(request), "", query, headers)
         self._check_object(resource, body)
-        if query.get("dryRun"):
-            raise errors.bad_request("devcluster does not support dryRun")
         obj = self.store.create_in(resource, {**body, "apiVersion": resource.api_version, "kind": resource.kind},
-                                   target.namespace, keep_status=False)
+                                   target.namespace, keep_status=False, dry_run=_dry_run(query))
         return self._object_response(request, resource, obj, 201, headers)
 
     async def _update(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.Response:
@@ -353,12 +358,11 @@ class ApiServer:
         headers: dict[str, str] = {}
         key, schema = self._schema(resource)
         body = self._validated(key, schema, await self._body(request), target.name, query, headers)
-        if query.get("dryRun"):
-            raise errors.bad_request("devcluster does not support dryRun")
         body = {**body, "apiVersion": resource.api_version, "kind": resource.kind}
         if target.subresource != "status":
             self._check_object(resource, {**body, "metadata": {**(body.get("metadata") or {}), "name": target.name}})
-        obj = self.store.update_in(resource, target.name, target.namespace, body, subresource=target.subresource)
+        obj = self.store.update_in(resource, target.name, target.namespace, body, subresource=target.subresource,
+                                   dry_run=_dry_run(query))
         return self._object_response(request, resource, obj, 200, headers)
 
     async def _patch(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.Response:
@@ -369,8 +373,6 @@ class ApiServer:
             raise errors.unsupported_media_type(content_type)
         if patch_type == "strategic" and resource.custom:
             raise errors.unsupported_media_type(content_type)
-        if query.get("dryRun"):
-            raise errors.bad_request("devcluster does not support dryRun")
         patch = await self._body(request)
         headers: dict[str, str] = {}
         key, schema = self._schema(resource)
@@ -379,7 +381,7 @@ class ApiServer:
             return self._validated(key, schema, result, target.name, query, headers)
 
         result = self.store.patch(resource, target.name, patch, target.namespace, patch_type=patch_type,
-                                  subresource=target.subresource, check=validate)
+                                  subresource=target.subresource, check=validate, dry_run=_dry_run(query))
         return self._object_response(request, resource, result, 200, headers)
 
     async def _delete_options(self, request: web.Request, query: dict[str, str]) -> tuple[int | None, dict[str, Any]]:
@@ -401,7 +403,7 @@ class ApiServer:
             raise errors.method_not_allowed()
         grace, preconditions = await self._delete_options(request, query)
         obj = self.store.delete(target.resource, target.name, target.namespace, grace_period_seconds=grace,
-                                preconditions=preconditions)
+                                preconditions=preconditions, dry_run=_dry_run(query))
         return self._object_response(request, target.resource, obj)
 
     def _delete_collection(self, target: _Target, query: dict[str, str]) -> web.Response:

@@ -44,6 +44,7 @@ Backlog = list[tuple[str, WatchEvent]]
 Objs = list[Obj]
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_UNDELETABLE_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 _BY_KEY = {r.key: r for r in RESOURCES}
 _NAME_CHARS = string.ascii_lowercase + string.digits
 
@@ -160,7 +161,9 @@ class Store:
         return self.create_in(resource, obj, namespace or str(_meta(obj).get("namespace") or ""),
                               keep_status=keep_status)
 
-    def create_in(self, resource: ResourceDef, obj: Obj, namespace: str, *, keep_status: bool) -> Obj:
+    def create_in(self, resource: ResourceDef, obj: Obj, namespace: str, *, keep_status: bool,
+                  dry_run: bool = False) -> Obj:
+        """Create in `namespace` (the URL's); `dry_run` validates and returns the object without storing it."""
         meta = dict(_meta(obj))
         name = meta.get("name")
         if not name:
@@ -179,7 +182,7 @@ class Store:
                     "the namespace of the provided object does not match the namespace sent on the request")
             namespace = namespace or str(body_ns or "") or "default"
             meta["namespace"] = namespace
-            self._require_namespace(namespace)
+            self._require_namespace(namespace, dry_run)
         else:
             namespace = ""
             meta.pop("namespace", None)
@@ -195,6 +198,8 @@ class Store:
         if not keep_status and resource.has_status and resource.kind != "Node":
             stored.pop("status", None)
         self._default(resource, stored)
+        if dry_run:
+            return stored
         self._rv += 1
         meta["resourceVersion"] = str(self._rv)
         bucket[name] = stored
@@ -210,7 +215,8 @@ class Store:
         return self.update_in(resource, str(meta.get("name", "")), namespace or str(meta.get("namespace", "")),
                               obj, subresource=subresource)
 
-    def update_in(self, resource: ResourceDef, name: str, namespace: str, obj: Obj, *, subresource: str = "") -> Obj:
+    def update_in(self, resource: ResourceDef, name: str, namespace: str, obj: Obj, *, subresource: str = "",
+                  dry_run: bool = False) -> Obj:
         namespace = self._ns(resource, namespace)
         current = self.get(resource, name, namespace)
         meta = _meta(obj)
@@ -251,11 +257,13 @@ class Store:
                                if k not in ("metadata", "status", "apiVersion", "kind"))
             if spec_changed:
                 new_meta["generation"] = int(current_meta.get("generation", 1)) + 1
+        if dry_run:
+            return {**new, "metadata": {**_meta(new), "resourceVersion": current_meta["resourceVersion"]}}
         return self._replace(resource, namespace, current, new)
 
     def patch(self, ref: ResourceRef, name: str, patch: Any, namespace: str = "", *,
               patch_type: str = "merge", subresource: str = "",
-              check: Callable[[Obj], Obj] | None = None) -> Obj:
+              check: Callable[[Obj], Obj] | None = None, dry_run: bool = False) -> Obj:
         """Apply a `merge`, `json` or `strategic` patch; a resourceVersion in the result is a precondition.
 
         `check` sees (and may replace or refuse) the patched object before it is stored.
@@ -283,10 +291,11 @@ class Store:
         result.setdefault("kind", resource.kind)
         if check is not None:
             result = check(result)
-        return self.update_in(resource, name, self._ns(resource, namespace), result, subresource=subresource)
+        return self.update_in(resource, name, self._ns(resource, namespace), result, subresource=subresource,
+                              dry_run=dry_run)
 
     def delete(self, ref: ResourceRef, name: str, namespace: str = "", *, grace_period_seconds: int | None = None,
-               preconditions: dict[str, Any] | None = None) -> Obj:
+               preconditions: dict[str, Any] | None = None, dry_run: bool = False) -> Obj:
         """Delete (gracefully for bound pods); returns the object as it is after the call."""
         resource = resolve(ref)
         namespace = self._ns(resource, namespace)
@@ -301,6 +310,11 @@ class Store:
                 raise errors.conflict(resource.plural, name, f"Precondition failed: ResourceVersion in "
                                       f"precondition: {rv}, ResourceVersion in object meta: "
                                       f"{meta.get('resourceVersion')}", resource.group)
+        if resource.kind == "Namespace" and name in _UNDELETABLE_NAMESPACES:
+            raise errors.ApiError(403, "Forbidden", f'namespaces "{name}" is forbidden: this namespace may not be '
+                                  "deleted", {"name": name, "kind": "namespaces"})
+        if dry_run:
+            return current
         grace = self._grace(resource, current, grace_period_seconds)
         if grace > 0 or meta.get("finalizers"):
             return self._begin_deletion(resource, namespace, current, grace)
@@ -391,10 +405,12 @@ class Store:
     def _ns(resource: ResourceDef, namespace: str) -> str:
         return namespace if resource.namespaced else ""
 
-    def _require_namespace(self, namespace: str) -> None:
+    def _require_namespace(self, namespace: str, dry_run: bool = False) -> None:
         namespaces = self._objects["namespaces"].get("", {})
         found = namespaces.get(namespace)
         if found is None:
+            if dry_run:
+                return
             if not self.autocreate_namespaces:
                 raise errors.not_found("namespaces", namespace)
             self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})

@@ -179,3 +179,25 @@ async def test_discovery_and_openapi_advertise_server_side_field_validation(http
     status, version, _ = await call(http, "GET", "/version")
     assert status == 200
     assert version["major"] == "1"
+
+
+async def test_dry_run_validates_without_storing(cluster: DevCluster, http: aiohttp.ClientSession) -> None:
+    before = cluster.store.resource_version
+    status, created, _ = await call(http, "POST", f"{PODS}?dryRun=All", pod("p1"))
+    assert status == 201 and created["metadata"]["name"] == "p1"
+    assert cluster.store.find("pods", "p1", "default") is None
+    cluster.store.create(pod("p1"))
+    before = cluster.store.resource_version
+    status, patched, _ = await call(http, "PATCH", f"{PODS}/p1?dryRun=All", {"metadata": {"labels": {"x": "1"}}},
+                                    content_type="application/merge-patch+json")
+    assert status == 200 and patched["metadata"]["labels"]["x"] == "1"
+    status, _, _ = await call(http, "DELETE", f"{PODS}/p1?dryRun=All")
+    assert status == 200
+    assert cluster.store.resource_version == before
+    assert "x" not in cluster.store.get("pods", "p1", "default")["metadata"]["labels"]
+
+
+async def test_the_default_namespace_cannot_be_deleted(http: aiohttp.ClientSession) -> None:
+    status, body, _ = await call(http, "DELETE", "/api/v1/namespaces/default")
+    assert status == 403
+    assert_status(body, 403, "Forbidden")
