@@ -256,3 +256,36 @@ async def test_selector_watch_sees_an_object_leaving_the_selection_as_deleted(cl
         break
     await watcher.close()
     assert events == [("DELETED", "p1")]
+
+
+async def test_fault_rules_filter_by_verb_and_path_and_add_latency(cluster: DevCluster, api: Any) -> None:
+    cluster.store.create(pod("p1"))
+    core: Any = client.CoreV1Api(api)
+    rule = cluster.faults.fail_fraction(1.0, 500, verb="create", path="/binding")
+    response = await bind(core, "p1", "n1")
+    assert response.status == 500
+    assert json.loads(await response.read())["reason"] == "InternalError"
+    assert (await core.read_namespaced_pod("p1", "default")).spec.node_name is None
+    cluster.faults.remove(rule)
+    cluster.faults.add_latency(0.3, verb="get")
+    started = asyncio.get_running_loop().time()
+    await core.read_namespaced_pod("p1", "default")
+    assert asyncio.get_running_loop().time() - started >= 0.3
+    cluster.faults.clear()
+    assert (await bind(core, "p1", "n1")).status == 201
+    assert cluster.faults.injected == 1
+
+
+async def test_events_are_served_in_core_v1_and_events_k8s_io_v1(cluster: DevCluster, api: Any) -> None:
+    core: Any = client.CoreV1Api(api)
+    events: Any = client.EventsV1Api(api)
+    await core.create_namespaced_event("default", client.CoreV1Event(
+        metadata=client.V1ObjectMeta(name="p1.1"), reason="Scheduled", message="bound", type="Normal",
+        involved_object=client.V1ObjectReference(kind="Pod", name="p1", namespace="default")))
+    await events.create_namespaced_event("default", client.EventsV1Event(
+        metadata=client.V1ObjectMeta(name="p1.2"), reason="GangTimeout", note="gave up", type="Warning",
+        event_time="2026-01-01T00:00:00.000000Z", reporting_controller="toposched", reporting_instance="x", action="Wait",
+        regarding=client.V1ObjectReference(kind="Pod", name="p1", namespace="default")))
+    listed = await core.list_namespaced_event("default", field_selector="involvedObject.name=p1")
+    assert [e.reason for e in listed.items] == ["Scheduled"]
+    assert [e.note for e in (await events.list_namespaced_event("default")).items] == ["gave up"]
