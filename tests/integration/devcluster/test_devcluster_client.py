@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 from collections.abc import Callable
 from typing import Any
@@ -284,7 +285,8 @@ async def test_events_are_served_in_core_v1_and_events_k8s_io_v1(cluster: DevClu
         involved_object=client.V1ObjectReference(kind="Pod", name="p1", namespace="default")))
     await events.create_namespaced_event("default", client.EventsV1Event(
         metadata=client.V1ObjectMeta(name="p1.2"), reason="GangTimeout", note="gave up", type="Warning",
-        event_time="2026-01-01T00:00:00.000000Z", reporting_controller="toposched", reporting_instance="x", action="Wait",
+        event_time=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC), reporting_controller="toposched",
+        reporting_instance="x", action="Wait",
         regarding=client.V1ObjectReference(kind="Pod", name="p1", namespace="default")))
     listed = await core.list_namespaced_event("default", field_selector="involvedObject.name=p1")
     assert [e.reason for e in listed.items] == ["Scheduled"]
