@@ -614,8 +614,10 @@ class Scheduler:
         """Ask the hook for a preemption plan and carry it out; returns a note for the pending reason."""
         preemptee = Preemptee(key=unit.key, gangs=unit.gangs, pods=unit.pods, priority=unit.priority)
         plan = self.preemptor.plan(self.state, preemptee, failure)
-        if plan is None or (not plan.victims and not plan.nominations):
+        if plan is None:
             return ""
+        if not plan.victims and not plan.nominations:
+            return plan.explanation  # an empty plan only says why there is no preemption
         self.stats.preemptions += 1
         self._carry_out(unit, plan, now, group)
         return f"preempting {len(plan.victims)} pod(s) of {', '.join(plan.victim_jobs) or 'lower-priority jobs'}"

@@ -41,7 +41,7 @@ def preemptor_of(state: ClusterState, key: str) -> Preemptor | NoPreemption:
         pending = [key] if pod is not None and key in state.pending else []
         gangs = ()
     if not pending:
-        return NoPreemption(key, NOT_PREEMPTABLE, f"{key}: no pending pod to make room for")
+        return NoPreemption(key, NOT_PREEMPTABLE, "no preemption: no pending pod to make room for")
     priority = min(state.pods[p].priority for p in pending)
     return Preemptor(key=key, gangs=gangs, pending=tuple(pending), priority=priority)
 
@@ -53,14 +53,14 @@ def check_eligibility(state: ClusterState, preemptor: Preemptor) -> NoPreemption
         if pod.preemption_policy == NEVER:
             source = "its PriorityClass" if not pod.obj.spec.preemption_policy else "the pod"
             return NoPreemption(preemptor.key, NEVER_POLICY,
-                                f"{preemptor.key}: pod {key} has preemptionPolicy Never (from {source}); "
-                                f"it waits for free capacity and never preempts")
+                                f"no preemption: pod {key} has preemptionPolicy Never (from {source}); "
+                                "it waits for free capacity")
     leaving = _victims_still_leaving(state, preemptor)
     if leaving:
         shown = ", ".join(leaving[:5]) + (f" and {len(leaving) - 5} more" if len(leaving) > 5 else "")
         return NoPreemption(preemptor.key, WAITING,
-                            f"{preemptor.key}: waiting for {len(leaving)} preempted pod(s) to terminate on its "
-                            f"nominated nodes ({shown}); no further preemption until they are gone")
+                            f"waiting for {len(leaving)} preempted pod(s) to terminate on its nominated nodes "
+                            f"({shown}); no further preemption until they are gone")
     return None
 
 

@@ -5,7 +5,10 @@ carries out what it gets (PreemptionPlanned, DisruptionTarget + eviction per vic
 preemptor pod, NominationCleared for lower-priority nominations on those nodes). This adapter
 satisfies that port structurally (`preemption/` never imports `daemon/`): it returns a
 `PreemptionPlan`, whose `victims`, `victim_jobs`, `nominations` and `explanation` are what the loop
-reads, or None when `plan_preemption` says no preemption (the reason is then the placement failure's).
+reads. When `plan_preemption` says no preemption for a reason the user should see (preemptionPolicy
+Never, waiting for earlier victims, no victims that would help), it returns an empty plan (no
+victims, no nominations) whose explanation is that reason, which the loop adds to the gang's pending
+reason; when nothing of lower priority runs or room is not the problem, it returns None.
 
 Pure: no I/O, no clock, no state of its own.
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from placement.plan import Unschedulable
-from preemption.plan import PreemptionPlan
+from preemption.plan import NO_LOWER_PRIORITY, NOT_PREEMPTABLE, NoPreemption, PreemptionPlan
 from preemption.planner import plan_preemption
 from state.cluster import ClusterState
 
@@ -27,9 +30,24 @@ class PreemptionRequest(Protocol):
     def key(self) -> str: ...
 
 
+# Refusals not worth a word on the PodGroup: nothing of lower priority runs, or room is not the problem.
+SILENT = frozenset({NO_LOWER_PRIORITY, NOT_PREEMPTABLE})
+
+
 class JobPreemptor:
     """Plans job-level preemption for the loop; see the module docstring."""
 
     def plan(self, state: ClusterState, preemptee: PreemptionRequest, failure: Unschedulable) -> PreemptionPlan | None:
         result = plan_preemption(state, preemptee.key, failure)
-        return result if isinstance(result, PreemptionPlan) else None
+        if isinstance(result, PreemptionPlan):
+            return result
+        if result.kind in SILENT:
+            return None
+        return refusal(result)
+
+
+def refusal(why: NoPreemption) -> PreemptionPlan:
+    """An empty plan (no victims, no nominations) whose explanation says why there is no preemption:
+    the loop evicts and nominates nothing and shows the explanation with the pending reason."""
+    return PreemptionPlan(preemptor=why.preemptor, gangs=(), priority=0, victims=(), victim_jobs=(), jobs=(),
+                          nominations=(), clear_nominations=(), domain="", level="", explanation=why.reason)

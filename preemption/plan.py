@@ -16,6 +16,7 @@ from placement.plan import Assignment
 NEVER_POLICY = "never"  # the preemptor's preemptionPolicy is Never
 WAITING = "waiting"  # victims chosen earlier are still terminating on the gang's nominated nodes
 NOT_PREEMPTABLE = "not-preemptable"  # the failure is not about capacity (missing members, invalid spec, filters)
+NO_LOWER_PRIORITY = "no-lower-priority"  # no running pod of lower priority exists at all
 NO_CANDIDATES = "no-candidates"  # no set of lower-priority pods lets the gang fit within its constraints
 
 # What kind of victim job (`VictimJob.kind`).
@@ -67,5 +68,5 @@ class NoPreemption(msgspec.Struct, frozen=True):
     """Why no preemption is planned; `reason` is one human line for the PodGroup condition / log."""
 
     preemptor: str
-    kind: str  # NEVER_POLICY | WAITING | NOT_PREEMPTABLE | NO_CANDIDATES
+    kind: str  # NEVER_POLICY | WAITING | NOT_PREEMPTABLE | NO_LOWER_PRIORITY | NO_CANDIDATES
     reason: str

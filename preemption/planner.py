@@ -37,7 +37,15 @@ from placement.plan import INVALID, MEMBERS, POD_FIT, GangPlan, Unschedulable
 from preemption.cost import Cost, cost_of
 from preemption.eligibility import Preemptor, check_eligibility, preemptor_of
 from preemption.explain import Considered, explain
-from preemption.plan import NO_CANDIDATES, NOT_PREEMPTABLE, SURPLUS, NoPreemption, PreemptionPlan, VictimJob
+from preemption.plan import (
+    NO_CANDIDATES,
+    NO_LOWER_PRIORITY,
+    NOT_PREEMPTABLE,
+    SURPLUS,
+    NoPreemption,
+    PreemptionPlan,
+    VictimJob,
+)
 from preemption.room import Room
 from preemption.selection import Selection, select
 from preemption.victims import Candidates, Unit, collect
@@ -67,7 +75,7 @@ def plan_preemption(state: ClusterState, preemptor_key: str, failure: Unschedula
     not place (`failure`). `validate` defaults to placement's own `plan_gang` for that gang."""
     if failure.constraint in (INVALID, MEMBERS, POD_FIT):
         return NoPreemption(preemptor_key, NOT_PREEMPTABLE,
-                            f"{preemptor_key}: preemption cannot help: {failure.reason}")
+                            f"no preemption: evicting pods cannot help ({failure.constraint})")
     preemptor = preemptor_of(state, preemptor_key)
     if isinstance(preemptor, NoPreemption):
         return preemptor
@@ -106,9 +114,8 @@ class _Planner:
                              for m in info.members) | {p.key}
         candidates = collect(self.state, p.priority, own_gangs, own_pods)
         if not candidates.units:
-            return NoPreemption(p.key, NO_CANDIDATES,
-                                f"{p.key}: no running pod of priority below {p.priority} to preempt "
-                                f"({self.failure.reason})")
+            return NoPreemption(p.key, NO_LOWER_PRIORITY,
+                                f"no preemption: no running pod of priority below {p.priority}")
         top_level, anchor = self._limits()
         if isinstance(top_level, NoPreemption):
             return top_level
@@ -124,8 +131,8 @@ class _Planner:
         levels = self._levels_text(top_level)
         if not viable:
             return NoPreemption(p.key, NO_CANDIDATES,
-                                f"{p.key}: even with every pod of priority below {p.priority} gone, no domain at "
-                                f"{levels} could hold its {need.pods} pod(s) ({self.failure.reason})")
+                                f"no preemption: even with every pod of priority below {p.priority} gone, no domain "
+                                f"at {levels} could hold its {need.pods} pod(s)")
         # Domains grouped by the lowest priority tier that could make room there: a group is only
         # looked at while it could still beat the best plan on the highest victim priority.
         groups: dict[int, list[Domain]] = {}
@@ -143,9 +150,8 @@ class _Planner:
             best = self._choose(room, candidates, ranked, need, best)
         if best is None:
             return NoPreemption(p.key, NO_CANDIDATES,
-                                f"{p.key}: no set of lower-priority jobs lets placement fit it within its "
-                                f"constraints ({weighed} candidate set(s) in {len(viable)} domain(s) tried; "
-                                f"{self.failure.reason})")
+                                f"no preemption: no set of lower-priority jobs lets it fit within its constraints "
+                                f"({weighed} candidate set(s) in {len(viable)} domain(s) tried)")
         units, plan, chosen = best
         for index, item in enumerate(self.considered):
             if item is chosen:
@@ -177,7 +183,7 @@ class _Planner:
         if specs:
             resolved = resolve(self.tree, specs)
             if isinstance(resolved, InvalidConstraint):
-                return NoPreemption(p.key, NOT_PREEMPTABLE, f"{p.key}: {resolved.message}"), None
+                return NoPreemption(p.key, NOT_PREEMPTABLE, f"no preemption: {resolved.message}"), None
             top_level = resolved.top_level
         running = [pod.placed_node for g in p.gangs if (info := self.state.gangs.get(g)) is not None
                    for m in sorted(info.members) if (pod := self.state.pods.get(m)) is not None and is_running(pod)]

@@ -59,8 +59,10 @@ def test_lower_priority_latecomer_never_takes_the_nominated_room() -> None:
     assert bound == nominated
 
 
-def test_never_policy_and_mustgather_preemptors_evict_nobody() -> None:
-    for name in ("preemption-never.yaml", "preemption-mustgather-pending.yaml"):
+def test_never_policy_and_mustgather_preemptors_evict_nobody_and_say_why() -> None:
+    for name, why in (("preemption-never.yaml", "no preemption: pod default/polite-0 has preemptionPolicy Never"),
+                      ("preemption-mustgather-pending.yaml", "no domain at level BlockLayer could hold its 4 pod(s)")):
         report = _simulate(HERE / name)
         assert report["preemptions"] == [] and report["nominations"] == [], name
         assert report["pending"], name
+        assert all(why in pending["reason"] for pending in report["pending"]), report["pending"]

@@ -11,7 +11,15 @@ from placement.gang import plan_gang
 from placement.lone import plan_pod
 from placement.plan import MEMBERS, GangPlan, Unschedulable
 from preemption import NoPreemption, PreemptionPlan, plan_preemption
-from preemption.plan import NEVER_POLICY, NO_CANDIDATES, NOT_PREEMPTABLE, SURPLUS, WAITING, WHOLE_GANG
+from preemption.plan import (
+    NEVER_POLICY,
+    NO_CANDIDATES,
+    NO_LOWER_PRIORITY,
+    NOT_PREEMPTABLE,
+    SURPLUS,
+    WAITING,
+    WHOLE_GANG,
+)
 from state.cluster import ClusterState
 from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
 
@@ -106,7 +114,7 @@ def test_pods_of_equal_or_higher_priority_are_never_victims() -> None:
     submit(state, "high", 2)
     result = preempt(state, "high")
     assert isinstance(result, NoPreemption)
-    assert result.kind == NO_CANDIDATES
+    assert result.kind == NO_LOWER_PRIORITY
 
 
 # ---------------------------------------------------------------------------- the cost order
