@@ -280,3 +280,19 @@ def test_room_freed_by_pods_already_terminating_is_nominated_without_new_victims
     plan = planned(state, "high")
     assert plan.victims == ()
     assert {a.node for a in plan.nominations} == {"n0", "n1"}
+
+
+def test_gang_group_preempts_for_all_its_gangs_together() -> None:
+    state = cluster([("s0", "b0", 4), ("s0", "b1", 4)])
+    run_gang(state, "low-a", [0, 1, 2, 3], priority=1, started=0.0)
+    run_gang(state, "low-b", [4, 5, 6, 7], priority=1, started=9.0)
+    group = ["default/workers", "default/ps"]
+    for name, size in (("workers", 3), ("ps", 1)):
+        state.apply(group_event(pod_group(name, min_member=size, gang_group=group, gather=MUST_BLOCK)))
+        for i in range(size):
+            state.apply(pod_event(pod(f"{name}-{i}", gang=name, priority=1000), time=50.0))
+    plan = planned(state, "workers")
+    assert plan.gangs == ("default/ps", "default/workers")
+    assert list(plan.victim_jobs) == ["default/low-b"]  # the more recently started of two equal jobs
+    assert sorted(a.pod for a in plan.nominations) == ["default/ps-0", *(f"default/workers-{i}" for i in range(3))]
+    assert {a.node for a in plan.nominations} == {"n4", "n5", "n6", "n7"}
