@@ -296,3 +296,19 @@ def test_gang_group_preempts_for_all_its_gangs_together() -> None:
     assert list(plan.victim_jobs) == ["default/low-b"]  # the more recently started of two equal jobs
     assert sorted(a.pod for a in plan.nominations) == ["default/ps-0", *(f"default/workers-{i}" for i in range(3))]
     assert {a.node for a in plan.nominations} == {"n4", "n5", "n6", "n7"}
+
+
+def test_partly_running_gang_preempts_next_to_its_running_members() -> None:
+    state = cluster([("s0", "b0", 4), ("s0", "b1", 4)])
+    run_gang(state, "old-in-b0", [0, 1], priority=1, started=0.0)
+    run_gang(state, "recent-in-b0", [2, 3], priority=1, started=90.0)
+    run_gang(state, "in-b1", [6, 7], priority=1, started=0.0)
+    state.apply(group_event(pod_group("grow", min_member=4, gather=MUST_BLOCK)))
+    for i, n in enumerate([4, 5]):
+        state.apply(pod_event(bound(pod(f"grow-{i}", gang="grow", priority=1000), f"n{n}"), time=10.0))
+    for i in (2, 3):
+        state.apply(pod_event(pod(f"grow-{i}", gang="grow", priority=1000), time=100.0))
+    plan = planned(state, "grow")
+    # b0's recently started gang would be cheaper on work lost, but the gang's running half is in b1
+    assert list(plan.victim_jobs) == ["default/in-b1"]
+    assert {a.node for a in plan.nominations} == {"n6", "n7"}
