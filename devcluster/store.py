@@ -84,6 +84,36 @@ def _without_rv(obj: Obj) -> Obj:
     return {**obj, "metadata": meta}
 
 
+_POD_UPDATE_FORBIDDEN = (
+    "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing "
+    "tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
+)
+
+
+def _mutable_masked(spec: Obj) -> Obj:
+    """A pod spec without the fields a pod update may change (images, deadline, tolerations, gates)."""
+    masked = {k: v for k, v in spec.items()
+              if k not in ("activeDeadlineSeconds", "tolerations", "schedulingGates", "terminationGracePeriodSeconds")}
+    for field in ("containers", "initContainers"):
+        if isinstance(masked.get(field), list):
+            masked[field] = [{k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c
+                             for c in masked[field]]
+    return masked
+
+
+def _check_pod_spec_update(name: str, old: Obj, new: Obj) -> None:
+    """422 like the real server when an update changes an immutable pod spec field (e.g. spec.nodeName)."""
+    if old == new:
+        return
+    old_tolerations, new_tolerations = old.get("tolerations") or [], new.get("tolerations") or []
+    tolerations_ok = all(t in new_tolerations for t in old_tolerations)
+    old_gates, new_gates = old.get("schedulingGates") or [], new.get("schedulingGates") or []
+    gates_ok = all(g in old_gates for g in new_gates)
+    if not (tolerations_ok and gates_ok and _mutable_masked(old) == _mutable_masked(new)):
+        raise errors.invalid("Pod", name, [("FieldValueForbidden", "spec", _POD_UPDATE_FORBIDDEN)])
+
+
 class Store:
     """All objects, the resourceVersion counter, the watch history and the open watchers."""
 
@@ -253,6 +283,7 @@ class Store:
                     new.pop("status", None)
             if resource.kind == "Pod":
                 self._default(resource, new)
+                _check_pod_spec_update(name, current.get("spec") or {}, new.get("spec") or {})
             spec_changed = any(new.get(k) != current.get(k) for k in set(new) | set(current)
                                if k not in ("metadata", "status", "apiVersion", "kind"))
             if spec_changed:

@@ -134,12 +134,16 @@ async def test_patch_formats_apply_like_the_real_server(cluster: DevCluster, htt
     status, _body, _ = await call(http, "PATCH", f"{PODS}/p1", [{"op": "test", "path": "/spec/nodeName", "value": "x"}],
                                  content_type="application/json-patch+json")
     assert status == 422
-    status, patched, _ = await call(http, "PATCH", f"{PODS}/p1", {"spec": {"containers": [
-        {"name": "sidecar", "image": "envoy"}]}}, content_type="application/strategic-merge-patch+json")
-    assert [c["name"] for c in patched["spec"]["containers"]] == ["main", "sidecar"]
-    status, patched, _ = await call(http, "PATCH", f"{PODS}/p1", {"spec": {"containers": [
-        {"name": "sidecar", "$patch": "delete"}]}}, content_type="application/strategic-merge-patch+json")
-    assert [c["name"] for c in patched["spec"]["containers"]] == ["main"]
+    status, patched, _ = await call(http, "PATCH", f"{PODS}/p1/status", {"status": {"conditions": [
+        {"type": "PodScheduled", "status": "False"}, {"type": "Custom", "status": "True"}]}},
+        content_type="application/strategic-merge-patch+json")
+    assert [c["type"] for c in patched["status"]["conditions"]] == ["PodScheduled", "Custom"]
+    status, patched, _ = await call(http, "PATCH", f"{PODS}/p1/status", {"status": {"conditions": [
+        {"type": "Custom", "$patch": "delete"}]}}, content_type="application/strategic-merge-patch+json")
+    assert [c["type"] for c in patched["status"]["conditions"]] == ["PodScheduled"]
+    status, body, _ = await call(http, "PATCH", f"{PODS}/p1", {"spec": {"nodeName": "n1"}},
+                                 content_type="application/merge-patch+json")
+    assert status == 422 and "pod updates may not change fields" in body["message"]
     before = cluster.store.resource_version
     status, _same, _ = await call(http, "PATCH", f"{PODS}/p1", {"metadata": {"labels": {"extra": "yes"}}},
                                  content_type="application/merge-patch+json")

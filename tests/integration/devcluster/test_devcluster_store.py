@@ -8,6 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from devcluster import ApiError, Store
+from devcluster.patches import strategic_merge
+from devcluster.schemas import KIND_SCHEMAS
 
 from .manifests import node, pod
 
@@ -95,27 +97,36 @@ def test_delete_preconditions_and_stale_patches_conflict() -> None:
 
 
 def test_strategic_merge_patch_honours_merge_keys_and_directives() -> None:
-    store = Store()
-    manifest = pod("p1", tolerations=[{"key": "a", "operator": "Exists"}])
-    manifest["spec"]["containers"].append({"name": "side", "image": "envoy", "env": [{"name": "A", "value": "1"}]})
-    manifest["metadata"]["finalizers"] = ["x"]
-    store.create(manifest)
-    patched = store.patch("pods", "p1", {
+    spec = pod("p1", tolerations=[{"key": "a", "operator": "Exists"}])["spec"]
+    spec["containers"].append({"name": "side", "image": "envoy", "env": [{"name": "A", "value": "1"}]})
+    merged = strategic_merge({"metadata": {"finalizers": ["x"]}, "spec": spec}, {
         "metadata": {"finalizers": ["y"], "$deleteFromPrimitiveList/finalizers": ["x"]},
         "spec": {
             "$setElementOrder/containers": [{"name": "side"}, {"name": "main"}],
             "containers": [{"name": "side", "env": [{"name": "B", "value": "2"}]}],
             "tolerations": [{"key": "b", "operator": "Exists"}],
         },
-    }, "default", patch_type="strategic")
-    assert patched["metadata"]["finalizers"] == ["y"]
-    assert [c["name"] for c in patched["spec"]["containers"]] == ["side", "main"]
-    assert [e["name"] for e in patched["spec"]["containers"][0]["env"]] == ["A", "B"]
-    assert patched["spec"]["tolerations"] == [{"key": "b", "operator": "Exists"}]  # no merge key: replaced
-    replaced = store.patch("pods", "p1", {"spec": {"containers": [{"name": "only", "image": "x"},
-                                                                  {"$patch": "replace"}]}},
-                           "default", patch_type="strategic")
+    }, KIND_SCHEMAS[("v1", "Pod")][1])
+    assert merged["metadata"]["finalizers"] == ["y"]
+    assert [c["name"] for c in merged["spec"]["containers"]] == ["side", "main"]
+    assert [e["name"] for e in merged["spec"]["containers"][0]["env"]] == ["A", "B"]
+    assert merged["spec"]["tolerations"] == [{"key": "b", "operator": "Exists"}]  # no merge key: replaced
+    replacement = {"spec": {"containers": [{"name": "only", "image": "x"}, {"$patch": "replace"}]}}
+    replaced = strategic_merge(merged, replacement, KIND_SCHEMAS[("v1", "Pod")][1])
     assert [c["name"] for c in replaced["spec"]["containers"]] == ["only"]
+    assert spec["containers"][1]["env"] == [{"name": "A", "value": "1"}]  # inputs are never mutated
+
+
+def test_strategic_status_patch_merges_and_deletes_conditions_by_type() -> None:
+    store = Store()
+    store.create(pod("p1"))
+    store.patch("pods", "p1", {"status": {"conditions": [{"type": "A", "status": "True"},
+                                                         {"type": "B", "status": "False"}]}},
+                "default", patch_type="strategic", subresource="status")
+    patched = store.patch("pods", "p1", {"status": {"conditions": [{"type": "A", "$patch": "delete"},
+                                                                   {"type": "B", "status": "True"}]}},
+                          "default", patch_type="strategic", subresource="status")
+    assert patched["status"]["conditions"] == [{"type": "B", "status": "True"}]
 
 
 def test_json_patch_moves_copies_and_fails_its_tests() -> None:
@@ -125,10 +136,13 @@ def test_json_patch_moves_copies_and_fails_its_tests() -> None:
         {"op": "copy", "from": "/metadata/labels/app", "path": "/metadata/labels/copy"},
         {"op": "move", "from": "/metadata/labels/app", "path": "/metadata/labels/moved"},
         {"op": "replace", "path": "/spec/containers/0/image", "value": "alpine"},
-        {"op": "add", "path": "/spec/containers/-", "value": {"name": "second", "image": "x"}},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["a"]},
+        {"op": "add", "path": "/metadata/finalizers/-", "value": "b"},
+        {"op": "add", "path": "/metadata/finalizers/0", "value": "c"},
     ], "default", patch_type="json")
     assert moved["metadata"]["labels"] == {"copy": "p1", "moved": "p1"}
-    assert [c["image"] for c in moved["spec"]["containers"]] == ["alpine", "x"]
+    assert moved["metadata"]["finalizers"] == ["c", "a", "b"]
+    assert [c["image"] for c in moved["spec"]["containers"]] == ["alpine"]
     with pytest.raises(ApiError) as raised:
         store.patch("pods", "p1", [{"op": "remove", "path": "/spec/nothing"}], "default", patch_type="json")
     assert raised.value.code == 422
@@ -148,3 +162,16 @@ def test_namespaces_are_created_on_demand_unless_strict() -> None:
     with pytest.raises(ApiError) as raised:
         Store(autocreate_namespaces=False).create(pod("p1", "fresh"))
     assert raised.value.code == 404 and raised.value.message == 'namespaces "fresh" not found'
+
+
+def test_pod_updates_may_not_change_immutable_spec_fields() -> None:
+    store = Store()
+    created = store.create(pod("p1"))
+    with pytest.raises(ApiError) as raised:
+        store.patch("pods", "p1", {"spec": {"nodeName": "n1"}}, "default")
+    assert raised.value.code == 422 and "pod updates may not change fields" in raised.value.message
+    image = store.patch("pods", "p1", {"spec": {"containers": [{"name": "main", "image": "alpine"}],
+                                                "tolerations": [{"key": "k", "operator": "Exists"}]}},
+                        "default", patch_type="strategic")
+    assert image["spec"]["containers"][0]["image"] == "alpine"
+    assert int(image["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
