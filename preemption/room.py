@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from placement.fit import Capacity, Shape, admits, slots_in
-from preemption.victims import Candidates
+from preemption.victims import Candidates, Unit
 from state.cluster import ClusterState
 from state.resources import Resources
 
@@ -35,8 +35,8 @@ class Room:
     bound covers the need: no victim set of `d` has a highest priority below that tier's reach.
     """
 
-    __slots__ = ("admitted", "base_free", "base_slots", "domain_base", "domain_max", "domain_tiers", "shapes",
-                 "state", "tiers")
+    __slots__ = ("_alone", "admitted", "base_free", "base_slots", "domain_base", "domain_max", "domain_tiers",
+                 "shapes", "state", "tiers")
 
     def __init__(self, state: ClusterState, shapes: Sequence[Shape], own_gangs: AbstractSet[str],
                  candidates: Candidates) -> None:
@@ -50,6 +50,7 @@ class Room:
             distinct = sorted({distinct[min(len(distinct) - 1, int((i + 1) * stride) - 1)] for i in range(MAX_TIERS)}
                               | {distinct[-1]})
         self.tiers: list[int] = distinct or [-(1 << 62)]
+        self._alone: dict[int, dict[str, int]] = {}
         self.base_free: dict[str, Resources] = {}
         self.base_slots: dict[str, list[int]] = {}
         self.admitted: dict[str, list[bool]] = {}
@@ -122,3 +123,21 @@ class Room:
             total[resource] = total.get(resource, 0) + amount
         return [slots_in(total, shape) if ok else 0
                 for shape, ok in zip(self.shapes, self.admitted[node], strict=True)]
+
+    def alone(self, unit: Unit) -> dict[str, int]:
+        """Per node, the slots (all shapes summed) that evicting `unit` alone would add there."""
+        found = self._alone.get(unit.index)
+        if found is None:
+            freed: dict[str, Resources] = {}
+            for pod in unit.pods:
+                if pod.counted_on in self.base_free:
+                    bucket = freed.setdefault(pod.counted_on, {})
+                    for resource, amount in pod.requests.items():
+                        bucket[resource] = bucket.get(resource, 0) + amount
+            found = {}
+            for node, amounts in freed.items():
+                gained = sum(self.slots_with(node, amounts)) - sum(self.base_slots[node])
+                if gained > 0:
+                    found[node] = gained
+            self._alone[unit.index] = found
+        return found

@@ -7,10 +7,12 @@ then the number of jobs broken, then the number of pods. The greedy follows it:
    priority surplus pods (no job broken) before whole jobs. A higher class is opened only when the
    lower ones together cannot make room, so the highest victim priority is as low as this domain
    allows.
-2. Inside a class, the unit taken next is the one that alone completes the room needed with the
+2. Inside a class, the unit taken next is the one that really completes the room needed with the
    fewest pods (then the most recently started: least work lost), or, when none completes it, the
-   one freeing the most of the job's pods in the domain (fewest jobs for the room). Room is counted
-   in the preemptor's pod slots on the domain's nodes (each shape separately).
+   one freeing the most room (fewest jobs for the room). Room is counted in the preemptor's pod
+   slots on the domain's nodes (each shape separately), so eight small pods that free one node are
+   weighed as one node, not eight. A unit freeing nothing by itself (half a node) is kept aside and
+   taken only if the class still lacks room, since several of them may free a node together.
 3. Once there is room, victims are dropped again, last taken first, whenever the room stays enough
    without them: nothing is evicted that the count says is not needed.
 
@@ -82,11 +84,40 @@ class _Tally:
                 self.slots[i] += new - old
             self.node_slots[node] = after
 
+    def gain(self, unit: Unit) -> int:
+        """How much of what is missing evicting `unit` now would provide (pods freed already count once)."""
+        extra: dict[str, Resources] = {}
+        for pod in unit.pods:
+            node = pod.counted_on
+            if self.pod_refs.get(pod.key, 0) > 0 or node not in self.within or node not in self.room.base_free:
+                continue
+            bucket = extra.setdefault(node, {})
+            for resource, amount in pod.requests.items():
+                bucket[resource] = bucket.get(resource, 0) + amount
+        if not extra:
+            return 0
+        delta = [0] * len(self.need)
+        for node, amounts in extra.items():
+            freed = self.freed.get(node)
+            if freed:
+                merged = dict(freed)
+                for resource, amount in amounts.items():
+                    merged[resource] = merged.get(resource, 0) + amount
+            else:
+                merged = amounts
+            before = self.node_slots.get(node) or self.room.base_slots[node]
+            for i, (old, new) in enumerate(zip(before, self.room.slots_with(node, merged), strict=True)):
+                delta[i] += new - old
+        return sum(min(max(0, n - s), d) for n, s, d in zip(self.need, self.slots, delta, strict=True))
+
     def add(self, unit: Unit) -> None:
         self._apply(unit, 1)
 
     def remove(self, unit: Unit) -> None:
         self._apply(unit, -1)
+
+
+MAX_COMPLETER_SCAN = 256
 
 
 def select(room: Room, domain: Domain, units: Sequence[Unit], need: Sequence[int]) -> Selection | None:
@@ -97,31 +128,36 @@ def select(room: Room, domain: Domain, units: Sequence[Unit], need: Sequence[int
         return Selection(domain, [], list(tally.slots))
     classes: dict[tuple[int, int], list[tuple[int, Unit]]] = {}
     for unit in units:
-        inside = sum(1 for pod in unit.pods if pod.counted_on in within)
-        if inside:
-            classes.setdefault((unit.priority, 1 if unit.broken else 0), []).append((inside, unit))
+        if any(pod.counted_on in within for pod in unit.pods):
+            alone = sum(gained for node, gained in room.alone(unit).items() if node in within)
+            classes.setdefault((unit.priority, 1 if unit.broken else 0), []).append((alone, unit))
     chosen: list[Unit] = []
     for class_key in sorted(classes):
         members = classes[class_key]
-        # largest gain first; among equal gains: fewer pods, most recently started, cost index
+        # largest gain alone first; among equal gains: fewer pods, most recently started, cost index
         members.sort(key=lambda item: (-item[0], len(item[1].pods), -item[1].started_at, item[1].index))
         negated = [-gain for gain, _ in members]
         used = [False] * len(members)
+        deferred: list[Unit] = []
         cursor = 0
-        while tally.missing() > 0:
-            missing = tally.missing()
-            # entries with gain >= missing form a prefix of the list: the smallest one that completes
+        while (missing := tally.missing()) > 0:
+            # a unit that completes the room: among those whose gain alone could (a prefix), the one
+            # really completing it now with the fewest pods, then the most recently started
             end = bisect.bisect_right(negated, -missing)
             pick = -1
-            best: tuple[int, int, float, int] | None = None
+            best: tuple[int, float, int] | None = None
+            looked = 0
             for i in range(end):
                 if used[i]:
                     continue
-                gain, unit = members[i]
-                key = (gain, len(unit.pods), -unit.started_at, unit.index)
-                if best is None or key < best:
+                looked += 1
+                if looked > MAX_COMPLETER_SCAN:
+                    break
+                unit = members[i][1]
+                key = (len(unit.pods), -unit.started_at, unit.index)
+                if (best is None or key < best) and tally.gain(unit) >= missing:
                     best, pick = key, i
-            if pick < 0:
+            if pick < 0:  # none completes: the one freeing most
                 while cursor < len(members) and used[cursor]:
                     cursor += 1
                 if cursor >= len(members):
@@ -129,6 +165,15 @@ def select(room: Room, domain: Domain, units: Sequence[Unit], need: Sequence[int
                 pick = cursor
             used[pick] = True
             unit = members[pick][1]
+            if tally.gain(unit) <= 0:
+                deferred.append(unit)  # frees nothing by itself; may together with others (below)
+                continue
+            tally.add(unit)
+            chosen.append(unit)
+        # units freeing nothing alone may free room together (two half-node pods on one node)
+        for unit in deferred:
+            if tally.missing() <= 0:
+                break
             tally.add(unit)
             chosen.append(unit)
         if tally.missing() <= 0:

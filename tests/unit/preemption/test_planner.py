@@ -312,3 +312,16 @@ def test_partly_running_gang_preempts_next_to_its_running_members() -> None:
     # b0's recently started gang would be cheaper on work lost, but the gang's running half is in b1
     assert list(plan.victim_jobs) == ["default/in-b1"]
     assert {a.node for a in plan.nominations} == {"n6", "n7"}
+
+
+def test_one_gang_freeing_whole_nodes_beats_many_small_pods_that_free_one() -> None:
+    # n0 holds eight 1-GPU lone pods (8 jobs); n1 one whole-node pod of gang "trainer" (1 job).
+    state = cluster([("s0", "b0", 2)])
+    for i in range(8):
+        state.apply(pod_event(bound(pod(f"small-{i}", gpus=1, cpu="1", memory="1Gi", priority=1), "n0"),
+                              time=float(50 + i)))
+    run_gang(state, "trainer", [1], priority=1, started=0.0)
+    submit(state, "high", 1)
+    plan = planned(state, "high")
+    assert list(plan.victim_jobs) == ["default/trainer"]
+    assert [a.node for a in plan.nominations] == ["n1"]
