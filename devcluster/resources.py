@@ -26,6 +26,7 @@ class ResourceDef(msgspec.Struct, frozen=True):
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
     custom: bool = False  # a CustomResourceDefinition in a real cluster
+    stored_as: str = ""  # the key of the resource whose objects this one views (see conversion.py)
 
     @property
     def api_version(self) -> str:
@@ -54,7 +55,7 @@ RESOURCES: tuple[ResourceDef, ...] = (
         _CORE, "v1", "Pod", "pods", "pod", True, ("status", "binding", "eviction"), ("po",), ("all",)
     ),
     ResourceDef(_CORE, "v1", "Event", "events", "event", True, (), ("ev",)),
-    ResourceDef("events.k8s.io", "v1", "Event", "events", "event", True, (), ("ev",)),
+    ResourceDef("events.k8s.io", "v1", "Event", "events", "event", True, (), ("ev",), stored_as="events"),
     ResourceDef("coordination.k8s.io", "v1", "Lease", "leases", "lease", True),
     ResourceDef("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", False, (), ("pc",)),
     ResourceDef(

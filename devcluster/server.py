@@ -25,6 +25,7 @@ import msgspec
 from aiohttp import web
 
 from devcluster import errors, openapi, tables
+from devcluster.conversion import to_view
 from devcluster.errors import ApiError
 from devcluster.faults import FaultInjector
 from devcluster.resources import ResourceDef, by_path
@@ -149,6 +150,8 @@ class ApiServer:
             return await self._dispatch(request)
         except ApiError as error:
             return _error(error)
+        except web.HTTPException as exc:  # raised by aiohttp itself, e.g. 413 for an oversized body
+            return _error(ApiError(exc.status, exc.reason.replace(" ", ""), exc.text or exc.reason, {}))
         except (ConnectionResetError, asyncio.CancelledError):
             raise
         except Exception as exc:  # a bug must still answer a Status, not a stack trace
@@ -501,9 +504,11 @@ class ApiServer:
                 next_bookmark = loop.time() + self.bookmark_interval
 
     def _line(self, kind: str, event: WatchEvent, resource: ResourceDef, table: bool) -> bytes:
-        if not table:
+        if not table and not resource.stored_as:
             return event.line(kind)
-        obj = tables.table(resource, [event.obj], time.time(), str(event.rv))
+        obj = to_view(resource, event.obj) if resource.stored_as else event.obj
+        if table:
+            obj = tables.table(resource, [obj], time.time(), str(event.rv))
         return _encode({"type": kind, "object": obj}) + b"\n"
 
     def _bookmark(self, resource: ResourceDef, initial_end: bool = False) -> bytes:

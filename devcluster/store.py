@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from devcluster import errors
+from devcluster.conversion import to_storage, to_view
 from devcluster.patches import json_patch, merge_patch, strategic_merge
 from devcluster.resources import RESOURCES, ResourceDef, by_kind
 from devcluster.schemas import KIND_SCHEMAS
@@ -147,7 +148,7 @@ class Store:
     def get(self, ref: ResourceRef, name: str, namespace: str = "") -> Obj:
         """The stored object (read-only); ApiError 404 if absent."""
         resource = resolve(ref)
-        found = self._objects[resource.key].get(self._ns(resource, namespace), {}).get(name)
+        found = self.find(resource, name, namespace)
         if found is None:
             raise errors.not_found(resource.plural, name, resource.group)
         return found
@@ -155,11 +156,17 @@ class Store:
     def find(self, ref: ResourceRef, name: str, namespace: str = "") -> Obj | None:
         """The stored object or None."""
         resource = resolve(ref)
+        if resource.stored_as:
+            stored = self.find(_BY_KEY[resource.stored_as], name, namespace)
+            return None if stored is None else to_view(resource, stored)
         return self._objects[resource.key].get(self._ns(resource, namespace), {}).get(name)
 
     def list(self, ref: ResourceRef, namespace: str = "", predicate: Predicate | None = None) -> list[Obj]:
         """Objects of a resource (one namespace or all), sorted by namespace and name."""
         resource = resolve(ref)
+        if resource.stored_as:
+            views = [to_view(resource, o) for o in self.list(_BY_KEY[resource.stored_as], namespace)]
+            return [v for v in views if predicate is None or predicate(v)]
         spaces = self._objects[resource.key]
         names = [namespace] if namespace else sorted(spaces)
         items: list[Obj] = []
@@ -174,7 +181,8 @@ class Store:
         return items
 
     def count(self, ref: ResourceRef) -> int:
-        return sum(len(bucket) for bucket in self._objects[resolve(ref).key].values())
+        resource = resolve(ref)
+        return sum(len(bucket) for bucket in self._objects[resource.stored_as or resource.key].values())
 
     # ----------------------------------------------------------------------- writing
 
@@ -194,6 +202,10 @@ class Store:
     def create_in(self, resource: ResourceDef, obj: Obj, namespace: str, *, keep_status: bool,
                   dry_run: bool = False) -> Obj:
         """Create in `namespace` (the URL's); `dry_run` validates and returns the object without storing it."""
+        if resource.stored_as:
+            storage = _BY_KEY[resource.stored_as]
+            return to_view(resource, self.create_in(storage, to_storage(storage, obj), namespace,
+                                                    keep_status=keep_status, dry_run=dry_run))
         meta = dict(_meta(obj))
         name = meta.get("name")
         if not name:
@@ -247,6 +259,10 @@ class Store:
 
     def update_in(self, resource: ResourceDef, name: str, namespace: str, obj: Obj, *, subresource: str = "",
                   dry_run: bool = False) -> Obj:
+        if resource.stored_as:
+            storage = _BY_KEY[resource.stored_as]
+            return to_view(resource, self.update_in(storage, name, namespace, to_storage(storage, obj),
+                                                    subresource=subresource, dry_run=dry_run))
         namespace = self._ns(resource, namespace)
         current = self.get(resource, name, namespace)
         meta = _meta(obj)
@@ -329,6 +345,10 @@ class Store:
                preconditions: dict[str, Any] | None = None, dry_run: bool = False) -> Obj:
         """Delete (gracefully for bound pods); returns the object as it is after the call."""
         resource = resolve(ref)
+        if resource.stored_as:
+            return to_view(resource, self.delete(_BY_KEY[resource.stored_as], name, namespace,
+                                                 grace_period_seconds=grace_period_seconds,
+                                                 preconditions=preconditions, dry_run=dry_run))
         namespace = self._ns(resource, namespace)
         current = self.get(resource, name, namespace)
         meta = current["metadata"]
@@ -390,6 +410,11 @@ class Store:
         that version; ApiError 410 if the history window no longer reaches back to it.
         """
         resource = resolve(ref)
+        if resource.stored_as:
+            view_predicate = predicate
+            if view_predicate is not None:
+                predicate = lambda obj: view_predicate(to_view(resource, obj))  # noqa: E731
+            resource = _BY_KEY[resource.stored_as]
         watcher = Watcher(resource.key, namespace, predicate)
         backlog: Backlog = []
         if resource_version in ("", "0"):

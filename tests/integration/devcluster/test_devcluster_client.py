@@ -282,6 +282,7 @@ async def test_events_are_served_in_core_v1_and_events_k8s_io_v1(cluster: DevClu
     events: Any = client.EventsV1Api(api)
     await core.create_namespaced_event("default", client.CoreV1Event(
         metadata=client.V1ObjectMeta(name="p1.1"), reason="Scheduled", message="bound", type="Normal",
+        event_time=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
         involved_object=client.V1ObjectReference(kind="Pod", name="p1", namespace="default")))
     await events.create_namespaced_event("default", client.EventsV1Event(
         metadata=client.V1ObjectMeta(name="p1.2"), reason="GangTimeout", note="gave up", type="Warning",
@@ -289,5 +290,14 @@ async def test_events_are_served_in_core_v1_and_events_k8s_io_v1(cluster: DevClu
         reporting_instance="x", action="Wait",
         regarding=client.V1ObjectReference(kind="Pod", name="p1", namespace="default")))
     listed = await core.list_namespaced_event("default", field_selector="involvedObject.name=p1")
-    assert [e.reason for e in listed.items] == ["Scheduled"]
-    assert [e.note for e in (await events.list_namespaced_event("default")).items] == ["gave up"]
+    assert [(e.reason, e.message) for e in listed.items] == [("Scheduled", "bound"), ("GangTimeout", "gave up")]
+    viewed = await events.list_namespaced_event("default", field_selector="regarding.name=p1")
+    assert [(e.reason, e.note, e.regarding.name) for e in viewed.items] == [("Scheduled", "bound", "p1"),
+                                                                           ("GangTimeout", "gave up", "p1")]
+    assert cluster.store.count("events") == 2
+    watcher = watch.Watch()
+    async for event in watcher.stream(events.list_namespaced_event, "default", resource_version="0",
+                                      timeout_seconds=5):
+        assert event["raw_object"]["apiVersion"] == "events.k8s.io/v1" and "note" in event["raw_object"]
+        break
+    await watcher.close()
