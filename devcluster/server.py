@@ -49,6 +49,7 @@ _PATCH_TYPES = {
 _SUCCESS_201 = _encode({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
 _OK = b"ok"
 DEFAULT_WATCH_TIMEOUT = 1800.0
+MAX_BODY_BYTES = 3 * 1024 * 1024  # the real API server refuses request bodies above 3 MiB
 
 
 class _Target(msgspec.Struct):
@@ -138,7 +139,7 @@ class ApiServer:
         self.faults = faults
         self.bookmark_interval = bookmark_interval
         self.address = address
-        self.app = web.Application(client_max_size=64 * 1024 * 1024)
+        self.app = web.Application(client_max_size=MAX_BODY_BYTES)
         self.app.router.add_route("*", "/{tail:.*}", self._handle)
         self.requests = 0
 
