@@ -15,6 +15,7 @@ from rich.table import Table
 
 from daemon.explain import explain_gang
 from daemon.replay import Summary, fold_log, summarise, verify_snapshot_equivalence
+from daemon.verify import verify_decisions
 from events.log import EventLog, EventLogError
 from state.resources import format_quantity
 
@@ -26,7 +27,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("log_dir", metavar="LOGDIR", help="directory of the event log")
     parser.add_argument("--until", type=int, metavar="SEQ", help="stop after the event with this sequence number")
     parser.add_argument("--verify", action="store_true",
-                        help="check that newest snapshot + tail folds to the same state as folding from the start")
+                        help="re-decide at every planning point of the log and check the scheduler makes the same "
+                             "decisions; check that newest snapshot + tail folds to the same state as the whole log")
     parser.add_argument("--nodes", action="store_true", help="list every node's usage (default: the 20 busiest)")
     parser.add_argument("--explain", metavar="NS/PODGROUP",
                         help="print one gang's history: arrival, attempts, why it waited, where it went and why")
@@ -37,7 +39,7 @@ def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(argv)
     # Piped output (files, CI logs) gets a wide fixed width so names are never cut.
     console = Console() if sys.stdout.isatty() else Console(width=200)
-    errors = Console(stderr=True)
+    errors = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=200)
     if args.until is not None and args.until < 1:
         errors.print("[red]error:[/] --until must be a sequence number >= 1")
         return 2
@@ -59,8 +61,19 @@ def main(argv: Sequence[str]) -> int:
         if args.verify:
             verification = verify_snapshot_equivalence(log, until=args.until)
             (console if verification.ok else errors).print(
-                f"[{'green' if verification.ok else 'red'}]verify:[/] {verification.message}")
-            if not verification.ok:
+                f"[{'green' if verification.ok else 'red'}]verify snapshot:[/] {verification.message}")
+            events = [event for event in log.read(1) if args.until is None or event.seq <= args.until]
+            decisions = verify_decisions(events, scheduler_name=result.state.scheduler_name)
+            summary = (f"{decisions.plans} gang plans, {decisions.lone_pods} lone-pod plans and "
+                       f"{decisions.preemptions} preemptions re-decided ({decisions.pending_reasons} pending "
+                       "reasons are reported asynchronously and not re-derived)")
+            if decisions.ok:
+                console.print(f"[green]verify decisions:[/] same decisions: {summary}")
+            else:
+                errors.print(f"[red]verify decisions:[/] DIFFERENT decisions; {summary}")
+                for line in decisions.mismatches:
+                    errors.print(f"  - {line}")
+            if not (verification.ok and decisions.ok):
                 return 1
     except EventLogError as error:
         errors.print(f"[red]error:[/] {error}")

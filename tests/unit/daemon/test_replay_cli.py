@@ -19,7 +19,7 @@ def _events() -> list[Event]:
         group_event(pod_group("train", min_member=2)),
         pod_event(bound(pod("train-0", gang="train"), "gpu-1")),
         pod_event(pod("train-1", gang="train")),
-        PodAssumed(pod="default/train-1", uid="uid-default-train-1", node="gpu-2"),
+        PodAssumed(pod="default/train-1", uid="uid-default-train-1", node="gpu-2", gang="default/train"),
     ]
 
 

@@ -1,0 +1,62 @@
+"""`replay --verify` re-decides at every planning point of a recorded log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from daemon.replay_cli import main as replay
+from daemon.simulate_cli import main as simulate
+from daemon.verify import verify_decisions
+from events.log import EventLog, FsyncPolicy
+from events.model import Event, PodAssumed
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "demo-cluster.yaml"
+STORY3 = Path(__file__).resolve().parents[3] / "tests" / "scenarios" / "preemption-story3.yaml"
+
+
+def _recorded(scenario: Path, directory: Path) -> list[Event]:
+    assert simulate([str(scenario), "--out", str(directory / "report.json"), "--log-dir", str(directory / "log")]) == 0
+    with EventLog.open_readonly(directory / "log") as log:
+        return list(log.read(1))
+
+
+def test_a_simulation_log_replays_to_the_same_decisions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _recorded(EXAMPLE, tmp_path)
+    assert replay([str(tmp_path / "log"), "--verify"]) == 0
+    out = capsys.readouterr().out
+    assert "same decisions" in out
+
+
+def test_preemption_decisions_are_re_decided_too(tmp_path: Path) -> None:
+    check = verify_decisions(_recorded(STORY3, tmp_path))
+    assert check.ok, check.mismatches
+    assert check.preemptions >= 1 and check.plans >= 1
+
+
+def test_a_decision_the_state_does_not_explain_is_reported(tmp_path: Path) -> None:
+    events = _recorded(EXAMPLE, tmp_path)
+    index = next(i for i, e in enumerate(events) if isinstance(e, PodAssumed) and e.gang)
+    original = events[index]
+    assert isinstance(original, PodAssumed)
+    nodes = sorted({e.node for e in events if isinstance(e, PodAssumed)} - {original.node})
+    events[index] = msgspec.structs.replace(original, node=nodes[0])
+    check = verify_decisions(events)
+    assert not check.ok
+    assert any(original.pod in line and "re-planned" in line for line in check.mismatches)
+
+
+def test_verify_exits_non_zero_on_a_tampered_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    events = _recorded(EXAMPLE, tmp_path)
+    index = next(i for i, e in enumerate(events) if isinstance(e, PodAssumed) and e.gang)
+    original = events[index]
+    assert isinstance(original, PodAssumed)
+    other = next(e.node for e in events if isinstance(e, PodAssumed) and e.node != original.node)
+    events[index] = msgspec.structs.replace(original, node=other)
+    with EventLog.open(tmp_path / "tampered", fsync=FsyncPolicy.never()) as log:
+        for event in events:
+            log.append(msgspec.structs.replace(event, seq=0))
+    assert replay([str(tmp_path / "tampered"), "--verify"]) == 1
+    assert "DIFFERENT decisions" in capsys.readouterr().err
