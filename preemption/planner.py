@@ -267,15 +267,18 @@ class _Planner:
                 need: _Need, best: tuple[list[Unit], GangPlan, Considered] | None
                 ) -> tuple[list[Unit], GangPlan, Considered] | None:
         leaving = frozenset(candidates.leaving)
-        for estimate, selection in ranked:
+        for position, (estimate, selection) in enumerate(ranked):
             if best is not None:
                 chosen = best[2].cost
                 head, best_head = (estimate.top_priority, estimate.jobs, estimate.pods), (
                     chosen.top_priority, chosen.jobs, chosen.pods)
                 if head > best_head or (head == best_head and estimate.span >= chosen.span):
+                    # ranked by cost: neither this set nor any after it can beat the chosen one
+                    rest = len(ranked) - position - 1
+                    more = f" (nor {rest} costlier set(s) after it)" if rest else ""
                     self.considered.append(Considered(_where(selection.domain), estimate,
-                                                      "not validated: cannot beat the chosen set"))
-                    continue
+                                                      f"not validated: cannot beat the chosen set{more}"))
+                    break
             if self.validations >= MAX_VALIDATIONS:
                 self.considered.append(Considered(_where(selection.domain), estimate,
                                                   "not validated: validation budget spent"))

@@ -56,8 +56,10 @@ class Room:
         self.admitted: dict[str, list[bool]] = {}
         tree = state.topology
         width = len(shapes)
-        self.domain_base: dict[int, list[int]] = {}
-        self.domain_tiers: dict[int, list[list[int]]] = {}
+        tiers = len(self.tiers)
+        # per domain one flat vector: base slots per shape, then the bound per shape for each tier
+        flat_len = width * (tiers + 1)
+        sums: dict[int, list[int]] = {}
         for name, node in state.nodes.items():
             admitted = [not admits(shape, node) for shape in shapes]
             if not any(admitted):
@@ -71,34 +73,50 @@ class Room:
             if not units:
                 if not any(base):
                     continue
-                steps = [base] * len(self.tiers)
+                flat = base * (tiers + 1)
             else:
                 pods = {pod.key: pod for unit in units for pod in unit.pods if pod.counted_on == name}
                 ordered = sorted(pods.values(), key=lambda p: p.priority)
                 most = dict(free)
-                steps = []
+                flat = list(base)
                 index = 0
                 for tier in self.tiers:
                     while index < len(ordered) and ordered[index].priority <= tier:
                         for resource, amount in ordered[index].requests.items():
                             most[resource] = most.get(resource, 0) + amount
                         index += 1
-                    steps.append([slots_in(most, shape) if ok else 0
-                                  for shape, ok in zip(shapes, admitted, strict=True)])
-                if not any(steps[-1]):
+                    flat.extend(slots_in(most, shape) if ok else 0 for shape, ok in zip(shapes, admitted, strict=True))
+                if not any(flat[-width:]):
                     continue
-            for domain in tree.path(name):
-                bounds = self.domain_tiers.get(domain.id)
-                if bounds is None:
-                    self.domain_tiers[domain.id] = [list(step) for step in steps]
-                    self.domain_base[domain.id] = list(base)
+            leaf = tree.domain_of(name)
+            if leaf is None:
+                continue
+            total = sums.get(leaf.id)
+            if total is None:
+                sums[leaf.id] = list(flat)
+            else:
+                for i in range(flat_len):
+                    total[i] += flat[i]
+        # carry the sums up the tree once per domain, deepest level first
+        by_depth: dict[int, list[int]] = {}
+        for ident in sums:
+            by_depth.setdefault(tree.domains[ident].depth, []).append(ident)
+        for depth in range(max(by_depth, default=0), 0, -1):
+            for ident in by_depth.get(depth, ()):
+                parent = tree.domains[ident].parent
+                if parent is None:
+                    continue
+                total = sums.get(parent.id)
+                if total is None:
+                    sums[parent.id] = list(sums[ident])
+                    by_depth.setdefault(depth - 1, []).append(parent.id)
                 else:
-                    now = self.domain_base[domain.id]
-                    for i in range(width):
-                        now[i] += base[i]
-                    for bound, step in zip(bounds, steps, strict=True):
-                        for i in range(width):
-                            bound[i] += step[i]
+                    child = sums[ident]
+                    for i in range(flat_len):
+                        total[i] += child[i]
+        self.domain_base: dict[int, list[int]] = {ident: flat[:width] for ident, flat in sums.items()}
+        self.domain_tiers: dict[int, list[list[int]]] = {
+            ident: [flat[width * (t + 1):width * (t + 2)] for t in range(tiers)] for ident, flat in sums.items()}
         self.domain_max: dict[int, list[int]] = {ident: bounds[-1] for ident, bounds in self.domain_tiers.items()}
 
     def lowest_tier(self, domain_id: int, need: Sequence[int]) -> int | None:
