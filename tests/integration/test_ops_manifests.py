@@ -119,3 +119,11 @@ def test_rendered_manifest_passes_kubectl_apply_dry_run_client(
 def test_documented_example_passes_kubectl_apply_dry_run_client(
         served: tuple[Kubectl, set[tuple[str, str]]], doc: dict[str, Any]) -> None:
     _dry_run(served, doc)
+
+
+def test_grafana_kustomization_renders_the_dashboard_as_a_sidecar_config_map() -> None:
+    docs = kustomize("ops/grafana")
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [("ConfigMap", "toposched-dashboard")]
+    assert docs[0]["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert docs[0]["data"]["toposched-dashboard.json"] == (OPS / "grafana" / "toposched-dashboard.json").read_text(
+        encoding="utf-8")
