@@ -67,7 +67,7 @@ class DevCluster:
         self.kubelet: FakeKubelet | None = FakeKubelet(self.store, kubelet_delay) if kubelet else None
         self._requested_port = port
         self._bookmark_interval = bookmark_interval
-        self._runner: web.AppRunner | None = None
+        self._runner: web.ServerRunner | None = None
         self.server: ApiServer | None = None
         self.port = 0
 
@@ -84,7 +84,7 @@ class DevCluster:
         self.port = sock.getsockname()[1]
         self.server = ApiServer(self.store, self.faults, bookmark_interval=self._bookmark_interval,
                                 address=f"{HOST}:{self.port}")
-        self._runner = web.AppRunner(self.server.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        self._runner = web.ServerRunner(self.server.http_server(), handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         await web.SockSite(self._runner, sock).start()
         if self.kubelet is not None:

@@ -1,9 +1,10 @@
 """The HTTP face of devcluster: the Kubernetes REST API over aiohttp.web.
 
-One catch-all handler parses the URL itself (`/api/v1/...`, `/apis/<group>/<version>/...`, optionally
-`namespaces/<ns>/`, then `<plural>[/<name>[/<subresource>]]`), maps method + path to a Kubernetes
-verb, consults the fault injector, and serves the verb from the `Store`. Every failure becomes the
-`Status` body a real API server sends (never a stack trace); unexpected exceptions are a 500 Status.
+aiohttp's low-level server (no router, no middlewares) calls one handler, which parses the URL
+itself (`/api/v1/...`, `/apis/<group>/<version>/...`, optionally `namespaces/<ns>/`, then
+`<plural>[/<name>[/<subresource>]]`), maps method + path to a Kubernetes verb, consults the fault
+injector, and serves the verb from the `Store`. Every failure becomes the `Status` body a real API
+server sends (never a stack trace); unexpected exceptions are a 500 Status.
 
 Responses are encoded once with msgspec from the stored dicts (no copies). Watches are chunked
 streams of JSON lines fed from a `Watcher` queue; bookmarks are sent when asked for, every
@@ -22,7 +23,9 @@ import time
 from typing import Any
 
 import msgspec
-from aiohttp import web
+from aiohttp import StreamReader, web
+from aiohttp.abc import AbstractStreamWriter
+from aiohttp.http import RawRequestMessage
 
 from devcluster import errors, openapi, tables
 from devcluster.conversion import to_view
@@ -139,13 +142,21 @@ class ApiServer:
         self.faults = faults
         self.bookmark_interval = bookmark_interval
         self.address = address
-        self.app = web.Application(client_max_size=MAX_BODY_BYTES)
-        self.app.router.add_route("*", "/{tail:.*}", self._handle)
         self.requests = 0
+
+    def http_server(self) -> web.Server:
+        """The low-level aiohttp server (no router, no middlewares: this class parses every path itself)."""
+        loop = asyncio.get_running_loop()
+
+        def request_factory(message: RawRequestMessage, payload: StreamReader, protocol: web.RequestHandler,
+                            writer: AbstractStreamWriter, task: asyncio.Task[None]) -> web.BaseRequest:
+            return web.BaseRequest(message, payload, protocol, writer, task, loop, client_max_size=MAX_BODY_BYTES)
+
+        return web.Server(self._handle, request_factory=request_factory, access_log=None)
 
     # ----------------------------------------------------------------------- dispatch
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         self.requests += 1
         try:
             return await self._dispatch(request)
@@ -159,7 +170,7 @@ class ApiServer:
             log.exception("devcluster: internal error serving %s %s", request.method, request.path)
             return _error(ApiError(500, "InternalError", f"Internal error occurred: {type(exc).__name__}: {exc}", {}))
 
-    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+    async def _dispatch(self, request: web.BaseRequest) -> web.StreamResponse:
         path = request.path
         parts = [p for p in path.split("/") if p]
         if not parts:
@@ -179,7 +190,7 @@ class ApiServer:
                 return _json(document)
         raise errors.path_not_found()
 
-    async def _api(self, request: web.Request, parts: list[str]) -> web.StreamResponse:
+    async def _api(self, request: web.BaseRequest, parts: list[str]) -> web.StreamResponse:
         if len(parts) == 1:
             if request.method != "GET":
                 raise errors.method_not_allowed()
@@ -237,7 +248,7 @@ class ApiServer:
 
     # ----------------------------------------------------------------------- bodies and validation
 
-    async def _body(self, request: web.Request) -> Any:
+    async def _body(self, request: web.BaseRequest) -> Any:
         raw = await request.read()
         content_type = request.headers.get("Content-Type", _JSON).split(";")[0].strip()
         if content_type not in (_JSON, "", *list(_PATCH_TYPES)):
@@ -309,14 +320,14 @@ class ApiServer:
 
     # ----------------------------------------------------------------------- verbs
 
-    def _object_response(self, request: web.Request, resource: ResourceDef, obj: dict[str, Any],
+    def _object_response(self, request: web.BaseRequest, resource: ResourceDef, obj: dict[str, Any],
                          status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
         if _wants_table(request.headers.get("Accept", "")):
             body = tables.table(resource, [obj], time.time(), str(obj["metadata"].get("resourceVersion", "")))
             return _json(_encode(body), status, headers)
         return _json(_encode(obj), status, headers)
 
-    def _list(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.Response:
+    def _list(self, request: web.BaseRequest, target: _Target, query: dict[str, str]) -> web.Response:
         resource = target.resource
         predicate = matcher(query.get("labelSelector", ""), query.get("fieldSelector", ""), resource.kind)
         items = self.store.list(resource, target.namespace, predicate)
@@ -347,7 +358,7 @@ class ApiServer:
         return _json(_encode({"kind": f"{resource.kind}List", "apiVersion": resource.api_version,
                               "metadata": metadata, "items": items}))
 
-    async def _create(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.Response:
+    async def _create(self, request: web.BaseRequest, target: _Target, query: dict[str, str]) -> web.Response:
         resource = target.resource
         headers: dict[str, str] = {}
         key, schema = self._schema(resource)
@@ -357,7 +368,7 @@ class ApiServer:
                                    target.namespace, keep_status=False, dry_run=_dry_run(query))
         return self._object_response(request, resource, obj, 201, headers)
 
-    async def _update(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.Response:
+    async def _update(self, request: web.BaseRequest, target: _Target, query: dict[str, str]) -> web.Response:
         resource = target.resource
         headers: dict[str, str] = {}
         key, schema = self._schema(resource)
@@ -369,7 +380,7 @@ class ApiServer:
                                    dry_run=_dry_run(query))
         return self._object_response(request, resource, obj, 200, headers)
 
-    async def _patch(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.Response:
+    async def _patch(self, request: web.BaseRequest, target: _Target, query: dict[str, str]) -> web.Response:
         resource = target.resource
         content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
         patch_type = _PATCH_TYPES.get(content_type)
@@ -388,7 +399,8 @@ class ApiServer:
                                   subresource=target.subresource, check=validate, dry_run=_dry_run(query))
         return self._object_response(request, resource, result, 200, headers)
 
-    async def _delete_options(self, request: web.Request, query: dict[str, str]) -> tuple[int | None, dict[str, Any]]:
+    async def _delete_options(self, request: web.BaseRequest,
+                              query: dict[str, str]) -> tuple[int | None, dict[str, Any]]:
         grace = _int_param(query, "gracePeriodSeconds")
         preconditions: dict[str, Any] = {}
         if request.can_read_body:
@@ -402,7 +414,7 @@ class ApiServer:
                                                         "Invalid value: must be >= 0")])
         return grace, preconditions
 
-    async def _delete(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.Response:
+    async def _delete(self, request: web.BaseRequest, target: _Target, query: dict[str, str]) -> web.Response:
         if target.subresource:
             raise errors.method_not_allowed()
         grace, preconditions = await self._delete_options(request, query)
@@ -421,7 +433,7 @@ class ApiServer:
         return _json(_encode({"kind": f"{target.resource.kind}List", "apiVersion": target.resource.api_version,
                               "metadata": {"resourceVersion": str(self.store.resource_version)}, "items": items}))
 
-    async def _pod_action(self, request: web.Request, target: _Target) -> web.Response:
+    async def _pod_action(self, request: web.BaseRequest, target: _Target) -> web.Response:
         body = await self._body(request)
         headers: dict[str, str] = {}
         if target.subresource == "binding":
@@ -446,7 +458,7 @@ class ApiServer:
 
     # ----------------------------------------------------------------------- watch
 
-    async def _watch(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.StreamResponse:
+    async def _watch(self, request: web.BaseRequest, target: _Target, query: dict[str, str]) -> web.StreamResponse:
         resource = target.resource
         predicate = matcher(query.get("labelSelector", ""), query.get("fieldSelector", ""), resource.kind)
         timeout = _int_param(query, "timeoutSeconds")
