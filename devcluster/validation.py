@@ -74,11 +74,10 @@ def _walk(value: Any, schema: Schema, path: str, out: Findings) -> None:
         if properties is not None:
             for key, child in value.items():
                 sub = properties.get(key)
-                child_path = f"{path}.{key}" if path else key
                 if sub is None:
-                    out.unknown.append(child_path)
-                else:
-                    _walk(child, sub, child_path, out)
+                    out.unknown.append(f"{path}.{key}" if path else key)
+                elif type(child) is not str or sub.get("type") != "string":  # strings in string fields: fine
+                    _walk(child, sub, f"{path}.{key}" if path else key, out)
         elif additional is not None:
             for key, child in value.items():
                 _walk(child, additional, f"{path}[{key}]" if path else key, out)
