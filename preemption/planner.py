@@ -113,7 +113,7 @@ class _Planner:
         own_pods = frozenset(m for g in p.gangs if (info := self.state.gangs.get(g)) is not None
                              for m in info.members) | {p.key}
         candidates = collect(self.state, p.priority, own_gangs, own_pods)
-        if not candidates.units:
+        if not candidates.units and not candidates.leaving:
             return NoPreemption(p.key, NO_LOWER_PRIORITY,
                                 f"no preemption: no running pod of priority below {p.priority}")
         top_level, anchor = self._limits()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from daemon.ports import Preemptee, PreemptionPlanLike, Preemptor
+from events.model import EvictionRequested
 from placement import Unschedulable, plan_gang
 from preemption import JobPreemptor
 from state.cluster import ClusterState
@@ -53,3 +54,13 @@ def test_hook_refusal_worth_showing_is_an_empty_plan_carrying_the_reason() -> No
 
 def test_hook_is_silent_when_nothing_of_lower_priority_runs() -> None:
     assert ask(state_with(1000)) is None
+
+
+def test_hook_does_not_renominate_room_that_terminating_pods_already_free() -> None:
+    state = state_with(1)
+    for i in range(2):
+        state.apply(EvictionRequested(pod=f"default/low-{i}", uid="", preemptor="default/high"))
+    plan = ask(state)
+    assert plan is not None
+    assert not plan.victims and not plan.nominations
+    assert "already terminating" in plan.explanation

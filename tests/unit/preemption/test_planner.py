@@ -325,3 +325,16 @@ def test_one_gang_freeing_whole_nodes_beats_many_small_pods_that_free_one() -> N
     plan = planned(state, "high")
     assert list(plan.victim_jobs) == ["default/trainer"]
     assert [a.node for a in plan.nominations] == ["n1"]
+
+
+def test_gang_whose_nominations_were_given_up_is_renominated_on_the_room_its_victims_free() -> None:
+    state = cluster([("s0", "b0", 2)])
+    run_gang(state, "low", [0, 1], priority=1)
+    submit(state, "high", 2)
+    first = planned(state, "high")
+    for victim in first.victims:
+        state.apply(EvictionRequested(pod=victim, uid="", preemptor="default/high"))
+    # the loop gave up its nominations (scheduleTimeoutSeconds) while the victims still terminate
+    again = planned(state, "high")
+    assert again.victims == ()
+    assert {a.node for a in again.nominations} == {"n0", "n1"}
