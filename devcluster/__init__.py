@@ -25,13 +25,16 @@ Python API
 `Store` (objects are plain dicts, returned as read-only shared snapshots; resources are named by
 `"pods"`, `"hypernodes.topology.volcano.sh"`, `"v1/Pod"` or a `ResourceDef`; failures raise `ApiError`
 with the HTTP code and reason a real server would answer):
-    create(obj, namespace="", *, keep_status=True) -> dict
+    create(obj, namespace="", *, keep_status=True) -> dict   (keep_status=False: HTTP create semantics)
+    create_in(resource, obj, namespace, *, keep_status, dry_run=False) -> dict
     get(resource, name, namespace="") -> dict            (404 ApiError if absent)
     find(resource, name, namespace="") -> dict | None
     list(resource, namespace="", predicate=None) -> list[dict]
     update(obj, namespace="", *, subresource="") -> dict (409 on a stale metadata.resourceVersion)
-    patch(resource, name, patch, namespace="", *, patch_type="merge"|"json"|"strategic", subresource="")
-    delete(resource, name, namespace="", *, grace_period_seconds=None, preconditions=None) -> dict
+    update_in(resource, name, namespace, obj, *, subresource="", dry_run=False) -> dict
+    patch(resource, name, patch, namespace="", *, patch_type="merge"|"json"|"strategic", subresource="",
+          check=None, dry_run=False) -> dict
+    delete(resource, name, namespace="", *, grace_period_seconds=None, preconditions=None, dry_run=False) -> dict
     bind(namespace, name, node, *, uid=None) -> dict     (409 if already bound or uid mismatch)
     evict(namespace, name, *, grace_period_seconds=None) -> dict
     load_objects(objs) -> list[dict]; count(resource) -> int
@@ -44,6 +47,15 @@ with the HTTP code and reason a real server would answer):
     fail_fraction(fraction, status=500, *, verb=None, path=None, retry_after=1) -> FaultRule
     add_latency(seconds, *, verb=None, path=None) -> FaultRule
     drop_watches() -> int; remove(rule); clear(); injected (count of injected errors)
+
+Served: namespaces, nodes, pods (+ status, binding, eviction), events (core v1; events.k8s.io/v1 is a
+view of the same objects), coordination.k8s.io/v1 leases, scheduling.k8s.io/v1 priorityclasses,
+scheduling.sigs.k8s.io/v1alpha1 and scheduling.volcano.sh/v1beta1 PodGroups, scheduling.koordinator.sh
+ClusterNetworkTopology and topology.volcano.sh HyperNode (each + status). Known differences from a
+real cluster: no authentication, no admission beyond defaulting and priority resolution, no
+server-side apply, limit/continue pages from the current state (not a snapshot), and unknown fields
+under `fieldValidation=Strict` are 422 Invalid (the brief's choice; a real server says 400 for kinds
+compiled into it).
 
 Command line: `toposched devcluster [--port N] [--kubeconfig PATH] [--load SCENARIO]` (see cli.py).
 """

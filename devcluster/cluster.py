@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import socket
 import threading
 from collections.abc import Callable, Iterable
@@ -70,6 +71,7 @@ class DevCluster:
         self._runner: web.ServerRunner | None = None
         self.server: ApiServer | None = None
         self.port = 0
+        self._loaded_ips = itertools.count(1)
 
     @property
     def url(self) -> str:
@@ -123,7 +125,9 @@ class DevCluster:
             spec = obj.get("spec") or {}
             if obj.get("kind") == "Pod" and obj.get("apiVersion") == "v1" and spec.get("nodeName") \
                     and not (obj.get("status") or {}).get("phase"):
-                obj = {**obj, "status": running_status(obj, "192.168.0.1", "10.255.0.1", now_rfc3339())}
+                number = next(self._loaded_ips)
+                pod_ip = f"10.{128 + ((number >> 16) & 127)}.{(number >> 8) & 255}.{number & 255}"
+                obj = {**obj, "status": running_status(obj, "192.168.0.1", pod_ip, now_rfc3339())}
             stored.append(self.store.create(obj))
         return stored
 
