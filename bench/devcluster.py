@@ -6,7 +6,8 @@ The server runs in a child process (its own core, as a real API server would), p
 `--nodes` nodes and `--pods` pending pods through the store. This process is the client (aiohttp,
 the transport kubernetes-asyncio uses) and prints:
 - list latency (median / p95 of repeated full lists of pods and nodes, and a field-selected list);
-- bindings/s: half of the pods bound by one client with `--in-flight` requests in flight;
+- bindings/s: half of the pods bound by one client with `--in-flight` requests in flight, and the
+  server's CPU time per binding (read from /proc; a figure that does not depend on machine load);
 - watch fan-out: the other half bound while `--watchers` watchers stream pods; events/s delivered
   (summed over the watchers, from the first binding until every watcher has seen every event).
 """
@@ -106,7 +107,16 @@ async def _watch(session: aiohttp.ClientSession, since: str, expected: int, done
         done.set()
 
 
-async def _client(url: str, args: argparse.Namespace) -> None:
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), to report server cost independent of machine load."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _client(url: str, args: argparse.Namespace, server_pid: int) -> None:
     connector = aiohttp.TCPConnector(limit=args.in_flight + args.watchers + 4)
     async with aiohttp.ClientSession(base_url=url, connector=connector) as session:
         print(f"devcluster bench: {args.nodes} nodes, {args.pods} pods, kubelet {'on' if args.kubelet else 'off'}")
@@ -117,9 +127,12 @@ async def _client(url: str, args: argparse.Namespace) -> None:
             print(f"  {label:<50} {count:>6} items  median {median * 1000:7.1f} ms  p95 {p95 * 1000:7.1f} ms")
         names = [f"pod-{i}" for i in range(args.pods)]
         half = len(names) // 2
+        cpu_before = _cpu_seconds(server_pid)
         elapsed = await _bind_all(session, names[:half], args.nodes, args.in_flight)
+        cpu = _cpu_seconds(server_pid) - cpu_before
         print(f"  bindings, 1 client, {args.in_flight} in flight: {half} in {elapsed:.2f} s = "
-              f"{half / elapsed:,.0f} bindings/s")
+              f"{half / elapsed:,.0f} bindings/s (server CPU {cpu / half * 1e6:.0f} us per binding"
+              f"{', kubelet writes included' if args.kubelet else ''})")
         async with session.get("/api/v1/namespaces/bench/pods?limit=1") as response:
             since = json.loads(await response.read())["metadata"]["resourceVersion"]
         # One MODIFIED per binding, plus one per kubelet start when the kubelet is on.
@@ -169,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print("devcluster bench: the server did not start", file=sys.stderr)
                     return 1
                 time.sleep(0.05)
-            asyncio.run(_client(port_file.read_text(), args))
+            asyncio.run(_client(port_file.read_text(), args, server.pid))
         finally:
             server.terminate()
             server.wait(30)
