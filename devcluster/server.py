@@ -129,6 +129,13 @@ def _dry_run(query: dict[str, str]) -> bool:
     return value == "All"
 
 
+def _include(request: web.BaseRequest) -> str:
+    include = request.query.get("includeObject", "") or "Metadata"
+    if include not in ("None", "Metadata", "Object"):
+        raise errors.bad_request(f'includeObject must be one of None, Metadata, Object (got "{include}")')
+    return include
+
+
 def _wants_table(accept: str) -> bool:
     return "as=Table" in accept
 
@@ -323,7 +330,8 @@ class ApiServer:
     def _object_response(self, request: web.BaseRequest, resource: ResourceDef, obj: dict[str, Any],
                          status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
         if _wants_table(request.headers.get("Accept", "")):
-            body = tables.table(resource, [obj], time.time(), str(obj["metadata"].get("resourceVersion", "")))
+            body = tables.table(resource, [obj], time.time(), str(obj["metadata"].get("resourceVersion", "")),
+                                include=_include(request))
             return _json(_encode(body), status, headers)
         return _json(_encode(obj), status, headers)
 
@@ -351,7 +359,7 @@ class ApiServer:
             next_token = base64.urlsafe_b64encode(
                 _encode([last.get("namespace", ""), last["name"]])).decode()
         if _wants_table(request.headers.get("Accept", "")):
-            return _json(_encode(tables.table(resource, items, time.time(), rv, next_token)))
+            return _json(_encode(tables.table(resource, items, time.time(), rv, next_token, _include(request))))
         metadata: dict[str, Any] = {"resourceVersion": rv}
         if next_token:
             metadata.update({"continue": next_token, "remainingItemCount": remaining})
@@ -464,7 +472,7 @@ class ApiServer:
         timeout = _int_param(query, "timeoutSeconds")
         bookmarks = _flag(query, "allowWatchBookmarks")
         initial = _flag(query, "sendInitialEvents")
-        table = _wants_table(request.headers.get("Accept", ""))
+        table = _include(request) if _wants_table(request.headers.get("Accept", "")) else ""
         since = "" if initial else query.get("resourceVersion", "")
         response = web.StreamResponse(status=200, headers={"Content-Type": _JSON})
         response.enable_chunked_encoding()
@@ -492,7 +500,7 @@ class ApiServer:
             self.store.stop_watch(watcher)
         return response
 
-    async def _stream(self, response: web.StreamResponse, watcher: Watcher, resource: ResourceDef, table: bool,
+    async def _stream(self, response: web.StreamResponse, watcher: Watcher, resource: ResourceDef, table: str,
                       bookmarks: bool, duration: float) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + duration
@@ -516,12 +524,13 @@ class ApiServer:
                 await response.write(self._bookmark(resource))
                 next_bookmark = loop.time() + self.bookmark_interval
 
-    def _line(self, kind: str, event: WatchEvent, resource: ResourceDef, table: bool) -> bytes:
+    def _line(self, kind: str, event: WatchEvent, resource: ResourceDef, table: str) -> bytes:
+        """One watch line; `table` is empty for objects, else the includeObject of a Table answer."""
         if not table and not resource.stored_as:
             return event.line(kind)
         obj = to_view(resource, event.obj) if resource.stored_as else event.obj
         if table:
-            obj = tables.table(resource, [obj], time.time(), str(event.rv))
+            obj = tables.table(resource, [obj], time.time(), str(event.rv), include=table)
         return _encode({"type": kind, "object": obj}) + b"\n"
 
     def _bookmark(self, resource: ResourceDef, initial_end: bool = False) -> bytes:

@@ -168,8 +168,14 @@ def column_definitions(resource: ResourceDef) -> list[Obj]:
     ]
 
 
-def row(resource: ResourceDef, obj: Obj, now: float, columns: list[Column] | None = None) -> Obj:
+def row(resource: ResourceDef, obj: Obj, now: float, columns: list[Column] | None = None,
+        include: str = "Metadata") -> Obj:
+    """One row; `include` is the request's includeObject: None, Metadata (default) or Object."""
     cells = [cell(obj, now) for _, _, _, cell in (columns or columns_for(resource))]
+    if include == "None":
+        return {"cells": cells}
+    if include == "Object":
+        return {"cells": cells, "object": obj}
     metadata = {k: v for k, v in obj.get("metadata", {}).items() if k != "managedFields"}
     return {
         "cells": cells,
@@ -178,7 +184,7 @@ def row(resource: ResourceDef, obj: Obj, now: float, columns: list[Column] | Non
 
 
 def table(resource: ResourceDef, objects: list[Obj], now: float, resource_version: str,
-          continue_token: str = "") -> Obj:
+          continue_token: str = "", include: str = "Metadata") -> Obj:
     columns = columns_for(resource)
     metadata: Obj = {"resourceVersion": resource_version}
     if continue_token:
@@ -188,5 +194,5 @@ def table(resource: ResourceDef, objects: list[Obj], now: float, resource_versio
         "apiVersion": "meta.k8s.io/v1",
         "metadata": metadata,
         "columnDefinitions": column_definitions(resource),
-        "rows": [row(resource, obj, now, columns) for obj in objects],
+        "rows": [row(resource, obj, now, columns, include) for obj in objects],
     }

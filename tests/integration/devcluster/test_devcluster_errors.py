@@ -211,3 +211,17 @@ async def test_an_oversized_body_is_a_413_status_not_a_dropped_connection(http: 
     status, body, _ = await call(http, "POST", PODS, raw=b" " * (4 * 1024 * 1024))
     assert status == 413
     assert_status(body, 413, "RequestEntityTooLarge")
+
+
+async def test_tables_answer_kubectl_get_with_the_requested_row_objects(cluster: DevCluster,
+                                                                         http: aiohttp.ClientSession) -> None:
+    cluster.load_objects([pod("p1", nodeName="n1")])
+    accept = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}
+    async with http.get("/api/v1/pods?includeObject=Object", headers=accept) as response:
+        table = await response.json()
+    assert table["kind"] == "Table"
+    assert [c["name"] for c in table["columnDefinitions"]][:3] == ["Name", "Ready", "Status"]
+    assert table["rows"][0]["cells"][:3] == ["p1", "1/1", "Running"]
+    assert table["rows"][0]["object"]["kind"] == "Pod"
+    async with http.get("/api/v1/pods", headers=accept) as response:
+        assert (await response.json())["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
