@@ -230,6 +230,22 @@ class Capacity:
         return best
 
 
+    def short_of(self, shape: Shape, node: NodeInfo) -> str:
+        """The first requested resource the node cannot give one more pod of `shape` ("" if none)."""
+        allocatable, used = node.allocatable, node.used
+        held = self.held_by_others(node, shape.priority) if node.nominated else None
+        freed = self.ignored_on.get(node.name) if self.ignored_on else None
+        for name, amount in shape.requests:
+            have = allocatable.get(name, 0) - used.get(name, 0)
+            if held is not None:
+                have -= held.get(name, 0)
+            if freed is not None:
+                have += freed.get(name, 0)
+            if have < amount:
+                return name
+        return ""
+
+
 def slots_in(free: Mapping[str, int], shape: Shape) -> int:
     """How many pods of `shape` fit in an explicit free vector."""
     best = UNLIMITED

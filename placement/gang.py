@@ -117,7 +117,7 @@ def plan_gang(state: ClusterState, gang: str, *,
         need = max(0, spec.min_member - len(running[member.key]))
         minimum.extend(pending[member.key][:need])
         extras.extend(pending[member.key][need:])
-    if pending_count > 1:
+    if pending_count > 1 and extras:
         # Not all fit: the largest set that fits, made of the minimum plus a prefix of the rest.
         def attempt(extra: int) -> tuple[Job, Found | None]:
             chosen = minimum + extras[:extra]

@@ -201,10 +201,15 @@ class Solver:
         if found is not None:
             return found
         raw = strict = 0
-        for node in domain.direct_nodes:
-            count = self.node_slots(shape, node)
-            raw += count
-            strict += count
+        if domain.direct_nodes:
+            node_memo = self._node_memo.get(shape.key)
+            for node in domain.direct_nodes:
+                count = node_memo.get(node) if node_memo is not None else None
+                if count is None:
+                    count = self.node_slots(shape, node)
+                    node_memo = self._node_memo[shape.key]
+                raw += count
+            strict += raw
         for child in domain.children:
             child_raw, child_strict = self._offer(shape, multiples, child, memo)
             raw += child_raw
@@ -504,23 +509,34 @@ class Solver:
     def rejections(self, shape: Shape, nodes: Iterable[str]) -> dict[str, int]:
         """kube-scheduler style: how many nodes turned the shape away, per reason."""
         counts: dict[str, int] = {}
-        requests = dict(shape.requests)
+        infos = self.state.nodes
+        memo = self._node_memo.get(shape.key, {})
+        checked = not shape.unconstrained
+        capacity = self.capacity
         for node in nodes:
-            why = self.reason(shape, node)
-            if not why and self.node_slots(shape, node) == 0:
-                why = _insufficient(self, shape, requests, node)
-            if why:
+            info = infos.get(node)
+            if info is None:
+                continue
+            if checked or info.unschedulable or info.taints:
+                why = self.reason(shape, node)
+                if why:
+                    counts[why] = counts.get(why, 0) + 1
+                    continue
+            if memo.get(node, 0) > 0:
+                continue
+            taken = self.taken.get(node)
+            short = _short_in(taken, shape) if taken is not None else capacity.short_of(shape, info)
+            if short:
+                why = "Too many pods" if short == "pods" else f"Insufficient {short}"
                 counts[why] = counts.get(why, 0) + 1
         return counts
 
 
-def _insufficient(solver: Solver, shape: Shape, requests: Mapping[str, int], node: str) -> str:
-    info = solver.state.nodes[node]
-    free = solver.taken.get(node) or solver.capacity.free(info, shape.priority)
-    for name, amount in requests.items():
+def _short_in(free: Mapping[str, int], shape: Shape) -> str:
+    for name, amount in shape.requests:
         if free.get(name, 0) < amount:
-            return "Too many pods" if name == "pods" else f"Insufficient {name}"
-    return "Insufficient resources"
+            return name
+    return ""
 
 
 def _name(domain: Domain) -> str:
