@@ -7,6 +7,7 @@ each > 8 nodes), a seeded third of the nodes partly or fully busy with other wor
 - a 4-pod gang, MustGather at BlockLayer,
 - a 4-pod gang with no spec,
 - a 50-pod gang with MustGather at BlockLayer (blocks hold 40 nodes: refused; the failure path),
+- a 4,500-pod gang, more than the free GPUs (refused: capacity, with kube-scheduler-style counts),
 - a Volcano job of 64 replicas x 8 pods (4 GPUs), each replica in one NVLink domain (hard tier 1),
   the job in one spine (hard tier 3),
 - a lone 1-GPU pod.
@@ -60,6 +61,7 @@ def build(seed: int = 7) -> ClusterState:
         ("small", 4, [{"layer": "BlockLayer", "strategy": "MustGather"}]),
         ("small-free", 4, None),
         ("too-big-for-a-block", 50, [{"layer": "BlockLayer", "strategy": "MustGather"}]),
+        ("too-big-for-the-cluster", 4500, None),
     ]
     for gang, size, gather in cases:
         state.apply(PodGroupUpserted(pod_group=pod_group(gang, min_member=size, gather=gather)))
@@ -112,6 +114,8 @@ def main() -> None:
     measure("4-pod gang, no spec", args.runs * 5, lambda: plan_gang(state, "default/small-free"))
     measure("50-pod gang, MustGather BlockLayer (refused)", args.runs,
             lambda: plan_gang(state, "default/too-big-for-a-block"))
+    measure("4,500-pod gang (refused: capacity)", max(args.runs // 3, 5),
+            lambda: plan_gang(state, "default/too-big-for-the-cluster"))
     measure("512-pod Volcano job, 64 sub-groups in tier 1", max(args.runs // 3, 5),
             lambda: plan_gang(state, "default/sharded"))
     measure("lone 1-GPU pod", args.runs, lambda: plan_pod(state, "default/lone"))
