@@ -9,14 +9,15 @@ Python API
 ----------
     from devcluster import DevCluster, BackgroundDevCluster
 
-    async with DevCluster(port=0, history=10_000, kubelet=True, kubelet_delay=0.05,
+    async with DevCluster(port=0, history=10_000, kubelet=True, kubelet_delay=0.05, pod_gc=True,
                           bookmark_interval=1.0, autocreate_namespaces=True, fault_seed=0) as cluster:
         cluster.url                                  # "http://127.0.0.1:<port>"
         cluster.write_kubeconfig(path)               # -> Path; cluster.kubeconfig() -> dict
         cluster.load_objects([obj, ...])             # create in order; bound pods start Running
         cluster.store                                # direct reads/writes, no HTTP (see Store)
         cluster.faults                               # FaultInjector (see below)
-        cluster.kubelet                              # FakeKubelet | None
+        cluster.kubelet                              # FakeKubelet | None (bound pods start Running)
+        cluster.pod_gc                               # PodGarbageCollector | None (a deleted node's pods go)
 
     with BackgroundDevCluster(**same_options) as bg:  # served from a daemon thread
         bg.url; bg.write_kubeconfig(path)
@@ -64,6 +65,7 @@ from devcluster.cluster import BackgroundDevCluster, DevCluster, kubeconfig
 from devcluster.errors import ApiError
 from devcluster.faults import FaultInjector, FaultRule
 from devcluster.kubelet import FakeKubelet
+from devcluster.podgc import PodGarbageCollector
 from devcluster.resources import RESOURCES, ResourceDef
 from devcluster.scenario import ScenarioError, read_objects
 from devcluster.store import Store
@@ -76,6 +78,7 @@ __all__ = [
     "FakeKubelet",
     "FaultInjector",
     "FaultRule",
+    "PodGarbageCollector",
     "ResourceDef",
     "ScenarioError",
     "Store",

@@ -1,4 +1,4 @@
-"""`DevCluster`: the store, the HTTP server, the fake kubelet and the fault injector, started together.
+"""`DevCluster`: the store, the HTTP server, the fake kubelet, pod GC and the fault injector, together.
 
     async with DevCluster(port=0, history=10_000) as cluster:
         cluster.write_kubeconfig(path)      # for kubernetes-asyncio or kubectl
@@ -28,6 +28,7 @@ from aiohttp import web
 
 from devcluster.faults import FaultInjector
 from devcluster.kubelet import FakeKubelet, running_status
+from devcluster.podgc import PodGarbageCollector
 from devcluster.server import ApiServer
 from devcluster.store import Store, now_rfc3339
 
@@ -59,6 +60,7 @@ class DevCluster:
         history: int = 10_000,
         kubelet: bool = True,
         kubelet_delay: float = 0.05,
+        pod_gc: bool = True,
         bookmark_interval: float = 1.0,
         autocreate_namespaces: bool = True,
         fault_seed: int = 0,
@@ -66,6 +68,7 @@ class DevCluster:
         self.store = Store(history, autocreate_namespaces=autocreate_namespaces)
         self.faults = FaultInjector(self.store.close_watches, seed=fault_seed)
         self.kubelet: FakeKubelet | None = FakeKubelet(self.store, kubelet_delay) if kubelet else None
+        self.pod_gc: PodGarbageCollector | None = PodGarbageCollector(self.store) if pod_gc else None
         self._requested_port = port
         self._bookmark_interval = bookmark_interval
         self._runner: web.ServerRunner | None = None
@@ -91,10 +94,14 @@ class DevCluster:
         await web.SockSite(self._runner, sock).start()
         if self.kubelet is not None:
             self.kubelet.start()
+        if self.pod_gc is not None:
+            self.pod_gc.start()
 
     async def stop(self) -> None:
         if self.kubelet is not None:
             self.kubelet.stop()
+        if self.pod_gc is not None:
+            self.pod_gc.stop()
         self.store.close_watches()
         if self._runner is not None:
             await self._runner.cleanup()

@@ -301,3 +301,13 @@ async def test_events_are_served_in_core_v1_and_events_k8s_io_v1(cluster: DevClu
         assert event["raw_object"]["apiVersion"] == "events.k8s.io/v1" and "note" in event["raw_object"]
         break
     await watcher.close()
+
+
+async def test_deleting_a_node_deletes_the_pods_bound_to_it(cluster: DevCluster, api: Any) -> None:
+    cluster.load_objects([node("n1"), node("n2"), pod("on-n1", nodeName="n1"), pod("on-n2", nodeName="n2"),
+                          pod("pending")])
+    core: Any = client.CoreV1Api(api)
+    await core.delete_node("n1")
+    await eventually(lambda: cluster.store.find("pods", "on-n1", "default") is None)
+    remaining = await core.list_namespaced_pod("default")
+    assert sorted(p.metadata.name for p in remaining.items) == ["on-n2", "pending"]
