@@ -9,11 +9,15 @@ queue itself remembers is only its bookkeeping, all of which a restart may lose 
   descending), then the last schedule attempt (a unit never tried counts its creation time), then
   creation (`first_seen`), then key. Fully deterministic: no set or dict order leaks.
 - Unschedulable units are *parked* (kube-scheduler's unschedulable queue) until something happens
-  that could let them fit: capacity freed anywhere (a pod finished or was deleted, an assumed pod
-  released, a nomination cleared, a node or the topology changed) or a change to the unit itself (a
-  new member pod, its PodGroup). Each such observation bumps a tick; a unit parked at tick T comes
-  back once a tick after T concerns it. The daemon may also retry parked units after
-  `retry_parked_seconds` (the simulator does not: a world that does not change cannot help).
+  that could let them fit. Two kinds of change: *capacity* freed anywhere (a pod finished or was
+  deleted, an assumed pod released, a nomination cleared) and *structure* (a node added or changed,
+  the topology, a PodGroup, a PriorityClass), plus changes to the unit itself (a new member pod).
+  Each observation bumps a tick; a unit parked at tick T comes back once a later tick concerns it.
+  A unit parked as *structural* (it could not fit even on an empty cluster: a pod no node admits,
+  a MustGather job larger than any domain of its layer, too few members, an invalid spec) ignores
+  capacity ticks: no release can help it, so it is not re-planned at every one. The daemon may also
+  retry parked units after `retry_parked_seconds` (the simulator does not: a world that does not
+  change cannot help).
 - Backoff: a unit whose binding failed waits `backoff(failures)` seconds before its next attempt.
 
 Pure bookkeeping: no clock of its own (times are passed in), no I/O.
@@ -47,12 +51,13 @@ class Unit(msgspec.Struct, frozen=True):
 class UnitStatus:
     """The queue's memory of one unit."""
 
-    __slots__ = ("backoff_until", "failures", "last_attempt", "parked_since", "parked_tick", "reason")
+    __slots__ = ("backoff_until", "failures", "last_attempt", "parked_since", "parked_tick", "reason", "structural")
 
     def __init__(self) -> None:
         self.last_attempt: float | None = None
         self.parked_tick: int | None = None  # None: not parked
         self.parked_since = 0.0
+        self.structural = False  # parked until a structure change (capacity cannot help)
         self.backoff_until = 0.0
         self.failures = 0
         self.reason = ""  # last reason shown for it (lone pods; gangs keep theirs in the state)
@@ -108,15 +113,21 @@ class SchedulingQueue:
         self.backoff_max_seconds = backoff_max_seconds
         self.status: dict[str, UnitStatus] = {}
         self._tick = 0
-        self._everything_tick = 0  # last tick at which something that may help every unit happened
+        self._capacity_tick = 0  # last tick at which capacity was freed somewhere
+        self._structure_tick = 0  # last tick at which nodes, topology or gang specs changed
         self._unit_ticks: dict[str, int] = {}  # gang or pod key -> last tick that concerned it
 
     # ------------------------------------------------------------------ observations
 
-    def cluster_changed(self) -> None:
-        """Capacity freed, a node or the topology changed: every parked unit may fit now."""
+    def capacity_freed(self) -> None:
+        """Room was freed somewhere: every unit parked for want of room may fit now."""
         self._tick += 1
-        self._everything_tick = self._tick
+        self._capacity_tick = self._tick
+
+    def structure_changed(self) -> None:
+        """Nodes, the topology or gang specs changed: every parked unit may fit now."""
+        self._tick += 1
+        self._capacity_tick = self._structure_tick = self._tick
 
     def unit_changed(self, key: str) -> None:
         """Something about one gang (or lone pod) changed: a new member, its PodGroup."""
@@ -136,11 +147,12 @@ class SchedulingQueue:
         status.last_attempt = now
         return status
 
-    def park(self, unit_key: str, now: float) -> None:
+    def park(self, unit_key: str, now: float, *, structural: bool = False) -> None:
         """Wait for a change that could help (see the module docstring)."""
         status = self.status_of(unit_key)
         status.parked_tick = self._tick
         status.parked_since = now
+        status.structural = structural
 
     def back_off(self, unit_key: str, now: float) -> float:
         """Wait before the next attempt (exponential in the failures so far); returns when it may retry."""
@@ -176,7 +188,7 @@ class SchedulingQueue:
         parked = status.parked_tick
         if parked is None:
             return True
-        if self._everything_tick > parked:
+        if (self._structure_tick if status.structural else self._capacity_tick) > parked:
             return True
         ticks = self._unit_ticks
         if any(ticks.get(gang, 0) > parked for gang in unit.gangs) or ticks.get(unit.key, 0) > parked:

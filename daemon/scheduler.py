@@ -45,6 +45,7 @@ import anyio.abc
 import msgspec
 import structlog
 
+from daemon.hints import Need, Shape, need_of, room_now, room_when_empty
 from daemon.journal import Journal
 from daemon.ports import (
     ApiOutcome,
@@ -56,7 +57,7 @@ from daemon.ports import (
     PreemptionPlanLike,
     Preemptor,
 )
-from daemon.queue import SchedulingQueue, Unit, pending_units
+from daemon.queue import SchedulingQueue, Unit, pending_units, unit_of_gang
 from events.model import (
     BindFailed,
     BindRequested,
@@ -89,6 +90,7 @@ from events.model import (
 from events.objects import Node
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod
 from placement.members import is_running
+from placement.plan import CAPACITY, HARD_TIER, INVALID, MEMBERS, MUST_GATHER, POD_FIT
 from state.cluster import ClusterState, PodInfo
 
 log = structlog.get_logger("toposched.scheduler")
@@ -97,11 +99,14 @@ SCHEDULED_REASON = "Scheduled"
 UNSCHEDULABLE_REASON = "Unschedulable"
 TIMEOUT_REASON = "GangTimeout"
 
-_EVERYTHING_CHANGES = (
+_STRUCTURE_CHANGES = (
     PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
     NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
-    PriorityClassUpserted, PriorityClassDeleted, PodDeleted, PodForgotten, BindFailed, NominationCleared,
+    PriorityClassUpserted, PriorityClassDeleted,
 )
+_CAPACITY_CHANGES = (PodDeleted, PodForgotten, BindFailed, NominationCleared)
+_STRUCTURAL_FAILURES = frozenset({POD_FIT, INVALID, MEMBERS})
+_CAPACITY_FAILURES = frozenset({CAPACITY, MUST_GATHER, HARD_TIER})
 
 
 class SchedulerError(Exception):
@@ -120,6 +125,7 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
 class SchedulerStats(msgspec.Struct, kw_only=True):
     cycles: int = 0
     attempts: int = 0
+    skipped: int = 0  # parked units not re-planned: a queueing hint proved they still cannot fit
     plans: int = 0
     unschedulable: int = 0
     binds: int = 0
@@ -169,6 +175,9 @@ class Scheduler:
         self._binding: set[str] = set()
         self._nominated: dict[str, _Nominated] = {}
         self._node_shapes: dict[str, tuple[object, ...]] = {}
+        self._room_cache: dict[tuple[int, Shape], int] = {}
+        self._min_placed: int | None = None  # lowest priority of a placed pod (per cycle, lazily)
+        self._needs: dict[str, tuple[tuple[str, ...], Need | None]] = {}  # unit -> (its pods, need_of)
         self._adopted = False
         self._stopping = False
         self._dirty = True
@@ -181,14 +190,25 @@ class Scheduler:
         """Journal listener: note changes that may let parked units fit, and wake the loop."""
         kind = type(event)
         queue = self.queue
+        if kind is PodAssumed or kind is PodBound:
+            assert isinstance(event, PodAssumed | PodBound)
+            placed = self.state.pods.get(event.pod)
+            if placed is not None:
+                self._forget_need(placed)
+                if self._min_placed is not None and placed.priority < self._min_placed:
+                    self._min_placed = placed.priority
+            return
         if kind is PodUpserted:
             assert isinstance(event, PodUpserted)
             meta = event.pod.metadata
             pod = self.state.pods.get(object_key(meta.namespace, meta.name))
             if pod is None:
                 return
+            self._forget_need(pod)
+            if pod.placed_node and self._min_placed is not None and pod.priority < self._min_placed:
+                self._min_placed = pod.priority
             if pod.terminal:
-                queue.cluster_changed()
+                queue.capacity_freed()
             elif pod.key in self.state.pending:
                 queue.unit_changed(pod.gang or pod.key)
             else:
@@ -199,9 +219,14 @@ class Scheduler:
             if self._node_shapes.get(event.node.metadata.name) == shape:
                 return  # a status heartbeat: nothing placement reads changed
             self._node_shapes[event.node.metadata.name] = shape
-            queue.cluster_changed()
-        elif kind in _EVERYTHING_CHANGES:
-            queue.cluster_changed()
+            queue.structure_changed()
+            self._room_cache.clear()
+        elif kind in _CAPACITY_CHANGES:
+            queue.capacity_freed()  # cached needs stay: a need only grows when members leave (still a bound)
+        elif kind in _STRUCTURE_CHANGES:
+            queue.structure_changed()
+            self._room_cache.clear()
+            self._needs.clear()
         else:
             return
         self._dirty = True
@@ -283,10 +308,15 @@ class Scheduler:
             self._service_nominated(now)
             units = pending_units(self.state)
             self.queue.forget_gone([u.key for u in units] + list(self._waiting) + list(self._binding))
+            self._min_placed = None
             for unit in self.queue.ordered(units, now):
                 if self._stopping:
                     break
                 if unit.key in self._binding or not any(pod in self.state.pending for pod in unit.pods):
+                    continue
+                if self._surely_unschedulable(unit):
+                    self.stats.skipped += 1
+                    self.queue.park(unit.key, now)
                     continue
                 self._attempt(unit, now, group)
                 await anyio.lowlevel.checkpoint()
@@ -557,11 +587,57 @@ class Scheduler:
 
     def _unschedulable(self, unit: Unit, failure: Unschedulable, now: float, group: anyio.abc.TaskGroup) -> None:
         reason = failure.reason
-        preemption = self._preempt(unit, failure, now, group)
-        if preemption:
-            reason = f"{reason}; {preemption}"
-        self.queue.park(unit.key, now)
+        structural = failure.constraint in _STRUCTURAL_FAILURES
+        if not structural and failure.constraint in _CAPACITY_FAILURES:
+            never = self._never_fits(unit)
+            if never:
+                structural = True
+                reason = f"{reason}; {never}"
+        if not structural:
+            preemption = self._preempt(unit, failure, now, group)
+            if preemption:
+                reason = f"{reason}; {preemption}"
+        self.queue.park(unit.key, now, structural=structural)
         group.start_soon(self._pending, unit.key, unit.gangs, list(unit.pods), reason)
+
+    def _never_fits(self, unit: Unit) -> str:
+        """Why no release of capacity can ever help ("" when one might): the unit needs more than the
+        largest domain of its constraint layer holds even when empty (`daemon/hints.py`)."""
+        need = need_of(self.state, unit)
+        if need is None:
+            return ""
+        room = room_when_empty(self.state, need, self._room_cache)
+        if room >= need.pods:
+            return ""
+        levels = self.state.topology.levels
+        where = "the whole cluster" if need.level == 0 else f"any {levels[need.level].layer} domain"
+        return (f"it can never fit: even empty, {where} holds at most {room} of the {need.pods} pods "
+                f"it needs at least")
+
+    def _surely_unschedulable(self, unit: Unit) -> bool:
+        """A parked unit brought back by a release that still cannot fit, nor preempt anyone."""
+        status = self.queue.status.get(unit.key)
+        if status is None or status.parked_tick is None:
+            return False
+        if not isinstance(self.preemptor, NoPreemption) and unit.priority > self._lowest_placed_priority():
+            return False
+        cached = self._needs.get(unit.key)
+        if cached is not None and cached[0] == unit.pods:
+            need = cached[1]
+        else:
+            need = need_of(self.state, unit)
+            self._needs[unit.key] = (unit.pods, need)
+        return need is not None and room_now(self.state, need) < need.pods
+
+    def _forget_need(self, pod: PodInfo) -> None:
+        if self._needs:
+            self._needs.pop(unit_of_gang(self.state, pod.gang)[0] if pod.gang else pod.key, None)
+
+    def _lowest_placed_priority(self) -> int:
+        if self._min_placed is None:
+            self._min_placed = min((p.priority for p in self.state.pods.values() if p.placed_node),
+                                   default=1 << 62)
+        return self._min_placed
 
     async def _pending(self, unit_key: str, gangs: Sequence[str], pods: Sequence[str], reason: str) -> None:
         """Record and report why the unit waits, only when the reason changed."""

@@ -1,0 +1,119 @@
+"""`python -m bench.simulate`: simulate a generated 512-node, 300-job trace end to end; print the wall time.
+
+The cluster: 512 nodes of 8 GPUs, NVIDIA topograph labels, 2 spines x 8 blocks x 4 NVLink domains x 8
+nodes. The trace (seeded, so every run is the same): 300 jobs arriving over about two hours (exponential
+gaps, mean 25 s), mostly gangs of 2-64 pods of 8 GPUs with a mix of MustGather / PreferGather at
+BlockLayer or SpineLayer or no topology spec at all, and some lone 1-GPU pods; each runs 10-60 minutes.
+One gang in five is `production` (priority 1000) and may preempt `batch` (100) jobs. The load is
+well above what the cluster holds, so gangs queue for capacity, parked gangs come back whenever room
+is freed, and production gangs preempt; a few 64-pod MustGather-block gangs can never fit.
+
+"End to end" means what `toposched simulate` does: write the YAML, load it, run the loop on the
+virtual clock, build the report. Target on the 2-core machine: < 10 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+
+from daemon.simulator import Simulation
+from events.scenario import load_scenario
+
+SPINES, BLOCKS_PER_SPINE, NVL_PER_BLOCK, NODES_PER_NVL = 2, 8, 4, 8
+GANG_SIZES = (2, 4, 4, 8, 8, 8, 16, 16, 32, 64)
+STRATEGIES = (
+    '{"gatherStrategy":[{"layer":"BlockLayer","strategy":"MustGather"}]}',
+    '{"gatherStrategy":[{"layer":"BlockLayer","strategy":"PreferGather"}]}',
+    '{"gatherStrategy":[{"layer":"SpineLayer","strategy":"MustGather"}]}',
+    "",
+)
+
+
+def _node(index: int) -> str:
+    nvl = index // NODES_PER_NVL
+    block = nvl // NVL_PER_BLOCK
+    spine = block // BLOCKS_PER_SPINE
+    return (f"---\napiVersion: v1\nkind: Node\nmetadata:\n  name: node-{index:03d}\n  labels:\n"
+            f"    network.topology.nvidia.com/spine: s{spine}\n    network.topology.nvidia.com/block: b{block}\n"
+            f"    network.topology.nvidia.com/accelerator: nvl{nvl}\n"
+            f'status:\n  allocatable:\n    cpu: "96"\n    memory: 1Ti\n    pods: "110"\n    nvidia.com/gpu: "8"\n')
+
+
+def _pod(name: str, at: float, runtime: float, gpus: int, gang: str = "", index: int | None = None,
+         priority: str = "batch") -> str:
+    labels = f"\n  labels:\n    pod-group.scheduling.sigs.k8s.io: {gang}" if gang else ""
+    extra = f'\n    gang.scheduling.koordinator.sh/network-topology-index: "{index}"' if index is not None else ""
+    return (f"---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: bench{labels}\n"
+            f'  annotations:\n    sim.toposched.io/at: "{at:.1f}"\n    sim.toposched.io/runtime: "{runtime:.0f}"'
+            f"{extra}\nspec:\n  schedulerName: toposched\n  priorityClassName: {priority}\n"
+            f"  containers:\n  - name: main\n    resources:\n"
+            f'      requests:\n        cpu: "8"\n        memory: 64Gi\n        nvidia.com/gpu: "{gpus}"\n')
+
+
+def generate(jobs: int = 300, seed: int = 7) -> str:
+    rng = random.Random(seed)
+    documents = [_node(i) for i in range(SPINES * BLOCKS_PER_SPINE * NVL_PER_BLOCK * NODES_PER_NVL)]
+    documents += [f"---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata:\n  name: {name}\n"
+                  f"value: {value}\n" for name, value in (("batch", 100), ("production", 1000))]
+    at = 0.0
+    for job in range(jobs):
+        at += rng.expovariate(1 / 25.0)
+        runtime = rng.uniform(600, 3600)
+        if rng.random() < 0.15:
+            documents.append(_pod(f"svc-{job}", at, runtime, gpus=1))
+            continue
+        size = rng.choice(GANG_SIZES)
+        priority = "production" if rng.random() < 0.2 else "batch"
+        strategy = rng.choice(STRATEGIES)
+        name = f"job-{job}"
+        topology = f"\n    gang.scheduling.koordinator.sh/network-topology-spec: '{strategy}'" if strategy else ""
+        documents.append(f"---\napiVersion: scheduling.sigs.k8s.io/v1alpha1\nkind: PodGroup\nmetadata:\n"
+                         f'  name: {name}\n  namespace: bench\n  annotations:\n    sim.toposched.io/at: "{at:.1f}"'
+                         f"{topology}\nspec:\n  minMember: {size}\n")
+        documents += [_pod(f"{name}-{i}", at, runtime, gpus=8, gang=name, index=i, priority=priority)
+                      for i in range(size)]
+    return "".join(documents)
+
+
+async def _run(path: Path) -> tuple[Simulation, float, float]:
+    started = time.perf_counter()
+    scenario = load_scenario(path)
+    loaded = time.perf_counter()
+    simulation = Simulation(scenario)
+    await simulation.run()
+    return simulation, loaded - started, time.perf_counter() - loaded
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.simulate", description=__doc__)
+    parser.add_argument("--jobs", type=int, default=300)
+    parser.add_argument("--repeat", type=int, default=3, help="runs; the median is reported")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "trace.yaml"
+        path.write_text(generate(args.jobs))
+        runs = []
+        for _ in range(args.repeat):
+            simulation, load_s, simulate_s = anyio.run(_run, path)
+            runs.append((load_s + simulate_s, load_s, simulate_s, simulation))
+        runs.sort(key=lambda run: run[0])
+        total, load_s, simulate_s, simulation = runs[len(runs) // 2]
+    stats = simulation.stats
+    report = simulation.report
+    assert report is not None
+    print(f"simulate 512 nodes, {args.jobs} jobs: {stats.events} events, {stats.gangs} gangs, "
+          f"{stats.binds} binds, {len(report.pending)} pending at the end, {stats.attempts} attempts in "
+          f"{stats.cycles} cycles, virtual end t={report.finished_at:.0f}s")
+    print(f"wall (median of {args.repeat}): {total:.2f} s end to end (load {load_s:.2f} s, "
+          f"simulate {simulate_s:.2f} s); target < 10 s")
+
+
+if __name__ == "__main__":
+    main()

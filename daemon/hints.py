@@ -1,0 +1,108 @@
+"""Queueing hints: cheap upper bounds that say a unit surely cannot fit, so placement is not asked.
+
+kube-scheduler re-queues an unschedulable pod only for events that may help it (QueueingHints);
+a gang queue re-planned at every release of capacity spends its time proving the same failure
+again. Two bounds, both computed from the topology tree's aggregates, never from node-by-node work:
+
+- `room_when_empty`: how many pods of the unit's smallest request the largest domain of its
+  constraint layer could hold with nothing running (sum over the domain's nodes of what each node's
+  allocatable takes). Below the pods the unit needs, no release can ever help: the unit is
+  *structural* and waits for nodes, topology or its own spec to change.
+- `room_now`: the same bound over what is free now (domain allocatable - used, aggregated, so it
+  over-counts: still an upper bound). Below the need, re-planning after a release is skipped.
+
+The need is a lower bound of what any plan must place: minMember minus the members already
+running, summed over the GangGroup (at least 1, at most the pending pods); each pod counted at the
+smallest request among the pending pods. The layer is the tightest MustGather / hard tier of the
+group (placement's own `resolve`), else the cluster root. Every bound ignores filters, taints,
+nominations and running members' anchoring, each of which can only make placement fail more.
+
+Pure: reads `ClusterState`, never mutates it; no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from daemon.queue import Unit
+from placement.constraints import InvalidConstraint, resolve
+from placement.members import is_running
+from state.cluster import ClusterState
+from state.gangs import GangSpec
+
+Shape = tuple[tuple[str, int], ...]
+
+
+class Need(msgspec.Struct, frozen=True):
+    level: int  # topology level the whole job must fit in (0: the cluster root)
+    pods: int  # at least this many pods must be placed by any plan
+    shape: Shape  # per pod, at least these requests (milli-units)
+
+
+def need_of(state: ClusterState, unit: Unit) -> Need | None:
+    """The unit's lower-bound need; None when it cannot be bounded (unknown spec, no requests)."""
+    smallest: dict[str, int] = {}
+    first = True
+    pods = state.pods
+    for key in unit.pods:
+        info = pods.get(key)
+        if info is None:
+            continue
+        if first:
+            smallest = {name: amount for name, amount in info.requests.items() if amount > 0}
+            first = False
+        else:
+            smallest = {name: min(amount, info.requests.get(name, 0)) for name, amount in smallest.items()}
+            smallest = {name: amount for name, amount in smallest.items() if amount > 0}
+    if not smallest:
+        return None
+    pending = sum(1 for key in unit.pods if key in state.pending)
+    if not unit.gangs:
+        return Need(level=0, pods=1, shape=tuple(sorted(smallest.items())))
+    specs: list[GangSpec] = []
+    missing = 0
+    for gang in unit.gangs:
+        info_gang = state.gangs.get(gang)
+        if info_gang is None or info_gang.spec is None:
+            return None
+        specs.append(info_gang.spec)
+        running = 0
+        for member in info_gang.members:
+            pod = pods.get(member)
+            if pod is not None and is_running(pod):
+                running += 1
+        missing += max(0, info_gang.spec.min_member - running)
+    resolved = resolve(state.topology, specs)
+    if isinstance(resolved, InvalidConstraint):
+        return None
+    return Need(level=resolved.top_level, pods=max(1, min(missing, pending)), shape=tuple(sorted(smallest.items())))
+
+
+def room_when_empty(state: ClusterState, need: Need, cache: dict[tuple[int, Shape], int]) -> int:
+    """Pods of `need.shape` the largest domain at `need.level` holds with nothing running (cached by caller)."""
+    key = (need.level, need.shape)
+    room = cache.get(key)
+    if room is None:
+        room = 0
+        nodes = state.nodes
+        for domain in state.topology.domains_at(need.level):
+            total = 0
+            for name in domain.nodes:
+                info = nodes.get(name)
+                if info is not None:
+                    total += min(info.allocatable.get(resource, 0) // amount for resource, amount in need.shape)
+            room = max(room, total)
+        cache[key] = room
+    return room
+
+
+def room_now(state: ClusterState, need: Need) -> int:
+    """An upper bound of the pods of `need.shape` the roomiest domain at `need.level` could take now."""
+    room = 0
+    for domain in state.topology.domains_at(need.level):
+        allocatable = domain.allocatable
+        used = domain.used
+        fit = min((allocatable.get(resource, 0) - used.get(resource, 0)) // amount for resource, amount in need.shape)
+        if fit > room:
+            room = fit
+    return room
