@@ -32,7 +32,7 @@ from devcluster.conversion import to_view
 from devcluster.errors import ApiError
 from devcluster.faults import FaultInjector
 from devcluster.resources import ResourceDef, by_path
-from devcluster.schemas import BINDING, EVICTION, KIND_SCHEMAS, Schema
+from devcluster.schemas import BINDING, DELETE_OPTIONS, EVICTION, KIND_SCHEMAS, Schema
 from devcluster.selectors import matcher
 from devcluster.store import Store
 from devcluster.validation import check, prune
@@ -413,10 +413,18 @@ class ApiServer:
         preconditions: dict[str, Any] = {}
         if request.can_read_body:
             options = await self._body(request)
-            if isinstance(options, dict):
+            if options is not None and not isinstance(options, dict):
+                raise errors.bad_request("DeleteOptions must be a JSON object")
+            problems = check(options or {}, DELETE_OPTIONS).wrong_type
+            if problems:
+                field, problem = problems[0]
+                raise errors.bad_request(f"invalid DeleteOptions: {field}: {problem}")
+            if options:
                 if grace is None and options.get("gracePeriodSeconds") is not None:
                     grace = int(options["gracePeriodSeconds"])
                 preconditions = options.get("preconditions") or {}
+                if not isinstance(preconditions, dict):
+                    raise errors.bad_request("DeleteOptions.preconditions must be an object")
         if grace is not None and grace < 0:
             raise errors.invalid("DeleteOptions", "", [("FieldValueInvalid", "gracePeriodSeconds",
                                                         "Invalid value: must be >= 0")])
@@ -459,6 +467,9 @@ class ApiServer:
             body = self._validated(("policy/v1", "Eviction"), EVICTION[1], body, target.name, dict(request.query),
                                    headers)
             options = body.get("deleteOptions") or {}
+            findings = check(options, DELETE_OPTIONS) if isinstance(options, dict) else None
+            if findings is None or findings.wrong_type:
+                raise errors.bad_request("Eviction.deleteOptions must be a DeleteOptions object")
             grace = options.get("gracePeriodSeconds")
             self.store.evict(target.namespace, target.name,
                              grace_period_seconds=int(grace) if grace is not None else None)

@@ -225,3 +225,15 @@ async def test_tables_answer_kubectl_get_with_the_requested_row_objects(cluster:
     assert table["rows"][0]["object"]["kind"] == "Pod"
     async with http.get("/api/v1/pods", headers=accept) as response:
         assert (await response.json())["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
+
+
+async def test_malformed_delete_options_are_400_not_500(cluster: DevCluster, http: aiohttp.ClientSession) -> None:
+    cluster.store.create(pod("p1"))
+    status, body, _ = await call(http, "DELETE", f"{PODS}/p1", {"gracePeriodSeconds": "soon"})
+    assert status == 400 and "gracePeriodSeconds" in body["message"]
+    status, body, _ = await call(http, "POST", f"{PODS}/p1/eviction", {"apiVersion": "policy/v1", "kind": "Eviction",
+                                                                      "deleteOptions": {"gracePeriodSeconds": "x"}})
+    assert status == 400
+    status, body, _ = await call(http, "DELETE", f"{PODS}/p1?gracePeriodSeconds=-1")
+    assert status == 422
+    assert cluster.store.find("pods", "p1", "default") is not None
