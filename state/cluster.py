@@ -363,6 +363,7 @@ class ClusterState:
                     or old_spec.preemption_policy != spec.preemption_policy
                     or old_spec.scheduler_name != spec.scheduler_name
                     or old.metadata.labels != meta.labels or old.metadata.annotations != meta.annotations):
+                self._uncount(pod)  # its usage was counted with the old requests; _settle re-adds the new
                 self._derive_pod(pod, obj)
         if obj.spec.node_name:
             if pod.bound_at is None:
@@ -611,14 +612,7 @@ class ClusterState:
         target_node = self.nodes.get(target) if target else None
         counted = target if target_node is not None else ""
         if pod.counted_on != counted:
-            if pod.counted_on:
-                old = self.nodes.get(pod.counted_on)
-                if old is not None:
-                    used = old.used
-                    for name, amount in pod.requests.items():
-                        used[name] = used.get(name, 0) - amount
-                    old.pods.discard(pod.key)
-                    self.topology.usage_changed(old.name, pod.requests, -1)
+            self._uncount(pod)
             if target_node is not None:
                 used = target_node.used
                 for name, amount in pod.requests.items():
@@ -636,6 +630,16 @@ class ClusterState:
             self.pending.add(pod.key)
         elif self.pending:
             self.pending.discard(pod.key)
+
+    def _uncount(self, pod: PodInfo) -> None:
+        if not pod.counted_on:
+            return
+        node = self.nodes.get(pod.counted_on)
+        if node is not None:
+            add_into(node.used, pod.requests, -1)
+            node.pods.discard(pod.key)
+            self.topology.usage_changed(node.name, pod.requests, -1)
+        pod.counted_on = ""
 
     def _settle_nomination(self, pod: PodInfo) -> None:
         target = pod.nominated_node if pod.nominated_node in self.nodes else ""
@@ -742,7 +746,9 @@ class ClusterState:
     def canonical(self) -> bytes:
         """A byte string equal for two states exactly when they hold the same knowledge."""
         derived = {
-            "used": {name: sorted(info.used.items()) for name, info in sorted(self.nodes.items())},
+            # A resource used and released leaves a 0 entry behind; that is the same knowledge as none.
+            "used": {name: sorted((k, v) for k, v in info.used.items() if v)
+                     for name, info in sorted(self.nodes.items())},
             "pods_on": {name: sorted(info.pods) for name, info in sorted(self.nodes.items())},
             "pending": sorted(self.pending),
             "members": {key: sorted(g.members) for key, g in sorted(self.gangs.items())},
