@@ -23,6 +23,7 @@ Pure: no I/O, no clock; reads `ClusterState`, never mutates it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 
 from placement.constraints import InvalidConstraint, resolve
@@ -53,27 +54,7 @@ def plan_gang(state: ClusterState, gang: str, *,
                                  constraint=MEMBERS)
         infos.append(member)
         specs.append(member.spec)
-    pending: dict[str, list[str]] = {}
-    running: dict[str, list[str]] = {}
-    nominated: list[str] = []
-    for member in infos:
-        waiting: list[PodInfo] = []
-        placed: list[str] = []
-        for key in member.members:
-            if key in ignore_pods:
-                continue
-            pod = state.pods.get(key)
-            if pod is None:
-                continue
-            if key in state.pending:
-                waiting.append(pod)
-                if pod.nominated_on:
-                    nominated.append(pod.nominated_on)
-            elif is_running(pod):
-                placed.append(pod.placed_node)
-        waiting.sort(key=pod_order)
-        pending[member.key] = [p.key for p in waiting]
-        running[member.key] = placed
+    pending, running, nominated = _roster(state, infos, ignore_pods)
     min_total = sum(spec.min_member for spec in specs)
     pending_count = sum(len(v) for v in pending.values())
     running_count = sum(len(v) for v in running.values())
@@ -117,36 +98,74 @@ def plan_gang(state: ClusterState, gang: str, *,
         need = max(0, spec.min_member - len(running[member.key]))
         minimum.extend(pending[member.key][:need])
         extras.extend(pending[member.key][need:])
-    if pending_count > 1 and extras:
-        # Not all fit: the largest set that fits, made of the minimum plus a prefix of the rest.
-        def attempt(extra: int) -> tuple[Job, Found | None]:
-            chosen = minimum + extras[:extra]
-            trial = Job(demands_for(state, chosen, resolved.multiples), top_level=resolved.top_level,
-                        running_nodes=running_nodes, tree=tree, nominated_nodes=nominated)
-            mark = solver.mark()
-            outcome = solver.search(trial, keep=False)
-            solver.rollback(mark)
-            return trial, outcome
+    if extras and (minimum or len(extras) > 1):  # else the smallest try is the job that just failed
+        def job_of(extra: int) -> Job:
+            return Job(demands_for(state, minimum + extras[:extra], resolved.multiples), top_level=resolved.top_level,
+                       running_nodes=running_nodes, tree=tree, nominated_nodes=nominated)
 
-        low = 0 if minimum else 1
-        smallest, fits = attempt(low)
-        if fits is not None:
-            best_job, best = smallest, fits
-            high = len(extras) - 1
-            while low < high:
-                middle = (low + high + 1) // 2
-                trial, outcome = attempt(middle)
-                if outcome is not None:
-                    low, best_job, best = middle, trial, outcome
-                else:
-                    high = middle - 1
+        subset = _largest_fitting(solver, job_of, 0 if minimum else 1, len(extras) - 1)
+        if isinstance(subset, tuple):
+            best_job, best = subset
             plan = _plan(group, label, best_job, best, running_count, state)
             note = (f"; {best_job.size} of {pending_count} pending placed (minMember needs "
                     f"{len(minimum)} more; no room for all)")
             return GangPlan(gangs=plan.gangs, assignments=plan.assignments, domain=plan.domain,
                             level=plan.level, explanation=plan.explanation + note)
-        job = smallest
+        job = subset
     return explain_failure(solver, job, group, label, resolved)
+
+
+def _roster(state: ClusterState, infos: list[GangInfo], ignore_pods: AbstractSet[str]
+            ) -> tuple[dict[str, list[str]], dict[str, list[str]], list[str]]:
+    """Per gang: pending pods in placement order, and the nodes of running members; plus the
+    nodes nominated for the pending ones. Pods in `ignore_pods` are left out."""
+    pending: dict[str, list[str]] = {}
+    running: dict[str, list[str]] = {}
+    nominated: list[str] = []
+    for member in infos:
+        waiting: list[PodInfo] = []
+        placed: list[str] = []
+        for key in member.members:
+            if key in ignore_pods:
+                continue
+            pod = state.pods.get(key)
+            if pod is None:
+                continue
+            if key in state.pending:
+                waiting.append(pod)
+                if pod.nominated_on:
+                    nominated.append(pod.nominated_on)
+            elif is_running(pod):
+                placed.append(pod.placed_node)
+        waiting.sort(key=pod_order)
+        pending[member.key] = [p.key for p in waiting]
+        running[member.key] = placed
+    return pending, running, nominated
+
+
+def _largest_fitting(solver: Solver, job_of: Callable[[int], Job], low: int, high: int
+                     ) -> tuple[Job, Found] | Job:
+    """Bisect the number of extra pods in [low, high] for the largest job that fits; when even
+    `low` does not, that smallest job (for the failure reason)."""
+    def attempt(extra: int) -> tuple[Job, Found | None]:
+        trial = job_of(extra)
+        mark = solver.mark()
+        outcome = solver.search(trial, keep=False)
+        solver.rollback(mark)
+        return trial, outcome
+
+    smallest, fits = attempt(low)
+    if fits is None:
+        return smallest
+    best_job, best = smallest, fits
+    while low < high:
+        middle = (low + high + 1) // 2
+        trial, outcome = attempt(middle)
+        if outcome is not None:
+            low, best_job, best = middle, trial, outcome
+        else:
+            high = middle - 1
+    return best_job, best
 
 
 def _plan(group: tuple[str, ...], label: str, job: Job, found: Found, running_count: int,
