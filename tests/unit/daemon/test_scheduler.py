@@ -1,0 +1,397 @@
+"""The scheduler loop against an in-memory API and the real placement: FirstPod/NextPod, Permit, binds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+import anyio.lowlevel
+import msgspec
+
+from daemon.journal import Journal
+from daemon.ports import OK, ApiOutcome, BindOutcome, GangPhase, Preemptee, PreemptionPlan
+from daemon.queue import SchedulingQueue, Unit
+from daemon.scheduler import Scheduler, SchedulerConfig
+from daemon.simulator import VirtualClock
+from events.model import (
+    BindFailed,
+    BindRequested,
+    Event,
+    EvictionRequested,
+    GangPending,
+    GangTimedOut,
+    NodeUpserted,
+    NominationCleared,
+    PodAssumed,
+    PodBound,
+    PodDeleted,
+    PodForgotten,
+    PodNominated,
+    PodUpserted,
+    PreemptionPlanned,
+)
+from placement import Assignment, Unschedulable
+from state.cluster import ClusterState
+from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
+
+PodEvent = PodAssumed | PodBound | PodForgotten | BindRequested | BindFailed | PodNominated | EvictionRequested
+
+
+class FakeAPI:
+    """Records every call; binds succeed unless `fail` says otherwise; `gate` can hold binds open."""
+
+    def __init__(self, state: ClusterState, journal: Journal) -> None:
+        self.state = state
+        self.journal = journal
+        self.calls: list[tuple[str, str]] = []
+        self.reports: list[tuple[str, str, str]] = []
+        self.fail: dict[str, BindOutcome] = {}
+        self.gate: anyio.Event | None = None
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    async def bind(self, pod: str, uid: str, node: str) -> BindOutcome:
+        self.calls.append(("bind", pod))
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.gate is not None:
+                await self.gate.wait()
+            failure = self.fail.pop(pod, None)
+            if failure is not None:
+                return failure
+            info = self.state.pods[pod]
+            self.journal.record(PodUpserted(pod=bound(info.obj, node)))
+            return BindOutcome(status="bound", node=node)
+        finally:
+            self.in_flight -= 1
+
+    async def evict(self, pod: str, uid: str, *, preemptor: str, message: str, grace_seconds: int | None) -> ApiOutcome:
+        self.calls.append(("evict", pod))
+        return OK
+
+    async def set_nominated_node(self, pod: str, uid: str, node: str | None) -> ApiOutcome:
+        self.calls.append(("nominate" if node else "unnominate", pod))
+        return OK
+
+    async def set_disruption_condition(self, pod: str, uid: str, *, preemptor: str, message: str) -> ApiOutcome:
+        self.calls.append(("disrupt", pod))
+        return OK
+
+    async def report_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> ApiOutcome:
+        self.reports.append((gang, phase, message))
+        return OK
+
+    async def report_pod(self, pod: str, uid: str, reason: str, message: str) -> ApiOutcome:
+        self.reports.append((pod, "Pending", message))
+        return OK
+
+
+class StillClock(VirtualClock):
+    """Time moves only when the test moves it: a sleeper waits until cancelled (the daemon's view)."""
+
+    async def sleep_until(self, deadline: float) -> None:
+        if deadline > self.time:
+            await anyio.sleep_forever()
+
+
+class Harness:
+    def __init__(self, *, config: SchedulerConfig | None = None, preemptor: object | None = None) -> None:
+        self.clock = StillClock()
+        self.state = ClusterState()
+        self.journal = Journal(self.state, self.clock)
+        self.events: list[Event] = []
+        self.journal.subscribe(self.events.append)
+        self.api = FakeAPI(self.state, self.journal)
+        self.scheduler = Scheduler(self.journal, self.api, config=config or SchedulerConfig(retry_parked_seconds=None),
+                                   preemptor=preemptor)  # type: ignore[arg-type]
+
+    def add(self, *events: Event) -> None:
+        for event in events:
+            self.journal.record(event)
+
+    async def settle(self, at: float | None = None) -> None:
+        if at is not None:
+            self.clock.advance_to(at)
+        await self.scheduler.run_until_idle()
+
+    def pods(self, kind: type[PodEvent]) -> list[str]:
+        """The pods named by recorded events of `kind`, in order."""
+        return [e.pod for e in self.events if isinstance(e, kind)]
+
+    def times(self, kind: type[PodEvent]) -> set[float]:
+        return {e.time for e in self.events if isinstance(e, kind)}
+
+    def bound_pods(self) -> dict[str, str]:
+        return {e.pod: e.node for e in self.events if isinstance(e, PodBound)}
+
+
+async def wait_for(condition: Callable[[], bool]) -> None:
+    """Let other tasks run until `condition()` holds (at most 5 s)."""
+    with anyio.fail_after(5):
+        while not condition():
+            await anyio.lowlevel.checkpoint()
+
+
+def nodes(count: int, *, block: Callable[[int], str] = lambda i: f"b{i // 4}") -> list[NodeUpserted]:
+    return [node_event(node(f"n{i}", block=block(i), spine="s0")) for i in range(count)]
+
+
+def gang(name: str, size: int, *, min_member: int | None = None, timeout: int | None = None,
+         gang_group: list[str] | None = None, priority: int | None = None, at: float = 0.0) -> list[Event]:
+    group = pod_group(name, min_member=size if min_member is None else min_member, timeout=timeout,
+                      gang_group=gang_group)
+    events: list[Event] = [group_event(group)]
+    events += [pod_event(pod(f"{name}-{i}", gang=name, priority=priority), at) for i in range(size)]
+    return events
+
+
+async def test_gang_binds_all_members_together_when_it_fits() -> None:
+    h = Harness()
+    h.add(*nodes(4), *gang("train", 4))
+    await h.settle()
+    assert sorted(h.bound_pods()) == [f"default/train-{i}" for i in range(4)]
+    assert h.times(PodBound) == {0.0}
+    assert h.pods(BindRequested) == h.pods(PodAssumed)
+    assert ("default/train", "Scheduled") in {(g, p) for g, p, _ in h.api.reports}
+
+
+async def test_gang_that_does_not_fit_binds_nothing_and_says_why_once() -> None:
+    h = Harness()
+    h.add(*nodes(3), *gang("train", 4))
+    await h.settle()
+    await h.settle(5.0)
+    assert h.bound_pods() == {}
+    assert h.pods(PodAssumed) == []
+    pending = [e for e in h.events if isinstance(e, GangPending)]
+    assert len(pending) == 1 and "default/train" in pending[0].reason
+    assert [r for r in h.api.reports if r[1] == "Pending"] == [("default/train", "Pending", pending[0].reason)]
+    assert h.state.gangs["default/train"].last_reason == pending[0].reason
+
+
+async def test_parked_gang_is_not_replanned_until_the_cluster_changes() -> None:
+    h = Harness()
+    h.add(*nodes(3), *gang("train", 4))
+    await h.settle()
+    attempts = h.scheduler.stats.attempts
+    await h.settle(10.0)
+    await h.settle(20.0)
+    assert h.scheduler.stats.attempts == attempts
+
+
+async def test_gang_binds_when_capacity_is_freed() -> None:
+    h = Harness()
+    h.add(*nodes(4), pod_event(bound(pod("busy"), "n0")), *gang("train", 4))
+    await h.settle()
+    assert h.bound_pods() == {}
+    h.clock.advance_to(40.0)
+    h.add(PodDeleted(key="default/busy", uid="uid-default-busy"))
+    await h.settle()
+    assert sorted(h.bound_pods()) == [f"default/train-{i}" for i in range(4)]
+    assert h.times(PodBound) == {40.0}
+
+
+async def test_permit_holds_a_ganggroup_until_every_gang_reaches_min_member() -> None:
+    h = Harness()
+    members = ["default/a", "default/b"]
+    h.add(*nodes(8))
+    h.add(*gang("a", 3, min_member=2, gang_group=members))
+    h.add(group_event(pod_group("b", min_member=2, gang_group=members)), pod_event(pod("b-0", gang="b")))
+    await h.settle()
+    assert h.bound_pods() == {}
+    assert len(h.pods(PodAssumed)) == 4  # planned and assumed, waiting at Permit
+    assert h.scheduler.has_waiting()
+    h.clock.advance_to(5.0)
+    h.add(pod_event(pod("b-1", gang="b"), 5.0))
+    await h.settle()
+    assert sorted(h.bound_pods()) == ["default/a-0", "default/a-1", "default/a-2", "default/b-0", "default/b-1"]
+    assert h.times(PodBound) == {5.0}
+    assert not h.scheduler.has_waiting()
+
+
+async def test_timeout_at_permit_releases_every_assumed_member() -> None:
+    h = Harness()
+    members = ["default/a", "default/b"]
+    h.add(*nodes(8))
+    h.add(group_event(pod_group("a", min_member=2, timeout=30, gang_group=members)),
+          *[pod_event(pod(f"a-{i}", gang="a")) for i in range(3)])
+    h.add(group_event(pod_group("b", min_member=2, timeout=30, gang_group=members)), pod_event(pod("b-0", gang="b")))
+    await h.settle()
+    assert len(h.pods(PodAssumed)) == 4  # 4 pods exist for a summed minMember of 4, but b alone has 1 of 2
+    assert h.scheduler.next_deadline() == 30.0
+    await h.settle(30.0)
+    assert h.bound_pods() == {}
+    assert sorted(h.pods(PodForgotten)) == ["default/a-0", "default/a-1", "default/a-2", "default/b-0"]
+    timed_out = [e for e in h.events if isinstance(e, GangTimedOut)]
+    assert [e.gang for e in timed_out] == members
+    assert "scheduleTimeoutSeconds" in timed_out[0].reason
+    assert sorted(g for g, phase, _ in h.api.reports if phase == "TimedOut") == members
+    assert all(key in h.state.pending for key in ("default/a-0", "default/a-1", "default/b-0"))
+    assert "scheduleTimeoutSeconds" in h.scheduler.explain_pending("default/a-0")
+
+
+async def test_bind_failure_of_one_member_releases_the_rest_and_binds_no_pod_twice() -> None:
+    h = Harness(config=SchedulerConfig(retry_parked_seconds=None, bind_concurrency=1))
+    h.add(*nodes(4), *gang("train", 4))
+    h.api.fail["default/train-1"] = BindOutcome(status="failed", reason="etcd timeout", retriable=True)
+    await h.settle()
+    assert sorted(h.bound_pods()) == ["default/train-0"]  # sent before the failure; Kubernetes cannot unbind
+    assert h.pods(BindFailed) == ["default/train-1"]
+    assert sorted(h.pods(PodForgotten)) == ["default/train-2", "default/train-3"]
+    assert ("bind", "default/train-2") not in h.api.calls  # never sent once a member failed
+    deadline = h.scheduler.next_deadline()
+    assert deadline is not None and deadline > 0.0  # backoff
+    await h.settle(deadline)
+    assert sorted(h.bound_pods()) == [f"default/train-{i}" for i in range(4)]
+    binds = [pod for call, pod in h.api.calls if call == "bind"]
+    assert binds.count("default/train-0") == 1
+    assert len(h.pods(PodBound)) == 4
+
+
+async def test_non_retriable_bind_failure_waits_for_a_change_instead_of_a_backoff() -> None:
+    h = Harness(config=SchedulerConfig(retry_parked_seconds=None, bind_concurrency=1))
+    h.add(*nodes(2), *gang("train", 2))
+    h.api.fail["default/train-0"] = BindOutcome(status="failed", reason="node gone", retriable=False)
+    await h.settle()
+    assert h.bound_pods() == {}
+    assert h.scheduler.next_deadline() is None
+    assert "node gone" in h.state.gangs["default/train"].last_reason
+
+
+async def test_binds_run_concurrently_but_within_the_bound() -> None:
+    h = Harness(config=SchedulerConfig(retry_parked_seconds=None, bind_concurrency=3))
+    h.add(*nodes(8), *gang("train", 8))
+    h.api.gate = anyio.Event()
+    async with anyio.create_task_group() as group:
+        group.start_soon(h.scheduler.run_once)
+        await wait_for(lambda: h.api.in_flight >= 3)
+        h.api.gate.set()
+    assert h.api.max_in_flight == 3
+    assert len(h.bound_pods()) == 8
+
+
+async def test_already_bound_answer_counts_as_bound_where_the_api_says() -> None:
+    h = Harness()
+    h.add(*nodes(1), pod_event(pod("solo")))
+    h.api.fail["default/solo"] = BindOutcome(status="already-bound", node="n0")
+    await h.settle()
+    assert h.bound_pods() == {"default/solo": "n0"}
+    assert h.state.pods["default/solo"].node_name == "n0"
+
+
+def test_queue_orders_by_priority_then_last_attempt_then_creation_then_key() -> None:
+    queue = SchedulingQueue()
+
+    def unit(key: str, priority: int, first_seen: float) -> Unit:
+        return Unit(key=key, gangs=(key,), target=key, pods=(f"{key}-0",), priority=priority, first_seen=first_seen)
+
+    units = [unit("ns/c", 0, 1.0), unit("ns/b", 0, 1.0), unit("ns/a", 0, 2.0), unit("ns/hi", 10, 9.0)]
+    assert [u.key for u in queue.ordered(units, 0.0)] == ["ns/hi", "ns/b", "ns/c", "ns/a"]
+    queue.attempted(units[1], 5.0)  # ns/b was just tried: it goes behind the ones waiting since earlier
+    assert [u.key for u in queue.ordered(units, 5.0)] == ["ns/hi", "ns/c", "ns/a", "ns/b"]
+
+
+async def test_higher_priority_gang_takes_the_room_first() -> None:
+    h = Harness()
+    h.add(*nodes(4), *gang("low", 4, priority=1), *gang("high", 4, priority=100))
+    await h.settle()
+    assert sorted(h.bound_pods()) == [f"default/high-{i}" for i in range(4)]
+
+
+async def test_lone_pods_are_planned_alone_and_bound() -> None:
+    h = Harness()
+    h.add(*nodes(2), pod_event(pod("solo", gpus=1)))
+    await h.settle()
+    assert list(h.bound_pods()) == ["default/solo"]
+
+
+async def test_same_events_and_clock_give_the_same_decisions() -> None:
+    async def run() -> list[bytes]:
+        h = Harness()
+        h.add(*nodes(8), *gang("a", 4), *gang("b", 4), *gang("c", 4), pod_event(pod("solo", gpus=1)))
+        await h.settle()
+        h.clock.advance_to(10.0)
+        h.add(PodDeleted(key="default/a-0", uid="uid-default-a-0"))
+        await h.settle()
+        return [msgspec.msgpack.encode(e) for e in h.events]
+
+    assert await run() == await run()
+
+
+class FixedPreemptor:
+    def __init__(self, plan: PreemptionPlan) -> None:
+        self.plan_to_give = plan
+        self.asked: list[tuple[Preemptee, Unschedulable]] = []
+
+    def plan(self, state: ClusterState, preemptee: Preemptee, failure: Unschedulable) -> PreemptionPlan | None:
+        self.asked.append((preemptee, failure))
+        return self.plan_to_give if len(self.asked) == 1 else None
+
+
+async def test_preemption_plan_is_recorded_then_carried_out() -> None:
+    plan = PreemptionPlan(victims=("default/low-0",), victim_jobs=("default/low",),
+                          nominations=(Assignment(pod="default/high-0", node="n0"),), explanation="cheapest")
+    preemptor = FixedPreemptor(plan)
+    h = Harness(preemptor=preemptor)
+    h.add(*nodes(1), pod_event(bound(pod("low-0", gang="low", priority=1), "n0")),
+          group_event(pod_group("low", min_member=1)), pod_event(pod("mid", priority=5)))
+    h.add(PodNominated(pod="default/mid", uid="uid-default-mid", node="n0", priority=5))
+    h.add(*gang("high", 1, priority=100))
+    await h.settle()
+    assert preemptor.asked[0][0].key == "default/high"
+    assert [e.gang for e in h.events if isinstance(e, PreemptionPlanned)] == ["default/high"]
+    assert [e.pod for e in h.events if isinstance(e, EvictionRequested)] == ["default/low-0"]
+    assert [(e.pod, e.node) for e in h.events if isinstance(e, PodNominated)][-1] == ("default/high-0", "n0")
+    assert [e.pod for e in h.events if isinstance(e, NominationCleared)] == ["default/mid"]
+    calls = h.api.calls
+    assert calls.index(("disrupt", "default/low-0")) < calls.index(("evict", "default/low-0"))
+    assert ("nominate", "default/high-0") in calls and ("unnominate", "default/mid") in calls
+    assert "preempting 1 pod(s) of default/low" in h.state.gangs["default/high"].last_reason
+
+
+async def test_graceful_stop_rolls_back_groups_waiting_at_permit() -> None:
+    h = Harness()
+    members = ["default/a", "default/b"]
+    h.add(*nodes(4), *gang("a", 3, min_member=2, gang_group=members),
+          group_event(pod_group("b", min_member=2, gang_group=members)), pod_event(pod("b-0", gang="b")))
+    async with anyio.create_task_group() as group:
+        group.start_soon(h.scheduler.run)
+        await wait_for(h.scheduler.has_waiting)
+        h.scheduler.request_stop()
+    assert sorted(h.pods(PodForgotten)) == ["default/a-0", "default/a-1", "default/a-2", "default/b-0"]
+    assert all(not p.assumed_node for p in h.state.pods.values())
+
+
+async def test_cancelling_the_loop_mid_bind_releases_what_was_not_bound() -> None:
+    h = Harness()
+    h.add(*nodes(2), *gang("train", 2))
+    h.api.gate = anyio.Event()  # binds hang
+    async with anyio.create_task_group() as group:
+        group.start_soon(h.scheduler.run)
+        await wait_for(lambda: h.api.in_flight >= 2)
+        group.cancel_scope.cancel()
+    assert h.bound_pods() == {}
+    assert sorted(h.pods(PodForgotten)) == ["default/train-0", "default/train-1"]
+
+
+async def test_daemon_loop_wakes_on_new_work_and_stops_on_request() -> None:
+    h = Harness(config=SchedulerConfig())
+    h.add(*nodes(2))
+    async with anyio.create_task_group() as group:
+        group.start_soon(h.scheduler.run)
+        await anyio.lowlevel.checkpoint()
+        h.add(pod_event(pod("late", gpus=1)))
+        await wait_for(lambda: "default/late" in h.bound_pods())
+        h.scheduler.request_stop()
+
+
+async def test_gang_missing_its_podgroup_waits_with_a_reason_until_it_appears() -> None:
+    h = Harness()
+    h.add(*nodes(2), pod_event(pod("orphan-0", gang="orphan")))
+    await h.settle()
+    assert h.bound_pods() == {}
+    assert "not found" in h.scheduler.explain_pending("default/orphan-0")
+    h.clock.advance_to(3.0)
+    h.add(group_event(pod_group("orphan", min_member=1)))
+    await h.settle()
+    assert list(h.bound_pods()) == ["default/orphan-0"]
