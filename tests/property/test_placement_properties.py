@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events.model import Event, VolcanoPodGroupUpserted
+from events.model import Event, PodDeleted, VolcanoPodGroupUpserted
 from events.objects import (
     VOLCANO_GROUP_ANNOTATION,
     NetworkTopologySpec,
@@ -301,3 +301,14 @@ def test_sub_group_partitions_are_whole_inside_their_tier(case: tuple[list[Event
         add_into(used[assignment.node], state.pods[assignment.pod].requests)
     for name in {a.node for a in result.assignments}:
         assert used[name]["nvidia.com/gpu"] <= state.nodes[name].allocatable["nvidia.com/gpu"]
+
+
+@given(cases(), st.data())
+def test_ignoring_pods_plans_as_if_they_were_deleted(case: Case, data: st.DataObject) -> None:
+    state = _state(case)
+    everyone = sorted(state.pods)  # other work, running members and pending members alike
+    gone = data.draw(st.lists(st.sampled_from(everyone), unique=True))
+    deleted = _state(case)
+    for key in gone:
+        deleted.apply(PodDeleted(key=key))
+    assert plan_gang(state, "default/job", ignore_pods=frozenset(gone)) == plan_gang(deleted, "default/job")
