@@ -27,9 +27,11 @@ import aiohttp
 import anyio
 import msgspec
 import structlog
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.config.config_exception import ConfigException
+from yarl import URL
 
 from daemon.config import DaemonConfig, TimeoutConfig
 
@@ -243,13 +245,30 @@ async def api_configuration(config: DaemonConfig) -> Any:
     return configuration
 
 
+def _env_proxy(host: str) -> str | None:
+    """The proxy HTTPS_PROXY/HTTP_PROXY/NO_PROXY choose for the API server, looked up once."""
+    try:
+        proxy, _ = get_env_proxy_for_url(URL(host))
+    except LookupError:
+        return None
+    return str(proxy)
+
+
 @asynccontextmanager
 async def connect(config: DaemonConfig, *, pool_size: int | None = None) -> AsyncIterator[KubeClient]:
     """Open a client for the configured API server; always closed on exit."""
     configuration = await api_configuration(config)
     configuration.connection_pool_maxsize = pool_size or max(100, config.bind_concurrency + 32)
+    if not configuration.proxy:
+        configuration.proxy = _env_proxy(configuration.host)
     api_client = k8s_client.ApiClient(configuration=configuration)
     api_client.user_agent = "toposched"
+    # kubernetes-asyncio opens its session with trust_env=True, which makes aiohttp look up ~/.netrc
+    # and the proxy variables in a worker thread on *every* request (two thread hops per Binding).
+    # The proxy from the environment was resolved once above; turn the per-request lookups off.
+    session = api_client.rest_client.pool_manager
+    if getattr(session, "_trust_env", False):
+        session._trust_env = False
     client = KubeClient(api_client, config.timeouts)
     try:
         yield client

@@ -19,6 +19,7 @@ import anyio
 import anyio.abc
 
 from daemon.config import decode_config
+from daemon.observability import Tracing
 from daemon.run_cli import Daemon
 from devcluster.cluster import DevCluster
 from events.log import EventLog
@@ -84,14 +85,14 @@ def config_for(cluster_kubeconfig: Path, log_dir: Path, *, election: bool, ident
 
 @asynccontextmanager
 async def daemons(cluster: DevCluster, tmp_path: Path, count: int = 1, *, election: bool = False,
-                  **overrides: Any) -> AsyncIterator[list[RunningDaemon]]:
+                  tracing: Tracing | None = None, **overrides: Any) -> AsyncIterator[list[RunningDaemon]]:
     kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
     handles: list[RunningDaemon] = []
     async with anyio.create_task_group() as group:
         for index in range(count):
             document = config_for(kubeconfig, tmp_path / f"log-{index}", election=election,
                                   identity=f"daemon-{index}", **overrides)
-            handle = RunningDaemon(Daemon(decode_config(document), shutdown_grace_seconds=5.0))
+            handle = RunningDaemon(Daemon(decode_config(document), tracing=tracing, shutdown_grace_seconds=5.0))
             await group.start(handle.run)
             handles.append(handle)
         try:

@@ -55,4 +55,5 @@ async def test_a_clean_shutdown_releases_the_lease_for_an_immediate_takeover(tmp
             await wait_until(lambda: standby.is_leader, within=5, what="the standby to take over")
             # Far sooner than the 15 s lease: the lease was released, not left to expire.
             assert time.monotonic() - stopped_at < 3.0
+            await wait_until(leader.finished.is_set, what="the old leader to exit")
             assert leader.exit_code == 0
