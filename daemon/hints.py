@@ -35,6 +35,7 @@ Shape = tuple[tuple[str, int], ...]
 
 class Need(msgspec.Struct, frozen=True):
     level: int  # topology level the whole job must fit in (0: the cluster root)
+    source: str  # the rule that sets `level`, in words ("MustGather at BlockLayer"; "" for the root)
     pods: int  # at least this many pods must be placed by any plan
     shape: Shape  # per pod, at least these requests (milli-units)
 
@@ -58,7 +59,7 @@ def need_of(state: ClusterState, unit: Unit) -> Need | None:
         return None
     pending = sum(1 for key in unit.pods if key in state.pending)
     if not unit.gangs:
-        return Need(level=0, pods=1, shape=tuple(sorted(smallest.items())))
+        return Need(level=0, source="", pods=1, shape=tuple(sorted(smallest.items())))
     specs: list[GangSpec] = []
     missing = 0
     for gang in unit.gangs:
@@ -75,7 +76,8 @@ def need_of(state: ClusterState, unit: Unit) -> Need | None:
     resolved = resolve(state.topology, specs)
     if isinstance(resolved, InvalidConstraint):
         return None
-    return Need(level=resolved.top_level, pods=max(1, min(missing, pending)), shape=tuple(sorted(smallest.items())))
+    return Need(level=resolved.top_level, source=resolved.source, pods=max(1, min(missing, pending)),
+                shape=tuple(sorted(smallest.items())))
 
 
 def room_when_empty(state: ClusterState, need: Need, cache: dict[tuple[int, Shape], int]) -> int:

@@ -610,9 +610,10 @@ class Scheduler:
         if room >= need.pods:
             return ""
         levels = self.state.topology.levels
-        where = "the whole cluster" if need.level == 0 else f"any {levels[need.level].layer} domain"
-        return (f"it can never fit: even empty, {where} holds at most {room} of the {need.pods} pods "
-                f"it needs at least")
+        layer = levels[need.level].layer
+        where = "the whole cluster holds" if need.level == 0 else f"no {layer} domain holds more than"
+        rule = f"{need.source}: " if need.source else ""
+        return f"it can never fit: {rule}even empty, {where} {room} of the {need.pods} pods it needs"
 
     def _surely_unschedulable(self, unit: Unit) -> bool:
         """A parked unit brought back by a release that still cannot fit, nor preempt anyone."""

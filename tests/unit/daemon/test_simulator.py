@@ -1,0 +1,196 @@
+"""`toposched simulate`: the virtual world's rules and the report, exactly as shared/SCENARIOS.md says."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from daemon.replay import fold_log
+from daemon.simulate_cli import main
+from daemon.simulator import Simulation
+from events.log import EventLog
+from events.scenario import load_scenario
+
+EXAMPLE = Path(__file__).parents[3] / "examples" / "demo-cluster.yaml"
+
+
+def node(name: str, *, block: str = "b0", gpus: int = 8, delete_at: str | None = None) -> str:
+    annotations = f'\n  annotations:\n    sim.toposched.io/delete-at: "{delete_at}"' if delete_at else ""
+    return f"""---
+apiVersion: v1
+kind: Node
+metadata:
+  name: {name}
+  labels:
+    network.topology.nvidia.com/spine: s0
+    network.topology.nvidia.com/block: {block}{annotations}
+status:
+  allocatable: {{cpu: "96", memory: 1Ti, pods: "110", nvidia.com/gpu: "{gpus}"}}
+"""
+
+
+def pod(name: str, *, gpus: int = 8, gang: str = "", at: str | None = None, runtime: str | None = None,
+        node_name: str = "", delete_at: str | None = None, scheduler: str = "toposched") -> str:
+    annotations = {"sim.toposched.io/at": at, "sim.toposched.io/runtime": runtime,
+                   "sim.toposched.io/delete-at": delete_at}
+    lines = "".join(f'\n    {key}: "{value}"' for key, value in annotations.items() if value is not None)
+    labels = f"\n  labels:\n    pod-group.scheduling.sigs.k8s.io: {gang}" if gang else ""
+    return f"""---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: default{labels}""" + (f"\n  annotations:{lines}" if lines else "") + f"""
+spec:
+  schedulerName: {scheduler}
+  nodeName: "{node_name}"
+  containers:
+  - name: main
+    resources:
+      requests: {{cpu: "1", memory: 1Gi, nvidia.com/gpu: "{gpus}"}}
+"""
+
+
+def pod_group(name: str, min_member: int, *, timeout: int | None = None) -> str:
+    extra = f"\n  scheduleTimeoutSeconds: {timeout}" if timeout else ""
+    return f"""---
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: PodGroup
+metadata:
+  name: {name}
+  namespace: default
+spec:
+  minMember: {min_member}{extra}
+"""
+
+
+def simulate(tmp_path: Path, text: str, until: float | None = None) -> dict[str, Any]:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(text)
+    report = anyio.run(Simulation(load_scenario(path), until=until).run)
+    return dict(json.loads(report.to_json()))
+
+
+def test_report_has_exactly_the_documented_shape(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    assert main([str(EXAMPLE), "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert list(report) == ["bindings", "preemptions", "nominations", "pending", "finished_at"]
+    assert report["bindings"] and all(list(b) == ["pod", "node", "at"] for b in report["bindings"])
+    assert all(isinstance(b["at"], float) and "/" in b["pod"] for b in report["bindings"])
+    assert report["pending"] and all(list(p) == ["pod", "reason"] for p in report["pending"])
+    assert all("research/llm-giant" in p["reason"] and "MustGather" in p["reason"] for p in report["pending"])
+    assert isinstance(report["finished_at"], float)
+    times = [b["at"] for b in report["bindings"]]
+    assert times == sorted(times)  # in the order they were made
+
+
+def test_preemption_and_nomination_entries_have_the_documented_shape(tmp_path: Path) -> None:
+    text = (node("n0") + "---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata:\n  name: high\n"
+            "value: 1000\n" + pod("low", node_name="n0")
+            + pod("urgent", at="10").replace("  schedulerName: toposched", "  schedulerName: toposched\n"
+                                             "  priorityClassName: high"))
+    report = simulate(tmp_path, text)
+    assert report["preemptions"] == [{"preemptor": "default/urgent", "victims": ["default/low"], "at": 10.0}]
+    assert report["nominations"] == [{"pod": "default/urgent", "node": "n0", "at": 10.0}]
+    assert report["bindings"] == [{"pod": "default/urgent", "node": "n0", "at": 40.0}]  # 30 s default grace
+    assert report["pending"] == []
+
+
+def test_the_same_scenario_gives_the_same_report_twice(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    assert main([str(EXAMPLE), "--out", str(first)]) == 0
+    assert main([str(EXAMPLE), "--out", str(second)]) == 0
+    assert first.read_bytes() == second.read_bytes()
+
+
+def test_releases_happen_before_creations_at_the_same_time(tmp_path: Path) -> None:
+    text = (node("n0") + pod("old", node_name="n0", runtime="10") + pod("new", at="10")
+            + node("n1", block="b1") + pod("blocker", node_name="n1", delete_at="20") + pod("next", at="20"))
+    report = simulate(tmp_path, text)
+    assert {"pod": "default/new", "node": "n0", "at": 10.0} in report["bindings"]
+    assert {"pod": "default/next", "node": "n1", "at": 20.0} in report["bindings"]
+    assert report["finished_at"] == 20.0
+
+
+def test_a_pod_with_node_name_runs_there_and_its_runtime_counts_from_its_creation(tmp_path: Path) -> None:
+    report = simulate(tmp_path, node("n0") + pod("running", node_name="n0", at="5", runtime="10")
+                      + pod("waiting", at="6"))
+    assert report["bindings"] == [{"pod": "default/waiting", "node": "n0", "at": 15.0}]
+
+
+def test_pods_of_other_schedulers_are_capacity_not_work(tmp_path: Path) -> None:
+    report = simulate(tmp_path, node("n0") + pod("theirs", scheduler="default-scheduler")
+                      + pod("placed-by-them", scheduler="default-scheduler", node_name="n0") + pod("ours"))
+    assert report["bindings"] == []
+    assert [p["pod"] for p in report["pending"]] == ["default/ours"]
+
+
+def test_a_lost_node_takes_its_pods_and_a_recreated_member_rejoins_its_gang(tmp_path: Path) -> None:
+    text = (node("n0") + node("n1", delete_at="50") + node("n2") + "".join(node(f"m{i}", block="b1") for i in range(4))
+            + pod_group("w", 2) + pod("w-0", gang="w", node_name="n0") + pod("w-1", gang="w", node_name="n1")
+            + pod("w-1", gang="w", at="60"))
+    report = simulate(tmp_path, text)
+    assert report["bindings"] == [{"pod": "default/w-1", "node": "n2", "at": 60.0}]  # next to w-0, in block b0
+    assert report["pending"] == []
+
+
+def test_until_stops_the_world_and_reports_what_waits(tmp_path: Path) -> None:
+    text = node("n0") + pod("first", runtime="100") + pod("second", runtime="50") + pod("late", at="200")
+    report = simulate(tmp_path, text, until=50.0)
+    assert [b["pod"] for b in report["bindings"]] == ["default/first"]
+    assert [p["pod"] for p in report["pending"]] == ["default/second"]
+    assert "default/second" in report["pending"][0]["reason"]
+    assert report["finished_at"] == 50.0
+    full = simulate(tmp_path, text)
+    assert [b["pod"] for b in full["bindings"]] == ["default/first", "default/second", "default/late"]
+
+
+def test_a_gang_waiting_for_members_times_out_and_stays_pending_with_the_reason(tmp_path: Path) -> None:
+    text = (node("n0") + node("n1") + node("n2") + pod_group("t", 3, timeout=30)
+            + pod("t-0", gang="t") + pod("t-1", gang="t"))
+    report = simulate(tmp_path, text)
+    assert report["bindings"] == []
+    assert [p["pod"] for p in report["pending"]] == ["default/t-0", "default/t-1"]
+    assert all("default/t" in p["reason"] for p in report["pending"])
+
+
+def test_cli_writes_stats_to_stderr_and_warns_about_skipped_documents(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(node("n0") + pod("p") + "---\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n")
+    out = tmp_path / "r.json"
+    assert main([str(path), "--out", str(out), "--stats"]) == 0
+    err = capsys.readouterr().err
+    assert "warning:" in err and "Widget" in err and "skipped" in err
+    assert "events" in err and "binds" in err and "gangs" in err and "wall" in err
+    assert "wall" not in out.read_text()
+
+
+def test_cli_rejects_a_scenario_it_cannot_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "r.json")]) == 2
+    assert "error:" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: [unclosed\n")
+    assert main([str(bad)]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+
+
+def test_cli_keeps_the_event_log_for_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    logs = tmp_path / "log"
+    out = tmp_path / "r.json"
+    assert main([str(EXAMPLE), "--out", str(out), "--log-dir", str(logs)]) == 0
+    report = json.loads(out.read_text())
+    log = EventLog.open_readonly(logs)
+    try:
+        state = fold_log(log).state
+    finally:
+        log.close()
+    assert state.last_time == report["finished_at"]
+    assert sorted(key for key, p in state.pods.items() if p.pending) == sorted(p["pod"] for p in report["pending"])
+    assert main([str(EXAMPLE), "--out", str(out), "--log-dir", str(logs)]) == 2  # never appends to an old log
+    assert "already holds" in capsys.readouterr().err
