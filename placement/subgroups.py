@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from placement.constraints import Constraints, tier_level
 from placement.gather import Job, Solver, primary_resource
 from placement.members import demands_for, domain_label, is_running, pod_order, where
-from placement.plan import HARD_TIER, INVALID, MEMBERS, SUB_GROUP, Assignment, GangPlan, Unschedulable
+from placement.plan import INVALID, MEMBERS, SUB_GROUP, Assignment, GangPlan, Unschedulable
 from placement.reasons import explain_failure
 from state.cluster import ClusterState, PodInfo
 from state.gangs import GangSpec, SubGroupRule
@@ -128,13 +128,23 @@ def plan_sub_groups(state: ClusterState, solver: Solver, spec: GangSpec, label: 
     names = list(total)
     primary = primary_resource(total)
     deepest = len(tree.levels) - 1
+    # The least any acceptable placement needs: minMember pods (beyond those running) of the
+    # smallest shape; a candidate whose aggregates cannot give that much is not tried at all.
+    least_pods = max(spec.min_member - running_count, 1)
+    least: dict[str, int] = {}
+    for demand in whole.demands:
+        for name, amount in demand.shape.requests:
+            least[name] = min(least.get(name, amount), amount)
+    least = {name: amount * least_pods for name, amount in least.items()
+             if all(dict(d.shape.requests).get(name, 0) > 0 for d in whole.demands)}
     best_attempt: tuple[int, str] = (-1, "")
     for require_all in (True, False):
+        needs = total if require_all else least
         for level in range(deepest, constraints.top_level - 1, -1):
             ranked: list[tuple[int, tuple[int, ...], str, Domain]] = []
             for domain in solver.candidates(whole, tree.root, level):
                 free = solver.upper_free(domain, names)
-                if require_all and not all(free[name] >= amount for name, amount in total.items()):
+                if not all(free[name] >= amount for name, amount in needs.items()):
                     continue
                 ranked.append((free.get(primary, 0) - total.get(primary, 0), solver.ancestry(domain, primary),
                                domain.name, domain))
@@ -164,6 +174,11 @@ def _fill_domain(state: ClusterState, solver: Solver, spec: GangSpec, domain: Do
     tree = solver.tree
     assignments: list[tuple[str, str]] = []
     placed_per_policy: dict[int, int] = {}
+    failed: dict[int, int] = {}
+    spare: dict[int, int] = {}  # partitions of each policy that may fail and still leave minSubGroups
+    for policy, rule in enumerate(spec.sub_groups):
+        count = sum(1 for p in partitions if p.policy == policy)
+        spare[policy] = count - (rule.min_sub_groups or count)
     first_failure = ""
     for partition in sorted(partitions, key=lambda p: (-len(p.pending), p.name)):
         if not partition.pending:
@@ -174,8 +189,9 @@ def _fill_domain(state: ClusterState, solver: Solver, spec: GangSpec, domain: Do
         found = solver.search(job, within=domain)
         if found is None:
             first_failure = first_failure or partition.name
-            if require_all:
-                return (len(assignments), first_failure)
+            failed[partition.policy] = failed.get(partition.policy, 0) + 1
+            if require_all or failed[partition.policy] > spare.get(partition.policy, 0):
+                return (len(assignments), first_failure)  # too few partitions of its policy can be left
             continue
         assignments.extend(found.assignments)
         placed_per_policy[partition.policy] = placed_per_policy.get(partition.policy, 0) + 1
@@ -227,10 +243,9 @@ def _failure(solver: Solver, spec: GangSpec, label: str, group: tuple[str, ...],
                 reason=(f"{label}: sub-group {partition.name} ({len(partition.pending)} pods) fits in no "
                         f"{level.layer} domain (its tier limit); closest "
                         f"{best.domain.name if best.domain is not None else 'none'} has room for {best.fit}"))
-    kind = SUB_GROUP if constraints.kind != HARD_TIER else HARD_TIER
     top = tree.levels[constraints.top_level]
     return Unschedulable(
-        gangs=group, constraint=kind, level=top.layer, fit=max(best_attempt[0], 0), needed=needed,
+        gangs=group, constraint=SUB_GROUP, level=top.layer, fit=max(best_attempt[0], 0), needed=needed,
         reason=(f"{label}: its sub-group partitions cannot all be placed together inside one {top.layer} domain; "
                 f"the best try placed {max(best_attempt[0], 0)} of {needed} pods"
                 + (f" and could not fit {best_attempt[1]}" if best_attempt[1] else "")))
