@@ -9,7 +9,7 @@ each > 8 nodes), a seeded third of the nodes partly or fully busy with other wor
 - a 50-pod gang with MustGather at BlockLayer (blocks hold 40 nodes: refused; the failure path),
 - a 4,500-pod gang, more than the free GPUs (refused: capacity, with kube-scheduler-style counts),
 - a Volcano job of 64 replicas x 8 pods (4 GPUs), each replica in one NVLink domain (hard tier 1),
-  the job in one spine (hard tier 3),
+  the job in one spine (hard tier 3); and the same job with 8-GPU pods, which cannot fit (refused),
 - a lone 1-GPU pod.
 Targets (issue 7): 3,000-pod gang < 250 ms p50; 4-pod gang < 6 ms p50, on 2 cores.
 """
@@ -80,6 +80,15 @@ def build(seed: int = 7) -> ClusterState:
         for i in range(8):
             state.apply(PodUpserted(pod=pod(f"sharded-{r}-{i}", gpus=4, labels={"replica": f"r{r}"},
                                             annotations={VOLCANO_GROUP_ANNOTATION: "sharded"})))
+    # The same shape of job with 8-GPU pods needs 64 fully free NVLink domains in one spine: refused.
+    state.apply(VolcanoPodGroupUpserted(pod_group=VolcanoPodGroup(
+        metadata=ObjectMeta(name="sharded-full-nodes", namespace="default", uid="uid-sharded-full-nodes"),
+        spec=VolcanoPodGroupSpec(min_member=512, sub_group_policy=[policy],
+                                 network_topology=NetworkTopologySpec(mode="hard", highest_tier_allowed=3)))))
+    for r in range(64):
+        for i in range(8):
+            state.apply(PodUpserted(pod=pod(f"sharded-full-nodes-{r}-{i}", gpus=8, labels={"replica": f"r{r}"},
+                                            annotations={VOLCANO_GROUP_ANNOTATION: "sharded-full-nodes"})))
     state.apply(PodUpserted(pod=pod("lone", gpus=1)))
     return state
 
@@ -118,6 +127,8 @@ def main() -> None:
             lambda: plan_gang(state, "default/too-big-for-the-cluster"))
     measure("512-pod Volcano job, 64 sub-groups in tier 1", max(args.runs // 3, 5),
             lambda: plan_gang(state, "default/sharded"))
+    measure("512-pod Volcano job, 8-GPU pods (refused)", 5,
+            lambda: plan_gang(state, "default/sharded-full-nodes"))
     measure("lone 1-GPU pod", args.runs, lambda: plan_pod(state, "default/lone"))
 
 
