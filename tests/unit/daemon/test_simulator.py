@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +197,14 @@ def test_cli_keeps_the_event_log_for_replay(tmp_path: Path, capsys: pytest.Captu
     assert sorted(key for key, p in state.pods.items() if p.pending) == sorted(p["pod"] for p in report["pending"])
     assert main([str(EXAMPLE), "--out", str(out), "--log-dir", str(logs)]) == 2  # never appends to an old log
     assert "already holds" in capsys.readouterr().err
+
+
+def test_the_report_does_not_depend_on_the_process_hash_seed(tmp_path: Path) -> None:
+    reports = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"report-{seed}.json"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run([sys.executable, "-m", "daemon", "simulate", str(EXAMPLE), "--out", str(out)],
+                       check=True, env=env, capture_output=True, timeout=120)
+        reports.append(out.read_bytes())
+    assert reports[0] == reports[1]
