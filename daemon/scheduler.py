@@ -179,6 +179,7 @@ class Scheduler:
         self._min_placed: int | None = None  # lowest priority of a placed pod (per cycle, lazily)
         self._needs: dict[str, tuple[tuple[str, ...], Need | None]] = {}  # unit -> (its pods, need_of)
         self._adopted = False
+        self._background: anyio.abc.TaskGroup | None = None  # run()'s task group for binds and reports
         self._stopping = False
         self._dirty = True
         self._wake = anyio.Event()
@@ -247,17 +248,25 @@ class Scheduler:
         return bool(self._waiting)
 
     async def run(self) -> None:
-        """The daemon's loop: cycle, then sleep until a cluster change or the next deadline."""
+        """The daemon's loop: cycle, then sleep until a cluster change or the next deadline.
+
+        Binds and API reports run in a task group that outlives the cycles, so a slow API never
+        holds up planning (units with binds in flight are skipped until they finish). On
+        `request_stop()` the binds in flight finish; on cancellation they are abandoned and
+        their pods released.
+        """
         try:
-            while not self._stopping:
-                self._wake = anyio.Event()
-                self._dirty = False
-                await self.run_once()
-                if self._dirty or self._stopping:
-                    continue
-                deadline = self.next_deadline()
-                await self._sleep(deadline)
+            async with anyio.create_task_group() as background:
+                self._background = background
+                while not self._stopping:
+                    self._wake = anyio.Event()
+                    self._dirty = False
+                    await self.run_once()
+                    if self._dirty or self._stopping:
+                        continue
+                    await self._sleep(self.next_deadline())
         finally:
+            self._background = None
             self._release_all("scheduler stopping")
 
     async def run_until_idle(self) -> None:
@@ -299,27 +308,33 @@ class Scheduler:
 
     async def run_once(self) -> None:
         """One scheduling cycle over every ready unit (see the module docstring)."""
+        if self._background is not None:
+            await self._cycle(self._background)
+            return
+        async with anyio.create_task_group() as group:
+            await self._cycle(group)
+
+    async def _cycle(self, group: anyio.abc.TaskGroup) -> None:
         self.stats.cycles += 1
         now = self.clock.now()
-        async with anyio.create_task_group() as group:
-            if not self._adopted:
-                self._adopt(now)
-            self._service_waiting(now, group)
-            self._service_nominated(now)
-            units = pending_units(self.state)
-            self.queue.forget_gone([u.key for u in units] + list(self._waiting) + list(self._binding))
-            self._min_placed = None
-            for unit in self.queue.ordered(units, now):
-                if self._stopping:
-                    break
-                if unit.key in self._binding or not any(pod in self.state.pending for pod in unit.pods):
-                    continue
-                if self._surely_unschedulable(unit):
-                    self.stats.skipped += 1
-                    self.queue.park(unit.key, now)
-                    continue
-                self._attempt(unit, now, group)
-                await anyio.lowlevel.checkpoint()
+        if not self._adopted:
+            self._adopt(now)
+        self._service_waiting(now, group)
+        self._service_nominated(now)
+        units = pending_units(self.state)
+        self.queue.forget_gone([u.key for u in units] + list(self._waiting) + list(self._binding))
+        self._min_placed = None
+        for unit in self.queue.ordered(units, now):
+            if self._stopping:
+                break
+            if unit.key in self._binding or not any(pod in self.state.pending for pod in unit.pods):
+                continue
+            if self._surely_unschedulable(unit):
+                self.stats.skipped += 1
+                self.queue.park(unit.key, now)
+                continue
+            self._attempt(unit, now, group)
+            await anyio.lowlevel.checkpoint()
 
     # ------------------------------------------------------------------ one attempt
 

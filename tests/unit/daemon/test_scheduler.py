@@ -395,3 +395,18 @@ async def test_gang_missing_its_podgroup_waits_with_a_reason_until_it_appears() 
     h.add(group_event(pod_group("orphan", min_member=1)))
     await h.settle()
     assert list(h.bound_pods()) == ["default/orphan-0"]
+
+
+async def test_daemon_loop_plans_other_gangs_while_binds_are_in_flight() -> None:
+    h = Harness(config=SchedulerConfig())
+    h.add(*nodes(4), *gang("first", 2))
+    h.api.gate = anyio.Event()  # the API hangs on binds
+    async with anyio.create_task_group() as group:
+        group.start_soon(h.scheduler.run)
+        await wait_for(lambda: h.api.in_flight == 2)
+        h.add(*gang("second", 2))
+        await wait_for(lambda: len(h.pods(BindRequested)) == 4)
+        assert h.bound_pods() == {}
+        h.api.gate.set()
+        await wait_for(lambda: len(h.bound_pods()) == 4)
+        h.scheduler.request_stop()
