@@ -11,7 +11,10 @@ queue itself remembers is only its bookkeeping, all of which a restart may lose 
 - Unschedulable units are *parked* (kube-scheduler's unschedulable queue) until something happens
   that could let them fit. Two kinds of change: *capacity* freed anywhere (a pod finished or was
   deleted, an assumed pod released, a nomination cleared) and *structure* (a node added or changed,
-  the topology, a PodGroup, a PriorityClass), plus changes to the unit itself (a new member pod).
+  the topology, a PriorityClass), plus changes to the unit itself (a new member pod, its PodGroup or
+  a PodGroup of its GangGroup). As in kube-scheduler, a pod being bound elsewhere does not bring a
+  parked unit back (it only takes room); a unit that could preempt it tries again at the next release
+  (and, in the daemon, at the periodic retry).
   Each observation bumps a tick; a unit parked at tick T comes back once a later tick concerns it.
   A unit parked as *structural* (it could not fit even on an empty cluster: a pod no node admits,
   a MustGather job larger than any domain of its layer, too few members, an invalid spec) ignores

@@ -100,10 +100,10 @@ UNSCHEDULABLE_REASON = "Unschedulable"
 TIMEOUT_REASON = "GangTimeout"
 
 _STRUCTURE_CHANGES = (
-    PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
     NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
     PriorityClassUpserted, PriorityClassDeleted,
 )
+_GANG_SPEC_CHANGES = (PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted)
 _CAPACITY_CHANGES = (PodDeleted, PodForgotten, BindFailed, NominationCleared)
 _STRUCTURAL_FAILURES = frozenset({POD_FIT, INVALID, MEMBERS})
 _CAPACITY_FAILURES = frozenset({CAPACITY, MUST_GATHER, HARD_TIER})
@@ -222,6 +222,18 @@ class Scheduler:
             self._node_shapes[event.node.metadata.name] = shape
             queue.structure_changed()
             self._room_cache.clear()
+        elif kind in _GANG_SPEC_CHANGES:
+            assert isinstance(event, _GANG_SPEC_CHANGES)
+            if isinstance(event, PodGroupUpserted | VolcanoPodGroupUpserted):
+                meta = event.pod_group.metadata
+                key = object_key(meta.namespace, meta.name)
+            else:
+                key = event.key
+            # The gang and its GangGroup partners may fit now (new spec, members, group); nobody else.
+            for gang in {key, *unit_of_gang(self.state, key)}:
+                queue.unit_changed(gang)
+                self._needs.pop(gang, None)
+            self._needs.pop(unit_of_gang(self.state, key)[0], None)
         elif kind in _CAPACITY_CHANGES:
             queue.capacity_freed()  # cached needs stay: a need only grows when members leave (still a bound)
         elif kind in _STRUCTURE_CHANGES:
