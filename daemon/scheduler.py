@@ -574,16 +574,20 @@ class Scheduler:
         info = self.state.gangs.get(gang)
         return sorted(info.members) if info is not None else []
 
-    def _time_out(self, unit_key: str, waiting: _Waiting, group: anyio.abc.TaskGroup) -> None:
-        self.stats.timeouts += 1
+    def _quorum_words(self, gangs: Sequence[str]) -> str:
+        """"default/a has 1 of minMember 2 placed, default/b 3 of 2": where each gang stands at Permit."""
         parts = []
-        for gang in waiting.gangs:
+        for index, gang in enumerate(gangs):
             info = self.state.gangs.get(gang)
             need = info.spec.min_member if info is not None and info.spec is not None else 0
             have = sum(1 for key in self._members(gang) if is_running(self.state.pods[key]))
-            parts.append(f"{have} of minMember {need}" + (f" for {gang}" if len(waiting.gangs) > 1 else ""))
-        reason = (f"{_label(waiting.gangs)}: scheduleTimeoutSeconds ({waiting.deadline - waiting.since:g}s) passed at "
-                  f"Permit with {'; '.join(parts)} members placed; released its assumed pods")
+            parts.append(f"{gang} has {have} of minMember {need} placed" if index == 0 else f"{gang} {have} of {need}")
+        return ", ".join(parts)
+
+    def _time_out(self, unit_key: str, waiting: _Waiting, group: anyio.abc.TaskGroup) -> None:
+        self.stats.timeouts += 1
+        reason = (f"{_label(waiting.gangs)}: scheduleTimeoutSeconds ({waiting.deadline - waiting.since:g}s) passed "
+                  f"waiting at Permit ({self._quorum_words(waiting.gangs)}); released its assumed pods")
         self._forget_members(waiting.gangs, waiting.order, reason)
         for gang in waiting.gangs:
             self.journal.record(GangTimedOut(gang=gang, reason=reason))
@@ -702,14 +706,8 @@ class Scheduler:
         info = self.state.gangs.get(pod.gang)
         waiting = self._waiting.get(unit_key)
         if pod.assumed_node and waiting is not None:
-            parts = []
-            for gang in waiting.gangs:
-                gang_info = self.state.gangs.get(gang)
-                need = gang_info.spec.min_member if gang_info is not None and gang_info.spec is not None else 0
-                have = sum(1 for key in self._members(gang) if is_running(self.state.pods[key]))
-                parts.append(f"{have} of minMember {need}" + (f" for {gang}" if len(waiting.gangs) > 1 else ""))
-            return (f"{_label(waiting.gangs)}: waiting at Permit with {'; '.join(parts)} members placed "
-                    f"(until t={waiting.deadline:g})")
+            return (f"{_label(waiting.gangs)}: waiting at Permit ({self._quorum_words(waiting.gangs)}) "
+                    f"until t={waiting.deadline:g}")
         if info is not None and info.last_reason:
             return info.last_reason
         return f"{_label(gangs or (pod.gang,))}: not attempted yet"
