@@ -332,7 +332,7 @@ class Scheduler:
         if not self._adopted:
             self._adopt(now)
         self._service_waiting(now, group)
-        self._service_nominated(now)
+        self._service_nominated(now, group)
         units = pending_units(self.state)
         self.queue.forget_gone([u.key for u in units] + list(self._waiting) + list(self._binding))
         self._min_placed = None
@@ -594,7 +594,7 @@ class Scheduler:
             group.start_soon(self._report_gang, gang, "TimedOut", TIMEOUT_REASON, reason)
         self.queue.park(unit_key, self.clock.now())
 
-    def _service_nominated(self, now: float) -> None:
+    def _service_nominated(self, now: float, group: anyio.abc.TaskGroup) -> None:
         state = self.state
         for unit_key in sorted(self._nominated):
             nominated = self._nominated[unit_key]
@@ -608,6 +608,8 @@ class Scheduler:
                 for key in holding:
                     self.journal.record(NominationCleared(
                         pod=key, reason=f"{unit_key}: not placed within its scheduleTimeoutSeconds; gave up"))
+                    # Cleared in the API too, or the next watch event of the pod would nominate it again.
+                    group.start_soon(self._set_nominated_node, key, state.pods[key].uid, None)
 
     def _release_all(self, reason: str) -> None:
         for unit_key in sorted(self._waiting):

@@ -34,7 +34,8 @@ from placement import Assignment, Unschedulable
 from state.cluster import ClusterState
 from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
 
-PodEvent = PodAssumed | PodBound | PodForgotten | BindRequested | BindFailed | PodNominated | EvictionRequested
+PodEvent = (PodAssumed | PodBound | PodForgotten | BindRequested | BindFailed | PodNominated | EvictionRequested
+            | NominationCleared)
 
 
 class FakeAPI:
@@ -410,3 +411,17 @@ async def test_daemon_loop_plans_other_gangs_while_binds_are_in_flight() -> None
         h.api.gate.set()
         await wait_for(lambda: len(h.bound_pods()) == 4)
         h.scheduler.request_stop()
+
+
+async def test_a_nomination_is_given_up_after_the_gangs_timeout_in_the_state_and_the_api() -> None:
+    plan = PreemptionPlan(victims=("default/low-0",), victim_jobs=("default/low",),
+                          nominations=(Assignment(pod="default/high-0", node="n0"),), explanation="cheapest")
+    h = Harness(preemptor=FixedPreemptor(plan))
+    h.add(*nodes(1), pod_event(bound(pod("low-0", priority=1), "n0")), *gang("high", 1, priority=100, timeout=30))
+    await h.settle()
+    assert h.state.pods["default/high-0"].nominated_node == "n0"
+    assert h.scheduler.next_deadline() == 30.0
+    await h.settle(30.0)  # the victim never left (this API does not evict)
+    assert h.pods(NominationCleared) == ["default/high-0"]
+    assert h.state.pods["default/high-0"].nominated_node == ""
+    assert ("unnominate", "default/high-0") in h.api.calls
