@@ -70,6 +70,7 @@ from events.model import (
     HyperNodeUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
+    NodeDeleted,
     NodeUpserted,
     NominationCleared,
     PodAssumed,
@@ -222,6 +223,11 @@ class Scheduler:
             self._node_shapes[event.node.metadata.name] = shape
             queue.structure_changed()
             self._room_cache.clear()
+        elif kind is NodeDeleted:
+            assert isinstance(event, NodeDeleted)
+            self._node_shapes.pop(event.name, None)
+            self._room_cache.clear()  # a lost node only takes room away: nothing parked comes back
+            return
         elif kind in _GANG_SPEC_CHANGES:
             assert isinstance(event, _GANG_SPEC_CHANGES)
             if isinstance(event, PodGroupUpserted | VolcanoPodGroupUpserted):
@@ -230,7 +236,7 @@ class Scheduler:
             else:
                 key = event.key
             # The gang and its GangGroup partners may fit now (new spec, members, group); nobody else.
-            for gang in {key, *unit_of_gang(self.state, key)}:
+            for gang in sorted({key, *unit_of_gang(self.state, key)}):
                 queue.unit_changed(gang)
                 self._needs.pop(gang, None)
             self._needs.pop(unit_of_gang(self.state, key)[0], None)
