@@ -208,3 +208,25 @@ def test_the_report_does_not_depend_on_the_process_hash_seed(tmp_path: Path) -> 
                        check=True, env=env, capture_output=True, timeout=120)
         reports.append(out.read_bytes())
     assert reports[0] == reports[1]
+
+
+def test_the_example_cluster_tells_the_story_its_header_promises(tmp_path: Path) -> None:
+    report = anyio.run(Simulation(load_scenario(EXAMPLE)).run)
+    at = {b.pod: (b.node, b.at) for b in report.bindings}
+    node_number = {pod: int(node.split("-")[1]) for pod, (node, _) in at.items()}
+
+    def block(pod: str) -> int:
+        return node_number[pod] // 8
+
+    def nvlink(pod: str) -> int:
+        return node_number[pod] // 4
+
+    pretrain = [f"research/llm-pretrain-{i}" for i in range(8)]
+    assert len({block(p) for p in pretrain}) == 1 and {at[p][1] for p in pretrain} == {0.0}
+    assert len({nvlink(f"research/llm-finetune-{i}") for i in range(4)}) == 1
+    assert len({block(f"vision/vit-sweep-{i}") for i in range(6)}) == 1
+    busy_nvlink = {nvlink(f"vision/vit-sweep-{i}") for i in range(6)}
+    assert {nvlink("inference/serve-0"), nvlink("inference/serve-1")} <= busy_nvlink  # gaps, not fresh domains
+    following = [f"research/llm-next-{i}" for i in range(8)]
+    assert {at[p][1] for p in following} == {200.0} and len({block(p) for p in following}) == 1
+    assert [p.pod for p in report.pending] == sorted(f"research/llm-giant-{i}" for i in range(12))
