@@ -425,3 +425,34 @@ async def test_a_nomination_is_given_up_after_the_gangs_timeout_in_the_state_and
     assert h.pods(NominationCleared) == ["default/high-0"]
     assert h.state.pods["default/high-0"].nominated_node == ""
     assert ("unnominate", "default/high-0") in h.api.calls
+
+
+async def test_a_gang_larger_than_any_domain_of_its_layer_waits_for_nodes_not_for_releases() -> None:
+    h = Harness()
+    h.add(*nodes(8), pod_event(bound(pod("busy", gpus=1), "n0")))
+    must_gather_block: list[dict[str, object]] = [{"layer": "BlockLayer", "strategy": "MustGather"}]
+    h.add(group_event(pod_group("wide", min_member=6, gather=must_gather_block)),
+          *[pod_event(pod(f"wide-{i}", gang="wide")) for i in range(6)])
+    await h.settle()
+    reason = h.state.gangs["default/wide"].last_reason
+    assert "never fit" in reason and "MustGather at BlockLayer" in reason
+    attempts = h.scheduler.stats.attempts
+    h.add(PodDeleted(key="default/busy", uid="uid-default-busy"))
+    await h.settle(1.0)
+    assert h.scheduler.stats.attempts == attempts  # a release cannot help: not re-planned
+    h.add(node_event(node("n8", block="b0", spine="s0")), node_event(node("n9", block="b0", spine="s0")))
+    await h.settle(2.0)
+    assert sorted(h.bound_pods()) == [f"default/wide-{i}" for i in range(6)]
+
+
+async def test_a_parked_gang_is_replanned_only_once_enough_room_is_freed() -> None:
+    h = Harness()
+    h.add(*nodes(4), *[pod_event(bound(pod(f"busy-{i}"), f"n{i}")) for i in range(4)], *gang("train", 2))
+    await h.settle()
+    attempts = h.scheduler.stats.attempts
+    h.add(PodDeleted(key="default/busy-0", uid="uid-default-busy-0"))
+    await h.settle(1.0)
+    assert h.scheduler.stats.attempts == attempts and h.scheduler.stats.skipped == 1
+    h.add(PodDeleted(key="default/busy-1", uid="uid-default-busy-1"))
+    await h.settle(2.0)
+    assert sorted(h.bound_pods()) == ["default/train-0", "default/train-1"]
