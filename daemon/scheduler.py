@@ -396,7 +396,7 @@ class Scheduler:
             self.queue.park(unit.key, now)
             note = (f"{_label(gangs)}: {len(left)} pod(s) wait for room beyond the {len(assumed)} placed "
                     f"({plan.explanation})")
-            group.start_soon(self._pending, unit.key, gangs, left, note)
+            group.start_soon(self._report_pending, self._pending(unit.key, gangs, note), note, False)
         self._permit(unit.key, waiting, now, group)
 
     def _permit(self, unit_key: str, waiting: _Waiting, now: float, group: anyio.abc.TaskGroup) -> None:
@@ -499,7 +499,7 @@ class Scheduler:
             self.queue.back_off(unit_key, now)
         else:
             self.queue.park(unit_key, now)
-        await self._pending(unit_key, gangs, [b[0] for b in binds], reason)
+        await self._report_pending(self._pending(unit_key, gangs, reason), reason, lone=not gangs)
 
     async def _call_bind(self, key: str, uid: str, node: str) -> BindOutcome:
         try:
@@ -637,7 +637,7 @@ class Scheduler:
             if preemption:
                 reason = f"{reason}; {preemption}"
         self.queue.park(unit.key, now, structural=structural)
-        group.start_soon(self._pending, unit.key, unit.gangs, list(unit.pods), reason)
+        group.start_soon(self._report_pending, self._pending(unit.key, unit.gangs, reason), reason, not unit.gangs)
 
     def _never_fits(self, unit: Unit) -> str:
         """Why no release of capacity can ever help ("" when one might): the unit needs more than the
@@ -679,25 +679,35 @@ class Scheduler:
                                    default=1 << 62)
         return self._min_placed
 
-    async def _pending(self, unit_key: str, gangs: Sequence[str], pods: Sequence[str], reason: str) -> None:
-        """Record and report why the unit waits, only when the reason changed."""
+    def _pending(self, unit_key: str, gangs: Sequence[str], reason: str) -> list[tuple[str, str]]:
+        """Record why the unit waits, only when the reason changed; returns what to report to the API
+        ((gang key, "") per gang, or (pod key, uid) for a lone pod). Recording is synchronous, so the
+        reason can never land after a later, successful attempt."""
+        reports: list[tuple[str, str]] = []
         if gangs:
             for gang in gangs:
                 info = self.state.gangs.get(gang)
                 if info is None or info.last_reason == reason:
                     continue
                 self.journal.record(GangPending(gang=gang, reason=reason, attempt=info.attempts + 1))
-                await self._report_gang(gang, "Pending", UNSCHEDULABLE_REASON, reason)
-            return
+                reports.append((gang, ""))
+            return reports
         status = self.queue.status_of(unit_key)
         if status.reason == reason:
-            return
+            return reports
         status.reason = reason
         self.journal.record(GangPending(gang=unit_key, reason=reason))
         pod = self.state.pods.get(unit_key)
         if pod is not None:
-            await self._call(self.api.report_pod(unit_key, pod.uid, UNSCHEDULABLE_REASON, reason),
-                             "report_pod", unit_key)
+            reports.append((unit_key, pod.uid))
+        return reports
+
+    async def _report_pending(self, reports: list[tuple[str, str]], reason: str, lone: bool) -> None:
+        for key, uid in reports:
+            if lone:
+                await self._call(self.api.report_pod(key, uid, UNSCHEDULABLE_REASON, reason), "report_pod", key)
+            else:
+                await self._report_gang(key, "Pending", UNSCHEDULABLE_REASON, reason)
 
     def explain_pending(self, pod_key: str) -> str:
         """Why a pod of ours is not bound yet, in the words last shown for it (names its gang)."""
