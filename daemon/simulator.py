@@ -303,9 +303,9 @@ class InMemoryCluster:
 
 
 class SimulationStats(msgspec.Struct, frozen=True):
-    events: int
-    gangs: int
-    pods: int
+    events: int  # recorded through the journal: observations and decisions
+    gangs: int  # PodGroups known at the end
+    pods: int  # Pod documents in the scenario
     binds: int
     bind_failures: int
     preemptions: int
@@ -390,7 +390,7 @@ class Simulation:
     def stats(self) -> SimulationStats:
         s = self.scheduler.stats
         gangs = {key for key, info in self.state.gangs.items() if info.spec is not None}
-        return SimulationStats(events=self.journal.recorded, gangs=len(gangs), pods=len(self.state.pods),
+        return SimulationStats(events=self.journal.recorded, gangs=len(gangs), pods=len(self.scenario.of_kind("Pod")),
                                binds=s.binds, bind_failures=s.bind_failures, preemptions=s.preemptions,
                                plans=s.plans, attempts=s.attempts, cycles=s.cycles)
 
