@@ -25,6 +25,10 @@ RUNTIME_ANNOTATION = "sim.toposched.io/runtime"
 DELETE_AT_ANNOTATION = "sim.toposched.io/delete-at"
 
 
+# libyaml's safe loader is ~9x faster on large traces; pure Python's is the same safe subset.
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 class ScenarioError(Exception):
     """A scenario that cannot be read at all (missing file, YAML syntax error)."""
 
@@ -66,7 +70,7 @@ def load_documents(path: Path) -> list[tuple[str, dict[str, Any]]]:
     documents: list[tuple[str, dict[str, Any]]] = []
     for file in scenario_files(path):
         try:
-            loaded = list(yaml.safe_load_all(file.read_text()))
+            loaded = list(yaml.load_all(file.read_text(), Loader=_SAFE_LOADER))
         except yaml.YAMLError as error:
             raise ScenarioError(f"{file}: not valid YAML: {error}") from None
         except OSError as error:
