@@ -22,7 +22,8 @@ import statistics
 import time
 from collections.abc import Callable
 
-from events.model import NodeUpserted, PodGroupUpserted, PodUpserted, VolcanoPodGroupUpserted
+from bench.fabric import add_fabric
+from events.model import PodGroupUpserted, PodUpserted, VolcanoPodGroupUpserted
 from events.objects import (
     VOLCANO_GROUP_ANNOTATION,
     NetworkTopologySpec,
@@ -33,23 +34,13 @@ from events.objects import (
 )
 from placement import GangPlan, plan_gang, plan_pod
 from state.cluster import ClusterState
-from tests.factories import bound, node, pod, pod_group
-
-SPINES, BLOCKS, NVLINKS, NODES = 5, 25, 5, 8
+from tests.factories import bound, pod, pod_group
 
 
 def build(seed: int = 7) -> ClusterState:
     rng = random.Random(seed)
     state = ClusterState()
-    names: list[str] = []
-    for s in range(SPINES):
-        for b in range(BLOCKS):
-            for a in range(NVLINKS):
-                for i in range(NODES):
-                    name = f"n-{s}-{b}-{a}-{i}"
-                    names.append(name)
-                    state.apply(NodeUpserted(node=node(name, spine=f"s{s}", block=f"s{s}-b{b}",
-                                                       accelerator=f"s{s}-b{b}-a{a}")))
+    names = add_fabric(state)
     for index, name in enumerate(names):
         if rng.random() < 1 / 3:
             gpus = rng.choice((2, 4, 8))

@@ -19,13 +19,13 @@ import random
 import statistics
 import time
 
-from events.model import NodeUpserted, PodGroupUpserted, PodUpserted
+from bench.fabric import add_fabric
+from events.model import PodGroupUpserted, PodUpserted
 from placement import Unschedulable, plan_gang
 from preemption import PreemptionPlan, plan_preemption
 from state.cluster import ClusterState
-from tests.factories import bound, node, pod, pod_group
+from tests.factories import bound, pod, pod_group
 
-SPINES, BLOCKS, NVLINKS, NODES = 5, 25, 5, 8
 LOW_GANGS = 2000
 
 CASES: list[tuple[str, int, list[dict[str, object]] | None]] = [
@@ -38,15 +38,7 @@ CASES: list[tuple[str, int, list[dict[str, object]] | None]] = [
 def build(seed: int = 11) -> ClusterState:
     rng = random.Random(seed)
     state = ClusterState()
-    names: list[str] = []
-    for s in range(SPINES):
-        for b in range(BLOCKS):
-            for a in range(NVLINKS):
-                for i in range(NODES):
-                    name = f"n-{s}-{b}-{a}-{i}"
-                    names.append(name)
-                    state.apply(NodeUpserted(node=node(name, spine=f"s{s}", block=f"s{s}-b{b}",
-                                                       accelerator=f"s{s}-b{b}-a{a}")))
+    names = add_fabric(state)
     cursor = 0
     for g in range(LOW_GANGS):
         size = 3 if g % 2 else 2
