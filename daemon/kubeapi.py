@@ -14,6 +14,10 @@ What each write is, and how its answer is read:
 - gang report: merge patch of the PodGroup's status subresource (the object itself when the CRD has
   no status subresource), plus a core/v1 Event on the PodGroup; a repeat of the same Event bumps its
   count with a patch instead of creating another.
+- topology status (`daemon.topology_status` decides when): merge patch of the status subresource of
+  the ClusterNetworkTopology (`status.detailStatus`) or of a HyperNode (`status.nodeCount`); a bad
+  topology object gets a Warning Event (`report_object`, cluster-scoped objects' Events live in
+  `default`, like the kubelet's Node Events).
 
 Every call made anywhere in the daemon is listed in `API_CALLS` (group, resource, subresource, verb),
 the one place the ops RBAC test checks the ClusterRole against. Every write first asks the leader's
@@ -28,7 +32,7 @@ from __future__ import annotations
 import datetime
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -40,7 +44,13 @@ from daemon.leader import LeaseConflict, LeaseRecord, LeaseStoreError, NotLeader
 from daemon.metrics import Metrics
 from daemon.ports import OK, ApiOutcome, BindOutcome, GangPhase
 from events.ingest import KINDS
-from events.objects import KOORDINATOR_POD_GROUP_API, VOLCANO_POD_GROUP_API
+from events.objects import (
+    CLUSTER_NETWORK_TOPOLOGY_API,
+    HYPERNODE_API,
+    KOORDINATOR_POD_GROUP_API,
+    VOLCANO_POD_GROUP_API,
+    TopologyDetail,
+)
 from state.cluster import ClusterState
 
 log = structlog.get_logger("toposched.kubeapi")
@@ -61,6 +71,8 @@ API_CALLS: tuple[ApiCall, ...] = (
     ("scheduling.volcano.sh", "podgroups", "", "patch"),
     ("", "events", "", "create"),
     ("", "events", "", "patch"),
+    ("scheduling.koordinator.sh", "clusternetworktopologies", "status", "patch"),  # status.detailStatus
+    ("topology.volcano.sh", "hypernodes", "status", "patch"),  # status.nodeCount
     ("coordination.k8s.io", "leases", "", "get"),
     ("coordination.k8s.io", "leases", "", "create"),
     ("coordination.k8s.io", "leases", "", "update"),
@@ -380,8 +392,33 @@ class KubeClusterAPI:
         if not response.ok:
             raise ApiError("PATCH", f"{group} podgroups", response.status, response.reason())
 
+    # ------------------------------------------------------------------ topology status
+
+    async def set_network_topology_status(self, name: str, detail_status: Sequence[TopologyDetail]) -> ApiOutcome:
+        """Merge patch `status.detailStatus` of a ClusterNetworkTopology (the list is replaced whole)."""
+        path = f"/apis/{CLUSTER_NETWORK_TOPOLOGY_API}/clusternetworktopologies/{name}/status"
+        body = {"status": {"detailStatus": msgspec.to_builtins(list(detail_status))}}
+        return await self._outcome("patch", "clusternetworktopologies/status", path, body, MERGE_PATCH)
+
+    async def set_hypernode_status(self, name: str, node_count: int) -> ApiOutcome:
+        """Merge patch `status.nodeCount` of a HyperNode."""
+        path = f"/apis/{HYPERNODE_API}/hypernodes/{name}/status"
+        return await self._outcome("patch", "hypernodes/status", path, {"status": {"nodeCount": node_count}},
+                                   MERGE_PATCH)
+
+    async def report_object(self, key: str, api_version: str, kind: str, uid: str, reason: str,
+                            message: str) -> ApiOutcome:
+        """A Warning Event on any object (`key` without a namespace: a cluster-scoped one)."""
+        try:
+            await self.record_event(key, api_version, kind, uid, "Warning", reason, message,
+                                    cluster_scoped="/" not in key)
+        except (ApiError, NotLeader) as error:
+            return ApiOutcome(ok=False, reason=str(error), retriable=True)
+        return OK
+
     async def record_event(self, key: str, api_version: str, kind: str, uid: str,
-                           event_type: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+                           event_type: Literal["Normal", "Warning"], reason: str, message: str, *,
+                           cluster_scoped: bool = False) -> None:
         """A core/v1 Event on the object; the same (object, reason, message) again bumps the count."""
         namespace, name = _split(key)
         now = _now()
@@ -403,8 +440,8 @@ class KubeClusterAPI:
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": event_name, "namespace": namespace},
-            "involvedObject": {"apiVersion": api_version, "kind": kind, "name": name, "namespace": namespace,
-                               **({"uid": uid} if uid else {})},
+            "involvedObject": {"apiVersion": api_version, "kind": kind, "name": name,
+                               **({} if cluster_scoped else {"namespace": namespace}), **({"uid": uid} if uid else {})},
             "reason": reason,
             "message": message[:1024],
             "type": event_type,
