@@ -9,7 +9,8 @@
    (`daemon.journal`). Standbys do this too, so a takeover starts warm.
 4. Once every kind is listed: with leader election, wait for the Lease (`daemon.leader`); then run
    the one scheduler loop (`daemon.scheduler`) behind the real adapter (`daemon.kubeapi`), whose
-   writes are refused the moment the lease is not valid. Losing the lease cancels the loop at once
+   writes are refused the moment the lease is not valid, and beside it the keeper of the topology
+   objects' status and problem Events (`daemon.topology_status`). Losing the lease cancels the loop at once
    and the daemon exits 1 (like kube-scheduler): a fresh process folds the log and campaigns again.
 5. SIGTERM/SIGINT (or `stop` set by an embedding caller): the loop stops taking new gangs, lets
    in-flight binds finish and rolls waiting gangs back (bounded by `shutdown_grace_seconds`); the
@@ -43,6 +44,7 @@ from daemon.observability import Tracing, configure_logging
 from daemon.ports import WallClock
 from daemon.replay import fold_log
 from daemon.scheduler import Scheduler, SchedulerConfig
+from daemon.topology_status import TopologyStatus
 from daemon.tracing import SchedulingObserver
 from events.log import EventLog, EventLogError
 from preemption.hook import JobPreemptor
@@ -73,6 +75,7 @@ class Daemon:
         self.elector: LeaderElector | None = None
         self.endpoints: EndpointServer | None = None
         self.api: KubeClusterAPI | None = None
+        self.topology_status: TopologyStatus | None = None
         self.leading = anyio.Event()
         self.exit_code = EXIT_OK
 
@@ -155,6 +158,10 @@ class Daemon:
             preemptor=JobPreemptor(),
         )
         self.scheduler = scheduler
+        # The topology objects' status and problem Events: the leader's too, stopped with the lease.
+        topology_status = TopologyStatus(self.journal.state, self.api)
+        self.journal.subscribe(topology_status.notice)
+        self.topology_status = topology_status
         log.info("daemon.leading", scheduler_name=self.config.scheduler_name)
         async with anyio.create_task_group() as group:
 
@@ -167,6 +174,7 @@ class Daemon:
                 group.cancel_scope.cancel()
 
             group.start_soon(stop_on_request)
+            group.start_soon(topology_status.run)
             await scheduler.run()
             group.cancel_scope.cancel()
 

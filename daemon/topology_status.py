@@ -1,0 +1,275 @@
+"""The leader keeps the topology objects' status current and reports bad topology input.
+
+What it writes (only these, only when the value differs from what the folded object already says):
+- the Koordinator ClusterNetworkTopology named `default`: `status.detailStatus`, the tree as
+  `TopologyTree.detail_status()` gives it, while that object is the tree's source (also when the
+  last good layer chain of an object that turned bad is in use);
+- every Volcano HyperNode: `status.nodeCount` (`TopologyTree.hypernode_node_counts()`), while
+  HyperNodes are the tree's source (when a ClusterNetworkTopology wins, their counts are left alone).
+
+What it reports: every distinct topology problem (the tree's `problems`, plus the state's problems
+about HyperNodes, ClusterNetworkTopologies and PodGroups, undecodable ones included) once: one
+structured log line keyed by the object, and one Warning Event on the object (reason
+`InvalidTopology`, or `InvalidPodGroup` for a PodGroup; message `field: what is wrong`). A problem
+that goes away and comes back is reported again. The tree keeps its last good structure, so
+scheduling goes on meanwhile.
+
+When: the journal tells `notice()` about every folded event; only kinds that can change the tree,
+the topology objects or their problems (nodes, topology objects, PodGroups, undecodable objects)
+mark the status dirty, so pod churn costs nothing. `run()` makes one pass as soon as something is
+dirty, then waits `interval` seconds before the next (changes meanwhile are coalesced into that
+one pass): at most one pass per interval. A pass whose writes failed is retried, backing off.
+A write already made is not repeated while the object's resourceVersion is unchanged (the watch
+has not brought our own write back yet).
+
+Runs only inside the leader's work (`daemon.run_cli`), and every write goes through the adapter's
+`WriteGate`, so a standby writes nothing. Must never: write on every pod event, write a value the
+object already holds, or stop the daemon over a failed write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final, Protocol
+
+import anyio
+import msgspec
+import structlog
+
+from daemon.ports import ApiOutcome
+from events.model import (
+    Event,
+    HyperNodeDeleted,
+    HyperNodeUpserted,
+    NetworkTopologyDeleted,
+    NetworkTopologyUpserted,
+    NodeDeleted,
+    NodeUpserted,
+    ObjectUndecodable,
+    PodGroupDeleted,
+    PodGroupUpserted,
+    VolcanoPodGroupDeleted,
+    VolcanoPodGroupUpserted,
+)
+from events.objects import (
+    CLUSTER_NETWORK_TOPOLOGY_API,
+    HYPERNODE_API,
+    KOORDINATOR_POD_GROUP_API,
+    VOLCANO_POD_GROUP_API,
+    TopologyDetail,
+)
+from state.cluster import ClusterState
+from state.gangs import Problem
+from state.topology import SOURCE_CNT, SOURCE_HYPERNODES
+from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, HYPERNODE_KIND, NODE_KIND, POD_GROUP_KIND
+
+log = structlog.get_logger("toposched.topology")
+
+INVALID_TOPOLOGY: Final = "InvalidTopology"
+INVALID_POD_GROUP: Final = "InvalidPodGroup"
+DEFAULT_INTERVAL: Final = 1.0
+MAX_RETRY_SECONDS: Final = 30.0
+MAX_EVENTS_PER_PASS: Final = 50
+
+# Folded events that can change the tree, a topology object, or the problems reported here.
+_RELEVANT: Final = (
+    NodeUpserted, NodeDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
+    HyperNodeDeleted, PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
+    ObjectUndecodable,
+)
+# Problem kinds taken from `state.all_problems()` (the tree's own problems are all taken).
+_STATE_KINDS: Final = frozenset({CNT_KIND, HYPERNODE_KIND, POD_GROUP_KIND, "VolcanoPodGroup"})
+
+
+class TopologyStatusWriter(Protocol):
+    """The writes this module makes (`daemon.kubeapi.KubeClusterAPI` implements them)."""
+
+    async def set_network_topology_status(self, name: str, detail_status: Sequence[TopologyDetail]) -> ApiOutcome: ...
+
+    async def set_hypernode_status(self, name: str, node_count: int) -> ApiOutcome: ...
+
+    async def report_object(self, key: str, api_version: str, kind: str, uid: str, reason: str,
+                            message: str) -> ApiOutcome: ...
+
+
+class StatusPlan(msgspec.Struct, frozen=True):
+    """The status writes one pass should make: None / empty when nothing differs."""
+
+    detail_status: list[TopologyDetail] | None = None  # for the ClusterNetworkTopology `default`
+    node_counts: dict[str, int] = {}  # HyperNode name -> nodeCount
+
+
+class ObjectRef(msgspec.Struct, frozen=True):
+    """The object a problem is about, as an Event's involvedObject names it."""
+
+    key: str
+    api_version: str
+    kind: str
+    uid: str = ""
+
+
+def plan_status(state: ClusterState) -> StatusPlan:
+    """What differs between the tree and the topology objects' status as folded (pure)."""
+    tree = state.topology
+    detail: list[TopologyDetail] | None = None
+    cnt = state.network_topologies.get(DEFAULT_CNT_NAME)
+    if cnt is not None and tree.source == SOURCE_CNT:
+        desired = tree.detail_status()
+        if desired != cnt.status.detail_status:
+            detail = desired
+    counts: dict[str, int] = {}
+    if tree.source == SOURCE_HYPERNODES:
+        for name, count in tree.hypernode_node_counts().items():
+            hyper_node = state.hyper_nodes.get(name)
+            if hyper_node is not None and hyper_node.status.node_count != count:
+                counts[name] = count
+    return StatusPlan(detail_status=detail, node_counts=counts)
+
+
+def topology_problems(state: ClusterState) -> list[Problem]:
+    """Every topology-related problem now, deduplicated, in a stable order."""
+    found = set(state.topology.problems)
+    found.update(problem for problem in state.all_problems() if problem.kind in _STATE_KINDS)
+    return sorted(found, key=lambda p: (p.kind, p.key, p.field, p.message))
+
+
+def object_of(state: ClusterState, problem: Problem) -> ObjectRef:
+    """The Kubernetes object a problem names (uid when the state knows the object)."""
+    key = problem.key
+    if problem.kind == CNT_KIND:
+        cnt = state.network_topologies.get(key)
+        return ObjectRef(key, CLUSTER_NETWORK_TOPOLOGY_API, CNT_KIND, cnt.metadata.uid if cnt else "")
+    if problem.kind == HYPERNODE_KIND:
+        hyper_node = state.hyper_nodes.get(key)
+        return ObjectRef(key, HYPERNODE_API, HYPERNODE_KIND, hyper_node.metadata.uid if hyper_node else "")
+    if problem.kind == NODE_KIND:
+        node = state.nodes.get(key)
+        return ObjectRef(key, "v1", NODE_KIND, node.obj.metadata.uid if node else "")
+    if problem.kind == "VolcanoPodGroup":
+        volcano = state.volcano_pod_groups.get(key)
+        return ObjectRef(key, VOLCANO_POD_GROUP_API, POD_GROUP_KIND, volcano.metadata.uid if volcano else "")
+    koordinator = state.pod_groups.get(key)
+    if koordinator is not None:
+        return ObjectRef(key, KOORDINATOR_POD_GROUP_API, POD_GROUP_KIND, koordinator.metadata.uid)
+    volcano = state.volcano_pod_groups.get(key)
+    if volcano is not None:
+        return ObjectRef(key, VOLCANO_POD_GROUP_API, POD_GROUP_KIND, volcano.metadata.uid)
+    return ObjectRef(key, KOORDINATOR_POD_GROUP_API, POD_GROUP_KIND)
+
+
+class TopologyStatus:
+    """One leader's status keeper and problem reporter (see the module docstring)."""
+
+    def __init__(self, state: ClusterState, writer: TopologyStatusWriter, *, interval: float = DEFAULT_INTERVAL,
+                 sleep: Callable[[float], Awaitable[None]] = anyio.sleep) -> None:
+        self.state = state
+        self.writer = writer
+        self.interval = interval
+        self._sleep = sleep
+        self._dirty = anyio.Event()
+        self._dirty.set()  # the first pass runs at once
+        self._failures = 0
+        self._written: dict[tuple[str, str], tuple[str, object]] = {}  # (kind, name) -> (resourceVersion, value)
+        self._logged: set[Problem] = set()
+        self._reported: set[Problem] = set()
+        self.passes = 0
+        self.writes = 0
+        self.events_posted = 0
+
+    def notice(self, event: Event) -> None:
+        """Journal listener: mark dirty when the event can change what this module writes."""
+        if isinstance(event, _RELEVANT):
+            self._dirty.set()
+
+    async def run(self) -> None:
+        """Until cancelled: one pass whenever something changed, at most one per `interval`."""
+        while True:
+            await self._dirty.wait()
+            self._dirty = anyio.Event()
+            complete = await self.sync_once()
+            if complete:
+                self._failures = 0
+                await self._sleep(self.interval)
+            else:
+                self._dirty.set()
+                self._failures += 1
+                await self._sleep(min(MAX_RETRY_SECONDS, self.interval * 2 ** (self._failures - 1)))
+
+    async def sync_once(self) -> bool:
+        """Write the statuses that differ and report new problems; False when something is left to retry."""
+        self.passes += 1
+        complete = await self._write_statuses()
+        return await self._report_problems() and complete
+
+    # ------------------------------------------------------------------ status
+
+    def _already_written(self, kind: str, name: str, resource_version: str, value: object) -> bool:
+        return self._written.get((kind, name)) == (resource_version, value)
+
+    async def _write_statuses(self) -> bool:
+        plan = plan_status(self.state)
+        complete = True
+        if plan.detail_status is not None:
+            cnt = self.state.network_topologies[DEFAULT_CNT_NAME]
+            version = cnt.metadata.resource_version
+            if not self._already_written(CNT_KIND, DEFAULT_CNT_NAME, version, plan.detail_status):
+                outcome = await self.writer.set_network_topology_status(DEFAULT_CNT_NAME, plan.detail_status)
+                complete &= self._after_write(CNT_KIND, DEFAULT_CNT_NAME, version, plan.detail_status, outcome,
+                                              domains=len(plan.detail_status))
+        for name, count in sorted(plan.node_counts.items()):
+            hyper_node = self.state.hyper_nodes.get(name)
+            if hyper_node is None:
+                continue
+            version = hyper_node.metadata.resource_version
+            if self._already_written(HYPERNODE_KIND, name, version, count):
+                continue
+            outcome = await self.writer.set_hypernode_status(name, count)
+            complete &= self._after_write(HYPERNODE_KIND, name, version, count, outcome, node_count=count)
+        return complete
+
+    def _after_write(self, kind: str, name: str, resource_version: str, value: object, outcome: ApiOutcome,
+                     **fields: int) -> bool:
+        if outcome.ok:
+            self.writes += 1
+            self._written[(kind, name)] = (resource_version, value)
+            log.info("topology.status_written", kind=kind, object=name, **fields)
+            return True
+        log.warning("topology.status_write_failed", kind=kind, object=name, reason=outcome.reason,
+                    retriable=outcome.retriable)
+        return not outcome.retriable  # a 404 (object gone) is not retried; its deletion comes by watch
+
+    # ------------------------------------------------------------------ problems
+
+    async def _report_problems(self) -> bool:
+        current = topology_problems(self.state)
+        present = set(current)
+        self._logged &= present
+        self._reported &= present
+        posted = 0
+        complete = True
+        for problem in current:
+            if problem not in self._logged:
+                self._logged.add(problem)
+                log.warning("topology.problem", kind=problem.kind, object=problem.key, field=problem.field,
+                            problem=problem.message)
+            if problem in self._reported:
+                continue
+            if posted >= MAX_EVENTS_PER_PASS:
+                complete = False  # the rest go out on the next pass
+                continue
+            if problem.key.startswith("<"):  # an undecodable object without a name: the log line is all we can do
+                self._reported.add(problem)
+                continue
+            target = object_of(self.state, problem)
+            reason = INVALID_POD_GROUP if target.kind == POD_GROUP_KIND else INVALID_TOPOLOGY
+            message = f"{problem.field}: {problem.message}" if problem.field else problem.message
+            outcome = await self.writer.report_object(target.key, target.api_version, target.kind, target.uid,
+                                                      reason, message)
+            posted += 1
+            if outcome.ok:
+                self._reported.add(problem)
+                self.events_posted += 1
+            else:
+                complete = False
+                log.warning("topology.event_failed", kind=problem.kind, object=problem.key, reason=outcome.reason)
+        return complete
