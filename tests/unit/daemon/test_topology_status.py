@@ -1,0 +1,224 @@
+"""Change detection, debounce and once-per-problem reporting of `daemon.topology_status`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio
+import msgspec
+
+from daemon.ports import OK, ApiOutcome
+from daemon.topology_status import TopologyStatus, plan_status, topology_problems
+from events.ingest import KIND_BY_NAME, upsert_event
+from events.model import Event
+from events.objects import TopologyDetail
+from state.cluster import ClusterState
+from tests.factories import node, node_event, pod, pod_event
+
+BLOCK = "network.topology.nvidia.com/block"
+
+
+async def wait_until(condition: Callable[[], bool], what: str, within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await anyio.sleep(0.001)
+
+
+class FakeWriter:
+    """Records every write; `fail` makes the next writes fail (retriable)."""
+
+    def __init__(self) -> None:
+        self.details: list[list[TopologyDetail]] = []
+        self.counts: list[tuple[str, int]] = []
+        self.events: list[tuple[str, str, str, str, str]] = []
+        self.fail = False
+
+    def _outcome(self) -> ApiOutcome:
+        return ApiOutcome(ok=False, reason="HTTP 503", retriable=True) if self.fail else OK
+
+    async def set_network_topology_status(self, name: str, detail_status: Sequence[TopologyDetail]) -> ApiOutcome:
+        self.details.append(list(detail_status))
+        return self._outcome()
+
+    async def set_hypernode_status(self, name: str, node_count: int) -> ApiOutcome:
+        self.counts.append((name, node_count))
+        return self._outcome()
+
+    async def report_object(self, key: str, api_version: str, kind: str, uid: str, reason: str,
+                            message: str) -> ApiOutcome:
+        self.events.append((kind, key, uid, reason, message))
+        return self._outcome()
+
+
+def cnt(resource_version: str = "1", status: list[dict[str, Any]] | None = None,
+        layers: list[dict[str, Any]] | None = None) -> Event:
+    document: dict[str, Any] = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
+        "metadata": {"name": "default", "uid": "cnt-uid", "resourceVersion": resource_version},
+        "spec": {"networkTopologySpec": layers if layers is not None else [
+            {"topologyLayer": "BlockLayer", "labelKey": [BLOCK]},
+            {"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": "BlockLayer"},
+        ]},
+    }
+    if status is not None:
+        document["status"] = {"detailStatus": status}
+    return upsert_event(KIND_BY_NAME["ClusterNetworkTopology"], document)
+
+
+def hyper_node(name: str, members: list[dict[str, Any]], *, node_count: int = 0, resource_version: str = "1") -> Event:
+    document: dict[str, Any] = {
+        "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": resource_version},
+        "spec": {"tier": 1, "members": members},
+    }
+    if node_count:
+        document["status"] = {"nodeCount": node_count}
+    return upsert_event(KIND_BY_NAME["HyperNode"], document)
+
+
+def regex(pattern: str) -> dict[str, Any]:
+    return {"type": "Node", "selector": {"regexMatch": {"pattern": pattern}}}
+
+
+def cluster(*events: Event) -> ClusterState:
+    state = ClusterState()
+    state.apply_all([node_event(node(f"n{i}", block=f"b{i // 2}")) for i in range(4)])
+    state.apply_all(events)
+    return state
+
+
+def fold_back(state: ClusterState, writer: FakeWriter, resource_version: str) -> None:
+    """What the watch would bring back after the last detailStatus write."""
+    status = msgspec.to_builtins(writer.details[-1])
+    state.apply(cnt(resource_version, status))
+
+
+async def test_detail_status_is_written_once_and_not_again_when_the_folded_object_holds_it() -> None:
+    state = cluster(cnt())
+    writer = FakeWriter()
+    keeper = TopologyStatus(state, writer)
+    assert await keeper.sync_once()
+    assert writer.details == [state.topology.detail_status()]
+    assert [d.node_num for d in writer.details[0]] == [4, 2, 2]
+    assert await keeper.sync_once()  # the watch has not brought the write back yet: not repeated
+    assert len(writer.details) == 1
+    fold_back(state, writer, "2")
+    assert plan_status(state).detail_status is None
+    assert await keeper.sync_once()
+    assert len(writer.details) == 1
+
+
+async def test_detail_status_is_written_again_when_the_tree_changes_or_someone_overwrites_it() -> None:
+    state = cluster(cnt())
+    writer = FakeWriter()
+    keeper = TopologyStatus(state, writer)
+    await keeper.sync_once()
+    fold_back(state, writer, "2")
+    state.apply(node_event(node("n4", block="b2")))
+    await keeper.sync_once()
+    assert [d.node_num for d in writer.details[-1]] == [5, 2, 2, 1]
+    fold_back(state, writer, "3")
+    state.apply(cnt("4", []))  # someone cleared the status
+    await keeper.sync_once()
+    assert len(writer.details) == 3 and writer.details[-1] == state.topology.detail_status()
+
+
+async def test_hypernode_counts_are_written_only_where_they_differ() -> None:
+    state = cluster(hyper_node("low", [regex("^n[01]$")], node_count=2), hyper_node("high", [regex("^n[23]$")]))
+    writer = FakeWriter()
+    keeper = TopologyStatus(state, writer)
+    await keeper.sync_once()
+    assert writer.counts == [("high", 2)]
+    assert writer.details == []  # no ClusterNetworkTopology object: nothing to write there
+
+
+async def test_hypernode_counts_are_left_alone_while_a_cluster_network_topology_is_the_source() -> None:
+    state = cluster(cnt(), hyper_node("hn", [regex("^n[01]$")]))
+    assert plan_status(state).node_counts == {}
+
+
+async def test_a_failed_write_is_retried_at_the_next_pass() -> None:
+    state = cluster(cnt())
+    writer = FakeWriter()
+    writer.fail = True
+    keeper = TopologyStatus(state, writer)
+    assert not await keeper.sync_once()
+    writer.fail = False
+    assert await keeper.sync_once()
+    assert len(writer.details) == 2 and keeper.writes == 1
+
+
+async def test_each_distinct_problem_gets_one_event_until_it_goes_away_and_comes_back() -> None:
+    state = cluster(hyper_node("bad", [regex("n(")]))
+    writer = FakeWriter()
+    keeper = TopologyStatus(state, writer)
+    await keeper.sync_once()
+    await keeper.sync_once()
+    assert len(writer.events) == 1
+    kind, key, uid, reason, message = writer.events[0]
+    assert (kind, key, uid, reason) == ("HyperNode", "bad", "uid-bad", "InvalidTopology")
+    assert message.startswith("spec.members[0].selector.regexMatch.pattern: ")
+    state.apply(hyper_node("bad", [regex("^n0$")], resource_version="2"))
+    await keeper.sync_once()
+    assert len(writer.events) == 1
+    state.apply(hyper_node("bad", [regex("n(")], resource_version="3"))
+    await keeper.sync_once()
+    assert len(writer.events) == 2
+
+
+async def test_a_failed_problem_event_is_posted_again_and_a_bad_cnt_is_reported_on_its_object() -> None:
+    state = cluster(cnt(layers=[{"topologyLayer": "BlockLayer", "labelKey": [BLOCK],
+                                 "parentTopologyLayer": "NoSuchLayer"}]))
+    assert any(p.kind == "ClusterNetworkTopology" for p in topology_problems(state))
+    writer = FakeWriter()
+    writer.fail = True
+    keeper = TopologyStatus(state, writer)
+    assert not await keeper.sync_once()
+    writer.fail = False
+    posted = len(writer.events)
+    assert await keeper.sync_once()
+    assert len(writer.events) == 2 * posted
+    assert {(kind, key, uid) for kind, key, uid, _, _ in writer.events} == {
+        ("ClusterNetworkTopology", "default", "cnt-uid")}
+
+
+async def test_passes_are_debounced_and_pod_events_do_not_wake_the_keeper() -> None:
+    state = cluster(cnt())
+    writer = FakeWriter()
+    sleeps: list[float] = []
+    tick = anyio.Event()
+
+    async def fake_sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        await tick.wait()
+
+    keeper = TopologyStatus(state, writer, interval=1.0, sleep=fake_sleep)
+    async with anyio.create_task_group() as group:
+        group.start_soon(keeper.run)
+        await wait_until(lambda: keeper.passes == 1, what="the first pass")
+        assert sleeps == [1.0]
+
+        for index in range(50):  # a burst of tree changes while the keeper waits out its interval
+            event = node_event(node(f"x{index}", block="b9"))
+            state.apply(event)
+            keeper.notice(event)
+        assert keeper.passes == 1
+        tick.set()
+        tick = anyio.Event()
+        await wait_until(lambda: keeper.passes == 2, what="one pass for the whole burst")
+        assert len(writer.details) == 2 and writer.details[-1][0].node_num == 54
+        await wait_until(lambda: len(sleeps) == 2, what="the second interval")
+
+        tick.set()
+        tick = anyio.Event()
+        await anyio.wait_all_tasks_blocked()
+        for index in range(20):  # pod churn: no pass at all
+            event = pod_event(pod(f"p{index}", gpus=1))
+            state.apply(event)
+            keeper.notice(event)
+        await anyio.wait_all_tasks_blocked()
+        assert keeper.passes == 2
+        group.cancel_scope.cancel()
