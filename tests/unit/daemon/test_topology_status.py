@@ -216,9 +216,9 @@ async def test_passes_are_debounced_and_pod_events_do_not_wake_the_keeper() -> N
         tick = anyio.Event()
         await anyio.wait_all_tasks_blocked()
         for index in range(20):  # pod churn: no pass at all
-            event = pod_event(pod(f"p{index}", gpus=1))
-            state.apply(event)
-            keeper.notice(event)
+            churn = pod_event(pod(f"p{index}", gpus=1))
+            state.apply(churn)
+            keeper.notice(churn)
         await anyio.wait_all_tasks_blocked()
         assert keeper.passes == 2
         group.cancel_scope.cancel()
