@@ -13,7 +13,13 @@
   generated HyperNodes over the same nodes gives the same tree. Going to a ClusterNetworkTopology
   from HyperNodes also needs node labels; they are written as `kubectl label` comments.
 
-Only reads files and writes to stdout/stderr; the tree itself is `state/topology.py`'s.
+- `show --kubeconfig PATH [--context NAME] [--json]` does the same with a live cluster: it lists
+  Nodes, ClusterNetworkTopologies, HyperNodes and Pods once (the watchers' own paginated list, each
+  object decoded from raw JSON by `events.ingest`; a topology CRD that is not installed is skipped)
+  and folds them. Exactly one of --scenario / --kubeconfig.
+
+Only reads files or lists objects from the API (never writes to it), and writes to stdout/stderr;
+the tree itself is `state/topology.py`'s.
 """
 
 from __future__ import annotations
@@ -25,10 +31,16 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 import yaml
 from rich.console import Console
 from rich.tree import Tree
 
+from daemon.config import ConfigError, load_config
+from daemon.kubeclient import ApiError, KubeConnectError, connect
+from daemon.kubewatch import CrdMissing, KindWatcher
+from events.ingest import KIND_BY_NAME
+from events.model import Event
 from events.objects import CLUSTER_NETWORK_TOPOLOGY_API, HYPERNODE_API
 from events.scenario import ScenarioError, load_scenario
 from state.cluster import ClusterState
@@ -47,6 +59,45 @@ def tree_of_scenario(path: str) -> tuple[TopologyTree, list[str]]:
     for item in sorted(scenario.objects, key=lambda o: o.index):
         state.apply(item.info.upsert(item.obj))
     return state.topology, list(scenario.problems)
+
+
+class _Fold:
+    """A `daemon.kubewatch.Recorder` that folds straight into a state (nothing is logged)."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+
+    async def record(self, event: Event) -> None:
+        self.state.apply(event)
+
+
+LIVE_KINDS = ("Node", "ClusterNetworkTopology", "HyperNode", "Pod")  # nodes first: pods count on them
+
+
+async def state_of_cluster(kubeconfig: str, context: str | None = None) -> ClusterState:
+    """List the kinds the tree needs from a live API server and fold them into a fresh state."""
+    overrides: dict[str, Any] = {"kubeconfig": kubeconfig, "leader_election.enabled": False}
+    if context:
+        overrides["context"] = context
+    config = load_config(None, overrides)
+    state = ClusterState()
+    recorder = _Fold(state)
+    async with connect(config, pool_size=4) as client:
+        for name in LIVE_KINDS:
+            try:
+                await KindWatcher(client, KIND_BY_NAME[name], recorder, config.timeouts).relist()
+            except CrdMissing:
+                continue  # e.g. no HyperNode CRD: that source is simply absent
+    return state
+
+
+def _tree_of_cluster(kubeconfig: str, context: str | None) -> tuple[TopologyTree | None, list[str]]:
+    try:
+        state = anyio.run(state_of_cluster, kubeconfig, context)
+    except (ConfigError, KubeConnectError, ApiError) as error:
+        sys.stderr.write(f"toposched topology: {error}\n")
+        return None, []
+    return state.topology, [str(problem) for problem in state.undecodable.values()]
 
 
 # --------------------------------------------------------------------------- show
@@ -98,7 +149,10 @@ def rich_tree(tree: TopologyTree, *, max_nodes: int = 8) -> Tree:
 
 
 def _show(args: argparse.Namespace) -> int:
-    tree, load_problems = _load(args.scenario)
+    if args.kubeconfig:
+        tree, load_problems = _tree_of_cluster(args.kubeconfig, args.context)
+    else:
+        tree, load_problems = _load(args.scenario)
     if tree is None:
         return 2
     if args.json:
@@ -109,7 +163,7 @@ def _show(args: argparse.Namespace) -> int:
                             for level in tree.levels)
         console.print(f"source: [bold]{tree.source}[/bold]   levels: {levels}")
         console.print(rich_tree(tree))
-    _report(tree, load_problems)
+    _report(tree, load_problems, "cluster" if args.kubeconfig else "scenario")
     return 0
 
 
@@ -231,19 +285,23 @@ def _load(path: str) -> tuple[TopologyTree | None, list[str]]:
         return None, []
 
 
-def _report(tree: TopologyTree, load_problems: list[str]) -> None:
+def _report(tree: TopologyTree, load_problems: list[str], source: str = "scenario") -> None:
     for problem in load_problems:
-        sys.stderr.write(f"scenario: {problem}\n")
+        sys.stderr.write(f"{source}: {problem}\n")
     for found in tree.problems:
         sys.stderr.write(f"topology: {found}\n")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="toposched topology", description="Show a scenario's network topology tree, or convert it.")
+        prog="toposched topology",
+        description="Show the network topology tree of a scenario or a live cluster, or convert a scenario's.")
     commands = parser.add_subparsers(dest="command", required=True)
-    show = commands.add_parser("show", help="print the topology tree of a scenario")
-    show.add_argument("--scenario", required=True, help="scenario YAML file or directory")
+    show = commands.add_parser("show", help="print the topology tree of a scenario or a live cluster")
+    source = show.add_mutually_exclusive_group(required=True)
+    source.add_argument("--scenario", help="scenario YAML file or directory")
+    source.add_argument("--kubeconfig", metavar="PATH", help="read Nodes, Pods and topology objects from this cluster")
+    show.add_argument("--context", help="kubeconfig context (with --kubeconfig)")
     show.add_argument("--json", action="store_true", help="print the machine-readable JSON document")
     generate = commands.add_parser("generate", help="write HyperNode or ClusterNetworkTopology YAML for the tree")
     generate.add_argument("--scenario", required=True, help="scenario YAML file or directory")
