@@ -16,11 +16,13 @@ scheduling goes on meanwhile.
 
 When: the journal tells `notice()` about every folded event; only kinds that can change the tree,
 the topology objects or their problems (nodes, topology objects, PodGroups, undecodable objects)
-mark the status dirty, so pod churn costs nothing. `run()` makes one pass as soon as something is
-dirty, then waits `interval` seconds before the next (changes meanwhile are coalesced into that
-one pass): at most one pass per interval. A pass whose writes failed is retried, backing off.
-A write already made is not repeated while the object's resourceVersion is unchanged (the watch
-has not brought our own write back yet).
+mark the status dirty, so pod churn costs nothing; a pass finding the tree's `version` unchanged
+(a node heartbeat) and no PodGroup or topology object changed returns at once (10,000 nodes in 4
+layers: a full pass with nothing to write takes ~9 ms, a heartbeat pass ~0). `run()` makes one
+pass as soon as something is dirty, then waits `interval` seconds before the next (changes
+meanwhile are coalesced into that one pass): at most one pass per interval. A pass whose writes
+failed is retried, backing off. A write already made is not repeated while the object's
+resourceVersion is unchanged (the watch has not brought our own write back yet).
 
 Runs only inside the leader's work (`daemon.run_cli`), and every write goes through the adapter's
 `WriteGate`, so a standby writes nothing. Must never: write on every pod event, write a value the
@@ -76,6 +78,12 @@ _RELEVANT: Final = (
     NodeUpserted, NodeDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
     HyperNodeDeleted, PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
     ObjectUndecodable,
+)
+# Of those, the ones whose problems live outside the tree (a node's or topology object's problems
+# change only with the tree's version).
+_STATE_PROBLEM_EVENTS: Final = (
+    PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted, ObjectUndecodable,
+    NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
 )
 # Problem kinds taken from `state.all_problems()` (the tree's own problems are all taken).
 _STATE_KINDS: Final = frozenset({CNT_KIND, HYPERNODE_KIND, POD_GROUP_KIND, "VolcanoPodGroup"})
@@ -169,6 +177,8 @@ class TopologyStatus:
         self._dirty = anyio.Event()
         self._dirty.set()  # the first pass runs at once
         self._failures = 0
+        self._settled_version = -1  # the tree version of the last pass that left nothing to do
+        self._state_problems_changed = True
         self._written: dict[tuple[str, str], tuple[str, object]] = {}  # (kind, name) -> (resourceVersion, value)
         self._logged: set[Problem] = set()
         self._reported: set[Problem] = set()
@@ -180,6 +190,8 @@ class TopologyStatus:
         """Journal listener: mark dirty when the event can change what this module writes."""
         if isinstance(event, _RELEVANT):
             self._dirty.set()
+            if isinstance(event, _STATE_PROBLEM_EVENTS):
+                self._state_problems_changed = True
 
     async def run(self) -> None:
         """Until cancelled: one pass whenever something changed, at most one per `interval`."""
@@ -198,8 +210,17 @@ class TopologyStatus:
     async def sync_once(self) -> bool:
         """Write the statuses that differ and report new problems; False when something is left to retry."""
         self.passes += 1
+        version = self.state.topology.version  # every input of a status write changes it (objects included)
+        if version == self._settled_version and not self._state_problems_changed:
+            return True  # a node heartbeat: nothing this module writes can have changed
+        self._state_problems_changed = False
         complete = await self._write_statuses()
-        return await self._report_problems() and complete
+        complete = await self._report_problems() and complete
+        if complete:
+            self._settled_version = version
+        else:
+            self._state_problems_changed = True  # retry everything next pass
+        return complete
 
     # ------------------------------------------------------------------ status
 

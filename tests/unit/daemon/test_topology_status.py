@@ -8,9 +8,11 @@ from typing import Any
 
 import anyio
 import msgspec
+import pytest
 
+from daemon import topology_status
 from daemon.ports import OK, ApiOutcome
-from daemon.topology_status import TopologyStatus, plan_status, topology_problems
+from daemon.topology_status import StatusPlan, TopologyStatus, plan_status, topology_problems
 from events.ingest import KIND_BY_NAME, upsert_event
 from events.model import Event
 from events.objects import TopologyDetail
@@ -222,3 +224,29 @@ async def test_passes_are_debounced_and_pod_events_do_not_wake_the_keeper() -> N
         await anyio.wait_all_tasks_blocked()
         assert keeper.passes == 2
         group.cancel_scope.cancel()
+
+
+async def test_a_node_heartbeat_pass_does_not_recompute_anything(monkeypatch: pytest.MonkeyPatch) -> None:
+    state = cluster(cnt())
+    writer = FakeWriter()
+    keeper = TopologyStatus(state, writer)
+    await keeper.sync_once()
+    fold_back(state, writer, "2")
+    await keeper.sync_once()
+    planned: list[int] = []
+
+    def counting_plan(state: ClusterState) -> StatusPlan:
+        planned.append(1)
+        return plan_status(state)
+
+    monkeypatch.setattr(topology_status, "plan_status", counting_plan)
+    heartbeat = node_event(node("n0", block="b0"))
+    state.apply(heartbeat)
+    keeper.notice(heartbeat)
+    assert await keeper.sync_once()
+    assert planned == []
+    moved = node_event(node("n0", block="b1"))
+    state.apply(moved)
+    keeper.notice(moved)
+    assert await keeper.sync_once()
+    assert planned == [1] and len(writer.details) == 2
