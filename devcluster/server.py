@@ -278,7 +278,8 @@ class ApiServer:
                                      f'as a {kind}: got kind "{body.get("kind")}"')
         findings = check(body, schema)
         group = api_version.rpartition("/")[0]
-        display = str((body.get("metadata") or {}).get("name") or name)
+        meta = body.get("metadata")
+        display = str((meta.get("name") if isinstance(meta, dict) else None) or name)
         if findings.wrong_type:
             field, problem = findings.wrong_type[0]
             raise errors.bad_request(f'{kind} in version "{api_version.rpartition("/")[2]}" cannot be handled as a '
@@ -294,9 +295,6 @@ class ApiServer:
             if mode == "Warn":
                 headers["Warning"] = ", ".join(f'299 - "unknown field \\"{f}\\""' for f in findings.unknown)
             body = prune(body, schema)
-        meta = body.get("metadata")
-        if meta is not None and not isinstance(meta, dict):
-            raise errors.bad_request("metadata must be an object")
         validated: dict[str, Any] = body
         return validated
 
