@@ -17,7 +17,7 @@ from events.ingest import KIND_BY_NAME, upsert_event
 from events.model import Event
 from events.objects import TopologyDetail
 from state.cluster import ClusterState
-from tests.factories import node, node_event, pod, pod_event
+from tests.factories import group_event, node, node_event, pod, pod_event, pod_group
 
 BLOCK = "network.topology.nvidia.com/block"
 
@@ -250,3 +250,22 @@ async def test_a_node_heartbeat_pass_does_not_recompute_anything(monkeypatch: py
     keeper.notice(moved)
     assert await keeper.sync_once()
     assert planned == [1] and len(writer.details) == 2
+
+
+async def test_a_bad_podgroup_annotation_is_reported_on_the_podgroup_once_even_without_a_tree_change() -> None:
+    state = cluster()
+    writer = FakeWriter()
+    keeper = TopologyStatus(state, writer)
+    assert await keeper.sync_once()
+    assert writer.events == []
+    bad = group_event(pod_group("job", gather=[{"layer": "NoSuchLayer", "strategy": "Sometimes"}]))
+    state.apply(bad)
+    keeper.notice(bad)
+    assert await keeper.sync_once()
+    assert {(kind, key, uid, reason) for kind, key, uid, reason, _ in writer.events} == {
+        ("PodGroup", "default/job", "uid-pg-default-job", "InvalidPodGroup")}
+    assert any("strategy" in message for *_, message in writer.events)
+    count = len(writer.events)
+    keeper.notice(bad)
+    assert await keeper.sync_once()
+    assert len(writer.events) == count
