@@ -3,12 +3,19 @@ topology object with a Warning Event on it while scheduling goes on, and a stand
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from daemon.config import decode_config
+from daemon.kubeapi import KubeClusterAPI
+from daemon.kubeclient import connect
+from daemon.leader import AlwaysOpen, WriteGate
 from daemon.metrics import Metrics
 from devcluster.cluster import DevCluster
-from tests.integration.daemon.harness import bound_count, daemons, gang, nodes, pod_names, wait_until
+from events.objects import TopologyDetail, TopologyInfo
+from tests.integration.daemon.harness import bound_count, config_for, daemons, gang, nodes, pod_names, wait_until
 
 CNT = "clusternetworktopologies.scheduling.koordinator.sh"
 HN = "hypernodes.topology.volcano.sh"
@@ -164,3 +171,42 @@ async def test_a_standby_writes_no_topology_status(tmp_path: Path) -> None:
             assert standby.daemon.topology_status is None
             for resource in ("clusternetworktopologies/status", "hypernodes/status", "events"):
                 assert api_writes(standby.daemon.metrics, resource) == 0
+
+
+@asynccontextmanager
+async def adapter(cluster: DevCluster, tmp_path: Path, gate: WriteGate | None = None) -> AsyncIterator[KubeClusterAPI]:
+    kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+    config = decode_config(config_for(kubeconfig, tmp_path / "log", election=False))
+    async with connect(config) as client:
+        yield KubeClusterAPI(client, gate or AlwaysOpen())
+
+
+async def test_adapter_status_writes_land_in_the_status_and_a_missing_object_is_not_retried(tmp_path: Path) -> None:
+    async with DevCluster() as cluster:
+        cluster.load_objects([cnt_default(), hyper_node("hn", 1, [exact("node-000")])])
+        async with adapter(cluster, tmp_path) as api:
+            root = TopologyDetail(topology_info=TopologyInfo(topology_layer="ClusterTopologyLayer"),
+                                  child_topology_layer="NodeTopologyLayer", node_num=3)
+            assert (await api.set_network_topology_status("default", [root])).ok
+            assert status_of(cluster, CNT, "default") == {"detailStatus": [
+                {"topologyInfo": {"topologyLayer": "ClusterTopologyLayer"}, "childTopologyLayer": "NodeTopologyLayer",
+                 "nodeNum": 3}]}
+            assert (await api.set_network_topology_status("default", [])).ok  # replaced whole, not merged
+            assert status_of(cluster, CNT, "default").get("detailStatus", []) == []
+            assert (await api.set_hypernode_status("hn", 5)).ok
+            assert status_of(cluster, HN, "hn") == {"nodeCount": 5}
+            assert cluster.store.get(HN, "hn")["spec"]["tier"] == 1  # the spec is untouched
+            missing = await api.set_hypernode_status("ghost", 1)
+            assert not missing.ok and not missing.retriable
+
+
+async def test_adapter_refuses_topology_writes_without_the_lease(tmp_path: Path) -> None:
+    async with DevCluster() as cluster:
+        cluster.load_objects([hyper_node("hn", 1, [exact("node-000")])])
+        async with adapter(cluster, tmp_path, WriteGate(renew_deadline=1.0)) as api:  # never renewed: closed
+            assert not (await api.set_hypernode_status("hn", 5)).ok
+            refused = await api.report_object("hn", "topology.volcano.sh/v1alpha1", "HyperNode", "", "InvalidTopology",
+                                              "spec.members: bad")
+            assert not refused.ok
+            assert status_of(cluster, HN, "hn") == {}
+            assert cluster.store.list("events", "default") == []
