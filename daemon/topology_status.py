@@ -11,7 +11,8 @@ What it reports: every distinct topology problem (the tree's `problems`, plus th
 about HyperNodes, ClusterNetworkTopologies and PodGroups, undecodable ones included) once: one
 structured log line keyed by the object, and one Warning Event on the object (reason
 `InvalidTopology`, or `InvalidPodGroup` for a PodGroup; message `field: what is wrong`). A problem
-that goes away and comes back is reported again. The tree keeps its last good structure, so
+that goes away and comes back is reported again; what was reported is not persisted, so a new
+leader reports the problems still present once more. The tree keeps its last good structure, so
 scheduling goes on meanwhile.
 
 When: the journal tells `notice()` about every folded event; only kinds that can change the tree,
