@@ -211,7 +211,7 @@ class TopologyStatus:
     async def sync_once(self) -> bool:
         """Write the statuses that differ and report new problems; False when something is left to retry."""
         self.passes += 1
-        version = self.state.topology.version  # every input of a status write changes it (objects included)
+        version = self.state.topology.version  # structure changes bump it; object (status) changes come via notice
         if version == self._settled_version and not self._state_problems_changed:
             return True  # a node heartbeat: nothing this module writes can have changed
         self._state_problems_changed = False

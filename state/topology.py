@@ -306,9 +306,12 @@ class TopologyTree:
         self._pending.nodes.add(node)
 
     def network_topology_upserted(self, cnt: ClusterNetworkTopology) -> None:
-        if cnt.metadata.name == DEFAULT_CNT_NAME and cnt != self._cnt:
-            self._cnt = cnt
+        if cnt.metadata.name != DEFAULT_CNT_NAME:
+            return
+        # Only the spec shapes the tree: a status write (ours, echoed back by the watch) must not rebuild it.
+        if self._cnt is None or cnt.spec != self._cnt.spec:
             self._built = None
+        self._cnt = cnt
 
     def network_topology_deleted(self, name: str) -> None:
         if name == DEFAULT_CNT_NAME and self._cnt is not None:
@@ -318,9 +321,10 @@ class TopologyTree:
 
     def hypernode_upserted(self, hn: HyperNode) -> None:
         name = hn.metadata.name
-        if self._hypernodes.get(name) != hn:
-            self._hypernodes[name] = hn
+        known = self._hypernodes.get(name)
+        if known is None or known.spec != hn.spec:  # a status write must not rebuild the tree
             self._built = None
+        self._hypernodes[name] = hn
 
     def hypernode_deleted(self, name: str) -> None:
         if self._hypernodes.pop(name, None) is not None:

@@ -123,7 +123,9 @@ async def test_detail_status_is_written_again_when_the_tree_changes_or_someone_o
     await keeper.sync_once()
     assert [d.node_num for d in writer.details[-1]] == [5, 2, 2, 1]
     fold_back(state, writer, "3")
-    state.apply(cnt("4", []))  # someone cleared the status
+    cleared = cnt("4", [])  # someone cleared the status
+    state.apply(cleared)
+    keeper.notice(cleared)  # as the journal does for every recorded event
     await keeper.sync_once()
     assert len(writer.details) == 3 and writer.details[-1] == state.topology.detail_status()
 
