@@ -12,6 +12,7 @@ from tests.integration.daemon.harness import (
     gang,
     node_of,
     nodes,
+    pod,
     pod_names,
     wait_until,
 )
@@ -80,3 +81,32 @@ async def test_a_dropped_watch_and_a_410_lose_and_duplicate_nothing(tmp_path: Pa
         counts = bindings_in_logs([tmp_path / "log-0"])
         assert all(value == 1 for value in counts.values())
         assert set(counts) >= {f"default/{name}" for name in pod_names(first) + pod_names(second)}
+
+
+async def test_a_missing_crd_is_not_fatal_and_is_picked_up_when_it_appears(tmp_path: Path) -> None:
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(4))
+        missing = cluster.faults.fail_fraction(1.0, 404, verb="list", path="/hypernodes")
+        async with daemons(cluster, tmp_path) as (running,):
+            watchers = running.daemon.watchers
+            assert watchers is not None
+            hypernodes = next(w for w in watchers.watchers if w.info.name == "HyperNode")
+            await wait_until(lambda: running.daemon.health.ready, what="ready without the CRD")
+            assert hypernodes.missing_crd
+            job = gang("despite", 2)
+            cluster.load_objects(job)
+            await wait_until(lambda: bound_count(cluster, pod_names(job)) == 2, what="gang bound")
+            cluster.faults.remove(missing)
+            await wait_until(lambda: not hypernodes.missing_crd, within=5, what="the CRD picked up")
+
+
+async def test_a_pod_of_several_megabytes_comes_through_the_watch(tmp_path: Path) -> None:
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(2))
+        async with daemons(cluster, tmp_path) as (running,):
+            heavy = pod("heavy", 1)
+            heavy["metadata"]["annotations"] = {"example.com/blob": "x" * (3 * 1024 * 1024)}
+            cluster.load_objects([heavy])
+            await wait_until(lambda: bool(node_of(cluster, "heavy")), what="the large pod bound")
+            state = running.daemon.state
+            assert state is not None and "default/heavy" in state.pods
