@@ -39,7 +39,7 @@ from daemon.kubeapi import KubeClusterAPI, KubeLeaseStore
 from daemon.kubeclient import KubeClient, KubeConnectError, connect
 from daemon.kubewatch import Watchers, known_from_state
 from daemon.leader import AlwaysOpen, LeaderElector, LeadershipLost, WriteGate
-from daemon.metrics import Metrics
+from daemon.metrics import MeteredEventLog, Metrics
 from daemon.observability import Tracing, configure_logging
 from daemon.ports import WallClock
 from daemon.replay import fold_log
@@ -87,7 +87,9 @@ class Daemon:
                   ) -> int:
         """Run until `stop` is set (graceful) or the lease is lost; returns the exit code."""
         config = self.config
-        event_log = EventLog.open(config.log_dir, fsync=config.fsync_policy())
+        event_log = MeteredEventLog.open(config.log_dir, fsync=config.fsync_policy())
+        assert isinstance(event_log, MeteredEventLog)  # `open` builds the class it is called on
+        event_log.metrics = self.metrics
         self.event_log = event_log
         try:
             folded = fold_log(event_log, scheduler_name=config.scheduler_name)

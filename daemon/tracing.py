@@ -18,6 +18,8 @@ Must never: change the state or block (it runs inside `Journal.record`, on the l
 
 from __future__ import annotations
 
+import time
+
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
@@ -86,6 +88,7 @@ class SchedulingObserver:
         self._attempts: dict[str, _Attempt] = {}  # gang (or lone pod) key -> open attempt
         self._gang_done: set[str] = set()  # gangs whose end-to-end latency was observed
         self._bound_count: dict[str, int] = {}  # gang -> members bound (kept incrementally: gangs are large)
+        self._tree_version = -1
         self._watch_counters = {
             cls: metrics.watch_events.labels(kind, kind_type) for cls, (kind, kind_type) in _WATCH_KIND.items()
         }
@@ -237,7 +240,20 @@ class SchedulingObserver:
     # ------------------------------------------------------------------ gauges
 
     def refresh_gauges(self) -> None:
-        """Queue depth from the state (called on a timer, not per event: it walks the pending set)."""
+        """Queue depth from the state, and the topology build time (called on a timer, not per event).
+
+        The topology tree rebuilds lazily, on its first query after a change. The tick queries it (at
+        most once a second) and times the query when it found a new structure and did the work itself
+        (a cached answer takes well under a microsecond); a rebuild that placement triggered between
+        two ticks is not timed here.
+        """
+        tree = self.state.topology
+        started = time.perf_counter()
+        version = tree.version
+        elapsed = time.perf_counter() - started
+        if version != self._tree_version and elapsed > 5e-6:
+            self.metrics.topology_build.observe(elapsed)
+        self._tree_version = version
         pending = self.state.pending
         self.metrics.pending_pods.set(len(pending))
         gangs = set()

@@ -44,6 +44,12 @@ async def test_probes_and_metrics_are_served_and_count_what_happened(tmp_path: P
             assert "toposched_gang_scheduling_duration_seconds_count 1.0" in text
             assert 'toposched_scheduling_attempt_duration_seconds_count{result="scheduled"} 1.0' in text
             assert "toposched_cache_synced 1.0" in text
+            appends = next(line for line in text.splitlines()
+                           if line.startswith("toposched_event_log_append_duration_seconds_count"))
+            assert float(appends.split()[-1]) > 0
+            built = next(line for line in text.splitlines()
+                         if line.startswith("toposched_topology_build_duration_seconds_count"))
+            assert float(built.split()[-1]) >= 1
 
 
 async def test_a_gang_attempt_is_one_span_with_plan_permit_and_bind_children(tmp_path: Path) -> None:
