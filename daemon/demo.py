@@ -21,6 +21,7 @@ Must never: bypass the daemon (the demo only creates objects and reads the resul
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 import tempfile
@@ -309,8 +310,9 @@ def main(argv: Sequence[str]) -> int:
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 132)
 
     async def bounded() -> int:
-        # The workload waits are bounded by --timeout; this outer bound catches a start-up or shutdown hang.
-        with anyio.move_on_after(args.timeout + 15) as scope:
+        # The workload waits are bounded by --timeout; this outer bound catches a start-up or shutdown hang
+        # (not with --keep-running, which waits for Ctrl-C by design).
+        with anyio.move_on_after(math.inf if args.keep_running else args.timeout + 15) as scope:
             return await _demo(args, console)
         if scope.cancelled_caught:
             console.print(f"[red]toposched demo: gave up after {args.timeout + 15:g}s "
