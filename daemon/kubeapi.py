@@ -83,6 +83,12 @@ PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 COMPONENT = "toposched"
 
 
+# What a gang's state is called in each PodGroup dialect, and the condition that says why.
+_KOORDINATOR_PHASE: dict[str, str] = {"Pending": "Pending", "Scheduled": "Scheduled", "TimedOut": "Pending"}
+_VOLCANO_PHASE: dict[str, str] = {"Pending": "Pending", "Scheduled": "Running", "TimedOut": "Pending"}
+_CONDITION_TYPE: dict[str, str] = {"Pending": "Unschedulable", "Scheduled": "Scheduled", "TimedOut": "Unschedulable"}
+
+
 def _split(key: str) -> tuple[str, str]:
     namespace, _, name = key.rpartition("/")
     return namespace or "default", name
@@ -325,13 +331,11 @@ class KubeClusterAPI:
     async def report_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> ApiOutcome:
         """PodGroup status (phase + one condition) and an Event on it saying the same. Best effort."""
         api_version, uid = self._pod_group_identity(gang)
-        condition_type = {"Pending": "Unschedulable", "Scheduled": "Scheduled", "TimedOut": "Unschedulable"}[phase]
+        phases = _VOLCANO_PHASE if api_version == VOLCANO_POD_GROUP_API else _KOORDINATOR_PHASE
         status: dict[str, Any] = {
-            "phase": {"Pending": "Pending", "Scheduled": "Scheduled", "TimedOut": "Failed"}[phase]
-            if api_version == KOORDINATOR_POD_GROUP_API else {"Pending": "Pending", "Scheduled": "Running",
-                                                               "TimedOut": "Pending"}[phase],
+            "phase": phases[phase],
             "conditions": [{
-                "type": condition_type, "status": "True", "reason": reason, "message": message[:1024],
+                "type": _CONDITION_TYPE[phase], "status": "True", "reason": reason, "message": message[:1024],
                 "lastTransitionTime": _now(),
             }],
         }
