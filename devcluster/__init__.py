@@ -52,8 +52,15 @@ with the HTTP code and reason a real server would answer):
 Served: namespaces, nodes, pods (+ status, binding, eviction), events (core v1; events.k8s.io/v1 is a
 view of the same objects), coordination.k8s.io/v1 leases, scheduling.k8s.io/v1 priorityclasses,
 scheduling.sigs.k8s.io/v1alpha1 and scheduling.volcano.sh/v1beta1 PodGroups, scheduling.koordinator.sh
-ClusterNetworkTopology and topology.volcano.sh HyperNode (each + status). Known differences from a
-real cluster: no authentication, no admission beyond defaulting and priority resolution, no
+ClusterNetworkTopology and topology.volcano.sh HyperNode (each + status). Stored only, so that the
+manifests under ops/ apply (`kubectl apply [--dry-run=client] -k ops/`): v1 ConfigMap, Secret
+(stringData written into data), ServiceAccount, Service (+ status), apps/v1 Deployment, StatefulSet,
+DaemonSet (+ status), policy/v1 PodDisruptionBudget (+ status), rbac.authorization.k8s.io/v1 Role,
+ClusterRole, RoleBinding, ClusterRoleBinding, apiextensions.k8s.io/v1 CustomResourceDefinition
+(+ status): real scope, discovery (short names, categories), OpenAPI v3, strict validation and
+`kubectl get` tables, but no controller acts on them (a Deployment makes no pods, RBAC is not
+enforced, a Service gets no cluster IP, no scale subresource) and a created CRD serves nothing new
+(the custom resources above are built in). Known differences from a real cluster: no authentication, no admission beyond defaulting and priority resolution, no
 server-side apply, limit/continue pages from the current state (not a snapshot), and unknown fields
 under `fieldValidation=Strict` are 422 Invalid (the brief's choice; a real server says 400 for kinds
 compiled into it).

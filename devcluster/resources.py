@@ -5,6 +5,16 @@ subresources, discovery, the OpenAPI documents and the names in error messages. 
 and the documents are generic over this table; adding a kind means adding a row (and a schema in
 `schemas.py`), never a branch in the request path.
 
+Two sorts of rows. The kinds toposched works with (pods, nodes, leases, the topology and gang custom
+resources, ...) have behaviour elsewhere (binding, eviction, grace periods, the fake kubelet). The
+stored-only kinds (ConfigMap, Secret, ServiceAccount, Service, apps/v1 Deployment, StatefulSet and
+DaemonSet, policy/v1 PodDisruptionBudget, RBAC, apiextensions.k8s.io/v1 CustomResourceDefinition) are
+served so that the manifests we ship (ops/) apply with kubectl: plain objects with the real scope,
+names, status subresource and discovery entries, and nothing acts on them (no controller creates a
+Deployment's pods, no RBAC is enforced, no Service gets a cluster IP). Creating a
+CustomResourceDefinition object makes devcluster serve nothing new: the custom resources it serves are
+the rows of this table.
+
 Pure data: no I/O, no imports of our other packages.
 """
 
@@ -55,9 +65,26 @@ RESOURCES: tuple[ResourceDef, ...] = (
         _CORE, "v1", "Pod", "pods", "pod", True, ("status", "binding", "eviction"), ("po",), ("all",)
     ),
     ResourceDef(_CORE, "v1", "Event", "events", "event", True, (), ("ev",)),
+    # Stored-only kinds (see the module docstring): served so that real manifests apply, never acted on.
+    ResourceDef(_CORE, "v1", "ConfigMap", "configmaps", "configmap", True, (), ("cm",)),
+    ResourceDef(_CORE, "v1", "Secret", "secrets", "secret", True),
+    ResourceDef(_CORE, "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", True, (), ("sa",)),
+    ResourceDef(_CORE, "v1", "Service", "services", "service", True, ("status",), ("svc",), ("all",)),
     ResourceDef("events.k8s.io", "v1", "Event", "events", "event", True, (), ("ev",), stored_as="events"),
     ResourceDef("coordination.k8s.io", "v1", "Lease", "leases", "lease", True),
     ResourceDef("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", False, (), ("pc",)),
+    ResourceDef("apps", "v1", "Deployment", "deployments", "deployment", True, ("status",), ("deploy",), ("all",)),
+    ResourceDef("apps", "v1", "StatefulSet", "statefulsets", "statefulset", True, ("status",), ("sts",), ("all",)),
+    ResourceDef("apps", "v1", "DaemonSet", "daemonsets", "daemonset", True, ("status",), ("ds",), ("all",)),
+    ResourceDef("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget", True,
+                ("status",), ("pdb",)),
+    ResourceDef("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", "clusterrole", False),
+    ResourceDef("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings",
+                "clusterrolebinding", False),
+    ResourceDef("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", True),
+    ResourceDef("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", "rolebinding", True),
+    ResourceDef("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
+                "customresourcedefinition", False, ("status",), ("crd", "crds"), ("api-extensions",)),
     ResourceDef(
         "scheduling.sigs.k8s.io", "v1alpha1", "PodGroup", "podgroups", "podgroup", True, ("status",), ("pg", "pgs"),
         custom=True,

@@ -118,6 +118,7 @@ _CONTAINER = _object({
         "protocol": _string(),
     }), "containerPort"),
     "resources": _RESOURCES, "resizePolicy": _free_array(), "restartPolicy": _string(),
+    "restartPolicyRules": _free_array(),
     "volumeMounts": _array(_free(), "mountPath"), "volumeDevices": _array(_free(), "devicePath"),
     "livenessProbe": _free(), "readinessProbe": _free(), "startupProbe": _free(), "lifecycle": _free(),
     "terminationMessagePath": _string(), "terminationMessagePolicy": _string(), "securityContext": _free(),
@@ -157,7 +158,7 @@ POD_SPEC: Schema = _object({
     "setHostnameAsFQDN": _boolean(), "hostAliases": _free_array(), "securityContext": _free(),
     "runtimeClassName": _string(), "overhead": _quantities(), "enableServiceLinks": _boolean(),
     "readinessGates": _free_array(), "os": _object({"name": _string()}), "resourceClaims": _free_array(),
-    "resources": _RESOURCES,
+    "resources": _RESOURCES, "hostnameOverride": _string(), "schedulingGroup": _free(),
 }, ("containers",))
 
 POD_STATUS: Schema = _object({
@@ -166,6 +167,8 @@ POD_STATUS: Schema = _object({
     "podIPs": _array(_object({"ip": _string()}), "ip"), "startTime": _time(), "qosClass": _string(),
     "containerStatuses": _free_array(), "initContainerStatuses": _free_array(),
     "ephemeralContainerStatuses": _free_array(), "resize": _string(), "resourceClaimStatuses": _free_array(),
+    "observedGeneration": _integer(), "allocatedResources": _quantities(), "resources": _free(),
+    "extendedResourceClaimStatus": _free(), "nodeAllocatableResourceClaimStatuses": _free_array(),
 })
 
 _NODE_SPEC = _object({
@@ -211,6 +214,37 @@ _TOPOLOGY_INFO = _object({"topologyLayer": _string(), "topologyName": _string()}
 
 def _top(extra: dict[str, Schema], required: tuple[str, ...] = ()) -> Schema:
     return _object({"apiVersion": _string(), "kind": _string(), "metadata": OBJECT_META, **extra}, required)
+
+
+# Stored-only kinds (see resources.py): top-level fields and specs spelled out as the real types declare
+# them (so a misspelt field is a 422 and strategic merge patches find their merge keys), controller-written
+# statuses and deep subtrees accepted as written.
+_INT_OR_STRING = _quantity()
+_POD_TEMPLATE = _object({"metadata": OBJECT_META, "spec": POD_SPEC})
+_WORKLOAD_COMMON: dict[str, Schema] = {
+    "replicas": _integer(), "selector": LABEL_SELECTOR, "template": _POD_TEMPLATE, "minReadySeconds": _integer(),
+    "revisionHistoryLimit": _integer(),
+}
+_SERVICE_SPEC = _object({
+    "ports": _array(_object({
+        "name": _string(), "protocol": _string(), "appProtocol": _string(), "port": _integer(),
+        "targetPort": _INT_OR_STRING, "nodePort": _integer(),
+    }, ("port",)), "port"),
+    "selector": _map(_string()), "clusterIP": _string(), "clusterIPs": _strings(), "type": _string(),
+    "externalIPs": _strings(), "sessionAffinity": _string(), "loadBalancerIP": _string(),
+    "loadBalancerSourceRanges": _strings(), "externalName": _string(), "externalTrafficPolicy": _string(),
+    "healthCheckNodePort": _integer(), "publishNotReadyAddresses": _boolean(), "sessionAffinityConfig": _free(),
+    "ipFamilies": _strings(), "ipFamilyPolicy": _string(), "allocateLoadBalancerNodePorts": _boolean(),
+    "loadBalancerClass": _string(), "internalTrafficPolicy": _string(), "trafficDistribution": _string(),
+})
+_POLICY_RULE = _object({
+    "apiGroups": _strings(), "resources": _strings(), "verbs": _strings(), "resourceNames": _strings(),
+    "nonResourceURLs": _strings(),
+}, ("verbs",))
+_SUBJECT = _object({"kind": _string(), "apiGroup": _string(), "name": _string(), "namespace": _string()},
+                   ("kind", "name"))
+_ROLE_REF = _object({"apiGroup": _string(), "kind": _string(), "name": _string()}, ("apiGroup", "kind", "name"))
+_BINDING_FIELDS: dict[str, Schema] = {"subjects": _array(_SUBJECT), "roleRef": _ROLE_REF}
 
 
 # Keyed by (apiVersion, kind); the name is the component name in the OpenAPI document.
@@ -271,6 +305,62 @@ KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
         }),
         "status": _object({"nodeCount": _integer(), "conditions": _array(_CONDITION, "type")}),
     })),
+    ("v1", "ConfigMap"): ("io.k8s.api.core.v1.ConfigMap", _top({
+        "data": _map(_string()), "binaryData": _map(_string()), "immutable": _boolean(),
+    })),
+    ("v1", "Secret"): ("io.k8s.api.core.v1.Secret", _top({
+        "data": _map(_string()), "stringData": _map(_string()), "type": _string(), "immutable": _boolean(),
+    })),
+    ("v1", "ServiceAccount"): ("io.k8s.api.core.v1.ServiceAccount", _top({
+        "secrets": _array(_OBJECT_REFERENCE, "name"), "imagePullSecrets": _array(_object({"name": _string()})),
+        "automountServiceAccountToken": _boolean(),
+    })),
+    ("v1", "Service"): ("io.k8s.api.core.v1.Service", _top({"spec": _SERVICE_SPEC, "status": _free()})),
+    ("apps/v1", "Deployment"): ("io.k8s.api.apps.v1.Deployment", _top({
+        "spec": _object({
+            **_WORKLOAD_COMMON, "strategy": _free(), "paused": _boolean(), "progressDeadlineSeconds": _integer(),
+        }, ("selector", "template")),
+        "status": _free(),
+    })),
+    ("apps/v1", "StatefulSet"): ("io.k8s.api.apps.v1.StatefulSet", _top({
+        "spec": _object({
+            **_WORKLOAD_COMMON, "serviceName": _string(), "volumeClaimTemplates": _free_array(),
+            "podManagementPolicy": _string(), "updateStrategy": _free(),
+            "persistentVolumeClaimRetentionPolicy": _free(), "ordinals": _free(),
+        }, ("selector", "template")),
+        "status": _free(),
+    })),
+    ("apps/v1", "DaemonSet"): ("io.k8s.api.apps.v1.DaemonSet", _top({
+        "spec": _object({
+            "selector": LABEL_SELECTOR, "template": _POD_TEMPLATE, "updateStrategy": _free(),
+            "minReadySeconds": _integer(), "revisionHistoryLimit": _integer(),
+        }, ("selector", "template")),
+        "status": _free(),
+    })),
+    ("policy/v1", "PodDisruptionBudget"): ("io.k8s.api.policy.v1.PodDisruptionBudget", _top({
+        "spec": _object({
+            "minAvailable": _INT_OR_STRING, "maxUnavailable": _INT_OR_STRING, "selector": LABEL_SELECTOR,
+            "unhealthyPodEvictionPolicy": _string(),
+        }),
+        "status": _free(),
+    })),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): ("io.k8s.api.rbac.v1.ClusterRole", _top({
+        "rules": _array(_POLICY_RULE),
+        "aggregationRule": _object({"clusterRoleSelectors": _array(LABEL_SELECTOR)}),
+    })),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): (
+        "io.k8s.api.rbac.v1.ClusterRoleBinding", _top(_BINDING_FIELDS, ("roleRef",))),
+    ("rbac.authorization.k8s.io/v1", "Role"): ("io.k8s.api.rbac.v1.Role", _top({"rules": _array(_POLICY_RULE)})),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): (
+        "io.k8s.api.rbac.v1.RoleBinding", _top(_BINDING_FIELDS, ("roleRef",))),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): (
+        "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition", _top({
+            "spec": _object({
+                "group": _string(), "names": _free(), "scope": _string(), "versions": _free_array(),
+                "conversion": _free(), "preserveUnknownFields": _boolean(),
+            }, ("group", "names", "scope", "versions")),
+            "status": _free(),
+        }, ("spec",))),
 }
 
 BINDING: tuple[str, Schema] = ("io.k8s.api.core.v1.Binding", _top({"target": _OBJECT_REFERENCE}, ("target",)))

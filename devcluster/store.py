@@ -9,7 +9,8 @@ watches from before them get 410 Gone) and offers it to the open watchers of tha
 Semantics follow the real API server where a client can observe them: optimistic concurrency (a
 stale resourceVersion is 409), no-op updates keep the resourceVersion, the status subresource
 carries only status, graceful pod deletion (deletionTimestamp now, removal after the grace period;
-unscheduled pods go at once), finalizers, binding (409 if already bound, uid precondition), eviction.
+unscheduled pods go at once), finalizers, binding (409 if already bound, uid precondition), eviction,
+a Secret's stringData written into data.
 
 The store is driven from one event loop thread and never blocks. Deferred removals use the running
 loop's `call_later`; without a running loop a graceful deletion removes the object at once.
@@ -21,6 +22,7 @@ or by `apiVersion/Kind` (`v1/Pod`, `topology.volcano.sh/v1alpha1/HyperNode`).
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime as dt
 import functools
 import random
@@ -101,6 +103,15 @@ def _mutable_masked(spec: Obj) -> Obj:
             masked[field] = [{k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c
                              for c in masked[field]]
     return masked
+
+
+def _write_string_data(secret: Obj) -> None:
+    """A Secret's write-only `stringData` goes into `data`, base64-encoded, as the real server does."""
+    string_data = secret.pop("stringData", None)
+    if isinstance(string_data, dict) and string_data:
+        encoded = {k: base64.b64encode(str(v).encode()).decode() for k, v in string_data.items()}
+        secret["data"] = {**(secret.get("data") or {}), **encoded}
+    secret.setdefault("type", "Opaque")
 
 
 def _check_pod_spec_update(name: str, old: Obj, new: Obj) -> None:
@@ -297,6 +308,8 @@ class Store:
                     new["status"] = current["status"]
                 else:
                     new.pop("status", None)
+            if resource.kind == "Secret":
+                _write_string_data(new)
             if resource.kind == "Pod":
                 self._default(resource, new)
                 _check_pod_spec_update(name, current.get("spec") or {}, new.get("spec") or {})
@@ -496,6 +509,8 @@ class Store:
         elif resource.kind == "Namespace":
             obj["spec"] = obj.get("spec") or {"finalizers": ["kubernetes"]}
             obj["status"] = obj.get("status") or {"phase": "Active"}
+        elif resource.kind == "Secret":
+            _write_string_data(obj)
 
     def _replace(self, resource: ResourceDef, namespace: str, current: Obj, new: Obj, *, changed: bool = False) -> Obj:
         if not changed and _without_rv(new) == _without_rv(current):

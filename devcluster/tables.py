@@ -2,8 +2,10 @@
 
 kubectl requests `Accept: application/json;as=Table;g=meta.k8s.io;v=v1` and prints the columns the
 server returns (priority-0 columns normally, all of them with `-o wide`). The columns here follow
-the real server's printers for nodes, pods, namespaces, leases, priority classes and events; custom
-resources get NAME and AGE as a CRD without printer columns does.
+the real server's printers for nodes, pods, namespaces, leases, priority classes, events and the
+stored-only kinds (config maps, secrets, service accounts, services, deployments, stateful sets,
+daemon sets, disruption budgets, RBAC, CRDs); custom resources get NAME and AGE as a CRD without
+printer columns does.
 
 Pure: no I/O; the age column reads the injected clock.
 """
@@ -119,11 +121,101 @@ def _age_cell(obj: Obj, now: float) -> str:
     return _age(obj, now)
 
 
+def _created_at(obj: Obj, _: float) -> str:
+    return str(obj.get("metadata", {}).get("creationTimestamp") or "<unknown>")
+
+
+def _count(*fields: str) -> Cell:
+    return lambda obj, _: sum(len(obj.get(f) or {}) for f in fields)
+
+
+def _status_int(field: str) -> Cell:
+    return lambda obj, _: int((obj.get("status") or {}).get(field) or 0)
+
+
+def _ready_of(replicas: str) -> Cell:
+    def cell(obj: Obj, _: float) -> str:
+        status, spec = obj.get("status") or {}, obj.get("spec") or {}
+        wanted = spec.get("replicas", 1) if replicas == "spec" else status.get(replicas, 0)
+        return f"{int(status.get('readyReplicas') or 0)}/{int(wanted or 0)}"
+    return cell
+
+
+def _template_list(field: str) -> Cell:
+    def cell(obj: Obj, _: float) -> str:
+        containers = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+        return ",".join(str(c.get(field, "")) for c in containers if isinstance(c, dict)) or "<none>"
+    return cell
+
+
+def _selector(obj: Obj, _: float) -> str:
+    selector = (obj.get("spec") or {}).get("selector") or {}
+    labels = selector.get("matchLabels", selector) if isinstance(selector, dict) else {}
+    text = ",".join(f"{k}={v}" for k, v in sorted(labels.items()) if isinstance(v, str))
+    if selector.get("matchExpressions"):
+        text = ",".join(filter(None, [text, *(
+            f"{e.get('key')} {str(e.get('operator', '')).lower()} ({','.join(e.get('values') or [])})"
+            for e in selector["matchExpressions"] if isinstance(e, dict))]))
+    return text or "<none>"
+
+
+def _node_selector(obj: Obj, _: float) -> str:
+    selector = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeSelector") or {}
+    return ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or "<none>"
+
+
+def _service_external_ip(obj: Obj, _: float) -> str:
+    spec = obj.get("spec") or {}
+    if spec.get("type") == "ExternalName":
+        return str(spec.get("externalName", "<none>"))
+    ingress = ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    found = [str(i.get("ip") or i.get("hostname")) for i in ingress if isinstance(i, dict)]
+    found += [str(ip) for ip in spec.get("externalIPs") or []]
+    if found:
+        return ",".join(found)
+    return "<pending>" if spec.get("type") == "LoadBalancer" else "<none>"
+
+
+def _service_ports(obj: Obj, _: float) -> str:
+    ports = []
+    for port in (obj.get("spec") or {}).get("ports") or []:
+        if isinstance(port, dict):
+            node = f":{port['nodePort']}" if port.get("nodePort") else ""
+            ports.append(f"{port.get('port')}{node}/{port.get('protocol', 'TCP')}")
+    return ",".join(ports) or "<none>"
+
+
+def _disruption(field: str) -> Cell:
+    return lambda obj, _: str((obj.get("spec") or {}).get(field, "N/A"))
+
+
+def _role_ref(obj: Obj, _: float) -> str:
+    ref = obj.get("roleRef") or {}
+    return f"{ref.get('kind', '')}/{ref.get('name', '')}"
+
+
+def _subjects(kind: str) -> Cell:
+    def cell(obj: Obj, _: float) -> str:
+        found = [(f"{s.get('namespace', '')}/{s.get('name', '')}" if kind == "ServiceAccount" else str(s.get("name")))
+                 for s in obj.get("subjects") or [] if isinstance(s, dict) and s.get("kind") == kind]
+        return ", ".join(found)
+    return cell
+
+
 # (name, type, priority, cell)
 Column = tuple[str, str, int, Cell]
 
 _NAME: Column = ("Name", "string", 0, _name)
 _AGE: Column = ("Age", "string", 0, _age_cell)
+_CREATED_AT: list[Column] = [_NAME, ("Created At", "date", 0, _created_at)]
+_BINDING_COLUMNS: list[Column] = [
+    _NAME, ("Role", "string", 0, _role_ref), _AGE, ("Users", "string", 1, _subjects("User")),
+    ("Groups", "string", 1, _subjects("Group")), ("ServiceAccounts", "string", 1, _subjects("ServiceAccount")),
+]
+_TEMPLATE_COLUMNS: list[Column] = [
+    ("Containers", "string", 1, _template_list("name")), ("Images", "string", 1, _template_list("image")),
+    ("Selector", "string", 1, _selector),
+]
 
 COLUMNS: dict[str, list[Column]] = {
     "Node": [
@@ -153,6 +245,39 @@ COLUMNS: dict[str, list[Column]] = {
         ("Reason", "string", 0, _path("reason", default="")), ("Object", "string", 0, _object_ref),
         ("Message", "string", 0, lambda obj, _: str(obj.get("message") or obj.get("note") or "")),
     ],
+    "ConfigMap": [_NAME, ("Data", "integer", 0, _count("data", "binaryData")), _AGE],
+    "Secret": [_NAME, ("Type", "string", 0, _path("type", default="Opaque")),
+               ("Data", "integer", 0, _count("data")), _AGE],
+    "ServiceAccount": [_NAME, ("Secrets", "integer", 0, _count("secrets")), _AGE],
+    "Service": [
+        _NAME, ("Type", "string", 0, _path("spec", "type", default="ClusterIP")),
+        ("Cluster-IP", "string", 0, _path("spec", "clusterIP")), ("External-IP", "string", 0, _service_external_ip),
+        ("Port(s)", "string", 0, _service_ports), _AGE, ("Selector", "string", 1, _selector),
+    ],
+    "Deployment": [
+        _NAME, ("Ready", "string", 0, _ready_of("spec")), ("Up-to-date", "integer", 0, _status_int("updatedReplicas")),
+        ("Available", "integer", 0, _status_int("availableReplicas")), _AGE, *_TEMPLATE_COLUMNS,
+    ],
+    "StatefulSet": [_NAME, ("Ready", "string", 0, _ready_of("spec")), _AGE, *_TEMPLATE_COLUMNS[:2]],
+    "DaemonSet": [
+        _NAME, ("Desired", "integer", 0, _status_int("desiredNumberScheduled")),
+        ("Current", "integer", 0, _status_int("currentNumberScheduled")),
+        ("Ready", "integer", 0, _status_int("numberReady")),
+        ("Up-to-date", "integer", 0, _status_int("updatedNumberScheduled")),
+        ("Available", "integer", 0, _status_int("numberAvailable")),
+        ("Node Selector", "string", 0, _node_selector), _AGE,
+        *_TEMPLATE_COLUMNS,
+    ],
+    "PodDisruptionBudget": [
+        _NAME, ("Min Available", "string", 0, _disruption("minAvailable")),
+        ("Max Unavailable", "string", 0, _disruption("maxUnavailable")),
+        ("Allowed Disruptions", "integer", 0, _status_int("disruptionsAllowed")), _AGE,
+    ],
+    "Role": _CREATED_AT,
+    "ClusterRole": _CREATED_AT,
+    "RoleBinding": _BINDING_COLUMNS,
+    "ClusterRoleBinding": _BINDING_COLUMNS,
+    "CustomResourceDefinition": _CREATED_AT,
 }
 
 
