@@ -110,3 +110,24 @@ async def test_a_pod_of_several_megabytes_comes_through_the_watch(tmp_path: Path
             await wait_until(lambda: bool(node_of(cluster, "heavy")), what="the large pod bound")
             state = running.daemon.state
             assert state is not None and "default/heavy" in state.pods
+
+
+async def test_a_watch_resumed_after_its_history_was_compacted_relists_and_goes_on(tmp_path: Path) -> None:
+    async with DevCluster(history=20) as cluster:
+        cluster.load_objects(nodes(8))
+        async with daemons(cluster, tmp_path) as (running,):
+            watchers = running.daemon.watchers
+            assert watchers is not None
+            pod_watcher = next(w for w in watchers.watchers if w.info.name == "Pod")
+            await wait_until(lambda: pod_watcher.relists == 1 and bool(pod_watcher.resource_version),
+                             what="the first list")
+            outage = cluster.faults.fail_fraction(1.0, 503, verb="watch", path="/pods")
+            cluster.faults.drop_watches()
+            await wait_until(lambda: outage.fired >= 1, what="a refused watch")
+            job = gang("after-compaction", 4)
+            cluster.load_objects(job)
+            for index in range(30):  # push the history window past the version the watcher holds
+                cluster.load_objects([pod(f"other-{index}", 0, scheduler="someone-else")])
+            cluster.faults.remove(outage)
+            await wait_until(lambda: bound_count(cluster, pod_names(job)) == 4, what="gang bound after the relist")
+            assert pod_watcher.relists >= 2
