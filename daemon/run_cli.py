@@ -100,8 +100,12 @@ class Daemon:
             self.journal = journal
             observer = SchedulingObserver(state, self.metrics, self.tracing.tracer)
             journal.subscribe(observer)
-            async with connect(config) as client:
-                return await self._serve(client, journal, observer, stop, task_status)
+            try:
+                async with connect(config) as client:
+                    return await self._serve(client, journal, observer, stop, task_status)
+            except KubeConnectError:
+                self.exit_code = EXIT_STARTUP
+                raise
         finally:
             self.health.role = "stopping"
             event_log.close()
@@ -264,7 +268,14 @@ async def _run_until_signal(config: DaemonConfig) -> int:
                     stop.set()
 
         group.start_soon(on_signal)
-        code = await daemon.run(stop)
+        try:
+            code = await daemon.run(stop)
+        except KubeConnectError as error:
+            print(f"toposched run: cannot reach the API server: {error}", file=sys.stderr)
+            code = EXIT_STARTUP
+        except EventLogError as error:
+            print(f"toposched run: event log {config.log_dir}: {error}", file=sys.stderr)
+            code = EXIT_STARTUP
         group.cancel_scope.cancel()
     return code
 
@@ -277,11 +288,4 @@ def main(argv: Sequence[str]) -> int:
         print(f"toposched run: bad configuration: {error}", file=sys.stderr)
         return EXIT_CONFIG
     configure_logging(args.log_level)
-    try:
-        return anyio.run(_run_until_signal, config)
-    except KubeConnectError as error:
-        print(f"toposched run: cannot reach the API server: {error}", file=sys.stderr)
-        return EXIT_STARTUP
-    except EventLogError as error:
-        print(f"toposched run: event log: {error}", file=sys.stderr)
-        return EXIT_STARTUP
+    return anyio.run(_run_until_signal, config)

@@ -109,3 +109,12 @@ def test_a_bad_config_stops_run_with_the_key_named(tmp_path: Path, capsys: pytes
     assert "leader_election.lease_durration_seconds" in err and "unknown key" in err
     assert run_main(["--bind-concurrency", "0", "--kubeconfig", str(tmp_path / "none")]) == 2
     assert "bind_concurrency: expected int >= 1, got 0" in capsys.readouterr().err
+
+
+def test_an_unusable_kubeconfig_stops_run_with_a_clear_message(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "missing.kubeconfig"
+    code = run_main(["--kubeconfig", str(missing), "--log-dir", str(tmp_path / "log"), "--address", "127.0.0.1:0",
+                     "--log-level", "error"])
+    assert code == 3
+    assert "cannot reach the API server" in capsys.readouterr().err
