@@ -59,7 +59,9 @@ def configure_logging(level: str = "info", stream: TextIO | None = None, json: b
     structlog.configure(
         processors=[*processors, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(stream or sys.stderr),
+        # Resolve stderr when a logger is made, not now: sys.stderr may be swapped later (tests, daemons).
+        logger_factory=(structlog.PrintLoggerFactory(stream) if stream is not None
+                        else lambda *_: structlog.PrintLogger(sys.stderr)),
         cache_logger_on_first_use=False,
     )
 
