@@ -60,9 +60,11 @@ ClusterRole, RoleBinding, ClusterRoleBinding, apiextensions.k8s.io/v1 CustomReso
 (+ status): real scope, discovery (short names, categories), OpenAPI v3, strict validation and
 `kubectl get` tables, but no controller acts on them (a Deployment makes no pods, RBAC is not
 enforced, a Service gets no cluster IP, no scale subresource) and a created CRD serves nothing new
-(the custom resources above are built in). Known differences from a real cluster: no authentication, no admission beyond defaulting and priority resolution, no
-server-side apply, limit/continue pages from the current state (not a snapshot), and unknown fields
-under `fieldValidation=Strict` are 422 Invalid (the brief's choice; a real server says 400 for kinds
+(the custom resources above are built in). Known differences from a real cluster: no authentication,
+no admission beyond defaulting, priority resolution and the per-kind rules of invariants.py, no
+server-side apply, a namespace deleted at once with its contents (no Terminating phase),
+limit/continue pages from the current state (not a snapshot), and unknown fields under
+`fieldValidation=Strict` are 422 Invalid (the brief's choice; a real server says 400 for kinds
 compiled into it).
 
 Command line: `toposched devcluster [--port N] [--kubeconfig PATH] [--load SCENARIO]` (see cli.py).

@@ -27,7 +27,7 @@ from aiohttp import StreamReader, web
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.http import RawRequestMessage
 
-from devcluster import errors, openapi, tables
+from devcluster import errors, invariants, openapi, tables
 from devcluster.conversion import to_view
 from devcluster.errors import ApiError
 from devcluster.faults import FaultInjector
@@ -306,16 +306,7 @@ class ApiServer:
             causes.append(("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 '
                            "subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
                            "start and end with an alphanumeric character"))
-        if resource.kind == "Pod":
-            containers = (obj.get("spec") or {}).get("containers")
-            if not containers:
-                causes.append(("FieldValueRequired", "spec.containers", "Required value"))
-            else:
-                for index, container in enumerate(containers):
-                    if not isinstance(container, dict) or not container.get("name"):
-                        causes.append(("FieldValueRequired", f"spec.containers[{index}].name", "Required value"))
-        if resource.kind == "PriorityClass" and "value" not in obj:
-            causes.append(("FieldValueRequired", "value", "Required value"))
+        causes += invariants.problems(resource.kind, obj)
         if causes:
             raise errors.invalid(resource.kind, name, causes, resource.group)
 
@@ -399,7 +390,11 @@ class ApiServer:
         key, schema = self._schema(resource)
 
         def validate(result: dict[str, Any]) -> dict[str, Any]:
-            return self._validated(key, schema, result, target.name, query, headers)
+            checked = self._validated(key, schema, result, target.name, query, headers)
+            if target.subresource != "status":
+                self._check_object(resource, {**checked, "metadata": {**(checked.get("metadata") or {}),
+                                                                      "name": target.name}})
+            return checked
 
         result = self.store.patch(resource, target.name, patch, target.namespace, patch_type=patch_type,
                                   subresource=target.subresource, check=validate, dry_run=_dry_run(query))

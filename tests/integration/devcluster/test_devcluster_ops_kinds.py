@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -217,9 +217,11 @@ def test_status_is_a_subresource_a_create_and_an_update_cannot_write(
     cluster, _ = background
     api_version, kind, _, _, namespaced, body = next(k for k in KINDS if k[2] == plural)
     url = cluster.url + collection(api_version, plural, namespaced)
-    name = "with-status" if namespaced else "status.example.com"
+    name = "with-status" if namespaced else "statuses.example.com"
     obj = manifest(api_version, kind, namespaced, body, name=name)
     obj["metadata"]["name"] = name
+    if not namespaced:
+        obj["spec"]["names"] = {"plural": "statuses", "singular": "status", "kind": "Status"}
     status, created = request(url, "POST", {**obj, "status": {"observedGeneration": 7}})
     assert status == 201 and "status" not in created
     status, patched = request(f"{url}/{name}/status", "PATCH", {"status": {"observedGeneration": 1}},
@@ -268,6 +270,59 @@ def test_openapi_v3_declares_the_kind_and_fieldValidation_on_its_write_paths(
     base = collection(api_version, plural, namespaced).replace("ops-kinds", "{namespace}")
     for operation in (document["paths"][base]["post"], document["paths"][f"{base}/{{name}}"]["patch"]):
         assert "fieldValidation" in [p["name"] for p in operation["parameters"]]
+
+
+def _broken(kind: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    api_version, _, _, _, namespaced, body = next(k for k in KINDS if k[1] == kind)
+    obj = manifest(api_version, kind, namespaced, body, name="broken")
+    change(obj)
+    return obj
+
+
+def merge_diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch that turns `old` into `new`."""
+    patch: dict[str, Any] = {k: None for k in old if k not in new}
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(old.get(key), dict):
+            if value != old[key]:
+                patch[key] = merge_diff(old[key], value)
+        elif old.get(key) != value:
+            patch[key] = value
+    return patch
+
+
+INVALID: list[tuple[str, dict[str, Any], list[str]]] = [
+    ("template-not-selected", _broken("Deployment", lambda o: o["spec"]["selector"].update(
+        matchLabels={"app": "other"})), ["spec.template.metadata.labels"]),
+    ("no-selector", _broken("StatefulSet", lambda o: o["spec"].pop("selector")), ["spec.selector", "spec.selector"]),
+    ("expression-not-matched", _broken("DaemonSet", lambda o: o["spec"]["selector"].update(
+        matchExpressions=[{"key": "app", "operator": "NotIn", "values": ["web"]}])), ["spec.template.metadata.labels"]),
+    ("both-budgets", _broken("PodDisruptionBudget", lambda o: o["spec"].update(maxUnavailable="10%")), ["spec"]),
+    ("no-role-ref", _broken("RoleBinding", lambda o: o.pop("roleRef")), ["roleRef.kind", "roleRef.name"]),
+    ("cluster-binding-to-role", _broken("ClusterRoleBinding", lambda o: o["roleRef"].update(kind="Role")),
+     ["roleRef.kind"]),
+    ("crd-misnamed", _broken("CustomResourceDefinition", lambda o: o["metadata"].update(name="broken")),
+     ["metadata.name"]),
+]
+
+
+@pytest.mark.parametrize(("case", "obj", "fields"), INVALID, ids=[c for c, _, _ in INVALID])
+def test_an_object_the_real_server_calls_invalid_is_a_422_on_create_and_on_patch(
+        background: tuple[BackgroundDevCluster, Kubectl], case: str, obj: dict[str, Any], fields: list[str]) -> None:
+    cluster, _ = background
+    api_version, _, plural, _, namespaced, body = next(k for k in KINDS if k[1] == obj["kind"])
+    url = cluster.url + collection(api_version, plural, namespaced)
+    status, answer = request(url, "POST", obj)
+    assert (status, answer["reason"]) == (422, "Invalid")
+    assert [c["field"] for c in answer["details"]["causes"]] == fields
+    valid = manifest(api_version, obj["kind"], namespaced, body, name=f"valid-{case}")
+    name = valid["metadata"]["name"]
+    assert request(url, "POST", valid)[0] == 201
+    patch = merge_diff({k: v for k, v in valid.items() if k != "metadata"},
+                       {k: v for k, v in obj.items() if k != "metadata"})
+    status, answer = request(f"{url}/{name}", "PATCH", patch, "application/merge-patch+json")
+    assert status == (200 if obj["kind"] == "CustomResourceDefinition" else 422)
+    assert request(f"{url}/{name}", "DELETE")[0] == 200
 
 
 def test_secret_string_data_is_written_into_data_as_base64(background: tuple[BackgroundDevCluster, Kubectl]) -> None:
