@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from daemon.run_cli import main as run_main
 from devcluster.cluster import DevCluster
@@ -114,7 +115,10 @@ def test_a_bad_config_stops_run_with_the_key_named(tmp_path: Path, capsys: pytes
 def test_an_unusable_kubeconfig_stops_run_with_a_clear_message(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "missing.kubeconfig"
-    code = run_main(["--kubeconfig", str(missing), "--log-dir", str(tmp_path / "log"), "--address", "127.0.0.1:0",
-                     "--log-level", "error"])
+    try:
+        code = run_main(["--kubeconfig", str(missing), "--log-dir", str(tmp_path / "log"), "--address",
+                         "127.0.0.1:0", "--log-level", "error"])
+    finally:
+        structlog.reset_defaults()  # main() configured logging for the process: leave other tests theirs
     assert code == 3
     assert "cannot reach the API server" in capsys.readouterr().err
