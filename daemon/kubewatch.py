@@ -144,6 +144,7 @@ class KindWatcher:
         self.missing_crd = False
         self.relists = 0
         self.watch_restarts = 0
+        self.lines_seen = 0
 
     # ------------------------------------------------------------------ list
 
@@ -213,6 +214,7 @@ class KindWatcher:
                 await self._handle_line(line)
 
     async def _handle_line(self, line: bytes) -> None:
+        self.lines_seen += 1
         try:
             event = _event_decoder.decode(line)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
@@ -278,9 +280,15 @@ class KindWatcher:
                 await self.sync()
                 continue
             try:
+                started, seen = anyio.current_time(), self.lines_seen
                 await self.watch_once()
-                failures = 0
                 self.watch_restarts += 1
+                if self.lines_seen == seen and anyio.current_time() - started < 1.0:
+                    # Closed at once with nothing said: back off rather than spin on a misbehaving server.
+                    await anyio.sleep(self._backoff(failures))
+                    failures += 1
+                else:
+                    failures = 0
             except Gone:
                 log.info("watch.gone_relisting", kind=self.info.name, resource_version=self.resource_version)
                 self.resource_version = ""
