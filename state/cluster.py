@@ -71,7 +71,7 @@ from state.topology import TopologyTree
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 NEVER = "Never"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
-POD_SLOT = {"pods": 1000}
+POD_SLOT_MILLI = 1000  # every pod takes one of the node's `pods` slots
 
 
 class NodeInfo:
@@ -97,6 +97,7 @@ class PodInfo:
     __slots__ = (
         "assumed_node",
         "bound_at",
+        "bound_node",
         "counted_on",
         "eviction_requested",
         "first_seen",
@@ -123,6 +124,7 @@ class PodInfo:
         self.gang = ""
         self.ours = False
         self.assumed_node = ""
+        self.bound_node = ""  # the API accepted our binding here; the watch has not shown it yet
         self.nominated_node = ""
         self.counted_on = ""
         self.nominated_on = ""
@@ -145,8 +147,8 @@ class PodInfo:
 
     @property
     def node_name(self) -> str:
-        """The node the API says the pod is bound to ('' while unbound)."""
-        return self.obj.spec.node_name
+        """The node the pod is bound to ('' while unbound): as the API shows it, or as it answered our binding."""
+        return self.obj.spec.node_name or self.bound_node
 
     @property
     def terminal(self) -> bool:
@@ -159,13 +161,13 @@ class PodInfo:
     @property
     def placed_node(self) -> str:
         """Where the pod runs or is about to: its bound node, else its assumed node."""
-        return self.obj.spec.node_name or self.assumed_node
+        return self.obj.spec.node_name or self.bound_node or self.assumed_node
 
     @property
     def pending(self) -> bool:
         """Ours, not bound, not assumed, not on its way out: the scheduler still has to place it."""
-        return (self.ours and not self.removed and not self.obj.spec.node_name and not self.assumed_node
-                and not self.terminating and not self.terminal)
+        return (self.ours and not self.removed and not self.obj.spec.node_name and not self.bound_node
+                and not self.assumed_node and not self.terminating and not self.terminal)
 
 
 class GangInfo:
@@ -204,6 +206,7 @@ class PodRecord(msgspec.Struct, frozen=True, array_like=True):
     first_seen: float
     bound_at: float | None
     eviction_requested: bool
+    bound_node: str = ""
 
 
 class StateSnapshot(msgspec.Struct, frozen=True):
@@ -369,8 +372,9 @@ class ClusterState:
             if pod.bound_at is None:
                 pod.bound_at = event.time
             pod.assumed_node = ""
+            pod.bound_node = ""
         nominated = obj.status.nominated_node_name
-        if nominated and nominated != pod.nominated_node and not obj.spec.node_name:
+        if nominated and nominated != pod.nominated_node and not pod.node_name:
             pod.nominated_node = nominated
         self._settle(pod)
 
@@ -468,8 +472,9 @@ class ClusterState:
         pod = self._decision_target(event.pod, event.uid)
         if pod is None or pod.node_name:
             return
-        # The API accepted the binding; the watch will confirm. Until then the pod is bound here.
-        pod.obj = msgspec.structs.replace(pod.obj, spec=msgspec.structs.replace(pod.obj.spec, node_name=event.node))
+        # The API accepted the binding; the watch will confirm. Until then (and against any stale update
+        # from before the binding: a binding is never undone) the pod is bound here.
+        pod.bound_node = event.node
         pod.assumed_node = ""
         if pod.bound_at is None:
             pod.bound_at = event.time
@@ -608,7 +613,7 @@ class ClusterState:
     def _settle(self, pod: PodInfo) -> None:
         """Move the pod's usage to the node it should be counted on, and keep the indexes true."""
         target = "" if pod.removed or pod.obj.status.phase in TERMINAL_PHASES else (
-            pod.obj.spec.node_name or pod.assumed_node)
+            pod.obj.spec.node_name or pod.bound_node or pod.assumed_node)
         target_node = self.nodes.get(target) if target else None
         counted = target if target_node is not None else ""
         if pod.counted_on != counted:
@@ -623,7 +628,7 @@ class ClusterState:
         if pod.placed_on != target:
             self._place(pod, target)
         if pod.nominated_node or pod.nominated_on:
-            if pod.obj.spec.node_name:
+            if pod.obj.spec.node_name or pod.bound_node:
                 pod.nominated_node = ""  # a bound pod needs no reservation
             self._settle_nomination(pod)
         if pod.pending:
@@ -683,7 +688,7 @@ class ClusterState:
             last_seq=self.last_seq,
             last_time=self.last_time,
             nodes=[self.nodes[name].obj for name in sorted(self.nodes)],
-            pods=[PodRecord(p.obj, p.first_seen, p.bound_at, p.eviction_requested) for p in pods],
+            pods=[PodRecord(p.obj, p.first_seen, p.bound_at, p.eviction_requested, p.bound_node) for p in pods],
             pod_groups=[self.pod_groups[k] for k in sorted(self.pod_groups)],
             volcano_pod_groups=[self.volcano_pod_groups[k] for k in sorted(self.volcano_pod_groups)],
             network_topologies=[self.network_topologies[k] for k in sorted(self.network_topologies)],
@@ -724,6 +729,8 @@ class ClusterState:
             pod.first_seen = record.first_seen
             pod.bound_at = record.bound_at
             pod.eviction_requested = record.eviction_requested
+            if record.bound_node:
+                state.apply(PodBound(pod=pod.key, uid=pod.uid, node=record.bound_node))
         for decision in snap.assumed:
             state.apply(PodAssumed(pod=decision.pod, uid=decision.uid, node=decision.node, gang=decision.gang))
         for decision in snap.nominated:
@@ -769,15 +776,16 @@ def _parse_resources(raw: Mapping[str, str], kind: str, key: str, field: str) ->
     return parsed, problems
 
 
-def _add_requests(total: Resources, raw: Mapping[str, str], key: str, field: str, problems: list[Problem],
-                  take_max: bool = False) -> None:
+def _add_requests(total: Resources, raw: Mapping[str, str], key: str, problems: list[Problem], field: str,
+                  index: int = -1, take_max: bool = False) -> None:
     for name, text in raw.items():
         amount = QUANTITY_CACHE.get(text)
         if amount is None:
             try:
                 amount = parse_quantity(text)
             except QuantityError as error:
-                problems.append(Problem("Pod", key, f"{field}[{name}]", f"{error}; counted as 0"))
+                where = f"{field}[{index}].resources.requests" if index >= 0 else field
+                problems.append(Problem("Pod", key, f"{where}[{name}]", f"{error}; counted as 0"))
                 continue
         if take_max:
             if amount > total.get(name, 0):
@@ -791,14 +799,13 @@ def _pod_requests(obj: Pod, key: str, problems: list[Problem]) -> Resources:
     spec = obj.spec
     total: Resources = {}
     for index, container in enumerate(spec.containers):
-        _add_requests(total, container.resources.requests, key, f"spec.containers[{index}].resources.requests",
-                      problems)
+        _add_requests(total, container.resources.requests, key, problems, "spec.containers", index)
     for index, container in enumerate(spec.init_containers):
-        _add_requests(total, container.resources.requests, key,
-                      f"spec.initContainers[{index}].resources.requests", problems, take_max=True)
+        _add_requests(total, container.resources.requests, key, problems, "spec.initContainers", index,
+                      take_max=True)
     if spec.overhead:
-        _add_requests(total, spec.overhead, key, "spec.overhead", problems)
-    total["pods"] = total.get("pods", 0) + POD_SLOT["pods"]
+        _add_requests(total, spec.overhead, key, problems, "spec.overhead")
+    total["pods"] = total.get("pods", 0) + POD_SLOT_MILLI
     return total
 
 
