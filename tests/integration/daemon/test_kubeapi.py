@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,9 +16,12 @@ from tests.integration.daemon.harness import config_for, nodes, pod
 
 
 @asynccontextmanager
-async def adapter(cluster: DevCluster, tmp_path: Path, gate: WriteGate | None = None) -> AsyncIterator[KubeClusterAPI]:
+async def adapter(cluster: DevCluster, tmp_path: Path, gate: WriteGate | None = None,
+                  backoff_max: float = 0.5) -> AsyncIterator[KubeClusterAPI]:
     kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
-    config = decode_config(config_for(kubeconfig, tmp_path / "log", election=False))
+    document = config_for(kubeconfig, tmp_path / "log", election=False)
+    document["timeouts"]["backoff_max_seconds"] = backoff_max
+    config = decode_config(document)
     async with connect(config) as client:
         yield KubeClusterAPI(client, gate or AlwaysOpen(), bind_concurrency=4)
 
@@ -120,3 +124,27 @@ def test_api_calls_list_every_write_and_every_watched_kind() -> None:
     assert ("coordination.k8s.io", "leases", "", "update") in API_CALLS
     assert ("", "nodes", "", "watch") in API_CALLS
     assert len(set(API_CALLS)) == len(API_CALLS)
+
+
+async def test_a_429_is_retried_after_the_retry_after_the_server_asked_for(tmp_path: Path) -> None:
+    async with DevCluster(kubelet=False) as cluster:
+        cluster.load_objects([*nodes(1), pod("p")])
+        cluster.faults.fail_next(1, 429, verb="create", path="/binding", retry_after=1)
+        async with adapter(cluster, tmp_path, backoff_max=5.0) as api:
+            started = time.monotonic()
+            outcome = await api.bind("default/p", uid_of(cluster, "p"), "node-000")
+            assert outcome.status == "bound"
+            assert time.monotonic() - started >= 0.9
+
+
+async def test_without_an_eviction_api_the_victim_is_deleted_with_its_grace_period(tmp_path: Path) -> None:
+    async with DevCluster(kubelet=False) as cluster:
+        victim = pod("victim")
+        victim["spec"]["nodeName"] = "node-000"
+        cluster.load_objects([*nodes(1), victim])
+        cluster.faults.fail_next(1, 405, verb="create", path="/eviction")
+        async with adapter(cluster, tmp_path) as api:
+            outcome = await api.evict("default/victim", uid_of(cluster, "victim"), preemptor="default/urgent",
+                                      message="", grace_seconds=0)
+            assert outcome.ok and "deleted" in outcome.reason
+            assert cluster.store.find("pods", "victim", "default") is None
