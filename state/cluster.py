@@ -612,26 +612,30 @@ class ClusterState:
 
     def _settle(self, pod: PodInfo) -> None:
         """Move the pod's usage to the node it should be counted on, and keep the indexes true."""
-        target = "" if pod.removed or pod.obj.status.phase in TERMINAL_PHASES else (
-            pod.obj.spec.node_name or pod.bound_node or pod.assumed_node)
+        # The fold's hottest function: locals instead of repeated attribute and property lookups.
+        obj = pod.obj
+        gone = pod.removed or obj.status.phase in TERMINAL_PHASES
+        target = "" if gone else (obj.spec.node_name or pod.bound_node or pod.assumed_node)
         target_node = self.nodes.get(target) if target else None
         counted = target if target_node is not None else ""
         if pod.counted_on != counted:
             self._uncount(pod)
             if target_node is not None:
                 used = target_node.used
-                for name, amount in pod.requests.items():
+                requests = pod.requests
+                for name, amount in requests.items():
                     used[name] = used.get(name, 0) + amount
                 target_node.pods.add(pod.key)
-                self.topology.usage_changed(target, pod.requests, 1)
+                self.topology.usage_changed(target, requests, 1)
             pod.counted_on = counted
         if pod.placed_on != target:
             self._place(pod, target)
         if pod.nominated_node or pod.nominated_on:
-            if pod.obj.spec.node_name or pod.bound_node:
+            if obj.spec.node_name or pod.bound_node:
                 pod.nominated_node = ""  # a bound pod needs no reservation
             self._settle_nomination(pod)
-        if pod.pending:
+        # Same rule as PodInfo.pending: a pod with a target is bound or assumed, hence not pending.
+        if pod.ours and not target and not gone and obj.metadata.deletion_timestamp is None:
             self.pending.add(pod.key)
         elif self.pending:
             self.pending.discard(pod.key)
