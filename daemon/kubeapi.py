@@ -457,7 +457,8 @@ class KubeClusterAPI:
         }
         path = f"/api/v1/namespaces/{namespace}/events"
         response = await self._write("create", "events", "POST", path, body=body)
-        if not response.ok:
+        # 409: a retried create whose first try landed (the name is ours alone): it exists, as wanted.
+        if not response.ok and response.status != 409:
             raise ApiError("POST", path, response.status, response.reason())
         if len(self._events) > 10_000:
             self._events.clear()
