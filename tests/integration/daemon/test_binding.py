@@ -131,3 +131,21 @@ async def test_a_watch_resumed_after_its_history_was_compacted_relists_and_goes_
             cluster.faults.remove(outage)
             await wait_until(lambda: bound_count(cluster, pod_names(job)) == 4, what="gang bound after the relist")
             assert pod_watcher.relists >= 2
+
+
+async def test_a_gang_whose_binds_partly_fail_is_completed_later_without_binding_anyone_twice(
+    tmp_path: Path,
+) -> None:
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(8))
+        # One member's Binding fails more times than a bind retries (6): that bind fails, the others land.
+        failing = cluster.faults.fail_next(6, 500, verb="create", path="/pods/partial-2/binding")
+        async with daemons(cluster, tmp_path) as (running,):
+            job = gang("partial", 4)
+            cluster.load_objects(job)
+            await wait_until(lambda: bound_count(cluster, pod_names(job)) == 4, within=20, what="gang completed")
+            assert failing.fired == 6
+            scheduler = running.daemon.scheduler
+            assert scheduler is not None and scheduler.stats.bind_failures >= 1
+        counts = bindings_in_logs([tmp_path / "log-0"])
+        assert sorted(counts[f"default/{name}"] for name in pod_names(job)) == [1, 1, 1, 1]
