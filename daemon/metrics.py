@@ -131,26 +131,24 @@ class Metrics:
 class MeteredEventLog(EventLog):
     """The event log, timing appends and fsyncs into `metrics` (open with `MeteredEventLog.open(...)`).
 
-    Set `metrics` right after opening. The fsync timing wraps the log's flush (write-out + fsync), the
-    one place both the interval flusher thread and `sync()` go through, and is recorded only when
-    the flush made more records durable.
+    Set `metrics` right after opening: appends are timed here, fsyncs through the log's public
+    `fsync_observer` (which the interval flusher thread and `sync()` both report to).
     """
 
-    metrics: Metrics | None = None
+    _metrics: Metrics | None = None
+
+    @property
+    def metrics(self) -> Metrics | None:
+        return self._metrics
+
+    @metrics.setter
+    def metrics(self, metrics: Metrics | None) -> None:
+        self._metrics = metrics
+        self.fsync_observer = metrics.fsync_duration.observe if metrics is not None else None
 
     def append(self, event: Event) -> Event:
         started = time.perf_counter()
         stored = super().append(event)
-        if self.metrics is not None:
-            self.metrics.append_duration.observe(time.perf_counter() - started)
+        if self._metrics is not None:
+            self._metrics.append_duration.observe(time.perf_counter() - started)
         return stored
-
-    def _flush(self, *, fsync: bool) -> None:
-        if not fsync or self.metrics is None:
-            super()._flush(fsync=fsync)
-            return
-        durable = self.durable_seq
-        started = time.perf_counter()
-        super()._flush(fsync=True)
-        if self.durable_seq > durable:
-            self.metrics.fsync_duration.observe(time.perf_counter() - started)

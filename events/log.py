@@ -56,8 +56,9 @@ import os
 import re
 import struct
 import threading
+import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -348,6 +349,8 @@ class EventLog:
         self._flusher: threading.Thread | None = None
         self._stop = threading.Event()
         self._failure: OSError | None = None
+        # Called with the seconds each fsync took (from the flusher thread too): for metrics. Must not raise.
+        self.fsync_observer: Callable[[float], None] | None = None
         self._failure_reported = False
 
     # ------------------------------------------------------------------ opening
@@ -630,8 +633,14 @@ class EventLog:
     def _fsync_locked(self) -> None:
         if self._fd is not None:
             with self._sync_lock, self._failing_on_os_error("fsync"):
-                os.fsync(self._fd)
+                self._timed_fsync(self._fd)
         self._durable_seq = self._next_seq - 1
+
+    def _timed_fsync(self, fd: int) -> None:
+        started = time.perf_counter()
+        os.fsync(fd)
+        if self.fsync_observer is not None:
+            self.fsync_observer(time.perf_counter() - started)
 
     @contextmanager
     def _failing_on_os_error(self, action: str) -> Iterator[None]:
@@ -666,7 +675,7 @@ class EventLog:
             self._sync_lock.acquire()
         try:
             with self._failing_on_os_error("fsync"):
-                os.fsync(fd)
+                self._timed_fsync(fd)
             self._durable_seq = max(self._durable_seq, upto)
         finally:
             self._sync_lock.release()
