@@ -28,7 +28,9 @@ from events.objects import (
 )
 
 
-class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="t", omit_defaults=True):
+class EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="t", omit_defaults=True, gc=False):
+    """Events are acyclic plain data (see `events.objects._K8s` for why `gc=False`)."""
+
     seq: int = 0
     time: float = 0.0
 

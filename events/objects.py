@@ -16,8 +16,12 @@ from __future__ import annotations
 import msgspec
 
 
-class _K8s(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True, frozen=True):
-    """Base for Kubernetes shapes: camelCase on the wire, defaults omitted when encoding."""
+class _K8s(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True, frozen=True, gc=False):
+    """Base for Kubernetes shapes: camelCase on the wire, defaults omitted when encoding.
+
+    `gc=False`: these are trees of plain data that never form reference cycles, and a cluster holds
+    hundreds of thousands of them; untracked, the cyclic GC never walks them.
+    """
 
 
 # --------------------------------------------------------------------------- metadata
