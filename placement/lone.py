@@ -1,32 +1,151 @@
 """`plan_pod`: where a pod without a gang goes.
 
-A lone pod takes the node that keeps the network's domains least fragmented: among the nodes it
-fits on, the one whose domains are already the busiest, weighing lower layers more (a tier-weighted
-bin-pack: the node itself counts 2^(L+1), its lowest domain 2^L, ... the layer under the root 2;
-busyness is the share of the pod's primary resource in use). So small pods fill gaps in busy
-NVLink domains and blocks instead of breaking into the empty ones that the next gang needs. Each
-untolerated PreferNoSchedule taint costs more than any busyness can win. Ties go to the node name.
+A lone pod takes the node that keeps the network's domains least fragmented, chosen by a best-first
+descent of the topology tree (busiest domains first at every level, bin-pack inside):
+
+1. At each domain, starting at the root, its children are visited busiest first, busyness being
+   the share of the pod's primary resource in use (the domain's aggregate `used / allocatable`);
+   ties go to the name. The nodes hanging directly in a domain that also has children (a ragged
+   tree, or non-fabric nodes under the root) form one more group, ranked by their own aggregate
+   and placed after a child of equal busyness. A child whose aggregate free room (plus what
+   `ignore_pods` give back) cannot hold one pod is visited only after all the others, since only an
+   over-committed node can make the aggregate undercount the room of the rest.
+2. The first group of nodes reached that holds a node the pod fits on (every filter of
+   `placement/fit.py`: taints, selector, affinity, unschedulable, capacity net of nominations of
+   higher-or-equal priority) gives the node: the busiest of them (share of the primary resource
+   in use), ties to the name. Otherwise the descent backtracks to the next group.
+3. Untolerated PreferNoSchedule taints: a node with none always wins over one with some. The
+   descent first accepts only nodes with none; when no such node fits anywhere, it runs again
+   accepting the fewest untolerated PreferNoSchedule taints any fitting node has.
+
+So small pods fill gaps in busy spines, blocks and NVLink domains instead of breaking into the
+empty ones that the next gang needs, and only the nodes of the groups actually reached are looked
+at (a handful out of thousands), which is what makes a lone pod cheap on a big cluster.
 
 A pod nominated to a node (room preemption freed for it) goes there when it fits. A pod that
 names a gang is planned with its gang (`plan_gang`).
 
-Pure: no I/O, no clock.
+Pure: no I/O, no clock. The result depends only on the state and the arguments.
 """
 
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
 
-from placement.fit import Capacity, prefer_no_schedule_count, shape_of
+from placement.fit import Capacity, Shape, prefer_no_schedule_count, shape_of
 from placement.gang import plan_gang
 from placement.gather import Solver, primary_resource
 from placement.members import domain_label, where
 from placement.plan import CAPACITY, INVALID, POD_FIT, Assignment, GangPlan, Unschedulable
 from state.cluster import ClusterState
-from state.resources import fits
+from state.resources import Resources, fits
 from state.topology import Domain
 
-TAINT_PENALTY = 1 << 20
+LOOSE = None  # a domain's directly hanging nodes, as a group beside its children
+
+
+def _share(used: float, total: float) -> float:
+    return min(max(used / total, 0.0), 1.0) if total > 0 else 0.0
+
+
+class _Descent:
+    """One best-first search for one pod (see the module docstring)."""
+
+    __slots__ = ("freed", "min_penalty", "primary", "requests", "shape", "solver", "state")
+
+    def __init__(self, state: ClusterState, solver: Solver, shape: Shape, primary: str,
+                 freed: dict[int, Resources]) -> None:
+        self.state = state
+        self.solver = solver
+        self.shape = shape
+        self.primary = primary
+        self.requests = shape.requests
+        self.freed = freed
+        self.min_penalty = 0  # fewest untolerated PreferNoSchedule taints seen on a fitting node (0: none seen)
+
+    def _short(self, allocatable: Resources, used: Resources, freed: Resources | None) -> bool:
+        for name, amount in self.requests:
+            have = allocatable.get(name, 0) - used.get(name, 0)
+            if freed is not None:
+                have += freed.get(name, 0)
+            if have < amount:
+                return True
+        return False
+
+    def search(self, domain: Domain, allowed: int) -> str:
+        """The chosen node inside `domain` accepting `allowed` untolerated PreferNoSchedule taints, or ""."""
+        children = domain.children
+        if not children:
+            return self.best_node(domain.direct_nodes, allowed)
+        primary = self.primary
+        ranked: list[tuple[bool, float, int, str, Domain | None]] = []
+        for child in children:
+            allocatable, used = child.allocatable, child.used
+            short = self._short(allocatable, used, self.freed.get(child.id) if self.freed else None)
+            busy = _share(used.get(primary, 0), allocatable.get(primary, 0))
+            ranked.append((short, -busy, 0, child.name, child))
+        if domain.direct_nodes:
+            # the loose nodes' aggregate: the domain's minus its children's
+            loose_allocatable = dict(domain.allocatable)
+            loose_used = dict(domain.used)
+            for child in children:
+                for name, amount in child.allocatable.items():
+                    loose_allocatable[name] = loose_allocatable.get(name, 0) - amount
+                for name, amount in child.used.items():
+                    loose_used[name] = loose_used.get(name, 0) - amount
+            freed: Resources | None = None
+            if self.freed:
+                freed = dict(self.freed.get(domain.id, {}))
+                for child in children:
+                    for name, amount in self.freed.get(child.id, {}).items():
+                        freed[name] = freed.get(name, 0) - amount
+            short = self._short(loose_allocatable, loose_used, freed)
+            busy = _share(loose_used.get(primary, 0), loose_allocatable.get(primary, 0))
+            ranked.append((short, -busy, 1, "", LOOSE))
+        ranked.sort(key=_rank)
+        for item in ranked:
+            group = item[4]
+            found = self.best_node(domain.direct_nodes, allowed) if group is None else self.search(group, allowed)
+            if found:
+                return found
+        return ""
+
+    def best_node(self, names: list[str], allowed: int) -> str:
+        """The busiest node of `names` the pod fits on, with at most `allowed` penalties; ties to the name."""
+        solver, shape, primary, nodes = self.solver, self.shape, self.primary, self.state.nodes
+        best = ""
+        best_busy = -1.0
+        for name in names:
+            if solver.node_slots(shape, name) <= 0:
+                continue
+            node = nodes[name]
+            if node.taints:
+                penalty = prefer_no_schedule_count(shape, node.taints)
+                if penalty:
+                    if not self.min_penalty or penalty < self.min_penalty:
+                        self.min_penalty = penalty
+                    if penalty > allowed:
+                        continue
+            busy = _share(node.used.get(primary, 0), node.allocatable.get(primary, 0))
+            if busy > best_busy:  # names come sorted: the first of equals stays
+                best, best_busy = name, busy
+        return best
+
+
+def _rank(item: tuple[bool, float, int, str, Domain | None]) -> tuple[bool, float, int, str]:
+    return item[0], item[1], item[2], item[3]
+
+
+def _freed_by_domain(state: ClusterState, capacity: Capacity) -> dict[int, Resources]:
+    """What `ignore_pods` give back, summed up every domain of their nodes' paths."""
+    freed: dict[int, Resources] = {}
+    tree = state.topology
+    for node, resources in capacity.ignored_on.items():
+        for domain in tree.path(node):
+            total = freed.setdefault(domain.id, {})
+            for name, amount in resources.items():
+                total[name] = total.get(name, 0) + amount
+    return freed
 
 
 def plan_pod(state: ClusterState, pod: str, *,
@@ -37,61 +156,27 @@ def plan_pod(state: ClusterState, pod: str, *,
     if info.gang:
         return plan_gang(state, info.gang, ignore_pods=ignore_pods)
     shape = shape_of(info)
-    solver = Solver(state, Capacity(state, frozenset(), ignore_pods, frozenset({pod})))
+    capacity = Capacity(state, frozenset(), ignore_pods, frozenset({pod}))
+    solver = Solver(state, capacity)
     tree = state.topology
     primary = primary_resource(dict(shape.requests))
-    node_weight = float(1 << (len(tree.levels) + 1))
-    busy: dict[int, float] = {}
-    path_scores: dict[int, float] = {}
-
-    def busyness(domain: Domain) -> float:
-        found = busy.get(domain.id)
-        if found is None:
-            total = domain.allocatable.get(primary, 0)
-            found = min(max(domain.used.get(primary, 0) / total, 0.0), 1.0) if total > 0 else 0.0
-            busy[domain.id] = found
-        return found
-
-    def path_score(domain: Domain) -> float:
-        """Weighted busyness of the domain and its ancestors below the root."""
-        if domain.parent is None:
-            return 0.0
-        found = path_scores.get(domain.id)
-        if found is None:
-            found = path_score(domain.parent) + busyness(domain) * (1 << domain.level)
-            path_scores[domain.id] = found
-        return found
-
     nominated = info.nominated_on
     if nominated and solver.node_slots(shape, nominated) > 0:
         home = tree.domain_of(nominated) or tree.root
         return GangPlan(gangs=(), assignments=(Assignment(pod=pod, node=nominated),), domain=domain_label(home),
                         level=home.layer, explanation=f"pod {pod}: node {nominated}, nominated for it, has room")
-    best_node = ""
-    best_score = 0.0
-    nodes = state.nodes
-    for domain in tree.domains:
-        if not domain.direct_nodes:
-            continue
-        base = path_score(domain)
-        for name in domain.direct_nodes:
-            if solver.node_slots(shape, name) <= 0:
-                continue
-            node = nodes[name]
-            total = node.allocatable.get(primary, 0)
-            score = base + (min(node.used.get(primary, 0) / total, 1.0) * node_weight if total > 0 else 0.0)
-            if node.taints:
-                score -= TAINT_PENALTY * prefer_no_schedule_count(shape, node.taints)
-            if not best_node or score > best_score or (score == best_score and name < best_node):
-                best_node, best_score = name, score
+    descent = _Descent(state, solver, shape, primary, _freed_by_domain(state, capacity) if ignore_pods else {})
+    best_node = descent.search(tree.root, 0)
+    if not best_node and descent.min_penalty:
+        best_node = descent.search(tree.root, descent.min_penalty)
     if best_node:
         home = tree.domain_of(best_node) or tree.root
-        share = busyness(home) if home.parent is not None else 0.0
+        share = _share(home.used.get(primary, 0), home.allocatable.get(primary, 0)) if home.parent is not None else 0.0
         return GangPlan(
             gangs=(), assignments=(Assignment(pod=pod, node=best_node),), domain=domain_label(home),
             level=home.layer,
             explanation=(f"pod {pod}: node {best_node} in {where(home)}: busiest domains with room "
-                         f"(tier-weighted bin-pack; {share:.0%} of {primary} in use there)"))
+                         f"(best-first descent, bin-pack inside; {share:.0%} of {primary} in use there)"))
     counts = solver.rejections(shape, state.nodes)
     detail = ", ".join(f"{count} {why}" for why, count in sorted(counts.items(), key=lambda i: (-i[1], i[0])))
     requests = dict(shape.requests)
