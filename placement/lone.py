@@ -20,7 +20,9 @@ descent of the topology tree (busiest domains first at every level, bin-pack ins
 
 So small pods fill gaps in busy spines, blocks and NVLink domains instead of breaking into the
 empty ones that the next gang needs, and only the nodes of the groups actually reached are looked
-at (a handful out of thousands), which is what makes a lone pod cheap on a big cluster.
+at (a handful out of thousands), which is what makes a lone pod cheap on a big cluster. The worst
+case is a pod whose filters turn away most nodes (a nodeSelector naming one node in a quiet domain)
+or that fits nowhere: the descent then reaches every group, as a full scan would.
 
 A pod nominated to a node (room preemption freed for it) goes there when it fits. A pod that
 names a gang is planned with its gang (`plan_gang`).
