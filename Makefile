@@ -26,8 +26,10 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
+BENCHES := eventlog topology placement preemption simulate devcluster daemon
+
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	for b in $(BENCHES); do echo "== python -m bench.$$b"; $(BIN)/python -m bench.$$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info
