@@ -7,6 +7,7 @@ PreemptionPlanned and `replay --explain` can print it as is. Pure: builds string
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 import msgspec
 
@@ -25,12 +26,19 @@ class Considered(msgspec.Struct, frozen=True):
     outcome: str  # "chosen", "placement rejected it: ...", "not validated (costlier)", ...
 
 
+def _when(seconds: float) -> str:
+    """Event times are wall-clock seconds in the daemon and virtual seconds in a simulation."""
+    if seconds >= 1e9:  # a Unix time: say it as a date a person can read
+        return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"at t={seconds:g}s"
+
+
 def describe_jobs(jobs: Sequence[VictimJob]) -> str:
     parts: list[str] = []
     for job in jobs[:MAX_LISTED]:
         what = {"gang": "whole gang", "surplus": "surplus pods of gang", "pod": "pod"}.get(job.kind, job.kind)
         parts.append(f"{what} {job.key} ({len(job.pods)} pod(s), priority {job.priority}, "
-                     f"started at {job.started_at:g})")
+                     f"started {_when(job.started_at)})")
     if len(jobs) > MAX_LISTED:
         parts.append(f"and {len(jobs) - MAX_LISTED} more")
     return "; ".join(parts)
