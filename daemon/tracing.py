@@ -19,6 +19,8 @@ Must never: change the state or block (it runs inside `Journal.record`, on the l
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
@@ -103,28 +105,9 @@ class SchedulingObserver:
         if counter is not None:
             counter.inc()
             return
-        if kind is BindRequested:
-            assert isinstance(event, BindRequested)
-            self._bind_requested(event)
-        elif kind is PodBound:
-            assert isinstance(event, PodBound)
-            self._bound(event)
-        elif kind is BindFailed:
-            assert isinstance(event, BindFailed)
-            self._bind_failed(event)
-        elif kind is GangPlanned:
-            assert isinstance(event, GangPlanned)
-            self._planned(event)
-        elif kind is GangPending:
-            assert isinstance(event, GangPending)
-            self._pending(event)
-        elif kind is PreemptionPlanned:
-            assert isinstance(event, PreemptionPlanned)
-            self._preempted(event)
-        elif kind is GangTimedOut:
-            assert isinstance(event, GangTimedOut)
-            self.metrics.gang_timeouts.inc()
-            self._finish(event.gang, RESULT_UNSCHEDULABLE, event.time, f"timed out: {event.reason}")
+        handler = _DECISION_HANDLERS.get(kind)
+        if handler is not None:
+            handler(self, event)
 
     # ------------------------------------------------------------------ attempts
 
@@ -263,3 +246,20 @@ class SchedulingObserver:
             if pod is not None and pod.gang:
                 gangs.add(pod.gang)
         self.metrics.pending_gangs.set(len(gangs))
+
+
+def _timed_out(observer: SchedulingObserver, event: GangTimedOut) -> None:
+    observer.metrics.gang_timeouts.inc()
+    observer._finish(event.gang, RESULT_UNSCHEDULABLE, event.time, f"timed out: {event.reason}")
+
+
+# Decision events -> what the observer does with them (typed per event at registration, called untyped).
+_DECISION_HANDLERS: dict[type, Callable[[SchedulingObserver, Any], None]] = {
+    BindRequested: SchedulingObserver._bind_requested,
+    PodBound: SchedulingObserver._bound,
+    BindFailed: SchedulingObserver._bind_failed,
+    GangPlanned: SchedulingObserver._planned,
+    GangPending: SchedulingObserver._pending,
+    PreemptionPlanned: SchedulingObserver._preempted,
+    GangTimedOut: _timed_out,
+}
