@@ -10,7 +10,8 @@ user-facing descriptions (precedence in this order; `tree.source` says which one
    the node's value of the parent layer.
 2. `SOURCE_HYPERNODES`: Volcano HyperNodes. Each distinct `spec.tier` is a level (tiers grow
    upward); a HyperNode is a domain, its HyperNode members its children, its Node members (exact
-   name, regex searched in the name as Go's MatchString does, or label selector) its nodes.
+   name, RE2 regex searched in the name as Go's MatchString does (`state/name_patterns.py`), or
+   label selector) its nodes.
 3. `SOURCE_LABELS`: NVIDIA topograph labels `network.topology.nvidia.com/{datacenter,spine,block,
    accelerator}`: whichever of them any node carries become layers `DatacenterLayer`,
    `SpineLayer`, `BlockLayer`, `AcceleratorLayer` (top to bottom), built as from a CNT. With no such

@@ -38,6 +38,7 @@ from events.objects import (
     VolcanoPodGroup,
 )
 from state.gangs import MUST_GATHER, PREFER_GATHER, Problem
+from state.name_patterns import NamePattern, PatternError, compile_pattern
 
 CNT_KIND = "ClusterNetworkTopology"
 HYPERNODE_KIND = "HyperNode"
@@ -228,12 +229,12 @@ class NodeSelectorRule:
     """One usable Node member of a HyperNode: exactly one of name, pattern, labels."""
 
     name: str = ""
-    pattern: re.Pattern[str] | None = None
+    pattern: NamePattern | None = None
     labels: LabelSelector | None = None
 
     def matches(self, node: str, labels: Mapping[str, str]) -> bool:
         if self.pattern is not None:
-            return self.pattern.search(node) is not None  # Go's regexp.MatchString: unanchored
+            return self.pattern.search(node)  # Go's regexp.MatchString: unanchored, RE2 semantics
         if self.labels is not None:
             return label_selector_matches(self.labels, labels)
         return node == self.name
@@ -311,11 +312,11 @@ def resolve_hypernode_graph(hypernodes: Iterable[HyperNode]) -> tuple[HyperNodeG
                 rules.append(NodeSelectorRule(name=exact.name))
             elif regex is not None:
                 try:
-                    compiled = re.compile(regex.pattern)
-                except re.error as error:
+                    compiled = compile_pattern(regex.pattern)
+                except PatternError as error:
                     problems.append(Problem(HYPERNODE_KIND, name, f"spec.members[{index}].selector.regexMatch.pattern",
-                                            f"{regex.pattern!r} is not a valid regular expression ({error}); "
-                                            "member ignored"))
+                                            f"{regex.pattern!r} is not a valid RE2 regular expression "
+                                            f"({error.message}); member ignored"))
                     continue
                 rules.append(NodeSelectorRule(pattern=compiled))
             else:

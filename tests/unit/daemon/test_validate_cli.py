@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,7 +34,7 @@ def test_the_invalid_example_lists_every_problem_with_file_document_object_and_f
     lines = capsys.readouterr().out.splitlines()
     assert f"{path}#1: HyperNode bad-selectors: spec.members[0].selector: exactly one of" in lines[0]
     assert any(line.startswith(f"{path}#1: HyperNode bad-selectors: spec.members[1].selector.regexMatch.pattern: "
-                               "'gpu-([' is not a valid regular expression") for line in lines)
+                               "'gpu-([' is not a valid RE2 regular expression") for line in lines)
     assert any(line.startswith(f"{path}#2: HyperNode top: spec.members[0].selector.regexMatch: ") for line in lines)
     assert any(f"{path}#2: HyperNode top: spec.members[1].selector.exactMatch.name: member HyperNode "
                "'missing-block' does not exist" in line for line in lines)
@@ -139,3 +141,37 @@ def test_unreadable_files_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[s
     broken = write(tmp_path, "broken.yaml", "a: [1, 2\n")
     assert main([broken]) == 2
     assert "not valid YAML" in capsys.readouterr().err
+
+
+def test_a_catastrophic_backtracking_regex_is_checked_in_linear_time(tmp_path: Path) -> None:
+    # `^(a+)+$` against forty a's and "-b" never finishes with a backtracking engine; with RE2 it
+    # is one scan. Run in a process of its own so a regression fails at the deadline, not by hanging.
+    path = write(tmp_path, "hostile.yaml", f"""
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {{name: s0}}
+spec: {{tier: 1, members: [{{type: Node, selector: {{regexMatch: {{pattern: "^(a+)+$"}}}}}}]}}
+---
+apiVersion: v1
+kind: Node
+metadata: {{name: {"a" * 40}-b}}
+""")
+    done = subprocess.run([sys.executable, "-m", "daemon", "validate", path], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("OK: 1 object valid")
+
+
+def test_a_pattern_only_a_backtracking_engine_accepts_is_reported(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "lookahead.yaml", """
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: s0}
+spec: {tier: 1, members: [{type: Node, selector: {exactMatch: {name: n1}}},
+                          {type: Node, selector: {regexMatch: {pattern: "^gpu-(?!0)"}}}]}
+""")
+    assert main([path]) == 1
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"{path}#1: HyperNode s0: spec.members[1].selector.regexMatch.pattern: '^gpu-(?!0)' is not a valid RE2 "
+        "regular expression (invalid perl operator: (?!); member ignored")

@@ -185,6 +185,17 @@ def test_hypernode_label_match_selects_nodes_by_label() -> None:
     assert tree.levels[1].layer == "Tier1Layer"
 
 
+def test_hypernode_regex_members_are_re2_searches_over_node_names_in_linear_time() -> None:
+    tree = TopologyTree()
+    for name in ("a" * 40 + "-b", "a" * 40, "gpu-1", "gpu-10", "gpu-2"):
+        tree.node_upserted(name, {}, ALLOC)
+    tree.hypernode_upserted(hypernode("hostile", 1, regex="^(a+)+$"))  # exponential for a backtracking engine
+    tree.hypernode_upserted(hypernode("ones", 1, regex="gpu-1"))  # unanchored, as Go's MatchString
+    assert dom(tree, 1, "hostile").nodes == ["a" * 40]
+    assert dom(tree, 1, "ones").nodes == ["gpu-1", "gpu-10"]
+    assert tree.root.direct_nodes == ["a" * 40 + "-b", "gpu-2"]
+
+
 def test_hypernode_tiers_may_skip_a_level_and_nodes_may_sit_above_tier_1() -> None:
     tree = TopologyTree()
     for name in ("a", "b", "c"):

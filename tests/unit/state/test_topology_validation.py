@@ -171,7 +171,7 @@ def test_a_member_with_two_selectors_or_none_is_rejected() -> None:
 def test_an_invalid_regex_is_reported_with_the_pattern() -> None:
     problem = only(validate_hypernodes([hn("h", 1, member("Node", regex="gpu-(["))]))
     assert problem.field == "spec.members[0].selector.regexMatch.pattern"
-    assert "'gpu-([' is not a valid regular expression" in problem.message
+    assert "'gpu-([' is not a valid RE2 regular expression (missing ]: [)" in problem.message
 
 
 def test_regex_or_label_match_on_a_hypernode_member_is_rejected() -> None:
