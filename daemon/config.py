@@ -30,6 +30,10 @@ Example (every key optional; these are the defaults):
       backoff_max_seconds: 30
       missing_crd_retry_seconds: 60
       bind_retry_attempts: 5
+    event_log:
+      max_record_bytes: 1048576       # an object bigger than this once slimmed is logged as its core
+      retention_bytes: 1073741824     # history older than the newest snapshot kept, at most this many bytes
+      retention_seconds: 604800       # ... and at most this old (7 days)
 
 Pure: reads the one file it is given, never the network, never the environment.
 """
@@ -46,7 +50,7 @@ from typing import Annotated, Any
 import msgspec
 import yaml
 
-from events.log import EventLogError, FsyncPolicy
+from events.log import MAX_RECORD_BYTES, EventLogError, FsyncPolicy
 
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
@@ -87,6 +91,14 @@ class TimeoutConfig(_Section, frozen=True):
     bind_retry_attempts: PositiveInt = 5
 
 
+class EventLogConfig(_Section, frozen=True):
+    """How big one record may be and how much history the log keeps (see `daemon.journal`)."""
+
+    max_record_bytes: Annotated[int, msgspec.Meta(ge=64 * 1024, le=MAX_RECORD_BYTES)] = 1024 * 1024
+    retention_bytes: Annotated[int, msgspec.Meta(ge=0)] = 1024 * 1024 * 1024
+    retention_seconds: Annotated[float, msgspec.Meta(ge=0)] = 7 * 24 * 3600.0
+
+
 class DaemonConfig(_Section, frozen=True):
     kubeconfig: str = ""
     context: str = ""
@@ -98,6 +110,7 @@ class DaemonConfig(_Section, frozen=True):
     address: str = "0.0.0.0:10251"
     leader_election: LeaderElectionConfig = LeaderElectionConfig()
     timeouts: TimeoutConfig = TimeoutConfig()
+    event_log: EventLogConfig = EventLogConfig()
 
     def fsync_policy(self) -> FsyncPolicy:
         return FsyncPolicy.parse(self.fsync)

@@ -6,8 +6,18 @@ listeners (the scheduler loop wakes on cluster changes). So the log always holds
 state knows, and replaying the log gives the same state. Without a log (a simulation that keeps no
 record, a unit test) sequence numbers come from a counter that continues the state's own.
 
-Every `snapshot_every` events a snapshot of the state is written beside the log, so a restart folds
-only the tail.
+Every `snapshot_every` events, or once `snapshot_bytes` of records were appended since the last
+one, a snapshot of the state is written beside the log, so a restart folds only the tail; after
+each snapshot the log's history beyond the retention (`EventLogConfig`) is pruned.
+
+Record cap: an observed object whose record would exceed `max_record_bytes` (after slimming, see
+`events.objects`) is not logged as it is. A Pod or Node is logged as its accounting core
+(`events.objects.pod_core` / `node_core`: identity, node, requests or allocatable, priority), so
+capacity stays exact; the fold counts such a pod where it runs but never places it, and never
+places anything on such a node, and records a problem naming the object and its size. Any other
+kind is logged as `ObjectUndecodable` naming it, and the fold keeps its last good version. Either
+way one error line (`journal.record_too_large`, with kind, object, bytes and cap) and the counter
+`toposched_event_log_oversized_records_total{kind}` say so; a later version that fits replaces it.
 
 Must never: decide anything, call the cluster API, or fold an event it did not first append.
 """
@@ -19,29 +29,58 @@ from collections.abc import Callable
 import msgspec
 import structlog
 
+from daemon.config import EventLogConfig
+from daemon.metrics import Metrics
 from daemon.ports import Clock
-from events.log import EventLog
-from events.model import Event
+from events.log import EventLog, RecordTooLargeError
+from events.model import (
+    Event,
+    HyperNodeUpserted,
+    NetworkTopologyUpserted,
+    NodeUpserted,
+    ObjectUndecodable,
+    PodGroupUpserted,
+    PodUpserted,
+    PriorityClassUpserted,
+    VolcanoPodGroupUpserted,
+    object_key,
+)
+from events.objects import node_core, pod_core
 from state.cluster import ClusterState
 
 log = structlog.get_logger("toposched.journal")
 
 DEFAULT_SNAPSHOT_EVERY = 50_000
+# A snapshot also once this much log was written since the last one, so big records cannot make the
+# unprunable tail (everything after the newest snapshot) grow without bound between snapshots.
+DEFAULT_SNAPSHOT_BYTES = 256 * 1024 * 1024
 
 Listener = Callable[[Event], None]
+
+_ObservedEvent = (NodeUpserted | PodUpserted | PodGroupUpserted | VolcanoPodGroupUpserted | NetworkTopologyUpserted
+                  | HyperNodeUpserted | PriorityClassUpserted)
+_OBSERVED: tuple[type[_ObservedEvent], ...] = (
+    NodeUpserted, PodUpserted, PodGroupUpserted, VolcanoPodGroupUpserted, NetworkTopologyUpserted,
+    HyperNodeUpserted, PriorityClassUpserted,
+)
 
 
 class Journal:
     def __init__(self, state: ClusterState, clock: Clock, log: EventLog | None = None, *,
-                 snapshot_every: int = DEFAULT_SNAPSHOT_EVERY) -> None:
+                 snapshot_every: int = DEFAULT_SNAPSHOT_EVERY, snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES,
+                 policy: EventLogConfig | None = None, metrics: Metrics | None = None) -> None:
         if snapshot_every < 1:
             raise ValueError(f"snapshot_every must be at least 1, got {snapshot_every}")
         self.state = state
         self.clock = clock
         self.log = log
         self.snapshot_every = snapshot_every
+        self.snapshot_bytes = snapshot_bytes
+        self.policy = policy or EventLogConfig()
+        self.metrics = metrics
         self.recorded = 0  # events recorded through this journal
         self._next_seq = (log.next_seq if log is not None else state.last_seq + 1)
+        self._snapshot_at_bytes = log.appended_bytes if log is not None else 0
         self._listeners: list[Listener] = []
 
     def subscribe(self, listener: Listener) -> None:
@@ -51,23 +90,89 @@ class Journal:
     def record(self, event: Event) -> Event:
         """Stamp, append, fold, notify; returns the event as stored (with its seq and time)."""
         now = self.clock.now()
+        stamped = msgspec.structs.replace(event, time=now)
         if self.log is not None:
-            stored = self.log.append(msgspec.structs.replace(event, time=now))
+            stored = self._append(self.log, stamped)
         else:
-            stored = msgspec.structs.replace(event, time=now, seq=self._next_seq)
+            stored = msgspec.structs.replace(stamped, seq=self._next_seq)
         self._next_seq = stored.seq + 1
         self.state.apply(stored)
         self.recorded += 1
-        if self.log is not None and stored.seq % self.snapshot_every == 0:
-            self.log.write_snapshot(stored.seq, self.state.snapshot())
-            log.debug("journal.snapshot", seq=stored.seq)
+        if self.log is not None and (stored.seq % self.snapshot_every == 0
+                                     or self.log.appended_bytes - self._snapshot_at_bytes >= self.snapshot_bytes):
+            self._snapshot(self.log, stored.seq)
         for listener in self._listeners:
             listener(stored)
         return stored
 
+    def _append(self, event_log: EventLog, event: Event) -> Event:
+        if not isinstance(event, _OBSERVED):
+            return event_log.append(event)
+        try:
+            return event_log.append(event, max_bytes=self.policy.max_record_bytes)
+        except RecordTooLargeError as error:
+            too_large = error
+        kind, key = _identify(event)
+        replacement = oversized_replacement(event, too_large.size, too_large.limit)
+        log.error("journal.record_too_large", kind=kind, object=key, bytes=too_large.size, limit=too_large.limit,
+                  logged=type(replacement).__name__)
+        if self.metrics is not None:
+            self.metrics.oversized_records.labels(kind).inc()
+        try:
+            return event_log.append(replacement, max_bytes=self.policy.max_record_bytes)
+        except RecordTooLargeError:  # even the core is too big (thousands of containers): name it, nothing more
+            return event_log.append(ObjectUndecodable(kind=kind, key=key[:512], problem=_note(kind, too_large),
+                                                      time=event.time))
+
+    def _snapshot(self, event_log: EventLog, seq: int) -> None:
+        event_log.write_snapshot(seq, self.state.snapshot())
+        self._snapshot_at_bytes = event_log.appended_bytes
+        log.debug("journal.snapshot", seq=seq)
+        event_log.prune(retention_bytes=self.policy.retention_bytes,
+                        retention_seconds=self.policy.retention_seconds)
+
     def recorder(self) -> WatchRecorder:
         """An async face of this journal for the watchers (`daemon.kubewatch.Recorder`)."""
         return WatchRecorder(self)
+
+
+def oversized_replacement(event: _ObservedEvent, size: int, limit: int) -> Event:
+    """What is logged instead of an observed object whose record is over the cap (module docstring)."""
+    kind, key = _identify(event)
+    note = _note(kind, RecordTooLargeError(event, size, limit))
+    if isinstance(event, PodUpserted):
+        return PodUpserted(pod=pod_core(event.pod, note), time=event.time)
+    if isinstance(event, NodeUpserted):
+        return NodeUpserted(node=node_core(event.node, note), time=event.time)
+    return ObjectUndecodable(kind=kind, key=key, problem=note, time=event.time)
+
+
+def _note(kind: str, error: RecordTooLargeError) -> str:
+    consequence = {
+        "Pod": "only its accounting core is kept: counted on its node, never placed",
+        "Node": "only its accounting core is kept: its pods are counted, nothing is placed on it",
+    }.get(kind, "not used; the last version that fitted stays in use")
+    return (f"takes {error.size} bytes in the event log, over the {error.limit}-byte record cap "
+            f"(event_log.max_record_bytes); {consequence} until a smaller version arrives")
+
+
+def _identify(event: _ObservedEvent) -> tuple[str, str]:
+    if isinstance(event, NodeUpserted):
+        return "Node", event.node.metadata.name
+    if isinstance(event, PodUpserted):
+        meta = event.pod.metadata
+        return "Pod", object_key(meta.namespace, meta.name)
+    if isinstance(event, PodGroupUpserted):
+        meta = event.pod_group.metadata
+        return "PodGroup", object_key(meta.namespace, meta.name)
+    if isinstance(event, VolcanoPodGroupUpserted):
+        meta = event.pod_group.metadata
+        return "VolcanoPodGroup", object_key(meta.namespace, meta.name)
+    if isinstance(event, NetworkTopologyUpserted):
+        return "ClusterNetworkTopology", event.topology.metadata.name
+    if isinstance(event, HyperNodeUpserted):
+        return "HyperNode", event.hyper_node.metadata.name
+    return "PriorityClass", event.priority_class.metadata.name
 
 
 class WatchRecorder:

@@ -23,6 +23,7 @@ process never collide). The ops dashboard is built from this list:
 | `toposched_event_log_appends_total` | counter | - | events appended to the log |
 | `toposched_event_log_fsync_duration_seconds` | histogram | - | one flush + fsync of the log |
 | `toposched_event_log_append_duration_seconds` | histogram | - | one append (write; fsync when synchronous) |
+| `toposched_event_log_oversized_records_total` | counter | kind | objects over the record cap, logged as their core |
 | `toposched_topology_build_duration_seconds` | histogram | - | a topology tree rebuild (see tracing) |
 | `toposched_watch_events_total` | counter | kind, type | watch events received |
 | `toposched_watch_relists_total` | counter | kind | full relists (first sync, 410 Gone, long outage) |
@@ -38,7 +39,7 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from events.log import EventLog
+from events.log import MAX_RECORD_BYTES, EventLog
 from events.model import Event
 
 # Buckets in seconds: an attempt is milliseconds to seconds; end to end can be minutes (gangs wait).
@@ -67,6 +68,7 @@ METRIC_NAMES = (
     "toposched_event_log_appends_total",
     "toposched_event_log_fsync_duration_seconds",
     "toposched_event_log_append_duration_seconds",
+    "toposched_event_log_oversized_records_total",
     "toposched_topology_build_duration_seconds",
     "toposched_watch_events_total",
     "toposched_watch_relists_total",
@@ -115,6 +117,10 @@ class Metrics:
             "toposched_event_log_append_duration_seconds", "Event log append latency.", buckets=_IO_BUCKETS,
             registry=r,
         )
+        self.oversized_records = Counter(
+            "toposched_event_log_oversized_records", "Objects over the record cap, logged as their core.", ["kind"],
+            registry=r,
+        )
         self.topology_build = Histogram(
             "toposched_topology_build_duration_seconds", "Topology tree build time.", buckets=(*_IO_BUCKETS, 2.5, 5.0),
             registry=r,
@@ -146,9 +152,9 @@ class MeteredEventLog(EventLog):
         self._metrics = metrics
         self.fsync_observer = metrics.fsync_duration.observe if metrics is not None else None
 
-    def append(self, event: Event) -> Event:
+    def append(self, event: Event, *, max_bytes: int = MAX_RECORD_BYTES) -> Event:
         started = time.perf_counter()
-        stored = super().append(event)
+        stored = super().append(event, max_bytes=max_bytes)
         if self._metrics is not None:
             self._metrics.append_duration.observe(time.perf_counter() - started)
         return stored

@@ -1,9 +1,12 @@
 """Replaying an event log: fold it back into state, prove snapshots honest, summarise what it holds.
 
 `fold_log` is the restart path too: load the newest snapshot (not past `until`), then fold the
-tail. `verify_snapshot_equivalence` folds the same log twice, once from the first record and once
-from the newest snapshot, and compares the canonical forms: if they differ, a snapshot lied or the
-fold is not deterministic, and both are bugs worth stopping for.
+tail. `verify_snapshot_equivalence` folds the same log twice, once from its start and once from the
+newest snapshot, and compares the canonical forms: if they differ, a snapshot lied or the fold is
+not deterministic, and both are bugs worth stopping for.
+
+A pruned log (see `events.log`, Retention) has no first record: its start is the oldest snapshot
+kept (`EventLog.base_snapshot`), so "from the start" means from there, for every replay.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from dataclasses import dataclass
 
 from events.log import EventLog
 from events.objects import DEFAULT_SCHEDULER_NAME
-from events.snapshot import SnapshotStore
 from state.cluster import ClusterState
 
 
@@ -43,17 +45,26 @@ class FoldResult:
     events_folded: int
 
 
+def start_of(log: EventLog, *, until: int | None = None, use_snapshot: bool = True,
+             scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> tuple[ClusterState, int]:
+    """The state a fold of `log` starts from and its seq: the newest snapshot not past `until` (with
+    `use_snapshot`), else the log's start (an empty state at 0, or a pruned log's base snapshot)."""
+    at_most = log.last_seq if until is None else min(until, log.last_seq)
+    found = log.latest_snapshot(at_most=at_most) if use_snapshot else None
+    if found is None:
+        found = log.base_snapshot(at_most=at_most)
+    if found is None:
+        return ClusterState(scheduler_name), 0
+    seq, payload = found
+    return ClusterState.restore(payload), seq
+
+
 def fold_log(log: EventLog, *, until: int | None = None, use_snapshot: bool = True,
              scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> FoldResult:
-    start_state = ClusterState(scheduler_name)
-    snapshot_seq = 0
     folded = 0
     with bulk_fold():
-        if use_snapshot:
-            newest = SnapshotStore(log.directory).latest(at_most=min(until or log.last_seq, log.last_seq))
-            if newest is not None:
-                snapshot_seq, payload = newest
-                start_state = ClusterState.restore(payload)
+        start_state, snapshot_seq = start_of(log, until=until, use_snapshot=use_snapshot,
+                                             scheduler_name=scheduler_name)
         for event in log.read(snapshot_seq + 1):
             if until is not None and event.seq > until:
                 break
@@ -74,16 +85,19 @@ def verify_snapshot_equivalence(log: EventLog, *, until: int | None = None) -> V
     from_start = fold_log(log, until=until, use_snapshot=False)
     from_snapshot = fold_log(log, until=until, use_snapshot=True)
     last = from_start.state.last_seq
-    if from_snapshot.snapshot_seq == 0:
-        return Verification(True, 0, last, f"no snapshot at or before seq {until or log.last_seq}; "
-                            f"folded {from_start.events_folded} events from the first record")
+    origin = (f"the base snapshot at seq {from_start.snapshot_seq} (older events were pruned)"
+              if from_start.snapshot_seq else "the first record")
+    if from_snapshot.snapshot_seq == from_start.snapshot_seq:
+        return Verification(True, 0, last, f"no snapshot after {origin} at or before seq {until or log.last_seq}; "
+                            f"folded {from_start.events_folded} events from {origin}")
     if from_start.state.canonical() == from_snapshot.state.canonical():
         return Verification(True, from_snapshot.snapshot_seq, last,
                             f"snapshot at seq {from_snapshot.snapshot_seq} + {from_snapshot.events_folded} tail "
-                            f"events gives exactly the state of folding all {from_start.events_folded} events")
+                            f"events gives exactly the state of folding all {from_start.events_folded} events "
+                            f"from {origin}")
     return Verification(False, from_snapshot.snapshot_seq, last,
                         f"MISMATCH: snapshot at seq {from_snapshot.snapshot_seq} + tail differs from folding "
-                        f"from the first record (up to seq {last})")
+                        f"from {origin} (up to seq {last})")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from daemon.explain import explain_gang
-from daemon.replay import Summary, fold_log, summarise, verify_snapshot_equivalence
+from daemon.replay import Summary, fold_log, start_of, summarise, verify_snapshot_equivalence
 from daemon.verify import verify_decisions
 from events.log import EventLog, EventLogError
 from state.resources import format_quantity
@@ -62,8 +62,10 @@ def main(argv: Sequence[str]) -> int:
             verification = verify_snapshot_equivalence(log, until=args.until)
             (console if verification.ok else errors).print(
                 f"[{'green' if verification.ok else 'red'}]verify snapshot:[/] {verification.message}")
-            events = [event for event in log.read(1) if args.until is None or event.seq <= args.until]
-            decisions = verify_decisions(events, scheduler_name=result.state.scheduler_name)
+            base, base_seq = start_of(log, until=args.until, use_snapshot=False,
+                                      scheduler_name=result.state.scheduler_name)
+            events = [event for event in log.read(base_seq + 1) if args.until is None or event.seq <= args.until]
+            decisions = verify_decisions(events, scheduler_name=result.state.scheduler_name, start=base)
             summary = (f"{decisions.plans} gang plans, {decisions.lone_pods} lone-pod plans and "
                        f"{decisions.preemptions} preemptions re-decided ({decisions.pending_reasons} pending "
                        "reasons are reported asynchronously and not re-derived)")
@@ -89,6 +91,9 @@ def _explain(console: Console, errors: Console, log: EventLog, gang: str, until:
         return 2
     events = (event for event in log.read(1) if until is None or event.seq <= until)
     lines = explain_gang(events, gang)
+    if log.first_seq > 1:
+        errors.print(f"the log was pruned: its history starts at seq {log.first_seq}; earlier events of {gang} "
+                     "are not shown")
     if not lines:
         errors.print(f"[red]error:[/] the log holds nothing about {gang} (is the namespace right?)")
         return 1

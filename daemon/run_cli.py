@@ -96,7 +96,7 @@ class Daemon:
             state = folded.state
             log.info("daemon.restored", log_dir=config.log_dir, events=folded.events_folded,
                      snapshot_seq=folded.snapshot_seq, last_seq=event_log.last_seq)
-            journal = Journal(state, WallClock(), event_log)
+            journal = Journal(state, WallClock(), event_log, policy=config.event_log, metrics=self.metrics)
             self.journal = journal
             observer = SchedulingObserver(state, self.metrics, self.tracing.tracer)
             journal.subscribe(observer)

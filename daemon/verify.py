@@ -67,10 +67,12 @@ def _describe(assignments: Iterable[tuple[str, str]]) -> str:
 
 
 def verify_decisions(events: list[Event], *, scheduler_name: str = DEFAULT_SCHEDULER_NAME,
-                     preemptor: Preemptor | None = None, limit: int = 20) -> DecisionCheck:
-    """Fold `events` and re-decide at every planning point; at most `limit` mismatches are described."""
+                     preemptor: Preemptor | None = None, limit: int = 20,
+                     start: ClusterState | None = None) -> DecisionCheck:
+    """Fold `events` (onto `start`, e.g. a pruned log's base snapshot, else an empty state) and re-decide
+    at every planning point; at most `limit` mismatches are described."""
     hook: Preemptor = preemptor or JobPreemptor()
-    state = ClusterState(scheduler_name)
+    state = start if start is not None else ClusterState(scheduler_name)
     check = DecisionCheck()
     index = 0
     total = len(events)

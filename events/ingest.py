@@ -49,6 +49,7 @@ from events.objects import (
     PodGroup,
     PriorityClass,
     VolcanoPodGroup,
+    slim,
 )
 
 KubeObject = Node | Pod | PodGroup | VolcanoPodGroup | ClusterNetworkTopology | HyperNode | PriorityClass
@@ -111,11 +112,14 @@ def key_of(meta: ObjectMeta) -> str:
 
 
 def decode_object(info: KindInfo, raw: bytes | Mapping[str, Any]) -> KubeObject | ObjectUndecodable:
-    """Decode one object of a known kind from JSON bytes or a parsed dict, or say why it cannot be."""
+    """Decode one object of a known kind from JSON bytes or a parsed dict, or say why it cannot be.
+
+    The object comes back slimmed (`events.objects.slim`): annotations toposched never reads are gone.
+    """
     try:
         if isinstance(raw, bytes | bytearray | memoryview):
-            return msgspec.json.decode(raw, type=info.type)
-        return msgspec.convert(raw, type=info.type)
+            return slim(msgspec.json.decode(raw, type=info.type))
+        return slim(msgspec.convert(raw, type=info.type))
     except msgspec.ValidationError as error:
         return ObjectUndecodable(kind=info.name, key=_best_effort_key(raw), problem=_field_message(error))
     except msgspec.DecodeError as error:

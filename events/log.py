@@ -40,7 +40,21 @@ Recovery rules, applied when a log is opened:
   a scan; a missing or stale index means a full scan, where any bad record is `LogCorruptError`.
   Reads check every record's checksum and sequence number again, so damage in a sealed segment
   that opening did not scan is still an error the moment it is read, never skipped.
-- Sequence numbers must run on without a gap from 1, across segments.
+- Sequence numbers must run on without a gap across segments, from 1, or from S+1 when the log was
+  pruned and a snapshot at S or later covers what went (see Retention). A log whose first segment
+  starts past 1 with no such snapshot file is `LogCorruptError`. A log whose every segment is gone
+  but whose snapshots remain goes on after the newest snapshot.
+
+Retention (`prune`): segments whose every record is covered by the newest snapshot are history, kept
+only for `toposched replay`; `prune(retention_bytes, retention_seconds)` deletes the oldest of them
+while they hold more than `retention_bytes` or are older (by their last write) than
+`retention_seconds`, never the segment being appended to, then deletes the snapshots whose tail went
+with them. The log's `first_seq` moves up; replays start from the oldest snapshot kept
+(`base_snapshot`). Segments go oldest first, so a crash mid-prune leaves a contiguous log.
+
+Record size: `MAX_RECORD_BYTES` is the format's limit. `append(event, max_bytes=N)` refuses a record
+over a smaller cap with `RecordTooLargeError` (nothing is written), so the caller can log something
+smaller instead (`daemon.journal` does).
 
 Durability (`FsyncPolicy`): `always` writes and fsyncs before `append` returns; `interval:N ms`
 buffers in memory and a background thread writes and fsyncs every N ms (plus a write to the OS
@@ -108,6 +122,25 @@ class LogCorruptError(EventLogError):
 
 class LogLockedError(EventLogError):
     """Another process (or another open log in this one) holds the log open for writing."""
+
+
+class RecordTooLargeError(EventLogError):
+    """An event whose record would exceed the cap it was appended with; nothing was written."""
+
+    def __init__(self, event: Event, size: int, limit: int) -> None:
+        super().__init__(f"{type(event).__name__} record of {size} bytes exceeds the {limit}-byte cap")
+        self.event = event
+        self.size = size
+        self.limit = limit
+
+
+class PruneResult(msgspec.Struct, frozen=True):
+    """What one `prune` removed."""
+
+    segments: int = 0
+    bytes: int = 0
+    snapshots: int = 0
+    first_seq: int = 1  # the oldest record kept afterwards
 
 
 # --------------------------------------------------------------------------- fsync policy
@@ -352,6 +385,7 @@ class EventLog:
         # Called with the seconds each fsync took (from the flusher thread too): for metrics. Must not raise.
         self.fsync_observer: Callable[[float], None] | None = None
         self._failure_reported = False
+        self._appended_bytes = 0
 
     # ------------------------------------------------------------------ opening
 
@@ -431,9 +465,12 @@ class EventLog:
         names = sorted(
             int(match.group(1)) for entry in os.listdir(self.directory) if (match := _SEGMENT_NAME.match(entry))
         )
-        if names and names[0] != 1:
+        snapshots = self._snapshots.sequence_numbers()
+        if names and names[0] != 1 and not any(seq >= names[0] - 1 for seq in snapshots):
             raise LogCorruptError(
-                self.directory / _segment_name(names[0]), 0, "the log starts at this segment, but seq 1 is missing"
+                self.directory / _segment_name(names[0]), 0,
+                f"the log starts at this segment, but seq 1..{names[0] - 1} is missing and no snapshot"
+                f" at seq {names[0] - 1} or later covers it",
             )
         for position, first_seq in enumerate(names):
             segment = _Segment(self.directory / _segment_name(first_seq), first_seq)
@@ -455,6 +492,10 @@ class EventLog:
             self._first_seqs.append(first_seq)
         if self._segments:
             self._next_seq = self._segments[-1].last_seq + 1
+        elif snapshots:
+            # Every segment was pruned (or the only one left was a torn, empty header): what the log held
+            # is in the newest snapshot, which was written after the log was durable up to its seq.
+            self._next_seq = snapshots[-1] + 1
         self._durable_seq = self._next_seq - 1
 
     def _load_sealed(self, segment: _Segment) -> None:
@@ -543,6 +584,16 @@ class EventLog:
         return self._next_seq
 
     @property
+    def first_seq(self) -> int:
+        """The seq of the oldest record kept: 1, or past it once pruned (`next_seq` when nothing is kept)."""
+        return self._segments[0].first_seq if self._segments else self._next_seq
+
+    @property
+    def appended_bytes(self) -> int:
+        """Bytes of records appended through this open log (framing included), for size-based triggers."""
+        return self._appended_bytes
+
+    @property
     def last_seq(self) -> int:
         """The seq of the newest record (0 for an empty log)."""
         return self._next_seq - 1
@@ -554,12 +605,15 @@ class EventLog:
 
     # ------------------------------------------------------------------ appending
 
-    def append(self, event: Event) -> Event:
-        """Store `event` with the next seq; returns the stored event. Durable on return under `always`."""
+    def append(self, event: Event, *, max_bytes: int = MAX_RECORD_BYTES) -> Event:
+        """Store `event` with the next seq; returns the stored event. Durable on return under `always`.
+
+        A record over `max_bytes` is refused with `RecordTooLargeError` and nothing is written.
+        """
         with self._lock:
             self._check_writable()
             stored = with_seq(event, self._next_seq)
-            self._add_locked(stored.seq, _encode_checked(stored))
+            self._add_locked(stored.seq, _encode_checked(stored, max_bytes))
             if self.fsync_policy.mode == "always":
                 self._write_out()
                 self._fsync_locked()
@@ -573,7 +627,7 @@ class EventLog:
             self._check_writable()
             first = self._next_seq
             stored = [with_seq(event, seq) for seq, event in enumerate(events, start=first)]
-            payloads = [_encode_checked(event) for event in stored]
+            payloads = [_encode_checked(event, MAX_RECORD_BYTES) for event in stored]
             for seq, payload in enumerate(payloads, start=first):
                 self._add_locked(seq, payload)
                 if len(self._buffer) >= _WRITE_THRESHOLD:
@@ -595,6 +649,7 @@ class EventLog:
         buffer += _frame(seq, payload)
         buffer += payload
         active.end = offset + _RECORD_HEADER.size + len(payload)
+        self._appended_bytes += _RECORD_HEADER.size + len(payload)
         active.last_seq = seq
         self._next_seq = seq + 1
 
@@ -788,13 +843,81 @@ class EventLog:
         self._snapshots.write(seq, payload)
 
     def latest_snapshot(self, *, at_most: int | None = None) -> tuple[int, bytes] | None:
-        """(seq, payload) of the newest valid snapshot not ahead of the log (nor of `at_most`); None if none."""
+        """(seq, payload) of the newest valid snapshot the log can go on from, not past `at_most`; None if none.
+
+        Usable means: not ahead of the log, and not older than its first record (a snapshot whose tail
+        was pruned cannot be folded forward).
+        """
         for seq in self._snapshots.sequence_numbers():
             if seq > self.last_seq:
                 # e.g. the log lost its tail some other way than a crash: the snapshot cannot be trusted
                 _log.warning("eventlog.snapshot_ahead_of_log", snapshot_seq=seq, log_last_seq=self.last_seq)
         limit = self.last_seq if at_most is None else min(at_most, self.last_seq)
-        return self._snapshots.latest(at_most=limit)
+        return self._snapshots.latest(at_least=self.first_seq - 1, at_most=limit)
+
+    def base_snapshot(self, *, at_most: int | None = None) -> tuple[int, bytes] | None:
+        """Where a fold of the whole log starts: None for an unpruned log (fold from seq 1), else the
+        oldest valid snapshot at or after the pruned prefix (not past `at_most`).
+
+        Raises `EventLogError` when the log was pruned and no such snapshot can be read.
+        """
+        base = self.first_seq - 1
+        if base <= 0:
+            return None
+        limit = self.last_seq if at_most is None else min(at_most, self.last_seq)
+        if limit < base:
+            raise EventLogError(
+                f"event log {self.directory} holds seq {self.first_seq}..{self.last_seq} (older events were pruned);"
+                f" seq {limit} is before that")
+        found = self._snapshots.oldest(at_least=base, at_most=limit)
+        if found is None:
+            raise EventLogError(
+                f"event log {self.directory} was pruned up to seq {base}, and no readable snapshot at seq {base}"
+                f"..{limit} is left to start from")
+        return found
+
+    # ------------------------------------------------------------------ retention
+
+    def prune(self, *, retention_bytes: int, retention_seconds: float, now: float | None = None) -> PruneResult:
+        """Delete history beyond the retention (see the module docstring); returns what went.
+
+        `now` is wall-clock seconds (`time.time()` when None), compared with the segments' mtimes.
+        """
+        self._check_writable()
+        moment = time.time() if now is None else now
+        newest = self._snapshots.latest(at_least=self.first_seq - 1, at_most=self.last_seq)
+        if newest is None:
+            return PruneResult(first_seq=self.first_seq)
+        covered_to = newest[0]
+        removed: list[_Segment] = []
+        removed_bytes = 0
+        with self._lock:
+            # Candidates: sealed segments wholly covered by the newest snapshot, oldest first.
+            history = [s for s in self._segments[:-1] if s.last_seq <= covered_to]
+            kept_bytes = sum(segment.end for segment in history)
+            for segment in history:
+                try:
+                    modified = os.stat(segment.path).st_mtime
+                except FileNotFoundError:
+                    modified = 0.0
+                if kept_bytes <= retention_bytes and moment - modified <= retention_seconds:
+                    break
+                with self._failing_on_os_error("prune"):
+                    os.unlink(segment.path)
+                    segment.index_path.unlink(missing_ok=True)
+                kept_bytes -= segment.end
+                removed_bytes += segment.end
+                removed.append(segment)
+            if removed:
+                del self._segments[: len(removed)]
+                del self._first_seqs[: len(removed)]
+            first_seq = self.first_seq
+        dropped = self._snapshots.drop_older_than(first_seq - 1)
+        if removed or dropped:
+            fsync_directory(self.directory)
+            _log.info("eventlog.pruned", directory=str(self.directory), segments=len(removed), bytes=removed_bytes,
+                      snapshots=dropped, first_seq=first_seq)
+        return PruneResult(len(removed), removed_bytes, dropped, first_seq)
 
 
 # --------------------------------------------------------------------------- reading, outside the lock
@@ -815,7 +938,14 @@ def _read_segments(
     Reads in chunks of `_READ_CHUNK` bytes, so a reader that stops early reads little.
     """
     for path, first_seq, start_seq, start_offset, end in plan:
-        with open(path, "rb") as handle:
+        try:
+            handle = open(path, "rb")  # noqa: SIM115 - closed by the `with` right below
+        except FileNotFoundError:
+            raise EventLogError(
+                f"segment {path} was pruned by the log's writer while it was being read; read again (the log now"
+                " starts later)"
+            ) from None
+        with handle:
             problem = _check_segment_header(handle.read(_SEGMENT_HEADER.size), first_seq)
             if problem is not None:
                 raise LogCorruptError(path, 0, problem)
@@ -851,13 +981,13 @@ def _read_segments(
                 offset = body + length
 
 
-def _encode_checked(event: Event) -> bytes:
+def _encode_checked(event: Event, max_bytes: int) -> bytes:
     try:
         payload = encode_event(event)
     except (TypeError, msgspec.EncodeError) as error:
         raise EventLogError(f"{type(event).__name__} cannot be encoded: {error}") from error
-    if len(payload) > MAX_RECORD_BYTES:
-        raise EventLogError(f"event of {len(payload)} bytes exceeds the {MAX_RECORD_BYTES}-byte record limit")
+    if len(payload) > min(max_bytes, MAX_RECORD_BYTES):
+        raise RecordTooLargeError(event, len(payload), min(max_bytes, MAX_RECORD_BYTES))
     return payload
 
 

@@ -8,10 +8,23 @@ Values that need interpretation (resource quantities, annotation JSON) stay raw 
 fold in `state/` interprets them and records a problem naming the object and field when they are
 malformed, so one bad object never breaks decoding of the stream.
 
+Annotations are the one open-ended field: `kubectl apply` copies the whole object into
+`kubectl.kubernetes.io/last-applied-configuration`, and tools hang megabytes there. `slim()` keeps
+only the annotations toposched reads (`KEPT_ANNOTATIONS`, and the simulator's `sim.toposched.io/`
+family); every object is slimmed as it is decoded (`events.ingest.decode_object`), so the others
+never reach the event log or the memory. Labels are kept whole: node labels feed the topology and
+node affinity, pod labels feed sub-group selectors, and either may use any key.
+
+An object whose slim form is still larger than the log's record cap is logged as its accounting
+core (`pod_core`, `node_core`): what capacity accounting needs, marked with `OVERSIZED_ANNOTATION`,
+so it is counted where it runs but never placed on or placed (see `daemon.journal`).
+
 Pure data: no I/O, nothing of ours imported.
 """
 
 from __future__ import annotations
+
+from typing import TypeVar
 
 import msgspec
 
@@ -324,9 +337,90 @@ VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 GANG_GROUPS_ANNOTATION = "gang.scheduling.koordinator.sh/groups"
 NETWORK_TOPOLOGY_SPEC_ANNOTATION = "gang.scheduling.koordinator.sh/network-topology-spec"
 NETWORK_TOPOLOGY_INDEX_ANNOTATION = "gang.scheduling.koordinator.sh/network-topology-index"
+SIMULATION_ANNOTATION_PREFIX = "sim.toposched.io/"
+# Set by toposched itself on the accounting core of an object too large to log; `slim()` drops it
+# from what the API sends, so no object can claim it.
+OVERSIZED_ANNOTATION = "toposched.io/record-too-large"
 DEFAULT_SCHEDULER_NAME = "toposched"
+
+# Every annotation any part of toposched reads. An annotation not named here (or under
+# SIMULATION_ANNOTATION_PREFIX) is dropped when the object is decoded: a reader of a new annotation
+# must add it here (tests/unit/events/test_objects.py checks every *_ANNOTATION constant is kept).
+KEPT_ANNOTATIONS: frozenset[str] = frozenset({
+    VOLCANO_GROUP_ANNOTATION,
+    GANG_GROUPS_ANNOTATION,
+    NETWORK_TOPOLOGY_SPEC_ANNOTATION,
+    NETWORK_TOPOLOGY_INDEX_ANNOTATION,
+})
 
 KOORDINATOR_POD_GROUP_API = "scheduling.sigs.k8s.io/v1alpha1"
 VOLCANO_POD_GROUP_API = "scheduling.volcano.sh/v1beta1"
 CLUSTER_NETWORK_TOPOLOGY_API = "scheduling.koordinator.sh/v1alpha1"
 HYPERNODE_API = "topology.volcano.sh/v1alpha1"
+
+
+# --------------------------------------------------------------------------- slimming
+
+
+def keeps_annotation(key: str) -> bool:
+    """Whether `slim()` keeps an annotation: toposched reads it (or it is a simulation annotation)."""
+    return key in KEPT_ANNOTATIONS or key.startswith(SIMULATION_ANNOTATION_PREFIX)
+
+
+_Object = TypeVar(
+    "_Object", bound=Node | Pod | PodGroup | VolcanoPodGroup | ClusterNetworkTopology | HyperNode | PriorityClass
+)
+
+
+def slim(obj: _Object) -> _Object:
+    """`obj` without the annotations toposched never reads (the same object when it has none)."""
+    annotations = obj.metadata.annotations
+    if not annotations:
+        return obj
+    for key in annotations:
+        if not keeps_annotation(key):
+            break
+    else:
+        return obj
+    kept = {key: value for key, value in annotations.items() if keeps_annotation(key)}
+    return msgspec.structs.replace(obj, metadata=msgspec.structs.replace(obj.metadata, annotations=kept))
+
+
+def pod_core(pod: Pod, note: str) -> Pod:
+    """What capacity accounting needs of a pod too large to log, marked `OVERSIZED_ANNOTATION: note`.
+
+    Kept: identity, deletion, the node it is bound to, the scheduler and priority fields, every
+    request (containers, init containers, overhead) and the phase. Dropped: labels, annotations,
+    node selector, affinity, tolerations, conditions: so the core is never placed (the fold treats
+    a marked pod as not its own) but is counted on the node it runs on.
+    """
+    meta, spec = pod.metadata, pod.spec
+    return Pod(
+        metadata=ObjectMeta(name=meta.name, namespace=meta.namespace, uid=meta.uid,
+                            resource_version=meta.resource_version, deletion_timestamp=meta.deletion_timestamp,
+                            annotations={OVERSIZED_ANNOTATION: note}),
+        spec=PodSpec(node_name=spec.node_name, scheduler_name=spec.scheduler_name, priority=spec.priority,
+                     priority_class_name=spec.priority_class_name, preemption_policy=spec.preemption_policy,
+                     containers=[_requests_only(c) for c in spec.containers],
+                     init_containers=[_requests_only(c) for c in spec.init_containers], overhead=spec.overhead),
+        status=PodStatus(phase=pod.status.phase),
+    )
+
+
+def node_core(node: Node, note: str) -> Node:
+    """What capacity accounting needs of a node too large to log, marked `OVERSIZED_ANNOTATION: note`.
+
+    Kept: identity and allocatable, so pods bound there are counted. Dropped: labels and taints;
+    the core is unschedulable, so nothing is placed on a node toposched could not read whole.
+    """
+    meta = node.metadata
+    return Node(
+        metadata=ObjectMeta(name=meta.name, uid=meta.uid, resource_version=meta.resource_version,
+                            annotations={OVERSIZED_ANNOTATION: note}),
+        spec=NodeSpec(unschedulable=True),
+        status=NodeStatus(allocatable=node.status.allocatable),
+    )
+
+
+def _requests_only(container: Container) -> Container:
+    return Container(resources=ResourceRequirements(requests=container.resources.requests))

@@ -19,10 +19,12 @@ import yaml
 
 from events.ingest import KindInfo, KubeObject, decode_object, kind_of
 from events.model import ObjectUndecodable, object_key
+from events.objects import SIMULATION_ANNOTATION_PREFIX
 
-AT_ANNOTATION = "sim.toposched.io/at"
-RUNTIME_ANNOTATION = "sim.toposched.io/runtime"
-DELETE_AT_ANNOTATION = "sim.toposched.io/delete-at"
+# Kept when objects are slimmed (`events.objects.slim` keeps the whole SIMULATION_ANNOTATION_PREFIX family).
+AT_ANNOTATION = SIMULATION_ANNOTATION_PREFIX + "at"
+RUNTIME_ANNOTATION = SIMULATION_ANNOTATION_PREFIX + "runtime"
+DELETE_AT_ANNOTATION = SIMULATION_ANNOTATION_PREFIX + "delete-at"
 
 
 # libyaml's safe loader is ~9x faster on large traces; pure Python's is the same safe subset.

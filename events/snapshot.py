@@ -27,6 +27,7 @@ import os
 import re
 import struct
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import structlog
@@ -112,12 +113,31 @@ class SnapshotStore:
         self._prune()
         return final
 
-    def latest(self, *, at_most: int | None = None) -> tuple[int, bytes] | None:
-        """The newest valid snapshot (with seq <= `at_most` if given); corrupt ones are logged and skipped."""
-        for seq in reversed(self.sequence_numbers()):
+    def latest(self, *, at_least: int = 0, at_most: int | None = None) -> tuple[int, bytes] | None:
+        """The newest valid snapshot with `at_least` <= seq <= `at_most`; corrupt ones are logged and skipped."""
+        return self._first_valid(reversed(self._between(at_least, at_most)))
+
+    def oldest(self, *, at_least: int = 0, at_most: int | None = None) -> tuple[int, bytes] | None:
+        """The oldest valid snapshot with `at_least` <= seq <= `at_most`; corrupt ones are logged and skipped."""
+        return self._first_valid(iter(self._between(at_least, at_most)))
+
+    def drop_older_than(self, seq: int) -> int:
+        """Delete the snapshots before `seq` (their log tail is gone); returns how many went."""
+        dropped = 0
+        for older in self.sequence_numbers():
+            if older >= seq:
+                break
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.directory / snapshot_name(older))
+                dropped += 1
+        return dropped
+
+    def _between(self, at_least: int, at_most: int | None) -> list[int]:
+        return [seq for seq in self.sequence_numbers() if seq >= at_least and (at_most is None or seq <= at_most)]
+
+    def _first_valid(self, candidates: Iterator[int]) -> tuple[int, bytes] | None:
+        for seq in candidates:
             path = self.directory / snapshot_name(seq)
-            if at_most is not None and seq > at_most:
-                continue
             try:
                 data = path.read_bytes()
             except FileNotFoundError:

@@ -53,6 +53,7 @@ from events.model import (
 )
 from events.objects import (
     DEFAULT_SCHEDULER_NAME,
+    OVERSIZED_ANNOTATION,
     POD_GROUP_LABEL,
     VOLCANO_GROUP_ANNOTATION,
     ClusterNetworkTopology,
@@ -304,6 +305,9 @@ class ClusterState:
         node = event.node
         name = node.metadata.name
         allocatable, problems = _parse_resources(node.status.allocatable, "Node", name, "status.allocatable")
+        oversized = node.metadata.annotations.get(OVERSIZED_ANNOTATION) if node.metadata.annotations else None
+        if oversized is not None:  # an accounting core (events.objects.node_core): unschedulable already
+            problems.append(Problem("Node", name, "object", oversized))
         self._set_problems("Node", name, problems)
         info = self.nodes.get(name)
         if info is None:
@@ -383,6 +387,11 @@ class ClusterState:
         problems: list[Problem] = []
         pod.requests = _pod_requests(obj, key, problems)
         pod.ours = (obj.spec.scheduler_name or "default-scheduler") == self.scheduler_name
+        oversized = obj.metadata.annotations.get(OVERSIZED_ANNOTATION) if obj.metadata.annotations else None
+        if oversized is not None:
+            # An accounting core (events.objects.pod_core): counted where it runs, never placed by us.
+            pod.ours = False
+            problems.append(Problem("Pod", key, "object", oversized))
         pod.priority, pod.preemption_policy = self._resolve_priority(obj, key, problems)
         gang_name = obj.metadata.labels.get(POD_GROUP_LABEL) or obj.metadata.annotations.get(
             VOLCANO_GROUP_ANNOTATION, ""

@@ -207,3 +207,49 @@ def test_flipping_bits_anywhere_never_yields_a_wrong_record(
             outcome = _outcome(directory, readonly=readonly)
             if isinstance(outcome, list):
                 assert outcome == stored[: len(outcome)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("append"), st.integers(min_value=1, max_value=60)),
+            st.tuples(st.just("snapshot"), st.just(0)),
+            st.tuples(st.just("prune"), st.integers(min_value=0, max_value=40_000)),
+            st.tuples(st.just("reopen"), st.just(0)),
+        ),
+        max_size=20,
+    ),
+)
+def test_pruning_keeps_a_contiguous_suffix_that_starts_right_after_a_kept_snapshot(
+    steps: list[tuple[str, int]],
+) -> None:
+    """Whatever is appended, snapshotted, pruned and reopened: the log holds exactly the events from its
+    `first_seq` on, and a pruned log has a readable snapshot to start from at or after `first_seq - 1`."""
+    with tempfile.TemporaryDirectory() as directory:
+        stored: list[Event] = []
+        log = EventLog.open(directory, fsync="never", segment_bytes=SEGMENT_BYTES)
+        try:
+            for action, amount in steps:
+                if action == "append":
+                    stored.extend(log.append_many(_sample_events(amount)))
+                elif action == "snapshot" and log.last_seq:
+                    log.write_snapshot(log.last_seq, str(log.last_seq).encode())
+                elif action == "prune":
+                    log.prune(retention_bytes=amount, retention_seconds=1e9)
+                elif action == "reopen":
+                    log.close()
+                    log = EventLog.open(directory, fsync="never", segment_bytes=SEGMENT_BYTES)
+                first = log.first_seq
+                assert list(log.read(1)) == stored[first - 1 :]
+                assert log.next_seq == len(stored) + 1
+                base = log.base_snapshot()
+                if first > 1:
+                    assert base is not None and first - 1 <= base[0] <= log.last_seq
+                    assert base[1] == str(base[0]).encode()
+                else:
+                    assert base is None
+        finally:
+            log.close()
+        with EventLog.open_readonly(directory) as reader:
+            assert list(reader.read(1)) == stored[reader.first_seq - 1 :]

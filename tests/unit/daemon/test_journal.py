@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
+from structlog.testing import capture_logs
+
+from daemon.config import EventLogConfig
 from daemon.journal import Journal
+from daemon.metrics import Metrics
+from daemon.replay import fold_log
 from daemon.simulator import VirtualClock
 from events.log import EventLog
-from events.model import Event, NodeUpserted, PodAssumed
+from events.model import Event, GangPending, NodeUpserted, ObjectUndecodable, PodAssumed
 from state.cluster import ClusterState
-from tests.factories import node, node_event, pod, pod_event
+from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
 
 
 class LogCheckingState(ClusterState):
@@ -90,3 +96,101 @@ async def test_the_watch_recorder_records_through_the_journal() -> None:
     journal = Journal(state, VirtualClock())
     await journal.recorder().record(node_event(node("n0")))
     assert "n0" in state.nodes and journal.recorded == 1
+
+
+# --------------------------------------------------------------------------- the record cap
+
+SMALL_CAP = EventLogConfig(max_record_bytes=64 * 1024)
+
+
+def huge_labels() -> dict[str, str]:
+    return {f"example.com/label-{i}": "v" * 60 for i in range(1500)}  # ~130 KB of labels, over a 64 KiB cap
+
+
+def test_a_pod_over_the_record_cap_is_counted_on_its_node_but_never_placed(tmp_path: Path) -> None:
+    metrics = Metrics()
+    with EventLog.open(tmp_path, fsync="never") as log, capture_logs() as logs:
+        state = ClusterState()
+        journal = Journal(state, VirtualClock(), log, policy=SMALL_CAP, metrics=metrics)
+        journal.record(node_event(node("n0", gpus=8)))
+        journal.record(pod_event(bound(pod("running", gpus=6, labels=huge_labels()), "n0")))
+        journal.record(pod_event(pod("waiting", gpus=1, labels=huge_labels())))
+        assert all(len(payload) < 4096 for _, payload in log.read_raw(1))
+    assert state.nodes["n0"].used["nvidia.com/gpu"] == 6000  # the running pod still holds its GPUs
+    assert "default/waiting" not in state.pending  # what toposched cannot read whole, it does not place
+    problems = [str(p) for p in state.problems_of("Pod", "default/waiting")]
+    assert problems and "over the 65536-byte record cap" in problems[0]
+    errors = [line for line in logs if line["event"] == "journal.record_too_large"]
+    assert [(line["kind"], line["object"]) for line in errors] == [("Pod", "default/running"),
+                                                                   ("Pod", "default/waiting")]
+    assert errors[0]["bytes"] > 64 * 1024 and errors[0]["limit"] == 64 * 1024
+    assert metrics.registry.get_sample_value("toposched_event_log_oversized_records_total", {"kind": "Pod"}) == 2
+
+
+def test_a_later_version_that_fits_replaces_the_core(tmp_path: Path) -> None:
+    with EventLog.open(tmp_path, fsync="never") as log:
+        state = ClusterState()
+        journal = Journal(state, VirtualClock(), log, policy=SMALL_CAP)
+        journal.record(pod_event(pod("p", gpus=1, labels=huge_labels())))
+        journal.record(pod_event(pod("p", gpus=1)))
+    assert "default/p" in state.pending and not state.problems_of("Pod", "default/p")
+
+
+def test_a_node_over_the_record_cap_is_not_placed_on_but_its_pods_are_counted(tmp_path: Path) -> None:
+    with EventLog.open(tmp_path, fsync="never") as log:
+        state = ClusterState()
+        journal = Journal(state, VirtualClock(), log, policy=SMALL_CAP)
+        journal.record(node_event(node("n0", gpus=8, labels=huge_labels())))
+        journal.record(pod_event(bound(pod("running", gpus=2), "n0")))
+    info = state.nodes["n0"]
+    assert info.unschedulable and info.allocatable["nvidia.com/gpu"] == 8000 and info.used["nvidia.com/gpu"] == 2000
+    assert "over the 65536-byte record cap" in str(state.problems_of("Node", "n0")[0])
+
+
+def test_a_pod_group_over_the_record_cap_keeps_its_last_version_that_fitted(tmp_path: Path) -> None:
+    with EventLog.open(tmp_path, fsync="never") as log:
+        state = ClusterState()
+        journal = Journal(state, VirtualClock(), log, policy=SMALL_CAP)
+        journal.record(group_event(pod_group("train", min_member=4)))
+        bigger = pod_group("train", min_member=2)
+        bigger = msgspec.structs.replace(bigger, metadata=msgspec.structs.replace(bigger.metadata,
+                                                                                   labels=huge_labels()))
+        stored = journal.record(group_event(bigger))
+    assert isinstance(stored, ObjectUndecodable) and stored.key == "default/train"
+    assert state.pod_groups["default/train"].spec.min_member == 4
+    assert ("PodGroup", "default/train") in state.undecodable
+
+
+def test_decisions_are_never_capped(tmp_path: Path) -> None:
+    with EventLog.open(tmp_path, fsync="never") as log:
+        journal = Journal(ClusterState(), VirtualClock(), log, policy=SMALL_CAP)
+        stored = journal.record(GangPending(gang="default/g", reason="x" * 100_000))
+    assert isinstance(stored, GangPending) and len(stored.reason) == 100_000
+
+
+# --------------------------------------------------------------------------- retention
+
+
+def test_after_each_snapshot_history_beyond_the_retention_is_pruned(tmp_path: Path) -> None:
+    policy = EventLogConfig(retention_bytes=0, retention_seconds=0)
+    with EventLog.open(tmp_path, fsync="never", segment_bytes=4096) as log:
+        state = ClusterState()
+        journal = Journal(state, VirtualClock(), log, snapshot_every=100, policy=policy)
+        for index in range(450):
+            journal.record(node_event(node(f"n{index}")))
+        assert log.first_seq > 1
+        assert sum(path.stat().st_size for path in tmp_path.glob("*.seg")) < 20 * 4096
+    with EventLog.open_readonly(tmp_path) as reader:
+        restored = fold_log(reader)
+        from_base = fold_log(reader, use_snapshot=False)
+    assert restored.state.canonical() == state.canonical() == from_base.state.canonical()
+    assert from_base.snapshot_seq == 400 >= reader.first_seq - 1  # the oldest snapshot kept
+
+
+def test_a_snapshot_is_also_written_once_enough_bytes_were_logged(tmp_path: Path) -> None:
+    with EventLog.open(tmp_path, fsync="never") as log:
+        journal = Journal(ClusterState(), VirtualClock(), log, snapshot_every=10**9, snapshot_bytes=4096)
+        for index in range(40):
+            journal.record(node_event(node(f"n{index}")))
+        latest = log.latest_snapshot()
+    assert latest is not None and latest[0] < 40

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import msgspec
@@ -11,7 +12,8 @@ from daemon.replay_cli import main as replay
 from daemon.simulate_cli import main as simulate
 from daemon.verify import verify_decisions
 from events.log import EventLog, FsyncPolicy
-from events.model import Event, PodAssumed
+from events.model import Event, GangPlanned, PodAssumed
+from state.cluster import ClusterState
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "demo-cluster.yaml"
 STORY3 = Path(__file__).resolve().parents[3] / "tests" / "scenarios" / "preemption-story3.yaml"
@@ -60,3 +62,35 @@ def test_verify_exits_non_zero_on_a_tampered_log(tmp_path: Path, capsys: pytest.
             log.append(msgspec.structs.replace(event, seq=0))
     assert replay([str(tmp_path / "tampered"), "--verify"]) == 1
     assert "DIFFERENT decisions" in capsys.readouterr().err
+
+
+def _pruned_copy(events: list[Event], directory: Path, *, base: int, later: int) -> int:
+    """The same events in a log with small segments, snapshots at `base` and `later`, and no history kept
+    before `base` (pruned right after its snapshot)."""
+    state = ClusterState()
+    with EventLog.open(directory, fsync=FsyncPolicy.never(), segment_bytes=4096) as log:
+        for event in events:
+            stored = log.append(msgspec.structs.replace(event, seq=0))
+            state.apply(stored)
+            if stored.seq in (base, later):
+                log.write_snapshot(stored.seq, state.snapshot())
+            if stored.seq == base:
+                log.prune(retention_bytes=0, retention_seconds=0)
+        assert log.first_seq > 1
+        return log.first_seq
+
+
+def test_a_pruned_log_replays_and_verifies_from_its_oldest_snapshot(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    events = _recorded(EXAMPLE, tmp_path)
+    plans = [e.seq for e in events if isinstance(e, GangPlanned)]
+    base = plans[len(plans) // 2] - 1
+    first = _pruned_copy(events, tmp_path / "pruned", base=base, later=len(events) - 3)
+    assert replay([str(tmp_path / "pruned"), "--verify"]) == 0
+    captured = capsys.readouterr()
+    assert f"from the base snapshot at seq {base}" in captured.out
+    assert f"snapshot at seq {len(events) - 3} + 3 tail events gives exactly the state" in captured.out
+    decided = re.search(r"same decisions: (\d+) gang plans", captured.out)
+    assert decided is not None and int(decided.group(1)) == len(plans) - len(plans) // 2
+    assert replay([str(tmp_path / "pruned"), "--until", str(first - 2)]) == 1
+    assert "pruned" in capsys.readouterr().err

@@ -1,0 +1,127 @@
+"""Objects are slimmed as they are decoded: only the annotations toposched reads reach the log and memory."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import msgspec
+
+from events.ingest import KIND_BY_NAME, decode_object, upsert_event
+from events.model import PodUpserted, encode_event
+from events.objects import (
+    GANG_GROUPS_ANNOTATION,
+    KEPT_ANNOTATIONS,
+    NETWORK_TOPOLOGY_INDEX_ANNOTATION,
+    NETWORK_TOPOLOGY_SPEC_ANNOTATION,
+    OVERSIZED_ANNOTATION,
+    POD_GROUP_LABEL,
+    VOLCANO_GROUP_ANNOTATION,
+    Pod,
+    keeps_annotation,
+    node_core,
+    pod_core,
+    slim,
+)
+from events.scenario import AT_ANNOTATION, DELETE_AT_ANNOTATION, RUNTIME_ANNOTATION
+from tests.factories import node, pod
+
+REPO = Path(__file__).resolve().parents[3]
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def api_pod_json(*, annotation_bytes: int) -> bytes:
+    """A pod as the API serves it after `kubectl apply`: managedFields, last-applied, a big tool annotation."""
+    spec = {
+        "schedulerName": "toposched",
+        "containers": [{"name": "main", "image": "trainer:1", "resources": {"requests": {"nvidia.com/gpu": "8"}}}],
+    }
+    metadata = {
+        "name": "big", "namespace": "ml", "uid": "u-big", "resourceVersion": "7",
+        "labels": {POD_GROUP_LABEL: "train", "app": "trainer"},
+        "annotations": {
+            "example.com/tool-state": "x" * annotation_bytes,
+            VOLCANO_GROUP_ANNOTATION: "train",
+            NETWORK_TOPOLOGY_INDEX_ANNOTATION: "3",
+        },
+        "managedFields": [{"manager": "kubectl", "operation": "Apply", "fieldsV1": {"f:spec": {"x": "y" * 1000}}}],
+    }
+    applied = json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec})
+    metadata["annotations"][LAST_APPLIED] = applied  # type: ignore[index]
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec,
+                       "status": {"phase": "Pending"}}).encode()
+
+
+def test_a_pod_with_a_megabyte_annotation_is_logged_in_a_few_hundred_bytes() -> None:
+    raw = api_pod_json(annotation_bytes=1_000_000)
+    assert len(raw) > 2_000_000  # the tool's annotation, and its copy inside last-applied-configuration
+    event = upsert_event(KIND_BY_NAME["Pod"], raw)
+    assert isinstance(event, PodUpserted)
+    assert event.pod.metadata.annotations == {VOLCANO_GROUP_ANNOTATION: "train", NETWORK_TOPOLOGY_INDEX_ANNOTATION: "3"}
+    assert event.pod.metadata.labels == {POD_GROUP_LABEL: "train", "app": "trainer"}
+    assert len(encode_event(event)) < 600
+
+
+def test_slim_keeps_every_annotation_toposched_reads_and_the_simulation_ones() -> None:
+    kept = {key: "v" for key in [*KEPT_ANNOTATIONS, AT_ANNOTATION, RUNTIME_ANNOTATION, DELETE_AT_ANNOTATION]}
+    obj = pod("p", annotations={**kept, LAST_APPLIED: "{}", "example.com/other": "x"})
+    assert slim(obj).metadata.annotations == kept
+
+
+def test_slim_returns_the_same_object_when_nothing_is_dropped() -> None:
+    plain = pod("p", annotations={GANG_GROUPS_ANNOTATION: "[]"})
+    assert slim(plain) is plain
+    bare = pod("q")
+    assert slim(bare) is bare
+
+
+def test_an_api_object_cannot_claim_the_oversized_marker() -> None:
+    decoded = decode_object(KIND_BY_NAME["Pod"], msgspec.to_builtins(pod("p", annotations={OVERSIZED_ANNOTATION: "x"})))
+    assert isinstance(decoded, Pod)
+    assert OVERSIZED_ANNOTATION not in decoded.metadata.annotations
+
+
+def _annotation_constants() -> dict[str, str]:
+    """Every NAME_ANNOTATION = "..." constant in the code (the annotations some part of toposched reads)."""
+    found: dict[str, str] = {}
+    pattern = re.compile(r'^([A-Z_]*ANNOTATION[A-Z_]*)\s*(?::\s*\w+\s*)?=\s*"([^"]+)"', re.MULTILINE)
+    for package in ("events", "state", "placement", "preemption", "daemon"):
+        for path in (REPO / package).rglob("*.py"):
+            for name, value in pattern.findall(path.read_text(encoding="utf-8")):
+                found[f"{path.relative_to(REPO)}:{name}"] = value
+    return found
+
+
+def test_every_annotation_the_code_reads_survives_slimming() -> None:
+    constants = _annotation_constants()
+    assert NETWORK_TOPOLOGY_SPEC_ANNOTATION in constants.values()  # the scan sees the constants
+    dropped = {where: value for where, value in constants.items()
+               if not keeps_annotation(value) and value != OVERSIZED_ANNOTATION}
+    assert not dropped, f"annotations read by the code but dropped by events.objects.slim: {dropped}"
+
+
+def test_every_annotation_literal_the_code_looks_up_survives_slimming() -> None:
+    lookup = re.compile(r'annotations(?:\.get\(|\[)\s*"([^"]+)"')
+    for package in ("events", "state", "placement", "preemption", "daemon"):
+        for path in (REPO / package).rglob("*.py"):
+            for value in lookup.findall(path.read_text(encoding="utf-8")):
+                assert keeps_annotation(value), f"{path}: reads annotation {value!r}, which slim() drops"
+
+
+def test_a_pod_core_keeps_what_accounting_needs_and_nothing_that_places_it() -> None:
+    original = pod("p", gpus=4, node_name="n1", priority=7, labels={"big": "x" * 100}, gang="g")
+    core = pod_core(original, "too big")
+    assert core.metadata.annotations == {OVERSIZED_ANNOTATION: "too big"}
+    assert (core.metadata.name, core.metadata.namespace, core.metadata.uid) == ("p", "default", "uid-default-p")
+    assert core.spec.node_name == "n1" and core.spec.priority == 7
+    assert core.spec.containers[0].resources.requests == original.spec.containers[0].resources.requests
+    assert core.metadata.labels == {}
+
+
+def test_a_node_core_keeps_allocatable_and_is_unschedulable() -> None:
+    original = node("n1", gpus=8, block="b1")
+    core = node_core(original, "too big")
+    assert core.status.allocatable == original.status.allocatable
+    assert core.spec.unschedulable and core.metadata.labels == {}
+    assert core.metadata.annotations == {OVERSIZED_ANNOTATION: "too big"}
