@@ -8,7 +8,8 @@
 3. List+watch every kind (`daemon.kubewatch`), each event appended to the log before it is folded
    (`daemon.journal`). Standbys do this too, so a takeover starts warm.
 4. Once every kind is listed: with leader election, wait for the Lease (`daemon.leader`); then run
-   the one scheduler loop (`daemon.scheduler`) behind the real adapter (`daemon.kubeapi`), whose
+   the one scheduler loop (`daemon.scheduler`; created only now, so the plans it adopts from the log
+   are checked against the relisted cluster) behind the real adapter (`daemon.kubeapi`), whose
    writes are refused the moment the lease is not valid, and beside it the keeper of the topology
    objects' status and problem Events (`daemon.topology_status`). Losing the lease cancels the loop at once
    and the daemon exits 1 (like kube-scheduler): a fresh process folds the log and campaigns again.

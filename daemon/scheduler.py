@@ -21,6 +21,16 @@ in queue order and, for each:
    (job-level preemption: evict the victims, nominate the preemptor's pods, clear lower-priority
    nominations on those nodes), and the unit is parked until the cluster changes.
 
+Start-up: the first cycle adopts what the log left (pods assumed but not bound, nominations), but
+only what still holds on the cluster as it is now, which is why the daemon creates the loop only
+once every kind is relisted and folded (`daemon/run_cli.py`). A plan is checked by
+`placement.recheck` (node still there, still admitting the pod, still with room next to what others
+bound there while we were down; PodGroup still there; minMember still reached; topology limit still
+kept) and released whole when it fails, to be planned again in that same cycle; a nomination on a
+node that no longer admits its pod is cleared. Each replica adopts only its own log: a standby that
+takes over knows nothing of the old leader's assumptions (their pods are pending or bound in the
+relist), and the assumptions of its own earlier term are checked like any others.
+
 Every observation and decision goes through the `Journal` (log first, then fold). Lone pods have no
 PodGroup: their GangPending events carry the pod key in `gang` (the fold ignores it; the log keeps
 the reason history). Determinism: units, members, nodes and waiting groups are always visited in
@@ -92,6 +102,7 @@ from events.objects import Node
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod
 from placement.members import is_running
 from placement.plan import CAPACITY, HARD_TIER, INVALID, MEMBERS, MUST_GATHER, POD_FIT
+from placement.recheck import Adopted, broken_plans, refusal
 from state.cluster import ClusterState, PodInfo
 
 log = structlog.get_logger("toposched.scheduler")
@@ -336,7 +347,7 @@ class Scheduler:
         self.stats.cycles += 1
         now = self.clock.now()
         if not self._adopted:
-            self._adopt(now)
+            self._adopt(now, group)
         self._service_waiting(now, group)
         self._service_nominated(now, group)
         units = pending_units(self.state)
@@ -522,20 +533,30 @@ class Scheduler:
 
     # ------------------------------------------------------------------ waiting groups and nominations
 
-    def _adopt(self, now: float) -> None:
-        """After a restart: assumed pods wait at Permit again, nominations get a fresh timeout."""
+    def _adopt(self, now: float, group: anyio.abc.TaskGroup) -> None:
+        """At the loop's first cycle (after a restart or a takeover), take over what the log left.
+
+        Pods assumed but never bound wait at Permit again, and nominations get a fresh timeout, but
+        only what still holds on the state rebuilt from the relist (`placement.recheck`): a plan
+        with a pod whose node is gone, no longer admits it or no longer has room for it is released
+        as a whole and planned again in this very cycle (a partly bound gang next to its bound
+        members), and a nomination on a node that no longer admits its pod is cleared, in the API too.
+        """
         self._adopted = True
         state = self.state
+        assumed: dict[str, tuple[tuple[str, ...], list[str]]] = {}
         for key in sorted(state.pods):
             pod = state.pods[key]
             if pod.assumed_node and not pod.node_name:
                 gangs = self._group_of(pod)
-                unit_key = gangs[0] if gangs else key
-                waiting = self._waiting.get(unit_key)
-                if waiting is None:
-                    waiting = self._waiting[unit_key] = _Waiting(gangs, now, now + self._timeout_of(gangs))
-                waiting.order.append(key)
+                assumed.setdefault(gangs[0] if gangs else key, (gangs, []))[1].append(key)
             if pod.nominated_node and pod.key in state.pending:
+                why = refusal(state, pod, pod.nominated_node)
+                if why:
+                    log.warning("scheduler.nomination_cleared_at_start", pod=key, node=pod.nominated_node, reason=why)
+                    self.journal.record(NominationCleared(pod=key, reason=f"{why}; cleared at start-up"))
+                    group.start_soon(self._set_nominated_node, key, pod.uid, None)
+                    continue
                 gangs = self._group_of(pod)
                 unit_key = gangs[0] if gangs else key
                 nominated = self._nominated.get(unit_key)
@@ -543,6 +564,22 @@ class Scheduler:
                     self._nominated[unit_key] = _Nominated(gangs, (key,), now + self._timeout_of(gangs))
                 else:
                     nominated.pods += (key,)
+        pods = state.pods
+        adopted = sorted((Adopted(key=unit_key, gangs=gangs, pods=tuple(keys))
+                          for unit_key, (gangs, keys) in assumed.items()),
+                         key=lambda a: (-max(pods[k].priority for k in a.pods), a.key))
+        broken = broken_plans(state, adopted)
+        for plan in adopted:
+            stale = broken.get(plan.key)
+            if stale is not None:
+                label = _label(plan.gangs) if plan.gangs else f"pod {plan.key}"
+                log.warning("scheduler.adopted_plan_released", unit=plan.key, pods=len(plan.pods), reason=stale)
+                self._forget_members(plan.gangs, plan.pods,
+                                     f"{label}: its plan from before this scheduler started no longer holds: {stale}; "
+                                     f"released to be planned again")
+                continue
+            waiting = self._waiting[plan.key] = _Waiting(plan.gangs, now, now + self._timeout_of(plan.gangs))
+            waiting.order.extend(plan.pods)
 
     def _group_of(self, pod: PodInfo) -> tuple[str, ...]:
         if not pod.gang:

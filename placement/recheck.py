@@ -1,0 +1,155 @@
+"""Do plans made before a restart still hold? The check an adopted assumption must pass before it is bound.
+
+After a restart (or a takeover) the loop finds pods assumed in its log but never bound: the plan they
+belong to was made on a cluster that may have changed while nobody watched (nodes cordoned, tainted,
+relabelled or deleted, other schedulers' pods bound on the planned nodes, PodGroups deleted). Before
+anything of such a plan is bound, it is checked against the state rebuilt from the relist:
+
+- every assumed pod's node still exists and still admits it (`fit.admits`: spec.unschedulable,
+  NoSchedule/NoExecute taints, nodeSelector, required node affinity);
+- every node has room for the assumed pods kept on it, next to what is bound there and the
+  nominations of priority >= theirs held by other gangs (the same rule as planning);
+- a gang's PodGroup (and every PodGroup of its GangGroup) still exists, each gang's members bound
+  and assumed still reach its minMember (a plan killed between two of its PodAssumed records does
+  not), and they still lie within the highest layer its MustGather / hard tier limit allows.
+
+A group's plan holds as a whole or not at all: one pod that no longer fits breaks the plan of its
+GangGroup (the rest of the plan was chosen to sit with it). Groups are checked in the order given,
+earlier ones keeping their room first, so callers pass them by priority. What this does not re-check:
+podCountMultiple and Volcano sub-group partitions (a plan that breaks neither of the above is bound;
+the next attempt of a released plan applies every rule again anyway).
+
+Pure: no I/O, no clock; reads `ClusterState`, never mutates it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from placement.constraints import InvalidConstraint, resolve
+from placement.fit import Capacity, admits, shape_of
+from placement.members import is_running, where
+from state.cluster import ClusterState, PodInfo
+from state.gangs import GangSpec
+from state.resources import Resources, add_into, format_quantity
+from state.topology import TopologyError
+
+
+class Adopted(msgspec.Struct, frozen=True):
+    """The pods a unit held assumed when the loop started: a GangGroup's (`gangs` set) or a lone pod's."""
+
+    key: str  # the queue unit: the GangGroup's first gang, or the lone pod
+    gangs: tuple[str, ...]
+    pods: tuple[str, ...]  # its assumed, unbound pods
+
+
+def refusal(state: ClusterState, pod: PodInfo, node: str) -> str:
+    """Why `node` no longer takes `pod` whatever its load ("" when it still may)."""
+    info = state.nodes.get(node)
+    if info is None:
+        return f"node {node} no longer exists"
+    why = admits(shape_of(pod), info)
+    return f"node {node} no longer admits it: {why}" if why else ""
+
+
+def broken_plans(state: ClusterState, groups: Sequence[Adopted]) -> dict[str, str]:
+    """The groups (by key) whose plan no longer holds on `state`, each with the first reason found."""
+    adopted_on: dict[str, Resources] = {}  # what every adopted pod counts on its node in `used`
+    for group in groups:
+        for key in group.pods:
+            pod = state.pods.get(key)
+            if pod is not None and pod.counted_on:
+                add_into(adopted_on.setdefault(pod.counted_on, {}), pod.requests)
+    kept_on: dict[str, Resources] = {}  # what the plans found to hold so far take on each node
+    broken: dict[str, str] = {}
+    for group in groups:
+        claims: dict[str, Resources] = {}
+        reason = _gangs_gone(state, group) or _pods_refused(state, group, adopted_on, kept_on, claims)
+        if not reason and group.gangs:
+            reason = _short_of_quorum(state, group) or _topology_broken(state, group)
+        if reason:
+            broken[group.key] = reason
+            continue
+        for node, taken in claims.items():
+            add_into(kept_on.setdefault(node, {}), taken)
+    return broken
+
+
+def _gangs_gone(state: ClusterState, group: Adopted) -> str:
+    for gang in group.gangs:
+        info = state.gangs.get(gang)
+        if info is None or info.spec is None:
+            return f"its PodGroup {gang} no longer exists"
+    return ""
+
+
+def _short_of_quorum(state: ClusterState, group: Adopted) -> str:
+    """A plan that cannot reach minMember by itself was cut short (killed between two of its PodAssumed
+    records) or lost members while we were away: holding its pods at Permit would only anchor the rest
+    of the job to a plan nobody finished."""
+    for gang in group.gangs:
+        info = state.gangs[gang]
+        assert info.spec is not None  # _gangs_gone ran first
+        placed = sum(1 for key in info.members if key in state.pods and is_running(state.pods[key]))
+        if placed < info.spec.min_member:
+            return f"gang {gang} has {placed} of minMember {info.spec.min_member} pods in it"
+    return ""
+
+
+def _pods_refused(state: ClusterState, group: Adopted, adopted_on: dict[str, Resources],
+                  kept_on: dict[str, Resources], claims: dict[str, Resources]) -> str:
+    """Check each pod on its node; fills `claims` with what the group takes per node."""
+    capacity = Capacity(state, frozenset(group.gangs), own_pods=frozenset(group.pods))
+    for key in group.pods:
+        pod = state.pods.get(key)
+        if pod is None:
+            continue  # deleted while we were away: nothing of it to bind
+        node = pod.assumed_node
+        why = refusal(state, pod, node)
+        if why:
+            return f"pod {key}: {why}"
+        # `used` counts every adopted pod already: take them all out, then put back what is kept.
+        free = capacity.free(state.nodes[node], pod.priority)
+        add_into(free, adopted_on.get(node, {}))
+        add_into(free, kept_on.get(node, {}), -1)
+        taken = claims.setdefault(node, {})
+        add_into(free, taken, -1)
+        for name, amount in pod.requests.items():
+            if amount > 0 and free.get(name, 0) < amount:
+                have = max(free.get(name, 0), 0)
+                return (f"pod {key}: node {node} has no room for it any more: {name} "
+                        f"(it needs {format_quantity(name, amount)}, {format_quantity(name, have)} left)")
+        add_into(taken, pod.requests)
+    return ""
+
+
+def _topology_broken(state: ClusterState, group: Adopted) -> str:
+    """Whether the job's members, bound and assumed, still lie within its MustGather / hard tier limit."""
+    specs: list[GangSpec] = []
+    for gang in group.gangs:
+        spec = state.gangs[gang].spec
+        assert spec is not None  # _gangs_gone ran first
+        specs.append(spec)
+    tree = state.topology
+    resolved = resolve(tree, specs)
+    if isinstance(resolved, InvalidConstraint):
+        return f"gang {resolved.gang}: {resolved.message}"
+    if resolved.top_level == 0:
+        return ""
+    nodes: set[str] = set()
+    for gang in group.gangs:
+        for key in state.gangs[gang].members:
+            pod = state.pods.get(key)
+            if pod is not None and is_running(pod):
+                nodes.add(pod.placed_node)
+    if not nodes:
+        return ""
+    try:
+        span = tree.lca(sorted(nodes))
+    except TopologyError as error:
+        return f"its members' nodes are no longer all in the topology tree: {error}"
+    if span.level < resolved.top_level:
+        return f"its members would span {where(span)}, above its {resolved.source}"
+    return ""
