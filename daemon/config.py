@@ -34,6 +34,7 @@ Example (every key optional; these are the defaults):
       max_record_bytes: 1048576       # an object bigger than this once slimmed is logged as its core
       retention_bytes: 1073741824     # history older than the newest snapshot kept, at most this many bytes
       retention_seconds: 604800       # ... and at most this old (7 days)
+      on_corruption: recover          # recover | refuse: a damaged log is moved aside and rebuilt, or stops the daemon
 
 Pure: reads the one file it is given, never the network, never the environment.
 """
@@ -45,7 +46,7 @@ import re
 import socket
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 import yaml
@@ -97,6 +98,8 @@ class EventLogConfig(_Section, frozen=True):
     max_record_bytes: Annotated[int, msgspec.Meta(ge=64 * 1024, le=MAX_RECORD_BYTES)] = 1024 * 1024
     retention_bytes: Annotated[int, msgspec.Meta(ge=0)] = 1024 * 1024 * 1024
     retention_seconds: Annotated[float, msgspec.Meta(ge=0)] = 7 * 24 * 3600.0
+    # What a damaged log (daemon.run_cli) does at start: moved aside and rebuilt from a relist, or exit 3.
+    on_corruption: Literal["recover", "refuse"] = "recover"
 
 
 class DaemonConfig(_Section, frozen=True):

@@ -24,6 +24,7 @@ process never collide). The ops dashboard is built from this list:
 | `toposched_event_log_fsync_duration_seconds` | histogram | - | one flush + fsync of the log |
 | `toposched_event_log_append_duration_seconds` | histogram | - | one append (write; fsync when synchronous) |
 | `toposched_event_log_oversized_records_total` | counter | kind | objects over the record cap, logged as their core |
+| `toposched_event_log_recoveries_total` | counter | - | damaged logs moved aside at start (state rebuilt by a relist) |
 | `toposched_topology_build_duration_seconds` | histogram | - | a topology tree rebuild (see tracing) |
 | `toposched_watch_events_total` | counter | kind, type | watch events received |
 | `toposched_watch_relists_total` | counter | kind | full relists (first sync, 410 Gone, long outage) |
@@ -69,6 +70,7 @@ METRIC_NAMES = (
     "toposched_event_log_fsync_duration_seconds",
     "toposched_event_log_append_duration_seconds",
     "toposched_event_log_oversized_records_total",
+    "toposched_event_log_recoveries_total",
     "toposched_topology_build_duration_seconds",
     "toposched_watch_events_total",
     "toposched_watch_relists_total",
@@ -120,6 +122,9 @@ class Metrics:
         self.oversized_records = Counter(
             "toposched_event_log_oversized_records", "Objects over the record cap, logged as their core.", ["kind"],
             registry=r,
+        )
+        self.log_recoveries = Counter(
+            "toposched_event_log_recoveries", "Damaged event logs moved aside at start.", registry=r,
         )
         self.topology_build = Histogram(
             "toposched_topology_build_duration_seconds", "Topology tree build time.", buckets=(*_IO_BUCKETS, 2.5, 5.0),

@@ -17,7 +17,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from events.log import EventLog
+import msgspec
+
+from events.log import EventLog, LogDamagedError
 from events.objects import DEFAULT_SCHEDULER_NAME
 from state.cluster import ClusterState
 
@@ -56,7 +58,10 @@ def start_of(log: EventLog, *, until: int | None = None, use_snapshot: bool = Tr
     if found is None:
         return ClusterState(scheduler_name), 0
     seq, payload = found
-    return ClusterState.restore(payload), seq
+    try:
+        return ClusterState.restore(payload), seq
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as error:
+        raise LogDamagedError(f"snapshot at seq {seq} in {log.directory} cannot be restored: {error}") from error
 
 
 def fold_log(log: EventLog, *, until: int | None = None, use_snapshot: bool = True,

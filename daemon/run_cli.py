@@ -3,7 +3,15 @@
 `Daemon` puts the pieces together, in this order, inside one anyio task group:
 
 1. Open the event log (`events.log`), fold it back into state (newest snapshot + tail): a restart
-   resumes from what was acknowledged, then a relist brings it up to date.
+   resumes from what was acknowledged, then a relist brings it up to date. A damaged log
+   (`LogDamagedError`: damage that is not a torn tail, a record that does not decode, a snapshot that
+   cannot be restored) never crash-loops the pod: with `event_log.on_corruption: recover` (the
+   default) the directory is moved aside as `<log_dir>.damaged-<UTC time>` (the newest two are kept,
+   for `toposched replay`), a new log starts empty and the relist rebuilds the state; this is logged
+   (`daemon.log_recovered`, error), counted (`toposched_event_log_recoveries_total`) and, once the API
+   client is up, posted as a Warning Event `EventLogRecovered` on the daemon's own Pod
+   (`POD_NAMESPACE`/`POD_NAME`, set by ops/base/deployment.yaml) or, outside a pod, on its Lease.
+   With `refuse` the daemon exits 3 naming the damage.
 2. Serve /metrics, /healthz, /readyz (`daemon.health`).
 3. List+watch every kind (`daemon.kubewatch`), each event appended to the log before it is folded
    (`daemon.journal`). Standbys do this too, so a takeover starts warm.
@@ -25,9 +33,12 @@ signal. Must never: schedule without a synced cache, or write without the lease.
 from __future__ import annotations
 
 import argparse
+import datetime
+import os
 import signal
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import anyio
 import anyio.abc
@@ -37,17 +48,17 @@ from daemon.config import ConfigError, DaemonConfig, load_config
 from daemon.health import EndpointServer, Health, serve
 from daemon.journal import Journal
 from daemon.kubeapi import KubeClusterAPI, KubeLeaseStore
-from daemon.kubeclient import KubeClient, KubeConnectError, connect
+from daemon.kubeclient import ApiError, KubeClient, KubeConnectError, connect
 from daemon.kubewatch import Watchers, known_from_state
-from daemon.leader import AlwaysOpen, LeaderElector, LeadershipLost, WriteGate
+from daemon.leader import AlwaysOpen, LeaderElector, LeadershipLost, NotLeader, WriteGate
 from daemon.metrics import MeteredEventLog, Metrics
 from daemon.observability import Tracing, configure_logging
 from daemon.ports import WallClock
-from daemon.replay import fold_log
+from daemon.replay import FoldResult, fold_log
 from daemon.scheduler import Scheduler, SchedulerConfig
 from daemon.topology_status import TopologyStatus
 from daemon.tracing import SchedulingObserver
-from events.log import EventLog, EventLogError
+from events.log import EventLog, EventLogError, LogDamagedError, move_aside
 from preemption.hook import JobPreemptor
 from state.cluster import ClusterState
 
@@ -57,6 +68,17 @@ EXIT_OK = 0
 EXIT_LOST_LEASE = 1
 EXIT_CONFIG = 2
 EXIT_STARTUP = 3
+
+EVENT_LOG_RECOVERED = "EventLogRecovered"
+KEPT_DAMAGED_LOGS = 2  # damaged log directories kept beside log_dir (the oldest beyond go)
+
+
+@dataclass(frozen=True)
+class LogRecovery:
+    """A damaged log found at start and moved aside."""
+
+    damage: str
+    moved_to: str
 
 
 class Daemon:
@@ -79,6 +101,8 @@ class Daemon:
         self.topology_status: TopologyStatus | None = None
         self.leading = anyio.Event()
         self.exit_code = EXIT_OK
+        self.recovery: LogRecovery | None = None  # set when a damaged log was moved aside at start
+        self.recovery_reported = False
 
     @property
     def state(self) -> ClusterState | None:
@@ -88,12 +112,9 @@ class Daemon:
                   ) -> int:
         """Run until `stop` is set (graceful) or the lease is lost; returns the exit code."""
         config = self.config
-        event_log = MeteredEventLog.open(config.log_dir, fsync=config.fsync_policy())
-        assert isinstance(event_log, MeteredEventLog)  # `open` builds the class it is called on
-        event_log.metrics = self.metrics
+        event_log, folded = self._restore()
         self.event_log = event_log
         try:
-            folded = fold_log(event_log, scheduler_name=config.scheduler_name)
             state = folded.state
             log.info("daemon.restored", log_dir=config.log_dir, events=folded.events_folded,
                      snapshot_seq=folded.snapshot_seq, last_seq=event_log.last_seq)
@@ -113,6 +134,53 @@ class Daemon:
             self.tracing.shutdown()
             log.info("daemon.stopped", exit_code=self.exit_code)
 
+    def _restore(self) -> tuple[MeteredEventLog, FoldResult]:
+        """Open the log and fold it back; a damaged log is recovered or refused (module docstring, step 1)."""
+        try:
+            return self._open_and_fold()
+        except LogDamagedError as error:
+            if self.config.event_log.on_corruption == "refuse":
+                raise
+            damage = str(error)
+        moved_to = move_aside(self.config.log_dir, stamp=datetime.datetime.now(datetime.UTC).strftime(
+            "%Y%m%dT%H%M%S.%fZ"), keep=KEPT_DAMAGED_LOGS)
+        self.recovery = LogRecovery(damage=damage, moved_to=str(moved_to))
+        self.metrics.log_recoveries.inc()
+        log.error("daemon.log_recovered", log_dir=self.config.log_dir, damage=damage, moved_to=str(moved_to),
+                  action="a new log starts empty; the relist rebuilds the state")
+        return self._open_and_fold()
+
+    def _open_and_fold(self) -> tuple[MeteredEventLog, FoldResult]:
+        config = self.config
+        event_log = MeteredEventLog.open(config.log_dir, fsync=config.fsync_policy())
+        assert isinstance(event_log, MeteredEventLog)  # `open` builds the class it is called on
+        event_log.metrics = self.metrics
+        try:
+            return event_log, fold_log(event_log, scheduler_name=config.scheduler_name)
+        except BaseException:
+            event_log.close()
+            raise
+
+    async def _report_recovery(self, client: KubeClient) -> None:
+        """The Warning Event of a recovery, posted once the client is up (any replica: it is not a decision)."""
+        if self.recovery is None:
+            return
+        election = self.config.leader_election
+        pod_name, pod_namespace = os.environ.get("POD_NAME", ""), os.environ.get("POD_NAMESPACE", "")
+        if pod_name and pod_namespace:
+            target = (f"{pod_namespace}/{pod_name}", "v1", "Pod")
+        else:
+            target = (f"{election.lease_namespace}/{election.lease_name}", "coordination.k8s.io/v1", "Lease")
+        message = (f"event log {self.config.log_dir} was damaged ({self.recovery.damage}); moved to "
+                   f"{self.recovery.moved_to} and rebuilt from a relist")
+        reporter = KubeClusterAPI(client, AlwaysOpen(), metrics=self.metrics)
+        try:
+            await reporter.record_event(*target, "", "Warning", EVENT_LOG_RECOVERED, message)
+        except (ApiError, NotLeader) as error:
+            log.warning("daemon.recovery_event_failed", object=target[0], error=str(error))
+            return
+        self.recovery_reported = True
+
     async def _serve(self, client: KubeClient, journal: Journal, observer: SchedulingObserver, stop: anyio.Event,
                      task_status: anyio.abc.TaskStatus[Daemon]) -> int:
         config = self.config
@@ -130,6 +198,7 @@ class Daemon:
         async with anyio.create_task_group() as group:
             self.endpoints = await group.start(serve, self.health, self.metrics, host, port)
             task_status.started(self)
+            group.start_soon(self._report_recovery, client)
             group.start_soon(self.watchers.run)
             group.start_soon(self._gauges, observer)
             group.start_soon(self._stop_when, stop, group.cancel_scope)
@@ -219,6 +288,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--scheduler-name", help="spec.schedulerName this scheduler serves (default toposched)")
     parser.add_argument("--log-dir", metavar="DIR", help="event log directory")
     parser.add_argument("--fsync", help="always | never | interval:<N>ms")
+    parser.add_argument("--on-log-corruption", choices=("recover", "refuse"),
+                        help="a damaged event log at start: move it aside and rebuild from a relist (recover), "
+                             "or exit 3 (refuse)")
     parser.add_argument("--bind-concurrency", type=int, metavar="N", help="Binding calls in flight at most")
     parser.add_argument("--address", metavar="HOST:PORT", help="/metrics, /healthz, /readyz address")
     election = parser.add_mutually_exclusive_group()
@@ -240,6 +312,7 @@ _FLAG_KEYS = {
     "scheduler_name": "scheduler_name",
     "log_dir": "log_dir",
     "fsync": "fsync",
+    "on_log_corruption": "event_log.on_corruption",
     "bind_concurrency": "bind_concurrency",
     "address": "address",
     "leader_elect": "leader_election.enabled",
@@ -275,7 +348,9 @@ async def _run_until_signal(config: DaemonConfig) -> int:
             print(f"toposched run: cannot reach the API server: {error}", file=sys.stderr)
             code = EXIT_STARTUP
         except EventLogError as error:
-            print(f"toposched run: event log {config.log_dir}: {error}", file=sys.stderr)
+            hint = (" (event_log.on_corruption: recover, or --on-log-corruption recover, moves it aside and "
+                    "rebuilds it from a relist)" if isinstance(error, LogDamagedError) else "")
+            print(f"toposched run: event log {config.log_dir}: {error}{hint}", file=sys.stderr)
             code = EXIT_STARTUP
         group.cancel_scope.cancel()
     return code

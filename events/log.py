@@ -4,7 +4,8 @@ Everything toposched learns and decides is appended here before it counts, and t
 over what this log returns, so the log's one job is to give back exactly the records it
 acknowledged, in order, or to say loudly that it cannot. It never interprets events beyond
 encoding them (`events.model`), and never guesses past damage: a torn tail is cut and reported,
-anything else is a `LogCorruptError` naming the file and byte offset.
+anything else is a `LogCorruptError` naming the file and byte offset (a `LogDamagedError`, as is a
+record that does not decode; `move_aside` keeps such a log for a post-mortem, see `daemon.run_cli`).
 
 On-disk format (all integers little-endian). A log is a directory:
 
@@ -65,9 +66,11 @@ pending, and on `sync`, `read` and `close`). `close` always flushes and fsyncs.
 from __future__ import annotations
 
 import bisect
+import errno
 import fcntl
 import os
 import re
+import shutil
 import struct
 import threading
 import time
@@ -110,7 +113,12 @@ class EventLogError(Exception):
     """An expected failure of the event log (bad configuration, locked, corrupt, misuse)."""
 
 
-class LogCorruptError(EventLogError):
+class LogDamagedError(EventLogError):
+    """What the log holds cannot be read back as it was written (damage, an undecodable record, a pruned
+    log without its base snapshot). Reopening will not help; `move_aside` keeps it for a post-mortem."""
+
+
+class LogCorruptError(LogDamagedError):
     """The log is damaged somewhere other than a torn tail; names the segment file and byte offset."""
 
     def __init__(self, segment: Path, offset: int, problem: str) -> None:
@@ -871,7 +879,7 @@ class EventLog:
                 f" seq {limit} is before that")
         found = self._snapshots.oldest(at_least=base, at_most=limit)
         if found is None:
-            raise EventLogError(
+            raise LogDamagedError(
                 f"event log {self.directory} was pruned up to seq {base}, and no readable snapshot at seq {base}"
                 f"..{limit} is left to start from")
         return found
@@ -918,6 +926,48 @@ class EventLog:
             _log.info("eventlog.pruned", directory=str(self.directory), segments=len(removed), bytes=removed_bytes,
                       snapshots=dropped, first_seq=first_seq)
         return PruneResult(len(removed), removed_bytes, dropped, first_seq)
+
+
+# --------------------------------------------------------------------------- moving a damaged log aside
+
+
+DAMAGED_INFIX = ".damaged-"
+
+
+def move_aside(directory: str | os.PathLike[str], *, stamp: str, keep: int = 2) -> Path:
+    """Rename a log directory to `<directory>.damaged-<stamp>` (a sibling, so nothing is copied) and keep
+    only the newest `keep` of those; returns the new path. Takes the log's lock while it does, so a log
+    another process has open is never moved (`LogLockedError`).
+
+    For a directory that cannot be renamed (a mount point), its entries move into
+    `<directory>/damaged-<stamp>/` instead: segment and snapshot names are matched exactly, so a new log
+    in the same directory never reads them.
+    """
+    path = Path(directory)
+    holder = EventLog(path, readonly=True, fsync=FsyncPolicy.never(), segment_bytes=DEFAULT_SEGMENT_BYTES,
+                      snapshots_kept=1)
+    holder._take_lock()
+    try:
+        target = path.with_name(path.name + DAMAGED_INFIX + stamp)
+        try:
+            os.rename(path, target)
+            fsync_directory(path.parent)
+            kept = sorted(path.parent.glob(path.name + DAMAGED_INFIX + "*"))
+        except OSError as error:
+            if error.errno not in (errno.EBUSY, errno.EXDEV, errno.EACCES, errno.EPERM):
+                raise
+            target = path / (DAMAGED_INFIX.lstrip(".") + stamp)
+            target.mkdir()
+            for entry in os.listdir(path):
+                if entry != _LOCK_NAME and not entry.startswith(DAMAGED_INFIX.lstrip(".")):
+                    os.rename(path / entry, target / entry)
+            fsync_directory(path)
+            kept = sorted(path.glob(DAMAGED_INFIX.lstrip(".") + "*"))
+    finally:
+        holder._release_lock()
+    for older in kept[: max(len(kept) - keep, 0)]:
+        shutil.rmtree(older, ignore_errors=True)
+    return target
 
 
 # --------------------------------------------------------------------------- reading, outside the lock
@@ -997,6 +1047,6 @@ def _decode_all(raw: Iterator[tuple[int, bytes]]) -> Iterator[Event]:
             event = decode_event(payload)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
             problem = f"record seq {seq} has a valid checksum but does not decode as an event: {error}"
-            raise EventLogError(problem) from error
+            raise LogDamagedError(problem) from error
         yield event
 
