@@ -63,8 +63,9 @@ from events.objects import (
 )
 from state.cluster import ClusterState
 from state.gangs import Problem
+from state.hypernodes import HYPERNODE_KIND
 from state.topology import SOURCE_CNT, SOURCE_HYPERNODES
-from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, HYPERNODE_KIND, NODE_KIND, POD_GROUP_KIND
+from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, NODE_KIND, POD_GROUP_KIND
 
 log = structlog.get_logger("toposched.topology")
 

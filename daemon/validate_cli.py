@@ -26,15 +26,14 @@ from events.ingest import decode_object, kind_of
 from events.model import ObjectUndecodable
 from events.objects import ClusterNetworkTopology, HyperNode, Node, PodGroup, VolcanoPodGroup
 from state.gangs import Problem
+from state.hypernodes import HYPERNODE_KIND
 from state.resources import QuantityError, Resources, parse_quantity
 from state.topology import TopologyTree
 from state.topology_validation import (
     CNT_KIND,
     DEFAULT_CNT_NAME,
-    HYPERNODE_KIND,
     NODE_KIND,
     POD_GROUP_KIND,
-    resolve_hypernode_graph,
     validate_network_topology,
     validate_pod_group,
     validate_volcano_pod_group,
@@ -128,20 +127,19 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
                                                     f"is also defined at {seen_hn[name]}; the later one is used")))
         seen_hn[name] = source
         where[(HYPERNODE_KIND, name)] = source
-    _, hn_problems = resolve_hypernode_graph({hn.metadata.name: hn for _, hn in docs.hypernodes}.values())
-    findings += [Finding(where.get((p.kind, p.key), "?"), p) for p in hn_problems]
-    # the cluster the files describe, for layer / tier names and node-level contradictions
+    # The cluster the files describe, folded as the daemon folds it: HyperNode problems, node-level
+    # findings (label contradictions, nodes claimed twice), and the layer / tier names PodGroups may use.
     tree = TopologyTree()
     for source, node in docs.nodes:
         where[(NODE_KIND, node.metadata.name)] = source
         tree.node_upserted(node.metadata.name, node.metadata.labels, _allocatable(node))
     for _, cnt in docs.cnts:
         tree.network_topology_upserted(cnt)
-    for _, hn in docs.hypernodes:
+    for hn in {hn.metadata.name: hn for _, hn in docs.hypernodes}.values():  # the later definition wins
         tree.hypernode_upserted(hn)
     described = bool(docs.nodes or docs.hypernodes or any(c.metadata.name == DEFAULT_CNT_NAME for _, c in docs.cnts))
     reported = {f.problem for f in findings}
-    for problem in tree.problems:  # node-level findings: label contradictions, nodes claimed twice
+    for problem in tree.problems:
         if problem.kind in (NODE_KIND, HYPERNODE_KIND) and problem not in reported:
             findings.append(Finding(where.get((problem.kind, problem.key), "?"), problem))
     layers: list[str] | None = None

@@ -41,10 +41,15 @@ unless it is the ordinary case):
 - HyperNodes: a node not covered by any HyperNode hangs directly under the cluster root (not
   reported); a node claimed by two HyperNodes goes under the lowest-tier one (then first by name),
   reported unless one claimant is below the other. A HyperNode with no parent is a child of the
-  root. See `state/topology_validation.py` for member, tier and cycle rules.
+  root. `state/hypernodes.py` decides which HyperNodes are in use (an invalid one never as written:
+  its version from the last good set, or left out) and whether they describe the network at all;
+  when none in use has a usable member, they do not take precedence over the labels, so one bad
+  HyperNode or a cycle never costs a labelled cluster its tree. Their problems are listed whichever
+  source wins.
 - A bad ClusterNetworkTopology (not one chain) does not take the tree down: the last good layer
   chain stays in use (if none was ever good, the next source is used), and the problem is listed.
-  Note: "last good" is history; a state restored from a snapshot knows only the current objects.
+  Note: "last good" (here and for HyperNodes) is history, judged as the objects are folded, so the
+  same events give the same tree; a state restored from a snapshot knows only the current objects.
 
 Query API (for placement and preemption):
 - `tree.levels` -> tuple[Level] top first; `tree.root`; `tree.source`; `tree.version` (bumped at
@@ -72,7 +77,7 @@ Domain objects are replaced when the structure is rebuilt (node added, removed o
 topology object changed): hold them only within one scheduling cycle, never across fold events.
 Structure is rebuilt lazily on the first query after a change, so folding 10,000 NodeUpserted
 events costs one build, and the result depends only on the objects folded so far (ties broken by
-name), never on their order.
+name), never on their order (except for the last good versions above, which are history).
 
 Pure: no I/O, no clock, no logging. Mutated only through the `*_upserted` / `*_deleted` /
 `usage_changed` calls made by `state/cluster.py`.
@@ -87,20 +92,18 @@ import msgspec
 
 from events.objects import ClusterNetworkTopology, HyperNode, TopologyDetail, TopologyInfo
 from state.gangs import Problem
+from state.hypernodes import HYPERNODE_KIND, HyperNodeGraph, HyperNodeSet, NodeSelectorRule
 from state.resources import Resources, subtract
 from state.topology_validation import (
     CLUSTER_LAYER,
     CLUSTER_TIER_NAME,
     CNT_KIND,
     DEFAULT_CNT_NAME,
-    HYPERNODE_KIND,
     NODE_KIND,
     NODE_LAYER,
     LayerDef,
-    NodeSelectorRule,
     layer_name_of,
     resolve_cnt_layers,
-    resolve_hypernode_graph,
 )
 
 SOURCE_CNT: Final = "ClusterNetworkTopology"
@@ -252,15 +255,15 @@ class TopologyTree:
     def __init__(self) -> None:
         self._nodes: dict[str, _NodeRecord] = {}
         self._cnt: ClusterNetworkTopology | None = None
-        self._hypernodes: dict[str, HyperNode] = {}
-        self._last_good_layers: tuple[LayerDef, ...] | None = None
+        self._hypernodes = HyperNodeSet()
+        self._last_good_layers: tuple[LayerDef, ...] | None = None  # judged as the CNT is folded
         self._built: _Built | None = None
         self._version = 0
         self._pending = _Pending(self._nodes)
-        # HyperNode Node-member matching is cached per HyperNode object and redone only for nodes
-        # added, relabelled or deleted since (`_touched`), so regexMatch stays cheap on big clusters.
+        # HyperNode Node-member matching is cached per HyperNode version in use and redone only for
+        # nodes added, relabelled or deleted since (`_touched`), so regexMatch stays cheap on big clusters.
         self._touched: set[str] = set()
-        self._matches: dict[str, tuple[HyperNode, set[str]]] = {}
+        self._matches: dict[str, tuple[tuple[NodeSelectorRule, ...], set[str]]] = {}
 
     # ------------------------------------------------------------------ fold inputs
 
@@ -312,6 +315,9 @@ class TopologyTree:
         # Only the spec shapes the tree: a status write (ours, echoed back by the watch) must not rebuild it.
         if self._cnt is None or cnt.spec != self._cnt.spec:
             self._built = None
+            layers, _ = resolve_cnt_layers(cnt)
+            if layers is not None:  # judged here, not at the (lazy) build, so the same events give the same tree
+                self._last_good_layers = layers
         self._cnt = cnt
 
     def network_topology_deleted(self, name: str) -> None:
@@ -321,14 +327,11 @@ class TopologyTree:
             self._built = None
 
     def hypernode_upserted(self, hn: HyperNode) -> None:
-        name = hn.metadata.name
-        known = self._hypernodes.get(name)
-        if known is None or known.spec != hn.spec:  # a status write must not rebuild the tree
+        if self._hypernodes.upsert(hn):  # a status write does not change the spec, so no rebuild
             self._built = None
-        self._hypernodes[name] = hn
 
     def hypernode_deleted(self, name: str) -> None:
-        if self._hypernodes.pop(name, None) is not None:
+        if self._hypernodes.delete(name):
             self._built = None
 
     # ------------------------------------------------------------------ queries
@@ -492,7 +495,7 @@ class TopologyTree:
     def hypernode_node_counts(self) -> dict[str, int]:
         """HyperNode name -> `status.nodeCount` (nodes below it); 0 for HyperNodes outside the tree."""
         built = self._ensure()
-        counts = dict.fromkeys(sorted(self._hypernodes), 0)
+        counts = dict.fromkeys(self._hypernodes.names(), 0)
         if built.source == SOURCE_HYPERNODES:
             for domain in built.domains[1:]:
                 if domain.name in counts:
@@ -511,12 +514,12 @@ class TopologyTree:
 
     def _build(self) -> _Built:
         problems: list[Problem] = []
+        # HyperNodes are judged whichever source wins, so their problems are reported in any case.
+        graph, hypernode_problems = self._hypernodes.resolve()
         if self._cnt is not None:
             layers, cnt_problems = resolve_cnt_layers(self._cnt)
             problems += cnt_problems
-            if layers is not None:
-                self._last_good_layers = layers
-            elif self._last_good_layers is not None:
+            if layers is None and self._last_good_layers is not None:
                 problems.append(Problem(CNT_KIND, self._cnt.metadata.name, "spec",
                                         "is not usable; the last good layer chain stays in use"))
                 layers = self._last_good_layers
@@ -524,14 +527,15 @@ class TopologyTree:
                 self._matches.clear()
                 self._touched.clear()
                 built = self._build_from_labels(SOURCE_CNT, layers)
-                built.problems[:0] = problems
+                built.problems[:0] = problems + hypernode_problems
                 return built
             problems.append(Problem(CNT_KIND, self._cnt.metadata.name, "spec",
                                     "is not usable and no good version was seen; "
                                     "topology falls back to HyperNodes or node labels"))
-        if self._hypernodes:
-            built = self._build_from_hypernodes()
-        else:
+        problems += hypernode_problems
+        if graph.describes:
+            built = self._build_from_hypernodes(graph)
+        else:  # no HyperNode, or none usable: they must not take the labels' tree away
             self._matches.clear()
             self._touched.clear()
             present = [layer for layer in TOPOGRAPH_LAYERS
@@ -625,8 +629,7 @@ class TopologyTree:
         self._finish(built)
         return built
 
-    def _build_from_hypernodes(self) -> _Built:
-        graph, problems = resolve_hypernode_graph(self._hypernodes.values())
+    def _build_from_hypernodes(self, graph: HyperNodeGraph) -> _Built:
         tiers = sorted(set(graph.tiers.values()), reverse=True)
         top = (tiers[0] if tiers else 0) + 1
         level_of_tier = {tier: index for index, tier in enumerate(tiers, start=1)}
@@ -640,7 +643,6 @@ class TopologyTree:
                   *(Level(level_of_tier[t], layer_name_of(tier_names.get(t, ""), t), t, tier_names.get(t, ""))
                     for t in tiers))
         built = _Built(SOURCE_HYPERNODES, levels, self._pending)
-        built.problems += problems
         # domains top-down (a parent's tier is always above its children's)
         for name in sorted(graph.tiers, key=lambda n: (-graph.tiers[n], n)):
             parent_name = graph.parent.get(name)
@@ -649,34 +651,34 @@ class TopologyTree:
             built.add(level_of_tier[graph.tiers[name]], name, parent)
         # node members
         exact: dict[str, list[str]] = {}
-        patterned: list[tuple[str, list[NodeSelectorRule]]] = []
+        patterned: list[tuple[str, tuple[NodeSelectorRule, ...], list[NodeSelectorRule]]] = []
         for hn_name in sorted(graph.node_rules):
             rules = graph.node_rules[hn_name]
             for rule in rules:
                 if rule.pattern is None and rule.labels is None:
                     exact.setdefault(rule.name, []).append(hn_name)
-            if any(rule.pattern is not None or rule.labels is not None for rule in rules):
-                patterned.append((hn_name, [r for r in rules if r.pattern is not None or r.labels is not None]))
+            selecting = [r for r in rules if r.pattern is not None or r.labels is not None]
+            if selecting:
+                patterned.append((hn_name, rules, selecting))
         claims: dict[str, list[str]] = {}
         for node, hns in exact.items():
             if node in self._nodes:
                 claims.setdefault(node, []).extend(hns)
-        fresh: dict[str, tuple[HyperNode, set[str]]] = {}
-        for hn_name, rules in patterned:
-            obj = self._hypernodes[hn_name]
+        fresh: dict[str, tuple[tuple[NodeSelectorRule, ...], set[str]]] = {}
+        for hn_name, rules, selecting in patterned:
             cached = self._matches.get(hn_name)
-            if cached is not None and cached[0] is obj:
+            if cached is not None and cached[0] is rules:
                 matched = cached[1]
                 for node in self._touched:
                     record = self._nodes.get(node)
-                    if record is not None and any(rule.matches(node, record.labels) for rule in rules):
+                    if record is not None and any(rule.matches(node, record.labels) for rule in selecting):
                         matched.add(node)
                     else:
                         matched.discard(node)
             else:
                 matched = {node for node, record in self._nodes.items()
-                           if any(rule.matches(node, record.labels) for rule in rules)}
-            fresh[hn_name] = (obj, matched)
+                           if any(rule.matches(node, record.labels) for rule in selecting)}
+            fresh[hn_name] = (rules, matched)
             for node in matched:
                 claims.setdefault(node, []).append(hn_name)
         self._matches = fresh

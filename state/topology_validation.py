@@ -1,8 +1,8 @@
 """The admission rules for topology objects and the topology wishes of PodGroups.
 
 Owns every check a user can get wrong when describing a network or asking for a placement:
-ClusterNetworkTopology layer chains, HyperNode members (selectors, regexes, tiers, cycles, two
-parents), and the topology parts of Koordinator and Volcano PodGroups. Each rule yields a `Problem`
+ClusterNetworkTopology layer chains and the topology parts of Koordinator and Volcano PodGroups
+(HyperNodes have their own module, `state/hypernodes.py`). Each rule yields a `Problem`
 naming the object, the field and what is wrong (and, where the tree goes on anyway, how it was
 resolved). The same functions serve `toposched validate` offline and the daemon's fold
 (`state/topology.py` builds its tree from what survives here), so a manifest that validates cleanly
@@ -14,10 +14,8 @@ How conflicts are resolved (the tree and the messages say the same thing):
 - A ClusterNetworkTopology that is not one chain of layers (unknown parentTopologyLayer, two
   layers on one label key, a cycle, two children of one layer, a duplicated layer) is unusable as a
   whole: `resolve_cnt_layers` returns no layers and the tree keeps the last good structure.
-- A HyperNode member with not exactly one selector, an invalid regex, a regexMatch/labelMatch on a
-  HyperNode member, a missing member HyperNode, an edge closing a cycle, or a child whose tier is
-  not below its parent's is dropped; the rest of the HyperNode is kept.
-- A HyperNode claimed by two parents stays under the parent of the lowest tier (then first by name).
+- HyperNodes: see `state/hypernodes.py` (an invalid one is never used as written; the last good
+  set stays).
 """
 
 from __future__ import annotations
@@ -25,23 +23,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 import msgspec
 
 from events.objects import (
     NETWORK_TOPOLOGY_SPEC_ANNOTATION,
     ClusterNetworkTopology,
-    HyperNode,
-    LabelSelector,
     PodGroup,
     VolcanoPodGroup,
 )
 from state.gangs import MUST_GATHER, PREFER_GATHER, Problem
-from state.name_patterns import NamePattern, PatternError, compile_pattern
 
 CNT_KIND = "ClusterNetworkTopology"
-HYPERNODE_KIND = "HyperNode"
 POD_GROUP_KIND = "PodGroup"
 NODE_KIND = "Node"
 
@@ -49,9 +42,6 @@ DEFAULT_CNT_NAME = "default"
 NODE_LAYER = "NodeTopologyLayer"
 CLUSTER_LAYER = "ClusterTopologyLayer"
 CLUSTER_TIER_NAME = "cluster"
-MEMBER_NODE = "Node"
-MEMBER_HYPERNODE = "HyperNode"
-_LABEL_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 
 
 # --------------------------------------------------------------------------- layer chains
@@ -194,218 +184,6 @@ def validate_network_topology(cnt: ClusterNetworkTopology) -> list[Problem]:
                                 f"only the ClusterNetworkTopology named {DEFAULT_CNT_NAME!r} is read; "
                                 "this one is ignored"))
     return problems
-
-
-# --------------------------------------------------------------------------- HyperNodes
-
-
-def label_selector_matches(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
-    """Kubernetes label-selector semantics (matchLabels AND every matchExpression)."""
-    for key, value in selector.match_labels.items():
-        if labels.get(key) != value:
-            return False
-    for expression in selector.match_expressions:
-        op = expression.operator
-        present = expression.key in labels
-        if op == "In":
-            if not present or labels[expression.key] not in expression.values:
-                return False
-        elif op == "NotIn":
-            if present and labels[expression.key] in expression.values:
-                return False
-        elif op == "Exists":
-            if not present:
-                return False
-        elif op == "DoesNotExist":
-            if present:
-                return False
-        else:
-            return False
-    return True
-
-
-@dataclass(frozen=True)
-class NodeSelectorRule:
-    """One usable Node member of a HyperNode: exactly one of name, pattern, labels."""
-
-    name: str = ""
-    pattern: NamePattern | None = None
-    labels: LabelSelector | None = None
-
-    def matches(self, node: str, labels: Mapping[str, str]) -> bool:
-        if self.pattern is not None:
-            return self.pattern.search(node)  # Go's regexp.MatchString: unanchored, RE2 semantics
-        if self.labels is not None:
-            return label_selector_matches(self.labels, labels)
-        return node == self.name
-
-
-@dataclass
-class HyperNodeGraph:
-    """The HyperNodes that survived validation: a forest whose tiers strictly decrease downwards."""
-
-    tiers: dict[str, int] = field(default_factory=dict)
-    tier_names: dict[str, str] = field(default_factory=dict)
-    parent: dict[str, str] = field(default_factory=dict)  # child HyperNode -> the parent it stays under
-    node_rules: dict[str, list[NodeSelectorRule]] = field(default_factory=dict)
-
-
-def _member_selector_problems(hn: str, index: int, member_type: str, exact: bool, regex: bool,
-                              labels: bool) -> list[Problem]:
-    where = f"spec.members[{index}].selector"
-    count = exact + regex + labels
-    if count != 1:
-        given = [n for n, on in (("exactMatch", exact), ("regexMatch", regex), ("labelMatch", labels)) if on]
-        what = "none is set" if not given else f"{' and '.join(given)} are set together"
-        return [Problem(HYPERNODE_KIND, hn, where,
-                        f"exactly one of exactMatch, regexMatch, labelMatch must be set, but {what}; member ignored")]
-    if member_type == MEMBER_HYPERNODE and (regex or labels):
-        which = "regexMatch" if regex else "labelMatch"
-        return [Problem(HYPERNODE_KIND, hn, f"{where}.{which}",
-                        f"{which} is only allowed for members of type Node; "
-                        "a HyperNode member must use exactMatch; member ignored")]
-    return []
-
-
-def resolve_hypernode_graph(hypernodes: Iterable[HyperNode]) -> tuple[HyperNodeGraph, list[Problem]]:
-    """Validate HyperNodes together and return what the tree can use, plus every problem found."""
-    problems: list[Problem] = []
-    graph = HyperNodeGraph()
-    ordered = sorted(hypernodes, key=lambda h: h.metadata.name)
-    declared = {hn.metadata.name for hn in ordered}
-    edges: dict[str, list[tuple[int, str]]] = {}
-    for hn in ordered:
-        name = hn.metadata.name
-        tier = hn.spec.tier
-        if tier < 1:
-            problems.append(Problem(HYPERNODE_KIND, name, "spec.tier",
-                                    f"{tier} is below 1 (tiers count from 1 at the bottom); HyperNode ignored"))
-            continue
-        graph.tiers[name] = tier
-        graph.tier_names[name] = hn.spec.tier_name
-        rules: list[NodeSelectorRule] = []
-        kids: list[tuple[int, str]] = []
-        for index, member in enumerate(hn.spec.members):
-            selector = member.selector
-            exact, regex, labels = selector.exact_match, selector.regex_match, selector.label_match
-            if member.type not in (MEMBER_NODE, MEMBER_HYPERNODE):
-                problems.append(Problem(HYPERNODE_KIND, name, f"spec.members[{index}].type",
-                                        f"{member.type!r} is not Node or HyperNode; member ignored"))
-                continue
-            found = _member_selector_problems(name, index, member.type, exact is not None, regex is not None,
-                                              labels is not None)
-            if found:
-                problems += found
-                continue
-            if member.type == MEMBER_HYPERNODE:
-                assert exact is not None
-                if not exact.name:
-                    problems.append(Problem(HYPERNODE_KIND, name, f"spec.members[{index}].selector.exactMatch.name",
-                                            "is empty; member ignored"))
-                    continue
-                kids.append((index, exact.name))
-            elif exact is not None:
-                if not exact.name:
-                    problems.append(Problem(HYPERNODE_KIND, name, f"spec.members[{index}].selector.exactMatch.name",
-                                            "is empty; member ignored"))
-                    continue
-                rules.append(NodeSelectorRule(name=exact.name))
-            elif regex is not None:
-                try:
-                    compiled = compile_pattern(regex.pattern)
-                except PatternError as error:
-                    problems.append(Problem(HYPERNODE_KIND, name, f"spec.members[{index}].selector.regexMatch.pattern",
-                                            f"{regex.pattern!r} is not a valid RE2 regular expression "
-                                            f"({error.message}); member ignored"))
-                    continue
-                rules.append(NodeSelectorRule(pattern=compiled))
-            else:
-                assert labels is not None
-                bad = [e for e in labels.match_expressions if e.operator not in _LABEL_OPERATORS]
-                if bad:
-                    problems.append(Problem(HYPERNODE_KIND, name, f"spec.members[{index}].selector.labelMatch",
-                                            f"operator {bad[0].operator!r} is not In, NotIn, Exists or "
-                                            "DoesNotExist; member ignored"))
-                    continue
-                if not labels.match_labels and not labels.match_expressions:
-                    problems.append(Problem(HYPERNODE_KIND, name, f"spec.members[{index}].selector.labelMatch",
-                                            "is empty and would match every node; member ignored"))
-                    continue
-                rules.append(NodeSelectorRule(labels=labels))
-        graph.node_rules[name] = rules
-        edges[name] = kids
-    # existence
-    live: dict[str, list[tuple[int, str]]] = {}
-    for name, kids in edges.items():
-        kept: list[tuple[int, str]] = []
-        for index, child in kids:
-            if child not in graph.tiers:
-                problems.append(Problem(HYPERNODE_KIND, name, f"spec.members[{index}].selector.exactMatch.name",
-                                        f"member HyperNode {child!r} is invalid (see its spec.tier); member ignored"
-                                        if child in declared else
-                                        f"member HyperNode {child!r} does not exist; member ignored"))
-                continue
-            kept.append((index, child))
-        live[name] = kept
-    # cycles: depth-first, in name order; the edge that closes a cycle is dropped
-    state: dict[str, int] = {}
-    stack: list[str] = []
-    dropped: set[tuple[str, int]] = set()
-
-    def visit(name: str) -> None:
-        state[name] = 1
-        stack.append(name)
-        for index, child in live[name]:
-            if state.get(child) == 1:
-                cycle = [*stack[stack.index(child):], child]
-                problems.append(Problem(HYPERNODE_KIND, name, f"spec.members[{index}]",
-                                        f"HyperNode membership forms a cycle {' -> '.join(cycle)}; "
-                                        f"the member {child!r} of {name!r} is ignored"))
-                dropped.add((name, index))
-            elif state.get(child) is None:
-                visit(child)
-        stack.pop()
-        state[name] = 2
-
-    for name in sorted(live):
-        if state.get(name) is None:
-            visit(name)
-    # tiers, then one parent each
-    claims: dict[str, list[str]] = {}
-    for name in sorted(live):
-        for index, child in live[name]:
-            if (name, index) in dropped:
-                continue
-            if graph.tiers[child] >= graph.tiers[name]:
-                problems.append(Problem(HYPERNODE_KIND, name, f"spec.members[{index}]",
-                                        f"member HyperNode {child!r} has tier {graph.tiers[child]}, not below "
-                                        f"{name!r}'s tier {graph.tiers[name]} (tiers grow upward); member ignored"))
-                continue
-            claims.setdefault(child, []).append(name)
-    for child, parents in sorted(claims.items()):
-        unique = sorted(set(parents), key=lambda p: (graph.tiers[p], p))
-        graph.parent[child] = unique[0]
-        if len(unique) > 1:
-            problems.append(Problem(HYPERNODE_KIND, unique[1], "spec.members",
-                                    f"HyperNode {child!r} is claimed by {', '.join(unique)}; it stays under "
-                                    f"{unique[0]!r} (lowest tier, then first by name) and is ignored elsewhere"))
-    # tier names
-    by_tier: dict[int, set[str]] = {}
-    for name, tier in graph.tiers.items():
-        if graph.tier_names[name]:
-            by_tier.setdefault(tier, set()).add(graph.tier_names[name])
-    for tier, names in sorted(by_tier.items()):
-        if len(names) > 1:
-            chosen = sorted(names)[0]
-            first = sorted(n for n, t in graph.tiers.items() if t == tier and graph.tier_names[n] != chosen)[0]
-            problems.append(Problem(HYPERNODE_KIND, first, "spec.tierName",
-                                    f"tier {tier} is named {', '.join(sorted(names))} by different HyperNodes; "
-                                    f"using {chosen!r}"))
-    return graph, problems
-
-
-def validate_hypernodes(hypernodes: Iterable[HyperNode]) -> list[Problem]:
-    return resolve_hypernode_graph(hypernodes)[1]
 
 
 # --------------------------------------------------------------------------- PodGroups

@@ -271,3 +271,19 @@ async def test_a_bad_podgroup_annotation_is_reported_on_the_podgroup_once_even_w
     keeper.notice(bad)
     assert await keeper.sync_once()
     assert len(writer.events) == count
+
+
+async def test_bad_hypernodes_added_to_a_labelled_cluster_are_reported_and_the_labels_tree_stays() -> None:
+    cycle = [{"type": "HyperNode", "selector": {"exactMatch": {"name": "c1"}}}]
+    back = [{"type": "HyperNode", "selector": {"exactMatch": {"name": "c0"}}}]
+    state = cluster(hyper_node("bad", [regex("n(")]), hyper_node("c0", cycle), hyper_node("c1", back))
+    assert state.topology.source == "labels" and state.topology.resolve_level("BlockLayer") == 1
+    writer = FakeWriter()
+    await TopologyStatus(state, writer).sync_once()
+    assert writer.counts == []  # the HyperNodes are not the tree's source: their status is left alone
+    assert sorted((kind, key, uid, reason) for kind, key, uid, reason, _ in writer.events) == [
+        ("HyperNode", "bad", "uid-bad", "InvalidTopology"), ("HyperNode", "c0", "uid-c0", "InvalidTopology"),
+        ("HyperNode", "c1", "uid-c1", "InvalidTopology")]
+    messages = {key: message for _, key, _, _, message in writer.events}
+    assert messages["c0"] == ("spec.members[0]: HyperNode membership forms a cycle c0 -> c1 -> c0; "
+                              "the HyperNode is left out of the tree")

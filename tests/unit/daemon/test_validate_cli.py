@@ -36,8 +36,8 @@ def test_the_invalid_example_lists_every_problem_with_file_document_object_and_f
     assert any(line.startswith(f"{path}#1: HyperNode bad-selectors: spec.members[1].selector.regexMatch.pattern: "
                                "'gpu-([' is not a valid RE2 regular expression") for line in lines)
     assert any(line.startswith(f"{path}#2: HyperNode top: spec.members[0].selector.regexMatch: ") for line in lines)
-    assert any(f"{path}#2: HyperNode top: spec.members[1].selector.exactMatch.name: member HyperNode "
-               "'missing-block' does not exist" in line for line in lines)
+    assert f"{path}#2: HyperNode top: spec.members[1].selector.exactMatch.name: member HyperNode 'missing-block' " \
+           "does not exist; the HyperNode is left out of the tree" in lines
     assert any(line.startswith(f"{path}#3: ClusterNetworkTopology default: "
                                "spec.networkTopologySpec[0].parentTopologyLayer: 'PodLayer'") for line in lines)
     assert any(line.startswith(f"{path}#4: PodGroup team-a/broken: spec.minMember: -2 is negative") for line in lines)
@@ -74,11 +74,27 @@ apiVersion: topology.volcano.sh/v1alpha1
 kind: HyperNode
 metadata: {name: b}
 spec: {tier: 2, members: [{type: HyperNode, selector: {exactMatch: {name: a}}}]}
+---
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: c}
+spec: {tier: 1, members: [{type: HyperNode, selector: {exactMatch: {name: d}}}]}
+---
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata: {name: d}
+spec: {tier: 1, members: [{type: Node, selector: {exactMatch: {name: n1}}}]}
 """)
     assert main([path]) == 1
-    out = capsys.readouterr().out
-    assert f"{path}#2: HyperNode b: spec.members[0]: HyperNode membership forms a cycle a -> b -> a" in out
-    assert f"{path}#1: HyperNode a: spec.members[0]: member HyperNode 'b' has tier 2, not below" in out
+    assert capsys.readouterr().out.splitlines() == [
+        f"{path}#1: HyperNode a: spec.members[0]: HyperNode membership forms a cycle a -> b -> a; "
+        "the HyperNode is left out of the tree",
+        f"{path}#2: HyperNode b: spec.members[0]: HyperNode membership forms a cycle a -> b -> a; "
+        "the HyperNode is left out of the tree",
+        f"{path}#3: HyperNode c: spec.members[0]: member HyperNode 'd' has tier 1, not below 'c''s tier 1 "
+        "(tiers grow upward); the HyperNode is left out of the tree",
+        "3 problems in 4 objects",
+    ]
 
 
 def test_pod_group_layers_are_checked_against_the_topology_in_the_files(
@@ -174,4 +190,4 @@ spec: {tier: 1, members: [{type: Node, selector: {exactMatch: {name: n1}}},
     assert main([path]) == 1
     assert capsys.readouterr().out.splitlines()[0] == (
         f"{path}#1: HyperNode s0: spec.members[1].selector.regexMatch.pattern: '^gpu-(?!0)' is not a valid RE2 "
-        "regular expression (invalid perl operator: (?!); member ignored")
+        "regular expression (invalid perl operator: (?!); the HyperNode is left out of the tree")

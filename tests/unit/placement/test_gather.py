@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from events.model import HyperNodeUpserted
+from events.objects import ExactMatch, HyperNode, HyperNodeMember, HyperNodeSpec, MemberSelector, ObjectMeta, RegexMatch
 from placement import plan_gang
 from placement.plan import CAPACITY, INVALID, MEMBERS, MUST_GATHER
 from state.cluster import ClusterState
@@ -43,6 +45,24 @@ def test_mustgather_gang_stays_pending_when_no_block_has_room() -> None:
     assert result.level == "BlockLayer"
     assert result.best_domain == "s0b1" and result.fit == 4 and result.needed == 5
     assert "BlockLayer" in result.reason and "4 of 5" in result.reason and "default/train" in result.reason
+
+
+def test_mustgather_gangs_still_land_in_one_block_after_bad_hypernodes_are_added_to_a_labelled_cluster() -> None:
+    state = fabric(blocks=2, nvlinks=2, nodes=2)
+
+    def hyper_node(name: str, tier: int, *members: HyperNodeMember) -> HyperNodeUpserted:
+        return HyperNodeUpserted(hyper_node=HyperNode(metadata=ObjectMeta(name=name),
+                                                      spec=HyperNodeSpec(tier=tier, members=list(members))))
+
+    state.apply(hyper_node("bad-regex", 1, HyperNodeMember(type="Node", selector=MemberSelector(
+        regex_match=RegexMatch(pattern="n-s0b0(")))))
+    state.apply(hyper_node("c0", 1, HyperNodeMember(type="HyperNode", selector=MemberSelector(
+        exact_match=ExactMatch(name="c1")))))
+    state.apply(hyper_node("c1", 1, HyperNodeMember(type="HyperNode", selector=MemberSelector(
+        exact_match=ExactMatch(name="c0")))))
+    gang(state, "train", 4, gather=MUST_BLOCK)
+    plan = planned(plan_gang(state, "default/train"))
+    assert plan.level == "BlockLayer" and len({block_of(n) for n in nodes_of(plan).values()}) == 1
 
 
 def test_prefergather_falls_back_to_spine_when_no_block_fits() -> None:

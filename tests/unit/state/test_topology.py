@@ -408,6 +408,70 @@ def test_a_bad_cnt_with_no_good_version_falls_back_to_the_next_source() -> None:
     assert any("falls back" in p.message for p in tree.problems)
 
 
+def test_a_hypernode_with_a_bad_regex_added_to_a_labelled_cluster_changes_nothing_but_a_problem() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    before = shape(tree)
+    tree.hypernode_upserted(hypernode("s0", 1, nodes=["n000"], regex="n0(["))
+    assert tree.source == SOURCE_LABELS
+    assert shape(tree) == before
+    assert tree.resolve_level("BlockLayer") == 2
+    [problem] = tree.problems
+    assert str(problem) == ("HyperNode s0: spec.members[1].selector.regexMatch.pattern: 'n0([' is not a valid RE2 "
+                            "regular expression (missing ]: [); the HyperNode is left out of the tree")
+
+
+def test_two_hypernodes_in_a_cycle_added_to_a_labelled_cluster_change_nothing_but_problems() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    before = shape(tree)
+    tree.hypernode_upserted(hypernode("s0", 2, nodes=["n000"], children=["s1"]))
+    tree.hypernode_upserted(hypernode("s1", 1, nodes=["n001"], children=["s0"]))
+    assert tree.source == SOURCE_LABELS
+    assert shape(tree) == before
+    assert {(p.key, p.field) for p in tree.problems} == {("s0", "spec.members[1]"), ("s1", "spec.members[1]")}
+    assert all("forms a cycle s0 -> s1 -> s0" in p.message for p in tree.problems)
+
+
+def test_bad_hypernodes_are_reported_while_a_cluster_network_topology_is_the_source() -> None:
+    tree = TopologyTree()
+    labelled_cluster(tree)
+    tree.network_topology_upserted(SPINE_BLOCK_CNT)
+    tree.hypernode_upserted(hypernode("bad", 0, nodes=["n000"]))
+    assert tree.source == SOURCE_CNT
+    assert [(p.kind, p.key, p.field) for p in tree.problems] == [("HyperNode", "bad", "spec.tier")]
+
+
+def test_a_hypernode_turned_bad_keeps_its_last_good_version_in_the_tree() -> None:
+    tree = TopologyTree()
+    names = labelled_cluster(tree)
+    for s in range(2):
+        tree.hypernode_upserted(hypernode(f"hs{s}", 2, "spine", children=[f"hb{s}0", f"hb{s}1"]))
+        for b in range(2):
+            tree.hypernode_upserted(hypernode(f"hb{s}{b}", 1, "block", regex=f"^n{s}{b}"))
+    before = shape(tree)
+    assert tree.source == SOURCE_HYPERNODES and len(dom(tree, 2, "hb00").nodes) == 2
+    tree.hypernode_upserted(hypernode("hb00", 1, "block", regex="^n00("))  # bad regex
+    tree.hypernode_upserted(hypernode("hb01", 1, "block", regex="^n01", children=["hs0"]))  # a cycle
+    assert shape(tree) == before
+    assert {p.key for p in tree.problems} == {"hb00", "hb01", "hs0"}
+    assert all(p.message.endswith("the HyperNode's version from the last good set stays in use")
+               for p in tree.problems)
+    tree.hypernode_upserted(hypernode("hb10", 1, "block", regex="^n1"))  # a valid change still applies
+    assert dom(tree, 2, "hb10").nodes == [n for n in names if n.startswith("n1")]
+
+
+def test_a_hypernode_that_was_never_good_is_left_out_and_its_nodes_go_to_the_root() -> None:
+    tree = TopologyTree()
+    tree.node_upserted("a", {}, ALLOC)
+    tree.node_upserted("b", {}, ALLOC)
+    tree.hypernode_upserted(hypernode("good", 1, nodes=["a"]))
+    tree.hypernode_upserted(hypernode("bad", 1, nodes=["b"], regex="("))
+    assert tree.source == SOURCE_HYPERNODES
+    assert [d.name for d in tree.domains_at(1)] == ["good"]
+    assert tree.root.direct_nodes == ["b"]
+
+
 def test_a_node_claimed_by_two_hypernodes_goes_to_the_lowest_tier_and_is_reported() -> None:
     tree = TopologyTree()
     tree.node_upserted("n", {}, ALLOC)

@@ -8,19 +8,11 @@ from events.objects import (
     NETWORK_TOPOLOGY_SPEC_ANNOTATION,
     ClusterNetworkTopology,
     ClusterNetworkTopologySpec,
-    ExactMatch,
-    HyperNode,
-    HyperNodeMember,
-    HyperNodeSpec,
-    LabelSelector,
-    LabelSelectorRequirement,
-    MemberSelector,
     NetworkTopologyLayer,
     NetworkTopologySpec,
     ObjectMeta,
     PodGroup,
     PodGroupSpec,
-    RegexMatch,
     SubGroupPolicy,
     VolcanoPodGroup,
     VolcanoPodGroupSpec,
@@ -29,8 +21,6 @@ from state.gangs import Problem
 from state.topology_validation import (
     LayerDef,
     resolve_cnt_layers,
-    resolve_hypernode_graph,
-    validate_hypernodes,
     validate_network_topology,
     validate_pod_group,
     validate_volcano_pod_group,
@@ -43,19 +33,6 @@ def cnt(*layers: tuple[str, list[str], str], name: str = "default") -> ClusterNe
     return ClusterNetworkTopology(metadata=ObjectMeta(name=name), spec=ClusterNetworkTopologySpec(
         network_topology_spec=[NetworkTopologyLayer(topology_layer=layer, label_key=keys, parent_topology_layer=parent)
                                for layer, keys, parent in layers]))
-
-
-def member(kind: str, *, exact: str | None = None, regex: str | None = None,
-           labels: dict[str, str] | None = None) -> HyperNodeMember:
-    return HyperNodeMember(type=kind, selector=MemberSelector(
-        exact_match=ExactMatch(name=exact) if exact is not None else None,
-        regex_match=RegexMatch(pattern=regex) if regex is not None else None,
-        label_match=LabelSelector(match_labels=labels) if labels is not None else None))
-
-
-def hn(name: str, tier: int, *members: HyperNodeMember, tier_name: str = "") -> HyperNode:
-    return HyperNode(metadata=ObjectMeta(name=name),
-                     spec=HyperNodeSpec(tier=tier, tier_name=tier_name, members=list(members)))
 
 
 def only(problems: list[Problem]) -> Problem:
@@ -144,94 +121,6 @@ def test_cluster_layer_is_reserved_and_an_empty_spec_is_reported() -> None:
 def test_a_cnt_not_named_default_is_reported_as_ignored() -> None:
     problem = only(validate_network_topology(cnt(("A", ["a"], ""), name="mine")))
     assert problem.field == "metadata.name" and "ignored" in problem.message
-
-
-# --------------------------------------------------------------------------- HyperNodes
-
-
-def test_valid_hypernodes_have_no_problems_and_one_parent_each() -> None:
-    graph, problems = resolve_hypernode_graph([
-        hn("b1", 1, member("Node", regex="^n1"), tier_name="block"),
-        hn("s1", 2, member("HyperNode", exact="b1"), tier_name="spine"),
-    ])
-    assert problems == []
-    assert graph.parent == {"b1": "s1"}
-    assert graph.tiers == {"b1": 1, "s1": 2}
-
-
-def test_a_member_with_two_selectors_or_none_is_rejected() -> None:
-    both = only(validate_hypernodes([hn("h", 1, member("Node", exact="n", regex="n.*"))]))
-    assert both.field == "spec.members[0].selector"
-    assert "exactly one of exactMatch, regexMatch, labelMatch must be set" in both.message
-    assert "but exactMatch and regexMatch are set together" in both.message
-    none = only(validate_hypernodes([hn("h", 1, member("Node"))]))
-    assert "none is set" in none.message
-
-
-def test_an_invalid_regex_is_reported_with_the_pattern() -> None:
-    problem = only(validate_hypernodes([hn("h", 1, member("Node", regex="gpu-(["))]))
-    assert problem.field == "spec.members[0].selector.regexMatch.pattern"
-    assert "'gpu-([' is not a valid RE2 regular expression (missing ]: [)" in problem.message
-
-
-def test_regex_or_label_match_on_a_hypernode_member_is_rejected() -> None:
-    regex = only(validate_hypernodes([hn("h", 2, member("HyperNode", regex="b.*"))]))
-    assert regex.field == "spec.members[0].selector.regexMatch"
-    assert "only allowed for members of type Node" in regex.message
-    labels = only(validate_hypernodes([hn("h", 2, member("HyperNode", labels={"a": "b"}))]))
-    assert labels.field == "spec.members[0].selector.labelMatch"
-
-
-def test_a_member_hypernode_that_does_not_exist_is_reported() -> None:
-    problem = only(validate_hypernodes([hn("top", 2, member("HyperNode", exact="ghost"))]))
-    assert problem.key == "top" and problem.field == "spec.members[0].selector.exactMatch.name"
-    assert "'ghost' does not exist" in problem.message
-
-
-def test_a_cycle_is_reported_with_its_path_and_broken() -> None:
-    graph, problems = resolve_hypernode_graph([
-        hn("a", 2, member("HyperNode", exact="b")),
-        hn("b", 1, member("HyperNode", exact="a")),
-    ])
-    problem = only(problems)
-    assert "forms a cycle a -> b -> a" in problem.message
-    assert graph.parent == {"b": "a"}
-
-
-def test_a_child_whose_tier_is_not_below_its_parents_is_dropped() -> None:
-    graph, problems = resolve_hypernode_graph([hn("a", 1, member("HyperNode", exact="b")), hn("b", 1)])
-    problem = only(problems)
-    assert problem.key == "a" and problem.field == "spec.members[0]"
-    assert "has tier 1, not below 'a''s tier 1" in problem.message
-    assert graph.parent == {}
-
-
-def test_a_hypernode_claimed_by_two_parents_stays_under_the_lowest_tier_then_first_name() -> None:
-    graph, problems = resolve_hypernode_graph([
-        hn("b", 1),
-        hn("z", 2, member("HyperNode", exact="b")),
-        hn("a", 3, member("HyperNode", exact="b")),
-    ])
-    problem = only(problems)
-    assert graph.parent == {"b": "z"}
-    assert "'b' is claimed by z, a; it stays under 'z'" in problem.message
-
-
-def test_tier_below_one_and_unknown_member_type_are_rejected() -> None:
-    assert "below 1" in only(validate_hypernodes([hn("h", 0)])).message
-    assert "is not Node or HyperNode" in only(validate_hypernodes([hn("h", 1, member("Pod", exact="x"))])).message
-
-
-def test_a_bad_label_match_operator_or_an_empty_label_match_is_rejected() -> None:
-    bad = HyperNodeMember(type="Node", selector=MemberSelector(label_match=LabelSelector(
-        match_expressions=[LabelSelectorRequirement(key="a", operator="Near")])))
-    assert "'Near' is not In" in only(validate_hypernodes([hn("h", 1, bad)])).message
-    assert "would match every node" in only(validate_hypernodes([hn("h", 1, member("Node", labels={}))])).message
-
-
-def test_conflicting_tier_names_for_one_tier_are_reported() -> None:
-    problem = only(validate_hypernodes([hn("a", 1, tier_name="block"), hn("b", 1, tier_name="rack")]))
-    assert problem.field == "spec.tierName" and "using 'block'" in problem.message
 
 
 # --------------------------------------------------------------------------- PodGroups
