@@ -16,6 +16,7 @@ Python API
         cluster.load_objects([obj, ...])             # create in order; bound pods start Running
         cluster.store                                # direct reads/writes, no HTTP (see Store)
         cluster.faults                               # FaultInjector (see below)
+        cluster.audit                                # AuditLog: every write request, its answer, its User-Agent
         cluster.kubelet                              # FakeKubelet | None (bound pods start Running)
         cluster.pod_gc                               # PodGarbageCollector | None (a deleted node's pods go)
 
@@ -47,7 +48,16 @@ with the HTTP code and reason a real server would answer):
     fail_next(count, status=500, *, verb=None, path=None, retry_after=1) -> FaultRule
     fail_fraction(fraction, status=500, *, verb=None, path=None, retry_after=1) -> FaultRule
     add_latency(seconds, *, verb=None, path=None) -> FaultRule
-    drop_watches() -> int; remove(rule); clear(); injected (count of injected errors)
+    add(FaultSpec(status=, count= | fraction=, verb=, path=, retry_after=, latency=)) -> FaultRule (validated)
+    parse_fault("status=429,verb=create,path=/binding,fraction=1") -> FaultSpec (raises FaultSpecError)
+    rules; remove_id(id); drop_watches() -> int; remove(rule); clear(); injected (count of injected errors)
+
+`AuditLog`: since(seq=0) -> [AuditRecord(seq, time, method, path, status, user_agent)], one per POST,
+PUT, PATCH or DELETE under /api and /apis in the order answered (injected faults included); bounded.
+
+Control from outside the process, on the same loopback port (devcluster/admin.py; JSON):
+    GET|POST|DELETE /devcluster/faults, DELETE /devcluster/faults/<id>,
+    POST /devcluster/faults/drop-watches, GET /devcluster/audit?since=<seq>
 
 Served: namespaces, nodes, pods (+ status, binding, eviction), events (core v1; events.k8s.io/v1 is a
 view of the same objects), coordination.k8s.io/v1 leases, scheduling.k8s.io/v1 priorityclasses,
@@ -67,12 +77,14 @@ limit/continue pages from the current state (not a snapshot), and unknown fields
 `fieldValidation=Strict` are 422 Invalid (the brief's choice; a real server says 400 for kinds
 compiled into it).
 
-Command line: `toposched devcluster [--port N] [--kubeconfig PATH] [--load SCENARIO]` (see cli.py).
+Command line: `toposched devcluster [--port N] [--kubeconfig PATH] [--load SCENARIO] [--fault RULE ...]
+[--fault-seed N]` (see cli.py).
 """
 
+from devcluster.audit import AuditLog, AuditRecord
 from devcluster.cluster import BackgroundDevCluster, DevCluster, kubeconfig
 from devcluster.errors import ApiError
-from devcluster.faults import FaultInjector, FaultRule
+from devcluster.faults import FaultInjector, FaultRule, FaultSpec, FaultSpecError, parse_fault
 from devcluster.kubelet import FakeKubelet
 from devcluster.podgc import PodGarbageCollector
 from devcluster.resources import RESOURCES, ResourceDef
@@ -82,15 +94,20 @@ from devcluster.store import Store
 __all__ = [
     "RESOURCES",
     "ApiError",
+    "AuditLog",
+    "AuditRecord",
     "BackgroundDevCluster",
     "DevCluster",
     "FakeKubelet",
     "FaultInjector",
     "FaultRule",
+    "FaultSpec",
+    "FaultSpecError",
     "PodGarbageCollector",
     "ResourceDef",
     "ScenarioError",
     "Store",
     "kubeconfig",
+    "parse_fault",
     "read_objects",
 ]

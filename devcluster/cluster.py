@@ -4,6 +4,7 @@
         cluster.write_kubeconfig(path)      # for kubernetes-asyncio or kubectl
         cluster.store.create({...})         # direct writes, no HTTP
         cluster.faults.fail_next(2, 429)
+        cluster.audit.since(0)              # every write request answered, with its User-Agent
 
 `BackgroundDevCluster` runs one in a daemon thread with its own event loop, for synchronous callers
 (kubectl-driven tests, scripts); `call(fn)` runs `fn(cluster)` on that loop and returns its result.
@@ -26,6 +27,7 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
+from devcluster.audit import AuditLog
 from devcluster.faults import FaultInjector
 from devcluster.kubelet import FakeKubelet, running_status
 from devcluster.podgc import PodGarbageCollector
@@ -67,6 +69,7 @@ class DevCluster:
     ) -> None:
         self.store = Store(history, autocreate_namespaces=autocreate_namespaces)
         self.faults = FaultInjector(self.store.close_watches, seed=fault_seed)
+        self.audit = AuditLog()
         self.kubelet: FakeKubelet | None = FakeKubelet(self.store, kubelet_delay) if kubelet else None
         self.pod_gc: PodGarbageCollector | None = PodGarbageCollector(self.store) if pod_gc else None
         self._requested_port = port
@@ -88,7 +91,7 @@ class DevCluster:
         sock.bind((HOST, self._requested_port))
         self.port = sock.getsockname()[1]
         self.server = ApiServer(self.store, self.faults, bookmark_interval=self._bookmark_interval,
-                                address=f"{HOST}:{self.port}")
+                                address=f"{HOST}:{self.port}", audit=self.audit)
         self._runner = web.ServerRunner(self.server.http_server(), handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         await web.SockSite(self._runner, sock).start()

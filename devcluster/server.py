@@ -8,9 +8,12 @@ server sends (never a stack trace); unexpected exceptions are a 500 Status.
 
 Responses are encoded once with msgspec from the stored dicts (no copies). Watches are chunked
 streams of JSON lines fed from a `Watcher` queue; bookmarks are sent when asked for, every
-`bookmark_interval` seconds. Tables (`Accept: ...;as=Table`) serve `kubectl get`.
+`bookmark_interval` seconds. Tables (`Accept: ...;as=Table`) serve `kubectl get`. Every request
+that could write (POST, PUT, PATCH, DELETE under /api and /apis) is recorded in the audit with its
+answer and User-Agent; `/devcluster/...` is the control endpoint (`devcluster.admin`).
 
-This module owns no state beyond the request: objects live in the store, faults in the injector.
+This module owns no state beyond the request: objects live in the store, faults in the injector,
+the write history in the audit.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from aiohttp import StreamReader, web
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.http import RawRequestMessage
 
-from devcluster import errors, invariants, openapi, tables
+from devcluster import admin, errors, invariants, openapi, tables
+from devcluster.audit import MUTATING_METHODS, AuditLog
 from devcluster.conversion import to_view
 from devcluster.errors import ApiError
 from devcluster.faults import FaultInjector
@@ -144,9 +148,10 @@ class ApiServer:
     """The aiohttp application serving one `Store`."""
 
     def __init__(self, store: Store, faults: FaultInjector, *, bookmark_interval: float = 1.0,
-                 address: str = "127.0.0.1:0") -> None:
+                 address: str = "127.0.0.1:0", audit: AuditLog | None = None) -> None:
         self.store = store
         self.faults = faults
+        self.audit = audit or AuditLog()
         self.bookmark_interval = bookmark_interval
         self.address = address
         self.requests = 0
@@ -165,6 +170,17 @@ class ApiServer:
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         self.requests += 1
+        if request.method not in MUTATING_METHODS or not request.path.startswith("/api"):
+            return await self._answer(request)
+        status = 0
+        try:
+            response = await self._answer(request)
+            status = response.status
+            return response
+        finally:
+            self.audit.record(request.method, request.path, status, request.headers.get("User-Agent", ""))
+
+    async def _answer(self, request: web.BaseRequest) -> web.StreamResponse:
         try:
             return await self._dispatch(request)
         except ApiError as error:
@@ -185,6 +201,8 @@ class ApiServer:
         head = parts[0]
         if head in ("api", "apis"):
             return await self._api(request, parts)
+        if head == admin.PREFIX:
+            return await admin.handle(request, parts, self.faults, self.audit)
         if request.method != "GET":
             raise errors.method_not_allowed()
         if head == "version" and len(parts) == 1:

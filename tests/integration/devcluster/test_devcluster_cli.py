@@ -82,3 +82,37 @@ def test_cli_reports_an_unreadable_scenario(tmp_path: Path) -> None:
     from devcluster.cli import main
 
     assert main(["--kubeconfig", str(tmp_path / "kc"), "--load", str(tmp_path / "missing.yaml")]) == 1
+
+
+def test_cli_starts_with_fault_rules_that_the_admin_endpoint_lists(tmp_path: Path) -> None:
+    import json
+    import urllib.request
+
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from devcluster.cli import main; sys.exit(main(sys.argv[1:]))",
+         "--kubeconfig", str(tmp_path / "kc"), "--fault", "status=429,verb=create,path=/binding,fraction=1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        banner = [process.stdout.readline() for _ in range(4)]  # serving, kubeconfig, the rule, kubectl hint
+        url = banner[0].split()[-1]  # "devcluster serving http://127.0.0.1:PORT"
+        assert url.startswith("http://127.0.0.1:")
+        assert banner[2].startswith("fault rule 1: ")
+        with urllib.request.urlopen(f"{url}/devcluster/faults", timeout=10) as response:
+            listed = json.load(response)
+        assert [(r["status"], r["verb"], r["path"], r["fraction"]) for r in listed["rules"]] == [
+            (429, "create", "/binding", 1.0)]
+    finally:
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=20)
+    assert process.returncode == 0, stderr
+    assert "devcluster stopped" in stdout
+
+
+def test_cli_refuses_a_fault_rule_it_cannot_use_naming_the_key(capsys: pytest.CaptureFixture[str]) -> None:
+    from devcluster.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--fault", "status=429,colour=red"])
+    assert exited.value.code == 2
+    assert "colour" in capsys.readouterr().err
