@@ -20,8 +20,11 @@ What each write is, and how its answer is read:
   `default`, like the kubelet's Node Events).
 
 Every call made anywhere in the daemon is listed in `API_CALLS` (group, resource, subresource, verb),
-the one place the ops RBAC test checks the ClusterRole against. Every write first asks the leader's
-`WriteGate`: a replica without a valid lease writes nothing.
+the one place the ops RBAC test checks the ClusterRole against. Every write goes through the leader's
+`WriteGate` (`KubeClient.call(..., gate=)`): asked before every attempt, retries included, and
+cancelled in flight the moment the lease is lost; a replica without a valid lease writes nothing.
+Reads (the read-back of a conflicting binding) are not gated; the Lease itself is written by the
+elector outside the gate, protected by its resourceVersion.
 
 Must never: decide anything (the loop decides, this only carries out), or report success it has not
 read back from the API.
@@ -142,10 +145,9 @@ class KubeClusterAPI:
 
     async def _write(self, verb: str, resource: str, method: str, path: str, *,
                      body: Mapping[str, Any] | None = None, content_type: str = "application/json") -> Response:
-        self.gate.check()
         started = anyio.current_time()
         try:
-            response = await self.client.call(method, path, body=body, content_type=content_type)
+            response = await self.client.call(method, path, body=body, content_type=content_type, gate=self.gate)
         except ApiError as error:
             self.metrics.api_requests.labels(verb, resource, str(error.status or "transport")).inc()
             raise

@@ -8,6 +8,13 @@ binding returns). `call()` adds the retry policy every write shares: 429 waits f
 5xx and transport errors back off exponentially with jitter, anything else is returned to the caller
 to interpret (a 409 means "read it back", never "try again").
 
+A write passes the leader's `WriteGate` (`call(..., gate=...)`): the whole call, backoff included,
+runs in the gate's cancel scope (cancelled the moment the lease runs out or is found taken), the gate
+is asked again before every attempt, and once more at the last moment, when the request's bytes are
+about to be written to the socket (an aiohttp trace hook reading the gate from a context variable):
+a process frozen after its last check and woken past its deadline still sends nothing. A refusal
+raises `NotLeader` and nothing of the request has left the process.
+
 Every request carries a timeout; watches (`stream()`) carry a socket-read timeout longer than their
 server-side `timeoutSeconds`, so a half-open connection is noticed. The client is closed on exit.
 
@@ -16,11 +23,13 @@ Must never: decide what to write (that is the adapters' job), or swallow a failu
 
 from __future__ import annotations
 
+import contextvars
 import email.utils
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -33,7 +42,9 @@ from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.config.config_exception import ConfigException
 from yarl import URL
 
+from daemon.cli import package_version
 from daemon.config import DaemonConfig, TimeoutConfig
+from daemon.leader import WriteGate
 
 _load_incluster_config: Callable[..., None] = k8s_config.load_incluster_config
 
@@ -118,6 +129,40 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         return max(0.0, parsed.timestamp() - time.time())
 
 
+# The gate of the write this task is sending, if any: read by the last-moment check below. A context
+# variable, because aiohttp writes a request's body from a task of its own, which inherits it.
+_sending_under: contextvars.ContextVar[WriteGate | None] = contextvars.ContextVar("sending_under", default=None)
+
+
+async def _check_gate_before_bytes(session: aiohttp.ClientSession, context: SimpleNamespace, params: object) -> None:
+    """Refuse (NotLeader) to put a gated write's bytes on the wire once its gate has closed."""
+    gate = _sending_under.get()
+    if gate is not None:
+        gate.check()
+
+
+def gate_trace() -> aiohttp.TraceConfig:
+    """The trace hooks that ask the gate when a request's headers are built and before each body chunk
+    is written (aiohttp holds the headers back and writes them with the first chunk)."""
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(_check_gate_before_bytes)
+    trace.on_request_chunk_sent.append(_check_gate_before_bytes)
+    trace.freeze()
+    return trace
+
+
+def install_gate_trace(session: aiohttp.ClientSession) -> None:
+    """Add `gate_trace()` to a session kubernetes-asyncio built (it takes no trace configs of ours)."""
+    configs = session.trace_configs
+    if not any(hook is _check_gate_before_bytes for config in configs for hook in config.on_request_chunk_sent):
+        configs.append(gate_trace())
+
+
+def user_agent(config: DaemonConfig) -> str:
+    """`toposched/<version> (<holder identity>)`: an API server's audit log tells the replicas apart."""
+    return f"toposched/{package_version()} ({config.leader_election.holder_identity()})"
+
+
 class KubeClient:
     """Raw, timed, retried HTTP calls over a kubernetes-asyncio ApiClient."""
 
@@ -135,8 +180,23 @@ class KubeClient:
         body: Mapping[str, Any] | None = None,
         content_type: str = JSON,
         time_limit: float | None = None,
+        gate: WriteGate | None = None,
     ) -> Response:
-        """One HTTP call, no retries. Transport errors and timeouts raise `ApiError(status=0)`."""
+        """One HTTP call, no retries. Transport errors and timeouts raise `ApiError(status=0)`.
+
+        With a `gate`, it is asked at the last moment, when the request's bytes are about to be written:
+        closed by then, nothing is sent and `NotLeader` is raised.
+        """
+        if gate is not None:
+            token = _sending_under.set(gate)
+            try:
+                return await self.request(method, path, query=query, body=body, content_type=content_type,
+                                          time_limit=time_limit)
+            except ApiError:
+                gate.check()  # the transport error may be the last-moment check refusing to send
+                raise
+            finally:
+                _sending_under.reset(token)
         headers = {"Accept": JSON, "Content-Type": content_type}
         timeout = time_limit or self.timeouts.request_seconds
         try:
@@ -162,14 +222,27 @@ class KubeClient:
         body: Mapping[str, Any] | None = None,
         content_type: str = JSON,
         attempts: int | None = None,
+        gate: WriteGate | None = None,
     ) -> Response:
-        """`request` with the shared retry policy; returns the first non-retryable response."""
+        """`request` with the shared retry policy; returns the first non-retryable response.
+
+        With a `gate`: raises `NotLeader` (and sends nothing more) as soon as the gate is closed, before
+        any attempt, during one, or while backing off between two.
+        """
+        with gate.writing() if gate is not None else nullcontext():
+            return await self._retried(method, path, query, body, content_type, attempts or 0, gate)
+
+    async def _retried(self, method: str, path: str, query: Sequence[tuple[str, str]], body: Mapping[str, Any] | None,
+                       content_type: str, attempts: int, gate: WriteGate | None) -> Response:
         tries = attempts or self.timeouts.bind_retry_attempts
         last = "no attempt"
         last_status = 0
         for attempt in range(tries):
             try:
-                response = await self.request(method, path, query=query, body=body, content_type=content_type)
+                if gate is not None:
+                    gate.check()  # before every attempt: a process woken past its deadline learns it here
+                response = await self.request(method, path, query=query, body=body, content_type=content_type,
+                                              gate=gate)
             except ApiError as error:
                 last, last_status = error.reason, 0
                 delay = backoff_delay(attempt, self.timeouts.backoff_initial_seconds, self.timeouts.backoff_max_seconds)
@@ -186,6 +259,8 @@ class KubeClient:
             if attempt + 1 < tries:
                 log.debug("api.retry", method=method, path=path, status=last_status, reason=last, delay=delay)
                 await anyio.sleep(delay)
+        if gate is not None:
+            gate.check()  # a last attempt refused by the gate is NotLeader, not a transport error
         raise ApiError(method, path, last_status, last)
 
     @asynccontextmanager
@@ -262,13 +337,14 @@ async def connect(config: DaemonConfig, *, pool_size: int | None = None) -> Asyn
     if not configuration.proxy:
         configuration.proxy = _env_proxy(configuration.host)
     api_client = k8s_client.ApiClient(configuration=configuration)
-    api_client.user_agent = "toposched"
+    api_client.user_agent = user_agent(config)
     # kubernetes-asyncio opens its session with trust_env=True, which makes aiohttp look up ~/.netrc
     # and the proxy variables in a worker thread on *every* request (two thread hops per Binding).
     # The proxy from the environment was resolved once above; turn the per-request lookups off.
     session = api_client.rest_client.pool_manager
     if getattr(session, "_trust_env", False):
         session._trust_env = False
+    install_gate_trace(session)
     client = KubeClient(api_client, config.timeouts)
     try:
         yield client

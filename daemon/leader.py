@@ -9,10 +9,23 @@ The rules (those of client-go's leaderelection, which operators already know):
 - The leader renews every `retry_period_seconds`. If it has not renewed successfully for
   `renew_deadline_seconds` (shorter than the lease duration, so it gives up before anyone else may
   take over), or it finds someone else holding the lease, it has lost: `lead()` cancels the work at
-  once and raises `LeadershipLost`. `WriteGate.check()` refuses writes past the renew deadline even
-  before the cancellation has been delivered.
+  once and raises `LeadershipLost`. A leader past its deadline never resumes, even if a late renewal
+  lands: the process exits and a fresh one campaigns.
 - On a clean exit the lease is released (holderIdentity cleared, leaseDurationSeconds 1), so a
   standby takes over at its next retry instead of waiting out the lease.
+
+The `WriteGate` is what every other write asks (client-go has no such thing; kube-scheduler relies
+on exiting). "Held" means: now, on the monotonic clock, is before the start of the last successful
+renewal plus the renew deadline. A standby can take over no sooner than the lease duration after it
+saw that renewal, which it cannot see before the renewal started, so the gate closes at least
+`lease_duration - renew_deadline` before anyone else may write (that margin is what a write sent
+just before the deadline has to reach the API server in). Because the clock is read at the moment
+of asking, a process frozen (SIGSTOP, a long GC pause, a stalled VM vCPU) past its deadline knows on
+waking, before it sends anything: CLOCK_MONOTONIC keeps running while a process is stopped. The
+gate is asked before every attempt of every write, retries included (`daemon.kubeclient`), and
+writes run inside `writing()`, a cancel scope the gate owns whose deadline is the lease deadline
+itself: a write waiting for its answer, or backing off before a retry, is cancelled the moment the
+lease runs out, or the moment it is found taken, not when the renew task next wakes.
 
 Must never: write anything but the Lease, or let work continue after the lease is lost.
 """
@@ -20,8 +33,10 @@ Must never: write anything but the Lease, or let work continue after the lease i
 from __future__ import annotations
 
 import datetime
+import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Protocol
 
 import anyio
@@ -79,26 +94,60 @@ def micro_time(now: datetime.datetime | None = None) -> str:
 
 
 class WriteGate:
-    """Answers "may I write now?" from the time of the last successful renewal (monotonic clock)."""
+    """Answers "may I write now?" from the time of the last successful renewal (monotonic clock), and
+    cancels the writes it let through the moment the answer turns to no."""
 
     def __init__(self, renew_deadline: float, clock: Callable[[], float] = time.monotonic) -> None:
         self._renew_deadline = renew_deadline
         self._clock = clock
         self._valid_until = float("-inf")
+        self._writes: set[anyio.CancelScope] = set()
 
     def renewed(self, at: float) -> None:
-        self._valid_until = at + self._renew_deadline
+        """A renewal that started at `at` (gate clock) succeeded: writes may go on until its deadline."""
+        self._valid_until = max(self._valid_until, at + self._renew_deadline)
+        if self._writes:
+            deadline = self._loop_deadline()
+            for scope in self._writes:
+                scope.deadline = deadline
 
     def revoke(self) -> None:
+        """The lease is lost (or given up): refuse from now on and cancel every write in flight."""
         self._valid_until = float("-inf")
+        for scope in self._writes:
+            scope.cancel()
+
+    def remaining(self) -> float:
+        """Seconds (gate clock) until the gate closes; <= 0 when it is closed."""
+        return self._valid_until - self._clock()
 
     @property
     def open(self) -> bool:
-        return self._clock() < self._valid_until
+        return self.remaining() > 0
 
     def check(self) -> None:
         if not self.open:
             raise NotLeader("not the leader (no valid lease): refusing to write")
+
+    def _loop_deadline(self) -> float:
+        # The gate's clock may be a test's fake one; the scope's deadline is on the event loop's clock.
+        return anyio.current_time() + max(0.0, self.remaining())
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Run one write (all its attempts) only while the lease is held: refused at once when it is not,
+        cancelled at the lease deadline or on `revoke()`, whichever comes first; either way NotLeader."""
+        self.check()
+        scope = anyio.CancelScope(deadline=self._loop_deadline())
+        self._writes.add(scope)
+        try:
+            with scope:
+                yield
+        finally:
+            self._writes.discard(scope)
+        if scope.cancelled_caught:
+            raise NotLeader("the lease ran out while the write was in flight: cancelled (it may or may not have "
+                            "reached the API server)")
 
 
 class AlwaysOpen(WriteGate):
@@ -107,9 +156,8 @@ class AlwaysOpen(WriteGate):
     def __init__(self) -> None:
         super().__init__(0.0)
 
-    @property
-    def open(self) -> bool:
-        return True
+    def remaining(self) -> float:
+        return math.inf
 
 
 class LeaderElector:
@@ -166,7 +214,8 @@ class LeaderElector:
         if self._held_by_other(started):
             return False
         now_text = micro_time()
-        duration = max(1, round(self.config.lease_duration_seconds))
+        # Rounded up: a standby must never wait less than the lease duration our renew deadline assumes.
+        duration = max(1, math.ceil(self.config.lease_duration_seconds))
         try:
             if current is None:
                 written = await self.store.create(
@@ -208,27 +257,29 @@ class LeaderElector:
             log.debug("leader.standby", identity=self.identity, holder=self.observed_holder)
             await anyio.sleep(self.config.retry_period_seconds)
 
-    async def _renew_until_lost(self) -> None:
-        """Renew every retry period; return as soon as the lease is lost."""
-        last_renewal = self.clock()
+    async def _renew_until_lost(self) -> str:
+        """Renew every retry period; return (why) as soon as the lease is lost, at the deadline at the latest."""
+        gate = self.gate
         while True:
-            await anyio.sleep(self.config.retry_period_seconds)
+            # Never sleep past the deadline: the work is cancelled the moment the lease runs out.
+            await anyio.sleep(max(0.0, min(self.config.retry_period_seconds, gate.remaining())))
             while True:
-                attempt_started = self.clock()
-                remaining = last_renewal + self.config.renew_deadline_seconds - attempt_started
+                remaining = gate.remaining()
                 if remaining <= 0:
-                    self.gate.revoke()
-                    return
+                    gate.revoke()
+                    return (f"not renewed within the renew deadline ({self.config.renew_deadline_seconds:g} s; "
+                            f"{-remaining:.1f} s past it): the API was unreachable or this process was paused")
                 renewed = False
                 with anyio.move_on_after(remaining):
                     renewed = await self.try_acquire_or_renew()
-                if renewed:
-                    last_renewal = attempt_started
+                # A renewal that started before the deadline but finished after it (the process was frozen
+                # in between) leaves the gate closed: past the deadline, a leader never resumes writing.
+                if renewed and gate.open:
                     break
                 if self.observed_holder not in ("", self.identity):
-                    self.gate.revoke()
-                    return
-                await anyio.sleep(min(self.config.retry_period_seconds / 4, 0.5))
+                    gate.revoke()
+                    return f"taken by {self.observed_holder}"
+                await anyio.sleep(max(0.0, min(self.config.retry_period_seconds / 4, 0.5, gate.remaining())))
 
     async def lead(self, work: Callable[[], Awaitable[None]]) -> None:
         """Become the leader, run `work` while leading; cancel it and raise LeadershipLost if the lease goes.
@@ -242,9 +293,9 @@ class LeaderElector:
 
                 async def watch_lease() -> None:
                     nonlocal lost
-                    await self._renew_until_lost()
+                    why = await self._renew_until_lost()
                     lost = True
-                    log.error("leader.lost", identity=self.identity, holder=self.observed_holder)
+                    log.error("leader.lost", identity=self.identity, reason=why)
                     group.cancel_scope.cancel()
 
                 group.start_soon(watch_lease)

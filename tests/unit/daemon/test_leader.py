@@ -226,3 +226,139 @@ def test_write_gate_closes_at_the_renew_deadline() -> None:
     assert not gate.open
     with pytest.raises(NotLeader):
         gate.check()
+
+
+def test_write_gate_is_judged_by_the_clock_at_the_moment_of_asking() -> None:
+    # A process stopped (SIGSTOP) across its deadline: nothing ran in between, the clock moved on.
+    now = [0.0]
+    gate = WriteGate(renew_deadline=1.0, clock=lambda: now[0])
+    gate.renewed(0.0)
+    gate.check()
+    now[0] = 30.0
+    assert not gate.open
+    assert gate.remaining() == -29.0
+    with pytest.raises(NotLeader):
+        gate.check()
+
+
+def test_a_revoked_gate_stays_closed_until_the_next_renewal() -> None:
+    now = [0.0]
+    gate = WriteGate(renew_deadline=1.0, clock=lambda: now[0])
+    gate.renewed(0.0)
+    gate.revoke()
+    assert not gate.open
+    gate.renewed(0.5)
+    assert gate.open
+
+
+async def test_writing_is_refused_before_anything_runs_when_the_gate_is_closed() -> None:
+    gate = WriteGate(renew_deadline=1.0)
+    ran = False
+    with pytest.raises(NotLeader), gate.writing():
+        ran = True
+    assert not ran
+
+
+async def test_a_write_in_flight_is_cancelled_at_the_lease_deadline_without_anyone_else_running() -> None:
+    gate = WriteGate(renew_deadline=0.2)
+    gate.renewed(time.monotonic())
+    with anyio.fail_after(5), pytest.raises(NotLeader, match="in flight"), gate.writing():
+        await anyio.sleep_forever()
+    assert not gate.open
+
+
+async def test_revoking_the_gate_cancels_every_write_in_flight_at_once() -> None:
+    gate = WriteGate(renew_deadline=3600.0)
+    gate.renewed(time.monotonic())
+    refused: list[str] = []
+    in_flight: list[str] = []
+
+    async def write(name: str) -> None:
+        try:
+            with gate.writing():
+                in_flight.append(name)
+                await anyio.sleep_forever()
+        except NotLeader:
+            refused.append(name)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(write, "bind")
+            group.start_soon(write, "evict")
+            await wait_for(lambda: len(in_flight) == 2)
+            gate.revoke()
+    assert sorted(refused) == ["bind", "evict"]
+
+
+async def test_a_renewal_moves_the_deadline_of_writes_in_flight() -> None:
+    now = [0.0]
+    gate = WriteGate(renew_deadline=0.3, clock=lambda: now[0])
+    gate.renewed(0.0)
+    entered = anyio.Event()
+    release = anyio.Event()
+    finished: list[bool] = []
+
+    async def write() -> None:
+        with gate.writing():
+            entered.set()
+            await release.wait()
+        finished.append(True)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(write)
+            await entered.wait()
+            gate.renewed(100.0)
+            # Let the first deadline (0.3 s) pass: the write must not be cancelled by it.
+            await anyio.sleep(0.6)
+            release.set()
+    assert finished == [True]
+
+
+async def test_a_renewal_that_lands_after_the_deadline_does_not_reopen_the_gate() -> None:
+    now = [0.0]
+    store = MemoryLease()
+    leader = LeaderElector(store, FAST, "a", clock=lambda: now[0])
+    assert await leader.try_acquire_or_renew()
+    read = store.get
+
+    async def frozen_read() -> LeaseRecord | None:
+        record = await read()
+        now[0] += 5.0  # the process was stopped while the renewal's GET was in flight
+        return record
+
+    now[0] = 0.5
+    store.get = frozen_read  # type: ignore[method-assign]
+    assert await leader.try_acquire_or_renew()  # nobody took it meanwhile: the record is still ours
+    assert not leader.gate.open  # but the deadline counted from the renewal's start has passed
+
+
+async def test_the_written_lease_duration_is_never_shorter_than_the_configured_one() -> None:
+    store = MemoryLease()
+    config = LeaderElectionConfig(lease_duration_seconds=2.5, renew_deadline_seconds=2.0, retry_period_seconds=0.5)
+    assert await LeaderElector(store, config, "a").try_acquire_or_renew()
+    assert store.record is not None and store.record.duration_seconds == 3
+
+
+async def test_a_leader_that_cannot_renew_cancels_its_writes_at_the_deadline() -> None:
+    store = MemoryLease()
+    leader = LeaderElector(store, FAST, "a")
+    writing = anyio.Event()
+    outcome_of_write: list[str] = []
+
+    async def work() -> None:
+        store.failing = True
+        try:
+            with leader.gate.writing():
+                writing.set()
+                await anyio.sleep_forever()
+        except NotLeader:
+            outcome_of_write.append("refused")
+        await anyio.sleep_forever()  # the elector cancels the work itself
+
+    async def nothing() -> None:
+        await writing.wait()
+
+    outcome = await lead_expecting_loss(leader, work, nothing)
+    assert outcome == ["lost"]
+    assert outcome_of_write == ["refused"]
