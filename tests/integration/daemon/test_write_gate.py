@@ -64,7 +64,7 @@ async def test_a_binding_waiting_for_its_answer_is_cancelled_when_the_lease_runs
         cluster.faults.add_latency(30.0, verb="create", path="/binding")  # the answer would take 30 s
         config = decode_config(config_for(cluster.write_kubeconfig(tmp_path / "kubeconfig"), tmp_path / "log",
                                           election=True))
-        gate = WriteGate(renew_deadline=0.5)
+        gate = WriteGate(renew_deadline=2.0)  # ample for the request to be sent first, even on a loaded machine
         async with connect(config) as client:
             api = KubeClusterAPI(client, gate, bind_concurrency=4)
             gate.renewed(time.monotonic())
