@@ -100,7 +100,7 @@ class Journal:
         self.recorded += 1
         if self.log is not None and (stored.seq % self.snapshot_every == 0
                                      or self.log.appended_bytes - self._snapshot_at_bytes >= self.snapshot_bytes):
-            self._snapshot(self.log, stored.seq)
+            self.write_snapshot()
         for listener in self._listeners:
             listener(stored)
         return stored
@@ -124,7 +124,17 @@ class Journal:
             return event_log.append(ObjectUndecodable(kind=kind, key=key[:512], problem=_note(kind, too_large),
                                                       time=event.time))
 
-    def _snapshot(self, event_log: EventLog, seq: int) -> None:
+    @property
+    def snapshot_in_progress(self) -> bool:
+        """Whether a snapshot is being written now (never, while they are written inline)."""
+        return False
+
+    def write_snapshot(self) -> None:
+        """Snapshot the state as of the last recorded event, then prune the log's history."""
+        event_log = self.log
+        if event_log is None or event_log.last_seq == 0:
+            return
+        seq = event_log.last_seq
         event_log.write_snapshot(seq, self.state.snapshot())
         self._snapshot_at_bytes = event_log.appended_bytes
         log.debug("journal.snapshot", seq=seq)

@@ -28,6 +28,7 @@ process never collide). The ops dashboard is built from this list:
 | `toposched_topology_build_duration_seconds` | histogram | - | a topology tree rebuild (see tracing) |
 | `toposched_watch_events_total` | counter | kind, type | watch events received |
 | `toposched_watch_relists_total` | counter | kind | full relists (first sync, 410 Gone, long outage) |
+| `toposched_event_loop_lag_seconds` | histogram | - | how late a 50 ms timer fires: how long the event loop was held |
 | `toposched_leader` | gauge | - | 1 while this replica holds the lease |
 | `toposched_cache_synced` | gauge | - | 1 once every kind's first list is folded |
 
@@ -46,6 +47,7 @@ from events.model import Event
 # Buckets in seconds: an attempt is milliseconds to seconds; end to end can be minutes (gangs wait).
 _ATTEMPT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _E2E_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _IO_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 RESULT_SCHEDULED = "scheduled"
@@ -74,6 +76,7 @@ METRIC_NAMES = (
     "toposched_topology_build_duration_seconds",
     "toposched_watch_events_total",
     "toposched_watch_relists_total",
+    "toposched_event_loop_lag_seconds",
     "toposched_leader",
     "toposched_cache_synced",
 )
@@ -132,6 +135,10 @@ class Metrics:
         )
         self.watch_events = Counter("toposched_watch_events", "Watch events received.", ["kind", "type"], registry=r)
         self.watch_relists = Counter("toposched_watch_relists", "Full relists.", ["kind"], registry=r)
+        self.loop_lag = Histogram(
+            "toposched_event_loop_lag_seconds", "How late a 50 ms timer fires: how long the event loop was held.",
+            buckets=_LAG_BUCKETS, registry=r,
+        )
         self.leader = Gauge("toposched_leader", "1 while this replica holds the lease.", registry=r)
         self.cache_synced = Gauge("toposched_cache_synced", "1 once every kind is listed.", registry=r)
 

@@ -51,6 +51,7 @@ from daemon.kubeapi import KubeClusterAPI, KubeLeaseStore
 from daemon.kubeclient import ApiError, KubeClient, KubeConnectError, connect
 from daemon.kubewatch import Watchers, known_from_state
 from daemon.leader import AlwaysOpen, LeaderElector, LeadershipLost, NotLeader, WriteGate
+from daemon.looplag import LoopLagMonitor
 from daemon.metrics import MeteredEventLog, Metrics
 from daemon.observability import Tracing, configure_logging
 from daemon.ports import WallClock
@@ -201,6 +202,7 @@ class Daemon:
             group.start_soon(self._report_recovery, client)
             group.start_soon(self.watchers.run)
             group.start_soon(self._gauges, observer)
+            group.start_soon(LoopLagMonitor(self.metrics.loop_lag.observe).run)
             group.start_soon(self._stop_when, stop, group.cancel_scope)
             await self.watchers.synced.wait()
             self.health.synced = True
