@@ -8,7 +8,9 @@ What it writes (only these, only when the value differs from what the folded obj
   HyperNodes are the tree's source (when a ClusterNetworkTopology wins, their counts are left alone).
 
 What it reports: every distinct topology problem (the tree's `problems`, plus the state's problems
-about HyperNodes, ClusterNetworkTopologies and PodGroups, undecodable ones included) once: one
+about HyperNodes, ClusterNetworkTopologies and PodGroups, undecodable ones included, plus each
+gang's layer and tier names the tree does not have, `state/topology_wishes.py`, the same check
+`toposched validate` makes) once: one
 structured log line keyed by the object, and one Warning Event on the object (reason
 `InvalidTopology`, or `InvalidPodGroup` for a PodGroup; message `field: what is wrong`). A problem
 that goes away and comes back is reported again; what was reported is not persisted, so a new
@@ -65,7 +67,8 @@ from state.cluster import ClusterState
 from state.gangs import Problem
 from state.hypernodes import HYPERNODE_KIND
 from state.topology import SOURCE_CNT, SOURCE_HYPERNODES
-from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, NODE_KIND, POD_GROUP_KIND
+from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, NODE_KIND
+from state.topology_wishes import POD_GROUP_KIND, wish_problems
 
 log = structlog.get_logger("toposched.topology")
 
@@ -140,6 +143,9 @@ def topology_problems(state: ClusterState) -> list[Problem]:
     """Every topology-related problem now, deduplicated, in a stable order."""
     found = set(state.topology.problems)
     found.update(problem for problem in state.all_problems() if problem.kind in _STATE_KINDS)
+    for gang in state.gangs.values():  # layer and tier names checked against the tree as it is now
+        if gang.spec is not None:
+            found.update(wish_problems(gang.spec, state.topology))
     return sorted(found, key=lambda p: (p.kind, p.key, p.field, p.message))
 
 

@@ -1,9 +1,11 @@
 """`toposched validate FILE...`: check HyperNode, ClusterNetworkTopology and PodGroup manifests offline.
 
-Reads multi-document YAML files and applies the same rules the daemon applies when it folds these
-objects (`state/topology_validation.py`), across all files together: a HyperNode member may name a
-HyperNode from another file, and PodGroup layer / tier names are checked against the topology the
-files describe (a ClusterNetworkTopology, HyperNodes, or Nodes carrying topograph labels). Node
+Reads multi-document YAML files and applies the very rules the daemon applies to these objects
+(`state/topology_validation.py`, `state/hypernodes.py`, `state/gangs.py`, `state/topology_wishes.py`;
+the same functions, so the same problems and messages), across all files together: a HyperNode
+member may name a HyperNode from another file, and PodGroup layer / tier names are checked against
+the topology the files describe (a ClusterNetworkTopology, HyperNodes, or Nodes carrying topograph
+labels). Node
 documents, when given, are context: label contradictions and nodes claimed by two HyperNodes are
 reported too. Other kinds are skipped.
 
@@ -29,15 +31,8 @@ from state.gangs import Problem
 from state.hypernodes import HYPERNODE_KIND
 from state.resources import QuantityError, Resources, parse_quantity
 from state.topology import TopologyTree
-from state.topology_validation import (
-    CNT_KIND,
-    DEFAULT_CNT_NAME,
-    NODE_KIND,
-    POD_GROUP_KIND,
-    validate_network_topology,
-    validate_pod_group,
-    validate_volcano_pod_group,
-)
+from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, NODE_KIND, validate_network_topology
+from state.topology_wishes import POD_GROUP_KIND, validate_pod_group, validate_volcano_pod_group
 
 _CHECKED = {"HyperNode", "ClusterNetworkTopology", "PodGroup", "VolcanoPodGroup"}
 
@@ -142,15 +137,11 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
     for problem in tree.problems:
         if problem.kind in (NODE_KIND, HYPERNODE_KIND) and problem not in reported:
             findings.append(Finding(where.get((problem.kind, problem.key), "?"), problem))
-    layers: list[str] | None = None
-    tiers: dict[int, str] | None = None
-    if described:
-        layers = [level.layer for level in tree.levels[1:]]
-        tiers = {level.tier: level.tier_name for level in tree.levels}
+    context = tree if described else None  # with no topology in the files, layer and tier names go unchecked
     for source, group in docs.pod_groups:
-        findings += [Finding(source, p) for p in validate_pod_group(group, layers)]
+        findings += [Finding(source, p) for p in validate_pod_group(group, context)]
     for source, vgroup in docs.volcano_pod_groups:
-        findings += [Finding(source, p) for p in validate_volcano_pod_group(vgroup, tiers)]
+        findings += [Finding(source, p) for p in validate_volcano_pod_group(vgroup, context)]
     order = {source: index for index, source in enumerate(_all_sources(docs))}
     findings.sort(key=lambda f: order.get(f.source, len(order)))
     counts = {HYPERNODE_KIND: len(docs.hypernodes), CNT_KIND: len(docs.cnts),

@@ -1,9 +1,10 @@
 """Volcano `subGroupPolicy`: a job split into partitions, each kept inside its own tier limit.
 
 Partitioning (members running or pending, in network-topology-index order, then name):
-- A pod belongs to the first policy whose `labelSelector.matchLabels` it carries and which finds
-  every one of its `matchLabelKeys` on the pod; pods with equal values of those keys form one
-  group. A pod no policy takes is *loose*: it only has to sit inside the job's domain.
+- A pod belongs to the first policy whose `labelSelector` selects it and which finds a non-empty
+  value for every one of its `matchLabelKeys` on the pod (`SubGroupRule.takes`, Volcano's rule);
+  pods with equal values of those keys form one group. A pod no policy takes is *loose*: it only
+  has to sit inside the job's domain.
 - With `subGroupSize` n a group is cut into partitions of n pods in order; a last partition with
   fewer than n pods is incomplete: its pending pods wait (they are not placed) until it fills up.
   Without `subGroupSize` the group is one partition.
@@ -50,11 +51,8 @@ def uses_sub_groups(spec: GangSpec) -> bool:
 def _policy_of(rules: Sequence[SubGroupRule], pod: PodInfo) -> tuple[int, tuple[str, ...]] | None:
     labels = pod.obj.metadata.labels
     for index, rule in enumerate(rules):
-        if any(labels.get(key) != value for key, value in rule.match_labels.items()):
-            continue
-        if any(key not in labels for key in rule.match_label_keys):
-            continue
-        return index, tuple(labels[key] for key in rule.match_label_keys)
+        if rule.takes(labels):
+            return index, tuple(labels[key] for key in rule.match_label_keys)
     return None
 
 

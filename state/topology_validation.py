@@ -1,12 +1,12 @@
-"""The admission rules for topology objects and the topology wishes of PodGroups.
+"""The admission rules for a Koordinator ClusterNetworkTopology, and the names of layers and tiers.
 
-Owns every check a user can get wrong when describing a network or asking for a placement:
-ClusterNetworkTopology layer chains and the topology parts of Koordinator and Volcano PodGroups
-(HyperNodes have their own module, `state/hypernodes.py`). Each rule yields a `Problem`
-naming the object, the field and what is wrong (and, where the tree goes on anyway, how it was
-resolved). The same functions serve `toposched validate` offline and the daemon's fold
-(`state/topology.py` builds its tree from what survives here), so a manifest that validates cleanly
-is exactly one the tree takes as written.
+Owns every check a user can get wrong when describing a network as layers of node labels (the
+ClusterNetworkTopology layer chain). HyperNodes have their own module (`state/hypernodes.py`),
+PodGroups theirs (`state/gangs.py` for what needs only the object, `state/topology_wishes.py` for
+what needs the cluster's tree). Each rule yields a `Problem` naming the object, the field and
+what is wrong (and, where the tree goes on anyway, how it was resolved). The same functions serve
+`toposched validate` offline and the daemon's fold (`state/topology.py` builds its tree from what
+survives here), so a manifest that validates cleanly is exactly one the tree takes as written.
 
 Rules of this module: pure (no I/O, no clock, no logging); never raises on bad input, it reports it.
 
@@ -14,25 +14,17 @@ How conflicts are resolved (the tree and the messages say the same thing):
 - A ClusterNetworkTopology that is not one chain of layers (unknown parentTopologyLayer, two
   layers on one label key, a cycle, two children of one layer, a duplicated layer) is unusable as a
   whole: `resolve_cnt_layers` returns no layers and the tree keeps the last good structure.
-- HyperNodes: see `state/hypernodes.py` (an invalid one is never used as written; the last good
-  set stays).
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 
 import msgspec
 
-from events.objects import (
-    NETWORK_TOPOLOGY_SPEC_ANNOTATION,
-    ClusterNetworkTopology,
-    PodGroup,
-    VolcanoPodGroup,
-)
-from state.gangs import MUST_GATHER, PREFER_GATHER, Problem
+from events.objects import ClusterNetworkTopology
+from state.gangs import Problem
 
 CNT_KIND = "ClusterNetworkTopology"
 POD_GROUP_KIND = "PodGroup"
@@ -184,160 +176,3 @@ def validate_network_topology(cnt: ClusterNetworkTopology) -> list[Problem]:
                                 f"only the ClusterNetworkTopology named {DEFAULT_CNT_NAME!r} is read; "
                                 "this one is ignored"))
     return problems
-
-
-# --------------------------------------------------------------------------- PodGroups
-
-
-def validate_pod_group(group: PodGroup, known_layers: Iterable[str] | None = None) -> list[Problem]:
-    """Koordinator PodGroup: minMember and the network-topology-spec annotation.
-
-    `known_layers`: the layer names a gatherStrategy may name (from the cluster's topology); None
-    skips the unknown-layer check (nothing is known about the cluster).
-    """
-    key = _key(group.metadata.namespace, group.metadata.name)
-    problems: list[Problem] = []
-    if group.spec.min_member < 0:
-        problems.append(Problem(POD_GROUP_KIND, key, "spec.minMember", f"{group.spec.min_member} is negative"))
-    elif group.spec.min_member == 0:
-        problems.append(Problem(POD_GROUP_KIND, key, "spec.minMember", "is missing or 0: a gang needs at least 1"))
-    timeout = group.spec.schedule_timeout_seconds
-    if timeout is not None and timeout <= 0:
-        problems.append(Problem(POD_GROUP_KIND, key, "spec.scheduleTimeoutSeconds", f"{timeout} is not positive"))
-    raw = group.metadata.annotations.get(NETWORK_TOPOLOGY_SPEC_ANNOTATION)
-    if raw is not None:
-        problems += _gather_problems(raw, key, group.spec.min_member,
-                                     None if known_layers is None else list(dict.fromkeys(known_layers)))
-    return problems
-
-
-def _gather_problems(raw: str, key: str, min_member: int, known: list[str] | None) -> list[Problem]:
-    annotation = f"metadata.annotations[{NETWORK_TOPOLOGY_SPEC_ANNOTATION}]"
-    shape = '{"gatherStrategy":[{"layer":"BlockLayer","strategy":"MustGather"|"PreferGather"}]}'
-    try:
-        document = json.loads(raw)
-    except ValueError as error:
-        return [Problem(POD_GROUP_KIND, key, annotation, f"is not valid JSON ({error}); expected {shape}")]
-    if not isinstance(document, dict) or not isinstance(document.get("gatherStrategy"), list):
-        return [Problem(POD_GROUP_KIND, key, annotation, f"must be an object with a gatherStrategy list, like {shape}")]
-    problems: list[Problem] = []
-    seen: set[str] = set()
-    for index, rule in enumerate(document["gatherStrategy"]):
-        where = f"{annotation}.gatherStrategy[{index}]"
-        if not isinstance(rule, dict):
-            problems.append(Problem(POD_GROUP_KIND, key, where, "must be an object with layer and strategy"))
-            continue
-        layer = rule.get("layer")
-        if not isinstance(layer, str) or not layer:
-            problems.append(Problem(POD_GROUP_KIND, key, f"{where}.layer", "is missing or not a string"))
-        elif known is not None and layer not in known:
-            problems.append(Problem(POD_GROUP_KIND, key, f"{where}.layer",
-                                    f"{layer!r} is not a layer of the cluster's topology "
-                                    f"(known: {', '.join(known) or 'none'})"))
-        elif layer in seen:
-            problems.append(Problem(POD_GROUP_KIND, key, f"{where}.layer", f"{layer!r} appears twice"))
-        if isinstance(layer, str):
-            seen.add(layer)
-        strategy = rule.get("strategy", PREFER_GATHER)
-        if strategy not in (MUST_GATHER, PREFER_GATHER):
-            problems.append(Problem(POD_GROUP_KIND, key, f"{where}.strategy",
-                                    f"{strategy!r} is not {MUST_GATHER} or {PREFER_GATHER}"))
-        if "podCountMultiple" in rule:
-            multiple = rule["podCountMultiple"]
-            if isinstance(multiple, bool) or not isinstance(multiple, int):
-                problems.append(Problem(POD_GROUP_KIND, key, f"{where}.podCountMultiple",
-                                        f"{multiple!r} is not an integer"))
-            elif multiple <= 0:
-                problems.append(Problem(POD_GROUP_KIND, key, f"{where}.podCountMultiple",
-                                        f"{multiple} is not positive"))
-            elif min_member > 0 and min_member % multiple != 0:
-                problems.append(Problem(POD_GROUP_KIND, key, f"{where}.podCountMultiple",
-                                        f"minMember {min_member} is not a multiple of {multiple}"))
-    return problems
-
-
-def validate_volcano_pod_group(group: VolcanoPodGroup, tiers: Mapping[int, str] | None = None) -> list[Problem]:
-    """Volcano PodGroup: minMember, networkTopology, subGroupPolicy.
-
-    `tiers`: tier number -> tierName of the cluster's topology (levels below the cluster root and
-    the root itself); None skips the checks that need to know the cluster.
-    """
-    key = _key(group.metadata.namespace, group.metadata.name)
-    problems: list[Problem] = []
-    spec = group.spec
-    if spec.min_member < 0:
-        problems.append(Problem(POD_GROUP_KIND, key, "spec.minMember", f"{spec.min_member} is negative"))
-    elif spec.min_member == 0:
-        problems.append(Problem(POD_GROUP_KIND, key, "spec.minMember", "is missing or 0: a gang needs at least 1"))
-    group_tier: int | None = None
-    if spec.network_topology is not None:
-        group_tier = _tier_problems(spec.network_topology.mode, spec.network_topology.highest_tier_allowed,
-                                    spec.network_topology.highest_tier_name, key, "spec.networkTopology", tiers,
-                                    problems)
-    names: set[str] = set()
-    for index, policy in enumerate(spec.sub_group_policy):
-        where = f"spec.subGroupPolicy[{index}]"
-        if not policy.name:
-            problems.append(Problem(POD_GROUP_KIND, key, f"{where}.name", "is empty"))
-        elif policy.name in names:
-            problems.append(Problem(POD_GROUP_KIND, key, f"{where}.name", f"{policy.name!r} appears twice"))
-        names.add(policy.name)
-        size = policy.sub_group_size
-        if size is not None and size < 1:
-            problems.append(Problem(POD_GROUP_KIND, key, f"{where}.subGroupSize", f"{size} is below 1"))
-        elif size is not None and spec.min_member > 0 and size > spec.min_member:
-            problems.append(Problem(POD_GROUP_KIND, key, f"{where}.subGroupSize",
-                                    f"{size} is larger than the gang's minMember {spec.min_member}"))
-        minimum = policy.min_sub_groups
-        if minimum is not None and minimum < 0:
-            problems.append(Problem(POD_GROUP_KIND, key, f"{where}.minSubGroups", f"{minimum} is negative"))
-        elif (minimum is not None and size is not None and size > 0 and spec.min_member > 0
-              and minimum * size > spec.min_member):
-            problems.append(Problem(POD_GROUP_KIND, key, f"{where}.minSubGroups",
-                                    f"{minimum} sub-groups of {size} pods exceed the gang's minMember "
-                                    f"{spec.min_member}"))
-        if policy.label_selector is None and not policy.match_label_keys:
-            problems.append(Problem(POD_GROUP_KIND, key, where,
-                                    "has neither labelSelector nor matchLabelKeys, so no pod belongs to it"))
-        if policy.network_topology is not None:
-            nt = policy.network_topology
-            sub_tier = _tier_problems(nt.mode, nt.highest_tier_allowed, nt.highest_tier_name, key,
-                                      f"{where}.networkTopology", tiers, problems)
-            if sub_tier is not None and group_tier is not None and sub_tier > group_tier:
-                problems.append(Problem(POD_GROUP_KIND, key, f"{where}.networkTopology",
-                                        f"a sub-group may span tier {sub_tier}, above the whole gang's limit "
-                                        f"{group_tier}"))
-    return problems
-
-
-def _tier_problems(mode: str, tier: int | None, tier_name: str, key: str, where: str,
-                   tiers: Mapping[int, str] | None, problems: list[Problem]) -> int | None:
-    """Check one networkTopology; return the tier it allows (None when unknown)."""
-    if mode not in ("hard", "soft"):
-        problems.append(Problem(POD_GROUP_KIND, key, f"{where}.mode", f"{mode!r} is not hard or soft"))
-    if tier is not None and tier_name:
-        problems.append(Problem(POD_GROUP_KIND, key, where,
-                                "highestTierAllowed and highestTierName are both set; set only one"))
-    if tier is not None:
-        if tier < 1:
-            problems.append(Problem(POD_GROUP_KIND, key, f"{where}.highestTierAllowed", f"{tier} is below 1"))
-            return None
-        if tiers is not None and tiers and tier > max(tiers):
-            problems.append(Problem(POD_GROUP_KIND, key, f"{where}.highestTierAllowed",
-                                    f"{tier} is above the cluster's top tier {max(tiers)}"))
-        return tier
-    if tier_name:
-        if tiers is None:
-            return None
-        found = [t for t, n in tiers.items() if n == tier_name]
-        if not found:
-            known = ", ".join(n for _, n in sorted(tiers.items()) if n) or "none"
-            problems.append(Problem(POD_GROUP_KIND, key, f"{where}.highestTierName",
-                                    f"{tier_name!r} is not a tierName of the cluster's topology (known: {known})"))
-            return None
-        return found[0]
-    return None
-
-
-def _key(namespace: str, name: str) -> str:
-    return f"{namespace or 'default'}/{name}"

@@ -115,10 +115,12 @@ spec: {minMember: 2, networkTopology: {mode: hard, highestTierName: rack}}
 """)
     assert main([str(EXAMPLES / "cnt.yaml"), group]) == 1
     out = capsys.readouterr().out
+    known = "(known: ClusterTopologyLayer/cluster/tier 3, SpineLayer/spine/tier 2, BlockLayer/block/tier 1)"
     assert "PodGroup default/job: metadata.annotations[gang.scheduling.koordinator.sh/network-topology-spec]" \
-           ".gatherStrategy[0].layer: 'RackLayer' is not a layer of the cluster's topology " \
-           "(known: SpineLayer, BlockLayer)" in out
-    assert "PodGroup default/vjob: spec.networkTopology.highestTierName: 'rack' is not a tierName" in out
+           ".gatherStrategy[0].layer: 'RackLayer' is not a layer, tierName or tier of the cluster's topology " \
+           f"{known}; this PreferGather wish is dropped" in out
+    assert "PodGroup default/vjob: spec.networkTopology.highestTierName: 'rack' is not a layer, tierName or tier " \
+           f"of the cluster's topology {known}; the gang stays pending until the cluster has it" in out
 
 
 def test_without_any_topology_in_the_files_layer_names_are_not_checked(
