@@ -19,6 +19,13 @@ kind is logged as `ObjectUndecodable` naming it, and the fold keeps its last goo
 way one error line (`journal.record_too_large`, with kind, object, bytes and cap) and the counter
 `toposched_event_log_oversized_records_total{kind}` say so; a later version that fits replaces it.
 
+Internal errors: the fold never raises (it returns what folding an event raised, and marks the
+object), and a listener that raises is not allowed to stop the others or the caller. Both, and any
+failure the scheduler loop catches around one unit (`report_error`), are logged here with their
+traceback (`internal_error`, with the stage and the object) and counted
+(`toposched_internal_errors_total{stage}`). A failure to append to the log is not one of them: it
+propagates, since nothing can be decided that cannot be recorded.
+
 Must never: decide anything, call the cluster API, or fold an event it did not first append.
 """
 
@@ -43,10 +50,9 @@ from events.model import (
     PodUpserted,
     PriorityClassUpserted,
     VolcanoPodGroupUpserted,
-    object_key,
 )
 from events.objects import node_core, pod_core
-from state.cluster import ClusterState
+from state.cluster import ClusterState, subject_of
 
 log = structlog.get_logger("toposched.journal")
 
@@ -56,6 +62,9 @@ DEFAULT_SNAPSHOT_EVERY = 50_000
 DEFAULT_SNAPSHOT_BYTES = 256 * 1024 * 1024
 
 Listener = Callable[[Event], None]
+
+FOLD_STAGE = "fold"
+LISTENER_STAGE = "listener"
 
 _ObservedEvent = (NodeUpserted | PodUpserted | PodGroupUpserted | VolcanoPodGroupUpserted | NetworkTopologyUpserted
                   | HyperNodeUpserted | PriorityClassUpserted)
@@ -82,10 +91,19 @@ class Journal:
         self._next_seq = (log.next_seq if log is not None else state.last_seq + 1)
         self._snapshot_at_bytes = log.appended_bytes if log is not None else 0
         self._listeners: list[Listener] = []
+        self.internal_errors: dict[str, int] = {}  # stage -> count, since this journal was made
 
     def subscribe(self, listener: Listener) -> None:
         """Call `listener(stored_event)` after each event is folded (in subscription order)."""
         self._listeners.append(listener)
+
+    def report_error(self, stage: str, subject: str, error: BaseException) -> None:
+        """Processing one object failed with `error` at `stage`: log it with its traceback and count it."""
+        self.internal_errors[stage] = self.internal_errors.get(stage, 0) + 1
+        log.error("internal_error", stage=stage, subject=subject, error=f"{type(error).__name__}: {error}"[:500],
+                  exc_info=error)
+        if self.metrics is not None:
+            self.metrics.internal_errors.labels(stage).inc()
 
     def record(self, event: Event) -> Event:
         """Stamp, append, fold, notify; returns the event as stored (with its seq and time)."""
@@ -96,13 +114,19 @@ class Journal:
         else:
             stored = msgspec.structs.replace(stamped, seq=self._next_seq)
         self._next_seq = stored.seq + 1
-        self.state.apply(stored)
+        failure = self.state.apply(stored)
         self.recorded += 1
+        if failure is not None:
+            kind, key = subject_of(stored)
+            self.report_error(FOLD_STAGE, f"{kind} {key} (event seq {stored.seq})", failure)
         if self.log is not None and (stored.seq % self.snapshot_every == 0
                                      or self.log.appended_bytes - self._snapshot_at_bytes >= self.snapshot_bytes):
             self.write_snapshot()
         for listener in self._listeners:
-            listener(stored)
+            try:
+                listener(stored)
+            except Exception as error:  # one listener's bug must not cost the others (or the caller) this event
+                self.report_error(LISTENER_STAGE, f"{_name_of(listener)} on event seq {stored.seq}", error)
         return stored
 
     def _append(self, event_log: EventLog, event: Event) -> Event:
@@ -167,22 +191,11 @@ def _note(kind: str, error: RecordTooLargeError) -> str:
 
 
 def _identify(event: _ObservedEvent) -> tuple[str, str]:
-    if isinstance(event, NodeUpserted):
-        return "Node", event.node.metadata.name
-    if isinstance(event, PodUpserted):
-        meta = event.pod.metadata
-        return "Pod", object_key(meta.namespace, meta.name)
-    if isinstance(event, PodGroupUpserted):
-        meta = event.pod_group.metadata
-        return "PodGroup", object_key(meta.namespace, meta.name)
-    if isinstance(event, VolcanoPodGroupUpserted):
-        meta = event.pod_group.metadata
-        return "VolcanoPodGroup", object_key(meta.namespace, meta.name)
-    if isinstance(event, NetworkTopologyUpserted):
-        return "ClusterNetworkTopology", event.topology.metadata.name
-    if isinstance(event, HyperNodeUpserted):
-        return "HyperNode", event.hyper_node.metadata.name
-    return "PriorityClass", event.priority_class.metadata.name
+    return subject_of(event)
+
+
+def _name_of(listener: Listener) -> str:
+    return getattr(listener, "__qualname__", None) or type(listener).__qualname__
 
 
 class WatchRecorder:

@@ -31,6 +31,7 @@ process never collide). The ops dashboard is built from this list:
 | `toposched_event_loop_lag_seconds` | histogram | - | how late a 50 ms timer fires: how long the event loop was held |
 | `toposched_leader` | gauge | - | 1 while this replica holds the lease |
 | `toposched_cache_synced` | gauge | - | 1 once every kind's first list is folded |
+| `toposched_internal_errors_total` | counter | stage | handling one object raised: it was parked, the rest went on |
 
 Must never: be read to make a scheduling decision (metrics observe, they do not steer).
 """
@@ -79,7 +80,10 @@ METRIC_NAMES = (
     "toposched_event_loop_lag_seconds",
     "toposched_leader",
     "toposched_cache_synced",
+    "toposched_internal_errors_total",
 )
+# `stage` of toposched_internal_errors_total: fold, listener (`daemon.journal`); plan, preempt, assume,
+# permit, nominate (`daemon.scheduler`).
 
 
 class Metrics:
@@ -141,6 +145,10 @@ class Metrics:
         )
         self.leader = Gauge("toposched_leader", "1 while this replica holds the lease.", registry=r)
         self.cache_synced = Gauge("toposched_cache_synced", "1 once every kind is listed.", registry=r)
+        self.internal_errors = Counter(
+            "toposched_internal_errors", "Objects whose handling raised, by stage (each parked, the rest went on).",
+            ["stage"], registry=r,
+        )
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

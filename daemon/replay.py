@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import msgspec
 
 from events.log import EventLog, LogDamagedError
+from events.model import Event
 from events.objects import DEFAULT_SCHEDULER_NAME
 from state.cluster import ClusterState
 
@@ -40,11 +41,17 @@ def bulk_fold() -> Iterator[None]:
             gc.enable()
 
 
+MAX_KEPT_FAILURES = 100
+
+
 @dataclass(frozen=True)
 class FoldResult:
     state: ClusterState
     snapshot_seq: int  # 0 when folded from the first record
     events_folded: int
+    # Events whose fold raised (the state marks their objects; see `ClusterState.apply`), the first
+    # `MAX_KEPT_FAILURES` of them, for the caller to log.
+    failures: tuple[tuple[Event, Exception], ...] = ()
 
 
 def start_of(log: EventLog, *, until: int | None = None, use_snapshot: bool = True,
@@ -67,15 +74,18 @@ def start_of(log: EventLog, *, until: int | None = None, use_snapshot: bool = Tr
 def fold_log(log: EventLog, *, until: int | None = None, use_snapshot: bool = True,
              scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> FoldResult:
     folded = 0
+    failures: list[tuple[Event, Exception]] = []
     with bulk_fold():
         start_state, snapshot_seq = start_of(log, until=until, use_snapshot=use_snapshot,
                                              scheduler_name=scheduler_name)
         for event in log.read(snapshot_seq + 1):
             if until is not None and event.seq > until:
                 break
-            start_state.apply(event)
+            failure = start_state.apply(event)
+            if failure is not None and len(failures) < MAX_KEPT_FAILURES:
+                failures.append((event, failure))
             folded += 1
-    return FoldResult(start_state, snapshot_seq, folded)
+    return FoldResult(start_state, snapshot_seq, folded, tuple(failures))
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ import structlog
 
 from daemon.config import ConfigError, DaemonConfig, load_config
 from daemon.health import EndpointServer, Health, serve
-from daemon.journal import Journal
+from daemon.journal import FOLD_STAGE, Journal
 from daemon.kubeapi import KubeClusterAPI, KubeLeaseStore
 from daemon.kubeclient import ApiError, KubeClient, KubeConnectError, connect
 from daemon.kubewatch import Watchers, known_from_state
@@ -61,7 +61,7 @@ from daemon.topology_status import TopologyStatus
 from daemon.tracing import SchedulingObserver
 from events.log import EventLog, EventLogError, LogDamagedError, move_aside
 from preemption.hook import JobPreemptor
-from state.cluster import ClusterState
+from state.cluster import ClusterState, subject_of
 
 log = structlog.get_logger("toposched.daemon")
 
@@ -120,6 +120,9 @@ class Daemon:
             log.info("daemon.restored", log_dir=config.log_dir, events=folded.events_folded,
                      snapshot_seq=folded.snapshot_seq, last_seq=event_log.last_seq)
             journal = Journal(state, WallClock(), event_log, policy=config.event_log, metrics=self.metrics)
+            for event, error in folded.failures:  # the state marked these objects; say so as a live fold would
+                kind, key = subject_of(event)
+                journal.report_error(FOLD_STAGE, f"{kind} {key} (event seq {event.seq}, folding the log)", error)
             self.journal = journal
             observer = SchedulingObserver(state, self.metrics, self.tracing.tracer)
             journal.subscribe(observer)

@@ -20,6 +20,13 @@ in queue order and, for each:
    `report_pod` for a lone pod) only when it changed, the preemption hook is asked for a plan
    (job-level preemption: evict the victims, nominate the preemptor's pods, clear lower-priority
    nominations on those nodes), and the unit is parked until the cluster changes.
+6. Internal error. An exception while handling one unit (its plan, the hints, preemption, assuming,
+   Permit, nominations) is caught around that unit alone: the unit's assumed pods are released, it
+   is parked (as structural: it waits for a change of itself or of the cluster, or the periodic
+   retry), `GangPending` says "internal error while planning (...)" and is reported like any other
+   reason (a Warning Event), and the journal logs the traceback and counts it
+   (`toposched_internal_errors_total{stage}`). Every other unit is scheduled as before. Failing to
+   append to the event log is not such an error: it stops the loop.
 
 Start-up: the first cycle adopts what the log left (pods assumed but not bound, nominations), but
 only what still holds on the cluster as it is now, which is why the daemon creates the loop only
@@ -68,6 +75,7 @@ from daemon.ports import (
     Preemptor,
 )
 from daemon.queue import SchedulingQueue, Unit, pending_units, unit_of_gang
+from events.log import EventLogError
 from events.model import (
     BindFailed,
     BindRequested,
@@ -118,6 +126,9 @@ _STRUCTURE_CHANGES = (
 _GANG_SPEC_CHANGES = (PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted)
 _CAPACITY_CHANGES = (PodDeleted, PodForgotten, BindFailed, NominationCleared)
 _STRUCTURAL_FAILURES = frozenset({POD_FIT, INVALID, MEMBERS})
+# What the loop was doing for a unit when it raised: the `stage` label of the metric, and in words.
+_STAGES = {"plan": "planning", "preempt": "planning preemption", "assume": "assuming its plan",
+           "permit": "checking Permit", "nominate": "checking its nominations"}
 _CAPACITY_FAILURES = frozenset({CAPACITY, MUST_GATHER, HARD_TIER})
 
 
@@ -144,6 +155,7 @@ class SchedulerStats(msgspec.Struct, kw_only=True):
     bind_failures: int = 0
     timeouts: int = 0
     preemptions: int = 0
+    internal_errors: int = 0  # units whose handling raised (see the module docstring, step 6)
 
 
 class _Waiting:
@@ -193,6 +205,7 @@ class Scheduler:
         self._adopted = False
         self._background: anyio.abc.TaskGroup | None = None  # run()'s task group for binds and reports
         self._stopping = False
+        self._stage = "plan"  # what the unit being handled is at (named by an internal error)
         self._dirty = True
         self._wake = anyio.Event()
         journal.subscribe(self.observe)
@@ -358,11 +371,15 @@ class Scheduler:
                 break
             if unit.key in self._binding or not any(pod in self.state.pending for pod in unit.pods):
                 continue
-            if self._surely_unschedulable(unit):
-                self.stats.skipped += 1
-                self.queue.park(unit.key, now)
-                continue
-            self._attempt(unit, now, group)
+            self._stage = "plan"
+            try:
+                if self._surely_unschedulable(unit):
+                    self.stats.skipped += 1
+                    self.queue.park(unit.key, now)
+                    continue
+                self._attempt(unit, now, group)
+            except Exception as error:
+                self._unit_failed(unit.key, unit.gangs, error, now, group)
             await anyio.lowlevel.checkpoint()
 
     # ------------------------------------------------------------------ one attempt
@@ -376,6 +393,7 @@ class Scheduler:
             self._unschedulable(unit, result, now, group)
             return
         self.stats.plans += 1
+        self._stage = "assume"
         self._assume(unit, result, now, group)
 
     def _assume(self, unit: Unit, plan: GangPlan, now: float, group: anyio.abc.TaskGroup) -> None:
@@ -590,28 +608,35 @@ class Scheduler:
     def _service_waiting(self, now: float, group: anyio.abc.TaskGroup) -> None:
         for unit_key in sorted(self._waiting):
             waiting = self._waiting[unit_key]
-            for key in waiting.order:
-                pod = self.state.pods.get(key)
-                if (pod is not None and pod.assumed_node and not pod.node_name
-                        and pod.assumed_node not in self.state.nodes):
-                    self.journal.record(PodForgotten(pod=key, uid=pod.uid,
-                                                     reason=f"node {pod.assumed_node} is gone"))
-            if not waiting.gangs:  # an adopted lone pod: nothing to wait for
-                del self._waiting[unit_key]
-                order = [key for key in waiting.order if self._is_assumed(key)]
-                if order:
-                    self._start_binds(unit_key, (), order, now, group)
-                continue
-            if not any(self._is_assumed(key) for gang in waiting.gangs
-                       for key in self._members(gang)):
-                del self._waiting[unit_key]  # its assumed pods are gone
-                continue
-            if all(self._quorum(gang) for gang in waiting.gangs):
-                self._permit(unit_key, waiting, now, group)
-                continue
-            if now >= waiting.deadline:
-                del self._waiting[unit_key]
-                self._time_out(unit_key, waiting, group)
+            self._stage = "permit"
+            try:
+                self._service_one_waiting(unit_key, waiting, now, group)
+            except Exception as error:
+                self._unit_failed(unit_key, waiting.gangs, error, now, group)
+
+    def _service_one_waiting(self, unit_key: str, waiting: _Waiting, now: float, group: anyio.abc.TaskGroup) -> None:
+        for key in waiting.order:
+            pod = self.state.pods.get(key)
+            if (pod is not None and pod.assumed_node and not pod.node_name
+                    and pod.assumed_node not in self.state.nodes):
+                self.journal.record(PodForgotten(pod=key, uid=pod.uid,
+                                                 reason=f"node {pod.assumed_node} is gone"))
+        if not waiting.gangs:  # an adopted lone pod: nothing to wait for
+            del self._waiting[unit_key]
+            order = [key for key in waiting.order if self._is_assumed(key)]
+            if order:
+                self._start_binds(unit_key, (), order, now, group)
+            return
+        if not any(self._is_assumed(key) for gang in waiting.gangs
+                   for key in self._members(gang)):
+            del self._waiting[unit_key]  # its assumed pods are gone
+            return
+        if all(self._quorum(gang) for gang in waiting.gangs):
+            self._permit(unit_key, waiting, now, group)
+            return
+        if now >= waiting.deadline:
+            del self._waiting[unit_key]
+            self._time_out(unit_key, waiting, group)
 
     def _members(self, gang: str) -> list[str]:
         info = self.state.gangs.get(gang)
@@ -641,18 +666,23 @@ class Scheduler:
         state = self.state
         for unit_key in sorted(self._nominated):
             nominated = self._nominated[unit_key]
-            holding = [key for key in nominated.pods
-                       if key in state.pods and state.pods[key].nominated_node and key in state.pending]
-            if not holding:
-                del self._nominated[unit_key]
-                continue
-            if now >= nominated.deadline:
-                del self._nominated[unit_key]
-                for key in holding:
-                    self.journal.record(NominationCleared(
-                        pod=key, reason=f"{unit_key}: not placed within its scheduleTimeoutSeconds; gave up"))
-                    # Cleared in the API too, or the next watch event of the pod would nominate it again.
-                    group.start_soon(self._set_nominated_node, key, state.pods[key].uid, None)
+            self._stage = "nominate"
+            try:
+                holding = [key for key in nominated.pods
+                           if key in state.pods and state.pods[key].nominated_node and key in state.pending]
+                if not holding:
+                    del self._nominated[unit_key]
+                    continue
+                if now >= nominated.deadline:
+                    del self._nominated[unit_key]
+                    for key in holding:
+                        self.journal.record(NominationCleared(
+                            pod=key, reason=f"{unit_key}: not placed within its scheduleTimeoutSeconds; gave up"))
+                        # Cleared in the API too, or the next watch event of the pod would nominate it again.
+                        group.start_soon(self._set_nominated_node, key, state.pods[key].uid, None)
+            except Exception as error:
+                self._nominated.pop(unit_key, None)
+                self._unit_failed(unit_key, nominated.gangs, error, now, group)
 
     def _release_all(self, reason: str) -> None:
         for unit_key in sorted(self._waiting):
@@ -670,11 +700,35 @@ class Scheduler:
                 structural = True
                 reason = f"{reason}; {never}"
         if not structural:
+            self._stage = "preempt"
             preemption = self._preempt(unit, failure, now, group)
             if preemption:
                 reason = f"{reason}; {preemption}"
         self.queue.park(unit.key, now, structural=structural)
         group.start_soon(self._report_pending, self._pending(unit.key, unit.gangs, reason), reason, not unit.gangs)
+
+    def _unit_failed(self, unit_key: str, gangs: tuple[str, ...], error: Exception, now: float,
+                     group: anyio.abc.TaskGroup) -> None:
+        """Handling one unit raised (step 6 of the module docstring): park it with the error as its reason."""
+        if isinstance(error, EventLogError | OSError):
+            raise error  # the log cannot record: nothing more may be decided
+        self.stats.internal_errors += 1
+        stage = self._stage
+        self.journal.report_error(stage, f"{'gang' if gangs else 'pod'} {unit_key}", error)
+        label = _label(gangs) if gangs else f"pod {unit_key}"
+        reason = (f"{label}: internal error while {_STAGES[stage]} ({type(error).__name__}: {str(error)[:200]}); "
+                  "parked until it or the cluster changes")
+        self.queue.park(unit_key, now, structural=True)
+        try:
+            self._waiting.pop(unit_key, None)
+            self._forget_members(gangs, () if gangs else (unit_key,), reason)
+            reports = self._pending(unit_key, gangs, reason)
+        except (EventLogError, OSError):
+            raise
+        except Exception:  # the unit's own records are what broke: it stays parked; the log line says why
+            log.exception("scheduler.park_failed", unit=unit_key)
+            return
+        group.start_soon(self._report_pending, reports, reason, not gangs)
 
     def _never_fits(self, unit: Unit) -> str:
         """Why no release of capacity can ever help ("" when one might): the unit needs more than the

@@ -24,9 +24,14 @@ Pure data: no I/O, nothing of ours imported.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
 import msgspec
+
+# Every integer field: what the API server's int32/int64 fields can hold. A larger number (which a
+# real API server refuses, but a hand-made object or a stray client may carry) makes the object
+# undecodable, with the field named, instead of breaking the event log's msgpack encoding later.
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
 class _K8s(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True, frozen=True, gc=False):
@@ -53,12 +58,12 @@ class ObjectMeta(_K8s, frozen=True):
     namespace: str = ""
     uid: str = ""
     resource_version: str = ""
-    generation: int = 0
+    generation: Int64 = 0
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
     creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
-    deletion_grace_period_seconds: int | None = None
+    deletion_grace_period_seconds: Int64 | None = None
     owner_references: list[OwnerReference] = []
 
 
@@ -108,7 +113,7 @@ class Toleration(_K8s, frozen=True):
     operator: str = ""
     value: str = ""
     effect: str = ""
-    toleration_seconds: int | None = None
+    toleration_seconds: Int64 | None = None
 
 
 class NodeSelectorRequirement(_K8s, frozen=True):
@@ -137,7 +142,7 @@ class Affinity(_K8s, frozen=True):
 class PodSpec(_K8s, frozen=True):
     node_name: str = ""
     scheduler_name: str = ""
-    priority: int | None = None
+    priority: Int64 | None = None
     priority_class_name: str = ""
     preemption_policy: str | None = None
     node_selector: dict[str, str] = {}
@@ -146,7 +151,7 @@ class PodSpec(_K8s, frozen=True):
     containers: list[Container] = []
     init_containers: list[Container] = []
     overhead: dict[str, str] = {}
-    termination_grace_period_seconds: int | None = None
+    termination_grace_period_seconds: Int64 | None = None
 
 
 class Condition(_K8s, frozen=True):
@@ -178,7 +183,7 @@ class PriorityClass(_K8s, frozen=True):
     api_version: str = "scheduling.k8s.io/v1"
     kind: str = "PriorityClass"
     metadata: ObjectMeta = ObjectMeta()
-    value: int = 0
+    value: Int64 = 0
     global_default: bool = False
     preemption_policy: str | None = None
     description: str = ""
@@ -190,15 +195,15 @@ class PriorityClass(_K8s, frozen=True):
 class PodGroupSpec(_K8s, frozen=True):
     """scheduling.sigs.k8s.io/v1alpha1 (the coscheduling PodGroup Koordinator reads)."""
 
-    min_member: int = 0
-    schedule_timeout_seconds: int | None = None
+    min_member: Int64 = 0
+    schedule_timeout_seconds: Int64 | None = None
     min_resources: dict[str, str] = {}
 
 
 class PodGroupStatus(_K8s, frozen=True):
     phase: str = ""
-    scheduled: int = 0
-    running: int = 0
+    scheduled: Int64 = 0
+    running: Int64 = 0
     conditions: list[Condition] = []
 
 
@@ -214,7 +219,7 @@ class NetworkTopologySpec(_K8s, frozen=True):
     """Volcano's networkTopology: mode hard|soft and the highest tier the job may span."""
 
     mode: str = "hard"
-    highest_tier_allowed: int | None = None
+    highest_tier_allowed: Int64 | None = None
     highest_tier_name: str = ""
 
 
@@ -232,14 +237,14 @@ class LabelSelector(_K8s, frozen=True):
 class SubGroupPolicy(_K8s, frozen=True):
     name: str = ""
     network_topology: NetworkTopologySpec | None = None
-    sub_group_size: int | None = None
-    min_sub_groups: int | None = None
+    sub_group_size: Int64 | None = None
+    min_sub_groups: Int64 | None = None
     label_selector: LabelSelector | None = None
     match_label_keys: list[str] = []
 
 
 class VolcanoPodGroupSpec(_K8s, frozen=True):
-    min_member: int = 0
+    min_member: Int64 = 0
     queue: str = ""
     priority_class_name: str = ""
     min_resources: dict[str, str] = {}
@@ -278,7 +283,7 @@ class TopologyDetail(_K8s, frozen=True):
     parent_topology_info: TopologyInfo | None = None
     child_topology_layer: str = ""
     child_topology_names: list[str] = []
-    node_num: int = 0
+    node_num: Int64 = 0
 
 
 class ClusterNetworkTopologyStatus(_K8s, frozen=True):
@@ -313,13 +318,13 @@ class HyperNodeMember(_K8s, frozen=True):
 
 
 class HyperNodeSpec(_K8s, frozen=True):
-    tier: int = 0
+    tier: Int64 = 0
     tier_name: str = ""
     members: list[HyperNodeMember] = []
 
 
 class HyperNodeStatus(_K8s, frozen=True):
-    node_count: int = 0
+    node_count: Int64 = 0
 
 
 class HyperNode(_K8s, frozen=True):

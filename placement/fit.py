@@ -70,7 +70,11 @@ def shape_of(pod: PodInfo) -> Shape:
         required = affinity.node_affinity.required_during_scheduling_ignored_during_execution
         if required is not None:
             terms = tuple(required.node_selector_terms)
-    key = _shape_encoder.encode((requests, pod.priority, selector, tolerations, terms))
+    try:
+        key = _shape_encoder.encode((requests, pod.priority, selector, tolerations, terms))
+    except OverflowError:  # a request past 2^64 milli-units (Kubernetes allows 2^63-1 units): spell the amounts out
+        spelled = tuple((name, str(amount)) for name, amount in requests)
+        key = _shape_encoder.encode((spelled, pod.priority, selector, tolerations, terms))
     return Shape(key=key, requests=requests, priority=pod.priority, node_selector=selector,
                  tolerations=tolerations, terms=terms)
 

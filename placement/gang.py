@@ -54,11 +54,13 @@ def plan_gang(state: ClusterState, gang: str, *,
                                  constraint=MEMBERS)
         infos.append(member)
         specs.append(member.spec)
-    pending, running, nominated = _roster(state, infos, ignore_pods)
+    pending, running, nominated, unusable = _roster(state, infos, ignore_pods)
+    label = job_label(group)
+    if unusable:
+        return Unschedulable(gangs=group, constraint=INVALID, reason=f"{label}: {unusable}")
     min_total = sum(spec.min_member for spec in specs)
     pending_count = sum(len(v) for v in pending.values())
     running_count = sum(len(v) for v in running.values())
-    label = job_label(group)
     if pending_count + running_count < min_total:
         missing = min_total - pending_count - running_count
         return Unschedulable(
@@ -116,12 +118,14 @@ def plan_gang(state: ClusterState, gang: str, *,
 
 
 def _roster(state: ClusterState, infos: list[GangInfo], ignore_pods: AbstractSet[str]
-            ) -> tuple[dict[str, list[str]], dict[str, list[str]], list[str]]:
+            ) -> tuple[dict[str, list[str]], dict[str, list[str]], list[str], str]:
     """Per gang: pending pods in placement order, and the nodes of running members; plus the
-    nodes nominated for the pending ones. Pods in `ignore_pods` are left out."""
+    nodes nominated for the pending ones, and why the first pending pod that must not be placed
+    cannot ("" when every one may). Pods in `ignore_pods` are left out."""
     pending: dict[str, list[str]] = {}
     running: dict[str, list[str]] = {}
     nominated: list[str] = []
+    unusable = ""
     for member in infos:
         waiting: list[PodInfo] = []
         placed: list[str] = []
@@ -135,12 +139,15 @@ def _roster(state: ClusterState, infos: list[GangInfo], ignore_pods: AbstractSet
                 waiting.append(pod)
                 if pod.nominated_on:
                     nominated.append(pod.nominated_on)
+                if pod.unusable and (not unusable or key < unusable):
+                    unusable = key
             elif is_running(pod):
                 placed.append(pod.placed_node)
         waiting.sort(key=pod_order)
         pending[member.key] = [p.key for p in waiting]
         running[member.key] = placed
-    return pending, running, nominated
+    why = f"pod {unusable}: {state.pods[unusable].unusable}" if unusable else ""
+    return pending, running, nominated, why
 
 
 def _largest_fitting(solver: Solver, job_of: Callable[[int], Job], low: int, high: int

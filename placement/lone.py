@@ -157,6 +157,8 @@ def plan_pod(state: ClusterState, pod: str, *,
         return Unschedulable(gangs=(), constraint=INVALID, reason=f"pod {pod}: not found")
     if info.gang:
         return plan_gang(state, info.gang, ignore_pods=ignore_pods)
+    if info.unusable:
+        return Unschedulable(gangs=(), constraint=INVALID, reason=f"pod {pod}: {info.unusable}")
     shape = shape_of(info)
     capacity = Capacity(state, frozenset(), ignore_pods, frozenset({pod}))
     solver = Solver(state, capacity)

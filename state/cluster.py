@@ -10,11 +10,14 @@ Rules of this module:
   Nominated capacity is kept apart (`NodeInfo.nominated`), since whether it blocks a pod depends
   on that pod's priority.
 - Bad input never raises out of `apply`: the object is kept and the problem is recorded in
-  `problems`, naming the object and field.
+  `problems`, naming the object and field. Nor does a bug: an exception while folding one event is
+  caught, the object it concerns gets a problem (`fold_failures`) and, for a pod, is not placed
+  until a later event folds cleanly; `apply` returns the exception for the caller to log.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -59,6 +62,7 @@ from events.objects import (
     ClusterNetworkTopology,
     HyperNode,
     Node,
+    ObjectMeta,
     Pod,
     PodGroup,
     PriorityClass,
@@ -99,6 +103,7 @@ class PodInfo:
         "assumed_node",
         "bound_at",
         "bound_node",
+        "broken",
         "counted_on",
         "eviction_requested",
         "first_seen",
@@ -133,6 +138,7 @@ class PodInfo:
         self.removed = False
         self.bound_at: float | None = None
         self.eviction_requested = False
+        self.broken = ""  # why folding an event of this pod failed ("" when it did not)
 
     @property
     def uid(self) -> str:
@@ -163,6 +169,11 @@ class PodInfo:
     def placed_node(self) -> str:
         """Where the pod runs or is about to: its bound node, else its assumed node."""
         return self.obj.spec.node_name or self.bound_node or self.assumed_node
+
+    @property
+    def unusable(self) -> str:
+        """Why placement must not place this pod ("" when it may): its fold failed."""
+        return self.broken
 
     @property
     def pending(self) -> bool:
@@ -228,6 +239,7 @@ class StateSnapshot(msgspec.Struct, frozen=True):
     nominated: list[DecisionRecord]
     gangs: list[GangRecord]
     undecodable: list[Problem]
+    fold_failures: list[Problem] = []
 
 
 SNAPSHOT_VERSION = 1
@@ -252,6 +264,7 @@ class ClusterState:
         self.pending: set[str] = set()  # keys of our pods waiting to be placed
         self.problems: dict[tuple[str, str], list[Problem]] = {}
         self.undecodable: dict[tuple[str, str], Problem] = {}
+        self.fold_failures: dict[tuple[str, str], Problem] = {}  # (kind, key) -> the event that could not be folded
         self.topology = TopologyTree()
         self._default_priority_class = ""
 
@@ -265,6 +278,8 @@ class ClusterState:
             yield from self.problems[key]
         for key in sorted(self.undecodable):
             yield self.undecodable[key]
+        for key in sorted(self.fold_failures):
+            yield self.fold_failures[key]
 
     def gang_of(self, pod: PodInfo) -> GangInfo | None:
         return self.gangs.get(pod.gang) if pod.gang else None
@@ -286,14 +301,24 @@ class ClusterState:
 
     # ------------------------------------------------------------------ the fold
 
-    def apply(self, event: Event) -> None:
+    def apply(self, event: Event) -> Exception | None:
+        """Fold one event; returns the exception that folding it raised (None: it folded cleanly)."""
+        failure: Exception | None = None
         handler = _HANDLERS.get(type(event))
         if handler is not None:
-            handler(self, event)
+            try:
+                handler(self, event)
+            except Exception as error:  # a bug must cost one object, never the fold (see the module docstring)
+                failure = error
+                self._fold_failed(event, error)
+            else:
+                if self.fold_failures:
+                    self._fold_succeeded(event)
         if event.seq > self.last_seq:
             self.last_seq = event.seq
         if event.time > self.last_time:
             self.last_time = event.time
+        return failure
 
     def apply_all(self, events: Iterable[Event]) -> None:
         for event in events:
@@ -617,6 +642,32 @@ class ClusterState:
     def _object_undecodable(self, event: ObjectUndecodable) -> None:
         self.undecodable[(event.kind, event.key)] = Problem(event.kind, event.key, "", event.problem)
 
+    # events that could not be folded ------------------------------------
+
+    def _fold_failed(self, event: Event, error: Exception) -> None:
+        kind, key = subject_of(event)
+        text = str(error)
+        message = (f"could not be folded ({type(error).__name__}: {text[:200]}); "
+                   f"{'not placed' if kind == 'Pod' else 'ignored'} until an update of it folds cleanly")
+        self.fold_failures[(kind, key)] = Problem(kind, key, "", message)
+        pod = self.pods.get(key) if kind == "Pod" else None
+        if pod is not None:
+            pod.broken = message
+            # Best effort: count it and list it as pending as its object says, so that its gang waits
+            # for it with this reason rather than for a member it cannot see.
+            with contextlib.suppress(Exception):
+                self._settle(pod)
+
+    def _fold_succeeded(self, event: Event) -> None:
+        update = _UPDATE_SUBJECTS.get(type(event))
+        if update is None:
+            return  # a decision about an object is not an update of it: its failure stands
+        kind, key = update(event)
+        if self.fold_failures.pop((kind, key), None) is not None and kind == "Pod":
+            pod = self.pods.get(key)
+            if pod is not None:
+                pod.broken = ""
+
     # accounting -------------------------------------------------------
 
     def _settle(self, pod: PodInfo) -> None:
@@ -713,6 +764,7 @@ class ClusterState:
             gangs=[GangRecord(g.key, g.first_seen, g.attempts, g.last_reason, g.timed_out)
                    for g in (self.gangs[k] for k in sorted(self.gangs))],
             undecodable=[self.undecodable[k] for k in sorted(self.undecodable)],
+            fold_failures=[self.fold_failures[k] for k in sorted(self.fold_failures)],
         )
 
     @classmethod
@@ -759,6 +811,12 @@ class ClusterState:
             gang.timed_out = record_gang.timed_out
         for problem in snap.undecodable:
             state.undecodable[(problem.kind, problem.key)] = problem
+        state.fold_failures.clear()
+        for problem in snap.fold_failures:
+            state.fold_failures[(problem.kind, problem.key)] = problem
+            failed = state.pods.get(problem.key) if problem.kind == "Pod" else None
+            if failed is not None:
+                failed.broken = problem.message
         state.last_seq = snap.last_seq
         state.last_time = snap.last_time
         return state
@@ -767,7 +825,8 @@ class ClusterState:
         """A byte string equal for two states exactly when they hold the same knowledge."""
         derived = {
             # A resource used and released leaves a 0 entry behind; that is the same knowledge as none.
-            "used": {name: sorted((k, v) for k, v in info.used.items() if v)
+            # Amounts are spelled out: a node running pods of huge requests can use more than 2^64 milli-units.
+            "used": {name: sorted((k, str(v)) for k, v in info.used.items() if v)
                      for name, info in sorted(self.nodes.items())},
             "pods_on": {name: sorted(info.pods) for name, info in sorted(self.nodes.items())},
             "pending": sorted(self.pending),
@@ -820,6 +879,41 @@ def _pod_requests(obj: Pod, key: str, problems: list[Problem]) -> Resources:
         _add_requests(total, spec.overhead, key, problems, "spec.overhead")
     total["pods"] = total.get("pods", 0) + POD_SLOT_MILLI
     return total
+
+
+def _meta_key(meta: ObjectMeta) -> str:
+    return object_key(meta.namespace, meta.name)
+
+
+# What each event is about, as (kind, key); the first group are updates of the object itself.
+_UPDATE_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = {
+    NodeUpserted: lambda e: ("Node", e.node.metadata.name),
+    NodeDeleted: lambda e: ("Node", e.name),
+    PodUpserted: lambda e: ("Pod", _meta_key(e.pod.metadata)),
+    PodDeleted: lambda e: ("Pod", e.key),
+    PodGroupUpserted: lambda e: ("PodGroup", _meta_key(e.pod_group.metadata)),
+    PodGroupDeleted: lambda e: ("PodGroup", e.key),
+    VolcanoPodGroupUpserted: lambda e: ("VolcanoPodGroup", _meta_key(e.pod_group.metadata)),
+    VolcanoPodGroupDeleted: lambda e: ("VolcanoPodGroup", e.key),
+    NetworkTopologyUpserted: lambda e: ("ClusterNetworkTopology", e.topology.metadata.name),
+    NetworkTopologyDeleted: lambda e: ("ClusterNetworkTopology", e.name),
+    HyperNodeUpserted: lambda e: ("HyperNode", e.hyper_node.metadata.name),
+    HyperNodeDeleted: lambda e: ("HyperNode", e.name),
+    PriorityClassUpserted: lambda e: ("PriorityClass", e.priority_class.metadata.name),
+    PriorityClassDeleted: lambda e: ("PriorityClass", e.name),
+    ObjectUndecodable: lambda e: (e.kind, e.key),
+}
+
+
+def subject_of(event: Event) -> tuple[str, str]:
+    """(kind, key) of the object an event is about: a decision's pod, or its gang's PodGroup."""
+    update = _UPDATE_SUBJECTS.get(type(event))
+    if update is not None:
+        return update(event)
+    pod = getattr(event, "pod", None)
+    if isinstance(pod, str):
+        return "Pod", pod
+    return "PodGroup", str(getattr(event, "gang", ""))
 
 
 def _ignore(state: ClusterState, event: Event) -> None:

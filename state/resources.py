@@ -12,35 +12,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from decimal import Decimal, InvalidOperation
-from fractions import Fraction
+from decimal import MAX_EMAX, MIN_EMIN, ROUND_CEILING, Context, Decimal
 
 Resources = dict[str, int]
 
 MILLI = 1000
+# Kubernetes caps a quantity at 2^63-1 units ("numbers larger ... will be capped"); so do we, for the
+# exponent form too, so that no request or allocatable is ever larger than this many milli-units.
+MAX_UNITS = 2**63 - 1
+MAX_MILLI = MAX_UNITS * MILLI
 
-_SUFFIX: dict[str, Fraction] = {
-    "": Fraction(1),
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 1000),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
-    "Ki": Fraction(2**10),
-    "Mi": Fraction(2**20),
-    "Gi": Fraction(2**30),
-    "Ti": Fraction(2**40),
-    "Pi": Fraction(2**50),
-    "Ei": Fraction(2**60),
-}
-
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(n|u|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-
-QUANTITY_CACHE: dict[str, int] = {}  # read directly by the fold's hot path (state/cluster.py)
+_DECIMAL_SUFFIX: dict[str, int] = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15,
+                                   "E": 18}
+_BINARY_SUFFIX: dict[str, int] = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+# resource.Quantity's grammar, as the API server's parser reads it: a sign, digits with an optional
+# point (either side may be empty: "5.", ".5", even "." and "Ki" mean 0 there), then a decimal SI or
+# binary SI suffix, or an exponent `e`/`E` followed by a signed int64.
+_QUANTITY = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)")
+_INT64_DIGITS = 19
+_LOG10_2 = 0.30102999566398120  # log10(2), for a bound on 2^k's number of digits
 
 
 class QuantityError(ValueError):
@@ -48,26 +38,66 @@ class QuantityError(ValueError):
 
 
 def parse_quantity(text: str) -> int:
-    """Parse a Kubernetes quantity into milli-units, rounding up as Kubernetes does."""
+    """Parse a Kubernetes quantity into milli-units: rounded up as Kubernetes does, capped at `MAX_MILLI`.
+
+    Every string the API server accepts is read (any length, any exponent) in time linear in its
+    length: the value's magnitude is bounded from its digits before any arithmetic is done, so
+    `1e999999999` costs no more than `1e9`.
+    """
     cached = QUANTITY_CACHE.get(text)
     if cached is not None:
         return cached
-    match = _QUANTITY.match(text.strip())
-    if match is None:
-        raise QuantityError(f"{text!r} is not a Kubernetes quantity (e.g. '500m', '8', '64Gi')")
-    number, suffix = match.group(1), match.group(2) or ""
-    if number.count(".") > 1:
-        raise QuantityError(f"{text!r} is not a Kubernetes quantity (e.g. '500m', '8', '64Gi')")
-    try:
-        value = Fraction(Decimal(number)) * _SUFFIX[suffix] * MILLI
-    except (InvalidOperation, ValueError) as error:
-        raise QuantityError(f"{text!r} is not a Kubernetes quantity: {error}") from None
-    if value < 0:
-        raise QuantityError(f"{text!r} is negative")
-    milli = -((-value.numerator) // value.denominator)  # ceil
-    if len(QUANTITY_CACHE) < 100_000:
+    milli = _parse(text)
+    if len(QUANTITY_CACHE) < 100_000 and len(text) <= 64:  # a hostile object's megabyte of digits is not kept
         QUANTITY_CACHE[text] = milli
     return milli
+
+
+def _parse(text: str) -> int:
+    match = _QUANTITY.fullmatch(text) if text else None  # no whitespace either, as the API server
+    if match is None:
+        raise QuantityError(f"{_shown(text)} is not a Kubernetes quantity (e.g. '500m', '8', '64Gi', '1e3')")
+    sign, whole, fraction, exponent, suffix = match.groups()
+    whole = whole.lstrip("0")
+    fraction = (fraction or "").rstrip("0")
+    power_of_two = 0
+    if exponent is not None:
+        digits = exponent.lstrip("+-").lstrip("0") or "0"
+        power_of_ten = 0 if len(digits) > _INT64_DIGITS else int(digits)  # int() of a long string is refused
+        if exponent.startswith("-"):
+            power_of_ten = -power_of_ten
+        if len(digits) > _INT64_DIGITS or not -(2**63) <= power_of_ten <= MAX_UNITS:
+            raise QuantityError(f"{_shown(text)}: the exponent is not a 64-bit integer (as Kubernetes requires)")
+    elif suffix in _BINARY_SUFFIX:
+        power_of_ten, power_of_two = 0, _BINARY_SUFFIX[suffix]
+    else:
+        power_of_ten = _DECIMAL_SUFFIX[suffix or ""]
+    if not whole and not fraction:
+        return 0
+    if sign == "-":
+        raise QuantityError(f"{_shown(text)} is negative")
+    # The value in milli-units lies in [10^low, 10^(low + 2)): `low` is the place of its most
+    # significant digit, plus the whole powers of ten in the binary suffix (2^k < 10^(int(k log10 2) + 1)).
+    leading = len(whole) - 1 if whole else -(len(fraction) - len(fraction.lstrip("0"))) - 1
+    low = leading + power_of_ten + 3 + int(power_of_two * _LOG10_2)
+    if low >= 22:  # 10^22 > MAX_MILLI
+        return MAX_MILLI
+    if low + 2 <= 0:  # below one milli-unit and not zero: rounds up to 1m
+        return 1
+    # Here the exponent is bounded by the digits' length: exact decimal arithmetic, then the ceiling.
+    context = Context(prec=len(whole) + len(fraction) + 60, Emax=MAX_EMAX, Emin=MIN_EMIN)
+    value = context.scaleb(Decimal(f"{whole or 0}.{fraction or 0}"), power_of_ten + 3)
+    if power_of_two:
+        value = context.multiply(value, Decimal(2**power_of_two))
+    milli = int(value.to_integral_value(rounding=ROUND_CEILING, context=context))
+    return min(milli, MAX_MILLI)
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 64 else f"{text[:60]!r}... ({len(text)} characters)"
+
+
+QUANTITY_CACHE: dict[str, int] = {}  # read directly by the fold's hot path (state/cluster.py)
 
 
 def format_quantity(resource: str, milli: int) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from events.model import (
     BindFailed,
@@ -17,8 +18,10 @@ from events.model import (
     PodNominated,
     PriorityClassUpserted,
 )
-from events.objects import Container, ObjectMeta, PriorityClass, ResourceRequirements
-from state.cluster import ClusterState
+from events.objects import Container, ObjectMeta, Pod, PriorityClass, ResourceRequirements
+from placement import Unschedulable, plan_pod
+from state.cluster import ClusterState, PodInfo
+from state.resources import MAX_MILLI
 from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
 
 GPU = "nvidia.com/gpu"
@@ -172,3 +175,48 @@ def test_snapshot_restores_the_same_state() -> None:
     restored = ClusterState.restore(state.snapshot())
     assert restored.canonical() == state.canonical()
     assert restored.pods["default/a"].bound_at == 3.0
+
+
+def break_the_fold_for(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Make folding pod `name` raise (a stand-in for a bug) while it carries the label bug=yes."""
+    derive = ClusterState._derive_pod
+
+    def derive_pod(self: ClusterState, info: PodInfo, obj: Pod) -> None:
+        derive(self, info, obj)
+        if obj.metadata.name == name and obj.metadata.labels.get("bug") == "yes":
+            raise RuntimeError("a bug in the fold")
+
+    monkeypatch.setattr(ClusterState, "_derive_pod", derive_pod)
+
+
+def test_an_event_whose_fold_raises_marks_its_pod_unplaceable_and_leaves_everything_else_folded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    break_the_fold_for(monkeypatch, "broken")
+    state = ClusterState()
+    assert state.apply(node_event(node("n1"))) is None
+    failure = state.apply(pod_event(pod("broken", labels={"bug": "yes"})))
+    assert isinstance(failure, RuntimeError)
+    assert state.apply(pod_event(pod("fine"))) is None
+    assert state.pending == {"default/broken", "default/fine"}
+    assert "could not be folded (RuntimeError: a bug in the fold)" in state.pods["default/broken"].unusable
+    assert [p.field for p in state.all_problems() if p.key == "default/broken"] == [""]
+    unschedulable = plan_pod(state, "default/broken")
+    assert isinstance(unschedulable, Unschedulable) and "could not be folded" in unschedulable.reason
+    assert not isinstance(plan_pod(state, "default/fine"), Unschedulable)
+
+    restored = ClusterState.restore(state.snapshot())  # the mark survives a snapshot
+    assert restored.canonical() == state.canonical()
+    assert restored.pods["default/broken"].unusable
+
+    assert state.apply(pod_event(pod("broken"))) is None  # an update that folds cleanly lifts the mark
+    assert not state.pods["default/broken"].unusable and not state.fold_failures
+    assert not isinstance(plan_pod(state, "default/broken"), Unschedulable)
+
+
+def test_node_allocatable_beyond_the_cap_is_capped_like_kubernetes() -> None:
+    huge = node("n1", memory="1e30", cpu="1" * 40)
+    state = _state(node_event(huge), pod_event(bound(pod("p", memory="20Pi"), "n1")))
+    allocatable = state.nodes["n1"].allocatable
+    assert allocatable["memory"] == allocatable["cpu"] == MAX_MILLI
+    assert state.nodes["n1"].used["memory"] == 20 * 2**50 * 1000
+    assert not list(state.all_problems())

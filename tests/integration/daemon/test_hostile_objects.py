@@ -1,0 +1,96 @@
+"""Hostile objects against the real daemon on devcluster: they are reported, they wait, and nothing else stops.
+
+Each case loads the objects, then a canary gang that must still bind; the daemon must still be
+running, also after a restart (and a takeover by the standby) with the hostile objects still there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from devcluster.cluster import DevCluster
+from tests.integration.daemon.harness import (
+    NAMESPACE,
+    RunningDaemon,
+    bound_count,
+    daemons,
+    gang,
+    nodes,
+    pod,
+    pod_names,
+    wait_until,
+)
+
+# The issue's hostile requests: each overflowed the shape encoding and killed the daemon.
+HOSTILE = {"gpu-1e18": ("nvidia.com/gpu", "1e18"), "memory-20pi": ("memory", "20Pi"),
+           "cpu-40-digits": ("cpu", "9" * 40)}
+
+
+def hostile_objects() -> list[dict[str, Any]]:
+    """A lone pod per hostile request, and a gang of two asking for the same."""
+    objects: list[dict[str, Any]] = []
+    for name, (resource, quantity) in HOSTILE.items():
+        lone = pod(name)
+        lone["spec"]["containers"][0]["resources"]["requests"][resource] = quantity
+        members = gang(f"gang-{name}", 2)
+        for manifest in members[1:]:
+            manifest["spec"]["containers"][0]["resources"]["requests"][resource] = quantity
+        objects += [lone, *members]
+    return objects
+
+
+def events_about(cluster: DevCluster, name: str) -> list[dict[str, Any]]:
+    return [e for e in cluster.store.list("events", NAMESPACE) if e["involvedObject"]["name"] == name]
+
+
+def warned(cluster: DevCluster, name: str, words: str) -> bool:
+    return any(e["type"] == "Warning" and words in e["message"] for e in events_about(cluster, name))
+
+
+def pod_condition(cluster: DevCluster, name: str) -> str:
+    found = cluster.store.find("pods", name, NAMESPACE) or {}
+    conditions = found.get("status", {}).get("conditions", [])
+    return next((c["message"] for c in conditions if c["type"] == "PodScheduled" and c["status"] == "False"), "")
+
+
+async def canary_binds(cluster: DevCluster, name: str, running: list[RunningDaemon]) -> None:
+    canary = gang(name, 4)
+    cluster.load_objects(canary)
+    await wait_until(lambda: bound_count(cluster, pod_names(canary)) == 4, within=15, what=f"canary {name} bound")
+    assert not any(d.finished.is_set() for d in running), "a daemon stopped"
+
+
+async def test_hostile_quantities_wait_with_the_resource_named_and_a_canary_binds_also_after_restarts(
+        tmp_path: Path) -> None:
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(8))
+        async with daemons(cluster, tmp_path) as running:
+            cluster.load_objects(hostile_objects())
+            await canary_binds(cluster, "canary", running)
+            for name, (resource, _) in HOSTILE.items():
+                await wait_until(lambda n=name, r=resource: warned(cluster, n, f"Insufficient {r}")  # type: ignore[misc]
+                                 and warned(cluster, f"gang-{n}", f"Insufficient {r}"),
+                                 within=15, what=f"Warning Events for {name}")
+                assert f"Insufficient {resource}" in pod_condition(cluster, name)
+            hostile = [m["metadata"]["name"] for m in hostile_objects() if m["kind"] == "Pod"]
+            assert bound_count(cluster, hostile) == 0
+            assert not running[0].daemon.journal.internal_errors  # type: ignore[union-attr]
+
+        # A restart folds the log holding the hostile pods and relists them: it must come up and schedule.
+        async with daemons(cluster, tmp_path) as running:
+            await canary_binds(cluster, "canary-after-restart", running)
+            assert bound_count(cluster, hostile) == 0
+
+
+async def test_the_standby_takes_over_with_hostile_pods_present_and_goes_on_scheduling(tmp_path: Path) -> None:
+    async with DevCluster() as cluster:
+        cluster.load_objects([*nodes(8), *hostile_objects()])
+        async with daemons(cluster, tmp_path, count=2, election=True) as pair:
+            await wait_until(lambda: any(d.is_leader for d in pair), what="a leader")
+            leader = next(d for d in pair if d.is_leader)
+            standby = next(d for d in pair if d is not leader)
+            await canary_binds(cluster, "canary", pair)
+            leader.kill()
+            await wait_until(lambda: standby.is_leader, within=5, what="the standby to take over")
+            await canary_binds(cluster, "canary-after-takeover", [standby])
