@@ -25,6 +25,7 @@ COPY state ./state
 COPY placement ./placement
 COPY preemption ./preemption
 COPY devcluster ./devcluster
+COPY manifests ./manifests
 COPY bench ./bench
 RUN /opt/toposched/bin/pip install . \
     && /opt/toposched/bin/pip uninstall --yes pip setuptools \

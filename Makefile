@@ -19,7 +19,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy daemon events state placement preemption devcluster bench tests
+	$(BIN)/mypy daemon events state placement preemption devcluster manifests bench tests
 
 unit: $(STAMP)
 	$(BIN)/pytest -q

@@ -70,12 +70,16 @@ ClusterRole, RoleBinding, ClusterRoleBinding, apiextensions.k8s.io/v1 CustomReso
 (+ status): real scope, discovery (short names, categories), OpenAPI v3, strict validation and
 `kubectl get` tables, but no controller acts on them (a Deployment makes no pods, RBAC is not
 enforced, a Service gets no cluster IP, no scale subresource) and a created CRD serves nothing new
-(the custom resources above are built in). Known differences from a real cluster: no authentication,
-no admission beyond defaulting, priority resolution and the per-kind rules of invariants.py, no
-server-side apply, a namespace deleted at once with its contents (no Terminating phase),
-limit/continue pages from the current state (not a snapshot), and unknown fields under
-`fieldValidation=Strict` are 422 Invalid (the brief's choice; a real server says 400 for kinds
-compiled into it).
+(the custom resources above are built in). Every write goes through the API server pipeline of the
+`manifests` package, shared with the scenario loader of `toposched simulate`: decoding (quantities in
+canonical form, JSON numbers accepted), defaulting (requests from limits, schedulerName, ...), the
+Priority and DefaultTolerationSeconds admission plugins (unknown PriorityClass: 403) and validation
+(labels, annotations, resources: 422 naming each field); the system PriorityClasses exist from the
+start. Known differences from a real cluster: no authentication, no other admission plugins (no
+ServiceAccount token volumes, no LimitRange or ResourceQuota), no server-side apply, a namespace
+deleted at once with its contents (no Terminating phase), limit/continue pages from the current
+state (not a snapshot), and unknown fields under `fieldValidation=Strict` are 422 Invalid (the
+brief's choice; a real server says 400 for kinds compiled into it).
 
 Command line: `toposched devcluster [--port N] [--kubeconfig PATH] [--load SCENARIO] [--fault RULE ...]
 [--fault-seed N]` (see cli.py).
@@ -88,7 +92,6 @@ from devcluster.faults import FaultInjector, FaultRule, FaultSpec, FaultSpecErro
 from devcluster.kubelet import FakeKubelet
 from devcluster.podgc import PodGarbageCollector
 from devcluster.resources import RESOURCES, ResourceDef
-from devcluster.scenario import ScenarioError, read_objects
 from devcluster.store import Store
 
 __all__ = [
@@ -105,9 +108,7 @@ __all__ = [
     "FaultSpecError",
     "PodGarbageCollector",
     "ResourceDef",
-    "ScenarioError",
     "Store",
     "kubeconfig",
     "parse_fault",
-    "read_objects",
 ]

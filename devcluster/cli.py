@@ -1,10 +1,14 @@
 """`toposched devcluster`: serve the embedded Kubernetes API server on 127.0.0.1 until interrupted.
 
 Writes a kubeconfig (default ./devcluster.kubeconfig) and prints where, optionally pre-loads a
-scenario's objects (a multi-document YAML file or a directory of them, in name order; pods with
-spec.nodeName are created running there), optionally starts with fault rules (`--fault
-status=429,verb=create,path=/binding,fraction=1`, repeatable; changed later over HTTP at
-/devcluster/faults, see devcluster.admin), then serves until Ctrl-C or SIGTERM (exit 0).
+scenario's objects, then serves until Ctrl-C or SIGTERM (exit 0). A scenario is read exactly as
+`toposched simulate` reads it (`manifests.read_manifests`: YAML documents, JSON, NDJSON, `kind: List`,
+directories in name order) and each object is created as a cluster holds it (`manifests.load_object`:
+the same defaulting and priority admission); pods with spec.nodeName are created running there.
+What a real API server would have refused is printed, naming the document and the field; an object
+devcluster cannot store is printed and skipped, as simulate skips it. Fault rules can be set from the
+start (`--fault status=429,verb=create,path=/binding,fraction=1`, repeatable; changed later over HTTP
+at /devcluster/faults, see devcluster.admin).
 
 Owns argument parsing and the process lifecycle only.
 """
@@ -16,13 +20,14 @@ import asyncio
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
 from devcluster.cluster import DevCluster
 from devcluster.errors import ApiError
 from devcluster.faults import FaultSpec, FaultSpecError, parse_fault
-from devcluster.scenario import ScenarioError, read_objects
+from manifests import ManifestFileError, read_manifests
 
 
 def _fault(text: str) -> FaultSpec:
@@ -38,7 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
     parser.add_argument("--kubeconfig", default="devcluster.kubeconfig",
                         help="where to write the kubeconfig (default: ./devcluster.kubeconfig)")
-    parser.add_argument("--load", metavar="SCENARIO", help="pre-load a scenario's objects (YAML file or directory)")
+    parser.add_argument("--load", metavar="SCENARIO",
+                        help="pre-load a scenario's objects (YAML, JSON or NDJSON file, or a directory of them)")
     parser.add_argument("--history", type=int, default=10_000,
                         help="watch history window in events; older resourceVersions get 410 Gone (default 10000)")
     parser.add_argument("--no-kubelet", action="store_true", help="do not mark bound pods Running")
@@ -58,15 +64,14 @@ async def _serve(args: argparse.Namespace) -> int:
                          kubelet_delay=args.kubelet_delay, fault_seed=args.fault_seed)
     for spec in args.fault:
         cluster.faults.add(spec)
-    objects = read_objects(args.load) if args.load else []
+    manifests = read_manifests(args.load) if args.load else []
     await cluster.start()
     try:
-        if objects:
-            cluster.load_objects(objects)
+        loaded = sum(_load(cluster, source, obj) for source, obj in manifests)
         path = cluster.write_kubeconfig(args.kubeconfig)
         print(f"devcluster serving {cluster.url}", flush=True)
-        if objects:
-            print(f"loaded {len(objects)} objects from {args.load}", flush=True)
+        if manifests:
+            print(f"loaded {loaded} objects from {args.load}", flush=True)
         print(f"kubeconfig written to {path}", flush=True)
         for rule in cluster.faults.rules:
             print(f"fault rule {rule.id}: {msgspec.json.encode(rule).decode()}", flush=True)
@@ -82,11 +87,29 @@ async def _serve(args: argparse.Namespace) -> int:
         await cluster.stop()
 
 
+def _load(cluster: DevCluster, source: str, obj: dict[str, Any]) -> int:
+    """Create one scenario object; print its problems (the words `toposched simulate` reports); 1 if stored."""
+    raw_meta = obj.get("metadata")
+    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "?")
+    where = f"{source}: {obj.get('kind') or '?'} {f'{namespace}/{name}' if namespace else name}"
+    warnings: list[str] = []
+    try:
+        cluster.load_objects([obj], warnings)
+    except ApiError as refusal:
+        print(f"{where}: {refusal.message}; skipped", file=sys.stderr, flush=True)
+        return 0
+    finally:
+        for warning in warnings:
+            print(f"{where}: {warning}", file=sys.stderr, flush=True)
+    return 1
+
+
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     try:
         return asyncio.run(_serve(args))
-    except (ScenarioError, ApiError, OSError) as exc:
+    except (ManifestFileError, ApiError, OSError) as exc:
         print(f"toposched devcluster: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -128,8 +128,10 @@ class DevCluster:
         target.write_text(yaml.safe_dump(self.kubeconfig(namespace), sort_keys=False))
         return target
 
-    def load_objects(self, objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Create each object in order; pods with spec.nodeName and no phase are created Running there."""
+    def load_objects(self, objects: Iterable[dict[str, Any]],
+                     warnings: list[str] | None = None) -> list[dict[str, Any]]:
+        """Create each object in order as a cluster holds it (`Store.create`); pods with spec.nodeName and no
+        phase are created Running there. `warnings` receives what a real API server would have refused."""
         stored = []
         for obj in objects:
             spec = obj.get("spec") or {}
@@ -138,7 +140,7 @@ class DevCluster:
                 number = next(self._loaded_ips)
                 pod_ip = f"10.{128 + ((number >> 16) & 127)}.{(number >> 8) & 255}.{number & 255}"
                 obj = {**obj, "status": running_status(obj, "192.168.0.1", pod_ip, now_rfc3339())}
-            stored.append(self.store.create(obj))
+            stored.append(self.store.create(obj, warnings=warnings))
         return stored
 
 

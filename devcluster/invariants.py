@@ -1,11 +1,12 @@
 """Per-kind rules the real API server enforces on create and update beyond the schema.
 
 The schema (`validation.py`) refuses unknown fields and wrong types; these rules refuse well-typed
-objects a real server calls Invalid (422): a pod without named containers, a priority class without
-a value, a Deployment whose selector does not select its own template, a disruption budget with both
-minAvailable and maxUnavailable, a binding without a role, a CustomResourceDefinition not named
+objects a real server calls Invalid (422): a Deployment whose selector does not select its own
+template, a disruption budget with both minAvailable and maxUnavailable, a binding without a role,
+a CustomResourceDefinition not named
 `<plural>.<group>`. Only rules a manifest author meets are here, with the real field paths and
-reasons; a kind without rules passes as written.
+reasons; a kind without rules passes as written. Pods, priority classes and the Workload API's kinds
+are validated by `manifests.validation`, which the scenario loader shares.
 
 Pure: `problems(kind, obj)` returns the causes (reason, field, message); it never raises and does no I/O.
 """
@@ -23,18 +24,6 @@ _REQUIRED = "Required value"
 
 def _dict(value: Any) -> Obj:
     return value if isinstance(value, dict) else {}
-
-
-def _pod(obj: Obj) -> list[Cause]:
-    containers = _dict(obj.get("spec")).get("containers")
-    if not containers:
-        return [("FieldValueRequired", "spec.containers", _REQUIRED)]
-    return [("FieldValueRequired", f"spec.containers[{index}].name", _REQUIRED)
-            for index, container in enumerate(containers) if not _dict(container).get("name")]
-
-
-def _priority_class(obj: Obj) -> list[Cause]:
-    return [] if "value" in obj else [("FieldValueRequired", "value", _REQUIRED)]
 
 
 def _selects(selector: Obj, labels: dict[str, Any]) -> bool:
@@ -104,8 +93,6 @@ def _custom_resource_definition(obj: Obj) -> list[Cause]:
 
 
 _RULES: dict[str, Callable[[Obj], list[Cause]]] = {
-    "Pod": _pod,
-    "PriorityClass": _priority_class,
     "Deployment": _workload("Deployment"),
     "StatefulSet": _workload("StatefulSet"),
     "DaemonSet": _workload("DaemonSet"),

@@ -37,6 +37,12 @@ def _time() -> Schema:
 
 
 def _quantity() -> Schema:
+    """A built-in kind's `resource.Quantity`: a string, or a JSON number (the server stores it canonical)."""
+    return {"type": "string", "format": "quantity"}
+
+
+def _int_or_string() -> Schema:
+    """IntOrString, and a custom resource's quantity (its CRD says int-or-string: floats are refused)."""
     return {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
 
 
@@ -76,6 +82,10 @@ def _strings() -> Schema:
 
 def _quantities() -> Schema:
     return _map(_quantity())
+
+
+def _cr_quantities() -> Schema:
+    return _map(_int_or_string())
 
 
 _OWNER_REFERENCE = _object({
@@ -219,7 +229,7 @@ def _top(extra: dict[str, Schema], required: tuple[str, ...] = ()) -> Schema:
 # Stored-only kinds (see resources.py): top-level fields and specs spelled out as the real types declare
 # them (so a misspelt field is a 422 and strategic merge patches find their merge keys), controller-written
 # statuses and deep subtrees accepted as written.
-_INT_OR_STRING = _quantity()
+_INT_OR_STRING = _int_or_string()
 _POD_TEMPLATE = _object({"metadata": OBJECT_META, "spec": POD_SPEC})
 _WORKLOAD_COMMON: dict[str, Schema] = {
     "replicas": _integer(), "selector": LABEL_SELECTOR, "template": _POD_TEMPLATE, "minReadySeconds": _integer(),
@@ -266,14 +276,14 @@ KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
     }, ("value",))),
     ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup"): ("io.x-k8s.sigs.scheduling.v1alpha1.PodGroup", _top({
         "spec": _object({
-            "minMember": _integer(), "scheduleTimeoutSeconds": _integer(), "minResources": _quantities(),
+            "minMember": _integer(), "scheduleTimeoutSeconds": _integer(), "minResources": _cr_quantities(),
         }),
         "status": _POD_GROUP_STATUS,
     })),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): ("sh.volcano.scheduling.v1beta1.PodGroup", _top({
         "spec": _object({
             "minMember": _integer(), "minTaskMember": _map(_integer()), "queue": _string(),
-            "priorityClassName": _string(), "minResources": _quantities(), "networkTopology": _NETWORK_TOPOLOGY,
+            "priorityClassName": _string(), "minResources": _cr_quantities(), "networkTopology": _NETWORK_TOPOLOGY,
             "subGroupPolicy": _array(_object({
                 "name": _string(), "networkTopology": _NETWORK_TOPOLOGY, "subGroupSize": _integer(),
                 "minSubGroups": _integer(), "labelSelector": LABEL_SELECTOR, "matchLabelKeys": _strings(),

@@ -392,7 +392,7 @@ class ApiServer:
         if target.subresource != "status":
             self._check_object(resource, {**body, "metadata": {**(body.get("metadata") or {}), "name": target.name}})
         obj = self.store.update_in(resource, target.name, target.namespace, body, subresource=target.subresource,
-                                   dry_run=_dry_run(query))
+                                   dry_run=_dry_run(query), strict=True)
         return self._object_response(request, resource, obj, 200, headers)
 
     async def _patch(self, request: web.BaseRequest, target: _Target, query: dict[str, str]) -> web.Response:
@@ -415,7 +415,8 @@ class ApiServer:
             return checked
 
         result = self.store.patch(resource, target.name, patch, target.namespace, patch_type=patch_type,
-                                  subresource=target.subresource, check=validate, dry_run=_dry_run(query))
+                                  subresource=target.subresource, check=validate, dry_run=_dry_run(query),
+                                  strict=True)
         return self._object_response(request, resource, result, 200, headers)
 
     async def _delete_options(self, request: web.BaseRequest,

@@ -39,14 +39,23 @@ from devcluster.patches import json_patch, merge_patch, strategic_merge
 from devcluster.resources import RESOURCES, ResourceDef, by_kind
 from devcluster.schemas import KIND_SCHEMAS
 from devcluster.watch import Predicate, Watcher, WatchEvent
+from manifests.admission import Rejected, admit_create, admit_update, decode, load_object
 
 Obj = dict[str, Any]
 ResourceRef = ResourceDef | str
 Listener = Callable[[WatchEvent], None]
 Backlog = list[tuple[str, WatchEvent]]
 Objs = list[Obj]
+Warnings = list[str]  # what a load would have been refused for by a real API server
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# The PriorityClasses every cluster has from its first start (kube-apiserver's bootstrap).
+SYSTEM_PRIORITY_CLASSES = (
+    ("system-node-critical", 2_000_001_000,
+     "Used for system critical pods that must not be moved from their current node."),
+    ("system-cluster-critical", 2_000_000_000, "Used for system critical pods that must run in the cluster, but can be "
+                                               "moved to another node if necessary."),
+)
 _UNDELETABLE_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 _BY_KEY = {r.key: r for r in RESOURCES}
 _NAME_CHARS = string.ascii_lowercase + string.digits
@@ -114,16 +123,36 @@ def _write_string_data(secret: Obj) -> None:
     secret.setdefault("type", "Opaque")
 
 
+def _without_seconds(toleration: Any) -> Any:
+    return {k: v for k, v in toleration.items() if k != "tolerationSeconds"} if isinstance(toleration, dict) \
+        else toleration
+
+
 def _check_pod_spec_update(name: str, old: Obj, new: Obj) -> None:
     """422 like the real server when an update changes an immutable pod spec field (e.g. spec.nodeName)."""
     if old == new:
         return
     old_tolerations, new_tolerations = old.get("tolerations") or [], new.get("tolerations") or []
-    tolerations_ok = all(t in new_tolerations for t in old_tolerations)
+    if not all(_without_seconds(t) in [_without_seconds(n) for n in new_tolerations] for t in old_tolerations):
+        raise errors.invalid("Pod", name, [("FieldValueForbidden", "spec.tolerations", "Forbidden: existing "
+                                            "toleration can not be modified except its tolerationSeconds")])
+    tolerations_ok = True
     old_gates, new_gates = old.get("schedulingGates") or [], new.get("schedulingGates") or []
     gates_ok = all(g in old_gates for g in new_gates)
     if not (tolerations_ok and gates_ok and _mutable_masked(old) == _mutable_masked(new)):
         raise errors.invalid("Pod", name, [("FieldValueForbidden", "spec", _POD_UPDATE_FORBIDDEN)])
+
+
+def _api_error(resource: ResourceDef, obj: Obj, refusal: Rejected) -> errors.ApiError:
+    name = str(_meta(obj).get("name") or "")
+    if refusal.code == 422:
+        return errors.invalid(resource.kind, name, refusal.causes, resource.group)
+    if refusal.code == 403:
+        details: dict[str, Any] = {"name": name, "kind": resource.plural}
+        if resource.group:
+            details["group"] = resource.group
+        return errors.ApiError(403, "Forbidden", refusal.message, details)
+    return errors.ApiError(refusal.code, refusal.reason, refusal.message)
 
 
 class Store:
@@ -143,6 +172,9 @@ class Store:
         self.clock = clock
         for name in DEFAULT_NAMESPACES:
             self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        for name, value, description in SYSTEM_PRIORITY_CLASSES:
+            self.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                         "value": value, "description": description})
 
     # ----------------------------------------------------------------------- reading
 
@@ -197,26 +229,32 @@ class Store:
 
     # ----------------------------------------------------------------------- writing
 
-    def create(self, obj: Obj, namespace: str = "", *, keep_status: bool = True) -> Obj:
+    def create(self, obj: Obj, namespace: str = "", *, keep_status: bool = True,
+               warnings: Warnings | None = None) -> Obj:
         """Store a new object (apiVersion/kind pick the resource); returns the stored object.
 
-        `keep_status=False` is the HTTP behaviour (status is reset like a real server's create);
-        direct callers usually keep it to create e.g. running pods.
+        `keep_status=False` is the HTTP behaviour: status is reset and the object goes through a real
+        server's admission (`manifests.admit_create`: defaulting, priority, validation; ApiError on refusal).
+        Direct callers usually keep it, to load objects as a cluster holds them (e.g. running pods):
+        `manifests.load_object`'s decoding, defaulting and admission, refusing only what cannot be decoded.
         """
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         resource = by_kind(str(api_version), str(kind))
         if resource is None:
             raise errors.bad_request(f"no kind {kind!r} is registered for version {api_version!r}")
         return self.create_in(resource, obj, namespace or str(_meta(obj).get("namespace") or ""),
-                              keep_status=keep_status)
+                              keep_status=keep_status, warnings=warnings)
 
     def create_in(self, resource: ResourceDef, obj: Obj, namespace: str, *, keep_status: bool,
-                  dry_run: bool = False) -> Obj:
-        """Create in `namespace` (the URL's); `dry_run` validates and returns the object without storing it."""
+                  dry_run: bool = False, warnings: Warnings | None = None) -> Obj:
+        """Create in `namespace` (the URL's); `dry_run` validates and returns the object without storing it.
+
+        `warnings` (loads only, `keep_status=True`) receives what a real API server would have refused.
+        """
         if resource.stored_as:
             storage = _BY_KEY[resource.stored_as]
             return to_view(resource, self.create_in(storage, to_storage(storage, obj), namespace,
-                                                    keep_status=keep_status, dry_run=dry_run))
+                                                    keep_status=keep_status, dry_run=dry_run, warnings=warnings))
         meta = dict(_meta(obj))
         name = meta.get("name")
         if not name:
@@ -250,7 +288,9 @@ class Store:
         stored: Obj = {**obj, "apiVersion": resource.api_version, "kind": resource.kind, "metadata": meta}
         if not keep_status and resource.has_status and resource.kind != "Node":
             stored.pop("status", None)
+        stored = self._admit(resource, stored, strict=not keep_status, warnings=warnings)
         self._default(resource, stored)
+        meta = stored["metadata"]
         if dry_run:
             return stored
         self._rv += 1
@@ -269,11 +309,13 @@ class Store:
                               obj, subresource=subresource)
 
     def update_in(self, resource: ResourceDef, name: str, namespace: str, obj: Obj, *, subresource: str = "",
-                  dry_run: bool = False) -> Obj:
+                  dry_run: bool = False, strict: bool = False) -> Obj:
+        """Replace an object; `strict` (the HTTP behaviour) runs a real server's update admission and validation
+        (`manifests.admit_update`), otherwise only its decoding and defaulting."""
         if resource.stored_as:
             storage = _BY_KEY[resource.stored_as]
             return to_view(resource, self.update_in(storage, name, namespace, to_storage(storage, obj),
-                                                    subresource=subresource, dry_run=dry_run))
+                                                    subresource=subresource, dry_run=dry_run, strict=strict))
         namespace = self._ns(resource, namespace)
         current = self.get(resource, name, namespace)
         meta = _meta(obj)
@@ -293,6 +335,7 @@ class Store:
                 new["status"] = obj["status"]
             else:
                 new.pop("status", None)
+            new = self._admit(resource, new, strict=False, old=current)  # decoding: canonical quantities
         else:
             new = {**obj, "apiVersion": resource.api_version, "kind": resource.kind}
             new_meta = dict(meta)
@@ -310,6 +353,7 @@ class Store:
                     new.pop("status", None)
             if resource.kind == "Secret":
                 _write_string_data(new)
+            new = self._admit(resource, new, strict=strict, old=current)
             if resource.kind == "Pod":
                 self._default(resource, new)
                 _check_pod_spec_update(name, current.get("spec") or {}, new.get("spec") or {})
@@ -323,7 +367,7 @@ class Store:
 
     def patch(self, ref: ResourceRef, name: str, patch: Any, namespace: str = "", *,
               patch_type: str = "merge", subresource: str = "",
-              check: Callable[[Obj], Obj] | None = None, dry_run: bool = False) -> Obj:
+              check: Callable[[Obj], Obj] | None = None, dry_run: bool = False, strict: bool = False) -> Obj:
         """Apply a `merge`, `json` or `strategic` patch; a resourceVersion in the result is a precondition.
 
         `check` sees (and may replace or refuse) the patched object before it is stored.
@@ -352,7 +396,7 @@ class Store:
         if check is not None:
             result = check(result)
         return self.update_in(resource, name, self._ns(resource, namespace), result, subresource=subresource,
-                              dry_run=dry_run)
+                              dry_run=dry_run, strict=strict)
 
     def delete(self, ref: ResourceRef, name: str, namespace: str = "", *, grace_period_seconds: int | None = None,
                preconditions: dict[str, Any] | None = None, dry_run: bool = False) -> Obj:
@@ -487,22 +531,30 @@ class Store:
             raise errors.ApiError(403, "Forbidden", f"unable to create new content in namespace {namespace} "
                                   "because it is being terminated", {"name": namespace, "kind": "namespaces"})
 
+    @property
+    def priority_classes(self) -> dict[str, Obj]:
+        """The stored PriorityClasses by name (read-only), what the Priority admission plugin reads."""
+        return self._objects["priorityclasses.scheduling.k8s.io"].setdefault("", {})
+
+    def _admit(self, resource: ResourceDef, obj: Obj, *, strict: bool, old: Obj | None = None,
+               warnings: Warnings | None = None) -> Obj:
+        """The shared API-server pipeline of `manifests` for this write (see `create` and `update_in`)."""
+        try:
+            if not strict and old is not None:
+                return decode(resource.api_version, resource.kind, obj)
+            if not strict:
+                loaded = load_object(resource.api_version, resource.kind, obj, self.priority_classes)
+                if warnings is not None:
+                    warnings.extend(loaded.warnings)
+                return loaded.obj
+            if old is None:
+                return admit_create(resource.api_version, resource.kind, obj, self.priority_classes)
+            return admit_update(resource.api_version, resource.kind, obj, old, self.priority_classes)
+        except Rejected as refusal:
+            raise _api_error(resource, obj, refusal) from None
+
     def _default(self, resource: ResourceDef, obj: Obj) -> None:
         if resource.kind == "Pod":
-            spec = dict(obj.get("spec") or {})
-            spec.setdefault("schedulerName", "default-scheduler")
-            spec.setdefault("terminationGracePeriodSeconds", 30)
-            spec.setdefault("restartPolicy", "Always")
-            spec.setdefault("dnsPolicy", "ClusterFirst")
-            class_name = spec.get("priorityClassName")
-            if "priority" not in spec:
-                classes = self._objects["priorityclasses.scheduling.k8s.io"].get("", {})
-                chosen = classes.get(class_name) if class_name else next(
-                    (c for c in classes.values() if c.get("globalDefault")), None)
-                if chosen is not None:
-                    spec["priority"] = int(chosen.get("value", 0))
-                    spec.setdefault("preemptionPolicy", chosen.get("preemptionPolicy") or "PreemptLowerPriority")
-            obj["spec"] = spec
             status = dict(obj.get("status") or {})
             status.setdefault("phase", "Pending")
             obj["status"] = status

@@ -36,6 +36,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
 def _type_ok(value: Any, schema: Schema) -> tuple[bool, str]:
     if value is None:
         return True, ""
+    if schema.get("format") == "quantity":  # decoded by the server, which accepts a JSON number too
+        return (isinstance(value, (int, float, str)) and not isinstance(value, bool)), "quantity"
     if schema.get("x-kubernetes-int-or-string"):
         return (isinstance(value, (int, str)) and not isinstance(value, bool)), "integer or string"
     expected = schema.get("type")

@@ -1,9 +1,18 @@
 """Scenario files: a cluster and the work that arrives on it, as plain Kubernetes objects.
 
-The format is a contract (shared/SCENARIOS.md): a multi-document YAML file, or a directory of such
-files read in name order, each document an ordinary Kubernetes object. Simulation annotations
+The format is a contract (shared/SCENARIOS.md): a YAML file of documents, a JSON file, an NDJSON
+file (one object per line), or a directory of such files read in name order; each document an
+ordinary Kubernetes object, `kind: List` standing for its items. Simulation annotations
 (`sim.toposched.io/at`, `.../runtime`, `.../delete-at`, decimal seconds as strings) say when things
 happen on the virtual clock.
+
+Files are read by `manifests.read_manifests` and every object goes through
+`manifests.load_object`, the same decoding, defaulting and admission that devcluster applies
+(`toposched devcluster --load` reads the same files with the same two functions): canonical
+quantities, requests from limits, schedulerName `default-scheduler`, priority resolved from the
+PriorityClasses that exist when the pod is created (in virtual-time order), default tolerations.
+What a real API server would have refused is reported in `problems`, naming the document and the
+field; an object that cannot be decoded at all is skipped with its reason.
 
 This module only reads and checks files; what happens when is `daemon/`'s simulator's business.
 """
@@ -15,24 +24,21 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import yaml
 
 from events.ingest import KindInfo, KubeObject, decode_object, kind_of
 from events.model import ObjectUndecodable, object_key
 from events.objects import SIMULATION_ANNOTATION_PREFIX
+from manifests import ManifestFileError, Rejected, load_object, read_manifests
 
 # Kept when objects are slimmed (`events.objects.slim` keeps the whole SIMULATION_ANNOTATION_PREFIX family).
 AT_ANNOTATION = SIMULATION_ANNOTATION_PREFIX + "at"
 RUNTIME_ANNOTATION = SIMULATION_ANNOTATION_PREFIX + "runtime"
 DELETE_AT_ANNOTATION = SIMULATION_ANNOTATION_PREFIX + "delete-at"
-
-
-# libyaml's safe loader is ~9x faster on large traces; pure Python's is the same safe subset.
-_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+PRIORITY_CLASS = ("scheduling.k8s.io/v1", "PriorityClass")
 
 
 class ScenarioError(Exception):
-    """A scenario that cannot be read at all (missing file, YAML syntax error)."""
+    """A scenario that cannot be read at all (missing file, YAML or JSON syntax error)."""
 
 
 @dataclass(frozen=True)
@@ -50,44 +56,29 @@ class ScenarioObject:
 @dataclass
 class Scenario:
     objects: list[ScenarioObject] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)  # documents skipped, with why
+    problems: list[str] = field(default_factory=list)  # documents skipped or suspicious, with why
 
     def of_kind(self, name: str) -> list[ScenarioObject]:
         return [o for o in self.objects if o.info.name == name]
 
 
-def scenario_files(path: Path) -> list[Path]:
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-        if not files:
-            raise ScenarioError(f"{path}: directory holds no .yaml or .yml files")
-        return files
-    if not path.exists():
-        raise ScenarioError(f"{path}: no such file or directory")
-    return [path]
+@dataclass
+class _Document:
+    index: int
+    source: str
+    raw: dict[str, Any]
+    at: float
+    runtime: float | None
+    delete_at: float | None
+    problems: list[str] = field(default_factory=list)
+    admitted: dict[str, Any] | None = None
 
 
-def load_documents(path: Path) -> list[tuple[str, dict[str, Any]]]:
-    """Every YAML document under `path` as (source, mapping), in scenario order."""
-    documents: list[tuple[str, dict[str, Any]]] = []
-    for file in scenario_files(path):
-        try:
-            loaded = list(yaml.load_all(file.read_text(), Loader=_SAFE_LOADER))
-        except yaml.YAMLError as error:
-            raise ScenarioError(f"{file}: not valid YAML: {error}") from None
-        except OSError as error:
-            raise ScenarioError(f"{file}: cannot read: {error}") from None
-        for number, document in enumerate(loaded, start=1):
-            if document is None:
-                continue
-            source = f"{file.name}#{number}"
-            if not isinstance(document, dict):
-                raise ScenarioError(f"{source}: a document must be a Kubernetes object (a mapping)")
-            documents.append((source, document))
-    return documents
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
-def _seconds(annotations: dict[str, str], name: str, source: str, problems: list[str]) -> float | None:
+def _seconds(annotations: dict[str, Any], name: str, source: str, problems: list[str]) -> float | None:
     raw = annotations.get(name)
     if raw is None:
         return None
@@ -102,35 +93,81 @@ def _seconds(annotations: dict[str, str], name: str, source: str, problems: list
     return value
 
 
+def _describe(document: _Document) -> str:
+    meta = _dict(document.raw.get("metadata"))
+    name = object_key(str(meta.get("namespace") or ""), str(meta.get("name") or "?"))
+    return f"{document.source}: {document.raw.get('kind') or '?'} {name}"
+
+
+def _admit_in_creation_order(documents: list[_Document]) -> None:
+    """`load_object` for each document in the order the simulation creates them (at, then document order),
+    against the PriorityClasses that exist at that moment (deletions at a time come before creations)."""
+    classes: dict[str, tuple[int, dict[str, Any]]] = {}  # name -> (index of its document, admitted object)
+    removals: list[tuple[float, str, int]] = []  # (delete-at, class name, index of the class document)
+    for document in sorted(documents, key=lambda d: (d.at, d.index)):
+        for when, name, index in [r for r in removals if r[0] <= document.at]:
+            if name in classes and classes[name][0] == index:
+                del classes[name]
+            removals.remove((when, name, index))
+        api_version, kind = str(document.raw.get("apiVersion", "")), str(document.raw.get("kind", ""))
+        try:
+            loaded = load_object(api_version, kind, document.raw, {name: pc for name, (_, pc) in classes.items()})
+        except Rejected as refusal:
+            document.problems.append(f"{_describe(document)}: {refusal.message}; skipped")
+            continue
+        document.admitted = loaded.obj
+        document.problems += [f"{_describe(document)}: {warning}" for warning in loaded.warnings]
+        if (api_version, kind) == PRIORITY_CLASS:
+            name = str(_dict(loaded.obj.get("metadata")).get("name") or "")
+            classes[name] = (document.index, loaded.obj)
+            if document.delete_at is not None:
+                removals.append((document.delete_at, name, document.index))
+
+
 def load_scenario(path: str | Path) -> Scenario:
     scenario = Scenario()
-    for index, (source, document) in enumerate(load_documents(Path(path))):
-        api_version, kind = str(document.get("apiVersion", "")), str(document.get("kind", ""))
-        info = kind_of(api_version, kind)
-        if info is None:
-            scenario.problems.append(
-                f"{source}: {api_version or '?'} {kind or '?'} is not a kind toposched reads; skipped")
-            continue
-        decoded = decode_object(info, document)
-        if isinstance(decoded, ObjectUndecodable):
-            scenario.problems.append(f"{source}: {info.name} {decoded.key}: {decoded.problem}; skipped")
-            continue
-        meta = decoded.metadata
-        if not meta.name:
-            scenario.problems.append(f"{source}: {info.name}: metadata.name is missing; skipped")
-            continue
-        namespace = meta.namespace or ("default" if info.namespaced else "")
-        if info.namespaced and not meta.namespace:
-            decoded = msgspec.structs.replace(decoded, metadata=msgspec.structs.replace(meta, namespace=namespace))
-        annotations = meta.annotations
-        scenario.objects.append(ScenarioObject(
-            info=info,
-            obj=decoded,
-            key=object_key(namespace, meta.name),
-            index=index,
-            source=source,
-            at=_seconds(annotations, AT_ANNOTATION, source, scenario.problems) or 0.0,
-            runtime=_seconds(annotations, RUNTIME_ANNOTATION, source, scenario.problems),
-            delete_at=_seconds(annotations, DELETE_AT_ANNOTATION, source, scenario.problems),
-        ))
+    try:
+        manifests = read_manifests(path)
+    except ManifestFileError as error:
+        raise ScenarioError(str(error)) from None
+    documents: list[_Document] = []
+    for index, (source, raw) in enumerate(manifests):
+        problems: list[str] = []
+        annotations = _dict(_dict(raw.get("metadata")).get("annotations"))
+        documents.append(_Document(
+            index=index, source=source, raw=raw,
+            at=_seconds(annotations, AT_ANNOTATION, source, problems) or 0.0,
+            runtime=_seconds(annotations, RUNTIME_ANNOTATION, source, problems),
+            delete_at=_seconds(annotations, DELETE_AT_ANNOTATION, source, problems),
+            problems=problems))
+    _admit_in_creation_order(documents)
+    for document in documents:
+        scenario.problems += document.problems
+        item = _scenario_object(document, scenario.problems)
+        if item is not None:
+            scenario.objects.append(item)
     return scenario
+
+
+def _scenario_object(document: _Document, problems: list[str]) -> ScenarioObject | None:
+    if document.admitted is None:
+        return None
+    source, raw = document.source, document.admitted
+    api_version, kind = str(raw.get("apiVersion", "")), str(raw.get("kind", ""))
+    info = kind_of(api_version, kind)
+    if info is None:
+        problems.append(f"{source}: {api_version or '?'} {kind or '?'} is not a kind toposched reads; skipped")
+        return None
+    decoded = decode_object(info, raw)
+    if isinstance(decoded, ObjectUndecodable):
+        problems.append(f"{source}: {info.name} {decoded.key}: {decoded.problem}; skipped")
+        return None
+    meta = decoded.metadata
+    if not meta.name:
+        problems.append(f"{source}: {info.name}: metadata.name is missing; skipped")
+        return None
+    namespace = meta.namespace or ("default" if info.namespaced else "")
+    if info.namespaced and not meta.namespace:
+        decoded = msgspec.structs.replace(decoded, metadata=msgspec.structs.replace(meta, namespace=namespace))
+    return ScenarioObject(info=info, obj=decoded, key=object_key(namespace, meta.name), index=document.index,
+                          source=source, at=document.at, runtime=document.runtime, delete_at=document.delete_at)

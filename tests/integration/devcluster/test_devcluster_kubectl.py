@@ -65,16 +65,16 @@ spec:
   containers:
   - name: main
     image: busybox
-    resources: {requests: {cpu: "1", nvidia.com/gpu: "8"}}
+    resources: {requests: {cpu: "1"}, limits: {nvidia.com/gpu: 8}}
     securityContext: {runAsUser: 1000}
-  tolerations: [{key: gpu, operator: Exists, effect: NoSchedule}]
 """
     assert "pod/applied created" in kubectl.run("apply", "-f", "-", stdin=manifest).stdout
     changed = manifest.replace("tier: one", "tier: two")
     assert "pod/applied configured" in kubectl.run("apply", "-f", "-", stdin=changed).stdout
     as_json = json.loads(kubectl.run("get", "pod", "applied", "-o", "json").stdout)
     assert as_json["metadata"]["labels"] == {"tier": "two"}
-    assert as_json["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "8"
+    resources = as_json["spec"]["containers"][0]["resources"]
+    assert resources == {"requests": {"cpu": "1", "nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}
     jsonpath = kubectl.run("get", "pods", "-o", "jsonpath={.items[?(@.metadata.name=='applied')].spec.schedulerName}")
     assert jsonpath.stdout == "toposched"
     stored = cluster.call(lambda c: c.store.get("pods", "applied", "default"))

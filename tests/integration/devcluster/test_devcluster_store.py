@@ -154,7 +154,8 @@ def test_pods_take_their_priority_from_the_priority_class() -> None:
                   "value": 1000, "preemptionPolicy": "Never"})
     created = store.create(pod("p1", priorityClassName="high"))
     assert (created["spec"]["priority"], created["spec"]["preemptionPolicy"]) == (1000, "Never")
-    assert "priority" not in store.create(pod("p2"))["spec"]
+    defaulted = store.create(pod("p2"))["spec"]  # no class and no globalDefault: priority 0, as the plugin sets it
+    assert (defaulted["priority"], defaulted["preemptionPolicy"]) == (0, "PreemptLowerPriority")
 
 
 def test_namespaces_are_created_on_demand_unless_strict() -> None:
@@ -170,8 +171,9 @@ def test_pod_updates_may_not_change_immutable_spec_fields() -> None:
     with pytest.raises(ApiError) as raised:
         store.patch("pods", "p1", {"spec": {"nodeName": "n1"}}, "default")
     assert raised.value.code == 422 and "pod updates may not change fields" in raised.value.message
+    added = [*created["spec"]["tolerations"], {"key": "k", "operator": "Exists"}]  # only additions are allowed
     image = store.patch("pods", "p1", {"spec": {"containers": [{"name": "main", "image": "alpine"}],
-                                                "tolerations": [{"key": "k", "operator": "Exists"}]}},
+                                                "tolerations": added}},
                         "default", patch_type="strategic")
     assert image["spec"]["containers"][0]["image"] == "alpine"
     assert int(image["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])

@@ -1,0 +1,208 @@
+"""One write through a Kubernetes API server, as pure functions: decode, default, admit, validate.
+
+A create runs, in the order kube-apiserver runs them:
+1. decoding and defaulting (`manifests.defaulting`): canonical quantities, `SetDefaults_*`; a
+   quantity that cannot be decoded is a 400 BadRequest;
+2. mutating admission, on create only:
+   - Priority (plugin/pkg/admission/priority): a pod's `priorityClassName` is resolved to
+     `spec.priority` and `spec.preemptionPolicy`; no class named means the globalDefault class
+     (lowest value if several) and its name is written into the pod, or priority 0 and
+     PreemptLowerPriority when there is none; an unknown class, or a priority/preemptionPolicy
+     written in the pod that differs from the class's, is 403 Forbidden;
+   - DefaultTolerationSeconds: pods that do not tolerate `node.kubernetes.io/not-ready` /
+     `unreachable` NoExecute taints get tolerations for 300 seconds;
+   - PriorityClass: at most one class may be globalDefault (403);
+3. validation (`manifests.validation`): 422 Invalid with every cause.
+An update runs 1, the PriorityClass rule and 3 (with the old object for immutability rules).
+
+`load_object` is the same pipeline for objects read from a scenario (simulation, `toposched
+devcluster --load`): they describe what a cluster holds, so what a real server would have refused
+becomes a warning naming the field, not a refusal, and a pod that states its own `spec.priority`
+without a class keeps it (SCENARIOS.md lets a scenario write the resolved priority). Only an
+object that cannot be decoded at all is refused.
+
+Pure: no I/O; the priority classes are passed in. Imports nothing of ours outside `manifests`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from manifests.defaulting import UndecodableQuantity, apply_defaults
+from manifests.validation import Cause, validate
+
+Obj = dict[str, Any]
+PriorityClasses = Mapping[str, Obj]  # name -> PriorityClass object
+
+NOT_READY = "node.kubernetes.io/not-ready"
+UNREACHABLE = "node.kubernetes.io/unreachable"
+DEFAULT_TOLERATION_SECONDS = 300
+
+
+class Rejected(Exception):
+    """What the API server answers instead of storing: HTTP `code`, Status `reason`, `message`, `causes`."""
+
+    def __init__(self, code: int, reason: str, message: str, causes: list[Cause] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.causes = causes or []
+
+
+class Loaded(NamedTuple):
+    obj: Obj
+    warnings: list[str]
+
+
+def _dict(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
+def _name(obj: Obj) -> str:
+    return str(_dict(obj.get("metadata")).get("name") or "")
+
+
+def forbidden(plural: str, group: str, name: str, why: str) -> Rejected:
+    resource = f"{plural}.{group}" if group else plural
+    return Rejected(403, "Forbidden", f'{resource} "{name}" is forbidden: {why}')
+
+
+def decode(api_version: str, kind: str, obj: Obj) -> Obj:
+    """Decoding and defaulting; Rejected(400) for a quantity that is not one."""
+    try:
+        return apply_defaults(api_version, kind, obj)
+    except UndecodableQuantity as error:
+        version = api_version.rpartition("/")[2]
+        raise Rejected(400, "BadRequest", f'{kind} in version "{version}" cannot be handled as a {kind}: '
+                                          f"{error.field}: {error.message}") from None
+
+
+# --------------------------------------------------------------------------- admission plugins
+
+
+def global_default(classes: PriorityClasses) -> Obj | None:
+    """The globalDefault PriorityClass; with several (a race), the lowest value, as the plugin picks."""
+    found: Obj | None = None
+    for priority_class in classes.values():
+        if priority_class.get("globalDefault") and (found is None or found.get("value", 0) > priority_class.get(
+                "value", 0)):
+            found = priority_class
+    return found
+
+
+def resolve_priority(pod: Obj, classes: PriorityClasses) -> Obj:
+    """The Priority admission plugin on a pod create; Rejected(403) as the plugin refuses."""
+    spec = _dict(pod.get("spec"))
+    class_name = spec.get("priorityClassName") or ""
+    name = _name(pod)
+    if class_name:
+        chosen = classes.get(str(class_name))
+        if chosen is None:
+            raise forbidden("pods", "", name, f"no PriorityClass with name {class_name} was found")
+        priority, policy = int(chosen.get("value", 0)), chosen.get("preemptionPolicy")
+    else:
+        chosen = global_default(classes)
+        if chosen is not None:
+            class_name = _name(chosen)
+            priority, policy = int(chosen.get("value", 0)), chosen.get("preemptionPolicy")
+        else:
+            priority, policy = 0, "PreemptLowerPriority"
+    written = spec.get("priority")
+    if written is not None and written != priority:
+        raise forbidden("pods", "", name, f"the integer value of priority ({written}) must not be provided in pod "
+                                          f"spec; priority admission controller computed {priority} from the given "
+                                          "PriorityClass name")
+    new_spec = {**spec, "priority": priority}
+    if class_name:
+        new_spec["priorityClassName"] = class_name
+    if policy:
+        written_policy = spec.get("preemptionPolicy")
+        if written_policy and written_policy != policy:
+            raise forbidden("pods", "", name, f"the string value of PreemptionPolicy ({written_policy}) must not be "
+                                              f"provided in pod spec; priority admission controller computed {policy} "
+                                              "from the given PriorityClass name")
+        new_spec["preemptionPolicy"] = policy
+    return {**pod, "spec": new_spec}
+
+
+def _tolerates(tolerations: list[Any], key: str) -> bool:
+    return any(isinstance(t, dict) and t.get("key") in (key, "", None) and t.get("effect") in ("NoExecute", "", None)
+               for t in tolerations)
+
+
+def default_toleration_seconds(pod: Obj) -> Obj:
+    """The DefaultTolerationSeconds admission plugin on a pod create."""
+    spec = _dict(pod.get("spec"))
+    tolerations = list(spec.get("tolerations") or [])
+    added = [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": DEFAULT_TOLERATION_SECONDS}
+             for key in (NOT_READY, UNREACHABLE) if not _tolerates(tolerations, key)]
+    if not added:
+        return pod
+    return {**pod, "spec": {**spec, "tolerations": tolerations + added}}
+
+
+def check_single_default(priority_class: Obj, classes: PriorityClasses) -> None:
+    """The PriorityClass admission plugin: only one class may be globalDefault."""
+    if not priority_class.get("globalDefault"):
+        return
+    name = _name(priority_class)
+    for other in classes.values():
+        if other.get("globalDefault") and _name(other) != name:
+            raise forbidden("priorityclasses", "scheduling.k8s.io", name, f"PriorityClass {_name(other)} is already "
+                                                                          "marked as default. Only one default can "
+                                                                          "exist")
+
+
+# --------------------------------------------------------------------------- writes
+
+
+def _invalid(kind: str, group: str, obj: Obj, causes: list[Cause]) -> Rejected:
+    name = _name(obj)
+    text = "; ".join(f"{field}: {message}" if field else message for _, field, message in causes)
+    if len(causes) > 1:
+        text = "[" + ", ".join(f"{field}: {message}" if field else message for _, field, message in causes) + "]"
+    title = f"{kind}.{group}" if group else kind
+    return Rejected(422, "Invalid", f'{title} "{name}" is invalid: {text}', causes)
+
+
+def admit_create(api_version: str, kind: str, obj: Obj, classes: PriorityClasses) -> Obj:
+    """A create as the API server runs it; returns the object to store, or raises Rejected."""
+    obj = decode(api_version, kind, obj)
+    if (api_version, kind) == ("v1", "Pod"):
+        obj = default_toleration_seconds(resolve_priority(obj, classes))
+    elif (api_version, kind) == ("scheduling.k8s.io/v1", "PriorityClass"):
+        check_single_default(obj, classes)
+    causes = validate(api_version, kind, obj)
+    if causes:
+        raise _invalid(kind, api_version.rpartition("/")[0], obj, causes)
+    return obj
+
+
+def admit_update(api_version: str, kind: str, obj: Obj, old: Obj, classes: PriorityClasses) -> Obj:
+    """An update (PUT, PATCH, apply) as the API server runs it; returns the object to store, or raises Rejected."""
+    obj = decode(api_version, kind, obj)
+    if (api_version, kind) == ("scheduling.k8s.io/v1", "PriorityClass"):
+        check_single_default(obj, classes)
+    causes = validate(api_version, kind, obj, old)
+    if causes:
+        raise _invalid(kind, api_version.rpartition("/")[0], obj, causes)
+    return obj
+
+
+def load_object(api_version: str, kind: str, obj: Obj, classes: PriorityClasses) -> Loaded:
+    """An object read from a scenario, as a cluster would hold it; Rejected only if it cannot be decoded."""
+    obj = decode(api_version, kind, obj)
+    warnings: list[str] = []
+    if (api_version, kind) == ("v1", "Pod"):
+        spec = _dict(obj.get("spec"))
+        if spec.get("priority") is None or spec.get("priorityClassName"):
+            try:
+                obj = resolve_priority(obj, classes)
+            except Rejected as refusal:
+                warnings.append(f"a real API server refuses it: {refusal.message.partition(': ')[2]}")
+        obj = default_toleration_seconds(obj)
+    warnings += [f"a real API server refuses it: {field}: {message}" for _, field, message in
+                 validate(api_version, kind, obj)]
+    return Loaded(obj, warnings)

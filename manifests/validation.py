@@ -1,0 +1,476 @@
+"""The API server's validation of the objects a scheduler reads: the rules a real server answers 422 for.
+
+Each rule is apimachinery's or k8s.io/kubernetes pkg/apis/*/validation's, with its field path and
+its words, so that a manifest devcluster refuses is one a real cluster refuses, for the same reason:
+
+- metadata: label keys are qualified names and label values at most 63 characters of
+  `[A-Za-z0-9_.-]` starting and ending alphanumeric; annotation keys are qualified names and all
+  annotations together at most 256 KiB (`TotalAnnotationSizeLimitB`).
+- Pod: containers present, named (DNS labels, unique) and with an image; resource names that a
+  container may ask for; quantities not negative; extended resources (`nvidia.com/gpu`) whole
+  numbers, with a limit, and a request equal to it (they cannot be overcommitted); other requests
+  at most their limit; preemptionPolicy one of the two policies; nodeSelector values valid label
+  values; `workloadRef` / `schedulingGroup` (the Workload API's pod side) well formed.
+- PriorityClass: user classes at most 1e9, `system-` names reserved, value and preemptionPolicy
+  immutable.
+- Workload (scheduling.k8s.io/v1alpha1, Kubernetes 1.35) and PodGroup (scheduling.k8s.io/v1alpha2,
+  1.36): as `pkg/apis/scheduling/validation` and the types' declarative tags say.
+
+`validate(api_version, kind, obj, old)` returns causes `(reason, field, message)` in the form of a
+Status's `details.causes`; empty means valid. Pure: no I/O, nothing of ours imported but
+`manifests.quantity`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+from manifests.quantity import QuantityError, value_of
+
+Obj = dict[str, Any]
+Cause = tuple[str, str, str]  # (reason, field, message)
+
+TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
+LABEL_VALUE_MAX = 63
+HIGHEST_USER_PRIORITY = 1_000_000_000
+SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
+PREEMPTION_POLICIES = ("Never", "PreemptLowerPriority")
+WORKLOAD_MAX_POD_GROUPS = 8
+
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+_QUALIFIED_NAME_MESSAGE = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+_LABEL_VALUE_MESSAGE = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used "
+    "for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")
+_DNS1123_LABEL_MESSAGE = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and "
+    "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+_DNS1123_SUBDOMAIN_MESSAGE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+
+
+def _dict(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
+def _quote(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def invalid(field: str, value: Any, message: str) -> Cause:
+    return ("FieldValueInvalid", field, f"Invalid value: {_quote(value)}: {message}")
+
+
+def required(field: str, message: str = "") -> Cause:
+    return ("FieldValueRequired", field, f"Required value: {message}" if message else "Required value")
+
+
+def forbidden(field: str, message: str) -> Cause:
+    return ("FieldValueForbidden", field, f"Forbidden: {message}")
+
+
+def not_supported(field: str, value: Any, supported: tuple[str, ...]) -> Cause:
+    listed = ", ".join(f'"{s}"' for s in supported)
+    return ("FieldValueNotSupported", field, f"Unsupported value: {_quote(value)}: supported values: {listed}")
+
+
+def immutable(field: str, value: Any) -> Cause:
+    return ("FieldValueInvalid", field, f"Invalid value: {_quote(value)}: field is immutable")
+
+
+# --------------------------------------------------------------------------- names
+
+
+@functools.lru_cache(maxsize=65536)  # names repeat across a cluster's objects
+def qualified_name_problems(name: str) -> tuple[str, ...]:
+    """apimachinery IsQualifiedName: `[prefix/]name`, prefix a DNS subdomain, name at most 63 characters."""
+    parts = name.split("/")
+    if len(parts) > 2:
+        return ("a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+                "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+                "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix "
+                "and '/' (e.g. 'example.com/MyName')",)
+    problems: list[str] = []
+    short = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            problems.append("prefix part must be non-empty")
+        elif len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix):
+            problems.append(f"prefix part {_DNS1123_SUBDOMAIN_MESSAGE}" if len(prefix) <= 253
+                            else "prefix part must be no more than 253 characters")
+    if not short:
+        problems.append("name part must be non-empty")
+    else:
+        if len(short) > 63:
+            problems.append("name part must be no more than 63 characters")
+        if not _QUALIFIED_NAME.match(short):
+            problems.append(_QUALIFIED_NAME_MESSAGE)
+    return tuple(problems)
+
+
+@functools.lru_cache(maxsize=65536)  # names repeat across a cluster's objects
+def label_value_problems(value: str) -> tuple[str, ...]:
+    problems: list[str] = []
+    if len(value) > LABEL_VALUE_MAX:
+        problems.append(f"must be no more than {LABEL_VALUE_MAX} characters")
+    if not _LABEL_VALUE.match(value):
+        problems.append(_LABEL_VALUE_MESSAGE)
+    return tuple(problems)
+
+
+@functools.lru_cache(maxsize=65536)  # names repeat across a cluster's objects
+def dns_label_problems(value: str) -> tuple[str, ...]:
+    too_long = () if len(value) <= 63 else ("must be no more than 63 characters",)
+    return too_long + (() if _DNS1123_LABEL.match(value) else (_DNS1123_LABEL_MESSAGE,))
+
+
+@functools.lru_cache(maxsize=65536)  # names repeat across a cluster's objects
+def dns_subdomain_problems(value: str) -> tuple[str, ...]:
+    too_long = () if len(value) <= 253 else ("must be no more than 253 characters",)
+    return too_long + (() if _DNS1123_SUBDOMAIN.match(value) else (_DNS1123_SUBDOMAIN_MESSAGE,))
+
+
+def validate_labels(labels: Any, field: str) -> list[Cause]:
+    causes: list[Cause] = []
+    if not isinstance(labels, dict):
+        return causes
+    for key, value in labels.items():
+        causes += [invalid(field, key, problem) for problem in qualified_name_problems(str(key))]
+        if isinstance(value, str):
+            causes += [invalid(field, value, problem) for problem in label_value_problems(value)]
+    return causes
+
+
+def validate_annotations(annotations: Any, field: str) -> list[Cause]:
+    causes: list[Cause] = []
+    if not isinstance(annotations, dict):
+        return causes
+    total = 0
+    for key, value in annotations.items():
+        causes += [invalid(field, key, problem) for problem in qualified_name_problems(str(key).lower())]
+        total += len(str(key)) + len(str(value) if value is not None else "")
+    if total > TOTAL_ANNOTATION_SIZE_LIMIT:
+        causes.append(("FieldValueTooLong", field, f"Too long: may not be more than {TOTAL_ANNOTATION_SIZE_LIMIT} "
+                                                   "bytes"))
+    return causes
+
+
+def validate_metadata(obj: Obj) -> list[Cause]:
+    meta = _dict(obj.get("metadata"))
+    return (validate_labels(meta.get("labels"), "metadata.labels")
+            + validate_annotations(meta.get("annotations"), "metadata.annotations"))
+
+
+# --------------------------------------------------------------------------- pods
+
+_STANDARD_CONTAINER_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
+def _native(name: str) -> bool:
+    """IsNativeResource: no domain, or a kubernetes.io domain."""
+    return "/" not in name or "kubernetes.io/" in name
+
+
+@functools.lru_cache(maxsize=4096)
+def _extended(name: str) -> bool:
+    """IsExtendedResourceName: outside kubernetes.io, not `requests.`-prefixed, a qualified name."""
+    if _native(name) or name.startswith("requests."):
+        return False
+    return not qualified_name_problems(f"requests.{name}")
+
+
+def _overcommit_allowed(name: str) -> bool:
+    return _native(name) and not name.startswith("hugepages-")
+
+
+@functools.lru_cache(maxsize=4096)
+def _resource_name_problems(name: str) -> tuple[str, ...]:
+    problems = qualified_name_problems(name)
+    if problems:
+        return problems
+    if "/" not in name:
+        if name not in _STANDARD_CONTAINER_RESOURCES and not name.startswith("hugepages-"):
+            return ("must be a standard resource for containers",)
+    elif not _native(name) and not _extended(name):
+        return ("doesn't follow extended resource name standard",)
+    return ()
+
+
+def _resource_name(name: str, field: str) -> list[Cause]:
+    problems = _resource_name_problems(name)
+    return [invalid(field, name, problem) for problem in problems] if problems else []
+
+
+def _quantities(values: Any, field: str) -> tuple[dict[str, Fraction], list[Cause]]:
+    parsed: dict[str, Fraction] = {}
+    causes: list[Cause] = []
+    if not isinstance(values, dict):
+        return parsed, causes
+    for name, raw in values.items():
+        where = f"{field}[{name}]"
+        causes += _resource_name(str(name), where)
+        try:
+            value = value_of(raw)
+        except (QuantityError, TypeError):
+            continue  # decoding already refused it (400) or kept it for another reader
+        parsed[str(name)] = value
+        if value < 0:
+            causes.append(invalid(where, str(raw), "must be greater than or equal to 0"))
+        elif _extended(str(name)) and value.denominator != 1:
+            causes.append(invalid(where, str(raw), "must be an integer"))
+    return parsed, causes
+
+
+def _container_resources(resources: Any, field: str) -> list[Cause]:
+    resources = _dict(resources)
+    limits, causes = _quantities(resources.get("limits"), f"{field}.limits")
+    requests, request_causes = _quantities(resources.get("requests"), f"{field}.requests")
+    causes += request_causes
+    raw_limits, raw_requests = _dict(resources.get("limits")), _dict(resources.get("requests"))
+    for name, request in requests.items():
+        limit = limits.get(name)
+        if limit is not None:
+            if request != limit and not _overcommit_allowed(name):
+                causes.append(invalid(f"{field}.requests", str(raw_requests[name]),
+                                      f"must be equal to {name} limit of {raw_limits[name]}"))
+            elif request > limit:
+                causes.append(invalid(f"{field}.requests", str(raw_requests[name]),
+                                      f"must be less than or equal to {name} limit of {raw_limits[name]}"))
+        elif name not in raw_limits and not _overcommit_allowed(name):
+            causes.append(required(f"{field}.limits", "Limit must be set for non overcommitable resources"))
+    return causes
+
+
+def _unique_label_name(name: Any, field: str, seen: set[str], duplicate_field: str, duplicate: Any) -> list[Cause]:
+    """A list item's name: required, a DNS label, unique in the list (the Duplicate cause says the item)."""
+    if not name:
+        return [required(field)]
+    causes = [invalid(field, name, p) for p in dns_label_problems(str(name))]
+    if name in seen:
+        causes.append(("FieldValueDuplicate", duplicate_field, f"Duplicate value: {_quote(duplicate)}"))
+    seen.add(str(name))
+    return causes
+
+
+def _containers(spec: Obj, name: str, field: str, seen: set[str]) -> list[Cause]:
+    causes: list[Cause] = []
+    containers = spec.get(name)
+    if not isinstance(containers, list):
+        return causes
+    for index, container in enumerate(containers):
+        where = f"{field}.{name}[{index}]"
+        container = _dict(container)
+        causes += _unique_label_name(container.get("name"), f"{where}.name", seen, f"{where}.name",
+                                     container.get("name"))
+        if not container.get("image"):
+            causes.append(required(f"{where}.image"))
+        causes += _container_resources(container.get("resources"), f"{where}.resources")
+    return causes
+
+
+def _pod_workload_fields(spec: Obj) -> list[Cause]:
+    causes: list[Cause] = []
+    ref = spec.get("workloadRef")
+    if isinstance(ref, dict):
+        if not ref.get("name"):
+            causes.append(required("spec.workloadRef.name"))
+        else:
+            causes += [invalid("spec.workloadRef.name", ref["name"], p)
+                       for p in dns_subdomain_problems(str(ref["name"]))]
+        if not ref.get("podGroup"):
+            causes.append(required("spec.workloadRef.podGroup"))
+        else:
+            causes += [invalid("spec.workloadRef.podGroup", ref["podGroup"], p)
+                       for p in dns_label_problems(str(ref["podGroup"]))]
+        key = ref.get("podGroupReplicaKey")
+        if key:
+            causes += [invalid("spec.workloadRef.podGroupReplicaKey", key, p) for p in dns_label_problems(str(key))]
+    group = spec.get("schedulingGroup")
+    if isinstance(group, dict):
+        name = group.get("podGroupName")
+        if not name:
+            causes.append(required("spec.schedulingGroup.podGroupName"))
+        else:
+            causes += [invalid("spec.schedulingGroup.podGroupName", name, p)
+                       for p in dns_subdomain_problems(str(name))]
+    return causes
+
+
+def validate_pod_spec(spec: Obj, field: str = "spec") -> list[Cause]:
+    causes: list[Cause] = []
+    if not spec.get("containers"):
+        causes.append(required(f"{field}.containers"))
+    seen: set[str] = set()
+    causes += _containers(spec, "containers", field, seen)
+    causes += _containers(spec, "initContainers", field, seen)
+    policy = spec.get("preemptionPolicy")
+    if policy is not None and policy not in PREEMPTION_POLICIES:
+        causes.append(not_supported(f"{field}.preemptionPolicy", policy, PREEMPTION_POLICIES))
+    causes += validate_labels(spec.get("nodeSelector"), f"{field}.nodeSelector")
+    return causes
+
+
+def _pod(obj: Obj, old: Obj | None) -> list[Cause]:
+    spec = _dict(obj.get("spec"))
+    causes = validate_pod_spec(spec) + _pod_workload_fields(spec)
+    if old is not None:
+        old_spec = _dict(old.get("spec"))
+        for name in ("workloadRef", "schedulingGroup"):
+            if name in old_spec and spec.get(name) != old_spec.get(name):
+                causes.append(immutable(f"spec.{name}", spec.get(name)))
+    return causes
+
+
+# --------------------------------------------------------------------------- priority classes
+
+
+def _priority_class(obj: Obj, old: Obj | None) -> list[Cause]:
+    causes: list[Cause] = []
+    name = str(_dict(obj.get("metadata")).get("name") or "")
+    value = obj.get("value")
+    if "value" not in obj:
+        causes.append(required("value"))
+    elif name.startswith("system-"):
+        if SYSTEM_PRIORITY_CLASSES.get(name) != value or obj.get("globalDefault"):
+            causes.append(forbidden("metadata.name", "priority class names with 'system-' prefix are reserved for "
+                                                     f"system use only. error: {_system_class_error(name, value)}"))
+    elif isinstance(value, int) and value > HIGHEST_USER_PRIORITY:
+        causes.append(forbidden("value", "maximum allowed value of a user defined priority is "
+                                         f"{HIGHEST_USER_PRIORITY}"))
+    policy = obj.get("preemptionPolicy")
+    if policy is not None and policy not in PREEMPTION_POLICIES:
+        causes.append(not_supported("preemptionPolicy", policy, PREEMPTION_POLICIES))
+    if old is not None:
+        if obj.get("value") != old.get("value"):
+            causes.append(forbidden("value", "may not be changed in an update."))
+        if obj.get("preemptionPolicy") != old.get("preemptionPolicy"):
+            causes.append(immutable("preemptionPolicy", obj.get("preemptionPolicy")))
+    return causes
+
+
+def _system_class_error(name: str, value: Any) -> str:
+    if name not in SYSTEM_PRIORITY_CLASSES:
+        return f"{name!r} is not a known system priority class"
+    return f"value of {name!r} PriorityClass must be {SYSTEM_PRIORITY_CLASSES[name]}, not {value}"
+
+
+# --------------------------------------------------------------------------- the Workload API
+
+
+def _gang_policy(policy: Obj, field: str) -> list[Cause]:
+    chosen = [f"`{name}`" for name in ("basic", "gang") if policy.get(name) is not None]
+    if not chosen:
+        return [invalid(field, "", "must specify one of: `basic`, `gang`")]
+    if len(chosen) > 1:
+        return [invalid(field, "{" + ", ".join(chosen) + "}",
+                        "exactly one of `basic`, `gang` is required, but multiple fields are set")]
+    gang = policy.get("gang")
+    if not isinstance(gang, dict):
+        return []
+    count = gang.get("minCount")
+    if not count:
+        return [required(f"{field}.gang.minCount")]
+    if isinstance(count, int) and count < 0:
+        return [invalid(f"{field}.gang.minCount", count, "must be greater than zero")]
+    return []
+
+
+def _workload(obj: Obj, old: Obj | None) -> list[Cause]:
+    """scheduling.k8s.io/v1alpha1 Workload (Kubernetes 1.35): spec.podGroups[].policy."""
+    spec = _dict(obj.get("spec"))
+    causes: list[Cause] = []
+    ref = spec.get("controllerRef")
+    if isinstance(ref, dict):
+        for key in ("kind", "name"):
+            if not ref.get(key):
+                causes.append(required(f"spec.controllerRef.{key}"))
+    groups = spec.get("podGroups")
+    if not isinstance(groups, list) or not groups:
+        causes.append(required("spec.podGroups", "must have at least one item"))
+    elif len(groups) > WORKLOAD_MAX_POD_GROUPS:
+        causes.append(("FieldValueTooMany", "spec.podGroups",
+                       f"Too many: {len(groups)}: must have at most {WORKLOAD_MAX_POD_GROUPS} items"))
+    else:
+        seen: set[str] = set()
+        for index, group in enumerate(groups):
+            where = f"spec.podGroups[{index}]"
+            group = _dict(group)
+            causes += _unique_label_name(group.get("name"), f"{where}.name", seen, where, group)
+            causes += _gang_policy(_dict(group.get("policy")), f"{where}.policy")
+    if old is not None:
+        old_spec = _dict(old.get("spec"))
+        if spec.get("podGroups") != old_spec.get("podGroups"):
+            causes.append(immutable("spec.podGroups", spec.get("podGroups")))
+        if old_spec.get("controllerRef") is not None and spec.get("controllerRef") != old_spec.get("controllerRef"):
+            causes.append(immutable("spec.controllerRef", spec.get("controllerRef")))
+    return causes
+
+
+def _pod_group_v1alpha2(obj: Obj, old: Obj | None) -> list[Cause]:
+    """scheduling.k8s.io/v1alpha2 PodGroup (Kubernetes 1.36): the runtime group pods join by name."""
+    spec = _dict(obj.get("spec"))
+    causes = _gang_policy(_dict(spec.get("schedulingPolicy")), "spec.schedulingPolicy")
+    ref = spec.get("podGroupTemplateRef")
+    if isinstance(ref, dict):
+        workload = ref.get("workload")
+        if not isinstance(workload, dict):
+            causes.append(invalid("spec.podGroupTemplateRef", "", "must specify one of: `workload`"))
+        else:
+            for key, check in (("workloadName", dns_subdomain_problems), ("podGroupTemplateName", dns_label_problems)):
+                value = workload.get(key)
+                where = f"spec.podGroupTemplateRef.workload.{key}"
+                if not value:
+                    causes.append(required(where))
+                else:
+                    causes += [invalid(where, value, p) for p in check(str(value))]
+    constraints = spec.get("schedulingConstraints")
+    if isinstance(constraints, dict):
+        topology = constraints.get("topology")
+        if isinstance(topology, list):
+            if len(topology) > 1:
+                causes.append(("FieldValueTooMany", "spec.schedulingConstraints.topology",
+                               f"Too many: {len(topology)}: must have at most 1 item"))
+            for index, constraint in enumerate(topology):
+                where = f"spec.schedulingConstraints.topology[{index}].key"
+                topology_key = _dict(constraint).get("key")
+                if not topology_key:
+                    causes.append(required(where))
+                else:
+                    causes += [invalid(where, topology_key, p) for p in qualified_name_problems(str(topology_key))]
+    if old is not None:
+        old_spec = _dict(old.get("spec"))
+        for name in ("podGroupTemplateRef", "schedulingPolicy", "schedulingConstraints"):
+            if spec.get(name) != old_spec.get(name):
+                causes.append(immutable(f"spec.{name}", spec.get(name)))
+    return causes
+
+
+_RULES: dict[tuple[str, str], Callable[[Obj, Obj | None], list[Cause]]] = {
+    ("v1", "Pod"): _pod,
+    ("scheduling.k8s.io/v1", "PriorityClass"): _priority_class,
+    ("scheduling.k8s.io/v1alpha1", "Workload"): _workload,
+    ("scheduling.k8s.io/v1alpha2", "PodGroup"): _pod_group_v1alpha2,
+}
+
+
+def validate(api_version: str, kind: str, obj: Obj, old: Obj | None = None) -> list[Cause]:
+    """Why a real API server would refuse `obj` (422), as Status causes; `old` is the stored object on update."""
+    rules = _RULES.get((api_version, kind))
+    return validate_metadata(obj) + (rules(obj, old) if rules is not None else [])

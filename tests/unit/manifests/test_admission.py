@@ -1,0 +1,153 @@
+"""A create, an update and a scenario load go through the API server's defaulting, admission and validation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from manifests.admission import Rejected, admit_create, admit_update, load_object
+
+GPU = "nvidia.com/gpu"
+
+
+def pod(name: str = "p", resources: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "main", "image": "trainer:1.0"}
+    if resources is not None:
+        container["resources"] = resources
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [container], **spec}}
+
+
+def priority_class(name: str, value: int, **fields: Any) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+            "value": value, **fields}
+
+
+def create(obj: dict[str, Any], classes: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    return admit_create(obj["apiVersion"], obj["kind"], obj, classes or {})
+
+
+def refusal(obj: dict[str, Any], classes: dict[str, dict[str, Any]] | None = None) -> Rejected:
+    with pytest.raises(Rejected) as refused:
+        create(obj, classes)
+    return refused.value
+
+
+def test_limits_only_gpu_pod_gets_requests_equal_to_its_limits_in_canonical_form() -> None:
+    created = create(pod(resources={"limits": {GPU: 8, "cpu": "4000m", "memory": "65536Mi"}}))
+    resources = created["spec"]["containers"][0]["resources"]
+    assert resources["limits"] == {GPU: "8", "cpu": "4", "memory": "64Gi"}
+    assert resources["requests"] == resources["limits"]
+
+
+def test_a_request_written_is_kept_and_only_missing_ones_come_from_limits() -> None:
+    created = create(pod(resources={"requests": {"cpu": "500m"}, "limits": {"cpu": "2", GPU: "1"}}))
+    assert created["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m", GPU: "1"}
+
+
+def test_pod_defaults_placement_depends_on() -> None:
+    spec = create(pod())["spec"]
+    assert spec["schedulerName"] == "default-scheduler"
+    assert spec["terminationGracePeriodSeconds"] == 30
+    assert (spec["priority"], spec["preemptionPolicy"]) == (0, "PreemptLowerPriority")
+    assert {(t["key"], t["tolerationSeconds"]) for t in spec["tolerations"]} == {
+        ("node.kubernetes.io/not-ready", 300), ("node.kubernetes.io/unreachable", 300)}
+    assert spec["containers"][0]["imagePullPolicy"] == "IfNotPresent"
+    assert create(pod(schedulerName="toposched"))["spec"]["schedulerName"] == "toposched"
+
+
+def test_a_pod_tolerating_every_noexecute_taint_gets_no_default_toleration() -> None:
+    spec = create(pod(tolerations=[{"operator": "Exists"}]))["spec"]
+    assert spec["tolerations"] == [{"operator": "Exists"}]
+
+
+def test_priority_comes_from_the_class_and_the_global_default_fills_in() -> None:
+    classes = {"high": priority_class("high", 1000, preemptionPolicy="Never"),
+               "base": priority_class("base", 10, globalDefault=True, preemptionPolicy="PreemptLowerPriority")}
+    high = create(pod(priorityClassName="high"), classes)["spec"]
+    assert (high["priority"], high["preemptionPolicy"]) == (1000, "Never")
+    defaulted = create(pod(), classes)["spec"]
+    assert (defaulted["priorityClassName"], defaulted["priority"]) == ("base", 10)
+
+
+def test_unknown_class_and_contradicting_priority_are_forbidden() -> None:
+    unknown = refusal(pod(priorityClassName="gold"))
+    assert (unknown.code, unknown.message) == (403, 'pods "p" is forbidden: no PriorityClass with name gold was found')
+    classes = {"high": priority_class("high", 1000, preemptionPolicy="PreemptLowerPriority")}
+    assert "must not be provided in pod spec" in refusal(pod(priorityClassName="high", priority=5), classes).message
+    policy = refusal(pod(priorityClassName="high", preemptionPolicy="Never"), classes)
+    assert policy.code == 403 and "PreemptionPolicy (Never)" in policy.message
+
+
+@pytest.mark.parametrize(("resources", "field", "message"), [
+    ({"requests": {GPU: "8"}}, "spec.containers[0].resources.limits",
+     "Required value: Limit must be set for non overcommitable resources"),
+    ({"limits": {GPU: "0.5"}}, "spec.containers[0].resources.limits[nvidia.com/gpu]",
+     'Invalid value: "500m": must be an integer'),
+    ({"requests": {GPU: "4"}, "limits": {GPU: "8"}}, "spec.containers[0].resources.requests",
+     'Invalid value: "4": must be equal to nvidia.com/gpu limit of 8'),
+    ({"requests": {"cpu": "4"}, "limits": {"cpu": "2"}}, "spec.containers[0].resources.requests",
+     'Invalid value: "4": must be less than or equal to cpu limit of 2'),
+    ({"limits": {"memory": "-1Gi"}}, "spec.containers[0].resources.limits[memory]",
+     'Invalid value: "-1Gi": must be greater than or equal to 0'),
+    ({"limits": {"gpu": "1"}}, "spec.containers[0].resources.limits[gpu]",
+     'Invalid value: "gpu": must be a standard resource for containers'),
+])
+def test_resources_a_real_server_refuses_are_invalid_naming_the_field(resources: dict[str, Any], field: str,
+                                                                      message: str) -> None:
+    refused = refusal(pod(resources=resources))
+    assert refused.code == 422 and (field, message) in [(f, m) for _, f, m in refused.causes]
+    assert refused.message.startswith('Pod "p" is invalid: ')
+
+
+def test_an_undecodable_quantity_is_a_bad_request_naming_the_field() -> None:
+    refused = refusal(pod(resources={"limits": {GPU: "8 GPUs"}}))
+    assert refused.code == 400
+    assert refused.message == ('Pod in version "v1" cannot be handled as a Pod: '
+                               "spec.containers[0].resources.limits[nvidia.com/gpu]: quantities must match the "
+                               "regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
+
+
+def test_labels_and_annotations_over_their_limits_are_invalid() -> None:
+    long_value = pod()
+    long_value["metadata"]["labels"] = {"team": "x" * 64, "bad key!": "v"}
+    causes = refusal(long_value).causes
+    assert ("FieldValueInvalid", "metadata.labels",
+            f'Invalid value: "{"x" * 64}": must be no more than 63 characters') in causes
+    assert any(field == "metadata.labels" and '"bad key!"' in message for _, field, message in causes)
+    big = pod()
+    big["metadata"]["annotations"] = {"a": "x" * (256 * 1024)}
+    assert refusal(big).causes == [("FieldValueTooLong", "metadata.annotations",
+                                    "Too long: may not be more than 262144 bytes")]
+    fits = pod()
+    fits["metadata"]["annotations"] = {"a": "x" * (256 * 1024 - 1)}
+    assert create(fits)["metadata"]["annotations"]["a"]
+
+
+def test_priority_classes_are_limited_to_one_global_default_and_immutable_values() -> None:
+    classes = {"base": priority_class("base", 10, globalDefault=True)}
+    second = refusal(priority_class("other", 20, globalDefault=True), classes)
+    assert second.code == 403 and "PriorityClass base is already marked as default" in second.message
+    assert create(priority_class("user", 10**9))["preemptionPolicy"] == "PreemptLowerPriority"
+    too_high = refusal(priority_class("user", 10**9 + 1))
+    assert too_high.causes[0][1] == "value"
+    assert refusal(priority_class("system-mine", 5)).causes[0][1] == "metadata.name"
+    old = create(priority_class("user", 5))
+    with pytest.raises(Rejected) as changed:
+        admit_update("scheduling.k8s.io/v1", "PriorityClass", {**old, "value": 6}, old, {})
+    assert changed.value.causes == [("FieldValueForbidden", "value", "Forbidden: may not be changed in an update.")]
+
+
+def test_a_scenario_load_keeps_what_a_server_refuses_and_says_why() -> None:
+    loaded = load_object("v1", "Pod", pod(resources={"requests": {GPU: "8"}}, priorityClassName="gold"), {})
+    assert loaded.obj["spec"]["containers"][0]["resources"]["requests"] == {GPU: "8"}
+    assert "priority" not in loaded.obj["spec"]
+    assert loaded.warnings == [
+        "a real API server refuses it: no PriorityClass with name gold was found",
+        "a real API server refuses it: spec.containers[0].resources.limits: Required value: Limit must be set for "
+        "non overcommitable resources"]
+    stated = load_object("v1", "Pod", pod(priority=500), {})  # SCENARIOS.md: a pod may state its priority
+    assert stated.obj["spec"]["priority"] == 500 and stated.warnings == []
+    with pytest.raises(Rejected):
+        load_object("v1", "Pod", pod(resources={"limits": {GPU: "lots"}}), {})
