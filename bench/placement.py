@@ -6,6 +6,7 @@ each > 8 nodes), a seeded third of the nodes partly or fully busy with other wor
 - the same gang with PreferGather at SpineLayer,
 - a 4-pod gang, MustGather at BlockLayer,
 - a 4-pod gang with no spec,
+- a 2-pod gang of 4-GPU pods (one node holds it: the node layer is searched first),
 - a 50-pod gang with MustGather at BlockLayer (blocks hold 40 nodes: refused; the failure path),
 - a 4,500-pod gang, more than the free GPUs (refused: capacity, with kube-scheduler-style counts),
 - a Volcano job of 64 replicas x 8 pods (4 GPUs), each replica in one NVLink domain (hard tier 1),
@@ -80,6 +81,9 @@ def build(seed: int = 7) -> ClusterState:
         for i in range(8):
             state.apply(PodUpserted(pod=pod(f"sharded-full-nodes-{r}-{i}", gpus=8, labels={"replica": f"r{r}"},
                                             annotations={VOLCANO_GROUP_ANNOTATION: "sharded-full-nodes"})))
+    state.apply(PodGroupUpserted(pod_group=pod_group("pair", min_member=2)))
+    for i in range(2):
+        state.apply(PodUpserted(pod=pod(f"pair-{i}", gang="pair", gpus=4)))
     state.apply(PodUpserted(pod=pod("lone", gpus=1)))
     return state
 
@@ -112,6 +116,7 @@ def main() -> None:
             lambda: plan_gang(state, "default/big-spine"))
     measure("4-pod gang, MustGather BlockLayer", args.runs * 5, lambda: plan_gang(state, "default/small"))
     measure("4-pod gang, no spec", args.runs * 5, lambda: plan_gang(state, "default/small-free"))
+    measure("2-pod gang, 4 GPUs each (one node)", args.runs * 5, lambda: plan_gang(state, "default/pair"))
     measure("50-pod gang, MustGather BlockLayer (refused)", args.runs,
             lambda: plan_gang(state, "default/too-big-for-a-block"))
     measure("4,500-pod gang (refused: capacity)", max(args.runs // 3, 5),

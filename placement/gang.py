@@ -181,9 +181,13 @@ def _plan(group: tuple[str, ...], label: str, job: Job, found: Found, running_co
     size = job.size
     levels = state.topology.levels
     with_running = f" with its {running_count} running members" if running_count else ""
-    below = f" (no {levels[domain.level + 1].layer} domain could)" if domain.level + 1 < len(levels) else ""
-    explanation = (f"{label}: {where(domain)}: tightest domain that holds all {size} pods{with_running}{below}; "
-                   f"least leftover of {found.candidates} candidate(s) "
-                   f"({format_quantity(found.primary, max(found.leftover, 0))} free {found.primary} left)")
+    left = f"({format_quantity(found.primary, max(found.leftover, 0))} free {found.primary} left)"
+    if found.node:
+        explanation = (f"{label}: node {found.node} in {where(domain)}: one node holds all {size} pods"
+                       f"{with_running}; least leftover there {left}")
+    else:
+        below = f" (no {levels[domain.level + 1].layer} domain could)" if domain.level + 1 < len(levels) else ""
+        explanation = (f"{label}: {where(domain)}: tightest domain that holds all {size} pods{with_running}{below}; "
+                       f"least leftover of {found.candidates} candidate(s) {left}")
     return GangPlan(gangs=group, assignments=tuple(Assignment(pod=p, node=n) for p, n in found.assignments),
                     domain=domain_label(domain), level=domain.layer, explanation=explanation)

@@ -7,10 +7,17 @@ Rules, in the order they are applied (Koordinator's and Volcano's, normalised to
    bottom-up; at a layer that carries a `podCountMultiple` k, a child domain counts only in whole
    multiples of k (`floor(slots / k) * k`). Shapes of one job share nodes, so several shapes are
    placed one after the other, each seeing what the previous ones took.
-2. Lowest layer first. Candidate domains are tried level by level from the lowest domain layer up
-   to the root, or only up to `Job.top_level` (MustGather / hard tier: never above it). The first
-   level where some domain holds the whole job wins. If the job has running members, the only
-   candidate at a level is the one that contains them all.
+2. Lowest layer first, and the node is the lowest layer (Koordinator's NodeTopologyLayer): a job of
+   several pods that one node can hold goes on one node, whatever the constraints (a node is
+   inside every domain). Candidate nodes are looked for domain by domain in the order of rule 3
+   (from the lowest level up, short domains skipped), and the first domain with such a node gives
+   the node that leaves least behind (untolerated PreferNoSchedule taints first, then nodes
+   nominated for the job, then least leftover, then name). A job with running members only
+   qualifies when they all run on one node, and then only that node. Otherwise candidate domains
+   are tried level by level from the lowest domain layer up to the root, or only up to
+   `Job.top_level` (MustGather / hard tier: never above it). The first level where some domain
+   holds the whole job wins. If the job has running members, the only candidate at a level is the
+   one that contains them all.
 3. Among the candidates of that level, the one holding most of the nodes nominated for the job
    (room that preemption freed for it) comes first; then bin-packing: least leftover first, where
    leftover is the domain's free amount of the job's primary resource (GPUs when asked for) after
@@ -63,7 +70,7 @@ class Demand:
 class Job:
     """What one search places: its demands, the highest level it may span, its running members."""
 
-    __slots__ = ("anchor", "demands", "preferred_by_domain", "preferred_by_node", "top_level")
+    __slots__ = ("anchor", "demands", "preferred_by_domain", "preferred_by_node", "running_nodes", "top_level")
 
     def __init__(self, demands: Sequence[Demand], *, top_level: int = 0, running_nodes: Iterable[str] = (),
                  tree: TopologyTree | None = None, nominated_nodes: Iterable[str] = ()) -> None:
@@ -75,6 +82,7 @@ class Job:
         self.preferred_by_domain: dict[int, int] = {}
         self.anchor: Domain | None = None
         running = list(running_nodes)
+        self.running_nodes = frozenset(running)
         nominated = list(nominated_nodes)
         for node in running + nominated:
             self.preferred_by_node[node] = self.preferred_by_node.get(node, 0) + 1
@@ -100,17 +108,19 @@ class Job:
 
 
 class Found:
-    """A successful search: the domain holding the job and the pods' nodes, in placement order."""
+    """A successful search: the domain holding the job and the pods' nodes, in placement order.
+    `node` is set when one node holds the whole job (`domain` is then the lowest domain holding it)."""
 
-    __slots__ = ("assignments", "candidates", "domain", "leftover", "primary")
+    __slots__ = ("assignments", "candidates", "domain", "leftover", "node", "primary")
 
     def __init__(self, domain: Domain, assignments: list[tuple[str, str]], leftover: int, primary: str,
-                 candidates: int) -> None:
+                 candidates: int, node: str = "") -> None:
         self.domain = domain
         self.assignments = assignments
         self.leftover = leftover
         self.primary = primary
         self.candidates = candidates
+        self.node = node
 
 
 class Closest:
@@ -331,44 +341,118 @@ class Solver:
         return out
 
     def search(self, job: Job, within: Domain | None = None, *, keep: bool = True) -> Found | None:
-        """Lowest level first, then least leftover: the first domain that holds the whole job.
-        With `keep` its pods stay taken for later searches of this call (`mark` / `rollback`)."""
+        """One node if one holds the whole job; else lowest level first, then least leftover: the first
+        domain that holds the whole job (rules 2 and 3). With `keep` its pods stay taken for later
+        searches of this call (`mark` / `rollback`)."""
         root = within if within is not None else self.tree.root
         total = job.total()
         primary = primary_resource(total)
         wanted = list(total.items())
-        primary_total = total.get(primary, 0)
-        freed_map = self._freed()
-        preferred_map = job.preferred_by_domain
         deepest = len(self.tree.levels) - 1
         top = max(job.top_level, root.level)
+        if job.size > 1 and self._one_node_may_hold(wanted):
+            found = self._search_node(job, root, wanted, primary, keep)
+            if found is not None:
+                return found
         for level in range(deepest, top - 1, -1):
-            ranked: list[tuple[bool, int, int, str, Domain]] = []
-            for domain in self.candidates(job, root, level):
-                allocatable, used = domain.allocatable, domain.used
-                freed = freed_map.get(domain.id) if freed_map else None
-                short = False
-                for name, amount in wanted:
-                    have = allocatable.get(name, 0) - used.get(name, 0)
-                    if freed is not None:
-                        have += freed.get(name, 0)
-                    if have < amount:
-                        short = True
-                        break
-                # Aggregates undercount a domain holding an over-committed node (negative free), so at
-                # the last level allowed, domains that look short are still tried, after the others.
-                if short and level != top:
-                    continue
-                free = allocatable.get(primary, 0) - used.get(primary, 0)
-                if freed is not None:
-                    free += freed.get(primary, 0)
-                preferred = preferred_map.get(domain.id, 0) if preferred_map else 0
-                ranked.append((short, -preferred, free - primary_total, domain.name, domain))
-            ranked.sort(key=_rank)
+            ranked = self._ranked(job, root, level, wanted, primary, keep_short=level == top)
             for leftover, domain in self._tie_broken(ranked, primary):
                 assignments = self.place(job, domain, keep=keep)
                 if assignments is not None:
                     return Found(domain, assignments, leftover, primary, len(ranked))
+        return None
+
+    def _ranked(self, job: Job, root: Domain, level: int, wanted: Sequence[tuple[str, int]], primary: str, *,
+                keep_short: bool) -> list[tuple[bool, int, int, str, Domain]]:
+        """The candidates of `level` in rule 3's order (before tie-breaks): those the aggregates say
+        are short of room are left out, or (`keep_short`) ranked after the others."""
+        freed_map = self._freed()
+        preferred_map = job.preferred_by_domain
+        primary_total = next((amount for name, amount in wanted if name == primary), 0)
+        ranked: list[tuple[bool, int, int, str, Domain]] = []
+        for domain in self.candidates(job, root, level):
+            allocatable, used = domain.allocatable, domain.used
+            freed = freed_map.get(domain.id) if freed_map else None
+            short = False
+            for name, amount in wanted:
+                have = allocatable.get(name, 0) - used.get(name, 0)
+                if freed is not None:
+                    have += freed.get(name, 0)
+                if have < amount:
+                    short = True
+                    break
+            # Aggregates undercount a domain holding an over-committed node (negative free), so at
+            # the last level allowed, domains that look short are still tried, after the others.
+            if short and not keep_short:
+                continue
+            free = allocatable.get(primary, 0) - used.get(primary, 0)
+            if freed is not None:
+                free += freed.get(primary, 0)
+            preferred = preferred_map.get(domain.id, 0) if preferred_map else 0
+            ranked.append((short, -preferred, free - primary_total, domain.name, domain))
+        ranked.sort(key=_rank)
+        return ranked
+
+    # ------------------------------------------------------------------ the node layer
+
+    def _one_node_may_hold(self, wanted: Sequence[tuple[str, int]]) -> bool:
+        """False when the job asks more of some resource than any node has at all (the usual case
+        for big jobs: the node pass then costs nothing)."""
+        largest = self.state.largest_allocatable()
+        return all(largest.get(name, 0) >= amount for name, amount in wanted)
+
+    def _search_node(self, job: Job, root: Domain, wanted: Sequence[tuple[str, int]], primary: str,
+                     keep: bool) -> Found | None:
+        """Rule 2's node layer: the node of the first domain (in rule 3's order, lowest level first)
+        that holds the whole job alone."""
+        if job.running_nodes:
+            if len(job.running_nodes) != 1:
+                return None
+            home = next(iter(job.running_nodes))
+            domain = self.tree.domain_of(home)
+            if domain is None or root not in domain.path:
+                return None
+            return self._take_node(job, domain, [home], primary, keep, 1)
+        considered = 0
+        for level in range(len(self.tree.levels) - 1, root.level - 1, -1):
+            for _, domain in self._tie_broken(self._ranked(job, root, level, wanted, primary, keep_short=False),
+                                              primary):
+                if not domain.direct_nodes:
+                    continue
+                considered += 1
+                found = self._take_node(job, domain, domain.direct_nodes, primary, keep, considered)
+                if found is not None:
+                    return found
+        return None
+
+    def _take_node(self, job: Job, domain: Domain, nodes: Iterable[str], primary: str, keep: bool,
+                   considered: int) -> Found | None:
+        """The best of `nodes` (directly in `domain`) that holds every pod of the job, taken."""
+        demands = [demand for demand in job.demands if demand.pods]
+        first = demands[0].shape
+        primary_total = job.total().get(primary, 0)
+        ranked: list[tuple[int, int, int, str]] = []
+        for node in nodes:
+            if any(self.node_slots(demand.shape, node) < len(demand.pods) for demand in demands):
+                continue
+            info = self.state.nodes[node]
+            taken = self.taken.get(node)
+            free = taken if taken is not None else self.capacity.free(info, first.priority)
+            penalty = prefer_no_schedule_count(first, info.taints) if info.taints else 0
+            ranked.append((penalty, -job.preferred_by_node.get(node, 0), free.get(primary, 0) - primary_total, node))
+        ranked.sort()
+        for _, _, leftover, node in ranked:
+            mark = self.mark()
+            assignments: list[tuple[str, str]] = []
+            for position, demand in enumerate(demands):
+                if self.node_slots(demand.shape, node) < len(demand.pods):
+                    break  # the shapes fit one by one but not together
+                if keep or position < len(demands) - 1:
+                    self.commit(demand.shape, [(node, len(demand.pods))])
+                assignments.extend((pod, node) for pod in demand.pods)
+            else:
+                return Found(domain, assignments, leftover, primary, considered, node=node)
+            self.rollback(mark)
         return None
 
     def _tie_broken(self, ranked: list[tuple[bool, int, int, str, Domain]],

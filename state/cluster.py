@@ -267,6 +267,7 @@ class ClusterState:
         self.fold_failures: dict[tuple[str, str], Problem] = {}  # (kind, key) -> the event that could not be folded
         self.topology = TopologyTree()
         self._default_priority_class = ""
+        self._largest: Resources | None = None  # cache of `largest_allocatable`, dropped when a node changes
 
     # ------------------------------------------------------------------ queries
 
@@ -283,6 +284,18 @@ class ClusterState:
 
     def gang_of(self, pod: PodInfo) -> GangInfo | None:
         return self.gangs.get(pod.gang) if pod.gang else None
+
+    def largest_allocatable(self) -> Resources:
+        """Per resource, the most any one node has allocatable: no single node can hold more."""
+        largest = self._largest
+        if largest is None:
+            largest = {}
+            for info in self.nodes.values():
+                for name, amount in info.allocatable.items():
+                    if amount > largest.get(name, 0):
+                        largest[name] = amount
+            self._largest = largest
+        return largest
 
     def free_on(self, node: NodeInfo) -> Resources:
         free = dict(node.allocatable)
@@ -335,6 +348,8 @@ class ClusterState:
             problems.append(Problem("Node", name, "object", oversized))
         self._set_problems("Node", name, problems)
         info = self.nodes.get(name)
+        if info is None or info.allocatable != allocatable:
+            self._largest = None
         if info is None:
             info = NodeInfo(node, allocatable)
             self.nodes[name] = info
@@ -359,6 +374,7 @@ class ClusterState:
         info = self.nodes.pop(event.name, None)
         if info is None:
             return
+        self._largest = None
         self._set_problems("Node", event.name, [])
         # Pods stay placed on the name (the API deletes them separately); their usage leaves with the node.
         for key in list(info.pods):

@@ -194,6 +194,23 @@ def test_mustgather_gang_is_placed_whenever_one_domain_of_its_layer_has_room(cas
 
 
 @given(cases())
+def test_gang_that_one_node_can_hold_shares_that_node(case: Case) -> None:
+    state = _state(case)
+    running = _running_nodes(state)
+    if len(set(running)) > 1 or case.pending < 2:
+        return
+    gpus = next(p.requests["nvidia.com/gpu"] for p in state.pods.values() if p.gang == "default/job")
+    candidates = set(running) or set(state.nodes)
+    room = {name: max(state.nodes[name].allocatable["nvidia.com/gpu"]
+                      - state.nodes[name].used.get("nvidia.com/gpu", 0), 0) // gpus for name in candidates}
+    if max(room.values()) < case.pending:
+        return
+    result = plan_gang(state, "default/job")
+    assert isinstance(result, GangPlan) and len(result.assignments) == case.pending
+    assert len({a.node for a in result.assignments}) == 1
+
+
+@given(cases())
 def test_deterministic(case: Case) -> None:
     assert plan_gang(_state(case), "default/job") == plan_gang(_state(case), "default/job")
 
