@@ -59,6 +59,12 @@ Control from outside the process, on the same loopback port (devcluster/admin.py
     GET|POST|DELETE /devcluster/faults, DELETE /devcluster/faults/<id>,
     POST /devcluster/faults/drop-watches, GET /devcluster/audit?since=<seq>
 
+Patches: JSON, merge, strategic (built-in kinds only, as the OpenAPI documents advertise: kubectl then
+sends custom resources a merge patch), and server-side apply (`application/apply-patch+yaml`,
+`fieldManager`, `force`; field ownership and conflicts as structured-merge-diff computes them, in
+apply.py). `/openapi/v2` answers an empty document, enough for kubectl to validate a `kind: List` item
+by item on the server.
+
 Served: namespaces, nodes, pods (+ status, binding, eviction), events (core v1; events.k8s.io/v1 is a
 view of the same objects), coordination.k8s.io/v1 leases, scheduling.k8s.io/v1 priorityclasses,
 scheduling.sigs.k8s.io/v1alpha1 and scheduling.volcano.sh/v1beta1 PodGroups, scheduling.koordinator.sh
@@ -76,10 +82,11 @@ canonical form, JSON numbers accepted), defaulting (requests from limits, schedu
 Priority and DefaultTolerationSeconds admission plugins (unknown PriorityClass: 403) and validation
 (labels, annotations, resources: 422 naming each field); the system PriorityClasses exist from the
 start. Known differences from a real cluster: no authentication, no other admission plugins (no
-ServiceAccount token volumes, no LimitRange or ResourceQuota), no server-side apply, a namespace
-deleted at once with its contents (no Terminating phase), limit/continue pages from the current
-state (not a snapshot), and unknown fields under `fieldValidation=Strict` are 422 Invalid (the
-brief's choice; a real server says 400 for kinds compiled into it).
+ServiceAccount token volumes, no LimitRange or ResourceQuota), managedFields kept only on objects a
+server-side apply touched (see apply.py), a namespace deleted at once with its contents (no
+Terminating phase), limit/continue pages from the current state (not a snapshot), and unknown fields
+under `fieldValidation=Strict` are 422 Invalid (the brief's choice; a real server says 400 for kinds
+compiled into it).
 
 Command line: `toposched devcluster [--port N] [--kubeconfig PATH] [--load SCENARIO] [--fault RULE ...]
 [--fault-seed N]` (see cli.py).

@@ -94,10 +94,11 @@ def method_not_allowed() -> ApiError:
     return ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource", {})
 
 
-def unsupported_media_type(content_type: str) -> ApiError:
-    return ApiError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media '
-                    f'types include: application/json-patch+json, application/merge-patch+json, '
-                    f'application/strategic-merge-patch+json (got "{content_type}")', {})
+def unsupported_media_type(content_type: str, accepted: tuple[str, ...] = ()) -> ApiError:
+    """415 naming the media types this resource accepts (for a PATCH, those its OpenAPI advertises)."""
+    listed = ", ".join(accepted or ("application/json", "application/yaml"))
+    return ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media "
+                    f'types include: {listed} (got "{content_type}")', {})
 
 
 def gone(message: str) -> ApiError:

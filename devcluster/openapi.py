@@ -162,8 +162,13 @@ _LIST_PARAMS = [_query(n) for n in ("labelSelector", "fieldSelector", "resourceV
     _query("limit", "integer"), _query("timeoutSeconds", "integer"), _query("watch", "boolean"),
     _query("allowWatchBookmarks", "boolean"),
 ]
-_PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
-                "application/strategic-merge-patch+json", "application/apply-patch+yaml")
+def patch_types(resource: ResourceDef) -> tuple[str, ...]:
+    """The PATCH media types a resource accepts, as its OpenAPI says: no strategic merge patch for custom
+    resources (kubectl reads this to choose between a strategic and a JSON merge patch)."""
+    if resource.custom:
+        return ("application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml")
+    return ("application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json",
+            "application/apply-patch+yaml")
 
 
 def _op(action: str, gvk: dict[str, str], op_id: str, schema: str, params: list[Schema],
@@ -203,7 +208,7 @@ def _paths(resource: ResourceDef, names: dict[tuple[str, str], str]) -> dict[str
             "get": _op("get", gvk, f"read{op_base}", schema, []),
             "put": _op("put", gvk, f"replace{op_base}", schema, _WRITE_PARAMS, schema),
             "patch": _op("patch", gvk, f"patch{op_base}", schema, [*_WRITE_PARAMS, _query("force", "boolean")],
-                         "io.k8s.apimachinery.pkg.apis.meta.v1.Patch", _PATCH_TYPES),
+                         "io.k8s.apimachinery.pkg.apis.meta.v1.Patch", patch_types(resource)),
             "delete": _op("delete", gvk, f"delete{op_base}", schema, [_query("gracePeriodSeconds", "integer")],
                           "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"),
         },
@@ -217,7 +222,7 @@ def _paths(resource: ResourceDef, names: dict[tuple[str, str], str]) -> dict[str
             "get": _op("get", gvk, f"read{op_base}Status", schema, []),
             "put": _op("put", gvk, f"replace{op_base}Status", schema, _WRITE_PARAMS, schema),
             "patch": _op("patch", gvk, f"patch{op_base}Status", schema, _WRITE_PARAMS,
-                         "io.k8s.apimachinery.pkg.apis.meta.v1.Patch", _PATCH_TYPES),
+                         "io.k8s.apimachinery.pkg.apis.meta.v1.Patch", patch_types(resource)),
         }
     for sub, (body_schema, _) in (("binding", BINDING), ("eviction", EVICTION)):
         if sub in resource.subresources:
@@ -283,6 +288,37 @@ def v3_root() -> bytes:
         for path, doc in _documents().items()
     }
     return _encode({"paths": entries})
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field."""
+    length, encoded = len(payload), b""
+    while True:
+        byte = length & 0x7F
+        length >>= 7
+        encoded += bytes([byte | (0x80 if length else 0)])
+        if not length:
+            break
+    return bytes([number << 3 | 2]) + encoded + payload
+
+
+@functools.cache
+def v2_protobuf() -> bytes:
+    """`/openapi/v2` as kubectl fetches it (gnostic openapi_v2.Document in protobuf): swagger, info, and no
+    paths or definitions. kubectl asks for it only to validate a `kind: List` client-side, item by item; with
+    no definitions it leaves every item to the server, which validates each with `fieldValidation=Strict`."""
+    info = _field(1, b"Kubernetes") + _field(2, SERVER_VERSION["gitVersion"].encode())
+    return _field(1, b"2.0") + _field(2, info) + _field(8, b"") + _field(9, b"")
+
+
+# What kube-apiserver answers (kubectl asks with `...spec.v2@v1.0+protobuf`; an "@" would not parse as a media type).
+V2_PROTOBUF_TYPE = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+
+
+@functools.cache
+def v2_json() -> bytes:
+    return _encode({"swagger": "2.0", "info": {"title": "Kubernetes", "version": SERVER_VERSION["gitVersion"]},
+                    "paths": {}, "definitions": {}})
 
 
 def served_group_versions() -> list[str]:

@@ -23,9 +23,11 @@ import base64
 import logging
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
+import yaml
 from aiohttp import StreamReader, web
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.http import RawRequestMessage
@@ -52,7 +54,9 @@ _PATCH_TYPES = {
     "application/merge-patch+json": "merge",
     "application/json-patch+json": "json",
     "application/strategic-merge-patch+json": "strategic",
+    "application/apply-patch+yaml": "apply",
 }
+_YAML_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SUCCESS_201 = _encode({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
 _OK = b"ok"
 DEFAULT_WATCH_TIMEOUT = 1800.0
@@ -140,6 +144,11 @@ def _include(request: web.BaseRequest) -> str:
     return include
 
 
+def _manager(request: web.BaseRequest, query: dict[str, str]) -> str:
+    """The field manager of a write: `?fieldManager=`, else the client's program name from its User-Agent."""
+    return query.get("fieldManager") or request.headers.get("User-Agent", "").split("/")[0].strip() or "unknown"
+
+
 def _wants_table(accept: str) -> bool:
     return "as=Table" in accept
 
@@ -209,6 +218,10 @@ class ApiServer:
             return _json(_encode(openapi.SERVER_VERSION))
         if head in ("healthz", "livez", "readyz"):
             return web.Response(body=_OK, content_type="text/plain")
+        if head == "openapi" and parts[1:] == ["v2"]:
+            if "protobuf" in request.headers.get("Accept", ""):
+                return web.Response(body=openapi.v2_protobuf(), headers={"Content-Type": openapi.V2_PROTOBUF_TYPE})
+            return _json(openapi.v2_json())
         if head == "openapi" and len(parts) >= 2 and parts[1] == "v3":
             document = openapi.v3_root() if len(parts) == 2 else openapi.v3_document("/".join(parts[2:]))
             if document is not None:
@@ -281,6 +294,11 @@ class ApiServer:
         try:
             return _decoder.decode(raw)
         except msgspec.DecodeError as exc:
+            if content_type == "application/apply-patch+yaml":  # an applied configuration may be YAML
+                try:
+                    return yaml.load(raw, Loader=_YAML_LOADER)
+                except yaml.YAMLError as error:
+                    raise errors.bad_request(f"error decoding YAML: {error}") from None
             raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
 
     def _validated(self, resource_key: tuple[str, str], schema: Schema, body: Any, name: str,
@@ -392,17 +410,20 @@ class ApiServer:
         if target.subresource != "status":
             self._check_object(resource, {**body, "metadata": {**(body.get("metadata") or {}), "name": target.name}})
         obj = self.store.update_in(resource, target.name, target.namespace, body, subresource=target.subresource,
-                                   dry_run=_dry_run(query), strict=True)
+                                   dry_run=_dry_run(query), strict=True, manager=_manager(request, query))
         return self._object_response(request, resource, obj, 200, headers)
 
     async def _patch(self, request: web.BaseRequest, target: _Target, query: dict[str, str]) -> web.Response:
         resource = target.resource
         content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
         patch_type = _PATCH_TYPES.get(content_type)
-        if patch_type is None:
-            raise errors.unsupported_media_type(content_type)
-        if patch_type == "strategic" and resource.custom:
-            raise errors.unsupported_media_type(content_type)
+        accepted = openapi.patch_types(resource)
+        if patch_type is None or content_type not in accepted:
+            raise errors.unsupported_media_type(content_type, accepted)
+        if patch_type != "apply" and "force" in query:
+            raise errors.invalid("PatchOptions", "", [("FieldValueForbidden", "force",
+                                                       "Forbidden: may not be specified for non-apply patch")],
+                                 "meta.k8s.io")
         patch = await self._body(request)
         headers: dict[str, str] = {}
         key, schema = self._schema(resource)
@@ -414,10 +435,36 @@ class ApiServer:
                                                                       "name": target.name}})
             return checked
 
+        if patch_type == "apply":
+            return self._apply(request, target, query, patch, validate, headers)
         result = self.store.patch(resource, target.name, patch, target.namespace, patch_type=patch_type,
                                   subresource=target.subresource, check=validate, dry_run=_dry_run(query),
-                                  strict=True)
+                                  strict=True, manager=_manager(request, query))
         return self._object_response(request, resource, result, 200, headers)
+
+    def _apply(self, request: web.BaseRequest, target: _Target, query: dict[str, str], applied: Any,
+               validate: Callable[[dict[str, Any]], dict[str, Any]], headers: dict[str, str]) -> web.Response:
+        """Server-side apply (`devcluster.apply`): create or merge, with field ownership and conflicts."""
+        resource = target.resource
+        manager = query.get("fieldManager", "")
+        if not manager:
+            raise errors.invalid("PatchOptions", "", [("FieldValueRequired", "fieldManager",
+                                                       "Required value: is required for apply patch")], "meta.k8s.io")
+        if target.subresource:
+            raise errors.method_not_allowed()
+        if not isinstance(applied, dict):
+            raise errors.bad_request("an applied configuration must be an object")
+        if applied.get("apiVersion") != resource.api_version or applied.get("kind") != resource.kind:
+            raise errors.bad_request(f"the applied configuration is {applied.get('apiVersion')} "
+                                     f"{applied.get('kind')}, not {resource.api_version} {resource.kind}")
+        raw_meta = applied.get("metadata")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        if meta.get("name") != target.name:
+            raise errors.bad_request(f"the name of the object ({meta.get('name')}) does not match the name on "
+                                     f"the URL ({target.name})")
+        obj, created = self.store.apply(resource, target.name, target.namespace, applied, manager=manager,
+                                        force=_flag(query, "force"), check=validate, dry_run=_dry_run(query))
+        return self._object_response(request, resource, obj, 201 if created else 200, headers)
 
     async def _delete_options(self, request: web.BaseRequest,
                               query: dict[str, str]) -> tuple[int | None, dict[str, Any]]:

@@ -33,6 +33,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from devcluster import apply as field_management
 from devcluster import errors
 from devcluster.conversion import to_storage, to_view
 from devcluster.patches import json_patch, merge_patch, strategic_merge
@@ -92,7 +93,6 @@ def _meta(obj: Obj) -> Obj:
 def _without_rv(obj: Obj) -> Obj:
     meta = dict(_meta(obj))
     meta.pop("resourceVersion", None)
-    meta.pop("managedFields", None)
     return {**obj, "metadata": meta}
 
 
@@ -309,13 +309,14 @@ class Store:
                               obj, subresource=subresource)
 
     def update_in(self, resource: ResourceDef, name: str, namespace: str, obj: Obj, *, subresource: str = "",
-                  dry_run: bool = False, strict: bool = False) -> Obj:
+                  dry_run: bool = False, strict: bool = False, manager: str = "devcluster") -> Obj:
         """Replace an object; `strict` (the HTTP behaviour) runs a real server's update admission and validation
         (`manifests.admit_update`), otherwise only its decoding and defaulting."""
         if resource.stored_as:
             storage = _BY_KEY[resource.stored_as]
             return to_view(resource, self.update_in(storage, name, namespace, to_storage(storage, obj),
-                                                    subresource=subresource, dry_run=dry_run, strict=strict))
+                                                    subresource=subresource, dry_run=dry_run, strict=strict,
+                                                    manager=manager))
         namespace = self._ns(resource, namespace)
         current = self.get(resource, name, namespace)
         meta = _meta(obj)
@@ -361,13 +362,17 @@ class Store:
                                if k not in ("metadata", "status", "apiVersion", "kind"))
             if spec_changed:
                 new_meta["generation"] = int(current_meta.get("generation", 1)) + 1
+        new = field_management.track_update(current, new, manager=manager, subresource=subresource,
+                                            schema=KIND_SCHEMAS[(resource.api_version, resource.kind)][1],
+                                            api_version=resource.api_version, now=now_rfc3339(self.clock))
         if dry_run:
             return {**new, "metadata": {**_meta(new), "resourceVersion": current_meta["resourceVersion"]}}
         return self._replace(resource, namespace, current, new)
 
     def patch(self, ref: ResourceRef, name: str, patch: Any, namespace: str = "", *,
               patch_type: str = "merge", subresource: str = "",
-              check: Callable[[Obj], Obj] | None = None, dry_run: bool = False, strict: bool = False) -> Obj:
+              check: Callable[[Obj], Obj] | None = None, dry_run: bool = False, strict: bool = False,
+              manager: str = "devcluster") -> Obj:
         """Apply a `merge`, `json` or `strategic` patch; a resourceVersion in the result is a precondition.
 
         `check` sees (and may replace or refuse) the patched object before it is stored.
@@ -396,7 +401,29 @@ class Store:
         if check is not None:
             result = check(result)
         return self.update_in(resource, name, self._ns(resource, namespace), result, subresource=subresource,
-                              dry_run=dry_run, strict=strict)
+                              dry_run=dry_run, strict=strict, manager=manager)
+
+    def apply(self, ref: ResourceRef, name: str, namespace: str, applied: Obj, *, manager: str, force: bool = False,
+              check: Callable[[Obj], Obj] | None = None, dry_run: bool = False) -> tuple[Obj, bool]:
+        """Server-side apply of `applied` by `manager` (see devcluster/apply.py); (object, created).
+
+        A missing object is created (with HTTP create semantics); ApiError 409 lists the conflicts.
+        """
+        resource = resolve(ref)
+        if resource.stored_as:
+            raise errors.unsupported_media_type("application/apply-patch+yaml",
+                                                ("application/json-patch+json", "application/merge-patch+json"))
+        namespace = self._ns(resource, namespace)
+        current = self.find(resource, name, namespace)
+        result = field_management.apply(
+            current, applied, manager=manager, force=force, schema=KIND_SCHEMAS[(resource.api_version,
+                                                                                  resource.kind)][1],
+            api_version=resource.api_version, kind=resource.kind, group=resource.group, now=now_rfc3339(self.clock))
+        if check is not None:
+            result = check(result)
+        if current is None:
+            return self.create_in(resource, result, namespace, keep_status=False, dry_run=dry_run), True
+        return self.update_in(resource, name, namespace, result, dry_run=dry_run, strict=True, manager=manager), False
 
     def delete(self, ref: ResourceRef, name: str, namespace: str = "", *, grace_period_seconds: int | None = None,
                preconditions: dict[str, Any] | None = None, dry_run: bool = False) -> Obj:
