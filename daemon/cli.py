@@ -11,8 +11,9 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 from typing import Protocol, cast
+
+from daemon.version import package_version
 
 # name -> (module holding `main(argv) -> int`, summary shown by --help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -28,13 +29,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 class _CommandModule(Protocol):
     def main(self, argv: Sequence[str]) -> int: ...
-
-
-def package_version() -> str:
-    try:
-        return version("toposched")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 def _parser() -> argparse.ArgumentParser:
