@@ -50,10 +50,10 @@ import anyio
 import msgspec
 
 from daemon.journal import Journal
-from daemon.looplag import LoopLagMonitor
-from daemon.observability import configure_logging
 from daemon.ports import WallClock
 from daemon.replay import fold_log
+from daemon.telemetry.looplag import LoopLagMonitor
+from daemon.telemetry.observability import configure_logging
 from events.log import EventLog, FsyncPolicy
 from events.model import Event, NodeUpserted, PodBound, PodGroupUpserted, PodUpserted, decode_event
 from events.objects import (

@@ -38,8 +38,8 @@ from rich.tree import Tree
 
 from daemon import demo_workload as world
 from daemon.config import decode_config
-from daemon.observability import configure_logging
 from daemon.run_cli import Daemon
+from daemon.telemetry.observability import configure_logging
 from devcluster.cluster import DevCluster
 from events.model import PreemptionPlanned
 from state.cluster import ClusterState

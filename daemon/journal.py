@@ -37,8 +37,8 @@ import msgspec
 import structlog
 
 from daemon.config import EventLogConfig
-from daemon.metrics import Metrics
 from daemon.ports import Clock
+from daemon.telemetry.metrics import Metrics
 from events.log import EventLog, RecordTooLargeError
 from events.model import (
     Event,

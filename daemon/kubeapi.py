@@ -44,8 +44,8 @@ import structlog
 
 from daemon.kubeclient import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiError, KubeClient, Response, decode_status
 from daemon.leader import LeaseConflict, LeaseRecord, LeaseStoreError, NotLeader, WriteGate
-from daemon.metrics import Metrics
 from daemon.ports import OK, ApiOutcome, BindOutcome, GangPhase
+from daemon.telemetry.metrics import Metrics
 from events.ingest import KINDS
 from events.objects import (
     CLUSTER_NETWORK_TOPOLOGY_API,

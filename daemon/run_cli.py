@@ -45,20 +45,20 @@ import anyio.abc
 import structlog
 
 from daemon.config import ConfigError, DaemonConfig, load_config
-from daemon.health import EndpointServer, Health, serve
 from daemon.journal import FOLD_STAGE, Journal
 from daemon.kubeapi import KubeClusterAPI, KubeLeaseStore
 from daemon.kubeclient import ApiError, KubeClient, KubeConnectError, connect
 from daemon.kubewatch import Watchers, known_from_state
 from daemon.leader import AlwaysOpen, LeaderElector, LeadershipLost, NotLeader, WriteGate
-from daemon.looplag import LoopLagMonitor
-from daemon.metrics import MeteredEventLog, Metrics
-from daemon.observability import Tracing, configure_logging
 from daemon.ports import WallClock
 from daemon.replay import FoldResult, fold_log
 from daemon.scheduler import Scheduler, SchedulerConfig
+from daemon.telemetry.health import EndpointServer, Health, serve
+from daemon.telemetry.looplag import LoopLagMonitor
+from daemon.telemetry.metrics import MeteredEventLog, Metrics
+from daemon.telemetry.observability import Tracing, configure_logging
+from daemon.telemetry.tracing import SchedulingObserver
 from daemon.topology_status import TopologyStatus
-from daemon.tracing import SchedulingObserver
 from events.log import EventLog, EventLogError, LogDamagedError, move_aside
 from preemption.hook import JobPreemptor
 from state.cluster import ClusterState, subject_of

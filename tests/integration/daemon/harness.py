@@ -19,8 +19,8 @@ import anyio
 import anyio.abc
 
 from daemon.config import decode_config
-from daemon.observability import Tracing
 from daemon.run_cli import Daemon
+from daemon.telemetry.observability import Tracing
 from devcluster.cluster import DevCluster
 from events.log import EventLog
 from events.model import PodBound

@@ -8,8 +8,8 @@ from pathlib import Path
 import anyio
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from daemon.metrics import METRIC_NAMES
-from daemon.observability import Tracing
+from daemon.telemetry.metrics import METRIC_NAMES
+from daemon.telemetry.observability import Tracing
 from devcluster.cluster import DevCluster
 from tests.integration.daemon.harness import bound_count, daemons, gang, nodes, pod_names, wait_until
 

@@ -12,7 +12,7 @@ from daemon.config import decode_config
 from daemon.kubeapi import KubeClusterAPI
 from daemon.kubeclient import connect
 from daemon.leader import AlwaysOpen, WriteGate
-from daemon.metrics import Metrics
+from daemon.telemetry.metrics import Metrics
 from devcluster.cluster import DevCluster
 from events.objects import TopologyDetail, TopologyInfo
 from tests.integration.daemon.harness import bound_count, config_for, daemons, gang, nodes, pod_names, wait_until

@@ -9,9 +9,9 @@ from structlog.testing import capture_logs
 
 from daemon.config import EventLogConfig
 from daemon.journal import Journal
-from daemon.metrics import Metrics
 from daemon.replay import fold_log
 from daemon.simulator import VirtualClock
+from daemon.telemetry.metrics import Metrics
 from events.log import EventLog
 from events.model import Event, GangPending, NodeUpserted, ObjectUndecodable, PodAssumed
 from state.cluster import ClusterState

@@ -6,8 +6,8 @@ import time
 
 import anyio
 
-from daemon.looplag import LoopLagMonitor
-from daemon.metrics import Metrics
+from daemon.telemetry.looplag import LoopLagMonitor
+from daemon.telemetry.metrics import Metrics
 
 
 def hold_the_loop(seconds: float) -> None:

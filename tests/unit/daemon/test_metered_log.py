@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from daemon.metrics import MeteredEventLog, Metrics
+from daemon.telemetry.metrics import MeteredEventLog, Metrics
 from tests.factories import node, node_event
 
 

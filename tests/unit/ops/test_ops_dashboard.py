@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from daemon.metrics import METRIC_NAMES, Metrics
+from daemon.telemetry.metrics import METRIC_NAMES, Metrics
 
 from .opsfiles import OPS
 

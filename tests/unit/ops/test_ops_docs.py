@@ -11,7 +11,7 @@ import pytest
 
 from daemon.cli import COMMANDS
 from daemon.config import DaemonConfig
-from daemon.metrics import METRIC_NAMES
+from daemon.telemetry.metrics import METRIC_NAMES
 
 from .opsfiles import OPS, REPO
 

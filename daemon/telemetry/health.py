@@ -19,7 +19,7 @@ import anyio
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from daemon.metrics import Metrics
+from daemon.telemetry.metrics import Metrics
 
 
 class Health:
