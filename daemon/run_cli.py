@@ -46,10 +46,11 @@ import structlog
 
 from daemon.config import ConfigError, DaemonConfig, load_config
 from daemon.journal import FOLD_STAGE, Journal
-from daemon.kubeapi import KubeClusterAPI, KubeLeaseStore
-from daemon.kubeclient import ApiError, KubeClient, KubeConnectError, connect
-from daemon.kubewatch import Watchers, known_from_state
-from daemon.leader import AlwaysOpen, LeaderElector, LeadershipLost, NotLeader, WriteGate
+from daemon.kube.client import ApiError, KubeClient, KubeConnectError, connect
+from daemon.kube.cluster_api import KubeClusterAPI, KubeLeaseStore
+from daemon.kube.leader import AlwaysOpen, LeaderElector, LeadershipLost, NotLeader, WriteGate
+from daemon.kube.topology_status import TopologyStatus
+from daemon.kube.watch import Watchers, known_from_state
 from daemon.ports import WallClock
 from daemon.replay import FoldResult, fold_log
 from daemon.scheduler import Scheduler, SchedulerConfig
@@ -58,7 +59,6 @@ from daemon.telemetry.looplag import LoopLagMonitor
 from daemon.telemetry.metrics import MeteredEventLog, Metrics
 from daemon.telemetry.observability import Tracing, configure_logging
 from daemon.telemetry.tracing import SchedulingObserver
-from daemon.topology_status import TopologyStatus
 from events.log import EventLog, EventLogError, LogDamagedError, move_aside
 from preemption.hook import JobPreemptor
 from state.cluster import ClusterState, subject_of

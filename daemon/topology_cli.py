@@ -37,8 +37,8 @@ from rich.console import Console
 from rich.tree import Tree
 
 from daemon.config import ConfigError, load_config
-from daemon.kubeclient import ApiError, KubeConnectError, connect
-from daemon.kubewatch import CrdMissing, KindWatcher
+from daemon.kube.client import ApiError, KubeConnectError, connect
+from daemon.kube.watch import CrdMissing, KindWatcher
 from events.ingest import KIND_BY_NAME
 from events.model import Event
 from events.objects import CLUSTER_NETWORK_TOPOLOGY_API, HYPERNODE_API

@@ -8,9 +8,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from daemon.config import decode_config
-from daemon.kubeapi import API_CALLS, KubeClusterAPI
-from daemon.kubeclient import connect
-from daemon.leader import AlwaysOpen, WriteGate
+from daemon.kube.client import connect
+from daemon.kube.cluster_api import API_CALLS, KubeClusterAPI
+from daemon.kube.leader import AlwaysOpen, WriteGate
 from devcluster.cluster import DevCluster
 from tests.integration.daemon.harness import config_for, nodes, pod
 

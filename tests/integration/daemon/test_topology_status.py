@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from daemon.config import decode_config
-from daemon.kubeapi import KubeClusterAPI
-from daemon.kubeclient import connect
-from daemon.leader import AlwaysOpen, WriteGate
+from daemon.kube.client import connect
+from daemon.kube.cluster_api import KubeClusterAPI
+from daemon.kube.leader import AlwaysOpen, WriteGate
 from daemon.telemetry.metrics import Metrics
 from devcluster.cluster import DevCluster
 from events.objects import TopologyDetail, TopologyInfo

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from daemon.kubewatch import split_lines
+from daemon.kube.watch import split_lines
 
 
 class Chunks:

@@ -10,9 +10,9 @@ import anyio
 import pytest
 
 from daemon.config import decode_config
-from daemon.kubeapi import KubeClusterAPI
-from daemon.kubeclient import connect, user_agent
-from daemon.leader import NotLeader, WriteGate
+from daemon.kube.client import connect, user_agent
+from daemon.kube.cluster_api import KubeClusterAPI
+from daemon.kube.leader import NotLeader, WriteGate
 from devcluster.cluster import DevCluster
 from tests.integration.daemon.harness import config_for, nodes, pod
 

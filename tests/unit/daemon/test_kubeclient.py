@@ -10,8 +10,8 @@ import anyio
 import pytest
 
 from daemon.config import TimeoutConfig
-from daemon.kubeclient import ApiError, KubeClient
-from daemon.leader import NotLeader, WriteGate
+from daemon.kube.client import ApiError, KubeClient
+from daemon.kube.leader import NotLeader, WriteGate
 
 TOO_MANY = b'{"kind":"Status","code":429,"reason":"TooManyRequests","message":"Too many requests"}'
 TIMEOUTS = TimeoutConfig(request_seconds=5, backoff_initial_seconds=0.01, backoff_max_seconds=60,

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from daemon.config import LeaderElectionConfig
-from daemon.leader import (
+from daemon.kube.leader import (
     LeaderElector,
     LeadershipLost,
     LeaseConflict,

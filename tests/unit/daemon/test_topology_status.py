@@ -10,9 +10,9 @@ import anyio
 import msgspec
 import pytest
 
-from daemon import topology_status
+from daemon.kube import topology_status
+from daemon.kube.topology_status import StatusPlan, TopologyStatus, plan_status, topology_problems
 from daemon.ports import OK, ApiOutcome
-from daemon.topology_status import StatusPlan, TopologyStatus, plan_status, topology_problems
 from events.ingest import KIND_BY_NAME, upsert_event
 from events.model import Event
 from events.objects import TopologyDetail

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from daemon.config import load_config
-from daemon.kubeapi import API_CALLS
+from daemon.kube.cluster_api import API_CALLS
 
 from .opsfiles import Manifest, base_objects, config_file, one
 

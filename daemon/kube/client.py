@@ -43,7 +43,7 @@ from kubernetes_asyncio.config.config_exception import ConfigException
 from yarl import URL
 
 from daemon.config import DaemonConfig, TimeoutConfig
-from daemon.leader import WriteGate
+from daemon.kube.leader import WriteGate
 from daemon.version import package_version
 
 _load_incluster_config: Callable[..., None] = k8s_config.load_incluster_config

@@ -42,8 +42,8 @@ import anyio
 import msgspec
 import structlog
 
-from daemon.kubeclient import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiError, KubeClient, Response, decode_status
-from daemon.leader import LeaseConflict, LeaseRecord, LeaseStoreError, NotLeader, WriteGate
+from daemon.kube.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiError, KubeClient, Response, decode_status
+from daemon.kube.leader import LeaseConflict, LeaseRecord, LeaseStoreError, NotLeader, WriteGate
 from daemon.ports import OK, ApiOutcome, BindOutcome, GangPhase
 from daemon.telemetry.metrics import Metrics
 from events.ingest import KINDS

@@ -30,7 +30,7 @@ import msgspec
 import structlog
 
 from daemon.config import TimeoutConfig
-from daemon.kubeclient import ApiError, KubeClient, backoff_delay, decode_status
+from daemon.kube.client import ApiError, KubeClient, backoff_delay, decode_status
 from events.ingest import KINDS, KindInfo, delete_event, upsert_event
 from events.model import Event
 from events.objects import ObjectMeta
