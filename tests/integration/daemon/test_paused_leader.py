@@ -38,12 +38,12 @@ def _free_port() -> int:
         return port
 
 
-def _config(path: Path) -> Path:
+def _config(path: Path, lease: float, renew_deadline: float) -> Path:
     path.write_text(yaml.safe_dump({
         "fsync": "never",
         "bind_concurrency": 16,
-        "leader_election": {"lease_namespace": "kube-system", "lease_duration_seconds": 2,
-                            "renew_deadline_seconds": 1.5, "retry_period_seconds": 0.25},
+        "leader_election": {"lease_namespace": "kube-system", "lease_duration_seconds": lease,
+                            "renew_deadline_seconds": renew_deadline, "retry_period_seconds": 0.25},
         # Many attempts: the leader is inside one retrying call when it is stopped.
         "timeouts": {"request_seconds": 5, "watch_seconds": 30, "backoff_initial_seconds": 0.05,
                      "backoff_max_seconds": 1, "missing_crd_retry_seconds": 1, "bind_retry_attempts": 60},
@@ -69,10 +69,12 @@ class Replica:
 
 
 @asynccontextmanager
-async def replica(cluster: DevCluster, tmp_path: Path, identity: str) -> AsyncIterator[Replica]:
+async def replica(cluster: DevCluster, tmp_path: Path, identity: str, lease: float,
+                  renew_deadline: float) -> AsyncIterator[Replica]:
     kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
     port = _free_port()
-    command = [sys.executable, "-m", "daemon", "run", "--config", str(_config(tmp_path / "config.yaml")),
+    config = _config(tmp_path / "config.yaml", lease, renew_deadline)
+    command = [sys.executable, "-m", "daemon", "run", "--config", str(config),
                "--kubeconfig", str(kubeconfig), "--log-dir", str(tmp_path / f"log-{identity}"),
                "--address", f"127.0.0.1:{port}", "--identity", identity, "--log-level", "info"]
     with open(tmp_path / f"{identity}.out", "wb") as output:  # noqa: ASYNC230 (the child's log file, local)
@@ -113,49 +115,106 @@ async def admin(session: aiohttp.ClientSession, cluster: DevCluster, method: str
         return await response.json()
 
 
-async def test_a_leader_paused_past_its_lease_sends_no_write_after_waking(tmp_path: Path) -> None:
+class Contest:
+    """Two replicas, the gang they both want, and the devcluster they write to."""
+
+    def __init__(self, cluster: DevCluster, session: aiohttp.ClientSession, old: Replica, new: Replica) -> None:
+        self.cluster = cluster
+        self.session = session
+        self.old = old  # the leader, to be paused
+        self.new = new  # the standby
+        self.job = gang("contested", 4)
+
+    def sent_bindings(self, replica: Replica) -> bool:
+        return any(replica.wrote(r) and r.path.endswith("/binding") for r in self.cluster.audit.since())
+
+    async def start_storm_with_the_leader_binding(self) -> None:
+        """Bindings answer 429 until cleared; the leader is retrying the gang's bindings on return."""
+        await admin(self.session, self.cluster, "POST", {"status": 429, "verb": "create", "path": "/binding",
+                                                         "fraction": 1.0, "retry_after": 1})
+        self.cluster.load_objects(self.job)
+        await wait_until(lambda: self.sent_bindings(self.old), within=20, what="the leader to be retrying bindings")
+
+    async def finish(self) -> tuple[int, int]:
+        """The old leader exits on waking; the gang gets bound; the new leader stops cleanly: exit codes."""
+        with anyio.fail_after(20):
+            old_exit = await self.old.process.wait()
+        await wait_until(lambda: holder(self.cluster) == self.new.identity, within=15, what="the standby to lead")
+        await wait_until(lambda: bound_count(self.cluster, pod_names(self.job)) == 4, within=30,
+                         what="the gang bound")
+        self.new.process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(20):
+            new_exit = await self.new.process.wait()
+        return old_exit, new_exit
+
+    def assert_bound_once_by_the_new_leader_without_over_commit(self) -> None:
+        records = self.cluster.audit.since()
+        takeover = next(r.seq for r in records if self.new.wrote(r) and is_lease_write(r) and 200 <= r.status < 300)
+        early = [r for r in records if r.seq < takeover and self.new.wrote(r) and not is_lease_write(r)]
+        assert early == [], f"the standby wrote before it held the Lease: {early}"
+        accepted = [r for r in records if r.path.endswith("/binding") and 200 <= r.status < 300]
+        assert sorted(r.path for r in accepted) == sorted(
+            f"/api/v1/namespaces/default/pods/{name}/binding" for name in pod_names(self.job))
+        assert all(self.new.wrote(r) for r in accepted)
+        assert len({node_of(self.cluster, name) for name in pod_names(self.job)}) == 4
+        assert over_committed(self.cluster) == {}
+
+    def writes_of_the_old_leader_after(self, seq: int) -> list[AuditRecord]:
+        return [r for r in self.cluster.audit.since(seq) if self.old.wrote(r) and not is_lease_write(r)]
+
+
+@asynccontextmanager
+async def contest(tmp_path: Path, *, lease: float, renew_deadline: float) -> AsyncIterator[Contest]:
     async with DevCluster() as cluster, aiohttp.ClientSession() as session:
         cluster.load_objects(nodes(8))
-        async with replica(cluster, tmp_path, "replica-a") as old, replica(cluster, tmp_path, "replica-b") as new:
+        async with replica(cluster, tmp_path, "replica-a", lease, renew_deadline) as old, \
+                replica(cluster, tmp_path, "replica-b", lease, renew_deadline) as new:
             await wait_until(lambda: holder(cluster) != "", within=30, what="a leader")
             if holder(cluster) != old.identity:
                 old, new = new, old
             with anyio.fail_after(30):
                 while not await new.ready_as(session, "standby"):  # noqa: ASYNC110 (an HTTP probe, deadline above)
                     await anyio.sleep(0.05)
+            yield Contest(cluster, session, old, new)
 
-            await admin(session, cluster, "POST", {"status": 429, "verb": "create", "path": "/binding",
-                                                   "fraction": 1.0, "retry_after": 1})
-            job = gang("contested", 4)
-            cluster.load_objects(job)
-            await wait_until(lambda: any(old.wrote(r) and r.path.endswith("/binding") for r in cluster.audit.since()),
-                             within=20, what="the leader to be retrying bindings")
 
-            old.process.send_signal(signal.SIGSTOP)
-            await wait_until(lambda: holder(cluster) == new.identity, within=15, what="the standby to take the Lease")
-            await wait_until(lambda: any(new.wrote(r) and r.path.endswith("/binding") for r in cluster.audit.since()),
-                             within=15, what="the new leader to try binding")
-            # The storm ends while the old leader is still stopped: whatever it sends on waking would land.
-            await admin(session, cluster, "DELETE")
-            old.process.send_signal(signal.SIGCONT)
-            with anyio.fail_after(20):
-                old_exit = await old.process.wait()
-            await wait_until(lambda: bound_count(cluster, pod_names(job)) == 4, within=30, what="the gang bound")
-            new.process.send_signal(signal.SIGTERM)
-            with anyio.fail_after(20):
-                new_exit = await new.process.wait()
+async def test_a_leader_paused_past_its_lease_sends_no_write_after_waking(tmp_path: Path) -> None:
+    async with contest(tmp_path, lease=2, renew_deadline=1.5) as run:
+        await run.start_storm_with_the_leader_binding()
+        run.old.process.send_signal(signal.SIGSTOP)
+        await wait_until(lambda: holder(run.cluster) == run.new.identity, within=15,
+                         what="the standby to take the Lease")
+        await wait_until(lambda: run.sent_bindings(run.new), within=15, what="the new leader to try binding")
+        # The storm ends while the old leader is still stopped: whatever it sends on waking would land.
+        await admin(run.session, run.cluster, "DELETE")
+        run.old.process.send_signal(signal.SIGCONT)
+        old_exit, new_exit = await run.finish()
+    records = run.cluster.audit.since()
+    takeover = next(r.seq for r in records if run.new.wrote(r) and is_lease_write(r) and 200 <= r.status < 300)
+    late = run.writes_of_the_old_leader_after(takeover)
+    assert late == [], f"writes of the old leader reached the API server after it lost the Lease: {late}"
+    run.assert_bound_once_by_the_new_leader_without_over_commit()
+    assert old_exit == 1  # it knew it had lost the lease: exit 1, like kube-scheduler
+    assert new_exit == 0
 
-        records = cluster.audit.since()
-        takeover = next(r.seq for r in records if new.wrote(r) and is_lease_write(r) and 200 <= r.status < 300)
-        late = [r for r in records if r.seq > takeover and old.wrote(r) and not is_lease_write(r)]
-        assert late == [], f"writes of the old leader reached the API server after it lost the Lease: {late}"
-        early = [r for r in records if r.seq < takeover and new.wrote(r) and not is_lease_write(r)]
-        assert early == [], f"the standby wrote before it held the Lease: {early}"
-        accepted = [r for r in records if r.path.endswith("/binding") and 200 <= r.status < 300]
-        assert sorted(r.path for r in accepted) == sorted(
-            f"/api/v1/namespaces/default/pods/{name}/binding" for name in pod_names(job))
-        assert all(new.wrote(r) for r in accepted)
-        assert len({node_of(cluster, name) for name in pod_names(job)}) == 4
-        assert over_committed(cluster) == {}
-        assert old_exit == 1  # it knew it had lost the lease: exit 1, like kube-scheduler
-        assert new_exit == 0
+
+async def test_a_leader_woken_past_its_renew_deadline_writes_nothing_even_before_anyone_takes_over(
+        tmp_path: Path) -> None:
+    # A 4 s lease and a 2 s renew deadline: woken 2.8 s after it stopped, the leader's own deadline has
+    # passed but the standby cannot have taken the Lease yet. Held is judged by its own clock, not by
+    # who holds the Lease.
+    async with contest(tmp_path, lease=4, renew_deadline=2) as run:
+        await run.start_storm_with_the_leader_binding()
+        stopped_at = anyio.current_time()
+        run.old.process.send_signal(signal.SIGSTOP)
+        await admin(run.session, run.cluster, "DELETE")  # the storm ends while it is stopped
+        await anyio.sleep(stopped_at + 2.8 - anyio.current_time())  # the pause itself, not a wait for work
+        assert holder(run.cluster) == run.old.identity, "the standby took over early: the premise does not hold"
+        woken = run.cluster.audit.since()[-1].seq
+        run.old.process.send_signal(signal.SIGCONT)
+        old_exit, new_exit = await run.finish()
+    late = run.writes_of_the_old_leader_after(woken)
+    assert late == [], f"writes of the old leader reached the API server after its renew deadline: {late}"
+    run.assert_bound_once_by_the_new_leader_without_over_commit()
+    assert old_exit == 1
+    assert new_exit == 0
