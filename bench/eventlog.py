@@ -49,9 +49,9 @@ from typing import Any
 import anyio
 import msgspec
 
-from daemon.journal import Journal
-from daemon.ports import WallClock
 from daemon.replay import fold_log
+from daemon.scheduling.journal import Journal
+from daemon.scheduling.ports import WallClock
 from daemon.telemetry.looplag import LoopLagMonitor
 from daemon.telemetry.observability import configure_logging
 from events.log import EventLog, FsyncPolicy

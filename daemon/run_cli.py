@@ -45,15 +45,15 @@ import anyio.abc
 import structlog
 
 from daemon.config import ConfigError, DaemonConfig, load_config
-from daemon.journal import FOLD_STAGE, Journal
 from daemon.kube.client import ApiError, KubeClient, KubeConnectError, connect
 from daemon.kube.cluster_api import KubeClusterAPI, KubeLeaseStore
 from daemon.kube.leader import AlwaysOpen, LeaderElector, LeadershipLost, NotLeader, WriteGate
 from daemon.kube.topology_status import TopologyStatus
 from daemon.kube.watch import Watchers, known_from_state
-from daemon.ports import WallClock
 from daemon.replay import FoldResult, fold_log
-from daemon.scheduler import Scheduler, SchedulerConfig
+from daemon.scheduling.journal import FOLD_STAGE, Journal
+from daemon.scheduling.loop import Scheduler, SchedulerConfig
+from daemon.scheduling.ports import WallClock
 from daemon.telemetry.health import EndpointServer, Health, serve
 from daemon.telemetry.looplag import LoopLagMonitor
 from daemon.telemetry.metrics import MeteredEventLog, Metrics

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import anyio
 
-from daemon.scheduler import SchedulerError
+from daemon.scheduling.loop import SchedulerError
 from daemon.simulator import Simulation, SimulationError
 from events.log import EventLog, EventLogError
 from events.scenario import ScenarioError, load_scenario

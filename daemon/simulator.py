@@ -33,9 +33,9 @@ from functools import partial
 import anyio
 import msgspec
 
-from daemon.journal import Journal
-from daemon.ports import ALREADY_BOUND, BOUND, FAILED, OK, ApiOutcome, BindOutcome, GangPhase, Preemptor
-from daemon.scheduler import Scheduler, SchedulerConfig
+from daemon.scheduling.journal import Journal
+from daemon.scheduling.loop import Scheduler, SchedulerConfig
+from daemon.scheduling.ports import ALREADY_BOUND, BOUND, FAILED, OK, ApiOutcome, BindOutcome, GangPhase, Preemptor
 from events.ingest import KubeObject
 from events.log import EventLog
 from events.model import (

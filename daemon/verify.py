@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from daemon.ports import Preemptee, Preemptor
-from daemon.queue import Unit, pending_units
 from daemon.replay import bulk_fold
+from daemon.scheduling.ports import Preemptee, Preemptor
+from daemon.scheduling.queue import Unit, pending_units
 from events.model import Event, GangPending, GangPlanned, PodAssumed, PreemptionPlanned
 from events.objects import DEFAULT_SCHEDULER_NAME
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod

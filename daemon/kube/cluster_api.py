@@ -44,7 +44,7 @@ import structlog
 
 from daemon.kube.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiError, KubeClient, Response, decode_status
 from daemon.kube.leader import LeaseConflict, LeaseRecord, LeaseStoreError, NotLeader, WriteGate
-from daemon.ports import OK, ApiOutcome, BindOutcome, GangPhase
+from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase
 from daemon.telemetry.metrics import Metrics
 from events.ingest import KINDS
 from events.objects import (

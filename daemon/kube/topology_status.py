@@ -41,7 +41,7 @@ import anyio
 import msgspec
 import structlog
 
-from daemon.ports import ApiOutcome
+from daemon.scheduling.ports import ApiOutcome
 from events.model import (
     Event,
     HyperNodeDeleted,

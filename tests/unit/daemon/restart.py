@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
-from daemon.journal import Journal
-from daemon.scheduler import Scheduler, SchedulerConfig
+from daemon.scheduling.journal import Journal
+from daemon.scheduling.loop import Scheduler, SchedulerConfig
 from daemon.simulator import InMemoryCluster, VirtualClock, World
 from events.model import BindRequested, Event, GangPending, NodeUpserted, PodAssumed, PodBound, PodUpserted
 from events.objects import Node, Pod, Taint, Toleration

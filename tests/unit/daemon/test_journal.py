@@ -8,8 +8,8 @@ import msgspec
 from structlog.testing import capture_logs
 
 from daemon.config import EventLogConfig
-from daemon.journal import Journal
 from daemon.replay import fold_log
+from daemon.scheduling.journal import Journal
 from daemon.simulator import VirtualClock
 from daemon.telemetry.metrics import Metrics
 from events.log import EventLog

@@ -8,10 +8,10 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from daemon.journal import Journal
-from daemon.ports import OK, ApiOutcome, BindOutcome, GangPhase, Preemptee, PreemptionPlan
-from daemon.queue import SchedulingQueue, Unit
-from daemon.scheduler import Scheduler, SchedulerConfig
+from daemon.scheduling.journal import Journal
+from daemon.scheduling.loop import Scheduler, SchedulerConfig
+from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase, Preemptee, PreemptionPlan
+from daemon.scheduling.queue import SchedulingQueue, Unit
 from daemon.simulator import VirtualClock
 from events.model import (
     BindFailed,

@@ -7,9 +7,9 @@ from typing import Any
 import msgspec
 import pytest
 
-import daemon.scheduler as scheduler_module
-from daemon.ports import Preemptee
-from daemon.scheduler import Scheduler
+import daemon.scheduling.loop as scheduler_module
+from daemon.scheduling.loop import Scheduler
+from daemon.scheduling.ports import Preemptee
 from events.log import EventLogError
 from events.model import Event, GangPending, PodAssumed, PodForgotten, PodGroupUpserted
 from events.objects import Pod, ResourceRequirements

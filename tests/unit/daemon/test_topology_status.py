@@ -12,7 +12,7 @@ import pytest
 
 from daemon.kube import topology_status
 from daemon.kube.topology_status import StatusPlan, TopologyStatus, plan_status, topology_problems
-from daemon.ports import OK, ApiOutcome
+from daemon.scheduling.ports import OK, ApiOutcome
 from events.ingest import KIND_BY_NAME, upsert_event
 from events.model import Event
 from events.objects import TopologyDetail

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from daemon.ports import Preemptee, PreemptionPlanLike, Preemptor
+from daemon.scheduling.ports import Preemptee, PreemptionPlanLike, Preemptor
 from events.model import EvictionRequested
 from placement import Unschedulable, plan_gang
 from preemption import JobPreemptor

@@ -62,9 +62,9 @@ import anyio.abc
 import msgspec
 import structlog
 
-from daemon.hints import Need, Shape, need_of, room_now, room_when_empty
-from daemon.journal import Journal
-from daemon.ports import (
+from daemon.scheduling.hints import Need, Shape, need_of, room_now, room_when_empty
+from daemon.scheduling.journal import Journal
+from daemon.scheduling.ports import (
     ApiOutcome,
     BindOutcome,
     ClusterAPI,
@@ -74,7 +74,7 @@ from daemon.ports import (
     PreemptionPlanLike,
     Preemptor,
 )
-from daemon.queue import SchedulingQueue, Unit, pending_units, unit_of_gang
+from daemon.scheduling.queue import SchedulingQueue, Unit, pending_units, unit_of_gang
 from events.log import EventLogError
 from events.model import (
     BindFailed,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import msgspec
 
-from daemon.queue import Unit
+from daemon.scheduling.queue import Unit
 from placement.constraints import InvalidConstraint, resolve
 from placement.members import is_running
 from state.cluster import ClusterState

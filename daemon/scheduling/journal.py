@@ -37,7 +37,7 @@ import msgspec
 import structlog
 
 from daemon.config import EventLogConfig
-from daemon.ports import Clock
+from daemon.scheduling.ports import Clock
 from daemon.telemetry.metrics import Metrics
 from events.log import EventLog, RecordTooLargeError
 from events.model import (
