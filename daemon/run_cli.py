@@ -240,7 +240,7 @@ class Daemon:
         )
         self.scheduler = scheduler
         # The topology objects' status and problem Events: the leader's too, stopped with the lease.
-        topology_status = TopologyStatus(self.journal.state, self.api)
+        topology_status = TopologyStatus(self.journal.state, self.api, metrics=self.metrics)
         self.journal.subscribe(topology_status.notice)
         self.topology_status = topology_status
         log.info("daemon.leading", scheduler_name=self.config.scheduler_name)

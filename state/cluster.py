@@ -69,7 +69,16 @@ from events.objects import (
     Taint,
     VolcanoPodGroup,
 )
-from state.gangs import GangSpec, Problem, koordinator_gang_spec, volcano_gang_spec
+from state.gangs import (
+    INTERNAL_ERROR,
+    INVALID_QUANTITY,
+    RECORD_TOO_LARGE,
+    UNDECODABLE_OBJECT,
+    GangSpec,
+    Problem,
+    koordinator_gang_spec,
+    volcano_gang_spec,
+)
 from state.resources import QUANTITY_CACHE, QuantityError, Resources, add_into, parse_quantity
 from state.topology import TopologyTree
 
@@ -108,6 +117,7 @@ class PodInfo:
         "eviction_requested",
         "first_seen",
         "gang",
+        "invalid",
         "key",
         "nominated_node",
         "nominated_on",
@@ -138,7 +148,8 @@ class PodInfo:
         self.removed = False
         self.bound_at: float | None = None
         self.eviction_requested = False
-        self.broken = ""  # why folding an event of this pod failed ("" when it did not)
+        self.broken = ""  # why its latest event could not be folded or its latest version decoded ("" if not)
+        self.invalid = ""  # the first of its requests that is not a quantity, and why ("" when all are)
 
     @property
     def uid(self) -> str:
@@ -172,8 +183,9 @@ class PodInfo:
 
     @property
     def unusable(self) -> str:
-        """Why placement must not place this pod ("" when it may): its fold failed."""
-        return self.broken
+        """Why placement must not place this pod ("" when it may): a request that is not a quantity, or
+        a latest version that could not be decoded or folded."""
+        return self.invalid or self.broken
 
     @property
     def pending(self) -> bool:
@@ -265,6 +277,7 @@ class ClusterState:
         self.problems: dict[tuple[str, str], list[Problem]] = {}
         self.undecodable: dict[tuple[str, str], Problem] = {}
         self.fold_failures: dict[tuple[str, str], Problem] = {}  # (kind, key) -> the event that could not be folded
+        self.problems_version = 0  # bumped whenever `all_problems()` may have changed (a cheap test for readers)
         self.topology = TopologyTree()
         self._default_priority_class = ""
         self._largest: Resources | None = None  # cache of `largest_allocatable`, dropped when a node changes
@@ -325,8 +338,8 @@ class ClusterState:
                 failure = error
                 self._fold_failed(event, error)
             else:
-                if self.fold_failures:
-                    self._fold_succeeded(event)
+                if self.fold_failures or self.undecodable:
+                    self._folded_cleanly(event)
         if event.seq > self.last_seq:
             self.last_seq = event.seq
         if event.time > self.last_time:
@@ -345,7 +358,7 @@ class ClusterState:
         allocatable, problems = _parse_resources(node.status.allocatable, "Node", name, "status.allocatable")
         oversized = node.metadata.annotations.get(OVERSIZED_ANNOTATION) if node.metadata.annotations else None
         if oversized is not None:  # an accounting core (events.objects.node_core): unschedulable already
-            problems.append(Problem("Node", name, "object", oversized))
+            problems.append(Problem("Node", name, "object", oversized, RECORD_TOO_LARGE))
         self._set_problems("Node", name, problems)
         info = self.nodes.get(name)
         if info is None or info.allocatable != allocatable:
@@ -427,12 +440,13 @@ class ClusterState:
         key = pod.key
         problems: list[Problem] = []
         pod.requests = _pod_requests(obj, key, problems)
+        pod.invalid = f"{problems[0].field}: {problems[0].message}" if problems else ""  # only requests so far
         pod.ours = (obj.spec.scheduler_name or "default-scheduler") == self.scheduler_name
         oversized = obj.metadata.annotations.get(OVERSIZED_ANNOTATION) if obj.metadata.annotations else None
         if oversized is not None:
             # An accounting core (events.objects.pod_core): counted where it runs, never placed by us.
             pod.ours = False
-            problems.append(Problem("Pod", key, "object", oversized))
+            problems.append(Problem("Pod", key, "object", oversized, RECORD_TOO_LARGE))
         pod.priority, pod.preemption_policy = self._resolve_priority(obj, key, problems)
         gang_name = obj.metadata.labels.get(POD_GROUP_LABEL) or obj.metadata.annotations.get(
             VOLCANO_GROUP_ANNOTATION, ""
@@ -487,7 +501,7 @@ class ClusterState:
         if pod.gang:
             self._leave_gang(pod)
         self.pending.discard(pod.key)
-        self.problems.pop(("Pod", pod.key), None)
+        self._set_problems("Pod", pod.key, [])
         del self.pods[pod.key]
 
     def _leave_gang(self, pod: PodInfo) -> None:
@@ -605,7 +619,7 @@ class ClusterState:
         self._set_problems("PodGroup", key, problems)
 
     def _drop_gang_spec(self, key: str) -> None:
-        self.problems.pop(("PodGroup", key), None)
+        self._set_problems("PodGroup", key, [])
         volcano = self.volcano_pod_groups.get(key)
         gang = self.gangs.get(key)
         if gang is None:
@@ -656,7 +670,13 @@ class ClusterState:
             self.topology.hypernode_deleted(event.name)
 
     def _object_undecodable(self, event: ObjectUndecodable) -> None:
-        self.undecodable[(event.kind, event.key)] = Problem(event.kind, event.key, "", event.problem)
+        problem = Problem(event.kind, event.key, "", event.problem, UNDECODABLE_OBJECT)
+        if self.undecodable.get((event.kind, event.key)) != problem:
+            self.undecodable[(event.kind, event.key)] = problem
+            self.problems_version += 1
+        pod = self.pods.get(event.key) if event.kind == "Pod" else None
+        if pod is not None:  # what we know of it is out of date: not placed on that
+            pod.broken = _undecodable_note(event.problem)
 
     # events that could not be folded ------------------------------------
 
@@ -665,7 +685,8 @@ class ClusterState:
         text = str(error)
         message = (f"could not be folded ({type(error).__name__}: {text[:200]}); "
                    f"{'not placed' if kind == 'Pod' else 'ignored'} until an update of it folds cleanly")
-        self.fold_failures[(kind, key)] = Problem(kind, key, "", message)
+        self.fold_failures[(kind, key)] = Problem(kind, key, "", message, INTERNAL_ERROR)
+        self.problems_version += 1
         pod = self.pods.get(key) if kind == "Pod" else None
         if pod is not None:
             pod.broken = message
@@ -674,15 +695,20 @@ class ClusterState:
             with contextlib.suppress(Exception):
                 self._settle(pod)
 
-    def _fold_succeeded(self, event: Event) -> None:
+    def _folded_cleanly(self, event: Event) -> None:
+        """An update of an object folded: a fold failure or an undecodable version of it is behind us."""
         update = _UPDATE_SUBJECTS.get(type(event))
-        if update is None:
+        if update is None or type(event) is ObjectUndecodable:
             return  # a decision about an object is not an update of it: its failure stands
         kind, key = update(event)
-        if self.fold_failures.pop((kind, key), None) is not None and kind == "Pod":
-            pod = self.pods.get(key)
-            if pod is not None:
-                pod.broken = ""
+        failed = self.fold_failures.pop((kind, key), None)
+        undecodable = self.undecodable.pop((kind, key), None)
+        if failed is None and undecodable is None:
+            return
+        self.problems_version += 1
+        pod = self.pods.get(key) if kind == "Pod" else None
+        if pod is not None:
+            pod.broken = ""
 
     # accounting -------------------------------------------------------
 
@@ -750,10 +776,14 @@ class ClusterState:
         pod.placed_on = target
 
     def _set_problems(self, kind: str, key: str, problems: list[Problem]) -> None:
+        current = self.problems.get((kind, key))
         if problems:
-            self.problems[(kind, key)] = problems
-        else:
-            self.problems.pop((kind, key), None)
+            if current != problems:
+                self.problems[(kind, key)] = problems
+                self.problems_version += 1
+        elif current is not None:
+            del self.problems[(kind, key)]
+            self.problems_version += 1
 
     # ------------------------------------------------------------------ snapshots
 
@@ -827,6 +857,9 @@ class ClusterState:
             gang.timed_out = record_gang.timed_out
         for problem in snap.undecodable:
             state.undecodable[(problem.kind, problem.key)] = problem
+            stale = state.pods.get(problem.key) if problem.kind == "Pod" else None
+            if stale is not None:
+                stale.broken = _undecodable_note(problem.message)
         state.fold_failures.clear()
         for problem in snap.fold_failures:
             state.fold_failures[(problem.kind, problem.key)] = problem
@@ -860,8 +893,12 @@ def _parse_resources(raw: Mapping[str, str], kind: str, key: str, field: str) ->
         try:
             parsed[name] = parse_quantity(text)
         except QuantityError as error:
-            problems.append(Problem(kind, key, f"{field}[{name}]", f"{error}; counted as 0"))
+            problems.append(Problem(kind, key, f"{field}[{name}]", f"{error}; counted as 0", INVALID_QUANTITY))
     return parsed, problems
+
+
+def _undecodable_note(problem: str) -> str:
+    return f"its latest version cannot be decoded ({problem}); not placed until one can"
 
 
 def _add_requests(total: Resources, raw: Mapping[str, str], key: str, problems: list[Problem], field: str,
@@ -873,7 +910,8 @@ def _add_requests(total: Resources, raw: Mapping[str, str], key: str, problems: 
                 amount = parse_quantity(text)
             except QuantityError as error:
                 where = f"{field}[{index}].resources.requests" if index >= 0 else field
-                problems.append(Problem("Pod", key, f"{where}[{name}]", f"{error}; counted as 0"))
+                problems.append(Problem("Pod", key, f"{where}[{name}]", f"{error}; the pod is not placed",
+                                        INVALID_QUANTITY))
                 continue
         if take_max:
             if amount > total.get(name, 0):

@@ -31,13 +31,23 @@ MUST_GATHER = "MustGather"
 PREFER_GATHER = "PreferGather"
 
 
+# Reasons a problem can carry (the Warning Event's reason and the `reason` of
+# toposched_invalid_objects_total); without one, the reporter names it after the object's kind.
+INVALID_QUANTITY = "InvalidQuantity"
+UNDECODABLE_OBJECT = "UndecodableObject"
+RECORD_TOO_LARGE = "RecordTooLarge"
+INTERNAL_ERROR = "InternalError"  # not bad input: an event of the object could not be folded (a bug)
+
+
 class Problem(msgspec.Struct, frozen=True):
-    """Bad input found while folding: which object, which field, what is wrong."""
+    """Bad input found while folding: which object, which field, what is wrong (and, optionally, the
+    reason to report it under)."""
 
     kind: str
     key: str
     field: str
     message: str
+    reason: str = ""
 
     def __str__(self) -> str:
         return f"{self.kind} {self.key}: {self.field}: {self.message}"

@@ -1,4 +1,4 @@
-"""The leader keeps the topology objects' status current and reports bad topology input.
+"""The leader keeps the topology objects' status current and reports bad input, topology and other.
 
 What it writes (only these, only when the value differs from what the folded object already says):
 - the Koordinator ClusterNetworkTopology named `default`: `status.detailStatus`, the tree as
@@ -7,20 +7,28 @@ What it writes (only these, only when the value differs from what the folded obj
 - every Volcano HyperNode: `status.nodeCount` (`TopologyTree.hypernode_node_counts()`), while
   HyperNodes are the tree's source (when a ClusterNetworkTopology wins, their counts are left alone).
 
-What it reports: every distinct topology problem (the tree's `problems`, plus the state's problems
-about HyperNodes, ClusterNetworkTopologies and PodGroups, undecodable ones included, plus each
-gang's layer and tier names the tree does not have, `state/topology_wishes.py`, the same check
-`toposched validate` makes) once: one
-structured log line keyed by the object, and one Warning Event on the object (reason
-`InvalidTopology`, or `InvalidPodGroup` for a PodGroup; message `field: what is wrong`). A problem
-that goes away and comes back is reported again; what was reported is not persisted, so a new
-leader reports the problems still present once more. The tree keeps its last good structure, so
+What it reports: every distinct problem of the objects the daemon reads (`object_problems`): the
+topology problems (the tree's `problems`, plus the state's problems about HyperNodes,
+ClusterNetworkTopologies and PodGroups, plus each gang's layer and tier names the tree does not
+have, `state/topology_wishes.py`, the same check `toposched validate` makes) and every other problem
+the fold found: a pod or node quantity that is not one, a pod's unknown PriorityClass, an object
+that could not be decoded (the field msgspec refused) or folded, a record too large to log. Each
+once: one structured log line (`object.problem`, keyed by the object, with the field), one count of
+`toposched_invalid_objects_total{kind,reason}` (not for a fold failure, which
+`toposched_internal_errors_total` counts), and one Warning Event on the object (message `field:
+what is wrong`; reason the problem's own (`InvalidQuantity`, `UndecodableObject`,
+`RecordTooLarge`, `InternalError`), else `InvalidPodGroup` for a PodGroup, `InvalidPod`,
+`InvalidPriorityClass`, and `InvalidTopology` for topology objects and nodes). A problem that goes
+away and comes back is reported again; what was reported is not persisted, so a new leader
+reports the problems still present once more. The tree keeps its last good structure, and a pod
+with an unusable request is not placed (its gang waits with the field in its reason), so
 scheduling goes on meanwhile.
 
 When: the journal tells `notice()` about every folded event; only kinds that can change the tree,
-the topology objects or their problems (nodes, topology objects, PodGroups, undecodable objects)
-mark the status dirty, so pod churn costs nothing; a pass finding the tree's `version` unchanged
-(a node heartbeat) and no PodGroup or topology object changed returns at once (10,000 nodes in 4
+the topology objects or their problems (nodes, topology objects, PodGroups, undecodable objects),
+or an event after which the state's `problems_version` moved (a pod whose problems changed) mark
+the status dirty, so pod churn costs nothing; a pass finding the tree's `version` unchanged
+(a node heartbeat) and no PodGroup, topology object or problem changed returns at once (10,000 nodes in 4
 layers: a full pass with nothing to write takes ~9 ms, a heartbeat pass ~0). `run()` makes one
 pass as soon as something is dirty, then waits `interval` seconds before the next (changes
 meanwhile are coalesced into that one pass): at most one pass per interval. A pass whose writes
@@ -42,6 +50,7 @@ import msgspec
 import structlog
 
 from daemon.scheduling.ports import ApiOutcome
+from daemon.telemetry.metrics import Metrics
 from events.model import (
     Event,
     HyperNodeDeleted,
@@ -64,7 +73,7 @@ from events.objects import (
     TopologyDetail,
 )
 from state.cluster import ClusterState
-from state.gangs import Problem
+from state.gangs import INTERNAL_ERROR, Problem
 from state.hypernodes import HYPERNODE_KIND
 from state.topology import SOURCE_CNT, SOURCE_HYPERNODES
 from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, NODE_KIND
@@ -74,6 +83,10 @@ log = structlog.get_logger("toposched.topology")
 
 INVALID_TOPOLOGY: Final = "InvalidTopology"
 INVALID_POD_GROUP: Final = "InvalidPodGroup"
+INVALID_POD: Final = "InvalidPod"
+INVALID_PRIORITY_CLASS: Final = "InvalidPriorityClass"
+POD_KIND: Final = "Pod"
+PRIORITY_CLASS_KIND: Final = "PriorityClass"
 DEFAULT_INTERVAL: Final = 1.0
 MAX_RETRY_SECONDS: Final = 30.0
 MAX_EVENTS_PER_PASS: Final = 50
@@ -149,9 +162,36 @@ def topology_problems(state: ClusterState) -> list[Problem]:
     return sorted(found, key=lambda p: (p.kind, p.key, p.field, p.message))
 
 
+def object_problems(state: ClusterState) -> list[Problem]:
+    """Every problem of an object the daemon reads, topology or not, deduplicated, in a stable order."""
+    found = set(topology_problems(state))
+    found.update(problem for problem in state.all_problems() if problem.kind not in _STATE_KINDS)
+    return sorted(found, key=lambda p: (p.kind, p.key, p.field, p.message))
+
+
+def reason_of(problem: Problem) -> str:
+    """The Warning Event's reason for a problem (see the module docstring)."""
+    if problem.reason:
+        return problem.reason
+    if problem.kind in (POD_GROUP_KIND, "VolcanoPodGroup"):
+        return INVALID_POD_GROUP
+    if problem.kind == POD_KIND:
+        return INVALID_POD
+    if problem.kind == PRIORITY_CLASS_KIND:
+        return INVALID_PRIORITY_CLASS
+    return INVALID_TOPOLOGY
+
+
 def object_of(state: ClusterState, problem: Problem) -> ObjectRef:
     """The Kubernetes object a problem names (uid when the state knows the object)."""
     key = problem.key
+    if problem.kind == POD_KIND:
+        pod = state.pods.get(key)
+        return ObjectRef(key, "v1", POD_KIND, pod.uid if pod else "")
+    if problem.kind == PRIORITY_CLASS_KIND:
+        priority_class = state.priority_classes.get(key)
+        return ObjectRef(key, "scheduling.k8s.io/v1", PRIORITY_CLASS_KIND,
+                         priority_class.metadata.uid if priority_class else "")
     if problem.kind == CNT_KIND:
         cnt = state.network_topologies.get(key)
         return ObjectRef(key, CLUSTER_NETWORK_TOPOLOGY_API, CNT_KIND, cnt.metadata.uid if cnt else "")
@@ -177,9 +217,11 @@ class TopologyStatus:
     """One leader's status keeper and problem reporter (see the module docstring)."""
 
     def __init__(self, state: ClusterState, writer: TopologyStatusWriter, *, interval: float = DEFAULT_INTERVAL,
-                 sleep: Callable[[float], Awaitable[None]] = anyio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = anyio.sleep, metrics: Metrics | None = None) -> None:
         self.state = state
         self.writer = writer
+        self.metrics = metrics
+        self._problems_version = state.problems_version
         self.interval = interval
         self._sleep = sleep
         self._dirty = anyio.Event()
@@ -196,6 +238,11 @@ class TopologyStatus:
 
     def notice(self, event: Event) -> None:
         """Journal listener: mark dirty when the event can change what this module writes."""
+        if self.state.problems_version != self._problems_version:  # e.g. a pod whose request is not a quantity
+            self._problems_version = self.state.problems_version
+            self._dirty.set()
+            self._state_problems_changed = True
+            return
         if isinstance(event, _RELEVANT):
             self._dirty.set()
             if isinstance(event, _STATE_PROBLEM_EVENTS):
@@ -270,17 +317,20 @@ class TopologyStatus:
     # ------------------------------------------------------------------ problems
 
     async def _report_problems(self) -> bool:
-        current = topology_problems(self.state)
+        current = object_problems(self.state)
         present = set(current)
         self._logged &= present
         self._reported &= present
         posted = 0
         complete = True
         for problem in current:
+            reason = reason_of(problem)
             if problem not in self._logged:
                 self._logged.add(problem)
-                log.warning("topology.problem", kind=problem.kind, object=problem.key, field=problem.field,
-                            problem=problem.message)
+                log.warning("object.problem", kind=problem.kind, object=problem.key, field=problem.field,
+                            problem=problem.message, reason=reason)
+                if self.metrics is not None and reason != INTERNAL_ERROR:  # that one has its own counter
+                    self.metrics.invalid_objects.labels(problem.kind, reason).inc()
             if problem in self._reported:
                 continue
             if posted >= MAX_EVENTS_PER_PASS:
@@ -290,7 +340,6 @@ class TopologyStatus:
                 self._reported.add(problem)
                 continue
             target = object_of(self.state, problem)
-            reason = INVALID_POD_GROUP if target.kind == POD_GROUP_KIND else INVALID_TOPOLOGY
             message = f"{problem.field}: {problem.message}" if problem.field else problem.message
             outcome = await self.writer.report_object(target.key, target.api_version, target.kind, target.uid,
                                                       reason, message)

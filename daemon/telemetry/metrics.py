@@ -32,6 +32,7 @@ process never collide). The ops dashboard is built from this list:
 | `toposched_leader` | gauge | - | 1 while this replica holds the lease |
 | `toposched_cache_synced` | gauge | - | 1 once every kind's first list is folded |
 | `toposched_internal_errors_total` | counter | stage | handling one object raised: it was parked, the rest went on |
+| `toposched_invalid_objects_total` | counter | kind, reason | problems found in objects (one per object and field) |
 
 Must never: be read to make a scheduling decision (metrics observe, they do not steer).
 """
@@ -81,9 +82,12 @@ METRIC_NAMES = (
     "toposched_leader",
     "toposched_cache_synced",
     "toposched_internal_errors_total",
+    "toposched_invalid_objects_total",
 )
-# `stage` of toposched_internal_errors_total: fold, listener (`daemon.journal`); plan, preempt, assume,
-# permit, nominate (`daemon.scheduler`).
+# `stage` of toposched_internal_errors_total: fold, listener (`daemon.scheduling.journal`); plan,
+# preempt, assume, permit, nominate (`daemon.scheduling.loop`). `reason` of
+# toposched_invalid_objects_total: the Warning Event's reason (`daemon.kube.topology_status.reason_of`):
+# InvalidQuantity, UndecodableObject, InvalidPod, ...
 
 
 class Metrics:
@@ -148,6 +152,10 @@ class Metrics:
         self.internal_errors = Counter(
             "toposched_internal_errors", "Objects whose handling raised, by stage (each parked, the rest went on).",
             ["stage"], registry=r,
+        )
+        self.invalid_objects = Counter(
+            "toposched_invalid_objects", "Problems found in objects, by kind and reason (one per object and field).",
+            ["kind", "reason"], registry=r,
         )
 
     def exposition(self) -> bytes:

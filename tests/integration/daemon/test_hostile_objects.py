@@ -9,7 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from devcluster.cluster import DevCluster
+from devcluster.resources import ResourceDef
+from devcluster.store import Store
 from tests.integration.daemon.harness import (
     NAMESPACE,
     RunningDaemon,
@@ -27,17 +31,29 @@ HOSTILE = {"gpu-1e18": ("nvidia.com/gpu", "1e18"), "memory-20pi": ("memory", "20
            "cpu-40-digits": ("cpu", "9" * 40)}
 
 
+def with_request(manifest: dict[str, Any], resource: str, quantity: str) -> dict[str, Any]:
+    """`manifest` asking for `quantity` of `resource`, limited to its requests (as extended resources must be)."""
+    resources = manifest["spec"]["containers"][0]["resources"]
+    resources["requests"][resource] = quantity
+    resources["limits"] = dict(resources["requests"])
+    return manifest
+
+
 def hostile_objects() -> list[dict[str, Any]]:
     """A lone pod per hostile request, and a gang of two asking for the same."""
     objects: list[dict[str, Any]] = []
     for name, (resource, quantity) in HOSTILE.items():
-        lone = pod(name)
-        lone["spec"]["containers"][0]["resources"]["requests"][resource] = quantity
         members = gang(f"gang-{name}", 2)
         for manifest in members[1:]:
-            manifest["spec"]["containers"][0]["resources"]["requests"][resource] = quantity
-        objects += [lone, *members]
+            with_request(manifest, resource, quantity)
+        objects += [with_request(pod(name), resource, quantity), *members]
     return objects
+
+
+def load_as_a_real_server_would(cluster: DevCluster, objects: list[dict[str, Any]]) -> None:
+    refused: list[str] = []
+    cluster.load_objects(objects, warnings=refused)
+    assert refused == [], "these objects must be ones a real API server accepts"
 
 
 def events_about(cluster: DevCluster, name: str) -> list[dict[str, Any]]:
@@ -66,7 +82,7 @@ async def test_hostile_quantities_wait_with_the_resource_named_and_a_canary_bind
     async with DevCluster() as cluster:
         cluster.load_objects(nodes(8))
         async with daemons(cluster, tmp_path) as running:
-            cluster.load_objects(hostile_objects())
+            load_as_a_real_server_would(cluster, hostile_objects())
             await canary_binds(cluster, "canary", running)
             for name, (resource, _) in HOSTILE.items():
                 await wait_until(lambda n=name, r=resource: warned(cluster, n, f"Insufficient {r}")  # type: ignore[misc]
@@ -85,7 +101,8 @@ async def test_hostile_quantities_wait_with_the_resource_named_and_a_canary_bind
 
 async def test_the_standby_takes_over_with_hostile_pods_present_and_goes_on_scheduling(tmp_path: Path) -> None:
     async with DevCluster() as cluster:
-        cluster.load_objects([*nodes(8), *hostile_objects()])
+        cluster.load_objects(nodes(8))
+        load_as_a_real_server_would(cluster, hostile_objects())
         async with daemons(cluster, tmp_path, count=2, election=True) as pair:
             await wait_until(lambda: any(d.is_leader for d in pair), what="a leader")
             leader = next(d for d in pair if d.is_leader)
@@ -94,3 +111,44 @@ async def test_the_standby_takes_over_with_hostile_pods_present_and_goes_on_sche
             leader.kill()
             await wait_until(lambda: standby.is_leader, within=5, what="the standby to take over")
             await canary_binds(cluster, "canary-after-takeover", [standby])
+
+
+def admitted_unchecked(monkeypatch: pytest.MonkeyPatch, names: set[str]) -> None:
+    """Make devcluster store these objects as written: a server that does not validate (an old or
+    aggregated API server, a CRD without a schema) may hand the daemon anything."""
+    admit = Store._admit
+
+    def admit_unless_named(store: Store, resource: ResourceDef, obj: dict[str, Any], **options: Any) -> Any:
+        if obj.get("metadata", {}).get("name") in names:
+            return obj
+        return admit(store, resource, obj, **options)
+
+    monkeypatch.setattr(Store, "_admit", admit_unless_named)
+
+
+async def test_objects_the_daemon_cannot_use_get_a_warning_naming_the_field_a_count_and_are_not_placed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lone = with_request(pod("bad-quantity"), "nvidia.com/gpu", "eight")
+    job = gang("job", 2)
+    with_request(job[2], "memory", "64 GiB")
+    undecodable = pod("bad-priority")
+    undecodable["spec"]["priority"] = "high"
+    admitted_unchecked(monkeypatch, {"bad-quantity", "job-1", "bad-priority"})
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(4))
+        async with daemons(cluster, tmp_path) as running:
+            cluster.load_objects([lone, *job, undecodable])
+            await canary_binds(cluster, "canary", running)
+            field = "spec.containers[0].resources.requests"
+            await wait_until(lambda: warned(cluster, "bad-quantity", f"{field}[nvidia.com/gpu]: 'eight' is not")
+                             and warned(cluster, "job-1", f"{field}[memory]: '64 GiB' is not")
+                             and warned(cluster, "job", f"pod default/job-1: {field}[memory]")
+                             and warned(cluster, "bad-priority", "spec.priority: Expected `int"),
+                             within=15, what="Warning Events naming the fields")
+            reasons = {(e["involvedObject"]["name"], e["reason"]) for e in cluster.store.list("events", NAMESPACE)}
+            assert {("bad-quantity", "InvalidQuantity"), ("job-1", "InvalidQuantity"),
+                    ("bad-priority", "UndecodableObject")} <= reasons
+            assert bound_count(cluster, ["bad-quantity", "job-0", "job-1", "bad-priority"]) == 0
+            counted = running[0].daemon.metrics.invalid_objects
+            assert counted.labels("Pod", "InvalidQuantity")._value.get() == 2
+            assert counted.labels("Pod", "UndecodableObject")._value.get() == 1

@@ -24,7 +24,7 @@ from tests.unit.state.test_cluster import break_the_fold_for
 def requesting(base: Pod, **requests: str) -> Pod:
     """`base` with these requests (resource name -> quantity text) added to its container."""
     container = base.spec.containers[0]
-    merged = {**container.resources.requests, **{name.replace("_", "/"): text for name, text in requests.items()}}
+    merged = {**container.resources.requests, **requests}
     container = msgspec.structs.replace(container, resources=ResourceRequirements(requests=merged))
     return msgspec.structs.replace(base, spec=msgspec.structs.replace(base.spec, containers=[container]))
 
@@ -197,3 +197,16 @@ async def test_a_listener_that_raises_costs_neither_the_other_listeners_nor_the_
     await h.settle()
     assert sorted(h.bound_pods()) == ["default/job-0", "default/job-1"]
     assert len(seen) == len(h.events) and h.journal.internal_errors["listener"] == len(h.events)
+
+
+async def test_a_pod_whose_request_is_not_a_quantity_holds_its_gang_back_naming_the_field() -> None:
+    h = Harness()
+    h.add(*nodes(4), group_event(pod_group("job", min_member=2)), pod_event(pod("job-0", gang="job")),
+          pod_event(requesting(pod("job-1", gang="job"), **{"nvidia.com/gpu": "eight"})),
+          pod_event(requesting(pod("lone"), memory="64 GiB")), *gang("canary", 2))
+    await h.settle()
+    assert sorted(h.bound_pods()) == ["default/canary-0", "default/canary-1"]  # not the lone pod with "0" memory
+    reasons = pending_reasons(h)
+    assert reasons["default/job"].startswith(
+        "gang default/job: pod default/job-1: spec.containers[0].resources.requests[nvidia.com/gpu]: 'eight' is not")
+    assert reasons["default/lone"].startswith("pod default/lone: spec.containers[0].resources.requests[memory]:")

@@ -13,6 +13,7 @@ import pytest
 from daemon.kube import topology_status
 from daemon.kube.topology_status import StatusPlan, TopologyStatus, plan_status, topology_problems
 from daemon.scheduling.ports import OK, ApiOutcome
+from daemon.telemetry.metrics import Metrics
 from events.ingest import KIND_BY_NAME, upsert_event
 from events.model import Event
 from events.objects import TopologyDetail
@@ -287,3 +288,57 @@ async def test_bad_hypernodes_added_to_a_labelled_cluster_are_reported_and_the_l
     messages = {key: message for _, key, _, _, message in writer.events}
     assert messages["c0"] == ("spec.members[0]: HyperNode membership forms a cycle c0 -> c1 -> c0; "
                               "the HyperNode is left out of the tree")
+
+
+def raw_pod(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {"schedulerName": "toposched", **spec}}
+
+
+async def test_a_pod_request_that_is_not_a_quantity_and_an_undecodable_pod_each_get_one_warning_and_one_count(
+        ) -> None:
+    state = cluster()
+    writer = FakeWriter()
+    metrics = Metrics()
+    keeper = TopologyStatus(state, writer, metrics=metrics)
+    assert await keeper.sync_once()
+    pods = KIND_BY_NAME["Pod"]
+    containers = [{"name": "main", "resources": {"requests": {"nvidia.com/gpu": "eight"}}}]
+    for event in (upsert_event(pods, raw_pod("bad-request", containers=containers)),
+                  upsert_event(pods, raw_pod("undecodable", priority="high"))):
+        state.apply(event)
+        keeper.notice(event)
+    assert await keeper.sync_once()
+    assert {(kind, key, uid, reason) for kind, key, uid, reason, _ in writer.events} == {
+        ("Pod", "default/bad-request", "uid-bad-request", "InvalidQuantity"),
+        ("Pod", "default/undecodable", "", "UndecodableObject"),
+    }
+    messages = {key: message for _, key, _, _, message in writer.events}
+    assert messages["default/bad-request"].startswith(
+        "spec.containers[0].resources.requests[nvidia.com/gpu]: 'eight' is not a Kubernetes quantity")
+    assert messages["default/undecodable"].startswith("spec.priority: Expected `int")
+    counted = metrics.invalid_objects
+    assert counted.labels("Pod", "InvalidQuantity")._value.get() == 1
+    assert counted.labels("Pod", "UndecodableObject")._value.get() == 1
+
+    again = pod_event(pod("churn", gpus=1))  # churn of good pods: no new pass, nothing posted or counted
+    state.apply(again)
+    keeper.notice(again)
+    assert await keeper.sync_once()
+    assert len(writer.events) == 2 and counted.labels("Pod", "InvalidQuantity")._value.get() == 1
+
+
+async def test_a_pod_problem_wakes_the_keeper_but_pods_without_problems_do_not() -> None:
+    state = cluster()
+    writer = FakeWriter()
+    keeper = TopologyStatus(state, writer)
+    assert await keeper.sync_once()
+    keeper._dirty = anyio.Event()  # as `run()` leaves it after its pass
+    good = pod_event(pod("good", gpus=1))
+    state.apply(good)
+    keeper.notice(good)
+    assert not keeper._dirty.is_set()
+    bad = pod_event(pod("bad", cpu="many"))
+    state.apply(bad)
+    keeper.notice(bad)
+    assert keeper._dirty.is_set()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from events.ingest import KIND_BY_NAME, upsert_event
 from events.model import (
     BindFailed,
     Event,
@@ -220,3 +221,45 @@ def test_node_allocatable_beyond_the_cap_is_capped_like_kubernetes() -> None:
     assert allocatable["memory"] == allocatable["cpu"] == MAX_MILLI
     assert state.nodes["n1"].used["memory"] == 20 * 2**50 * 1000
     assert not list(state.all_problems())
+
+
+def test_a_pod_whose_request_is_not_a_quantity_is_never_placed_and_the_field_is_named() -> None:
+    state = _state(node_event(node("n1")), pod_event(pod("bad", cpu="lots")), pod_event(pod("minus", memory="-1Gi")))
+    field = "spec.containers[0].resources.requests[cpu]"
+    (problem,) = state.problems_of("Pod", "default/bad")
+    assert (problem.field, problem.reason) == (field, "InvalidQuantity")
+    assert "'lots' is not a Kubernetes quantity" in problem.message and "not placed" in problem.message
+    for key, words in (("default/bad", field), ("default/minus", "is negative")):
+        refused = plan_pod(state, key)
+        assert isinstance(refused, Unschedulable) and refused.constraint == "invalid" and words in refused.reason
+    assert state.pending == {"default/bad", "default/minus"}  # waiting, with the reason, not dropped
+
+
+def test_a_node_allocatable_that_is_not_a_quantity_counts_as_none_of_that_resource() -> None:
+    broken = node("n1")
+    broken = msgspec.structs.replace(broken, status=msgspec.structs.replace(
+        broken.status, allocatable={**broken.status.allocatable, GPU: "eight"}))
+    state = _state(node_event(broken), pod_event(pod("p", gpus=1)))
+    assert GPU not in state.nodes["n1"].allocatable
+    (problem,) = state.problems_of("Node", "n1")
+    assert (problem.field, problem.reason) == (f"status.allocatable[{GPU}]", "InvalidQuantity")
+    assert isinstance(plan_pod(state, "default/p"), Unschedulable)
+
+
+def test_an_undecodable_version_of_a_pod_holds_it_back_until_a_decodable_one_arrives() -> None:
+    pods = KIND_BY_NAME["Pod"]
+    state = _state(node_event(node("n1")), pod_event(pod("p", gpus=1)))
+    version = state.problems_version
+    bad = {"metadata": {"name": "p", "namespace": "default"}, "spec": {"priority": "high"}}
+    state.apply(upsert_event(pods, bad))
+    (problem,) = state.all_problems()
+    assert problem.reason == "UndecodableObject" and problem.message.startswith("spec.priority: Expected `int")
+    refused = plan_pod(state, "default/p")
+    assert isinstance(refused, Unschedulable) and "cannot be decoded (spec.priority" in refused.reason
+    assert state.problems_version > version
+    version = state.problems_version
+    state.apply(pod_event(pod("p", gpus=1)))  # a version that decodes lifts the hold and the problem
+    assert not list(state.all_problems()) and state.problems_version == version + 1
+    assert not isinstance(plan_pod(state, "default/p"), Unschedulable)
+    state.apply(pod_event(pod("p", gpus=1)))  # the same again changes no problem: the version stays
+    assert state.problems_version == version + 1
