@@ -67,7 +67,10 @@ by item on the server.
 
 Served: namespaces, nodes, pods (+ status, binding, eviction), events (core v1; events.k8s.io/v1 is a
 view of the same objects), coordination.k8s.io/v1 leases, scheduling.k8s.io/v1 priorityclasses,
-scheduling.sigs.k8s.io/v1alpha1 and scheduling.volcano.sh/v1beta1 PodGroups, scheduling.koordinator.sh
+the Workload API as a cluster with the GenericWorkload gate serves it (scheduling.k8s.io/v1alpha1
+Workload of 1.35, scheduling.k8s.io/v1alpha2 PodGroup of 1.36, validated as kube-apiserver does;
+pods' spec.workloadRef and spec.schedulingGroup), scheduling.sigs.k8s.io/v1alpha1,
+scheduling.x-k8s.io/v1alpha1 and scheduling.volcano.sh/v1beta1 PodGroups, scheduling.koordinator.sh
 ClusterNetworkTopology and topology.volcano.sh HyperNode (each + status). Stored only, so that the
 manifests under ops/ apply (`kubectl apply [--dry-run=client] -k ops/`): v1 ConfigMap, Secret
 (stringData written into data), ServiceAccount, Service (+ status), apps/v1 Deployment, StatefulSet,

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from devcluster import errors
-from devcluster.schemas import Schema
+from devcluster.schemas import Schema, child_schema
 
 Obj = dict[str, Any]
 Element = tuple[str, str]  # ("f", name) | ("k", '{"name":"main"}') | ("v", '"x"') | (".", "")
@@ -44,17 +44,6 @@ IGNORED_META = frozenset({"managedFields", "resourceVersion", "uid", "creationTi
 
 
 # --------------------------------------------------------------------------- schema helpers
-
-
-def _child(schema: Schema | None, key: str) -> Schema | None:
-    if schema is None:
-        return None
-    properties = schema.get("properties")
-    if properties is not None:
-        found: Schema | None = properties.get(key)
-        return found
-    additional: Schema | None = schema.get("additionalProperties")
-    return additional
 
 
 def _list_keys(schema: Schema | None) -> tuple[str, ...] | None:
@@ -88,7 +77,7 @@ def _walk(value: Any, schema: Schema | None, prefix: Path, out: set[Path]) -> No
         for key, child in value.items():
             if child is None:
                 continue
-            _walk(child, _child(schema, key), (*prefix, ("f", key)), out)
+            _walk(child, child_schema(schema, key), (*prefix, ("f", key)), out)
         return
     if isinstance(value, list) and value:
         items = schema.get("items") if schema is not None else None
@@ -117,7 +106,7 @@ def field_set(obj: Obj, schema: Schema | None) -> set[Path]:
     for key, value in obj.items():
         if key in IGNORED or value is None:
             continue
-        child = _child(schema, key)
+        child = child_schema(schema, key)
         if key == "metadata" and isinstance(value, dict):
             value = {k: v for k, v in value.items() if k not in IGNORED_META and k not in ("name", "namespace")}
             if not value:
@@ -236,7 +225,7 @@ def merge(current: Any, applied: Any, schema: Schema | None) -> Any:
             if value is None:
                 result.pop(key, None)
             else:
-                result[key] = merge(result.get(key), value, _child(schema, key))
+                result[key] = merge(result.get(key), value, child_schema(schema, key))
         return result
     if isinstance(applied, list):
         keys = _list_keys(schema)

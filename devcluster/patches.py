@@ -18,7 +18,7 @@ import copy
 from typing import Any
 
 from devcluster.errors import ApiError
-from devcluster.schemas import Schema
+from devcluster.schemas import Schema, child_schema
 
 
 def _cannot(message: str) -> ApiError:
@@ -144,17 +144,6 @@ _ORDER = "$setElementOrder/"
 _DELETE_PRIMITIVE = "$deleteFromPrimitiveList/"
 
 
-def _child(schema: Schema | None, key: str) -> Schema | None:
-    if schema is None or schema.get("x-kubernetes-preserve-unknown-fields"):
-        return None
-    properties = schema.get("properties")
-    if properties is not None:
-        sub: Schema | None = properties.get(key)
-        return sub
-    additional: Schema | None = schema.get("additionalProperties")
-    return additional
-
-
 def _merge_list(current: Any, patch: list[Any], schema: Schema | None) -> Any:
     merge_key = schema.get("x-kubernetes-patch-merge-key") if schema else None
     strategy = schema.get("x-kubernetes-patch-strategy", "") if schema else ""
@@ -216,7 +205,7 @@ def strategic_merge(target: Any, patch: Any, schema: Schema | None) -> Any:
             if isinstance(result.get(name), list) and isinstance(value, list):
                 result[name] = [v for v in result[name] if v not in value]
             continue
-        sub = _child(schema, key)
+        sub = child_schema(schema, key)
         if value is None:
             result.pop(key, None)
         elif isinstance(value, list):
@@ -231,7 +220,7 @@ def strategic_merge(target: Any, patch: Any, schema: Schema | None) -> Any:
             result[key] = value
     for key, order in orders.items():
         if isinstance(result.get(key), list):
-            sub = _child(schema, key)
+            sub = child_schema(schema, key)
             merge_key = sub.get("x-kubernetes-patch-merge-key") if sub else None
             result[key] = _reorder(result[key], order, merge_key)
     if isinstance(retain, list):

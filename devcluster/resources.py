@@ -15,6 +15,10 @@ Deployment's pods, no RBAC is enforced, no Service gets a cluster IP). Creating 
 CustomResourceDefinition object makes devcluster serve nothing new: the custom resources it serves are
 the rows of this table.
 
+The Workload API kinds of scheduling.k8s.io (v1alpha1 Workload, v1alpha2 PodGroup) are built in
+(not custom): a real cluster serves them from kube-apiserver once the feature gate is on, with
+strategic merge patches and server-side validation (`manifests.validation`).
+
 Pure data: no I/O, no imports of our other packages.
 """
 
@@ -73,6 +77,10 @@ RESOURCES: tuple[ResourceDef, ...] = (
     ResourceDef("events.k8s.io", "v1", "Event", "events", "event", True, (), ("ev",), stored_as="events"),
     ResourceDef("coordination.k8s.io", "v1", "Lease", "leases", "lease", True),
     ResourceDef("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", False, (), ("pc",)),
+    # Kubernetes' own gang API, served as a cluster with the GenericWorkload feature gate serves it: the 1.35
+    # Workload (pods join through spec.workloadRef) and the 1.36 runtime PodGroup (spec.schedulingGroup).
+    ResourceDef("scheduling.k8s.io", "v1alpha1", "Workload", "workloads", "workload", True),
+    ResourceDef("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups", "podgroup", True, ("status",)),
     ResourceDef("apps", "v1", "Deployment", "deployments", "deployment", True, ("status",), ("deploy",), ("all",)),
     ResourceDef("apps", "v1", "StatefulSet", "statefulsets", "statefulset", True, ("status",), ("sts",), ("all",)),
     ResourceDef("apps", "v1", "DaemonSet", "daemonsets", "daemonset", True, ("status",), ("ds",), ("all",)),
@@ -87,6 +95,10 @@ RESOURCES: tuple[ResourceDef, ...] = (
                 "customresourcedefinition", False, ("status",), ("crd", "crds"), ("api-extensions",)),
     ResourceDef(
         "scheduling.sigs.k8s.io", "v1alpha1", "PodGroup", "podgroups", "podgroup", True, ("status",), ("pg", "pgs"),
+        custom=True,
+    ),
+    ResourceDef(
+        "scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups", "podgroup", True, ("status",), ("pg", "pgs"),
         custom=True,
     ),
     ResourceDef(

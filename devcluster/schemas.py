@@ -20,6 +20,18 @@ from typing import Any
 Schema = dict[str, Any]
 
 
+def child_schema(schema: Schema | None, key: str) -> Schema | None:
+    """The schema of field `key` of an object (None where unknown, or inside a preserve-unknown-fields subtree)."""
+    if schema is None or schema.get("x-kubernetes-preserve-unknown-fields"):
+        return None
+    properties = schema.get("properties")
+    if properties is not None:
+        found: Schema | None = properties.get(key)
+        return found
+    additional: Schema | None = schema.get("additionalProperties")
+    return additional
+
+
 def _string(description: str = "") -> Schema:
     return {"type": "string", "description": description} if description else {"type": "string"}
 
@@ -168,7 +180,10 @@ POD_SPEC: Schema = _object({
     "setHostnameAsFQDN": _boolean(), "hostAliases": _free_array(), "securityContext": _free(),
     "runtimeClassName": _string(), "overhead": _quantities(), "enableServiceLinks": _boolean(),
     "readinessGates": _free_array(), "os": _object({"name": _string()}), "resourceClaims": _free_array(),
-    "resources": _RESOURCES, "hostnameOverride": _string(), "schedulingGroup": _free(),
+    "resources": _RESOURCES, "hostnameOverride": _string(),
+    # The Workload API's pod side: 1.35 joins a Workload's pod group, 1.36 a runtime PodGroup by name.
+    "workloadRef": _object({"name": _string(), "podGroup": _string(), "podGroupReplicaKey": _string()}),
+    "schedulingGroup": _object({"podGroupName": _string()}),
 }, ("containers",))
 
 POD_STATUS: Schema = _object({
@@ -220,6 +235,14 @@ _POD_GROUP_STATUS = _object({
     "conditions": _array(_free(), "type"),
 })
 _TOPOLOGY_INFO = _object({"topologyLayer": _string(), "topologyName": _string()})
+
+# scheduling.k8s.io's gang API (k8s.io/api/scheduling v1alpha1 for 1.35, v1alpha2 for 1.36).
+_GANG_POLICY = _object({"basic": _object({}), "gang": _object({"minCount": _integer()}, ("minCount",))})
+_METAV1_CONDITION = _object({
+    "type": _string(), "status": _string(), "observedGeneration": _integer(), "lastTransitionTime": _time(),
+    "reason": _string(), "message": _string(),
+}, ("type", "status", "lastTransitionTime", "reason", "message"))
+_TYPED_LOCAL_REFERENCE = _object({"apiGroup": _string(), "kind": _string(), "name": _string()}, ("kind", "name"))
 
 
 def _top(extra: dict[str, Schema], required: tuple[str, ...] = ()) -> Schema:
@@ -280,6 +303,38 @@ KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
         }),
         "status": _POD_GROUP_STATUS,
     })),
+    ("scheduling.x-k8s.io/v1alpha1", "PodGroup"): ("io.x-k8s.scheduling.v1alpha1.PodGroup", _top({
+        "spec": _object({
+            "minMember": _integer(), "scheduleTimeoutSeconds": _integer(), "minResources": _cr_quantities(),
+        }),
+        "status": _object({
+            "phase": _string(), "occupiedBy": _string(), "running": _integer(), "succeeded": _integer(),
+            "failed": _integer(), "scheduleStartTime": _time(),
+        }),
+    })),
+    ("scheduling.k8s.io/v1alpha1", "Workload"): ("io.k8s.api.scheduling.v1alpha1.Workload", _top({
+        "spec": _object({
+            "controllerRef": _TYPED_LOCAL_REFERENCE,
+            "podGroups": {**_array(_object({"name": _string(), "policy": _GANG_POLICY}, ("name", "policy")), "name"),
+                          "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        }, ("podGroups",)),
+    }, ("spec",))),
+    ("scheduling.k8s.io/v1alpha2", "PodGroup"): ("io.k8s.api.scheduling.v1alpha2.PodGroup", _top({
+        "spec": _object({
+            "podGroupTemplateRef": _object({"workload": _object({
+                "workloadName": _string(), "podGroupTemplateName": _string()},
+                ("workloadName", "podGroupTemplateName"))}),
+            "schedulingPolicy": _GANG_POLICY,
+            "schedulingConstraints": _object({"topology": _array(_object({"key": _string()}, ("key",)))}),
+            "resourceClaims": _array(_object({
+                "name": _string(), "resourceClaimName": _string(), "resourceClaimTemplateName": _string(),
+            }, ("name",)), "name"),
+        }, ("schedulingPolicy",)),
+        "status": _object({
+            "conditions": _array(_METAV1_CONDITION, "type"),
+            "resourceClaimStatuses": _array(_object({"name": _string(), "resourceClaimName": _string()}), "name"),
+        }),
+    }, ("spec",))),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): ("sh.volcano.scheduling.v1beta1.PodGroup", _top({
         "spec": _object({
             "minMember": _integer(), "minTaskMember": _map(_integer()), "queue": _string(),

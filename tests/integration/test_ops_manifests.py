@@ -27,10 +27,12 @@ KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
 ENTRY_POINTS = {
-    "ops": {"podgroups.scheduling.sigs.k8s.io", "clusternetworktopologies.scheduling.koordinator.sh",
-            "hypernodes.topology.volcano.sh", "podgroups.scheduling.volcano.sh"},
-    "ops/overlays/on-koordinator": {"hypernodes.topology.volcano.sh", "podgroups.scheduling.volcano.sh"},
-    "ops/overlays/on-volcano": {"podgroups.scheduling.sigs.k8s.io",
+    "ops": {"podgroups.scheduling.sigs.k8s.io", "podgroups.scheduling.x-k8s.io",
+            "clusternetworktopologies.scheduling.koordinator.sh", "hypernodes.topology.volcano.sh",
+            "podgroups.scheduling.volcano.sh"},
+    "ops/overlays/on-koordinator": {"hypernodes.topology.volcano.sh", "podgroups.scheduling.volcano.sh",
+                                    "podgroups.scheduling.x-k8s.io"},
+    "ops/overlays/on-volcano": {"podgroups.scheduling.sigs.k8s.io", "podgroups.scheduling.x-k8s.io",
                                 "clusternetworktopologies.scheduling.koordinator.sh"},
     "ops/overlays/scheduler-only": set(),
 }

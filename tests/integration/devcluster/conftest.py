@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import config
 
-from devcluster import DevCluster
+from devcluster import BackgroundDevCluster, DevCluster
+
+from .kubectl import Kubectl
 
 
 @pytest.fixture
@@ -27,3 +29,11 @@ async def api(cluster: DevCluster, tmp_path: Path) -> AsyncIterator[Any]:
     finally:
         await api_client.close()
 
+
+
+@pytest.fixture(scope="module")
+def background(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BackgroundDevCluster, Kubectl]]:
+    """A devcluster served from a thread for one test module, and kubectl configured for it."""
+    root = tmp_path_factory.mktemp("kubectl")
+    with BackgroundDevCluster(kubelet_delay=0.01) as started:
+        yield started, Kubectl(started.write_kubeconfig(root / "kubeconfig"), root / "cache")

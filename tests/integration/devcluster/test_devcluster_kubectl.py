@@ -4,42 +4,15 @@ from __future__ import annotations
 
 import json
 import queue
-import shutil
-import subprocess
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from devcluster import BackgroundDevCluster
 
+from .kubectl import Kubectl, needs_kubectl
 from .manifests import node, pod
 
-KUBECTL = shutil.which("kubectl")
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
-
-
-class Kubectl:
-    def __init__(self, kubeconfig: Path, cache: Path) -> None:
-        self.base = [str(KUBECTL), "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache)]
-
-    def run(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([*self.base, *args], input=stdin, capture_output=True, text=True, timeout=60)
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
-        return result
-
-    def popen(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([*self.base, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-@pytest.fixture(scope="module")
-def background(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BackgroundDevCluster, Kubectl]]:
-    root = tmp_path_factory.mktemp("kubectl")
-    with BackgroundDevCluster(kubelet_delay=0.01) as started:
-        yield started, Kubectl(started.write_kubeconfig(root / "kubeconfig"), root / "cache")
+pytestmark = needs_kubectl
 
 
 def test_get_wide_lists_nodes_and_pods_across_namespaces(background: tuple[BackgroundDevCluster, Kubectl]) -> None:

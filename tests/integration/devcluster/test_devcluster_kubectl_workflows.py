@@ -4,18 +4,15 @@
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import yaml
 
 from devcluster import BackgroundDevCluster
 
-from .test_devcluster_kubectl import Kubectl
+from .kubectl import Kubectl, needs_kubectl
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+pytestmark = needs_kubectl
 
 HYPERNODE = """
 apiVersion: topology.volcano.sh/v1alpha1
@@ -33,13 +30,6 @@ spec:
   schedulerName: toposched
   containers: [{name: main, image: trainer:1, resources: {limits: {nvidia.com/gpu: 8}}}]
 """
-
-
-@pytest.fixture(scope="module")
-def background(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BackgroundDevCluster, Kubectl]]:
-    root = tmp_path_factory.mktemp("workflows")
-    with BackgroundDevCluster(kubelet_delay=0.01) as started:
-        yield started, Kubectl(started.write_kubeconfig(root / "kubeconfig"), root / "cache")
 
 
 def test_reapplying_a_changed_custom_resource_configures_it(background: tuple[BackgroundDevCluster, Kubectl]) -> None:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import shutil
-import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -23,9 +21,9 @@ from kubernetes_asyncio.client import models
 from devcluster import BackgroundDevCluster
 from devcluster.schemas import KIND_SCHEMAS, Schema
 
+from .kubectl import Kubectl, needs_kubectl
+
 REPO = Path(__file__).resolve().parents[3]
-KUBECTL = shutil.which("kubectl")
-needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
 _LABELS = {"app": "web"}
 _TEMPLATE = {"metadata": {"labels": _LABELS}, "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}
@@ -69,17 +67,6 @@ def manifest(api_version: str, kind: str, namespaced: bool, body: dict[str, Any]
     name = "widgets.example.com" if kind == "CustomResourceDefinition" else name
     metadata: dict[str, Any] = {"name": name, **({"namespace": "ops-kinds"} if namespaced else {})}
     return {"apiVersion": api_version, "kind": kind, "metadata": metadata, **copy.deepcopy(body)}
-
-
-class Kubectl:
-    def __init__(self, kubeconfig: Path, cache: Path) -> None:
-        self.base = [str(KUBECTL), "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache)]
-
-    def run(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([*self.base, *args], input=stdin, capture_output=True, text=True, timeout=60)
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
-        return result
 
 
 def started(root: Path) -> Iterator[tuple[BackgroundDevCluster, Kubectl]]:

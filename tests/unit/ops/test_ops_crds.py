@@ -18,7 +18,7 @@ from events.ingest import KINDS
 from .crdcheck import served_schema, untyped_nodes, violations
 from .opsfiles import CRDS, OPS, REPO, Manifest, component_objects, kustomization, load_documents
 
-COMPONENTS = ("scheduler-plugins", "koordinator", "volcano")
+COMPONENTS = ("scheduler-plugins", "scheduler-plugins-x-k8s", "koordinator", "volcano")
 
 
 def all_crds() -> dict[str, Manifest]:
@@ -48,6 +48,8 @@ def test_components_are_kustomize_components_holding_only_crds() -> None:
 def test_the_koordinator_and_volcano_crds_live_in_their_own_components() -> None:
     assert set(component_objects("scheduler-plugins")) == {
         ("CustomResourceDefinition", "podgroups.scheduling.sigs.k8s.io")}
+    assert set(component_objects("scheduler-plugins-x-k8s")) == {
+        ("CustomResourceDefinition", "podgroups.scheduling.x-k8s.io")}
     assert set(component_objects("koordinator")) == {
         ("CustomResourceDefinition", "clusternetworktopologies.scheduling.koordinator.sh")}
     assert set(component_objects("volcano")) == {
@@ -103,6 +105,9 @@ def _schema_paths(schema: Manifest, prefix: str = "") -> set[str]:
     ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup", [
         "spec.minMember", "spec.scheduleTimeoutSeconds", "spec.minResources", "status.phase",
         "status.conditions", "status.scheduled", "status.running"]),
+    ("scheduling.x-k8s.io/v1alpha1", "PodGroup", [
+        "spec.minMember", "spec.scheduleTimeoutSeconds", "spec.minResources", "status.phase", "status.occupiedBy",
+        "status.running", "status.succeeded", "status.failed", "status.scheduleStartTime"]),
     ("scheduling.koordinator.sh/v1alpha1", "ClusterNetworkTopology", [
         "spec.networkTopologySpec[].topologyLayer", "spec.networkTopologySpec[].labelKey",
         "spec.networkTopologySpec[].parentTopologyLayer", "status.detailStatus[].topologyInfo.topologyName",
@@ -210,3 +215,12 @@ def test_fields_toposched_does_not_read_are_preserved_not_pruned() -> None:
             for part in ("spec", "status"):
                 assert schema["properties"][part].get("x-kubernetes-preserve-unknown-fields") is True, (
                     f"{crd['metadata']['name']} {part}: fields of the upstream CRD would be pruned")
+
+
+def test_the_x_k8s_podgroup_crd_declares_exactly_the_fields_devcluster_serves() -> None:
+    """devcluster serves scheduling.x-k8s.io PodGroups as a cluster with scheduler-plugins does: same fields."""
+    from devcluster.schemas import KIND_SCHEMAS
+
+    served = _schema_paths(KIND_SCHEMAS[("scheduling.x-k8s.io/v1alpha1", "PodGroup")][1])
+    shipped = _schema_paths(served_schema(crd_for("scheduling.x-k8s.io/v1alpha1", "PodGroup"), "v1alpha1"))
+    assert {p for p in served if not p.startswith("metadata")} == {p for p in shipped if not p.startswith("metadata")}

@@ -10,7 +10,7 @@ from .modelcheck import problems
 from .opsfiles import Manifest, base_objects, component_objects
 
 OBJECTS: list[Manifest] = [*base_objects().values(),
-                           *(doc for c in ("scheduler-plugins", "koordinator", "volcano")
+                           *(doc for c in ("scheduler-plugins", "scheduler-plugins-x-k8s", "koordinator", "volcano")
                              for doc in component_objects(c).values())]
 
 
