@@ -49,7 +49,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from daemon.replay import fold_log
+from daemon.offline.replay import fold_log
 from daemon.scheduling.journal import Journal
 from daemon.scheduling.ports import WallClock
 from daemon.telemetry.looplag import LoopLagMonitor

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import anyio
 
-from daemon.simulator import Simulation
+from daemon.offline.simulator import Simulation
 from events.scenario import load_scenario
 
 SPINES, BLOCKS_PER_SPINE, NVL_PER_BLOCK, NODES_PER_NVL = 2, 8, 4, 8

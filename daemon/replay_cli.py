@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from daemon.explain import explain_gang
-from daemon.replay import Summary, fold_log, start_of, summarise, verify_snapshot_equivalence
-from daemon.verify import verify_decisions
+from daemon.offline.explain import explain_gang
+from daemon.offline.replay import Summary, fold_log, start_of, summarise, verify_snapshot_equivalence
+from daemon.offline.verify import verify_decisions
 from events.log import EventLog, EventLogError
 from state.resources import format_quantity
 

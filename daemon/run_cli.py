@@ -50,7 +50,7 @@ from daemon.kube.cluster_api import KubeClusterAPI, KubeLeaseStore
 from daemon.kube.leader import AlwaysOpen, LeaderElector, LeadershipLost, NotLeader, WriteGate
 from daemon.kube.topology_status import TopologyStatus
 from daemon.kube.watch import Watchers, known_from_state
-from daemon.replay import FoldResult, fold_log
+from daemon.offline.replay import FoldResult, fold_log
 from daemon.scheduling.journal import FOLD_STAGE, Journal
 from daemon.scheduling.loop import Scheduler, SchedulerConfig
 from daemon.scheduling.ports import WallClock

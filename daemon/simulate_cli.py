@@ -17,8 +17,8 @@ from pathlib import Path
 
 import anyio
 
+from daemon.offline.simulator import Simulation, SimulationError
 from daemon.scheduling.loop import SchedulerError
-from daemon.simulator import Simulation, SimulationError
 from events.log import EventLog, EventLogError
 from events.scenario import ScenarioError, load_scenario
 

@@ -22,7 +22,7 @@ import anyio
 import anyio.abc
 from kubernetes_asyncio import client, config
 
-from daemon.verify import verify_decisions
+from daemon.offline.verify import verify_decisions
 from devcluster import DevCluster
 from events.log import EventLog
 from events.model import Event, PodAssumed, PodForgotten

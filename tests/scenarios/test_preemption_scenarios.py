@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from daemon.simulator import Simulation
+from daemon.offline.simulator import Simulation
 from events.scenario import load_scenario
 
 HERE = Path(__file__).parent

@@ -40,7 +40,7 @@ import anyio
 import pytest
 import yaml
 
-from daemon.simulator import Simulation
+from daemon.offline.simulator import Simulation
 from events.scenario import load_scenario
 from state.cluster import ClusterState
 from state.topology import TopologyTree

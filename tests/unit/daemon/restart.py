@@ -14,9 +14,9 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
+from daemon.offline.simulator import InMemoryCluster, VirtualClock, World
 from daemon.scheduling.journal import Journal
 from daemon.scheduling.loop import Scheduler, SchedulerConfig
-from daemon.simulator import InMemoryCluster, VirtualClock, World
 from events.model import BindRequested, Event, GangPending, NodeUpserted, PodAssumed, PodBound, PodUpserted
 from events.objects import Node, Pod, Taint, Toleration
 from placement.fit import admits, shape_of

@@ -8,9 +8,9 @@ import msgspec
 from structlog.testing import capture_logs
 
 from daemon.config import EventLogConfig
-from daemon.replay import fold_log
+from daemon.offline.replay import fold_log
+from daemon.offline.simulator import VirtualClock
 from daemon.scheduling.journal import Journal
-from daemon.simulator import VirtualClock
 from daemon.telemetry.metrics import Metrics
 from events.log import EventLog
 from events.model import Event, GangPending, NodeUpserted, ObjectUndecodable, PodAssumed

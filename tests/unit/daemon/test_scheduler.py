@@ -8,11 +8,11 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
+from daemon.offline.simulator import VirtualClock
 from daemon.scheduling.journal import Journal
 from daemon.scheduling.loop import Scheduler, SchedulerConfig
 from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase, Preemptee, PreemptionPlan
 from daemon.scheduling.queue import SchedulingQueue, Unit
-from daemon.simulator import VirtualClock
 from events.model import (
     BindFailed,
     BindRequested,

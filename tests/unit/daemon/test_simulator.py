@@ -12,9 +12,9 @@ from typing import Any
 import anyio
 import pytest
 
-from daemon.replay import fold_log
+from daemon.offline.replay import fold_log
+from daemon.offline.simulator import Simulation
 from daemon.simulate_cli import main
-from daemon.simulator import Simulation
 from events.log import EventLog
 from events.scenario import load_scenario
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from daemon.replay import bulk_fold
+from daemon.offline.replay import bulk_fold
 from daemon.scheduling.ports import Preemptee, Preemptor
 from daemon.scheduling.queue import Unit, pending_units
 from events.model import Event, GangPending, GangPlanned, PodAssumed, PreemptionPlanned
