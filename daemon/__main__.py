@@ -1,3 +1,3 @@
-from daemon.cli import main
+from daemon.cli.main import main
 
 raise SystemExit(main())

@@ -17,8 +17,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from daemon.cli.validate import validate_documents
 from daemon.kube.topology_status import topology_problems
-from daemon.validate_cli import validate_documents
 from events.ingest import kind_of, upsert_event
 from events.objects import GANG_GROUPS_ANNOTATION, NETWORK_TOPOLOGY_SPEC_ANNOTATION
 from state.cluster import ClusterState

@@ -18,8 +18,8 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from daemon.cli.run import Daemon
 from daemon.config import decode_config
-from daemon.run_cli import Daemon
 from daemon.telemetry.observability import Tracing
 from devcluster.cluster import DevCluster
 from events.log import EventLog

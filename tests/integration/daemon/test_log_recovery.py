@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from daemon.run_cli import EVENT_LOG_RECOVERED
+from daemon.cli.run import EVENT_LOG_RECOVERED
 from devcluster.cluster import DevCluster
 from events.log import DAMAGED_INFIX, EventLog
 from tests.integration.daemon.harness import bound_count, daemons, gang, nodes, pod_names, wait_until

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import structlog
 
-from daemon.run_cli import main as run_main
+from daemon.cli.run import main as run_main
 from devcluster.cluster import DevCluster
 from tests.integration.daemon.harness import bound_count, daemons, gang, node_of, nodes, pod_names, wait_until
 

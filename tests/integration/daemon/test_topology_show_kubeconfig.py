@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from daemon.topology_cli import main
+from daemon.cli.topology import main
 from devcluster.cluster import BackgroundDevCluster
 
 SPINE = "network.topology.nvidia.com/spine"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from daemon.cli.run import Daemon
 from daemon.config import decode_config
-from daemon.run_cli import Daemon
 from events.log import DAMAGED_INFIX, EventLog, LogDamagedError, LogLockedError, move_aside
 from tests.logdamage import DAMAGES, Damage, damaged_log
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.replay_cli import main
+from daemon.cli.replay import main
 from events.log import EventLog, FsyncPolicy
 from events.model import Event, GangPending, GangPlanned, PodAssumed, PodBound
 from state.cluster import ClusterState

@@ -12,9 +12,9 @@ from typing import Any
 import anyio
 import pytest
 
+from daemon.cli.simulate import main
 from daemon.offline.replay import fold_log
 from daemon.offline.simulator import Simulation
-from daemon.simulate_cli import main
 from events.log import EventLog
 from events.scenario import load_scenario
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from daemon.topology_cli import main
+from daemon.cli.topology import main
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "topology"
 

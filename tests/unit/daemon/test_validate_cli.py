@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.validate_cli import main
+from daemon.cli.validate import main
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "topology"
 

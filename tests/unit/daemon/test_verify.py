@@ -8,9 +8,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from daemon.cli.replay import main as replay
+from daemon.cli.simulate import main as simulate
 from daemon.offline.verify import verify_decisions
-from daemon.replay_cli import main as replay
-from daemon.simulate_cli import main as simulate
 from events.log import EventLog, FsyncPolicy
 from events.model import Event, GangPlanned, PodAssumed
 from state.cluster import ClusterState

@@ -8,7 +8,7 @@ import inspect
 from pathlib import PurePosixPath
 from typing import Any
 
-from daemon import run_cli
+from daemon.cli import run as run_cli
 from daemon.config import DaemonConfig, load_config
 
 from .opsfiles import BASE, REPO, Manifest, config_file, config_map_name, kustomization, one

@@ -9,7 +9,7 @@ import re
 import msgspec
 import pytest
 
-from daemon.cli import COMMANDS
+from daemon.cli.main import COMMANDS
 from daemon.config import DaemonConfig
 from daemon.telemetry.metrics import METRIC_NAMES
 

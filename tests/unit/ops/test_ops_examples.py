@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from daemon import simulate_cli, topology_cli, validate_cli
+from daemon.cli import simulate as simulate_cli
+from daemon.cli import topology as topology_cli
+from daemon.cli import validate as validate_cli
 
 from .opsfiles import OPS, Manifest, load_documents
 

@@ -36,9 +36,9 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from daemon import demo_workload as world
+from daemon.cli import demo_workload as world
+from daemon.cli.run import Daemon
 from daemon.config import decode_config
-from daemon.run_cli import Daemon
 from daemon.telemetry.observability import configure_logging
 from devcluster.cluster import DevCluster
 from events.model import PreemptionPlanned

@@ -17,13 +17,13 @@ from daemon.version import package_version
 
 # name -> (module holding `main(argv) -> int`, summary shown by --help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("daemon.run_cli", "run the scheduler daemon against a Kubernetes API"),
-    "demo": ("daemon.demo", "start devcluster, the daemon and a sample workload; show where gangs land"),
+    "run": ("daemon.cli.run", "run the scheduler daemon against a Kubernetes API"),
+    "demo": ("daemon.cli.demo", "start devcluster, the daemon and a sample workload; show where gangs land"),
     "devcluster": ("devcluster.cli", "serve the embedded Kubernetes API server on 127.0.0.1"),
-    "simulate": ("daemon.simulate_cli", "run a scenario on a virtual clock and write a report"),
-    "replay": ("daemon.replay_cli", "fold an event log; verify it or explain a gang's history"),
-    "topology": ("daemon.topology_cli", "show or generate the network topology of a scenario"),
-    "validate": ("daemon.validate_cli", "validate HyperNode, ClusterNetworkTopology and PodGroup manifests"),
+    "simulate": ("daemon.cli.simulate", "run a scenario on a virtual clock and write a report"),
+    "replay": ("daemon.cli.replay", "fold an event log; verify it or explain a gang's history"),
+    "topology": ("daemon.cli.topology", "show or generate the network topology of a scenario"),
+    "validate": ("daemon.cli.validate", "validate HyperNode, ClusterNetworkTopology and PodGroup manifests"),
 }
 
 
