@@ -445,7 +445,12 @@ class TopologyTree:
                 raise TopologyError("Tier", str(tier), "", "is below 1 (tiers count from 1 at the lowest domain level)")
             # The highest level whose tier does not exceed the one asked for: with HyperNode tiers 1 and 3,
             # "up to tier 2" means tier 1; anything at or above the cluster root's tier means the root.
-            return min(level.index for level in levels if level.tier <= tier)
+            allowed = [level.index for level in levels if level.tier <= tier]
+            if not allowed:
+                lowest = min(level.tier for level in levels)
+                raise TopologyError("Tier", str(tier), "", f"is below the cluster's lowest domain tier {lowest}: "
+                                    "no domain is that small")
+            return min(allowed)
         for level in levels:
             if level.layer == name_or_tier:
                 return level.index

@@ -63,15 +63,24 @@ def _limit_level(limit: TierLimit, key: str, where: str, tree: TopologyTree, pro
             problems.append(Problem(POD_GROUP_KIND, key, f"{where}.highestTierAllowed",
                                     f"{limit.highest_tier} is above the cluster's top tier {top}; "
                                     "the whole cluster is allowed"))
-        return tree.resolve_level(limit.highest_tier)  # at least 1: lower ones were dropped when parsed
+        try:
+            return tree.resolve_level(limit.highest_tier)  # at least 1: lower ones were dropped when parsed
+        except TopologyError as error:
+            problems.append(Problem(POD_GROUP_KIND, key, f"{where}.highestTierAllowed",
+                                    f"{limit.highest_tier} {error.message}; {_consequence(limit)}"))
+            return None
     if limit.highest_tier_name:
         try:
             return tree.resolve_level(limit.highest_tier_name)
         except TopologyError as error:
-            consequence = _PENDING if limit.mode == "hard" else "this soft limit is dropped"
             problems.append(Problem(POD_GROUP_KIND, key, f"{where}.highestTierName",
-                                    f"{limit.highest_tier_name!r} {error.message}; {consequence}"))
+                                    f"{limit.highest_tier_name!r} {error.message}; {_consequence(limit)}"))
     return None
+
+
+def _consequence(limit: TierLimit) -> str:
+    return _PENDING if limit.mode == "hard" else "this soft limit is dropped"
+
 
 
 def validate_pod_group(group: PodGroup, tree: TopologyTree | None = None) -> list[Problem]:

@@ -173,3 +173,17 @@ def test_the_disagreements_the_hardening_issue_found_are_gone(tmp_path: Path) ->
     assert {(key, field) for _, key, field, _ in found} == {
         ("team/zero", spec), ("team/zero", f"metadata.annotations[{GANG_GROUPS_ANNOTATION}]"), ("team/big", spec),
         ("team/selector", "spec.subGroupPolicy[0].labelSelector.matchExpressions[0].operator")}
+
+
+def test_a_tier_limit_below_the_lowest_hypernode_tier_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    # Found by the property above: HyperNodes from tier 2 up, a hard limit of tier 1.
+    docs: list[Document] = [
+        {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "h1"},
+         "spec": {"tier": 2, "members": [{"type": "Node", "selector": {"regexMatch": {"pattern": "^gpu-[0-3]$"}}}]}},
+        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+         "metadata": {"name": "tight", "namespace": "team"},
+         "spec": {"minMember": 2, "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}},
+    ]
+    found = daemon_problems(docs)
+    assert validate_problems(docs, tmp_path) == found
+    assert ("team/tight", "spec.networkTopology.highestTierAllowed") in {(key, field) for _, key, field, _ in found}

@@ -100,6 +100,8 @@ async def test_leader_writes_cnt_detail_status_in_koordinators_shape_and_follows
             cluster.store.patch("nodes", "node-007", {"metadata": {"labels": {BLOCK: "block-2"}}})
             await wait_until(lambda: [d["nodeNum"] for d in status_of(cluster, CNT, "default")["detailStatus"]]
                              == [8, 8, 4, 3, 1], what="detailStatus after the relabel")
+            # The server stores the write before the daemon counts it: wait for the count, then check it is one.
+            await wait_until(lambda: status.writes > writes, what="the relabel's write counted")
             assert status.writes == writes + 1
             # Our own write, once it comes back by watch, is not written again.
             state = running.daemon.state

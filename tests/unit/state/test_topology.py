@@ -541,3 +541,14 @@ def test_labels_with_cnt_and_equivalent_hypernodes_give_the_same_tree() -> None:
     assert by_labels.root.allocatable == by_hypernodes.root.allocatable
     for level in ("BlockLayer", "spine", 2):
         assert by_labels.resolve_level(level) == by_hypernodes.resolve_level(level)
+
+
+def test_a_tier_below_the_lowest_domain_tier_names_no_domain() -> None:
+    tree = TopologyTree()
+    for name in ("a", "b"):
+        tree.node_upserted(name, {}, ALLOC)
+    tree.hypernode_upserted(hypernode("low", 2, nodes=["a"]))
+    tree.hypernode_upserted(hypernode("top", 3, children=["low"], nodes=["b"]))
+    assert min(lv.tier for lv in tree.levels) == 2
+    with pytest.raises(TopologyError, match="below the cluster's lowest domain tier 2"):
+        tree.resolve_level(1)
