@@ -93,12 +93,12 @@ class TimeoutConfig(_Section, frozen=True):
 
 
 class EventLogConfig(_Section, frozen=True):
-    """How big one record may be and how much history the log keeps (see `daemon.journal`)."""
+    """How big one record may be and how much history the log keeps (see `daemon.scheduling.journal`)."""
 
     max_record_bytes: Annotated[int, msgspec.Meta(ge=64 * 1024, le=MAX_RECORD_BYTES)] = 1024 * 1024
     retention_bytes: Annotated[int, msgspec.Meta(ge=0)] = 1024 * 1024 * 1024
     retention_seconds: Annotated[float, msgspec.Meta(ge=0)] = 7 * 24 * 3600.0
-    # What a damaged log (daemon.run_cli) does at start: moved aside and rebuilt from a relist, or exit 3.
+    # What a damaged log (daemon.cli.run) does at start: moved aside and rebuilt from a relist, or exit 3.
     on_corruption: Literal["recover", "refuse"] = "recover"
 
 

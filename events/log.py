@@ -5,7 +5,7 @@ over what this log returns, so the log's one job is to give back exactly the rec
 acknowledged, in order, or to say loudly that it cannot. It never interprets events beyond
 encoding them (`events.model`), and never guesses past damage: a torn tail is cut and reported,
 anything else is a `LogCorruptError` naming the file and byte offset (a `LogDamagedError`, as is a
-record that does not decode; `move_aside` keeps such a log for a post-mortem, see `daemon.run_cli`).
+record that does not decode; `move_aside` keeps such a log for a post-mortem, see `daemon.cli.run`).
 
 On-disk format (all integers little-endian). A log is a directory:
 
@@ -55,7 +55,7 @@ with them. The log's `first_seq` moves up; replays start from the oldest snapsho
 
 Record size: `MAX_RECORD_BYTES` is the format's limit. `append(event, max_bytes=N)` refuses a record
 over a smaller cap with `RecordTooLargeError` (nothing is written), so the caller can log something
-smaller instead (`daemon.journal` does).
+smaller instead (`daemon.scheduling.journal` does).
 
 Durability (`FsyncPolicy`): `always` writes and fsyncs before `append` returns; `interval:N ms`
 buffers in memory and a background thread writes and fsyncs every N ms (plus a write to the OS

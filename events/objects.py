@@ -17,7 +17,7 @@ node affinity, pod labels feed sub-group selectors, and either may use any key.
 
 An object whose slim form is still larger than the log's record cap is logged as its accounting
 core (`pod_core`, `node_core`): what capacity accounting needs, marked with `OVERSIZED_ANNOTATION`,
-so it is counted where it runs but never placed on or placed (see `daemon.journal`).
+so it is counted where it runs but never placed on or placed (see `daemon.scheduling.journal`).
 
 Pure data: no I/O, nothing of ours imported.
 """

@@ -1,6 +1,6 @@
 """`JobPreemptor`: job-level preemption as the scheduler loop's preemption hook.
 
-The loop (`daemon/scheduler.py`) asks its `Preemptor` port for a plan whenever placement fails, and
+The loop (`daemon/scheduling/loop.py`) asks its `Preemptor` port for a plan whenever placement fails, and
 carries out what it gets (PreemptionPlanned, DisruptionTarget + eviction per victim, PodNominated per
 preemptor pod, NominationCleared for lower-priority nominations on those nodes). This adapter
 satisfies that port structurally (`preemption/` never imports `daemon/`): it returns a

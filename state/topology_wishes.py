@@ -7,7 +7,7 @@ tierName or a tier number). The rules that need nothing but the object are in `s
 `validate_pod_group` / `validate_volcano_pod_group` here are both together, so there is one rule
 set: `toposched validate` applies it to the files, with the topology they describe; the daemon
 applies the first half as it folds a PodGroup and this half whenever the tree or a PodGroup changes
-(`daemon/topology_status.py`, which posts each problem as an `InvalidPodGroup` Warning Event).
+(`daemon/kube/topology_status.py`, which posts each problem as an `InvalidPodGroup` Warning Event).
 
 Each message says what the scheduler does, as placement does it: a MustGather or a hard limit on a
 level the cluster does not have keeps the gang pending (its reason says so); a PreferGather or a

@@ -2,8 +2,8 @@
 
 What happens (the first command of the README):
 1. devcluster starts on 127.0.0.1 with a synthetic spine-block-NVLink GPU cluster
-   (`daemon.demo_workload`: 48 nodes of 8 GPUs with NVIDIA topograph labels).
-2. The real daemon (`daemon.run_cli.Daemon`) starts in this process and talks to it over HTTP, as it
+   (`daemon.cli.demo_workload`: 48 nodes of 8 GPUs with NVIDIA topograph labels).
+2. The real daemon (`daemon.cli.run.Daemon`) starts in this process and talks to it over HTTP, as it
    would to a real cluster: list+watch, event log, the scheduler loop, Binding and Eviction calls.
 3. Wave 1 arrives: gangs of several sizes, MustGather and PreferGather jobs, and one job that cannot
    fit (MustGather into an NVLink domain too small for it), which stays pending and says why.

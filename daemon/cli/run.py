@@ -12,14 +12,14 @@
    client is up, posted as a Warning Event `EventLogRecovered` on the daemon's own Pod
    (`POD_NAMESPACE`/`POD_NAME`, set by ops/base/deployment.yaml) or, outside a pod, on its Lease.
    With `refuse` the daemon exits 3 naming the damage.
-2. Serve /metrics, /healthz, /readyz (`daemon.health`).
-3. List+watch every kind (`daemon.kubewatch`), each event appended to the log before it is folded
-   (`daemon.journal`). Standbys do this too, so a takeover starts warm.
-4. Once every kind is listed: with leader election, wait for the Lease (`daemon.leader`); then run
-   the one scheduler loop (`daemon.scheduler`; created only now, so the plans it adopts from the log
-   are checked against the relisted cluster) behind the real adapter (`daemon.kubeapi`), whose
+2. Serve /metrics, /healthz, /readyz (`daemon.telemetry.health`).
+3. List+watch every kind (`daemon.kube.watch`), each event appended to the log before it is folded
+   (`daemon.scheduling.journal`). Standbys do this too, so a takeover starts warm.
+4. Once every kind is listed: with leader election, wait for the Lease (`daemon.kube.leader`); then run
+   the one scheduler loop (`daemon.scheduling.loop`; created only now, so the plans it adopts from the log
+   are checked against the relisted cluster) behind the real adapter (`daemon.kube.cluster_api`), whose
    writes are refused the moment the lease is not valid, and beside it the keeper of the topology
-   objects' status and problem Events (`daemon.topology_status`). Losing the lease cancels the loop at once
+   objects' status and problem Events (`daemon.kube.topology_status`). Losing the lease cancels the loop at once
    and the daemon exits 1 (like kube-scheduler): a fresh process folds the log and campaigns again.
 5. SIGTERM/SIGINT (or `stop` set by an embedding caller): the loop stops taking new gangs, lets
    in-flight binds finish and rolls waiting gangs back (bounded by `shutdown_grace_seconds`); the

@@ -62,7 +62,7 @@ def tree_of_scenario(path: str) -> tuple[TopologyTree, list[str]]:
 
 
 class _Fold:
-    """A `daemon.kubewatch.Recorder` that folds straight into a state (nothing is logged)."""
+    """A `daemon.kube.watch.Recorder` that folds straight into a state (nothing is logged)."""
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state

@@ -14,7 +14,7 @@ What each write is, and how its answer is read:
 - gang report: merge patch of the PodGroup's status subresource (the object itself when the CRD has
   no status subresource), plus a core/v1 Event on the PodGroup; a repeat of the same Event bumps its
   count with a patch instead of creating another.
-- topology status (`daemon.topology_status` decides when): merge patch of the status subresource of
+- topology status (`daemon.kube.topology_status` decides when): merge patch of the status subresource of
   the ClusterNetworkTopology (`status.detailStatus`) or of a HyperNode (`status.nodeCount`); a bad
   topology object gets a Warning Event (`report_object`, cluster-scoped objects' Events live in
   `default`, like the kubelet's Node Events).
@@ -124,7 +124,7 @@ _pod_decoder = msgspec.json.Decoder(_PodReadBack)
 
 
 class KubeClusterAPI:
-    """`daemon.ports.ClusterAPI` over HTTP: binds, evicts, nominates, reports; only while the gate is open.
+    """`daemon.scheduling.ports.ClusterAPI` over HTTP: binds, evicts, nominates, reports; only while the gate is open.
 
     `state` (read only) tells which PodGroup dialect and uid a gang has, for its status and Events.
     """

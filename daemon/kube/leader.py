@@ -22,7 +22,7 @@ saw that renewal, which it cannot see before the renewal started, so the gate cl
 just before the deadline has to reach the API server in). Because the clock is read at the moment
 of asking, a process frozen (SIGSTOP, a long GC pause, a stalled VM vCPU) past its deadline knows on
 waking, before it sends anything: CLOCK_MONOTONIC keeps running while a process is stopped. The
-gate is asked before every attempt of every write, retries included (`daemon.kubeclient`), and
+gate is asked before every attempt of every write, retries included (`daemon.kube.client`), and
 writes run inside `writing()`, a cancel scope the gate owns whose deadline is the lease deadline
 itself: a write waiting for its answer, or backing off before a retry, is cancelled the moment the
 lease runs out, or the moment it is found taken, not when the renew task next wakes.
@@ -78,7 +78,7 @@ class LeaseRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class LeaseStore(Protocol):
-    """Where the Lease lives: the API server (`daemon.kubeapi.KubeLeaseStore`) or memory (tests)."""
+    """Where the Lease lives: the API server (`daemon.kube.cluster_api.KubeLeaseStore`) or memory (tests)."""
 
     async def get(self) -> LeaseRecord | None: ...
 

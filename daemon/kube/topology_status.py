@@ -35,7 +35,7 @@ meanwhile are coalesced into that one pass): at most one pass per interval. A pa
 failed is retried, backing off. A write already made is not repeated while the object's
 resourceVersion is unchanged (the watch has not brought our own write back yet).
 
-Runs only inside the leader's work (`daemon.run_cli`), and every write goes through the adapter's
+Runs only inside the leader's work (`daemon.cli.run`), and every write goes through the adapter's
 `WriteGate`, so a standby writes nothing. Must never: write on every pod event, write a value the
 object already holds, or stop the daemon over a failed write.
 """
@@ -108,7 +108,7 @@ _STATE_KINDS: Final = frozenset({CNT_KIND, HYPERNODE_KIND, POD_GROUP_KIND, "Volc
 
 
 class TopologyStatusWriter(Protocol):
-    """The writes this module makes (`daemon.kubeapi.KubeClusterAPI` implements them)."""
+    """The writes this module makes (`daemon.kube.cluster_api.KubeClusterAPI` implements them)."""
 
     async def set_network_topology_status(self, name: str, detail_status: Sequence[TopologyDetail]) -> ApiOutcome: ...
 

@@ -4,7 +4,7 @@ For each kind a `KindWatcher` lists (paginated, `limit`/`continue`), records an 
 object and a deletion for every object it knew that the list no longer holds, then watches from the
 list's resourceVersion with bookmarks on. Each watch event is decoded from the raw JSON line with
 msgspec (`upsert_event`: a bad object becomes `ObjectUndecodable`, never an exception) and handed to
-the recorder, which appends it to the log before folding it (`daemon.journal.Journal`).
+the recorder, which appends it to the log before folding it (`daemon.scheduling.journal.Journal`).
 
 Failure handling:
 - 410 Gone (on the watch request or as an ERROR event): relist; objects missing after the relist

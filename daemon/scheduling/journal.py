@@ -166,7 +166,7 @@ class Journal:
                         retention_seconds=self.policy.retention_seconds)
 
     def recorder(self) -> WatchRecorder:
-        """An async face of this journal for the watchers (`daemon.kubewatch.Recorder`)."""
+        """An async face of this journal for the watchers (`daemon.kube.watch.Recorder`)."""
         return WatchRecorder(self)
 
 

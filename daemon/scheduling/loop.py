@@ -1,6 +1,6 @@
 """The scheduler loop, written once for the daemon and the simulator (Koordinator's FirstPod/NextPod).
 
-One cycle (`run_once`) takes every ready queue unit (a GangGroup or a lone pod, see `daemon/queue.py`)
+One cycle (`run_once`) takes every ready queue unit (a GangGroup or a lone pod, see `daemon/scheduling/queue.py`)
 in queue order and, for each:
 
 1. Plan. The first pod of a gang plans the whole GangGroup (`placement.plan_gang`); a pod without a
@@ -30,7 +30,7 @@ in queue order and, for each:
 
 Start-up: the first cycle adopts what the log left (pods assumed but not bound, nominations), but
 only what still holds on the cluster as it is now, which is why the daemon creates the loop only
-once every kind is relisted and folded (`daemon/run_cli.py`). A plan is checked by
+once every kind is relisted and folded (`daemon/cli/run.py`). A plan is checked by
 `placement.recheck` (node still there, still admitting the pod, still with room next to what others
 bound there while we were down; PodGroup still there; minMember still reached; topology limit still
 kept) and released whole when it fails, to be planned again in that same cycle; a nomination on a
@@ -732,7 +732,7 @@ class Scheduler:
 
     def _never_fits(self, unit: Unit) -> str:
         """Why no release of capacity can ever help ("" when one might): the unit needs more than the
-        largest domain of its constraint layer holds even when empty (`daemon/hints.py`)."""
+        largest domain of its constraint layer holds even when empty (`daemon/scheduling/hints.py`)."""
         need = need_of(self.state, unit)
         if need is None:
             return ""

@@ -1,6 +1,6 @@
 """The scheduler loop's ports: the clock it reads, the cluster API it writes to, the preemption hook.
 
-The loop (`daemon/scheduler.py`) is written once against these Protocols, and two sets of adapters
+The loop (`daemon/scheduling/loop.py`) is written once against these Protocols, and two sets of adapters
 stand behind them: the real ones (wall clock; kubernetes-asyncio over HTTP) for `toposched run`, and
 the virtual ones (a virtual clock; an in-memory world) for `simulate` and `replay`. Nothing here
 knows how a call is carried out.

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the daemon, named in kube-scheduler's style (served on /metrics by `daemon.health`).
+"""Prometheus metrics of the daemon, named in kube-scheduler's style (served on /metrics by `daemon.telemetry.health`).
 
 Every metric lives in one `Metrics` object with its own registry (so tests and two daemons in one
 process never collide). The ops dashboard is built from this list:

@@ -9,7 +9,7 @@ loop itself (there is one scheduler loop, shared with the simulator; it stays fr
   a bind failed (`error`), no plan / timed out (`unschedulable`). Its children: `gang.plan` (the
   plan chosen, with its explanation), `gang.permit` (assumed until the binds start), `gang.preempt`
   (victims and nominations), `gang.bind` (the binds) with one `pod.bind` per pod.
-- Metrics (see `daemon.metrics`): attempt duration by result, pod end-to-end (first seen by the
+- Metrics (see `daemon.telemetry.metrics`): attempt duration by result, pod end-to-end (first seen by the
   watch to bound), gang end-to-end (first member seen to minMember bound), log appends, watch events,
   preemption attempts, timeouts; `refresh_gauges()` sets the queue-depth gauges from the state.
 

@@ -3,7 +3,7 @@
 Random HyperNodes and Koordinator / Volcano PodGroups (well-formed and not) with a few labelled
 nodes go, as the same documents, once through `toposched validate` (a YAML file) and once through
 the daemon's path (decoded as the watch decodes them, folded into a `ClusterState`, and collected by
-`daemon.topology_status.topology_problems`, which turns them into Warning Events). Every problem,
+`daemon.kube.topology_status.topology_problems`, which turns them into Warning Events). Every problem,
 with its object, field and message, must be found by both.
 """
 

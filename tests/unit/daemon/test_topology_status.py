@@ -1,4 +1,4 @@
-"""Change detection, debounce and once-per-problem reporting of `daemon.topology_status`."""
+"""Change detection, debounce and once-per-problem reporting of `daemon.kube.topology_status`."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def test_every_queried_metric_exists_with_its_type_and_labels(title: str, expr: 
     allowed = set(TARGET_LABELS)
     for name in series:
         family, kind = family_of(name, families)
-        assert family in families, f"{title}: {name} is not exported by the daemon (daemon/metrics.py)"
+        assert family in families, f"{title}: {name} is not exported by the daemon (daemon/telemetry/metrics.py)"
         assert families[family][0] == kind, f"{title}: {name} is a {families[family][0]}, queried as a {kind}"
         allowed |= families[family][1]
     used = {label.strip() for group in _BY.findall(expr) for label in group.split(",") if label.strip()}

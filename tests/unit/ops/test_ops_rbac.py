@@ -1,7 +1,7 @@
 """The RBAC in ops/base/rbac.yaml grants exactly the API calls the daemon makes: no call is
 refused, nothing more is allowed.
 
-The daemon records every call in one place, `daemon.kubeapi.API_CALLS` (group, resource,
+The daemon records every call in one place, `daemon.kube.cluster_api.API_CALLS` (group, resource,
 subresource, verb). The ClusterRole and the leader-election Role are expanded into the same
 tuples and the two sets must be equal.
 """
