@@ -336,7 +336,8 @@ class Store:
                 new["status"] = obj["status"]
             else:
                 new.pop("status", None)
-            new = self._admit(resource, new, strict=False, old=current)  # decoding: canonical quantities
+            if resource.kind == "Node":  # decoding: a node's capacity and allocatable in canonical form
+                new = self._admit(resource, new, strict=False, old=current)
         else:
             new = {**obj, "apiVersion": resource.api_version, "kind": resource.kind}
             new_meta = dict(meta)
