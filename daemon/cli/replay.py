@@ -66,9 +66,10 @@ def main(argv: Sequence[str]) -> int:
                                       scheduler_name=result.state.scheduler_name)
             events = [event for event in log.read(base_seq + 1) if args.until is None or event.seq <= args.until]
             decisions = verify_decisions(events, scheduler_name=result.state.scheduler_name, start=base)
-            summary = (f"{decisions.plans} gang plans, {decisions.lone_pods} lone-pod plans and "
-                       f"{decisions.preemptions} preemptions re-decided ({decisions.pending_reasons} pending "
-                       "reasons are reported asynchronously and not re-derived)")
+            summary = (f"{decisions.plans} gang plans, {decisions.lone_pods} lone-pod plans, "
+                       f"{decisions.preemptions} preemptions, {decisions.pending_reasons} pending reasons and "
+                       f"{decisions.waits} waits at Permit or on nominations re-decided by the loop's decision "
+                       f"step ({decisions.events} decision events, each the same)")
             if decisions.ok:
                 console.print(f"[green]verify decisions:[/] same decisions: {summary}")
             else:

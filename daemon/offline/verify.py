@@ -1,43 +1,75 @@
 """`replay --verify`: re-run the scheduler's decisions over a recorded log and check they come out the same.
 
-The loop decides at *planning points*: it plans a unit (placement), and either records the plan
-(`GangPlanned`, then one `PodAssumed` per assignment, synchronously, before anything else can be
-folded) or, when nothing fits, may plan a preemption (`PreemptionPlanned`, also recorded at once).
-At each such point the state is exactly the fold of every event before it, which the log holds.
-So replay folds the log and, at every planning point, asks the very same placement and preemption
-code the loop uses (`placement.plan_gang` / `plan_pod`, the default `JobPreemptor`) what it decides on
-that state, on a virtual clock and with no API at all, and compares:
+The loop decides a unit's attempt in one synchronous step (`daemon/scheduling/decisions.py`): it
+plans the unit and records, in a row, everything it decides (`GangPlanned`, one `PodAssumed` per
+assignment, `BindRequested` when Permit passes at once; or `PreemptionPlanned` with its evictions,
+nominations and cleared nominations; and the `GangPending` reasons that changed). At the first of
+those records the state is exactly the fold of every event before it, which the log holds. So
+verify folds the log and, at each attempt it finds, calls the very same step on that state (on the
+recorded time, with no API at all, the default `JobPreemptor`) with an event sink that checks every
+event the step emits against the next one the log holds (all fields but `seq` and `time`) and folds
+the recorded one. There is no planning logic here: a mismatch means the decision was not a
+deterministic function of the recorded state (a bug in the fold, in placement or in the step, or an
+input the log did not capture).
 
-- a plan: the same pods on the same nodes, in the same order, in the same domain;
-- a preemption: the same victims and the same nominated nodes.
-
-`GangPending` reasons are reported asynchronously by the loop (after the API call that posts them),
-so their position in the log is not a planning point; they are not re-derived, only counted.
-A mismatch means the decision was not a deterministic function of the recorded state: a bug in the
-fold, in placement, or an input the log did not capture.
+An attempt starts at a `GangPlanned`, a `PodAssumed` of a lone pod, a `PreemptionPlanned`, or a
+`GangPending` that an attempt wrote (not one written after a failed bind or an internal error,
+which name themselves). What the step reads of the loop's memory is kept from the log: a unit's
+wait at Permit from the `Hold` effects of the steps re-run here (while one of its pods is still
+assumed), and the last reason shown for a lone pod from its recorded `GangPending` (forgotten once
+it is bound or deleted, as the loop's queue forgets it). Decisions the loop makes outside an attempt
+(Permit passing later, timeouts, nominations given up, adoption after a restart, releases after a
+failed bind) are folded, not re-derived.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+
+import msgspec
 
 from daemon.offline.replay import bulk_fold
-from daemon.scheduling.ports import Preemptee, Preemptor
+from daemon.scheduling import decisions
+from daemon.scheduling.decisions import (
+    DecisionConfig,
+    Effect,
+    Hold,
+    Nominate,
+    NominationWait,
+    PermitWait,
+    Step,
+    Unhold,
+)
+from daemon.scheduling.ports import Preemptor
 from daemon.scheduling.queue import Unit, pending_units
-from events.model import Event, GangPending, GangPlanned, PodAssumed, PreemptionPlanned
+from events.model import (
+    BindRequested,
+    Event,
+    GangPending,
+    GangPlanned,
+    NominationCleared,
+    PodAssumed,
+    PodBound,
+    PodDeleted,
+    PodForgotten,
+    PreemptionPlanned,
+)
 from events.objects import DEFAULT_SCHEDULER_NAME
-from placement import GangPlan, Unschedulable, plan_gang, plan_pod
 from preemption import JobPreemptor
 from state.cluster import ClusterState
 
 
 @dataclass
 class DecisionCheck:
-    plans: int = 0
-    lone_pods: int = 0
-    preemptions: int = 0
-    pending_reasons: int = 0
+    plans: int = 0  # attempts that planned a gang
+    lone_pods: int = 0  # attempts that planned a lone pod
+    preemptions: int = 0  # attempts that planned a preemption
+    pending_reasons: int = 0  # attempts that only said why the unit waits
+    waits: int = 0  # waits at Permit passed or timed out, nominations given up
+    events: int = 0  # decision events re-derived, one by one
+    internal_errors: int = 0  # attempts whose step raised (the loop recorded an internal error for them)
     mismatches: list[str] = field(default_factory=list)
 
     @property
@@ -46,7 +78,120 @@ class DecisionCheck:
 
     @property
     def checked(self) -> int:
-        return self.plans + self.lone_pods + self.preemptions
+        return self.plans + self.lone_pods + self.preemptions + self.pending_reasons + self.waits
+
+
+class _Diverged(Exception):
+    """The step emitted an event the log does not hold at that point."""
+
+
+class _LogMemory:
+    """The loop's memory of units as far as the log shows it (see the module docstring)."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.waits: dict[str, PermitWait] = {}
+        self.nominated: dict[str, NominationWait] = {}
+        self.reasons: dict[str, str] = {}
+
+    def waiting(self, unit: str) -> PermitWait | None:
+        wait = self.waits.get(unit)
+        if wait is None:
+            return None
+        pods = self.state.pods
+        if not any((pod := pods.get(key)) is not None and pod.assumed_node and not pod.node_name for key in wait.order):
+            del self.waits[unit]  # everything it held was bound or released since
+            return None
+        return wait
+
+    def shown_reason(self, unit: str) -> str:
+        return self.reasons.get(unit, "")
+
+    def observe(self, event: Event) -> None:
+        if isinstance(event, GangPending) and event.gang not in self.state.gangs:
+            self.reasons[event.gang] = event.reason  # a lone pod's reason (gangs keep theirs in the state)
+        elif isinstance(event, PodBound):
+            self.reasons.pop(event.pod, None)
+        elif isinstance(event, PodDeleted):
+            self.reasons.pop(event.key, None)
+
+    def remember(self, effects: list[Effect], now: float) -> None:
+        for effect in effects:
+            if isinstance(effect, Hold):
+                wait = self.waits.get(effect.unit)
+                if wait is None:
+                    wait = self.waits[effect.unit] = PermitWait(effect.gangs, now, effect.deadline)
+                wait.order.extend(effect.pods)
+            elif isinstance(effect, Unhold):
+                self.waits.pop(effect.unit, None)
+            elif isinstance(effect, Nominate):
+                existing = self.nominated.get(effect.unit)
+                pods = tuple(sorted(set(effect.pods) | set(existing.pods if existing else ())))
+                self.nominated[effect.unit] = NominationWait(effect.gangs, pods, effect.deadline)
+
+
+class _Checker:
+    """The step's event sink: each emitted event must be the log's next one; the recorded one is folded."""
+
+    def __init__(self, events: list[Event], position: int, state: ClusterState, memory: _LogMemory) -> None:
+        self.events = events
+        self.position = position
+        self.state = state
+        self.memory = memory
+        self.matched = 0
+        self.difference = ""
+
+    def record(self, emitted: Event) -> None:
+        recorded = self.events[self.position] if self.position < len(self.events) else None
+        if recorded is None or _without_stamp(emitted) != _without_stamp(recorded):
+            self.difference = (f"recorded {_show(recorded) if recorded is not None else 'nothing more'}; "
+                               f"re-planned {_show(emitted)}")
+            raise _Diverged
+        self.state.apply(recorded)
+        self.memory.observe(recorded)
+        self.position += 1
+        self.matched += 1
+
+
+def _without_stamp(event: Event) -> Event:
+    stripped: Event = msgspec.structs.replace(event, seq=0, time=0.0)
+    return stripped
+
+
+def _show(event: Event) -> str:
+    shown = msgspec.json.encode(_without_stamp(event)).decode()
+    return shown if len(shown) <= 300 else shown[:300] + "…"
+
+
+def _starts_attempt(event: Event) -> str:
+    """The unit key an attempt starting at `event` is about ("" when `event` does not start one)."""
+    if isinstance(event, GangPlanned | PreemptionPlanned):
+        return event.gang
+    if isinstance(event, PodAssumed) and not event.gang:
+        return event.pod
+    if isinstance(event, GangPending) and decisions.written_by_attempt(event.reason):
+        return event.gang
+    return ""
+
+
+def _starts_wait_step(memory: _LogMemory, event: Event) -> str:
+    """The unit whose wait at Permit a step starting at `event` serviced: Permit passing after a wait,
+    pods released because their node is gone, or the wait timed out ("" when none)."""
+    if isinstance(event, BindRequested) or (
+            isinstance(event, PodForgotten) and decisions.written_by_wait(event.reason)):
+        for unit, wait in memory.waits.items():
+            if event.pod in wait.order and memory.waiting(unit) is not None:
+                return unit
+    return ""
+
+
+def _starts_nomination_step(memory: _LogMemory, event: Event) -> str:
+    """The unit whose nominations were given up at `event` ("" when it is not such a step)."""
+    if isinstance(event, NominationCleared) and decisions.written_by_giving_up(event.reason):
+        for unit, nominated in memory.nominated.items():
+            if event.pod in nominated.pods:
+                return unit
+    return ""
 
 
 def _unit_for(state: ClusterState, key: str) -> Unit | None:
@@ -56,23 +201,15 @@ def _unit_for(state: ClusterState, key: str) -> Unit | None:
     return None
 
 
-def _plan(state: ClusterState, unit: Unit) -> GangPlan | Unschedulable:
-    return plan_gang(state, unit.target) if unit.is_gang else plan_pod(state, unit.target)
-
-
-def _describe(assignments: Iterable[tuple[str, str]]) -> str:
-    pairs = list(assignments)
-    shown = ", ".join(f"{pod}->{node}" for pod, node in pairs[:4])
-    return shown + (f", … ({len(pairs)} in all)" if len(pairs) > 4 else "")
-
-
 def verify_decisions(events: list[Event], *, scheduler_name: str = DEFAULT_SCHEDULER_NAME,
                      preemptor: Preemptor | None = None, limit: int = 20,
-                     start: ClusterState | None = None) -> DecisionCheck:
-    """Fold `events` (onto `start`, e.g. a pruned log's base snapshot, else an empty state) and re-decide
-    at every planning point; at most `limit` mismatches are described."""
+                     start: ClusterState | None = None, config: DecisionConfig | None = None) -> DecisionCheck:
+    """Fold `events` (onto `start`, e.g. a pruned log's base snapshot, else an empty state) and re-run
+    every attempt through the loop's decision step; at most `limit` mismatches are described."""
     hook: Preemptor = preemptor or JobPreemptor()
+    rules = config or DecisionConfig()
     state = start if start is not None else ClusterState(scheduler_name)
+    memory = _LogMemory(state)
     check = DecisionCheck()
     index = 0
     total = len(events)
@@ -83,65 +220,67 @@ def verify_decisions(events: list[Event], *, scheduler_name: str = DEFAULT_SCHED
         elif len(check.mismatches) == limit:
             check.mismatches.append("… more mismatches not shown")
 
+    def run(step_of: Callable[[Step], object], event: Event, key: str) -> None:
+        """Re-run one step from `events[index]` with the checker as its sink; go on after what it matched."""
+        nonlocal index
+        checker = _Checker(events, index, state, memory)
+        step = Step(state, event.time, checker.record, memory, config=rules, preemptor=hook, room_cache={})
+        try:
+            step_of(step)
+        except _Diverged:
+            mismatch(events[checker.position] if checker.position < total else event, f"{key}: {checker.difference}")
+        except Exception:  # the loop parked the unit with an internal error here, as the log shows
+            check.internal_errors += 1
+        memory.remember(step.effects, event.time)
+        check.events += checker.matched
+        if checker.position == index:  # not even the first event matched: fold it, go on
+            state.apply(event)
+            memory.observe(event)
+            checker.position += 1
+        index = checker.position
+
     with bulk_fold():
         while index < total:
             event = events[index]
-            if isinstance(event, GangPlanned) or (isinstance(event, PodAssumed) and not event.gang):
-                # A planning point: the plan's GangPlanned records, then its PodAssumed records, in a row.
-                end = index
-                while end < total and isinstance(events[end], GangPlanned):
-                    end += 1
-                recorded_domain = event.domain if isinstance(event, GangPlanned) else ""
-                assumed_start = end
-                while end < total and isinstance(events[end], PodAssumed) and (
-                        end == assumed_start or isinstance(event, GangPlanned)):
-                    end += 1
-                recorded = [(e.pod, e.node) for e in events[assumed_start:end] if isinstance(e, PodAssumed)]
-                key = event.gang if isinstance(event, GangPlanned) else event.pod
-                unit = _unit_for(state, key)
+            key = _starts_attempt(event)
+            if key:
                 if isinstance(event, GangPlanned):
                     check.plans += 1
-                else:
+                elif isinstance(event, PodAssumed):
                     check.lone_pods += 1
-                if unit is None:
-                    mismatch(event, f"{key}: the log plans it but nothing of it is pending in the recorded state")
+                elif isinstance(event, PreemptionPlanned):
+                    check.preemptions += 1
                 else:
-                    result = _plan(state, unit)
-                    if isinstance(result, Unschedulable):
-                        mismatch(event, f"{key}: recorded a plan ({_describe(recorded)}) but re-planning says: "
-                                        f"{result.reason}")
-                    else:
-                        replanned = [(a.pod, a.node) for a in result.assignments if a.pod in state.pending]
-                        if replanned != recorded:
-                            mismatch(event, f"{key}: recorded {_describe(recorded)}; re-planned {_describe(replanned)}")
-                        elif isinstance(event, GangPlanned) and recorded_domain != result.domain:
-                            mismatch(event, f"{key}: recorded domain {recorded_domain!r}; re-planned {result.domain!r}")
-                for replayed in events[index:end]:
-                    state.apply(replayed)
-                index = end
+                    check.pending_reasons += 1
+                unit = _unit_for(state, key)
+                if unit is None:
+                    mismatch(event, f"{key}: the log decides for it but nothing of it is pending in the recorded state")
+                else:
+                    run(partial(_attempt, unit=unit), event, key)
+                    continue
+            elif key := _starts_wait_step(memory, event):
+                check.waits += 1
+                run(partial(_service_wait, unit=key, wait=memory.waits[key]), event, key)
                 continue
-            if isinstance(event, PreemptionPlanned):
-                check.preemptions += 1
-                unit = _unit_for(state, event.gang)
-                if unit is None:
-                    mismatch(event, f"{event.gang}: preempted for, but nothing of it is pending in the recorded state")
-                else:
-                    failure = _plan(state, unit)
-                    if not isinstance(failure, Unschedulable):
-                        mismatch(event, f"{event.gang}: preempted for, but re-planning finds room without preemption")
-                    else:
-                        preemptee = Preemptee(key=unit.key, gangs=unit.gangs, pods=unit.pods, priority=unit.priority)
-                        plan = hook.plan(state, preemptee, failure)
-                        victims = sorted(plan.victims) if plan is not None else []
-                        nodes = sorted({a.node for a in plan.nominations}) if plan is not None else []
-                        if victims != sorted(event.victims):
-                            mismatch(event, f"{event.gang}: recorded victims {sorted(event.victims)}; "
-                                            f"re-planned {victims}")
-                        elif event.nodes and nodes != sorted(event.nodes):
-                            mismatch(event, f"{event.gang}: recorded nominated nodes {sorted(event.nodes)}; "
-                                            f"re-planned {nodes}")
-            elif isinstance(event, GangPending):
-                check.pending_reasons += 1
+            elif key := _starts_nomination_step(memory, event):
+                check.waits += 1
+                run(partial(_service_nominations, unit=key, nominated=memory.nominated[key]), event, key)
+                continue
             state.apply(event)
+            memory.observe(event)
             index += 1
     return check
+
+
+def _attempt(step: Step, *, unit: Unit) -> None:
+    decisions.attempt(step, unit)
+
+
+def _service_wait(step: Step, *, unit: str, wait: PermitWait) -> None:
+    step.stage = "permit"
+    decisions.service_wait(step, unit, wait)
+
+
+def _service_nominations(step: Step, *, unit: str, nominated: NominationWait) -> None:
+    step.stage = "nominate"
+    decisions.service_nominations(step, unit, nominated)

@@ -1,5 +1,10 @@
 """The scheduler loop, written once for the daemon and the simulator (Koordinator's FirstPod/NextPod).
 
+What is decided at each point below is decided by the pure decision step
+(`daemon/scheduling/decisions.py`), which `replay --verify` runs too; this module chooses which unit
+is tried when (the queue and its hints), remembers what waits (at Permit, on nominations, on binds in
+flight) and carries out the effects each step leaves: binds, evictions, status patches, reports.
+
 One cycle (`run_once`) takes every ready queue unit (a GangGroup or a lone pod, see `daemon/scheduling/queue.py`)
 in queue order and, for each:
 
@@ -49,41 +54,50 @@ simulator calls `run_until_idle()` at each virtual instant and `next_deadline()`
 loop wants to run by time alone. `request_stop()` stops taking new units; in-flight binds finish and
 groups waiting at Permit are rolled back. Cancelling `run()` rolls back whatever was not bound.
 
-Must never: mutate the state except through the journal, call placement with a clock, or bind a gang
-below its minMember.
+Must never: decide anything itself (a decision made here is one `replay --verify` cannot check),
+mutate the state except through the journal, call placement with a clock, or bind a gang below its
+minMember.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterable
 
 import anyio
 import anyio.abc
 import msgspec
 import structlog
 
-from daemon.scheduling.hints import Need, Shape, need_of, room_now, room_when_empty
-from daemon.scheduling.journal import Journal
-from daemon.scheduling.ports import (
-    ApiOutcome,
-    BindOutcome,
-    ClusterAPI,
-    GangPhase,
-    NoPreemption,
-    Preemptee,
-    PreemptionPlanLike,
-    Preemptor,
+from daemon.scheduling import decisions
+from daemon.scheduling.decisions import (
+    BackOff,
+    Bind,
+    DecisionConfig,
+    Effect,
+    Evict,
+    Hold,
+    Nominate,
+    NominationWait,
+    Park,
+    PermitWait,
+    ReportGang,
+    ReportPending,
+    SetNominatedNode,
+    Stage,
+    Step,
+    Succeeded,
+    Unhold,
+    label,
+    quorum_words,
 )
+from daemon.scheduling.hints import Need, Shape, need_of, room_now
+from daemon.scheduling.journal import Journal
+from daemon.scheduling.ports import ApiOutcome, BindOutcome, ClusterAPI, GangPhase, NoPreemption, Preemptor
 from daemon.scheduling.queue import SchedulingQueue, Unit, pending_units, unit_of_gang
 from events.log import EventLogError
 from events.model import (
     BindFailed,
-    BindRequested,
     Event,
-    EvictionRequested,
-    GangPending,
-    GangPlanned,
-    GangTimedOut,
     HyperNodeDeleted,
     HyperNodeUpserted,
     NetworkTopologyDeleted,
@@ -97,9 +111,7 @@ from events.model import (
     PodForgotten,
     PodGroupDeleted,
     PodGroupUpserted,
-    PodNominated,
     PodUpserted,
-    PreemptionPlanned,
     PriorityClassDeleted,
     PriorityClassUpserted,
     VolcanoPodGroupDeleted,
@@ -107,17 +119,13 @@ from events.model import (
     object_key,
 )
 from events.objects import Node
-from placement import GangPlan, Unschedulable, plan_gang, plan_pod
-from placement.members import is_running
-from placement.plan import CAPACITY, HARD_TIER, INVALID, MEMBERS, MUST_GATHER, POD_FIT
-from placement.recheck import Adopted, broken_plans, refusal
 from state.cluster import ClusterState, PodInfo
 
 log = structlog.get_logger("toposched.scheduler")
 
-SCHEDULED_REASON = "Scheduled"
-UNSCHEDULABLE_REASON = "Unschedulable"
-TIMEOUT_REASON = "GangTimeout"
+SCHEDULED_REASON = decisions.SCHEDULED_REASON
+UNSCHEDULABLE_REASON = decisions.UNSCHEDULABLE_REASON
+TIMEOUT_REASON = decisions.TIMEOUT_REASON
 
 _STRUCTURE_CHANGES = (
     NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
@@ -125,11 +133,6 @@ _STRUCTURE_CHANGES = (
 )
 _GANG_SPEC_CHANGES = (PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted)
 _CAPACITY_CHANGES = (PodDeleted, PodForgotten, BindFailed, NominationCleared)
-_STRUCTURAL_FAILURES = frozenset({POD_FIT, INVALID, MEMBERS})
-# What the loop was doing for a unit when it raised: the `stage` label of the metric, and in words.
-_STAGES = {"plan": "planning", "preempt": "planning preemption", "assume": "assuming its plan",
-           "permit": "checking Permit", "nominate": "checking its nominations"}
-_CAPACITY_FAILURES = frozenset({CAPACITY, MUST_GATHER, HARD_TIER})
 
 
 class SchedulerError(Exception):
@@ -158,29 +161,6 @@ class SchedulerStats(msgspec.Struct, kw_only=True):
     internal_errors: int = 0  # units whose handling raised (see the module docstring, step 6)
 
 
-class _Waiting:
-    """A GangGroup holding assumed pods at Permit."""
-
-    __slots__ = ("deadline", "gangs", "order", "since")
-
-    def __init__(self, gangs: tuple[str, ...], since: float, deadline: float) -> None:
-        self.gangs = gangs
-        self.since = since
-        self.deadline = deadline
-        self.order: list[str] = []  # assumed pods in plan order (the order they are bound in)
-
-
-class _Nominated:
-    """A unit whose pods hold nominations made for it; given up after its timeout."""
-
-    __slots__ = ("deadline", "gangs", "pods")
-
-    def __init__(self, gangs: tuple[str, ...], pods: tuple[str, ...], deadline: float) -> None:
-        self.gangs = gangs
-        self.pods = pods
-        self.deadline = deadline
-
-
 class Scheduler:
     def __init__(self, journal: Journal, api: ClusterAPI, *, config: SchedulerConfig | None = None,
                  preemptor: Preemptor | None = None) -> None:
@@ -190,14 +170,15 @@ class Scheduler:
         self.api = api
         self.config = config or SchedulerConfig()
         self.preemptor: Preemptor = preemptor or NoPreemption()
+        self.decisions = DecisionConfig(default_schedule_timeout_seconds=self.config.default_schedule_timeout_seconds)
         self.queue = SchedulingQueue(retry_parked_seconds=self.config.retry_parked_seconds,
                                      backoff_initial_seconds=self.config.backoff_initial_seconds,
                                      backoff_max_seconds=self.config.backoff_max_seconds)
         self.stats = SchedulerStats()
         self._limiter = anyio.CapacityLimiter(self.config.bind_concurrency)
-        self._waiting: dict[str, _Waiting] = {}
+        self._waiting: dict[str, PermitWait] = {}
         self._binding: set[str] = set()
-        self._nominated: dict[str, _Nominated] = {}
+        self._nominated: dict[str, NominationWait] = {}
         self._node_shapes: dict[str, tuple[object, ...]] = {}
         self._room_cache: dict[tuple[int, Shape], int] = {}
         self._min_placed: int | None = None  # lowest priority of a placed pod (per cycle, lazily)
@@ -205,7 +186,6 @@ class Scheduler:
         self._adopted = False
         self._background: anyio.abc.TaskGroup | None = None  # run()'s task group for binds and reports
         self._stopping = False
-        self._stage = "plan"  # what the unit being handled is at (named by an internal error)
         self._dirty = True
         self._wake = anyio.Event()
         journal.subscribe(self.observe)
@@ -274,6 +254,15 @@ class Scheduler:
             return
         self._dirty = True
         self._wake.set()
+
+    # ------------------------------------------------------------------ the memory decisions read
+
+    def waiting(self, unit: str) -> PermitWait | None:
+        return self._waiting.get(unit)
+
+    def shown_reason(self, unit: str) -> str:
+        status = self.queue.status.get(unit)
+        return status.reason if status is not None else ""
 
     # ------------------------------------------------------------------ driving
 
@@ -371,120 +360,85 @@ class Scheduler:
                 break
             if unit.key in self._binding or not any(pod in self.state.pending for pod in unit.pods):
                 continue
-            self._stage = "plan"
+            step = self._step(now)
             try:
                 if self._surely_unschedulable(unit):
                     self.stats.skipped += 1
                     self.queue.park(unit.key, now)
                     continue
-                self._attempt(unit, now, group)
+                self.stats.attempts += 1
+                self.queue.attempted(unit, now)
+                try:
+                    attempted = decisions.attempt(step, unit)
+                finally:
+                    self._carry_out(step.effects, now, group)
+                if attempted.planned:
+                    self.stats.plans += 1
+                else:
+                    self.stats.unschedulable += 1
+                if attempted.preempted:
+                    self.stats.preemptions += 1
             except Exception as error:
-                self._unit_failed(unit.key, unit.gangs, error, now, group)
+                self._unit_failed(unit.key, unit.gangs, step.stage, error, now, group)
             await anyio.lowlevel.checkpoint()
 
-    # ------------------------------------------------------------------ one attempt
+    # ------------------------------------------------------------------ carrying decisions out
 
-    def _attempt(self, unit: Unit, now: float, group: anyio.abc.TaskGroup) -> None:
-        self.stats.attempts += 1
-        self.queue.attempted(unit, now)
-        result = plan_gang(self.state, unit.target) if unit.is_gang else plan_pod(self.state, unit.target)
-        if isinstance(result, Unschedulable):
-            self.stats.unschedulable += 1
-            self._unschedulable(unit, result, now, group)
-            return
-        self.stats.plans += 1
-        self._stage = "assume"
-        self._assume(unit, result, now, group)
+    def _step(self, now: float) -> Step:
+        return Step(self.state, now, self._record, self, config=self.decisions, preemptor=self.preemptor,
+                    room_cache=self._room_cache)
 
-    def _assume(self, unit: Unit, plan: GangPlan, now: float, group: anyio.abc.TaskGroup) -> None:
-        record = self.journal.record
-        state = self.state
-        gangs = plan.gangs or unit.gangs
-        if gangs:
-            for gang in gangs:
-                record(GangPlanned(gang=gang, domain=plan.domain, layer=plan.level, pods=len(plan.assignments),
-                                   explanation=plan.explanation, attempt=self._attempts_of(gang) + 1))
-        assumed: list[str] = []
-        for assignment in plan.assignments:
-            pod = state.pods.get(assignment.pod)
-            if pod is None or assignment.pod not in state.pending:
-                continue
-            record(PodAssumed(pod=pod.key, uid=pod.uid, node=assignment.node, gang=pod.gang))
-            assumed.append(pod.key)
-        if not gangs:
-            if assumed:
-                self._start_binds(unit.key, (), assumed, now, group)
-            return
-        waiting = self._waiting.get(unit.key)
-        if waiting is None:
-            waiting = self._waiting[unit.key] = _Waiting(gangs, now, now + self._timeout_of(gangs))
-        waiting.order.extend(assumed)
-        left = [pod for pod in unit.pods if pod in state.pending]
-        if left:
-            # Placed a subset (minMember's share): the rest waits for room, and says so.
-            self.queue.park(unit.key, now)
-            note = (f"{_label(gangs)}: {len(left)} pod(s) wait for room beyond the {len(assumed)} placed "
-                    f"({plan.explanation})")
-            group.start_soon(self._report_pending, self._pending(unit.key, gangs, note), note, False)
-        self._permit(unit.key, waiting, now, group)
+    def _record(self, event: Event) -> None:
+        self.journal.record(event)
 
-    def _permit(self, unit_key: str, waiting: _Waiting, now: float, group: anyio.abc.TaskGroup) -> None:
-        """Bind the group's assumed pods once every gang of it reaches minMember."""
-        if not all(self._quorum(gang) for gang in waiting.gangs):
-            return
-        del self._waiting[unit_key]
-        order = [key for key in waiting.order if self._is_assumed(key)]
-        listed = set(order)
-        for gang in waiting.gangs:
-            info = self.state.gangs.get(gang)
-            if info is not None:
-                order += [key for key in sorted(info.members) if key not in listed and self._is_assumed(key)]
-        if order:
-            self._start_binds(unit_key, waiting.gangs, order, now, group)
+    def _carry_out(self, effects: Iterable[Effect], now: float, group: anyio.abc.TaskGroup) -> None:
+        """Start what a decision step left for the loop to do, in the order it left it."""
+        for effect in effects:
+            if isinstance(effect, Bind):
+                self._binding.add(effect.unit)
+                group.start_soon(self._bind_all, effect)
+            elif isinstance(effect, Evict):
+                group.start_soon(self._evict, effect)
+            elif isinstance(effect, SetNominatedNode):
+                group.start_soon(self._set_nominated_node, effect.pod, effect.uid, effect.node)
+            elif isinstance(effect, ReportPending):
+                self._remember_reason(effect)
+                group.start_soon(self._report_pending, effect)
+            elif isinstance(effect, ReportGang):
+                group.start_soon(self._report_gang, effect.gang, effect.phase, effect.reason, effect.message)
+            else:
+                self._remember(effect, now)
 
-    def _quorum(self, gang: str) -> bool:
-        info = self.state.gangs.get(gang)
-        if info is None or info.spec is None:
-            return False
-        placed = 0
-        pods = self.state.pods
-        for key in info.members:
-            pod = pods.get(key)
-            if pod is not None and is_running(pod):
-                placed += 1
-        return placed >= info.spec.min_member
+    def _remember(self, effect: Effect, now: float) -> None:
+        """Effects on the loop's own memory: waits at Permit, nominations, the queue."""
+        if isinstance(effect, Hold):
+            waiting = self._waiting.get(effect.unit)
+            if waiting is None:
+                waiting = self._waiting[effect.unit] = PermitWait(effect.gangs, now, effect.deadline)
+            waiting.order.extend(effect.pods)
+        elif isinstance(effect, Unhold):
+            self._waiting.pop(effect.unit, None)
+        elif isinstance(effect, Nominate):
+            existing = self._nominated.get(effect.unit)
+            pods = tuple(sorted(set(effect.pods) | set(existing.pods if existing else ())))
+            self._nominated[effect.unit] = NominationWait(effect.gangs, pods, effect.deadline)
+        elif isinstance(effect, Park):
+            self.queue.park(effect.unit, now, structural=effect.structural)
+        elif isinstance(effect, BackOff):
+            self.queue.back_off(effect.unit, now)
+        elif isinstance(effect, Succeeded):
+            self.queue.succeeded(effect.unit)
+        else:
+            raise AssertionError(f"{type(effect).__name__} is carried out, not remembered")
 
-    def _is_assumed(self, key: str) -> bool:
-        pod = self.state.pods.get(key)
-        return pod is not None and bool(pod.assumed_node) and not pod.node_name
-
-    def _timeout_of(self, gangs: Sequence[str]) -> float:
-        timeouts = []
-        for gang in gangs:
-            info = self.state.gangs.get(gang)
-            if info is not None and info.spec is not None and info.spec.schedule_timeout_seconds is not None:
-                timeouts.append(info.spec.schedule_timeout_seconds)
-        return min(timeouts) if timeouts else self.config.default_schedule_timeout_seconds
-
-    def _attempts_of(self, gang: str) -> int:
-        info = self.state.gangs.get(gang)
-        return info.attempts if info is not None else 0
+    def _remember_reason(self, effect: ReportPending) -> None:
+        if effect.lone:
+            self.queue.status_of(effect.unit).reason = effect.reason
 
     # ------------------------------------------------------------------ binding
 
-    def _start_binds(self, unit_key: str, gangs: tuple[str, ...], order: list[str], now: float,
-                     group: anyio.abc.TaskGroup) -> None:
-        state = self.state
-        binds: list[tuple[str, str, str]] = []
-        for key in order:
-            pod = state.pods[key]
-            binds.append((key, pod.uid, pod.assumed_node))
-        for key, uid, node in binds:
-            self.journal.record(BindRequested(pod=key, uid=uid, node=node))
-        self._binding.add(unit_key)
-        group.start_soon(self._bind_all, unit_key, gangs, binds)
-
-    async def _bind_all(self, unit_key: str, gangs: tuple[str, ...], binds: list[tuple[str, str, str]]) -> None:
+    async def _bind_all(self, bind: Bind) -> None:
+        unit_key, gangs, binds = bind.unit, bind.gangs, bind.binds
         failure = ""
         retriable = True
         finished = False
@@ -513,22 +467,20 @@ class Scheduler:
         finally:
             self._binding.discard(unit_key)
             if not finished:
-                self._forget_members(gangs, [b[0] for b in binds], "scheduler stopped while binding")
+                step = self._step(self.clock.now())
+                decisions.forget_members(step, gangs, [b[0] for b in binds], "scheduler stopped while binding")
         now = self.clock.now()
-        if not failure:
-            self.queue.succeeded(unit_key)
-            for gang in gangs:
-                await self._report_gang(gang, "Scheduled", SCHEDULED_REASON,
-                                        f"{len(binds)} pod(s) bound; minMember reached")
-            return
-        label = _label(gangs) if gangs else f"pod {unit_key}"
-        reason = f"{label}: {failure}; released the members not yet bound"
-        self._forget_members(gangs, [b[0] for b in binds], reason)
-        if retriable:
-            self.queue.back_off(unit_key, now)
-        else:
-            self.queue.park(unit_key, now)
-        await self._report_pending(self._pending(unit_key, gangs, reason), reason, lone=not gangs)
+        step = self._step(now)
+        decisions.bind_settled(step, unit_key, gangs, len(binds), [b[0] for b in binds], failure, retriable)
+        # Reported from this task, one after the other, once the binds are all back.
+        for effect in step.effects:
+            if isinstance(effect, ReportGang):
+                await self._report_gang(effect.gang, effect.phase, effect.reason, effect.message)
+            elif isinstance(effect, ReportPending):
+                self._remember_reason(effect)
+                await self._report_pending(effect)
+            else:
+                self._remember(effect, now)
 
     async def _call_bind(self, key: str, uid: str, node: str) -> BindOutcome:
         try:
@@ -537,213 +489,79 @@ class Scheduler:
             log.exception("scheduler.bind_raised", pod=key, node=node)
             return BindOutcome(status="failed", reason=f"{type(error).__name__}: {error}", retriable=True)
 
-    def _forget_members(self, gangs: Sequence[str], extra: Sequence[str], reason: str) -> None:
-        """Release every assumed, unbound member of the gangs (and the listed pods)."""
-        keys = set(extra)
-        for gang in gangs:
-            info = self.state.gangs.get(gang)
-            if info is not None:
-                keys.update(info.members)
-        for key in sorted(keys):
-            if self._is_assumed(key):
-                pod = self.state.pods[key]
-                self.journal.record(PodForgotten(pod=key, uid=pod.uid, reason=reason))
-
     # ------------------------------------------------------------------ waiting groups and nominations
 
     def _adopt(self, now: float, group: anyio.abc.TaskGroup) -> None:
-        """At the loop's first cycle (after a restart or a takeover), take over what the log left.
-
-        Pods assumed but never bound wait at Permit again, and nominations get a fresh timeout, but
-        only what still holds on the state rebuilt from the relist (`placement.recheck`): a plan
-        with a pod whose node is gone, no longer admits it or no longer has room for it is released
-        as a whole and planned again in this very cycle (a partly bound gang next to its bound
-        members), and a nomination on a node that no longer admits its pod is cleared, in the API too.
-        """
+        """At the loop's first cycle (after a restart or a takeover), take over what the log left
+        (`decisions.adopt`): what still holds waits at Permit or keeps its nominations again."""
         self._adopted = True
-        state = self.state
-        assumed: dict[str, tuple[tuple[str, ...], list[str]]] = {}
-        for key in sorted(state.pods):
-            pod = state.pods[key]
-            if pod.assumed_node and not pod.node_name:
-                gangs = self._group_of(pod)
-                assumed.setdefault(gangs[0] if gangs else key, (gangs, []))[1].append(key)
-            if pod.nominated_node and pod.key in state.pending:
-                why = refusal(state, pod, pod.nominated_node)
-                if why:
-                    log.warning("scheduler.nomination_cleared_at_start", pod=key, node=pod.nominated_node, reason=why)
-                    self.journal.record(NominationCleared(pod=key, reason=f"{why}; cleared at start-up"))
-                    group.start_soon(self._set_nominated_node, key, pod.uid, None)
-                    continue
-                gangs = self._group_of(pod)
-                unit_key = gangs[0] if gangs else key
-                nominated = self._nominated.get(unit_key)
-                if nominated is None:
-                    self._nominated[unit_key] = _Nominated(gangs, (key,), now + self._timeout_of(gangs))
-                else:
-                    nominated.pods += (key,)
-        pods = state.pods
-        adopted = sorted((Adopted(key=unit_key, gangs=gangs, pods=tuple(keys))
-                          for unit_key, (gangs, keys) in assumed.items()),
-                         key=lambda a: (-max(pods[k].priority for k in a.pods), a.key))
-        broken = broken_plans(state, adopted)
-        for plan in adopted:
-            stale = broken.get(plan.key)
-            if stale is not None:
-                label = _label(plan.gangs) if plan.gangs else f"pod {plan.key}"
-                log.warning("scheduler.adopted_plan_released", unit=plan.key, pods=len(plan.pods), reason=stale)
-                self._forget_members(plan.gangs, plan.pods,
-                                     f"{label}: its plan from before this scheduler started no longer holds: {stale}; "
-                                     f"released to be planned again")
-                continue
-            waiting = self._waiting[plan.key] = _Waiting(plan.gangs, now, now + self._timeout_of(plan.gangs))
-            waiting.order.extend(plan.pods)
-
-    def _group_of(self, pod: PodInfo) -> tuple[str, ...]:
-        if not pod.gang:
-            return ()
-        info = self.state.gangs.get(pod.gang)
-        return info.spec.gang_group if info is not None and info.spec is not None else (pod.gang,)
+        step = self._step(now)
+        try:
+            adoption = decisions.adopt(step)
+        finally:
+            self._carry_out(step.effects, now, group)
+        for pod, node, why in adoption.cleared:
+            log.warning("scheduler.nomination_cleared_at_start", pod=pod, node=node, reason=why)
+        for unit_key, pods, why in adoption.released:
+            log.warning("scheduler.adopted_plan_released", unit=unit_key, pods=pods, reason=why)
 
     def _service_waiting(self, now: float, group: anyio.abc.TaskGroup) -> None:
         for unit_key in sorted(self._waiting):
             waiting = self._waiting[unit_key]
-            self._stage = "permit"
+            step = self._step(now)
+            step.stage = "permit"
             try:
-                self._service_one_waiting(unit_key, waiting, now, group)
+                try:
+                    if decisions.service_wait(step, unit_key, waiting):
+                        self.stats.timeouts += 1
+                finally:
+                    self._carry_out(step.effects, now, group)
             except Exception as error:
-                self._unit_failed(unit_key, waiting.gangs, error, now, group)
-
-    def _service_one_waiting(self, unit_key: str, waiting: _Waiting, now: float, group: anyio.abc.TaskGroup) -> None:
-        for key in waiting.order:
-            pod = self.state.pods.get(key)
-            if (pod is not None and pod.assumed_node and not pod.node_name
-                    and pod.assumed_node not in self.state.nodes):
-                self.journal.record(PodForgotten(pod=key, uid=pod.uid,
-                                                 reason=f"node {pod.assumed_node} is gone"))
-        if not waiting.gangs:  # an adopted lone pod: nothing to wait for
-            del self._waiting[unit_key]
-            order = [key for key in waiting.order if self._is_assumed(key)]
-            if order:
-                self._start_binds(unit_key, (), order, now, group)
-            return
-        if not any(self._is_assumed(key) for gang in waiting.gangs
-                   for key in self._members(gang)):
-            del self._waiting[unit_key]  # its assumed pods are gone
-            return
-        if all(self._quorum(gang) for gang in waiting.gangs):
-            self._permit(unit_key, waiting, now, group)
-            return
-        if now >= waiting.deadline:
-            del self._waiting[unit_key]
-            self._time_out(unit_key, waiting, group)
-
-    def _members(self, gang: str) -> list[str]:
-        info = self.state.gangs.get(gang)
-        return sorted(info.members) if info is not None else []
-
-    def _quorum_words(self, gangs: Sequence[str]) -> str:
-        """"default/a has 1 of minMember 2 placed, default/b 3 of 2": where each gang stands at Permit."""
-        parts = []
-        for index, gang in enumerate(gangs):
-            info = self.state.gangs.get(gang)
-            need = info.spec.min_member if info is not None and info.spec is not None else 0
-            have = sum(1 for key in self._members(gang) if is_running(self.state.pods[key]))
-            parts.append(f"{gang} has {have} of minMember {need} placed" if index == 0 else f"{gang} {have} of {need}")
-        return ", ".join(parts)
-
-    def _time_out(self, unit_key: str, waiting: _Waiting, group: anyio.abc.TaskGroup) -> None:
-        self.stats.timeouts += 1
-        reason = (f"{_label(waiting.gangs)}: scheduleTimeoutSeconds ({waiting.deadline - waiting.since:g}s) passed "
-                  f"waiting at Permit ({self._quorum_words(waiting.gangs)}); released its assumed pods")
-        self._forget_members(waiting.gangs, waiting.order, reason)
-        for gang in waiting.gangs:
-            self.journal.record(GangTimedOut(gang=gang, reason=reason))
-            group.start_soon(self._report_gang, gang, "TimedOut", TIMEOUT_REASON, reason)
-        self.queue.park(unit_key, self.clock.now())
+                self._unit_failed(unit_key, waiting.gangs, step.stage, error, now, group)
 
     def _service_nominated(self, now: float, group: anyio.abc.TaskGroup) -> None:
-        state = self.state
         for unit_key in sorted(self._nominated):
             nominated = self._nominated[unit_key]
-            self._stage = "nominate"
+            step = self._step(now)
+            step.stage = "nominate"
             try:
-                holding = [key for key in nominated.pods
-                           if key in state.pods and state.pods[key].nominated_node and key in state.pending]
+                try:
+                    holding = decisions.service_nominations(step, unit_key, nominated)
+                finally:
+                    self._carry_out(step.effects, now, group)
                 if not holding:
                     del self._nominated[unit_key]
-                    continue
-                if now >= nominated.deadline:
-                    del self._nominated[unit_key]
-                    for key in holding:
-                        self.journal.record(NominationCleared(
-                            pod=key, reason=f"{unit_key}: not placed within its scheduleTimeoutSeconds; gave up"))
-                        # Cleared in the API too, or the next watch event of the pod would nominate it again.
-                        group.start_soon(self._set_nominated_node, key, state.pods[key].uid, None)
             except Exception as error:
                 self._nominated.pop(unit_key, None)
-                self._unit_failed(unit_key, nominated.gangs, error, now, group)
+                self._unit_failed(unit_key, nominated.gangs, step.stage, error, now, group)
 
     def _release_all(self, reason: str) -> None:
         for unit_key in sorted(self._waiting):
             waiting = self._waiting.pop(unit_key)
-            self._forget_members(waiting.gangs, waiting.order, reason)
+            decisions.forget_members(self._step(self.clock.now()), waiting.gangs, waiting.order, reason)
 
-    # ------------------------------------------------------------------ no plan
+    # ------------------------------------------------------------------ internal errors
 
-    def _unschedulable(self, unit: Unit, failure: Unschedulable, now: float, group: anyio.abc.TaskGroup) -> None:
-        reason = failure.reason
-        structural = failure.constraint in _STRUCTURAL_FAILURES
-        if not structural and failure.constraint in _CAPACITY_FAILURES:
-            never = self._never_fits(unit)
-            if never:
-                structural = True
-                reason = f"{reason}; {never}"
-        if not structural:
-            self._stage = "preempt"
-            preemption = self._preempt(unit, failure, now, group)
-            if preemption:
-                reason = f"{reason}; {preemption}"
-        self.queue.park(unit.key, now, structural=structural)
-        group.start_soon(self._report_pending, self._pending(unit.key, unit.gangs, reason), reason, not unit.gangs)
-
-    def _unit_failed(self, unit_key: str, gangs: tuple[str, ...], error: Exception, now: float,
+    def _unit_failed(self, unit_key: str, gangs: tuple[str, ...], stage: Stage, error: Exception, now: float,
                      group: anyio.abc.TaskGroup) -> None:
         """Handling one unit raised (step 6 of the module docstring): park it with the error as its reason."""
         if isinstance(error, EventLogError | OSError):
             raise error  # the log cannot record: nothing more may be decided
         self.stats.internal_errors += 1
-        stage = self._stage
         self.journal.report_error(stage, f"{'gang' if gangs else 'pod'} {unit_key}", error)
-        label = _label(gangs) if gangs else f"pod {unit_key}"
-        reason = (f"{label}: internal error while {_STAGES[stage]} ({type(error).__name__}: {str(error)[:200]}); "
-                  "parked until it or the cluster changes")
-        self.queue.park(unit_key, now, structural=True)
+        step = self._step(now)
         try:
-            self._waiting.pop(unit_key, None)
-            self._forget_members(gangs, () if gangs else (unit_key,), reason)
-            reports = self._pending(unit_key, gangs, reason)
+            decisions.unit_failed(step, unit_key, gangs, stage, error)
         except (EventLogError, OSError):
             raise
         except Exception:  # the unit's own records are what broke: it stays parked; the log line says why
             log.exception("scheduler.park_failed", unit=unit_key)
+            self.queue.park(unit_key, now, structural=True)
+            self._waiting.pop(unit_key, None)
             return
-        group.start_soon(self._report_pending, reports, reason, not gangs)
+        self._carry_out(step.effects, now, group)
 
-    def _never_fits(self, unit: Unit) -> str:
-        """Why no release of capacity can ever help ("" when one might): the unit needs more than the
-        largest domain of its constraint layer holds even when empty (`daemon/scheduling/hints.py`)."""
-        need = need_of(self.state, unit)
-        if need is None:
-            return ""
-        room = room_when_empty(self.state, need, self._room_cache)
-        if room >= need.pods:
-            return ""
-        levels = self.state.topology.levels
-        layer = levels[need.level].layer
-        where = "the whole cluster holds" if need.level == 0 else f"no {layer} domain holds more than"
-        rule = f"{need.source}: " if need.source else ""
-        return f"it can never fit: {rule}even empty, {where} {room} of the {need.pods} pods it needs"
+    # ------------------------------------------------------------------ queueing hints
 
     def _surely_unschedulable(self, unit: Unit) -> bool:
         """A parked unit brought back by a release that still cannot fit, nor preempt anyone."""
@@ -770,36 +588,6 @@ class Scheduler:
                                    default=1 << 62)
         return self._min_placed
 
-    def _pending(self, unit_key: str, gangs: Sequence[str], reason: str) -> list[tuple[str, str]]:
-        """Record why the unit waits, only when the reason changed; returns what to report to the API
-        ((gang key, "") per gang, or (pod key, uid) for a lone pod). Recording is synchronous, so the
-        reason can never land after a later, successful attempt."""
-        reports: list[tuple[str, str]] = []
-        if gangs:
-            for gang in gangs:
-                info = self.state.gangs.get(gang)
-                if info is None or info.last_reason == reason:
-                    continue
-                self.journal.record(GangPending(gang=gang, reason=reason, attempt=info.attempts + 1))
-                reports.append((gang, ""))
-            return reports
-        status = self.queue.status_of(unit_key)
-        if status.reason == reason:
-            return reports
-        status.reason = reason
-        self.journal.record(GangPending(gang=unit_key, reason=reason))
-        pod = self.state.pods.get(unit_key)
-        if pod is not None:
-            reports.append((unit_key, pod.uid))
-        return reports
-
-    async def _report_pending(self, reports: list[tuple[str, str]], reason: str, lone: bool) -> None:
-        for key, uid in reports:
-            if lone:
-                await self._call(self.api.report_pod(key, uid, UNSCHEDULABLE_REASON, reason), "report_pod", key)
-            else:
-                await self._report_gang(key, "Pending", UNSCHEDULABLE_REASON, reason)
-
     def explain_pending(self, pod_key: str) -> str:
         """Why a pod of ours is not bound yet, in the words last shown for it (names its gang)."""
         pod = self.state.pods.get(pod_key)
@@ -810,78 +598,34 @@ class Scheduler:
             if status is not None and status.reason:
                 return status.reason
             return f"pod {pod_key}: not attempted yet"
-        gangs = self._group_of(pod)
+        gangs = decisions.group_of(self.state, pod)
         unit_key = gangs[0] if gangs else pod.gang
         info = self.state.gangs.get(pod.gang)
         waiting = self._waiting.get(unit_key)
         if pod.assumed_node and waiting is not None:
-            return (f"{_label(waiting.gangs)}: waiting at Permit ({self._quorum_words(waiting.gangs)}) "
+            return (f"{label(waiting.gangs)}: waiting at Permit ({quorum_words(self.state, waiting.gangs)}) "
                     f"until t={waiting.deadline:g}")
         if info is not None and info.last_reason:
             return info.last_reason
-        return f"{_label(gangs or (pod.gang,))}: not attempted yet"
+        return f"{label(gangs or (pod.gang,))}: not attempted yet"
 
-    def _preempt(self, unit: Unit, failure: Unschedulable, now: float, group: anyio.abc.TaskGroup) -> str:
-        """Ask the hook for a preemption plan and carry it out; returns a note for the pending reason."""
-        preemptee = Preemptee(key=unit.key, gangs=unit.gangs, pods=unit.pods, priority=unit.priority)
-        plan = self.preemptor.plan(self.state, preemptee, failure)
-        if plan is None:
-            return ""
-        if not plan.victims and not plan.nominations:
-            return plan.explanation  # an empty plan only says why there is no preemption
-        self.stats.preemptions += 1
-        self._carry_out(unit, plan, now, group)
-        return f"preempting {len(plan.victims)} pod(s) of {', '.join(plan.victim_jobs) or 'lower-priority jobs'}"
+    # ------------------------------------------------------------------ API calls
 
-    def _carry_out(self, unit: Unit, plan: PreemptionPlanLike, now: float, group: anyio.abc.TaskGroup) -> None:
-        state = self.state
-        record = self.journal.record
-        nodes = sorted({a.node for a in plan.nominations})
-        preemptor = unit.key
-        record(PreemptionPlanned(gang=preemptor, victims=list(plan.victims), victim_jobs=list(plan.victim_jobs),
-                                 nodes=nodes, explanation=plan.explanation))
-        trigger = unit.pods[0] if unit.pods else unit.key
-        job = f"gang {preemptor}" if unit.gangs else f"pod {preemptor}"
-        message = f"preempted by {job} (priority {unit.priority}) to make room for pod {trigger}"
-        for victim in plan.victims:
-            pod = state.pods.get(victim)
-            if pod is None:
-                continue
-            record(EvictionRequested(pod=victim, uid=pod.uid, preemptor=preemptor, reason=message))
-            group.start_soon(self._evict, victim, pod.uid, preemptor, message)
-        ours = set(unit.pods)
-        nominated_pods: list[str] = []
-        for assignment in plan.nominations:
-            pod = state.pods.get(assignment.pod)
-            if pod is None:
-                continue
-            record(PodNominated(pod=pod.key, uid=pod.uid, node=assignment.node, gang=pod.gang, priority=pod.priority))
-            nominated_pods.append(pod.key)
-            ours.add(pod.key)
-            group.start_soon(self._set_nominated_node, pod.key, pod.uid, assignment.node)
-        for node in nodes:
-            info = state.nodes.get(node)
-            if info is None:
-                continue
-            for key in sorted(info.nominated):
-                other = info.nominated[key]
-                if key in ours or other.priority >= unit.priority or (other.gang and other.gang in unit.gangs):
-                    continue
-                record(NominationCleared(pod=key, reason=f"node {node} nominated for higher-priority {job}"))
-                group.start_soon(self._set_nominated_node, key, other.uid, None)
-        if nominated_pods:
-            existing = self._nominated.get(unit.key)
-            pods = tuple(sorted(set(nominated_pods) | set(existing.pods if existing else ())))
-            self._nominated[unit.key] = _Nominated(unit.gangs, pods, now + self._timeout_of(unit.gangs))
-
-    async def _evict(self, pod: str, uid: str, preemptor: str, message: str) -> None:
+    async def _evict(self, evict: Evict) -> None:
         async with self._limiter:
-            await self._call(self.api.set_disruption_condition(pod, uid, preemptor=preemptor, message=message),
-                             "set_disruption_condition", pod)
-            await self._call(self.api.evict(pod, uid, preemptor=preemptor, message=message, grace_seconds=None),
-                             "evict", pod)
+            await self._call(self.api.set_disruption_condition(evict.pod, evict.uid, preemptor=evict.preemptor,
+                                                               message=evict.message),
+                             "set_disruption_condition", evict.pod)
+            await self._call(self.api.evict(evict.pod, evict.uid, preemptor=evict.preemptor, message=evict.message,
+                                            grace_seconds=None),
+                             "evict", evict.pod)
 
-    # ------------------------------------------------------------------ API calls that only report
+    async def _report_pending(self, report: ReportPending) -> None:
+        for key, uid in report.reports:
+            if report.lone:
+                await self._call(self.api.report_pod(key, uid, UNSCHEDULABLE_REASON, report.reason), "report_pod", key)
+            else:
+                await self._report_gang(key, "Pending", UNSCHEDULABLE_REASON, report.reason)
 
     async def _report_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> None:
         await self._call(self.api.report_gang(gang, phase, reason, message), "report_gang", gang)
@@ -901,11 +645,6 @@ class Scheduler:
         return outcome
 
 
-def _label(gangs: Sequence[str]) -> str:
-    return f"gang {gangs[0]}" if len(gangs) == 1 else f"GangGroup {', '.join(gangs)}"
-
-
 def _node_shape(node: Node) -> tuple[object, ...]:
     """What of a Node placement reads; a change in anything else cannot let a parked unit fit."""
     return (node.metadata.labels, node.spec.taints, node.spec.unschedulable, node.status.allocatable)
-

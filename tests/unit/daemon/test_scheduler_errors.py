@@ -7,8 +7,8 @@ from typing import Any
 import msgspec
 import pytest
 
-import daemon.scheduling.loop as scheduler_module
-from daemon.scheduling.loop import Scheduler
+import daemon.scheduling.decisions as decisions_module
+from daemon.scheduling.decisions import Step
 from daemon.scheduling.ports import Preemptee
 from events.log import EventLogError
 from events.model import Event, GangPending, PodAssumed, PodForgotten, PodGroupUpserted
@@ -77,7 +77,7 @@ def raising_for(target: str, error: Exception) -> Any:
 
 async def test_a_gang_whose_planning_raises_is_parked_with_the_error_and_every_other_gang_binds(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scheduler_module, "plan_gang", raising_for("default/bad", RuntimeError("boom")))
+    monkeypatch.setattr(decisions_module, "plan_gang", raising_for("default/bad", RuntimeError("boom")))
     h = Harness()
     h.add(*nodes(8), *gang("first", 2), *gang("bad", 2), *gang("last", 2))
     await h.settle()
@@ -92,7 +92,7 @@ async def test_a_gang_whose_planning_raises_is_parked_with_the_error_and_every_o
     await h.settle(30.0)  # parked: not retried (and not logged again) while nothing changes
     assert h.journal.internal_errors == {"plan": 1}
 
-    monkeypatch.setattr(scheduler_module, "plan_gang", plan_gang)  # the bug is fixed; the gang changes
+    monkeypatch.setattr(decisions_module, "plan_gang", plan_gang)  # the bug is fixed; the gang changes
     h.add(PodGroupUpserted(pod_group=pod_group("bad", min_member=2, timeout=60)))
     await h.settle()
     assert {"default/bad-0", "default/bad-1"} <= set(h.bound_pods())
@@ -103,7 +103,7 @@ async def test_a_lone_pod_whose_planning_raises_is_parked_and_the_gangs_around_i
     def plan_pod(state: ClusterState, key: str, **kwargs: Any) -> GangPlan | Unschedulable:
         raise KeyError(key)
 
-    monkeypatch.setattr(scheduler_module, "plan_pod", plan_pod)
+    monkeypatch.setattr(decisions_module, "plan_pod", plan_pod)
     h = Harness()
     h.add(*nodes(4), pod_event(pod("lone")), *gang("job", 2))
     await h.settle()
@@ -113,14 +113,14 @@ async def test_a_lone_pod_whose_planning_raises_is_parked_and_the_gangs_around_i
 
 
 async def test_an_error_after_some_pods_were_assumed_releases_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = Scheduler._timeout_of
+    original = decisions_module.timeout_of
 
-    def timeout_of(self: Scheduler, gangs: Any) -> float:
+    def timeout_of(step: Step, gangs: Any) -> float:
         if "default/bad" in gangs:
             raise ZeroDivisionError("while computing the Permit deadline")
-        return original(self, gangs)
+        return original(step, gangs)
 
-    monkeypatch.setattr(Scheduler, "_timeout_of", timeout_of)
+    monkeypatch.setattr(decisions_module, "timeout_of", timeout_of)
     h = Harness()
     h.add(*nodes(8), *gang("bad", 2), *gang("good", 2))
     await h.settle()

@@ -1,4 +1,4 @@
-"""`replay --verify` re-decides at every planning point of a recorded log."""
+"""`replay --verify` re-runs the loop's decision step at every decision of a recorded log."""
 
 from __future__ import annotations
 
@@ -12,7 +12,19 @@ from daemon.cli.replay import main as replay
 from daemon.cli.simulate import main as simulate
 from daemon.offline.verify import verify_decisions
 from events.log import EventLog, FsyncPolicy
-from events.model import Event, GangPlanned, PodAssumed
+from events.model import (
+    BindRequested,
+    Event,
+    EvictionRequested,
+    GangPending,
+    GangPlanned,
+    GangTimedOut,
+    NominationCleared,
+    PodAssumed,
+    PodForgotten,
+    PodNominated,
+    PreemptionPlanned,
+)
 from state.cluster import ClusterState
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "demo-cluster.yaml"
@@ -94,3 +106,39 @@ def test_a_pruned_log_replays_and_verifies_from_its_oldest_snapshot(
     assert decided is not None and int(decided.group(1)) == len(plans) - len(plans) // 2
     assert replay([str(tmp_path / "pruned"), "--until", str(first - 2)]) == 1
     assert "pruned" in capsys.readouterr().err
+
+
+SCENARIOS = sorted(p for p in (Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml")
+                   if not p.name.endswith(".expect.yaml"))
+# What the loop decides (as opposed to what it observes, and the answers of the API to its binds).
+DECISIONS = (GangPlanned, PodAssumed, BindRequested, GangPending, PreemptionPlanned, EvictionRequested, PodNominated,
+             NominationCleared, PodForgotten, GangTimedOut)
+
+
+@pytest.mark.parametrize("scenario", [EXAMPLE, *SCENARIOS], ids=lambda p: p.stem)
+def test_verify_re_derives_every_decision_event_of_a_scenario_run_through_the_loops_step(
+        scenario: Path, tmp_path: Path) -> None:
+    events = _recorded(scenario, tmp_path)
+    decided = [e for e in events if isinstance(e, DECISIONS)]
+    check = verify_decisions(events)
+    assert check.ok, check.mismatches
+    assert check.events == len(decided) > 0
+
+
+def test_a_pending_reason_the_state_does_not_explain_is_reported(tmp_path: Path) -> None:
+    events = _recorded(STORY3, tmp_path)
+    index = next(i for i, e in enumerate(events) if isinstance(e, GangPending))
+    original = events[index]
+    assert isinstance(original, GangPending)
+    events[index] = msgspec.structs.replace(original, reason=original.reason + " (edited)")
+    check = verify_decisions(events)
+    assert any(original.gang in line and "(edited)" in line for line in check.mismatches), check.mismatches
+
+
+def test_a_timeout_the_state_does_not_explain_is_reported(tmp_path: Path) -> None:
+    events = _recorded(Path(__file__).resolve().parents[2] / "scenarios" / "gang-schedule-timeout.yaml", tmp_path)
+    index = next(i for i, e in enumerate(events) if isinstance(e, GangTimedOut))
+    del events[index]  # the log says the pods were released for a timeout, but no gang timed out
+    check = verify_decisions(events)
+    assert not check.ok
+    assert any("GangTimedOut" in line or "timeout" in line for line in check.mismatches), check.mismatches
