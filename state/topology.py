@@ -85,7 +85,7 @@ Pure: no I/O, no clock, no logging. Mutated only through the `*_upserted` / `*_d
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import Final
 
 import msgspec
@@ -93,6 +93,7 @@ import msgspec
 from events.objects import ClusterNetworkTopology, HyperNode, TopologyDetail, TopologyInfo
 from state.gangs import Problem
 from state.hypernodes import HYPERNODE_KIND, HyperNodeGraph, HyperNodeSet, NodeSelectorRule
+from state.name_patterns import NamePattern, NamePatternSet
 from state.resources import Resources, subtract
 from state.topology_validation import (
     CLUSTER_LAYER,
@@ -260,9 +261,12 @@ class TopologyTree:
         self._built: _Built | None = None
         self._version = 0
         self._pending = _Pending(self._nodes)
-        # HyperNode Node-member matching is cached per HyperNode version in use and redone only for
-        # nodes added, relabelled or deleted since (`_touched`), so regexMatch stays cheap on big clusters.
+        # HyperNode Node-member matching is kept between builds and redone only for nodes added,
+        # relabelled or deleted since (`_touched`), unless the members themselves changed: regexMatch
+        # members in one RE2 set over all their patterns (`_regexes`), labelMatch members per HyperNode
+        # version in use (`_matches`).
         self._touched: set[str] = set()
+        self._regexes: _RegexIndex | None = None
         self._matches: dict[str, tuple[tuple[NodeSelectorRule, ...], set[str]]] = {}
 
     # ------------------------------------------------------------------ fold inputs
@@ -529,8 +533,7 @@ class TopologyTree:
                                         "is not usable; the last good layer chain stays in use"))
                 layers = self._last_good_layers
             if layers is not None:
-                self._matches.clear()
-                self._touched.clear()
+                self._forget_matches()
                 built = self._build_from_labels(SOURCE_CNT, layers)
                 built.problems[:0] = problems + hypernode_problems
                 return built
@@ -541,13 +544,17 @@ class TopologyTree:
         if graph.describes:
             built = self._build_from_hypernodes(graph)
         else:  # no HyperNode, or none usable: they must not take the labels' tree away
-            self._matches.clear()
-            self._touched.clear()
+            self._forget_matches()
             present = [layer for layer in TOPOGRAPH_LAYERS
                        if any(layer.label_keys[0] in record.labels for record in self._nodes.values())]
             built = self._build_from_labels(SOURCE_LABELS, tuple(present))
         built.problems[:0] = problems
         return built
+
+    def _forget_matches(self) -> None:
+        self._regexes = None
+        self._matches.clear()
+        self._touched.clear()
 
     def _finish(self, built: _Built) -> None:
         """Fill node lists, children order and aggregates from `built.node_domain`."""
@@ -654,23 +661,37 @@ class TopologyTree:
             parent = built.root if parent_name is None else built.by_level[level_of_tier[graph.tiers[parent_name]]][
                 parent_name]
             built.add(level_of_tier[graph.tiers[name]], name, parent)
-        # node members
+        # node members: exact names, then one RE2 set over every regexMatch, then labelMatch selectors
         exact: dict[str, list[str]] = {}
-        patterned: list[tuple[str, tuple[NodeSelectorRule, ...], list[NodeSelectorRule]]] = []
+        by_pattern: dict[str, list[str]] = {}  # pattern -> HyperNodes listing it
+        compiled: dict[str, NamePattern] = {}
+        labelled: list[tuple[str, tuple[NodeSelectorRule, ...], list[NodeSelectorRule]]] = []
         for hn_name in sorted(graph.node_rules):
             rules = graph.node_rules[hn_name]
             for rule in rules:
-                if rule.pattern is None and rule.labels is None:
+                if rule.pattern is not None:
+                    by_pattern.setdefault(rule.pattern.pattern, []).append(hn_name)
+                    compiled[rule.pattern.pattern] = rule.pattern
+                elif rule.labels is None:
                     exact.setdefault(rule.name, []).append(hn_name)
-            selecting = [r for r in rules if r.pattern is not None or r.labels is not None]
+            selecting = [r for r in rules if r.labels is not None]
             if selecting:
-                patterned.append((hn_name, rules, selecting))
+                labelled.append((hn_name, rules, selecting))
         claims: dict[str, list[str]] = {}
         for node, hns in exact.items():
             if node in self._nodes:
                 claims.setdefault(node, []).extend(hns)
+        members = tuple((pattern, tuple(hns)) for pattern, hns in sorted(by_pattern.items()))
+        regexes = self._regexes
+        if regexes is None or regexes.members != members:
+            regexes = self._regexes = _RegexIndex(members, compiled)
+            regexes.refresh(self._nodes, self._nodes)
+        else:
+            regexes.refresh(self._touched, self._nodes)
+        for node, owners in regexes.claims.items():
+            claims.setdefault(node, []).extend(owners)
         fresh: dict[str, tuple[tuple[NodeSelectorRule, ...], set[str]]] = {}
-        for hn_name, rules, selecting in patterned:
+        for hn_name, rules, selecting in labelled:
             cached = self._matches.get(hn_name)
             if cached is not None and cached[0] is rules:
                 matched = cached[1]
@@ -705,6 +726,31 @@ class TopologyTree:
                     f"under {chosen.name!r} (lowest tier, then first by name)"))
         self._finish(built)
         return built
+
+
+class _RegexIndex:
+    """Which HyperNodes' regexMatch members take each node: every pattern in one RE2 set, each node
+    name scanned once for all of them (`state/name_patterns.py`), kept between builds."""
+
+    __slots__ = ("claims", "members", "owners", "patterns")
+
+    def __init__(self, members: tuple[tuple[str, tuple[str, ...]], ...], compiled: Mapping[str, NamePattern]) -> None:
+        self.members = members  # (pattern, HyperNodes listing it), by pattern: what this index was built for
+        self.owners = [hns for _, hns in members]
+        self.patterns = NamePatternSet([compiled[pattern] for pattern, _ in members])
+        self.claims: dict[str, tuple[str, ...]] = {}  # node -> HyperNodes whose pattern it matches
+
+    def refresh(self, nodes: Iterable[str], known: Container[str]) -> None:
+        """Match these nodes again; those no longer `known` (deleted) lose their claims."""
+        owners, claims = self.owners, self.claims
+        for node in nodes:
+            found = self.patterns.matching(node) if node in known else []
+            if not found:
+                claims.pop(node, None)
+            elif len(found) == 1:
+                claims[node] = owners[found[0]]
+            else:
+                claims[node] = tuple(hn for index in found for hn in owners[index])
 
 
 def _domain_name(domain: Domain) -> str:

@@ -196,6 +196,25 @@ def test_hypernode_regex_members_are_re2_searches_over_node_names_in_linear_time
     assert tree.root.direct_nodes == ["a" * 40 + "-b", "gpu-2"]
 
 
+def test_regex_members_follow_nodes_added_and_deleted_and_patterns_changed_between_builds() -> None:
+    tree = TopologyTree()
+    tree.node_upserted("gpu-1", {}, ALLOC)
+    tree.hypernode_upserted(hypernode("ones", 1, regex="^gpu-1"))
+    tree.hypernode_upserted(hypernode("twos", 1, regex="^gpu-2"))
+    tree.hypernode_upserted(hypernode("all", 1, regex="gpu"))
+    assert leaf(tree, "gpu-1").name == "all"  # claimed by two HyperNodes of one tier: first by name
+    tree.node_upserted("gpu-22", {}, ALLOC)
+    tree.node_upserted("gpu-10", {}, ALLOC)
+    assert dom(tree, 1, "twos").nodes == [] and dom(tree, 1, "all").nodes == ["gpu-1", "gpu-10", "gpu-22"]
+    tree.hypernode_deleted("all")
+    assert dom(tree, 1, "ones").nodes == ["gpu-1", "gpu-10"] and dom(tree, 1, "twos").nodes == ["gpu-22"]
+    tree.node_deleted("gpu-10")
+    tree.hypernode_upserted(hypernode("ones", 1, regex="^gpu-1$"))
+    assert dom(tree, 1, "ones").nodes == ["gpu-1"]
+    tree.node_upserted("gpu-10", {}, ALLOC)
+    assert tree.root.direct_nodes == ["gpu-10"]
+
+
 def test_hypernode_tiers_may_skip_a_level_and_nodes_may_sit_above_tier_1() -> None:
     tree = TopologyTree()
     for name in ("a", "b", "c"):
