@@ -443,7 +443,10 @@ class TopologyTree:
     def resolve_level(self, name_or_tier: str | int) -> int:
         """Level index of a Koordinator layer name, a Volcano tier number, or a tierName."""
         levels = self._ensure().levels
-        if isinstance(name_or_tier, int) or (isinstance(name_or_tier, str) and name_or_tier.isdigit()):
+        # A tier is an int or a short string of ASCII digits ("²" is a digit to str.isdigit, not to int;
+        # int refuses strings of thousands of digits): anything else is a name.
+        if isinstance(name_or_tier, int) or (isinstance(name_or_tier, str) and name_or_tier.isascii()
+                                             and name_or_tier.isdigit() and len(name_or_tier) <= 18):
             tier = int(name_or_tier)
             if tier < 1:
                 raise TopologyError("Tier", str(tier), "", "is below 1 (tiers count from 1 at the lowest domain level)")

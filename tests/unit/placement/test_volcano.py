@@ -194,3 +194,17 @@ def test_lone_member_of_an_unfilled_partition_waits_for_the_rest() -> None:
     members(state, "job", 1, volcano=True)
     result = refused(plan_gang(state, "default/job"))
     assert result.constraint == MEMBERS and "subGroupSize" in result.reason
+
+
+def test_a_hard_tier_below_the_lowest_hypernode_tier_leaves_the_gang_pending_with_a_reason() -> None:
+    state = ClusterState()
+    for name in ("n0", "n1"):
+        state.apply(node_event(node(name)))
+    state.apply(HyperNodeUpserted(hyper_node=HyperNode(metadata=ObjectMeta(name="rack"), spec=HyperNodeSpec(
+        tier=2, members=[HyperNodeMember(type="Node", selector=MemberSelector(exact_match=ExactMatch(name=n)))
+                         for n in ("n0", "n1")]))))
+    volcano_gang(state, "job", min_member=2, tier=1)  # tiers here start at 2: nothing is that low
+    members(state, "job", 2, volcano=True)
+    result = refused(plan_gang(state, "default/job"))
+    assert result.constraint == INVALID
+    assert "highest tier: is below the cluster's lowest domain tier 2: no domain is that small" in result.reason

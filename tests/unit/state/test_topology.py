@@ -279,6 +279,16 @@ def test_a_tier_number_means_up_to_that_tier() -> None:
     assert tree.resolve_level(4) == tree.resolve_level(9) == 0  # at or above the root's tier: the root
 
 
+def test_a_name_of_digits_only_to_unicode_or_of_thousands_of_digits_is_unknown_not_a_crash() -> None:
+    tree = TopologyTree()
+    tree.node_upserted("n", {}, ALLOC)
+    tree.hypernode_upserted(hypernode("rack", 2, nodes=["n"]))
+    assert tree.resolve_level("2") == 1
+    for asked in ("\u00b2", "9" * 5000):  # str.isdigit is true for both; int() refuses both
+        with pytest.raises(TopologyError, match="is not a layer, tierName or tier"):
+            tree.resolve_level(asked)
+
+
 def test_lca_of_an_unknown_node_or_of_nothing_raises() -> None:
     tree = TopologyTree()
     labelled_cluster(tree)
