@@ -169,7 +169,9 @@ async def test_a_standby_writes_no_topology_status(tmp_path: Path) -> None:
             standby = next(d for d in pair if d is not leader)
             await wait_until(lambda: bool(status_of(cluster, CNT, "default").get("detailStatus")),
                              what="the leader's detailStatus")
-            assert api_writes(leader.daemon.metrics, "clusternetworktopologies/status") >= 1
+            # The store shows the write before the leader's client has counted its response.
+            await wait_until(lambda: api_writes(leader.daemon.metrics, "clusternetworktopologies/status") >= 1,
+                             what="the leader's write counted")
             assert standby.daemon.topology_status is None
             for resource in ("clusternetworktopologies/status", "hypernodes/status", "events"):
                 assert api_writes(standby.daemon.metrics, resource) == 0
