@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from events.builders import node
 from events.model import NodeUpserted
 from state.cluster import ClusterState
-from tests.factories import node
 
 SPINES, BLOCKS, NVLINKS, NODES = 5, 25, 5, 8  # 5,000 nodes of 8 GPUs in 4 layers
 

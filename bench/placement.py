@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 
 from bench.fabric import add_fabric
+from events.builders import bound, pod, pod_group
 from events.model import PodGroupUpserted, PodUpserted, VolcanoPodGroupUpserted
 from events.objects import (
     VOLCANO_GROUP_ANNOTATION,
@@ -35,7 +36,6 @@ from events.objects import (
 )
 from placement import GangPlan, plan_gang, plan_pod
 from state.cluster import ClusterState
-from tests.factories import bound, pod, pod_group
 
 
 def build(seed: int = 7) -> ClusterState:

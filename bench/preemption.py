@@ -20,11 +20,11 @@ import statistics
 import time
 
 from bench.fabric import add_fabric
+from events.builders import bound, pod, pod_group
 from events.model import PodGroupUpserted, PodUpserted
 from placement import Unschedulable, plan_gang
 from preemption import PreemptionPlan, plan_preemption
 from state.cluster import ClusterState
-from tests.factories import bound, pod, pod_group
 
 LOW_GANGS = 2000
 

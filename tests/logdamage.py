@@ -12,9 +12,9 @@ import zlib
 from pathlib import Path
 from typing import Literal
 
+from events.builders import node
 from events.log import EventLog
 from events.model import NodeUpserted, PodBound
-from tests.factories import node
 
 Damage = Literal["middle", "sealed", "undecodable", "snapshot"]
 DAMAGES: tuple[Damage, ...] = ("middle", "sealed", "undecodable", "snapshot")

@@ -14,10 +14,10 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
+from events.builders import group_event, node, node_event, pod, pod_event, pod_group
 from events.model import Event, NodeDeleted
 from events.objects import Toleration
 from state.cluster import ClusterState
-from tests.factories import group_event, node, node_event, pod, pod_event, pod_group
 from tests.unit.daemon.restart import (
     cordoned,
     decide,

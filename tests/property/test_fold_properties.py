@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.model import (
     BindFailed,
     Event,
@@ -19,7 +20,6 @@ from events.model import (
 )
 from state.cluster import ClusterState
 from state.resources import add_into
-from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
 
 NODES = [f"n{i}" for i in range(4)]
 PODS = [f"p{i}" for i in range(6)]

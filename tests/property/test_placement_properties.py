@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
+from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.model import Event, PodDeleted, VolcanoPodGroupUpserted
 from events.objects import (
     VOLCANO_GROUP_ANNOTATION,
@@ -24,7 +25,6 @@ from events.objects import (
 from placement import GangPlan, Unschedulable, plan_gang
 from state.cluster import ClusterState
 from state.resources import add_into
-from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
 
 LAYERS = ["SpineLayer", "BlockLayer", "AcceleratorLayer"]
 

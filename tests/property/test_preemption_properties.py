@@ -12,10 +12,10 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
+from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from placement import GangPlan, Unschedulable, plan_gang
 from preemption import PreemptionPlan, plan_preemption
 from state.cluster import ClusterState
-from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
 
 GATHERS: list[list[dict[str, object]] | None] = [
     None,

@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 
 from daemon.cli.validate import validate_documents
 from daemon.kube.topology_status import topology_problems
+from events.builders import TOPOGRAPH
 from events.ingest import kind_of, upsert_event
 from events.objects import GANG_GROUPS_ANNOTATION, NETWORK_TOPOLOGY_SPEC_ANNOTATION
 from state.cluster import ClusterState
-from tests.factories import TOPOGRAPH
 
 Document = dict[str, Any]
 

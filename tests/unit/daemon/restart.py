@@ -17,12 +17,12 @@ import msgspec
 from daemon.offline.simulator import InMemoryCluster, VirtualClock, World
 from daemon.scheduling.journal import Journal
 from daemon.scheduling.loop import Scheduler, SchedulerConfig
+from events.builders import bound, pod
 from events.model import BindRequested, Event, GangPending, NodeUpserted, PodAssumed, PodBound, PodUpserted
 from events.objects import Node, Pod, Taint, Toleration
 from placement.fit import admits, shape_of
 from state.cluster import ClusterState
 from state.resources import Resources, add_into
-from tests.factories import bound, pod
 
 CONFIG = SchedulerConfig(retry_parked_seconds=None)
 MAINTENANCE = Taint(key="maintenance", value="drain", effect="NoSchedule")

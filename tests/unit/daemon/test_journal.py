@@ -12,10 +12,10 @@ from daemon.offline.replay import fold_log
 from daemon.offline.simulator import VirtualClock
 from daemon.scheduling.journal import Journal
 from daemon.telemetry.metrics import Metrics
+from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.log import EventLog
 from events.model import Event, GangPending, NodeUpserted, ObjectUndecodable, PodAssumed
 from state.cluster import ClusterState
-from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
 
 
 class LogCheckingState(ClusterState):

@@ -7,7 +7,7 @@ from pathlib import Path
 from prometheus_client import generate_latest
 
 from daemon.telemetry.metrics import MeteredEventLog, Metrics
-from tests.factories import node, node_event
+from events.builders import node, node_event
 
 
 def _count(metrics: Metrics, name: str) -> float:

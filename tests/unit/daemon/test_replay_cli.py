@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from daemon.cli.replay import main
+from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.log import EventLog, FsyncPolicy
 from events.model import Event, GangPending, GangPlanned, PodAssumed, PodBound
 from state.cluster import ClusterState
-from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
 
 
 def _events() -> list[Event]:

@@ -13,6 +13,7 @@ from daemon.scheduling.journal import Journal
 from daemon.scheduling.loop import Scheduler, SchedulerConfig
 from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase, Preemptee, PreemptionPlan
 from daemon.scheduling.queue import SchedulingQueue, Unit
+from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.model import (
     BindFailed,
     BindRequested,
@@ -32,7 +33,6 @@ from events.model import (
 )
 from placement import Assignment, Unschedulable
 from state.cluster import ClusterState
-from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
 
 PodEvent = (PodAssumed | PodBound | PodForgotten | BindRequested | BindFailed | PodNominated | EvictionRequested
             | NominationCleared)

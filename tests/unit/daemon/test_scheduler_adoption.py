@@ -7,6 +7,7 @@ is down, and starts a new loop on that log (`tests/unit/daemon/restart.py`).
 
 from __future__ import annotations
 
+from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.model import (
     BindRequested,
     Event,
@@ -19,7 +20,6 @@ from events.model import (
     PodUpserted,
 )
 from events.objects import Toleration
-from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
 from tests.unit.daemon.restart import (
     Run,
     assumed_nodes,

@@ -10,13 +10,13 @@ import pytest
 import daemon.scheduling.decisions as decisions_module
 from daemon.scheduling.decisions import Step
 from daemon.scheduling.ports import Preemptee
+from events.builders import bound, group_event, pod, pod_event, pod_group
 from events.log import EventLogError
 from events.model import Event, GangPending, PodAssumed, PodForgotten, PodGroupUpserted
 from events.objects import Pod, ResourceRequirements
 from placement import GangPlan, Unschedulable, plan_gang
 from preemption import JobPreemptor
 from state.cluster import ClusterState
-from tests.factories import bound, group_event, pod, pod_event, pod_group
 from tests.unit.daemon.test_scheduler import Harness, gang, nodes
 from tests.unit.state.test_cluster import break_the_fold_for
 

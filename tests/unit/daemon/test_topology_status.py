@@ -14,11 +14,11 @@ from daemon.kube import topology_status
 from daemon.kube.topology_status import StatusPlan, TopologyStatus, plan_status, topology_problems
 from daemon.scheduling.ports import OK, ApiOutcome
 from daemon.telemetry.metrics import Metrics
+from events.builders import group_event, node, node_event, pod, pod_event, pod_group
 from events.ingest import KIND_BY_NAME, upsert_event
 from events.model import Event
 from events.objects import TopologyDetail
 from state.cluster import ClusterState
-from tests.factories import group_event, node, node_event, pod, pod_event, pod_group
 
 BLOCK = "network.topology.nvidia.com/block"
 

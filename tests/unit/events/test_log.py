@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from events.builders import node, pod
 from events.log import EventLog, EventLogError, FsyncPolicy, LogCorruptError, LogLockedError
 from events.model import Event, NodeUpserted, PodBound, PodUpserted, decode_event
-from tests.factories import node, pod
 
 SMALL_SEGMENTS = 4096
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import msgspec
 
+from events.builders import node, pod
 from events.ingest import KIND_BY_NAME, decode_object, upsert_event
 from events.model import PodUpserted, encode_event
 from events.objects import (
@@ -25,7 +26,6 @@ from events.objects import (
     slim,
 )
 from events.scenario import AT_ANNOTATION, DELETE_AT_ANNOTATION, RUNTIME_ANNOTATION
-from tests.factories import node, pod
 
 REPO = Path(__file__).resolve().parents[3]
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.model import PodAssumed, PodNominated, VolcanoPodGroupUpserted
 from events.objects import (
     NETWORK_TOPOLOGY_INDEX_ANNOTATION,
@@ -18,7 +19,6 @@ from events.objects import (
 )
 from placement import GangPlan, Unschedulable
 from state.cluster import ClusterState
-from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
 
 GPU = "nvidia.com/gpu"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from events.builders import node, node_event, pod, pod_event
 from events.objects import (
     Affinity,
     NodeAffinity,
@@ -18,7 +19,6 @@ from placement import plan_gang, plan_pod
 from placement.fit import requirement_matches
 from placement.plan import CAPACITY, POD_FIT
 from state.cluster import ClusterState
-from tests.factories import node, node_event, pod, pod_event
 from tests.unit.placement.builders import fabric, gang, nodes_of, nominate, occupy, planned, refused
 
 

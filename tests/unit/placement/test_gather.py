@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from events.builders import node, node_event
 from events.model import HyperNodeUpserted
 from events.objects import ExactMatch, HyperNode, HyperNodeMember, HyperNodeSpec, MemberSelector, ObjectMeta, RegexMatch
 from placement import plan_gang
 from placement.plan import CAPACITY, INVALID, MEMBERS, MUST_GATHER
 from state.cluster import ClusterState
-from tests.factories import node, node_event
 from tests.unit.placement.builders import (
     apply_plan,
     block_of,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from events.builders import pod, pod_event
 from placement import plan_pod
 from placement.plan import CAPACITY, INVALID, POD_FIT
-from tests.factories import pod, pod_event
 from tests.unit.placement.builders import block_of, fabric, gang, nominate, nvlink_of, occupy, planned, refused
 
 

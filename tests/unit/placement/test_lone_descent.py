@@ -7,12 +7,12 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from events.builders import bound, node, node_event, pod, pod_event
 from events.objects import Pod, Taint
 from placement import GangPlan, plan_pod
 from placement.fit import Capacity, admits, prefer_no_schedule_count, shape_of
 from placement.gather import primary_resource
 from state.cluster import ClusterState
-from tests.factories import bound, node, node_event, pod, pod_event
 from tests.unit.placement.builders import block_of, fabric, nominate, occupy, planned
 
 GPU = "nvidia.com/gpu"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import msgspec
 
 from daemon.scheduling.ports import Preemptee, PreemptionPlanLike, Preemptor
+from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.model import EvictionRequested
 from placement import Unschedulable, plan_gang
 from preemption import JobPreemptor
 from state.cluster import ClusterState
-from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
 
 
 def state_with(low_priority: int, *, policy: str | None = None) -> ClusterState:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import msgspec
 
+from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.model import EvictionRequested, PodNominated
 from placement.gang import plan_gang
 from placement.lone import plan_pod
@@ -21,7 +22,6 @@ from preemption.plan import (
     WHOLE_GANG,
 )
 from state.cluster import ClusterState
-from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
 
 MUST_BLOCK: list[dict[str, object]] = [{"layer": "BlockLayer", "strategy": "MustGather"}]
 MUST_SPINE: list[dict[str, object]] = [{"layer": "SpineLayer", "strategy": "MustGather"}]

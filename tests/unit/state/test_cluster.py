@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.ingest import KIND_BY_NAME, upsert_event
 from events.model import (
     BindFailed,
@@ -23,7 +24,6 @@ from events.objects import Container, ObjectMeta, Pod, PriorityClass, ResourceRe
 from placement import Unschedulable, plan_pod
 from state.cluster import ClusterState, PodInfo
 from state.resources import MAX_MILLI
-from tests.factories import bound, group_event, node, node_event, pod, pod_event, pod_group
 
 GPU = "nvidia.com/gpu"
 
