@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck imports unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,10 +21,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy daemon events state placement preemption devcluster manifests bench tests
 
+imports: $(STAMP)
+	$(BIN)/lint-imports
+
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-test: lint typecheck unit
+test: lint typecheck imports unit
 
 BENCHES := eventlog topology placement preemption simulate devcluster daemon
 

@@ -50,8 +50,8 @@ import anyio
 import msgspec
 
 from daemon.offline.replay import fold_log
+from daemon.scheduling.clock import WallClock
 from daemon.scheduling.journal import Journal
-from daemon.scheduling.ports import WallClock
 from daemon.telemetry.looplag import LoopLagMonitor
 from daemon.telemetry.observability import configure_logging
 from events.log import EventLog, FsyncPolicy

@@ -1,4 +1,4 @@
-"""Small builders of Kubernetes objects and events for tests (one place, so tests read as intent)."""
+"""Small builders of Kubernetes objects and events, for tests and benchmarks (one place, so they read as intent)."""
 
 from __future__ import annotations
 

@@ -51,9 +51,9 @@ from daemon.kube.leader import AlwaysOpen, LeaderElector, LeadershipLost, NotLea
 from daemon.kube.topology_status import TopologyStatus
 from daemon.kube.watch import Watchers, known_from_state
 from daemon.offline.replay import FoldResult, fold_log
+from daemon.scheduling.clock import WallClock
 from daemon.scheduling.journal import FOLD_STAGE, Journal
 from daemon.scheduling.loop import Scheduler, SchedulerConfig
-from daemon.scheduling.ports import WallClock
 from daemon.telemetry.health import EndpointServer, Health, serve
 from daemon.telemetry.looplag import LoopLagMonitor
 from daemon.telemetry.metrics import MeteredEventLog, Metrics

@@ -26,11 +26,9 @@ Must never: import an adapter, a socket library or the event log.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Final, Literal, Protocol
 
-import anyio
 import msgspec
 
 from placement.plan import Assignment, Unschedulable
@@ -54,16 +52,6 @@ class Clock(Protocol):
     async def sleep_until(self, deadline: float) -> None:
         """Return once `now() >= deadline` (at once if it already is); cancellable."""
         ...
-
-
-class WallClock:
-    """The real clock: `time.time()`; sleeping is anyio's."""
-
-    def now(self) -> float:
-        return time.time()
-
-    async def sleep_until(self, deadline: float) -> None:
-        await anyio.sleep(max(0.0, deadline - time.time()))
 
 
 # --------------------------------------------------------------------------- cluster API
