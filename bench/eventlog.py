@@ -314,12 +314,13 @@ def _child_restart(directory: Path) -> dict[str, float]:
 
 def _child_stall(directory: Path, snapshot: bool) -> dict[str, float]:
     """Restore the state, then record pod updates on an asyncio loop (20 every 2 ms, as a busy watch
-    would) for a while; with `snapshot`, a snapshot is started after 200 ms. A 1 ms timer's lag is
+    would) for a while; with `snapshot`, a snapshot is started after 200 ms, as the daemon writes it
+    (`Journal(background=True)`: a writer process). A 1 ms timer's lag is
     sampled throughout; the figures are over the window from the snapshot's start to 200 ms after it
     ended (the whole run without `snapshot`). Segments are 4 MiB, so they rotate and fsync meanwhile."""
     log = EventLog.open(directory, fsync=FsyncPolicy.interval(10), segment_bytes=4 * MIB)
     folded = fold_log(log)
-    journal = Journal(folded.state, WallClock(), log, snapshot_every=10**12, snapshot_bytes=10**15)
+    journal = Journal(folded.state, WallClock(), log, snapshot_every=10**12, snapshot_bytes=10**15, background=True)
     updates = [PodUpserted(pod=pod.obj) for pod in list(folded.state.pods.values())[:20_000]]
     window: dict[str, float] = {}
 
@@ -354,6 +355,7 @@ def _child_stall(directory: Path, snapshot: bool) -> dict[str, float]:
     try:
         samples = anyio.run(main)
     finally:
+        journal.close()
         log.close()
     inside = sorted(lag for at, lag in samples if window["start"] <= at <= window["end"] + 0.2)
     if not inside:

@@ -60,7 +60,10 @@ smaller instead (`daemon.scheduling.journal` does).
 Durability (`FsyncPolicy`): `always` writes and fsyncs before `append` returns; `interval:N ms`
 buffers in memory and a background thread writes and fsyncs every N ms (plus a write to the OS
 whenever 256 KiB are pending); `never` leaves it to the OS (records reach the OS when 256 KiB are
-pending, and on `sync`, `read` and `close`). `close` always flushes and fsyncs.
+pending, and on `sync`, `read` and `close`). `close` always flushes and fsyncs. Under `interval` no
+append ever waits for an fsync: a segment that fills up is handed to the background thread, which
+fsyncs it, writes its index and closes it, and fsyncs the directory for the new one, before it
+counts anything in them as durable.
 """
 
 from __future__ import annotations
@@ -394,6 +397,11 @@ class EventLog:
         self.fsync_observer: Callable[[float], None] | None = None
         self._failure_reported = False
         self._appended_bytes = 0
+        # Sealed segments whose fsync, index and close rotation left to the flusher (`interval` only),
+        # and how many segments were created / have their directory entry fsynced.
+        self._sealing: list[tuple[_Segment, int]] = []
+        self._rotations = 0
+        self._directory_synced = 0
 
     # ------------------------------------------------------------------ opening
 
@@ -597,6 +605,11 @@ class EventLog:
         return self._segments[0].first_seq if self._segments else self._next_seq
 
     @property
+    def snapshots_kept(self) -> int:
+        """How many snapshots are kept (the newest ones)."""
+        return self._snapshots.keep
+
+    @property
     def appended_bytes(self) -> int:
         """Bytes of records appended through this open log (framing included), for size-based triggers."""
         return self._appended_bytes
@@ -662,26 +675,39 @@ class EventLog:
         self._next_seq = seq + 1
 
     def _rotate(self, first_seq: int) -> None:
-        """Seal the active segment (write, fsync, index) and start a new one whose first record is `first_seq`."""
-        with self._sync_lock, self._failing_on_os_error("rotate segments"):
+        """Seal the active segment and start a new one whose first record is `first_seq` (lock held).
+
+        Under `interval`, sealing (fsync, index, close) and the new file's directory entry are left to the
+        flusher thread, so an append never waits for an fsync; under `always` and `never`, sealing is
+        done here (with fsyncs under `always` only).
+        """
+        deferred = self.fsync_policy.mode == "interval"
+        with self._failing_on_os_error("rotate segments"):
             if self._fd is not None:
                 self._write_out()
-                if self.fsync_policy.mode != "never":
-                    os.fsync(self._fd)
-                    self._durable_seq = self._segments[-1].last_seq
-                os.close(self._fd)
+                if deferred:
+                    self._sealing.append((self._segments[-1], self._fd))
+                else:
+                    with self._sync_lock:
+                        if self.fsync_policy.mode != "never":
+                            os.fsync(self._fd)
+                            self._durable_seq = self._segments[-1].last_seq
+                        os.close(self._fd)
+                        _write_index(self._segments[-1])
                 self._fd = None
-                _write_index(self._segments[-1])
             segment = _Segment(self.directory / _segment_name(first_seq), first_seq)
             fd = os.open(segment.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
             try:
                 _write_all(fd, _segment_header(first_seq))
-                if self.fsync_policy.mode != "never":
+                if self.fsync_policy.mode == "always":
                     os.fsync(fd)
                     fsync_directory(self.directory)
             except BaseException:
                 os.close(fd)
                 raise
+            self._rotations += 1
+            if self.fsync_policy.mode == "always":
+                self._directory_synced = self._rotations
             self._fd = fd
             self._segments.append(segment)
             self._first_seqs.append(first_seq)
@@ -694,9 +720,18 @@ class EventLog:
             self._buffer = bytearray()
 
     def _fsync_locked(self) -> None:
-        if self._fd is not None:
-            with self._sync_lock, self._failing_on_os_error("fsync"):
+        """Make everything appended durable, sealing what rotation left to do (main lock held)."""
+        with self._sync_lock, self._failing_on_os_error("fsync"):
+            for segment, fd in self._sealing:
+                self._timed_fsync(fd)
+                os.close(fd)
+                _write_index(segment)
+            self._sealing.clear()
+            if self._fd is not None:
                 self._timed_fsync(self._fd)
+            if self._rotations > self._directory_synced:
+                fsync_directory(self.directory)
+                self._directory_synced = self._rotations
         self._durable_seq = self._next_seq - 1
 
     def _timed_fsync(self, fd: int) -> None:
@@ -723,31 +758,60 @@ class EventLog:
     def sync(self) -> None:
         """Write out and fsync everything appended so far."""
         self._check_failure()
-        self._flush(fsync=True)
+        self._flush()
 
-    def _flush(self, *, fsync: bool) -> None:
+    def _flush(self) -> None:
+        """Write out, seal what rotation left, fsync: the fsyncs outside the main lock, so appends go on."""
         with self._lock:
             if self.readonly or self._closed or self._failure is not None:
                 return
             self._write_out()
             upto = self._next_seq - 1
-            fd = self._fd
-            if not fsync or fd is None or upto <= self._durable_seq:
-                return
-            # Fsync outside the main lock so appends go on meanwhile; the sync lock keeps the fd open.
+            # Lock order: main lock, then sync lock, never the other way. The sync lock keeps the active fd
+            # open meanwhile (inline rotation closes it under that lock), and only its holder closes sealing
+            # fds: so what is read here, once it is held, is still open below (another `_flush` that held it
+            # first has finished with its share).
             self._sync_lock.acquire()
+            fd = self._fd
+            sealing = list(self._sealing)
+            rotations = self._rotations
+            if upto <= self._durable_seq and not sealing and rotations <= self._directory_synced:
+                self._sync_lock.release()
+                return
         try:
             with self._failing_on_os_error("fsync"):
-                self._timed_fsync(fd)
+                for _segment, old_fd in sealing:
+                    self._timed_fsync(old_fd)
+                if fd is not None:
+                    self._timed_fsync(fd)
+                if rotations > self._directory_synced:
+                    fsync_directory(self.directory)
+            # Still under the sync lock only (taking the main lock here would invert the lock order): the
+            # sealing list changes only by appends (main lock) and here or in `_fsync_locked` (both under
+            # the sync lock), so its first entries are these.
+            for _segment, old_fd in sealing:
+                os.close(old_fd)
+            del self._sealing[: len(sealing)]
+            self._directory_synced = max(self._directory_synced, rotations)
+            with self._failing_on_os_error("write a segment index"):
+                for segment, _fd in sealing:
+                    _write_index(segment)
             self._durable_seq = max(self._durable_seq, upto)
         finally:
             self._sync_lock.release()
+
+    def flush_to_os(self) -> None:
+        """Hand every buffered record to the OS (no fsync): from now on a reader of the files sees them."""
+        with self._lock:
+            self._check_writable()
+            with self._failing_on_os_error("write"):
+                self._write_out()
 
     def _flush_loop(self) -> None:
         interval = self.fsync_policy.interval_ms / 1000.0
         while not self._stop.wait(interval):
             try:
-                self._flush(fsync=True)
+                self._flush()
             except EventLogError:  # recorded in self._failure; the next append/sync/close raises it
                 return
 
@@ -783,6 +847,9 @@ class EventLog:
                     self._write_out()
                     self._fsync_locked()
             finally:
+                for _segment, fd in self._sealing:
+                    os.close(fd)
+                self._sealing.clear()
                 if self._fd is not None:
                     os.close(self._fd)
                     self._fd = None
@@ -886,22 +953,33 @@ class EventLog:
 
     # ------------------------------------------------------------------ retention
 
-    def prune(self, *, retention_bytes: int, retention_seconds: float, now: float | None = None) -> PruneResult:
+    def prune(self, *, retention_bytes: int, retention_seconds: float, now: float | None = None,
+              snapshot_seq: int | None = None) -> PruneResult:
         """Delete history beyond the retention (see the module docstring); returns what went.
 
         `now` is wall-clock seconds (`time.time()` when None), compared with the segments' mtimes.
+        `snapshot_seq` is the newest snapshot when the caller has just written it: otherwise the newest
+        valid one is read and checked (the whole file) to find it.
         """
         self._check_writable()
         moment = time.time() if now is None else now
-        newest = self._snapshots.latest(at_least=self.first_seq - 1, at_most=self.last_seq)
-        if newest is None:
-            return PruneResult(first_seq=self.first_seq)
-        covered_to = newest[0]
+        if snapshot_seq is None:
+            newest = self._snapshots.latest(at_least=self.first_seq - 1, at_most=self.last_seq)
+            if newest is None:
+                return PruneResult(first_seq=self.first_seq)
+            snapshot_seq = newest[0]
+        covered_to = snapshot_seq
         removed: list[_Segment] = []
         removed_bytes = 0
         with self._lock:
-            # Candidates: sealed segments wholly covered by the newest snapshot, oldest first.
-            history = [s for s in self._segments[:-1] if s.last_seq <= covered_to]
+            # Candidates: sealed segments wholly covered by the newest snapshot, oldest first, up to the
+            # first one the flusher has not finished sealing.
+            unsealed = {id(segment) for segment, _fd in self._sealing}
+            history: list[_Segment] = []
+            for candidate in self._segments[:-1]:
+                if candidate.last_seq > covered_to or id(candidate) in unsealed:
+                    break
+                history.append(candidate)
             kept_bytes = sum(segment.end for segment in history)
             for segment in history:
                 try:

@@ -111,6 +111,9 @@ class SnapshotStore:
         os.replace(temporary, final)
         fsync_directory(self.directory)
         self._prune()
+        for stale in self.directory.glob("snapshot-*.snap.tmp"):  # left by a writer killed mid-way
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
         return final
 
     def latest(self, *, at_least: int = 0, at_most: int | None = None) -> tuple[int, bytes] | None:

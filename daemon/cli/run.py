@@ -119,7 +119,8 @@ class Daemon:
             state = folded.state
             log.info("daemon.restored", log_dir=config.log_dir, events=folded.events_folded,
                      snapshot_seq=folded.snapshot_seq, last_seq=event_log.last_seq)
-            journal = Journal(state, WallClock(), event_log, policy=config.event_log, metrics=self.metrics)
+            journal = Journal(state, WallClock(), event_log, policy=config.event_log, metrics=self.metrics,
+                              background=True)
             for event, error in folded.failures:  # the state marked these objects; say so as a live fold would
                 kind, key = subject_of(event)
                 journal.report_error(FOLD_STAGE, f"{kind} {key} (event seq {event.seq}, folding the log)", error)
@@ -134,6 +135,8 @@ class Daemon:
                 raise
         finally:
             self.health.role = "stopping"
+            if self.journal is not None:
+                self.journal.close()  # a snapshot being written finishes first (bounded)
             event_log.close()
             self.tracing.shutdown()
             log.info("daemon.stopped", exit_code=self.exit_code)

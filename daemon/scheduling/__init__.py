@@ -5,7 +5,8 @@ out; pure, and the one place anything is decided, which `replay --verify` re-run
 (`loop`: FirstPod/NextPod cycles, the waits at Permit, binds in flight; it carries out the step's
 effects), the queue
 (`queue`: units, order, parking, backoff), the queueing hints (`hints`: bounds that prove a unit
-still cannot fit), the journal (`journal`: the one door into the state, log first then fold) and the
+still cannot fit), the journal (`journal`: the one door into the state, log first then fold; `snapshots`: how it writes
+snapshots, inline or by a writer process) and the
 ports the loop is written against (`ports`: clock, cluster API, preemption hook).
 
 Must never import the Kubernetes adapter (`daemon.kube`), the offline tools (`daemon.offline`) or

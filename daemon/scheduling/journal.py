@@ -8,7 +8,10 @@ record, a unit test) sequence numbers come from a counter that continues the sta
 
 Every `snapshot_every` events, or once `snapshot_bytes` of records were appended since the last
 one, a snapshot of the state is written beside the log, so a restart folds only the tail; after
-each snapshot the log's history beyond the retention (`EventLogConfig`) is pruned.
+each snapshot the log's history beyond the retention (`EventLogConfig`) is pruned. With
+`background=True` (the daemon) the snapshot is written by another process and the pruning runs on a
+thread, so the loop never waits for either (`daemon.scheduling.snapshots`); a snapshot due while one is being
+written is taken at the first event after it finishes. Call `close()` before closing the log.
 
 Record cap: an observed object whose record would exceed `max_record_bytes` (after slimming, see
 `events.objects`) is not logged as it is. A Pod or Node is logged as its accounting core
@@ -38,8 +41,9 @@ import structlog
 
 from daemon.config import EventLogConfig
 from daemon.scheduling.ports import Clock
+from daemon.scheduling.snapshots import FoldedSnapshots, InlineSnapshots, SnapshotWriter
 from daemon.telemetry.metrics import Metrics
-from events.log import EventLog, RecordTooLargeError
+from events.log import EventLog, EventLogError, RecordTooLargeError
 from events.model import (
     Event,
     HyperNodeUpserted,
@@ -77,7 +81,8 @@ _OBSERVED: tuple[type[_ObservedEvent], ...] = (
 class Journal:
     def __init__(self, state: ClusterState, clock: Clock, log: EventLog | None = None, *,
                  snapshot_every: int = DEFAULT_SNAPSHOT_EVERY, snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES,
-                 policy: EventLogConfig | None = None, metrics: Metrics | None = None) -> None:
+                 policy: EventLogConfig | None = None, metrics: Metrics | None = None,
+                 background: bool = False) -> None:
         if snapshot_every < 1:
             raise ValueError(f"snapshot_every must be at least 1, got {snapshot_every}")
         self.state = state
@@ -90,8 +95,14 @@ class Journal:
         self.recorded = 0  # events recorded through this journal
         self._next_seq = (log.next_seq if log is not None else state.last_seq + 1)
         self._snapshot_at_bytes = log.appended_bytes if log is not None else 0
+        self._snapshot_at_seq = state.last_seq  # what the state was restored from is in a snapshot or the log
         self._listeners: list[Listener] = []
         self.internal_errors: dict[str, int] = {}  # stage -> count, since this journal was made
+        self._writer: SnapshotWriter | None = None
+        if log is not None:
+            self._writer = (FoldedSnapshots(log, self._written, on_failed=self._failed,
+                                            scheduler_name=state.scheduler_name) if background
+                            else InlineSnapshots(log, self._written))
 
     def subscribe(self, listener: Listener) -> None:
         """Call `listener(stored_event)` after each event is folded (in subscription order)."""
@@ -119,7 +130,7 @@ class Journal:
         if failure is not None:
             kind, key = subject_of(stored)
             self.report_error(FOLD_STAGE, f"{kind} {key} (event seq {stored.seq})", failure)
-        if self.log is not None and (stored.seq % self.snapshot_every == 0
+        if self.log is not None and (stored.seq - self._snapshot_at_seq >= self.snapshot_every
                                      or self.log.appended_bytes - self._snapshot_at_bytes >= self.snapshot_bytes):
             self.write_snapshot()
         for listener in self._listeners:
@@ -151,19 +162,43 @@ class Journal:
     @property
     def snapshot_in_progress(self) -> bool:
         """Whether a snapshot is being written now (never, while they are written inline)."""
-        return False
+        return self._writer is not None and self._writer.busy
 
-    def write_snapshot(self) -> None:
-        """Snapshot the state as of the last recorded event, then prune the log's history."""
-        event_log = self.log
-        if event_log is None or event_log.last_seq == 0:
-            return
+    def write_snapshot(self) -> bool:
+        """Snapshot the state as of the last recorded event (then prune the log's history); False when one
+        is already being written (the next event tries again)."""
+        event_log, writer = self.log, self._writer
+        if event_log is None or writer is None or event_log.last_seq == 0 or writer.busy:
+            return False
         seq = event_log.last_seq
-        event_log.write_snapshot(seq, self.state.snapshot())
+        # Counted from the start, not the end: events recorded meanwhile are not in this snapshot.
+        self._snapshot_at_seq = seq
         self._snapshot_at_bytes = event_log.appended_bytes
-        log.debug("journal.snapshot", seq=seq)
-        event_log.prune(retention_bytes=self.policy.retention_bytes,
-                        retention_seconds=self.policy.retention_seconds)
+        writer.start(seq, self.state)
+        return True
+
+    def _written(self, seq: int, seconds: float) -> None:
+        """After a snapshot is on disk (on the loop when inline, on the waiting thread when forked)."""
+        log.debug("journal.snapshot", seq=seq, seconds=round(seconds, 3))
+        if self.metrics is not None:
+            self.metrics.snapshot_duration.observe(seconds)
+        event_log = self.log
+        if event_log is None:
+            return
+        try:
+            event_log.prune(retention_bytes=self.policy.retention_bytes,
+                            retention_seconds=self.policy.retention_seconds, snapshot_seq=seq)
+        except EventLogError as error:  # e.g. the log closed meanwhile: the next snapshot prunes
+            log.warning("journal.prune_failed", seq=seq, error=str(error))
+
+    def _failed(self, seq: int) -> None:
+        if self.metrics is not None:
+            self.metrics.snapshot_failures.inc()
+
+    def close(self) -> None:
+        """Wait for a snapshot being written (bounded); call before closing the log."""
+        if self._writer is not None:
+            self._writer.close()
 
     def recorder(self) -> WatchRecorder:
         """An async face of this journal for the watchers (`daemon.kube.watch.Recorder`)."""

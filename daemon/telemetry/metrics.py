@@ -24,6 +24,8 @@ process never collide). The ops dashboard is built from this list:
 | `toposched_event_log_fsync_duration_seconds` | histogram | - | one flush + fsync of the log |
 | `toposched_event_log_append_duration_seconds` | histogram | - | one append (write; fsync when synchronous) |
 | `toposched_event_log_oversized_records_total` | counter | kind | objects over the record cap, logged as their core |
+| `toposched_event_log_snapshot_duration_seconds` | histogram | - | one snapshot written (forked: to the child's exit) |
+| `toposched_event_log_snapshot_failures_total` | counter | - | snapshot writers that failed (traceback on stderr) |
 | `toposched_event_log_recoveries_total` | counter | - | damaged logs moved aside at start (state rebuilt by a relist) |
 | `toposched_topology_build_duration_seconds` | histogram | - | a topology tree rebuild (see tracing) |
 | `toposched_watch_events_total` | counter | kind, type | watch events received |
@@ -75,6 +77,8 @@ METRIC_NAMES = (
     "toposched_event_log_append_duration_seconds",
     "toposched_event_log_oversized_records_total",
     "toposched_event_log_recoveries_total",
+    "toposched_event_log_snapshot_duration_seconds",
+    "toposched_event_log_snapshot_failures_total",
     "toposched_topology_build_duration_seconds",
     "toposched_watch_events_total",
     "toposched_watch_relists_total",
@@ -133,6 +137,13 @@ class Metrics:
         self.oversized_records = Counter(
             "toposched_event_log_oversized_records", "Objects over the record cap, logged as their core.", ["kind"],
             registry=r,
+        )
+        self.snapshot_duration = Histogram(
+            "toposched_event_log_snapshot_duration_seconds", "One snapshot written (forked: fork to exit).",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0), registry=r,
+        )
+        self.snapshot_failures = Counter(
+            "toposched_event_log_snapshot_failures", "Snapshot writers that failed.", registry=r,
         )
         self.log_recoveries = Counter(
             "toposched_event_log_recoveries", "Damaged event logs moved aside at start.", registry=r,

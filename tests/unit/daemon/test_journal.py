@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 
 import msgspec
@@ -11,6 +13,7 @@ from daemon.config import EventLogConfig
 from daemon.offline.replay import fold_log
 from daemon.offline.simulator import VirtualClock
 from daemon.scheduling.journal import Journal
+from daemon.scheduling.snapshots import FoldedSnapshots
 from daemon.telemetry.metrics import Metrics
 from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.log import EventLog
@@ -194,3 +197,90 @@ def test_a_snapshot_is_also_written_once_enough_bytes_were_logged(tmp_path: Path
             journal.record(node_event(node(f"n{index}")))
         latest = log.latest_snapshot()
     assert latest is not None and latest[0] < 40
+
+
+# --------------------------------------------------------------------------- snapshots written by another process
+
+
+def wait_for_snapshot(journal: Journal, within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
+    while journal.snapshot_in_progress:
+        assert time.monotonic() < deadline, "the snapshot writer did not finish"
+        time.sleep(0.01)
+
+
+def test_a_background_snapshot_holds_the_state_as_of_its_seq_while_the_loop_goes_on(tmp_path: Path) -> None:
+    metrics = Metrics()
+    with EventLog.open(tmp_path, fsync="interval:10ms") as log:
+        state = ClusterState()
+        journal = Journal(state, VirtualClock(), log, snapshot_every=50, background=True, metrics=metrics)
+        for index in range(50):
+            journal.record(node_event(node(f"n{index}")))
+        journal.record(pod_event(pod("p", gpus=1)))  # the loop goes on while the writer works
+        assert journal.snapshot_in_progress
+        wait_for_snapshot(journal)
+        latest = log.latest_snapshot()
+        journal.close()
+    assert latest is not None and latest[0] == 50
+    with EventLog.open_readonly(tmp_path) as reader:
+        at_50 = fold_log(reader, until=50, use_snapshot=False).state
+    assert ClusterState.restore(latest[1]).canonical() == at_50.canonical()
+    assert metrics.registry.get_sample_value("toposched_event_log_snapshot_duration_seconds_count") == 1
+
+
+def test_a_background_snapshot_is_folded_with_the_daemon_s_scheduler_name(tmp_path: Path) -> None:
+    with EventLog.open(tmp_path, fsync="never") as log:
+        state = ClusterState("other-scheduler")
+        journal = Journal(state, VirtualClock(), log, snapshot_every=5, background=True)
+        for index in range(12):
+            journal.record(pod_event(pod(f"p{index}", scheduler="other-scheduler")))
+            wait_for_snapshot(journal)
+        journal.close()
+        latest = log.latest_snapshot()
+    assert latest is not None and latest[0] == 10
+    restored = ClusterState.restore(latest[1])
+    assert restored.scheduler_name == "other-scheduler" and len(restored.pending) == 10  # folded as its own
+
+
+def test_a_snapshot_due_while_one_is_written_is_taken_after_it(tmp_path: Path) -> None:
+    with EventLog.open(tmp_path, fsync="never") as log:
+        journal = Journal(ClusterState(), VirtualClock(), log, snapshot_every=5, background=True)
+        for index in range(12):
+            journal.record(node_event(node(f"n{index}")))
+        wait_for_snapshot(journal)
+        journal.record(node_event(node("after")))  # due (>= 5 since the one at 5), taken now
+        wait_for_snapshot(journal)
+        journal.close()
+        latest = log.latest_snapshot()
+    assert latest is not None and latest[0] == 13
+
+
+def test_a_failed_snapshot_writer_is_reported_and_the_journal_goes_on(tmp_path: Path) -> None:
+    metrics = Metrics()
+    with EventLog.open(tmp_path, fsync="never") as log, capture_logs() as logs:
+        journal = Journal(ClusterState(), VirtualClock(), log, snapshot_every=3, background=True, metrics=metrics)
+        writer = journal._writer
+        assert isinstance(writer, FoldedSnapshots)
+        writer.command = [sys.executable, "-c", "import sys; sys.exit(3)"]
+        for index in range(3):
+            journal.record(node_event(node(f"n{index}")))
+        wait_for_snapshot(journal)
+        assert journal.record(node_event(node("next"))).seq == 4
+        wait_for_snapshot(journal)
+        journal.close()
+        assert log.latest_snapshot() is None
+    failed = [line for line in logs if line["event"] == "journal.snapshot_failed"]
+    assert failed and failed[0]["log_level"] == "error" and failed[0]["exit_code"] == 3
+    failures = metrics.registry.get_sample_value("toposched_event_log_snapshot_failures_total")
+    assert failures is not None and failures >= 1
+
+
+def test_history_is_pruned_after_a_background_snapshot_too(tmp_path: Path) -> None:
+    policy = EventLogConfig(retention_bytes=0, retention_seconds=0)
+    with EventLog.open(tmp_path, fsync="interval:10ms", segment_bytes=4096) as log:
+        journal = Journal(ClusterState(), VirtualClock(), log, snapshot_every=200, policy=policy, background=True)
+        for index in range(200):
+            journal.record(node_event(node(f"n{index}")))
+        wait_for_snapshot(journal)
+        journal.close()
+        assert log.first_seq > 1

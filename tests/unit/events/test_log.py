@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -429,3 +430,79 @@ def test_appends_from_several_threads_get_unique_seqs_and_read_back_in_seq_order
         assert list(log.read()) == [by_seq[seq] for seq in range(1, 1201)]
     with EventLog.open_readonly(tmp_path) as reader:
         assert reader.verify() == 1200
+
+
+def test_under_interval_appends_never_wait_for_an_fsync_even_across_rotations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        release.wait(30)  # a disk that takes its time: only the flusher thread may wait for it
+        real_fsync(fd)
+
+    log = EventLog.open(tmp_path, fsync="interval:1ms", segment_bytes=SMALL_SEGMENTS)
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    stored: list[Event] = []
+    appender = threading.Thread(target=lambda: stored.extend(log.append(bound(i)) for i in range(600)))
+    appender.start()
+    appender.join(20)
+    finished_while_fsync_blocked = not appender.is_alive()
+    release.set()
+    appender.join(20)
+    log.close()
+    monkeypatch.undo()
+    assert finished_while_fsync_blocked, "an append waited for an fsync"
+    assert len(segment_files(tmp_path)) > 3
+    # Every sealed segment got its index once the flusher caught up, and everything reads back.
+    assert {p.name for p in tmp_path.glob("*.idx")} == {p.name + ".idx" for p in segment_files(tmp_path)[:-1]}
+    with EventLog.open(tmp_path, fsync="never", segment_bytes=SMALL_SEGMENTS) as reopened:
+        assert list(reopened.read()) == stored
+        assert reopened.durable_seq == 600
+
+
+def test_under_interval_records_of_sealed_segments_count_as_durable_only_once_synced(tmp_path: Path) -> None:
+    with EventLog.open(tmp_path, fsync="interval:1000s", segment_bytes=SMALL_SEGMENTS) as log:
+        log.append_many(bound(i) for i in range(300))
+        assert len(segment_files(tmp_path)) > 2
+        assert log.durable_seq == 0  # rotation no longer fsyncs on the appender's thread
+        log.sync()
+        assert log.durable_seq == 300
+        assert len(list(tmp_path.glob("*.idx"))) == len(segment_files(tmp_path)) - 1
+
+
+def test_flush_to_os_lets_a_reader_see_buffered_records(tmp_path: Path) -> None:
+    with EventLog.open(tmp_path, fsync="interval:1000s") as log:
+        log.append_many(bound(i) for i in range(10))
+        with EventLog.open_readonly(tmp_path) as before:
+            assert before.last_seq == 0  # still in the writer's buffer
+        log.flush_to_os()
+        with EventLog.open_readonly(tmp_path) as after:
+            assert after.last_seq == 10
+        assert log.durable_seq == 0  # handed to the OS, not fsynced
+
+
+def test_sync_from_another_thread_while_the_flusher_seals_segments_never_deadlocks(tmp_path: Path) -> None:
+    log = EventLog.open(tmp_path, fsync="interval:0.1ms", segment_bytes=SMALL_SEGMENTS)
+    stop = threading.Event()
+
+    def syncing() -> None:
+        while not stop.is_set():
+            log.sync()
+
+    def appending() -> None:
+        for i in range(3000):
+            log.append(bound(i))
+
+    workers = [threading.Thread(target=syncing, daemon=True), threading.Thread(target=appending, daemon=True)]
+    for worker in workers:
+        worker.start()
+    workers[1].join(60)
+    stop.set()
+    workers[0].join(60)
+    hung = [worker.name for worker in workers if worker.is_alive()]
+    assert not hung, f"threads stuck on the log's locks: {hung}"
+    log.close()
+    with EventLog.open_readonly(tmp_path) as reader:
+        assert reader.last_seq == 3000
