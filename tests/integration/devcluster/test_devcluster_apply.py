@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from devcluster import ApiError, Store
 from devcluster.apply import field_set, from_fields_v1, path_text, to_fields_v1
@@ -57,3 +59,23 @@ def test_objects_never_applied_carry_no_managed_fields() -> None:
     assert "managedFields" not in created["metadata"]
     patched = store.patch("pods", "p", {"metadata": {"labels": {"x": "1"}}}, "default")
     assert "managedFields" not in patched["metadata"]
+
+
+_NAMES = st.text(alphabet="abcdefgh", min_size=1, max_size=4)
+
+
+@given(labels=st.dictionaries(_NAMES, _NAMES, max_size=4),
+       containers=st.lists(_NAMES, min_size=1, max_size=3, unique=True),
+       finalizers=st.lists(_NAMES, max_size=3, unique=True))
+def test_applying_a_configuration_again_changes_nothing_and_fields_v1_round_trips(
+        labels: dict[str, str], containers: list[str], finalizers: list[str]) -> None:
+    config = {"apiVersion": "v1", "kind": "Pod",
+              "metadata": {"name": "p", "namespace": "default", "labels": labels, "finalizers": finalizers},
+              "spec": {"containers": [{"name": c, "image": f"{c}:1"} for c in containers]}}
+    paths = field_set(config, POD_SCHEMA)
+    assert from_fields_v1(to_fields_v1(paths)) == paths
+    store = Store()
+    first, _ = store.apply("pods", "p", "default", config, manager="m")
+    again, _ = store.apply("pods", "p", "default", config, manager="m")
+    assert again is first or again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+    assert [c["name"] for c in again["spec"]["containers"]] == containers

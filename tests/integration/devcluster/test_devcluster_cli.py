@@ -33,6 +33,18 @@ metadata: {name: waiting, namespace: research}
 spec:
   schedulerName: toposched
   containers: [{name: main, image: trainer}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: requests-only, namespace: research}
+spec:
+  containers: [{name: main, image: trainer, resources: {requests: {nvidia.com/gpu: "1"}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: words, namespace: research}
+spec:
+  containers: [{name: main, image: trainer, resources: {limits: {nvidia.com/gpu: one}}}]
 """
 HYPERNODES = """
 apiVersion: topology.volcano.sh/v1alpha1
@@ -76,6 +88,11 @@ def test_cli_serves_a_preloaded_scenario_directory_and_exits_cleanly_on_interrup
     assert process.returncode == 0, stderr
     assert str(kubeconfig) in stdout and "http://127.0.0.1:" in stdout
     assert "Traceback" not in stderr
+    assert "loaded 5 objects" in stdout  # the pod devcluster cannot decode is skipped, as simulate skips it
+    assert ("01-cluster.yaml#4: Pod research/requests-only: a real API server refuses it: "
+            "spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable "
+            "resources") in stderr
+    assert "01-cluster.yaml#5: Pod research/words: Pod in version \"v1\" cannot be handled as a Pod" in stderr
 
 
 def test_cli_reports_an_unreadable_scenario(tmp_path: Path) -> None:
