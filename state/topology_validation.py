@@ -27,7 +27,6 @@ from events.objects import ClusterNetworkTopology
 from state.gangs import Problem
 
 CNT_KIND = "ClusterNetworkTopology"
-POD_GROUP_KIND = "PodGroup"
 NODE_KIND = "Node"
 
 DEFAULT_CNT_NAME = "default"
