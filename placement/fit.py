@@ -40,11 +40,14 @@ HOSTNAME_FIELD = "metadata.name"
 UNLIMITED = 1 << 30
 
 
+Requests = tuple[tuple[str, int], ...]  # (resource, positive milli-units), sorted by resource
+
+
 class Shape(msgspec.Struct, frozen=True):
     """What decides where a pod may go. `key` is equal for two pods exactly when their shapes are."""
 
     key: bytes
-    requests: tuple[tuple[str, int], ...]
+    requests: Requests
     priority: int
     node_selector: tuple[tuple[str, str], ...]
     tolerations: tuple[Toleration, ...]
@@ -250,10 +253,11 @@ class Capacity:
         return ""
 
 
-def slots_in(free: Mapping[str, int], shape: Shape) -> int:
-    """How many pods of `shape` fit in an explicit free vector."""
+def slots_in(free: Mapping[str, int], requests: Requests) -> int:
+    """How many copies of `requests` (positive amounts, as `shape_of` makes them) fit in `free`:
+    the one "how many fit" rule of placement, preemption and the loop's queueing hints."""
     best = UNLIMITED
-    for name, amount in shape.requests:
+    for name, amount in requests:
         have = free.get(name, 0)
         if have < amount:
             return 0

@@ -192,7 +192,7 @@ class Solver:
             count = 0
         else:
             taken = self.taken.get(node)
-            count = slots_in(taken, shape) if taken is not None else self.capacity.slots(shape, info)
+            count = slots_in(taken, shape.requests) if taken is not None else self.capacity.slots(shape, info)
         memo[node] = count
         return count
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from preemption.victims import Unit
+from preemption.victims import VictimUnit
 
 NO_VICTIM_PRIORITY = -(1 << 62)
 
@@ -35,7 +35,7 @@ class Cost(msgspec.Struct, frozen=True, order=True):
     domain: str
 
 
-def cost_of(units: Sequence[Unit], level: int, domain: str) -> Cost:
+def cost_of(units: Sequence[VictimUnit], level: int, domain: str) -> Cost:
     pods = sorted({pod.key for unit in units for pod in unit.pods})
     jobs = {unit.job for unit in units if unit.broken}
     top = max((unit.priority for unit in units), default=NO_VICTIM_PRIORITY)

@@ -48,7 +48,7 @@ from preemption.plan import (
 )
 from preemption.room import Room
 from preemption.selection import Selection, select
-from preemption.victims import Candidates, Unit, collect
+from preemption.victims import Candidates, VictimUnit, collect
 from state.cluster import ClusterState
 from state.topology import Domain, TopologyError, TopologyTree
 
@@ -140,7 +140,7 @@ class _Planner:
             tier = room.lowest_tier(domain.id, need.counts)
             if tier is not None:
                 groups.setdefault(tier, []).append(domain)
-        best: tuple[list[Unit], GangPlan, Considered] | None = None
+        best: tuple[list[VictimUnit], GangPlan, Considered] | None = None
         weighed = 0
         for tier in sorted(groups):
             if best is not None and tier > 0 and best[2].cost.top_priority <= room.tiers[tier - 1]:
@@ -250,11 +250,11 @@ class _Planner:
         return sorted(ranked.values(), key=lambda item: item[0])
 
     @staticmethod
-    def _units_in(candidates: Candidates, domain: Domain) -> list[Unit]:
+    def _units_in(candidates: Candidates, domain: Domain) -> list[VictimUnit]:
         if domain.parent is None:
             return candidates.units
         seen: set[int] = set()
-        out: list[Unit] = []
+        out: list[VictimUnit] = []
         for node in domain.nodes:
             for unit in candidates.units_on.get(node, ()):
                 if unit.index not in seen:
@@ -264,8 +264,8 @@ class _Planner:
         return out
 
     def _choose(self, room: Room, candidates: Candidates, ranked: Sequence[tuple[Cost, Selection]],
-                need: _Need, best: tuple[list[Unit], GangPlan, Considered] | None
-                ) -> tuple[list[Unit], GangPlan, Considered] | None:
+                need: _Need, best: tuple[list[VictimUnit], GangPlan, Considered] | None
+                ) -> tuple[list[VictimUnit], GangPlan, Considered] | None:
         leaving = frozenset(candidates.leaving)
         for position, (estimate, selection) in enumerate(ranked):
             if best is not None:
@@ -291,7 +291,7 @@ class _Planner:
         return best
 
     def _validate(self, room: Room, candidates: Candidates, selection: Selection, need: _Need,
-                  leaving: frozenset[str]) -> tuple[list[Unit], GangPlan, Considered] | None:
+                  leaving: frozenset[str]) -> tuple[list[VictimUnit], GangPlan, Considered] | None:
         domain = selection.domain
         units = selection.units
         counts = list(need.counts)
@@ -318,8 +318,8 @@ class _Planner:
             units = grown.units
         return None
 
-    def _settle(self, units: list[Unit], plan: GangPlan,
-                leaving: frozenset[str]) -> tuple[list[Unit], GangPlan, Considered]:
+    def _settle(self, units: list[VictimUnit], plan: GangPlan,
+                leaving: frozenset[str]) -> tuple[list[VictimUnit], GangPlan, Considered]:
         """Drop victims on none of the plan's nodes when placement still agrees; record the result."""
         nodes = {a.node for a in plan.assignments}
         needed = [u for u in units if any(pod.counted_on in nodes for pod in u.pods)]
@@ -363,9 +363,9 @@ def _where(domain: Domain) -> str:
     return where(domain)
 
 
-def _victim_jobs(units: Sequence[Unit]) -> list[VictimJob]:
+def _victim_jobs(units: Sequence[VictimUnit]) -> list[VictimJob]:
     whole = {u.job for u in units if u.broken}
-    surplus: dict[str, list[Unit]] = {}
+    surplus: dict[str, list[VictimUnit]] = {}
     jobs: list[VictimJob] = []
     for unit in units:
         if unit.kind == SURPLUS:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from placement.fit import Capacity, Shape, admits, slots_in
-from preemption.victims import Candidates, Unit
+from preemption.victims import Candidates, VictimUnit
 from state.cluster import ClusterState
 from state.resources import Resources
 
@@ -65,7 +65,7 @@ class Room:
             if not any(admitted):
                 continue
             free = capacity.free(node, priority)
-            base = [slots_in(free, shape) if ok else 0 for shape, ok in zip(shapes, admitted, strict=True)]
+            base = [slots_in(free, shape.requests) if ok else 0 for shape, ok in zip(shapes, admitted, strict=True)]
             self.base_free[name] = free
             self.base_slots[name] = base
             self.admitted[name] = admitted
@@ -85,7 +85,8 @@ class Room:
                         for resource, amount in ordered[index].requests.items():
                             most[resource] = most.get(resource, 0) + amount
                         index += 1
-                    flat.extend(slots_in(most, shape) if ok else 0 for shape, ok in zip(shapes, admitted, strict=True))
+                    flat.extend(slots_in(most, shape.requests) if ok else 0
+                                for shape, ok in zip(shapes, admitted, strict=True))
                 if not any(flat[-width:]):
                     continue
             leaf = tree.domain_of(name)
@@ -139,10 +140,10 @@ class Room:
         total = dict(free)
         for resource, amount in freed.items():
             total[resource] = total.get(resource, 0) + amount
-        return [slots_in(total, shape) if ok else 0
+        return [slots_in(total, shape.requests) if ok else 0
                 for shape, ok in zip(self.shapes, self.admitted[node], strict=True)]
 
-    def alone(self, unit: Unit) -> dict[str, int]:
+    def alone(self, unit: VictimUnit) -> dict[str, int]:
         """Per node, the slots (all shapes summed) that evicting `unit` alone would add there."""
         found = self._alone.get(unit.index)
         if found is None:

@@ -28,7 +28,7 @@ import bisect
 from collections.abc import Sequence
 
 from preemption.room import Room
-from preemption.victims import Unit
+from preemption.victims import VictimUnit
 from state.resources import Resources
 from state.topology import Domain
 
@@ -38,7 +38,7 @@ class Selection:
 
     __slots__ = ("domain", "slots", "units")
 
-    def __init__(self, domain: Domain, units: list[Unit], slots: list[int]) -> None:
+    def __init__(self, domain: Domain, units: list[VictimUnit], slots: list[int]) -> None:
         self.domain = domain
         self.units = units
         self.slots = slots
@@ -61,7 +61,7 @@ class _Tally:
     def missing(self) -> int:
         return sum(max(0, n - s) for n, s in zip(self.need, self.slots, strict=True))
 
-    def _apply(self, unit: Unit, sign: int) -> None:
+    def _apply(self, unit: VictimUnit, sign: int) -> None:
         touched: set[str] = set()
         for pod in unit.pods:
             refs = self.pod_refs.get(pod.key, 0) + sign
@@ -84,7 +84,7 @@ class _Tally:
                 self.slots[i] += new - old
             self.node_slots[node] = after
 
-    def gain(self, unit: Unit) -> int:
+    def gain(self, unit: VictimUnit) -> int:
         """How much of what is missing evicting `unit` now would provide (pods freed already count once)."""
         extra: dict[str, Resources] = {}
         for pod in unit.pods:
@@ -110,35 +110,35 @@ class _Tally:
                 delta[i] += new - old
         return sum(min(max(0, n - s), d) for n, s, d in zip(self.need, self.slots, delta, strict=True))
 
-    def add(self, unit: Unit) -> None:
+    def add(self, unit: VictimUnit) -> None:
         self._apply(unit, 1)
 
-    def remove(self, unit: Unit) -> None:
+    def remove(self, unit: VictimUnit) -> None:
         self._apply(unit, -1)
 
 
 MAX_COMPLETER_SCAN = 256
 
 
-def select(room: Room, domain: Domain, units: Sequence[Unit], need: Sequence[int]) -> Selection | None:
+def select(room: Room, domain: Domain, units: Sequence[VictimUnit], need: Sequence[int]) -> Selection | None:
     """Victim units making room for `need` pods (per shape) in `domain`, or None when they cannot."""
     within = set(domain.nodes)
     tally = _Tally(room, domain, need, within)
     if tally.missing() <= 0:
         return Selection(domain, [], list(tally.slots))
-    classes: dict[tuple[int, int], list[tuple[int, Unit]]] = {}
+    classes: dict[tuple[int, int], list[tuple[int, VictimUnit]]] = {}
     for unit in units:
         if any(pod.counted_on in within for pod in unit.pods):
             alone = sum(gained for node, gained in room.alone(unit).items() if node in within)
             classes.setdefault((unit.priority, 1 if unit.broken else 0), []).append((alone, unit))
-    chosen: list[Unit] = []
+    chosen: list[VictimUnit] = []
     for class_key in sorted(classes):
         members = classes[class_key]
         # largest gain alone first; among equal gains: fewer pods, most recently started, cost index
         members.sort(key=lambda item: (-item[0], len(item[1].pods), -item[1].started_at, item[1].index))
         negated = [-gain for gain, _ in members]
         used = [False] * len(members)
-        deferred: list[Unit] = []
+        deferred: list[VictimUnit] = []
         cursor = 0
         while (missing := tally.missing()) > 0:
             # a unit that completes the room: among those whose gain alone could (a prefix), the one

@@ -28,7 +28,7 @@ from state.cluster import ClusterState, PodInfo
 from state.resources import Resources
 
 
-class Unit:
+class VictimUnit:
     """One candidate victim unit (see the module docstring). `order` is its rank in the cost order."""
 
     __slots__ = ("broken", "index", "job", "kind", "pods", "priority", "started_at")
@@ -47,7 +47,7 @@ class Unit:
         return (self.priority, 1 if self.broken else 0, -self.started_at, len(self.pods), self.job)
 
     def __repr__(self) -> str:
-        return f"Unit({self.kind} {self.job}, {len(self.pods)} pods, priority {self.priority})"
+        return f"VictimUnit({self.kind} {self.job}, {len(self.pods)} pods, priority {self.priority})"
 
 
 class Candidates:
@@ -56,8 +56,8 @@ class Candidates:
     __slots__ = ("leaving", "leaving_on", "units", "units_on")
 
     def __init__(self) -> None:
-        self.units: list[Unit] = []
-        self.units_on: dict[str, list[Unit]] = {}  # node -> units with a pod counted there
+        self.units: list[VictimUnit] = []
+        self.units_on: dict[str, list[VictimUnit]] = {}  # node -> units with a pod counted there
         self.leaving: list[str] = []
         self.leaving_on: dict[str, Resources] = {}
 
@@ -96,7 +96,7 @@ def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own
                 else:
                     by_gang.setdefault(pod.gang, []).append(pod)
             elif pod.priority < priority:
-                out.units.append(Unit(key, LONE_POD, [pod], broken=True))
+                out.units.append(VictimUnit(key, LONE_POD, [pod], broken=True))
     for gang_key in sorted(by_gang):
         if gang_key in blocked_gangs:
             continue
@@ -105,9 +105,9 @@ def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own
         min_member = gang.spec.min_member if gang is not None and gang.spec is not None else len(pods)
         surplus = len(pods) - max(min_member, 1)
         for pod in pods[:max(surplus, 0)]:
-            out.units.append(Unit(gang_key, SURPLUS, [pod], broken=False))
-        out.units.append(Unit(gang_key, WHOLE_GANG, sorted(pods, key=lambda p: p.key), broken=True))
-    out.units.sort(key=Unit.sort_key)
+            out.units.append(VictimUnit(gang_key, SURPLUS, [pod], broken=False))
+        out.units.append(VictimUnit(gang_key, WHOLE_GANG, sorted(pods, key=lambda p: p.key), broken=True))
+    out.units.sort(key=VictimUnit.sort_key)
     for index, unit in enumerate(out.units):
         unit.index = index
         seen: set[str] = set()

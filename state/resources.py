@@ -129,20 +129,6 @@ def fits(request: Mapping[str, int], free: Mapping[str, int]) -> bool:
     return all(amount <= free.get(name, 0) for name, amount in request.items() if amount > 0)
 
 
-def how_many_fit(request: Mapping[str, int], free: Mapping[str, int]) -> int:
-    """How many copies of `request` fit in `free` (a large number when the request is empty)."""
-    best = 1 << 30
-    for name, amount in request.items():
-        if amount > 0:
-            have = free.get(name, 0)
-            if have < amount:
-                return 0
-            count = have // amount
-            if count < best:
-                best = count
-    return best
-
-
 def summed(vectors: Iterable[Mapping[str, int]]) -> Resources:
     total: Resources = {}
     for vector in vectors:

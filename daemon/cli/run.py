@@ -45,7 +45,7 @@ import anyio.abc
 import structlog
 
 from daemon.config import ConfigError, DaemonConfig, load_config
-from daemon.kube.client import ApiError, KubeClient, KubeConnectError, connect
+from daemon.kube.client import KubeApiError, KubeClient, KubeConnectError, connect
 from daemon.kube.cluster_api import KubeClusterAPI, KubeLeaseStore
 from daemon.kube.leader import AlwaysOpen, LeaderElector, LeadershipLost, NotLeader, WriteGate
 from daemon.kube.topology_status import TopologyStatus
@@ -183,7 +183,7 @@ class Daemon:
         reporter = KubeClusterAPI(client, AlwaysOpen(), metrics=self.metrics)
         try:
             await reporter.record_event(*target, "", "Warning", EVENT_LOG_RECOVERED, message)
-        except (ApiError, NotLeader) as error:
+        except (KubeApiError, NotLeader) as error:
             log.warning("daemon.recovery_event_failed", object=target[0], error=str(error))
             return
         self.recovery_reported = True

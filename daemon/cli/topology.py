@@ -37,7 +37,7 @@ from rich.console import Console
 from rich.tree import Tree
 
 from daemon.config import ConfigError, load_config
-from daemon.kube.client import ApiError, KubeConnectError, connect
+from daemon.kube.client import KubeApiError, KubeConnectError, connect
 from daemon.kube.watch import CrdMissing, KindWatcher
 from events.ingest import KIND_BY_NAME
 from events.model import Event
@@ -94,7 +94,7 @@ async def state_of_cluster(kubeconfig: str, context: str | None = None) -> Clust
 def _tree_of_cluster(kubeconfig: str, context: str | None) -> tuple[TopologyTree | None, list[str]]:
     try:
         state = anyio.run(state_of_cluster, kubeconfig, context)
-    except (ConfigError, KubeConnectError, ApiError) as error:
+    except (ConfigError, KubeConnectError, KubeApiError) as error:
         sys.stderr.write(f"toposched topology: {error}\n")
         return None, []
     return state.topology, [str(problem) for problem in state.undecodable.values()]

@@ -60,7 +60,7 @@ class KubeConnectError(Exception):
     """No usable API configuration (no kubeconfig, not in a cluster, bad context)."""
 
 
-class ApiError(Exception):
+class KubeApiError(Exception):
     """A call failed after its retries; carries the last HTTP status (0 = transport) and reason."""
 
     def __init__(self, method: str, path: str, status: int, reason: str) -> None:
@@ -182,7 +182,7 @@ class KubeClient:
         time_limit: float | None = None,
         gate: WriteGate | None = None,
     ) -> Response:
-        """One HTTP call, no retries. Transport errors and timeouts raise `ApiError(status=0)`.
+        """One HTTP call, no retries. Transport errors and timeouts raise `KubeApiError(status=0)`.
 
         With a `gate`, it is asked at the last moment, when the request's bytes are about to be written:
         closed by then, nothing is sent and `NotLeader` is raised.
@@ -192,7 +192,7 @@ class KubeClient:
             try:
                 return await self.request(method, path, query=query, body=body, content_type=content_type,
                                           time_limit=time_limit)
-            except ApiError:
+            except KubeApiError:
                 gate.check()  # the transport error may be the last-moment check refusing to send
                 raise
             finally:
@@ -211,7 +211,7 @@ class KubeClient:
                 finally:
                     raw.release()
         except (aiohttp.ClientError, TimeoutError, OSError) as error:
-            raise ApiError(method, path, 0, f"{type(error).__name__}: {error}") from error
+            raise KubeApiError(method, path, 0, f"{type(error).__name__}: {error}") from error
 
     async def call(
         self,
@@ -243,7 +243,7 @@ class KubeClient:
                     gate.check()  # before every attempt: a process woken past its deadline learns it here
                 response = await self.request(method, path, query=query, body=body, content_type=content_type,
                                               gate=gate)
-            except ApiError as error:
+            except KubeApiError as error:
                 last, last_status = error.reason, 0
                 delay = backoff_delay(attempt, self.timeouts.backoff_initial_seconds, self.timeouts.backoff_max_seconds)
             else:
@@ -261,7 +261,7 @@ class KubeClient:
                 await anyio.sleep(delay)
         if gate is not None:
             gate.check()  # a last attempt refused by the gate is NotLeader, not a transport error
-        raise ApiError(method, path, last_status, last)
+        raise KubeApiError(method, path, last_status, last)
 
     @asynccontextmanager
     async def stream(
@@ -279,7 +279,7 @@ class KubeClient:
                     auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout,
                 )
         except (aiohttp.ClientError, TimeoutError, OSError) as error:
-            raise ApiError("GET", path, 0, f"{type(error).__name__}: {error}") from error
+            raise KubeApiError("GET", path, 0, f"{type(error).__name__}: {error}") from error
         try:
             if raw.status != 200:
                 with anyio.fail_after(self.timeouts.request_seconds):

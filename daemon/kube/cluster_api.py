@@ -42,7 +42,7 @@ import anyio
 import msgspec
 import structlog
 
-from daemon.kube.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiError, KubeClient, Response, decode_status
+from daemon.kube.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeApiError, KubeClient, Response, decode_status
 from daemon.kube.leader import LeaseConflict, LeaseRecord, LeaseStoreError, NotLeader, WriteGate
 from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase
 from daemon.telemetry.metrics import Metrics
@@ -148,7 +148,7 @@ class KubeClusterAPI:
         started = anyio.current_time()
         try:
             response = await self.client.call(method, path, body=body, content_type=content_type, gate=self.gate)
-        except ApiError as error:
+        except KubeApiError as error:
             self.metrics.api_requests.labels(verb, resource, str(error.status or "transport")).inc()
             raise
         finally:
@@ -162,7 +162,7 @@ class KubeClusterAPI:
         if response.status == 404:
             return None
         if not response.ok:
-            raise ApiError("GET", f"pods/{name}", response.status, response.reason())
+            raise KubeApiError("GET", f"pods/{name}", response.status, response.reason())
         return _pod_decoder.decode(response.body)
 
     # ------------------------------------------------------------------ bind
@@ -196,7 +196,7 @@ class KubeClusterAPI:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/binding"
         try:
             response = await self._write("create", "pods/binding", "POST", path, body=body)
-        except ApiError as error:
+        except KubeApiError as error:
             # Retries ran out; the last try may still have landed: the API is the judge.
             return await self._read_back(pod, uid, node, f"binding failed: {error.reason}")
         if response.ok:
@@ -211,7 +211,7 @@ class KubeClusterAPI:
     async def _read_back(self, pod: str, uid: str, node: str, problem: str) -> BindOutcome:
         try:
             current = await self._read_pod(pod)
-        except ApiError as error:
+        except KubeApiError as error:
             return BindOutcome("failed", reason=f"{problem}; read-back failed: {error.reason}", retriable=True)
         if current is None:
             return BindOutcome("failed", reason=f"{problem}; the pod no longer exists", retriable=False)
@@ -231,7 +231,7 @@ class KubeClusterAPI:
                     grace_seconds: int | None) -> ApiOutcome:
         try:
             outcome = await self._evict(pod, uid, grace_seconds)
-        except (ApiError, NotLeader) as error:
+        except (KubeApiError, NotLeader) as error:
             outcome = ApiOutcome(ok=False, reason=str(error), retriable=True)
         if outcome.ok:
             self.metrics.preemption_victims.inc()
@@ -316,7 +316,7 @@ class KubeClusterAPI:
                         "status": {"conditions": [*kept, condition]}}
                 response = await self._write("patch", "pods/status", "PATCH", path, body=body,
                                              content_type=MERGE_PATCH)
-        except (ApiError, NotLeader) as error:
+        except (KubeApiError, NotLeader) as error:
             return ApiOutcome(ok=False, reason=str(error), retriable=True)
         return _outcome_of(response)
 
@@ -324,7 +324,7 @@ class KubeClusterAPI:
                        content_type: str) -> ApiOutcome:
         try:
             response = await self._write(verb, resource, "PATCH", path, body=body, content_type=content_type)
-        except (ApiError, NotLeader) as error:
+        except (KubeApiError, NotLeader) as error:
             return ApiOutcome(ok=False, reason=str(error), retriable=True)
         return _outcome_of(response)
 
@@ -349,7 +349,7 @@ class KubeClusterAPI:
             await self._patch_pod_group_status(gang, api_version, status)
             await self.record_event(gang, api_version, "PodGroup", uid,
                                     "Normal" if phase == "Scheduled" else "Warning", reason, message)
-        except (ApiError, NotLeader) as error:
+        except (KubeApiError, NotLeader) as error:
             log.warning("gang.report_failed", gang=gang, phase=phase, error=str(error))
             return ApiOutcome(ok=False, reason=str(error), retriable=True)
         return OK
@@ -364,7 +364,7 @@ class KubeClusterAPI:
             return outcome
         try:
             await self.record_event(pod, "v1", "Pod", uid, "Warning", reason, message)
-        except (ApiError, NotLeader) as error:
+        except (KubeApiError, NotLeader) as error:
             return ApiOutcome(ok=False, reason=str(error), retriable=True)
         return OK
 
@@ -392,11 +392,11 @@ class KubeClusterAPI:
             details = decode_status(response.body).details
             object_missing = details is not None and details.name == name
             if response.status != 404 or object_missing:
-                raise ApiError("PATCH", f"{group} podgroups/status", response.status, response.reason())
+                raise KubeApiError("PATCH", f"{group} podgroups/status", response.status, response.reason())
             self._status_subresource[api_version] = False
         response = await self._write("patch", "podgroups", "PATCH", base, body=body, content_type=MERGE_PATCH)
         if not response.ok:
-            raise ApiError("PATCH", f"{group} podgroups", response.status, response.reason())
+            raise KubeApiError("PATCH", f"{group} podgroups", response.status, response.reason())
 
     # ------------------------------------------------------------------ topology status
 
@@ -418,7 +418,7 @@ class KubeClusterAPI:
         try:
             await self.record_event(key, api_version, kind, uid, "Warning", reason, message,
                                     cluster_scoped="/" not in key)
-        except (ApiError, NotLeader) as error:
+        except (KubeApiError, NotLeader) as error:
             return ApiOutcome(ok=False, reason=str(error), retriable=True)
         return OK
 
@@ -439,7 +439,7 @@ class KubeClusterAPI:
                 self._events[identity] = (event_name, count + 1)
                 return
             if response.status != 404:
-                raise ApiError("PATCH", path, response.status, response.reason())
+                raise KubeApiError("PATCH", path, response.status, response.reason())
         self._event_serial += 1
         event_name = f"{name}.{self._event_prefix}.{self._event_serial:x}"[:253]
         body = {
@@ -461,7 +461,7 @@ class KubeClusterAPI:
         response = await self._write("create", "events", "POST", path, body=body)
         # 409: a retried create whose first try landed (the name is ours alone): it exists, as wanted.
         if not response.ok and response.status != 409:
-            raise ApiError("POST", path, response.status, response.reason())
+            raise KubeApiError("POST", path, response.status, response.reason())
         if len(self._events) > 10_000:
             self._events.clear()
         self._events[identity] = (event_name, 1)
@@ -541,7 +541,7 @@ class KubeLeaseStore:
     async def _send(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Response:
         try:
             return await self.client.request(method, path, body=body)
-        except ApiError as error:
+        except KubeApiError as error:
             raise LeaseStoreError(str(error)) from error
 
     async def get(self) -> LeaseRecord | None:

@@ -30,7 +30,7 @@ import msgspec
 import structlog
 
 from daemon.config import TimeoutConfig
-from daemon.kube.client import ApiError, KubeClient, backoff_delay, decode_status
+from daemon.kube.client import KubeApiError, KubeClient, backoff_delay, decode_status
 from events.ingest import KINDS, KindInfo, delete_event, upsert_event
 from events.model import Event
 from events.objects import ObjectMeta
@@ -169,7 +169,7 @@ class KindWatcher:
                 continue_token = ""
                 continue
             if not response.ok:
-                raise ApiError("GET", path, response.status, response.reason())
+                raise KubeApiError("GET", path, response.status, response.reason())
             page = _list_decoder.decode(response.body)
             for raw in page.items:
                 body = bytes(raw)
@@ -209,7 +209,7 @@ class KindWatcher:
             if isinstance(body, bytes):
                 if status == 404 and self.info.group:
                     raise CrdMissing(path)
-                raise ApiError("GET", path, status, decode_status(body).message)
+                raise KubeApiError("GET", path, status, decode_status(body).message)
             async for line in split_lines(body):
                 await self._handle_line(line)
 
@@ -225,7 +225,7 @@ class KindWatcher:
             status = decode_status(raw)
             if status.code == 410:
                 raise Gone(status.message)
-            raise ApiError("WATCH", collection_path(self.info), status.code, status.message)
+            raise KubeApiError("WATCH", collection_path(self.info), status.code, status.message)
         meta = _identity_decoder.decode(raw).metadata if raw else ObjectMeta()
         if meta.resource_version:
             self.resource_version = meta.resource_version
@@ -257,7 +257,7 @@ class KindWatcher:
                 self.missing_crd = True
                 self.synced.set()
                 return
-            except ApiError as error:
+            except KubeApiError as error:
                 delay = self._backoff(failures)
                 failures += 1
                 log.warning("watch.list_failed", kind=self.info.name, error=str(error), retry_in=round(delay, 2))
@@ -295,7 +295,7 @@ class KindWatcher:
                 await self._relist_with_retry()
             except CrdMissing:
                 self.missing_crd = True
-            except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as error:
+            except (KubeApiError, aiohttp.ClientError, TimeoutError, OSError) as error:
                 delay = self._backoff(failures)
                 failures += 1
                 self.watch_restarts += 1
@@ -314,7 +314,7 @@ class KindWatcher:
             except CrdMissing:
                 self.missing_crd = True
                 return
-            except ApiError as error:
+            except KubeApiError as error:
                 delay = self._backoff(failures)
                 failures += 1
                 log.warning("watch.relist_failed", kind=self.info.name, error=str(error), retry_in=round(delay, 2))

@@ -329,7 +329,7 @@ class Simulation:
         self.api = InMemoryCluster(self.world, bind_hook)
         base = config or SchedulerConfig()
         # job-level preemption by default, as in `toposched run`;
-        # pass `daemon.scheduling.ports.NoPreemption()` to turn it off
+        # pass `daemon.scheduling.ports.NeverPreempt()` to turn it off
         self.scheduler = Scheduler(self.journal, self.api,
                                    preemptor=preemptor if preemptor is not None else JobPreemptor(),
                                    config=msgspec.structs.replace(base, retry_parked_seconds=None))

@@ -38,7 +38,7 @@ from typing import Literal, Protocol, TypeAlias
 
 import msgspec
 
-from daemon.scheduling.hints import Shape, need_of, room_when_empty
+from daemon.scheduling.hints import need_of, room_when_empty
 from daemon.scheduling.ports import GangPhase, Preemptee, Preemptor
 from daemon.scheduling.queue import Unit
 from events.model import (
@@ -55,6 +55,7 @@ from events.model import (
     PreemptionPlanned,
 )
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod
+from placement.fit import Requests
 from placement.members import is_running
 from placement.plan import CAPACITY, HARD_TIER, INVALID, MEMBERS, MUST_GATHER, POD_FIT
 from placement.recheck import Adopted, broken_plans, refusal
@@ -210,7 +211,7 @@ class Step:
     __slots__ = ("config", "effects", "memory", "now", "preemptor", "room_cache", "sink", "stage", "state")
 
     def __init__(self, state: ClusterState, now: float, sink: EventSink, memory: Memory, *,
-                 config: DecisionConfig, preemptor: Preemptor, room_cache: dict[tuple[int, Shape], int]) -> None:
+                 config: DecisionConfig, preemptor: Preemptor, room_cache: dict[tuple[int, Requests], int]) -> None:
         self.state = state
         self.now = now
         self.sink = sink

@@ -26,18 +26,17 @@ import msgspec
 
 from daemon.scheduling.queue import Unit
 from placement.constraints import InvalidConstraint, resolve
+from placement.fit import Requests, slots_in
 from placement.members import is_running
 from state.cluster import ClusterState
 from state.gangs import GangSpec
-
-Shape = tuple[tuple[str, int], ...]
 
 
 class Need(msgspec.Struct, frozen=True):
     level: int  # topology level the whole job must fit in (0: the cluster root)
     source: str  # the rule that sets `level`, in words ("MustGather at BlockLayer"; "" for the root)
     pods: int  # at least this many pods must be placed by any plan
-    shape: Shape  # per pod, at least these requests (milli-units)
+    requests: Requests  # per pod, at least these (milli-units; the smallest among the pending pods)
 
 
 def need_of(state: ClusterState, unit: Unit) -> Need | None:
@@ -59,7 +58,7 @@ def need_of(state: ClusterState, unit: Unit) -> Need | None:
         return None
     pending = sum(1 for key in unit.pods if key in state.pending)
     if not unit.gangs:
-        return Need(level=0, source="", pods=1, shape=tuple(sorted(smallest.items())))
+        return Need(level=0, source="", pods=1, requests=tuple(sorted(smallest.items())))
     specs: list[GangSpec] = []
     missing = 0
     for gang in unit.gangs:
@@ -77,12 +76,12 @@ def need_of(state: ClusterState, unit: Unit) -> Need | None:
     if isinstance(resolved, InvalidConstraint):
         return None
     return Need(level=resolved.top_level, source=resolved.source, pods=max(1, min(missing, pending)),
-                shape=tuple(sorted(smallest.items())))
+                requests=tuple(sorted(smallest.items())))
 
 
-def room_when_empty(state: ClusterState, need: Need, cache: dict[tuple[int, Shape], int]) -> int:
-    """Pods of `need.shape` the largest domain at `need.level` holds with nothing running (cached by caller)."""
-    key = (need.level, need.shape)
+def room_when_empty(state: ClusterState, need: Need, cache: dict[tuple[int, Requests], int]) -> int:
+    """Pods of `need.requests` the largest domain at `need.level` holds with nothing running (cached by caller)."""
+    key = (need.level, need.requests)
     room = cache.get(key)
     if room is None:
         room = 0
@@ -92,19 +91,20 @@ def room_when_empty(state: ClusterState, need: Need, cache: dict[tuple[int, Shap
             for name in domain.nodes:
                 info = nodes.get(name)
                 if info is not None:
-                    total += min(info.allocatable.get(resource, 0) // amount for resource, amount in need.shape)
+                    total += slots_in(info.allocatable, need.requests)
             room = max(room, total)
         cache[key] = room
     return room
 
 
 def room_now(state: ClusterState, need: Need) -> int:
-    """An upper bound of the pods of `need.shape` the roomiest domain at `need.level` could take now."""
+    """An upper bound of the pods of `need.requests` the roomiest domain at `need.level` could take now."""
     room = 0
+    requests = need.requests
     for domain in state.topology.domains_at(need.level):
         allocatable = domain.allocatable
         used = domain.used
-        fit = min((allocatable.get(resource, 0) - used.get(resource, 0)) // amount for resource, amount in need.shape)
+        fit = slots_in({name: allocatable.get(name, 0) - used.get(name, 0) for name, _ in requests}, requests)
         if fit > room:
             room = fit
     return room

@@ -90,9 +90,9 @@ from daemon.scheduling.decisions import (
     label,
     quorum_words,
 )
-from daemon.scheduling.hints import Need, Shape, need_of, room_now
+from daemon.scheduling.hints import Need, need_of, room_now
 from daemon.scheduling.journal import Journal
-from daemon.scheduling.ports import ApiOutcome, BindOutcome, ClusterAPI, GangPhase, NoPreemption, Preemptor
+from daemon.scheduling.ports import ApiOutcome, BindOutcome, ClusterAPI, GangPhase, NeverPreempt, Preemptor
 from daemon.scheduling.queue import SchedulingQueue, Unit, pending_units, unit_of_gang
 from events.log import EventLogError
 from events.model import (
@@ -119,6 +119,7 @@ from events.model import (
     object_key,
 )
 from events.objects import Node
+from placement.fit import Requests
 from state.cluster import ClusterState, PodInfo
 
 log = structlog.get_logger("toposched.scheduler")
@@ -169,7 +170,7 @@ class Scheduler:
         self.clock = journal.clock
         self.api = api
         self.config = config or SchedulerConfig()
-        self.preemptor: Preemptor = preemptor or NoPreemption()
+        self.preemptor: Preemptor = preemptor or NeverPreempt()
         self.decisions = DecisionConfig(default_schedule_timeout_seconds=self.config.default_schedule_timeout_seconds)
         self.queue = SchedulingQueue(retry_parked_seconds=self.config.retry_parked_seconds,
                                      backoff_initial_seconds=self.config.backoff_initial_seconds,
@@ -180,7 +181,7 @@ class Scheduler:
         self._binding: set[str] = set()
         self._nominated: dict[str, NominationWait] = {}
         self._node_shapes: dict[str, tuple[object, ...]] = {}
-        self._room_cache: dict[tuple[int, Shape], int] = {}
+        self._room_cache: dict[tuple[int, Requests], int] = {}
         self._min_placed: int | None = None  # lowest priority of a placed pod (per cycle, lazily)
         self._needs: dict[str, tuple[tuple[str, ...], Need | None]] = {}  # unit -> (its pods, need_of)
         self._adopted = False
@@ -568,7 +569,7 @@ class Scheduler:
         status = self.queue.status.get(unit.key)
         if status is None or status.parked_tick is None:
             return False
-        if not isinstance(self.preemptor, NoPreemption) and unit.priority > self._lowest_placed_priority():
+        if not isinstance(self.preemptor, NeverPreempt) and unit.priority > self._lowest_placed_priority():
             return False
         cached = self._needs.get(unit.key)
         if cached is not None and cached[0] == unit.pods:

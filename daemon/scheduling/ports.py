@@ -18,20 +18,20 @@ Contract of `ClusterAPI` (what an HTTP adapter must honour):
   PodScheduled=False condition and an Event of a pod without a gang. Both are best effort.
 
 `Preemptor` is the hook job-level preemption plugs into (`preemption/` plans, the loop carries the
-plan out). Its plan is described structurally (`PreemptionPlanLike`) so that `preemption/`, which
-may not import `daemon/`, can return its own frozen Struct; `PreemptionPlan` is a ready-made one.
+plan out). Its plan is `preemption.plan.PreemptionPlan`, the very Struct the planner returns: whom to
+evict, where the preemptor's pods are nominated, and which lower-priority nominations to clear.
 
 Must never: import an adapter, a socket library or the event log.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Final, Literal, Protocol
 
 import msgspec
 
-from placement.plan import Assignment, Unschedulable
+from placement.plan import Unschedulable
+from preemption.plan import PreemptionPlan
 from state.cluster import ClusterState
 
 BOUND: Final = "bound"
@@ -120,35 +120,6 @@ class Preemptee(msgspec.Struct, frozen=True):
     priority: int
 
 
-class PreemptionPlanLike(Protocol):
-    """What the loop reads from a preemption plan (any frozen Struct with these fields will do)."""
-
-    @property
-    def victims(self) -> Sequence[str]:
-        """Pod keys to evict (whole jobs: the planner expands gangs that would fall below minMember)."""
-        ...
-
-    @property
-    def victim_jobs(self) -> Sequence[str]:
-        """Gang keys (or lone pod keys) the victims belong to, for the record."""
-        ...
-
-    @property
-    def nominations(self) -> Sequence[Assignment]:
-        """Preemptor pod -> node it is nominated on (its room once the victims are gone)."""
-        ...
-
-    @property
-    def explanation(self) -> str: ...
-
-
-class PreemptionPlan(msgspec.Struct, frozen=True):
-    victims: tuple[str, ...]
-    victim_jobs: tuple[str, ...]
-    nominations: tuple[Assignment, ...]
-    explanation: str
-
-
 class Preemptor(Protocol):
     """Called by the loop when a plan fails; None means no preemption (not eligible, or nothing helps).
 
@@ -157,11 +128,11 @@ class Preemptor(Protocol):
     planner, which knows the rules) and records + carries out whatever it returns.
     """
 
-    def plan(self, state: ClusterState, preemptee: Preemptee, failure: Unschedulable) -> PreemptionPlanLike | None: ...
+    def plan(self, state: ClusterState, preemptee: Preemptee, failure: Unschedulable) -> PreemptionPlan | None: ...
 
 
-class NoPreemption:
-    """The preemptor used until `preemption/` is plugged in: never preempts."""
+class NeverPreempt:
+    """The preemptor that never preempts (`simulate` and tests without job-level preemption)."""
 
-    def plan(self, state: ClusterState, preemptee: Preemptee, failure: Unschedulable) -> PreemptionPlanLike | None:
+    def plan(self, state: ClusterState, preemptee: Preemptee, failure: Unschedulable) -> PreemptionPlan | None:
         return None

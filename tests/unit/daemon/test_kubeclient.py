@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from daemon.config import TimeoutConfig
-from daemon.kube.client import ApiError, KubeClient
+from daemon.kube.client import KubeApiError, KubeClient
 from daemon.kube.leader import NotLeader, WriteGate
 
 TOO_MANY = b'{"kind":"Status","code":429,"reason":"TooManyRequests","message":"Too many requests"}'
@@ -51,7 +51,7 @@ BINDING = "/api/v1/namespaces/default/pods/p/binding"
 
 async def test_without_a_gate_every_attempt_is_sent() -> None:
     api = ApiClientAnswering429("0")
-    with pytest.raises(ApiError) as raised:
+    with pytest.raises(KubeApiError) as raised:
         await KubeClient(api, TIMEOUTS).call("POST", BINDING, body={})
     assert raised.value.status == 429
     assert api.calls == TIMEOUTS.bind_retry_attempts

@@ -11,7 +11,7 @@ import msgspec
 from daemon.offline.simulator import VirtualClock
 from daemon.scheduling.journal import Journal
 from daemon.scheduling.loop import Scheduler, SchedulerConfig
-from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase, Preemptee, PreemptionPlan
+from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase, Preemptee
 from daemon.scheduling.queue import SchedulingQueue, Unit
 from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.model import (
@@ -32,6 +32,7 @@ from events.model import (
     PreemptionPlanned,
 )
 from placement import Assignment, Unschedulable
+from preemption.plan import PreemptionPlan
 from state.cluster import ClusterState
 
 PodEvent = (PodAssumed | PodBound | PodForgotten | BindRequested | BindFailed | PodNominated | EvictionRequested
@@ -329,9 +330,16 @@ class FixedPreemptor:
         return self.plan_to_give if len(self.asked) == 1 else None
 
 
+def evict_low_0_for_high_0(clear: tuple[str, ...] = ()) -> PreemptionPlan:
+    """A plan evicting default/low-0 and nominating default/high-0 on n0, clearing `clear`."""
+    return PreemptionPlan(preemptor="default/high", gangs=("default/high",), priority=100,
+                          victims=("default/low-0",), victim_jobs=("default/low",), jobs=(),
+                          nominations=(Assignment(pod="default/high-0", node="n0"),), clear_nominations=clear,
+                          domain="", level="", explanation="cheapest")
+
+
 async def test_preemption_plan_is_recorded_then_carried_out() -> None:
-    plan = PreemptionPlan(victims=("default/low-0",), victim_jobs=("default/low",),
-                          nominations=(Assignment(pod="default/high-0", node="n0"),), explanation="cheapest")
+    plan = evict_low_0_for_high_0(clear=("default/mid",))
     preemptor = FixedPreemptor(plan)
     h = Harness(preemptor=preemptor)
     h.add(*nodes(1), pod_event(bound(pod("low-0", gang="low", priority=1), "n0")),
@@ -414,8 +422,7 @@ async def test_daemon_loop_plans_other_gangs_while_binds_are_in_flight() -> None
 
 
 async def test_a_nomination_is_given_up_after_the_gangs_timeout_in_the_state_and_the_api() -> None:
-    plan = PreemptionPlan(victims=("default/low-0",), victim_jobs=("default/low",),
-                          nominations=(Assignment(pod="default/high-0", node="n0"),), explanation="cheapest")
+    plan = evict_low_0_for_high_0()
     h = Harness(preemptor=FixedPreemptor(plan))
     h.add(*nodes(1), pod_event(bound(pod("low-0", priority=1), "n0")), *gang("high", 1, priority=100, timeout=30))
     await h.settle()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import msgspec
 
-from daemon.scheduling.ports import Preemptee, PreemptionPlanLike, Preemptor
+from daemon.scheduling.ports import Preemptee, Preemptor
 from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.model import EvictionRequested
 from placement import Unschedulable, plan_gang
 from preemption import JobPreemptor
+from preemption.plan import PreemptionPlan
 from state.cluster import ClusterState
 
 
@@ -28,7 +29,7 @@ def state_with(low_priority: int, *, policy: str | None = None) -> ClusterState:
     return state
 
 
-def ask(state: ClusterState) -> PreemptionPlanLike | None:
+def ask(state: ClusterState) -> PreemptionPlan | None:
     preemptor: Preemptor = JobPreemptor()
     failure = plan_gang(state, "default/high")
     assert isinstance(failure, Unschedulable)
