@@ -159,9 +159,12 @@ class _Planner:
         jobs = _victim_jobs(units)
         victims = tuple(sorted({pod.key for unit in units for pod in unit.pods}))
         nodes = {a.node for a in plan.assignments}
-        clear = sorted(pod.key for name in nodes if (node := self.state.nodes.get(name)) is not None
-                       for pod in node.nominated.values()
-                       if pod.priority < p.priority and pod.gang not in own_gangs and pod.key not in own_pods)
+        # Lower-priority nominations on those nodes no longer hold (kube-scheduler clears them too), in
+        # the order the loop records them: by node, then pod. Strictly below every preemptor pod
+        # (p.priority is the lowest), as victims are: a nomination that outranks one of them is kept.
+        clear = [key for name in sorted(nodes) if (node := self.state.nodes.get(name)) is not None
+                 for key in sorted(node.nominated) if (pod := node.nominated[key]).priority < p.priority
+                 and pod.gang not in own_gangs and key not in own_pods]
         explanation = explain(
             p.key, p.priority, len(p.pending), self.failure,
             unit_count=len(candidates.units), job_count=len({u.job for u in candidates.units}),

@@ -373,17 +373,12 @@ def _preempt(step: Step, unit: Unit, failure: Unschedulable) -> tuple[str, bool]
         step.record(PodNominated(pod=pod.key, uid=pod.uid, node=assignment.node, gang=pod.gang, priority=pod.priority))
         nominated.append(pod.key)
         step.do(SetNominatedNode(pod.key, pod.uid, assignment.node))
-    ours = set(unit.pods) | set(nominated)
-    for node in nodes:
-        info = state.nodes.get(node)
-        if info is None:
+    for key in plan.clear_nominations:  # the planner's list: lower-priority nominations on those nodes
+        pod = state.pods.get(key)
+        if pod is None or not pod.nominated_node:
             continue
-        for key in sorted(info.nominated):
-            other = info.nominated[key]
-            if key in ours or other.priority >= unit.priority or (other.gang and other.gang in unit.gangs):
-                continue
-            step.record(NominationCleared(pod=key, reason=f"node {node} nominated for higher-priority {job}"))
-            step.do(SetNominatedNode(key, other.uid, None))
+        step.record(NominationCleared(pod=key, reason=f"node {pod.nominated_node} nominated for higher-priority {job}"))
+        step.do(SetNominatedNode(key, pod.uid, None))
     if nominated:
         step.do(Nominate(unit.key, unit.gangs, tuple(sorted(nominated)), step.now + timeout_of(step, unit.gangs)))
     victims = f"{len(plan.victims)} pod(s) of {', '.join(plan.victim_jobs) or 'lower-priority jobs'}"

@@ -338,3 +338,18 @@ def test_gang_whose_nominations_were_given_up_is_renominated_on_the_room_its_vic
     again = planned(state, "high")
     assert again.victims == ()
     assert {a.node for a in again.nominations} == {"n0", "n1"}
+
+
+def test_a_nomination_that_outranks_one_of_the_preemptors_pods_is_kept() -> None:
+    # A gang of mixed priorities preempts only below its lowest pod; a nomination above that one stays.
+    state = cluster([("s0", "b0", 3)])
+    run_gang(state, "low", [0, 1, 2], priority=1)
+    for name, priority, where in (("outranks", 500, "n0"), ("below", 5, "n1")):
+        state.apply(pod_event(pod(name, priority=priority)))
+        state.apply(PodNominated(pod=f"default/{name}", uid=f"uid-default-{name}", node=where, priority=priority))
+    state.apply(group_event(pod_group("high", min_member=2)))
+    state.apply(pod_event(pod("high-0", gang="high", priority=1000), time=100.0))
+    state.apply(pod_event(pod("high-1", gang="high", priority=10), time=100.0))
+    plan = planned(state, "high")
+    assert plan.nodes == ("n0", "n1")
+    assert plan.clear_nominations == ("default/below",)  # not default/outranks (500 > high-1's 10)
