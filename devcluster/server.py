@@ -289,12 +289,12 @@ class ApiServer:
     async def _body(self, request: web.BaseRequest) -> Any:
         raw = await request.read()
         content_type = request.headers.get("Content-Type", _JSON).split(";")[0].strip()
-        if content_type not in (_JSON, "", *list(_PATCH_TYPES)):
-            raise errors.unsupported_media_type(content_type)
+        if content_type not in (_JSON, "", "application/yaml", *list(_PATCH_TYPES)):
+            raise errors.unsupported_media_type(content_type, ("application/json", "application/yaml"))
         try:
             return _decoder.decode(raw)
         except msgspec.DecodeError as exc:
-            if content_type == "application/apply-patch+yaml":  # an applied configuration may be YAML
+            if content_type in ("application/yaml", "application/apply-patch+yaml"):  # a body may be YAML
                 try:
                     return yaml.load(raw, Loader=_YAML_LOADER)
                 except yaml.YAMLError as error:

@@ -121,6 +121,20 @@ async def test_unsupported_methods_are_405_and_unknown_patch_types_415(http: aio
         assert_status(body, 405, "MethodNotAllowed")
     status, body, _ = await call(http, "PATCH", f"{PODS}/p1", {}, content_type="text/plain")
     assert status == 415
+    status, body, _ = await call(http, "PATCH", "/apis/topology.volcano.sh/v1alpha1/hypernodes/h", {},
+                                 content_type="application/strategic-merge-patch+json")
+    assert status == 415  # custom resources take no strategic merge patch, and the answer says what they take
+    assert body["message"] == (
+        "the body of the request was in an unknown format - accepted media types include: "
+        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml "
+        '(got "application/strategic-merge-patch+json")')
+
+
+async def test_a_create_body_may_be_yaml(http: aiohttp.ClientSession) -> None:
+    status, created, _ = await call(http, "POST", PODS, raw=(
+        b"apiVersion: v1\nkind: Pod\nmetadata: {name: yaml-body}\n"
+        b"spec: {containers: [{name: main, image: busybox}]}\n"), content_type="application/yaml")
+    assert status == 201 and created["metadata"]["name"] == "yaml-body"
 
 
 async def test_patch_formats_apply_like_the_real_server(cluster: DevCluster, http: aiohttp.ClientSession) -> None:
