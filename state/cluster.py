@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from events.dispatch import each, exhaustive
 from events.model import (
     BindFailed,
     BindRequested,
@@ -330,7 +331,7 @@ class ClusterState:
     def apply(self, event: Event) -> Exception | None:
         """Fold one event; returns the exception that folding it raised (None: it folded cleanly)."""
         failure: Exception | None = None
-        handler = _HANDLERS.get(type(event))
+        handler = _HANDLERS[type(event)]
         if handler is not None:
             try:
                 handler(self, event)
@@ -959,22 +960,33 @@ _UPDATE_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = {
 }
 
 
+def _pod_subject(event: PodAssumed | PodForgotten | BindRequested | PodBound | BindFailed | PodNominated
+                 | NominationCleared | EvictionRequested) -> tuple[str, str]:
+    return "Pod", event.pod
+
+
+def _gang_subject(event: GangTimedOut | GangPending | GangPlanned | PreemptionPlanned) -> tuple[str, str]:
+    return "PodGroup", event.gang
+
+
+# What each event is about, as (kind, key): the object an update is of, a decision's pod, or its
+# gang's PodGroup (a lone pod's key for a lone pod's GangPending). Exhaustive (events.dispatch).
+_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = exhaustive("subject_of", {
+    **_UPDATE_SUBJECTS,
+    **each((PodAssumed, PodForgotten, BindRequested, PodBound, BindFailed, PodNominated, NominationCleared,
+            EvictionRequested), _pod_subject),
+    **each((GangTimedOut, GangPending, GangPlanned, PreemptionPlanned), _gang_subject),
+})
+
+
 def subject_of(event: Event) -> tuple[str, str]:
     """(kind, key) of the object an event is about: a decision's pod, or its gang's PodGroup."""
-    update = _UPDATE_SUBJECTS.get(type(event))
-    if update is not None:
-        return update(event)
-    pod = getattr(event, "pod", None)
-    if isinstance(pod, str):
-        return "Pod", pod
-    return "PodGroup", str(getattr(event, "gang", ""))
+    return _SUBJECTS[type(event)](event)
 
 
-def _ignore(state: ClusterState, event: Event) -> None:
-    """Events kept for the record (explain, replay) that change nothing the scheduler reads."""
-
-
-_HANDLERS: dict[type, Callable[[ClusterState, Any], None]] = {
+# Event type -> how the fold applies it; None: kept for the record (explain, replay), changes nothing
+# the scheduler reads. Exhaustive (events.dispatch): a new event type must say what it folds to.
+_HANDLERS: dict[type, Callable[[ClusterState, Any], None] | None] = exhaustive("the fold", {
     NodeUpserted: ClusterState._node_upserted,
     NodeDeleted: ClusterState._node_deleted,
     PodUpserted: ClusterState._pod_upserted,
@@ -992,7 +1004,7 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None]] = {
     ObjectUndecodable: ClusterState._object_undecodable,
     PodAssumed: ClusterState._pod_assumed,
     PodForgotten: ClusterState._pod_forgotten,
-    BindRequested: _ignore,
+    BindRequested: None,
     PodBound: ClusterState._pod_bound,
     BindFailed: ClusterState._bind_failed,
     PodNominated: ClusterState._pod_nominated,
@@ -1001,5 +1013,5 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None]] = {
     GangTimedOut: ClusterState._gang_timed_out,
     GangPending: ClusterState._gang_pending,
     GangPlanned: ClusterState._gang_planned,
-    PreemptionPlanned: _ignore,
-}
+    PreemptionPlanned: None,
+})

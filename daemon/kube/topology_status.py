@@ -51,17 +51,34 @@ import structlog
 
 from daemon.scheduling.ports import ApiOutcome
 from daemon.telemetry.metrics import Metrics
+from events.dispatch import each, exhaustive
 from events.model import (
+    BindFailed,
+    BindRequested,
     Event,
+    EvictionRequested,
+    GangPending,
+    GangPlanned,
+    GangTimedOut,
     HyperNodeDeleted,
     HyperNodeUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
     NodeUpserted,
+    NominationCleared,
     ObjectUndecodable,
+    PodAssumed,
+    PodBound,
+    PodDeleted,
+    PodForgotten,
     PodGroupDeleted,
     PodGroupUpserted,
+    PodNominated,
+    PodUpserted,
+    PreemptionPlanned,
+    PriorityClassDeleted,
+    PriorityClassUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
 )
@@ -91,18 +108,19 @@ DEFAULT_INTERVAL: Final = 1.0
 MAX_RETRY_SECONDS: Final = 30.0
 MAX_EVENTS_PER_PASS: Final = 50
 
-# Folded events that can change the tree, a topology object, or the problems reported here.
-_RELEVANT: Final = (
-    NodeUpserted, NodeDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
-    HyperNodeDeleted, PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
-    ObjectUndecodable,
-)
-# Of those, the ones whose problems live outside the tree (a node's or topology object's problems
-# change only with the tree's version).
-_STATE_PROBLEM_EVENTS: Final = (
-    PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted, ObjectUndecodable,
-    NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
-)
+# Event type -> what folding it can change of what this module writes: the tree (or a topology
+# object), the problems held in the state too, or nothing (pod churn and the loop's decisions).
+# Exhaustive (events.dispatch): a new event type must say which.
+_TREE: Final = "tree"
+_PROBLEMS: Final = "problems"
+_CHANGES: Final[dict[type, str | None]] = exhaustive("the topology status", {
+    **each((NodeUpserted, NodeDeleted), _TREE),  # a node's problems change only with the tree's version
+    **each((PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted, ObjectUndecodable,
+            NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted), _PROBLEMS),
+    **each((PodUpserted, PodDeleted, PriorityClassUpserted, PriorityClassDeleted, PodAssumed, PodForgotten,
+            BindRequested, PodBound, BindFailed, PodNominated, NominationCleared, EvictionRequested, GangTimedOut,
+            GangPending, GangPlanned, PreemptionPlanned), None),
+})
 # Problem kinds taken from `state.all_problems()` (the tree's own problems are all taken).
 _STATE_KINDS: Final = frozenset({CNT_KIND, HYPERNODE_KIND, POD_GROUP_KIND, "VolcanoPodGroup"})
 
@@ -243,9 +261,10 @@ class TopologyStatus:
             self._dirty.set()
             self._state_problems_changed = True
             return
-        if isinstance(event, _RELEVANT):
+        change = _CHANGES[type(event)]
+        if change is not None:
             self._dirty.set()
-            if isinstance(event, _STATE_PROBLEM_EVENTS):
+            if change == _PROBLEMS:
                 self._state_problems_changed = True
 
     async def run(self) -> None:

@@ -11,18 +11,28 @@ Pure: events in, lines out.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import msgspec
 
+from events.dispatch import each, exhaustive
 from events.model import (
     BindFailed,
+    BindRequested,
     Event,
     EvictionRequested,
     GangPending,
     GangPlanned,
     GangTimedOut,
+    HyperNodeDeleted,
+    HyperNodeUpserted,
+    NetworkTopologyDeleted,
+    NetworkTopologyUpserted,
+    NodeDeleted,
+    NodeUpserted,
     NominationCleared,
+    ObjectUndecodable,
     PodAssumed,
     PodBound,
     PodDeleted,
@@ -32,6 +42,8 @@ from events.model import (
     PodNominated,
     PodUpserted,
     PreemptionPlanned,
+    PriorityClassDeleted,
+    PriorityClassUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
     object_key,
@@ -92,63 +104,125 @@ def _gang_of(event: PodUpserted) -> str:
     return object_key(meta.namespace, name) if name else ""
 
 
+class _Explainer:
+    """Reads the log for one gang (or lone pod): who its members are, and the story of what happened."""
+
+    def __init__(self, gang: str) -> None:
+        self.gang = gang
+        self.story = _Story()
+        self.members: set[str] = set()
+        self.bound_seen: set[str] = set()
+        self.seen_group = False
+
+    def group_upserted(self, event: PodGroupUpserted | VolcanoPodGroupUpserted) -> None:
+        meta = event.pod_group.metadata
+        if object_key(meta.namespace, meta.name) == self.gang and not self.seen_group:
+            self.seen_group = True
+            self.story.add(event, f"PodGroup created (minMember {event.pod_group.spec.min_member})")
+
+    def group_deleted(self, event: PodGroupDeleted | VolcanoPodGroupDeleted) -> None:
+        if event.key == self.gang:
+            self.story.add(event, "PodGroup deleted")
+
+    def pod_upserted(self, event: PodUpserted) -> None:
+        meta = event.pod.metadata
+        key = object_key(meta.namespace, meta.name)
+        if key == self.gang or _gang_of(event) == self.gang:
+            if key not in self.members:
+                self.members.add(key)
+                self.story.pod_decision(event, "created", "")
+            if event.pod.spec.node_name and key not in self.bound_seen:
+                self.bound_seen.add(key)
+                self.story.pod_decision(event, "running (API confirms)", event.pod.spec.node_name)
+
+    def pod_deleted(self, event: PodDeleted) -> None:
+        if event.key in self.members:
+            self.members.discard(event.key)
+            self.bound_seen.discard(event.key)
+            self.story.pod_decision(event, "deleted", "")
+
+    def pending(self, event: GangPending) -> None:
+        if event.gang == self.gang:
+            self.story.add(event, f"attempt {event.attempt or '?'}: could not be placed: {event.reason}")
+
+    def planned(self, event: GangPlanned) -> None:
+        if event.gang == self.gang:
+            where = f"{event.layer} {event.domain}" if event.domain else "the cluster"
+            self.story.add(event, f"attempt {event.attempt or '?'}: planned {event.pods} pods in {where}"
+                                  + (f": {event.explanation}" if event.explanation else ""))
+
+    def timed_out(self, event: GangTimedOut) -> None:
+        if event.gang == self.gang:
+            self.story.add(event, f"timed out waiting at Permit: {event.reason}" if event.reason else "timed out")
+
+    def preemption(self, event: PreemptionPlanned) -> None:
+        if event.gang == self.gang:
+            self.story.add(event, f"preempting {len(event.victims)} pods of {len(event.victim_jobs)} job(s) "
+                                  f"({', '.join(event.victim_jobs)}): {event.explanation}")
+        elif any(victim in self.members for victim in event.victims):
+            self.story.add(event, f"chosen as a preemption victim of {event.gang}")
+
+    def evicted(self, event: EvictionRequested) -> None:
+        if event.pod in self.members:
+            self.story.pod_decision(event, "evicted", "", f"preempted by {event.preemptor}")
+
+    def assumed(self, event: PodAssumed) -> None:
+        if event.pod in self.members:
+            self.story.pod_decision(event, "assumed", event.node)
+
+    def bound(self, event: PodBound) -> None:
+        if event.pod in self.members:
+            self.story.pod_decision(event, "bound", event.node)
+
+    def bind_failed(self, event: BindFailed) -> None:
+        if event.pod in self.members:
+            self.story.pod_decision(event, "bind failed", event.node, event.reason)
+
+    def forgotten(self, event: PodForgotten) -> None:
+        if event.pod in self.members:
+            self.story.pod_decision(event, "released", "", event.reason)
+
+    def nominated(self, event: PodNominated) -> None:
+        if event.pod in self.members:
+            self.story.pod_decision(event, "nominated", event.node)
+
+    def nomination_cleared(self, event: NominationCleared) -> None:
+        if event.pod in self.members:
+            self.story.pod_decision(event, "nomination cleared", "", event.reason)
+
+
+# Event type -> what a gang's story tells of it (exhaustive, events.dispatch: a new event type must
+# say whether it belongs in the story).
+_TOLD: dict[type, Callable[[_Explainer, Any], None] | None] = exhaustive("replay --explain", {
+    PodGroupUpserted: _Explainer.group_upserted,
+    VolcanoPodGroupUpserted: _Explainer.group_upserted,
+    PodGroupDeleted: _Explainer.group_deleted,
+    VolcanoPodGroupDeleted: _Explainer.group_deleted,
+    PodUpserted: _Explainer.pod_upserted,
+    PodDeleted: _Explainer.pod_deleted,
+    GangPending: _Explainer.pending,
+    GangPlanned: _Explainer.planned,
+    GangTimedOut: _Explainer.timed_out,
+    PreemptionPlanned: _Explainer.preemption,
+    EvictionRequested: _Explainer.evicted,
+    PodAssumed: _Explainer.assumed,
+    PodBound: _Explainer.bound,
+    BindFailed: _Explainer.bind_failed,
+    PodForgotten: _Explainer.forgotten,
+    PodNominated: _Explainer.nominated,
+    NominationCleared: _Explainer.nomination_cleared,
+    # Not part of one gang's story: the cluster's shape, and a bind the PodBound after it tells.
+    **each((NodeUpserted, NodeDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
+            HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable, BindRequested), None),
+})
+
+
 def explain_gang(events: Iterable[Event], gang: str) -> list[ExplainLine]:
     """The history of `gang` ("namespace/name"): a lone pod's key works too."""
-    story = _Story()
-    members: set[str] = set()
-    bound_seen: set[str] = set()
-    seen_group = False
+    explainer = _Explainer(gang)
     for event in events:
-        if isinstance(event, PodGroupUpserted | VolcanoPodGroupUpserted):
-            meta = event.pod_group.metadata
-            if object_key(meta.namespace, meta.name) == gang and not seen_group:
-                seen_group = True
-                story.add(event, f"PodGroup created (minMember {event.pod_group.spec.min_member})")
-        elif isinstance(event, PodGroupDeleted | VolcanoPodGroupDeleted):
-            if event.key == gang:
-                story.add(event, "PodGroup deleted")
-        elif isinstance(event, PodUpserted):
-            meta = event.pod.metadata
-            key = object_key(meta.namespace, meta.name)
-            if key == gang or _gang_of(event) == gang:
-                if key not in members:
-                    members.add(key)
-                    story.pod_decision(event, "created", "")
-                if event.pod.spec.node_name and key not in bound_seen:
-                    bound_seen.add(key)
-                    story.pod_decision(event, "running (API confirms)", event.pod.spec.node_name)
-        elif isinstance(event, PodDeleted):
-            if event.key in members:
-                members.discard(event.key)
-                bound_seen.discard(event.key)
-                story.pod_decision(event, "deleted", "")
-        elif isinstance(event, GangPending) and event.gang == gang:
-            story.add(event, f"attempt {event.attempt or '?'}: could not be placed: {event.reason}")
-        elif isinstance(event, GangPlanned) and event.gang == gang:
-            where = f"{event.layer} {event.domain}" if event.domain else "the cluster"
-            story.add(event, f"attempt {event.attempt or '?'}: planned {event.pods} pods in {where}"
-                             + (f": {event.explanation}" if event.explanation else ""))
-        elif isinstance(event, GangTimedOut) and event.gang == gang:
-            story.add(event, f"timed out waiting at Permit: {event.reason}" if event.reason else "timed out")
-        elif isinstance(event, PreemptionPlanned):
-            if event.gang == gang:
-                story.add(event, f"preempting {len(event.victims)} pods of {len(event.victim_jobs)} job(s) "
-                                 f"({', '.join(event.victim_jobs)}): {event.explanation}")
-            elif any(victim in members for victim in event.victims):
-                story.add(event, f"chosen as a preemption victim of {event.gang}")
-        elif isinstance(event, EvictionRequested) and event.pod in members:
-            story.pod_decision(event, "evicted", "", f"preempted by {event.preemptor}")
-        elif isinstance(event, PodAssumed) and event.pod in members:
-            story.pod_decision(event, "assumed", event.node)
-        elif isinstance(event, PodBound) and event.pod in members:
-            story.pod_decision(event, "bound", event.node)
-        elif isinstance(event, BindFailed) and event.pod in members:
-            story.pod_decision(event, "bind failed", event.node, event.reason)
-        elif isinstance(event, PodForgotten) and event.pod in members:
-            story.pod_decision(event, "released", "", event.reason)
-        elif isinstance(event, PodNominated) and event.pod in members:
-            story.pod_decision(event, "nominated", event.node)
-        elif isinstance(event, NominationCleared) and event.pod in members:
-            story.pod_decision(event, "nomination cleared", "", event.reason)
-    story.flush()
-    return story.lines
+        teller = _TOLD[type(event)]
+        if teller is not None:
+            teller(explainer, event)
+    explainer.story.flush()
+    return explainer.story.lines

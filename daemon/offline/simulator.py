@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
+from typing import Any
 
 import anyio
 import msgspec
@@ -36,16 +37,38 @@ import msgspec
 from daemon.scheduling.journal import Journal
 from daemon.scheduling.loop import Scheduler, SchedulerConfig
 from daemon.scheduling.ports import ALREADY_BOUND, BOUND, FAILED, OK, ApiOutcome, BindOutcome, GangPhase, Preemptor
+from events.dispatch import each, exhaustive
 from events.ingest import KubeObject
 from events.log import EventLog
 from events.model import (
+    BindFailed,
+    BindRequested,
     Event,
+    EvictionRequested,
+    GangPending,
+    GangPlanned,
+    GangTimedOut,
+    HyperNodeDeleted,
+    HyperNodeUpserted,
+    NetworkTopologyDeleted,
+    NetworkTopologyUpserted,
     NodeDeleted,
+    NodeUpserted,
+    NominationCleared,
+    ObjectUndecodable,
+    PodAssumed,
     PodBound,
     PodDeleted,
+    PodForgotten,
+    PodGroupDeleted,
+    PodGroupUpserted,
     PodNominated,
     PodUpserted,
     PreemptionPlanned,
+    PriorityClassDeleted,
+    PriorityClassUpserted,
+    VolcanoPodGroupDeleted,
+    VolcanoPodGroupUpserted,
 )
 from events.objects import Condition, Pod
 from events.scenario import Scenario, ScenarioObject
@@ -340,16 +363,18 @@ class Simulation:
         self.report: Report | None = None
 
     def _note(self, event: Event) -> None:
-        kind = type(event)
-        if kind is PodBound:
-            assert isinstance(event, PodBound)
-            self._bindings.append(Binding(pod=event.pod, node=event.node, at=event.time))
-        elif kind is PreemptionPlanned:
-            assert isinstance(event, PreemptionPlanned)
-            self._preemptions.append(Preemption(preemptor=event.gang, victims=list(event.victims), at=event.time))
-        elif kind is PodNominated:
-            assert isinstance(event, PodNominated)
-            self._nominations.append(Nomination(pod=event.pod, node=event.node, at=event.time))
+        noter = _REPORTED[type(event)]
+        if noter is not None:
+            noter(self, event)
+
+    def _bound(self, event: PodBound) -> None:
+        self._bindings.append(Binding(pod=event.pod, node=event.node, at=event.time))
+
+    def _preempted(self, event: PreemptionPlanned) -> None:
+        self._preemptions.append(Preemption(preemptor=event.gang, victims=list(event.victims), at=event.time))
+
+    def _nominated(self, event: PodNominated) -> None:
+        self._nominations.append(Nomination(pod=event.pod, node=event.node, at=event.time))
 
     async def run(self) -> Report:
         world, clock, scheduler = self.world, self.clock, self.scheduler
@@ -394,6 +419,19 @@ class Simulation:
         return SimulationStats(events=self.journal.recorded, gangs=len(gangs), pods=len(self.scenario.of_kind("Pod")),
                                binds=s.binds, bind_failures=s.bind_failures, preemptions=s.preemptions,
                                plans=s.plans, attempts=s.attempts, cycles=s.cycles)
+
+
+# Event type -> what the report keeps of it (exhaustive, events.dispatch): bindings, preemptions, nominations.
+_REPORTED: dict[type, Callable[[Simulation, Any], None] | None] = exhaustive("the simulation report", {
+    PodBound: Simulation._bound,
+    PreemptionPlanned: Simulation._preempted,
+    PodNominated: Simulation._nominated,
+    **each((NodeUpserted, NodeDeleted, PodUpserted, PodDeleted, PodGroupUpserted, PodGroupDeleted,
+            VolcanoPodGroupUpserted, VolcanoPodGroupDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted,
+            HyperNodeUpserted, HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable,
+            PodAssumed, PodForgotten, BindRequested, BindFailed, NominationCleared, EvictionRequested, GangTimedOut,
+            GangPending, GangPlanned), None),
+})
 
 
 async def simulate(scenario: Scenario, *, until: float | None = None, log: EventLog | None = None,

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import msgspec
 
@@ -44,17 +45,36 @@ from daemon.scheduling.decisions import (
 )
 from daemon.scheduling.ports import Preemptor
 from daemon.scheduling.queue import Unit, pending_units
+from events.dispatch import each, exhaustive
 from events.model import (
+    BindFailed,
     BindRequested,
     Event,
+    EvictionRequested,
     GangPending,
     GangPlanned,
+    GangTimedOut,
+    HyperNodeDeleted,
+    HyperNodeUpserted,
+    NetworkTopologyDeleted,
+    NetworkTopologyUpserted,
+    NodeDeleted,
+    NodeUpserted,
     NominationCleared,
+    ObjectUndecodable,
     PodAssumed,
     PodBound,
     PodDeleted,
     PodForgotten,
+    PodGroupDeleted,
+    PodGroupUpserted,
+    PodNominated,
+    PodUpserted,
     PreemptionPlanned,
+    PriorityClassDeleted,
+    PriorityClassUpserted,
+    VolcanoPodGroupDeleted,
+    VolcanoPodGroupUpserted,
 )
 from events.objects import DEFAULT_SCHEDULER_NAME
 from preemption import JobPreemptor
@@ -108,12 +128,20 @@ class _LogMemory:
         return self.reasons.get(unit, "")
 
     def observe(self, event: Event) -> None:
-        if isinstance(event, GangPending) and event.gang not in self.state.gangs:
+        """Keep what the loop's queue remembers of lone pods' reasons from a folded event."""
+        remember = _REMEMBERED[type(event)]
+        if remember is not None:
+            remember(self, event)
+
+    def _reason_shown(self, event: GangPending) -> None:
+        if event.gang not in self.state.gangs:
             self.reasons[event.gang] = event.reason  # a lone pod's reason (gangs keep theirs in the state)
-        elif isinstance(event, PodBound):
-            self.reasons.pop(event.pod, None)
-        elif isinstance(event, PodDeleted):
-            self.reasons.pop(event.key, None)
+
+    def _pod_bound(self, event: PodBound) -> None:
+        self.reasons.pop(event.pod, None)  # the queue forgets a unit that is no longer pending
+
+    def _pod_deleted(self, event: PodDeleted) -> None:
+        self.reasons.pop(event.key, None)
 
     def remember(self, effects: list[Effect], now: float) -> None:
         for effect in effects:
@@ -163,35 +191,72 @@ def _show(event: Event) -> str:
     return shown if len(shown) <= 300 else shown[:300] + "…"
 
 
-def _starts_attempt(event: Event) -> str:
-    """The unit key an attempt starting at `event` is about ("" when `event` does not start one)."""
-    if isinstance(event, GangPlanned | PreemptionPlanned):
-        return event.gang
-    if isinstance(event, PodAssumed) and not event.gang:
-        return event.pod
-    if isinstance(event, GangPending) and decisions.written_by_attempt(event.reason):
-        return event.gang
-    return ""
+# Event type -> what the loop's memory of lone pods' reasons makes of it (exhaustive, events.dispatch).
+_REMEMBERED: dict[type, Callable[[_LogMemory, Any], None] | None] = exhaustive("replay --verify's memory", {
+    GangPending: _LogMemory._reason_shown,
+    PodBound: _LogMemory._pod_bound,
+    PodDeleted: _LogMemory._pod_deleted,
+    **each((NodeUpserted, NodeDeleted, PodUpserted, PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted,
+            VolcanoPodGroupDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
+            HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable, PodAssumed,
+            PodForgotten, BindRequested, BindFailed, PodNominated, NominationCleared, EvictionRequested,
+            GangTimedOut, GangPlanned, PreemptionPlanned), None),
+})
+
+ATTEMPT = "attempt"
+WAIT = "wait"
+NOMINATIONS = "nominations"
 
 
-def _starts_wait_step(memory: _LogMemory, event: Event) -> str:
-    """The unit whose wait at Permit a step starting at `event` serviced: Permit passing after a wait,
-    pods released because their node is gone, or the wait timed out ("" when none)."""
-    if isinstance(event, BindRequested) or (
-            isinstance(event, PodForgotten) and decisions.written_by_wait(event.reason)):
-        for unit, wait in memory.waits.items():
-            if event.pod in wait.order and memory.waiting(unit) is not None:
-                return unit
-    return ""
+def _attempt_of_gang(memory: _LogMemory, event: GangPlanned | PreemptionPlanned) -> tuple[str, str] | None:
+    return ATTEMPT, event.gang
 
 
-def _starts_nomination_step(memory: _LogMemory, event: Event) -> str:
-    """The unit whose nominations were given up at `event` ("" when it is not such a step)."""
-    if isinstance(event, NominationCleared) and decisions.written_by_giving_up(event.reason):
+def _attempt_of_lone_pod(memory: _LogMemory, event: PodAssumed) -> tuple[str, str] | None:
+    return (ATTEMPT, event.pod) if not event.gang else None  # a gang's pods are assumed after its GangPlanned
+
+
+def _attempt_that_said_why(memory: _LogMemory, event: GangPending) -> tuple[str, str] | None:
+    # Not a reason written after a failed bind or an internal error: those name themselves.
+    return (ATTEMPT, event.gang) if decisions.written_by_attempt(event.reason) else None
+
+
+def _wait_step(memory: _LogMemory, event: BindRequested | PodForgotten) -> tuple[str, str] | None:
+    """Permit passing after a wait, pods released because their node is gone, or the wait timed out."""
+    if isinstance(event, PodForgotten) and not decisions.written_by_wait(event.reason):
+        return None
+    for unit, wait in memory.waits.items():
+        if event.pod in wait.order and memory.waiting(unit) is not None:
+            return WAIT, unit
+    return None
+
+
+def _nomination_step(memory: _LogMemory, event: NominationCleared) -> tuple[str, str] | None:
+    """Nominations given up past the unit's deadline."""
+    if decisions.written_by_giving_up(event.reason):
         for unit, nominated in memory.nominated.items():
             if event.pod in nominated.pods:
-                return unit
-    return ""
+                return NOMINATIONS, unit
+    return None
+
+
+# Event type -> the step of the loop that may have written it first in a row, and for which unit.
+# Exhaustive (events.dispatch): a new event type must say which step, if any, writes it first.
+_STARTS: dict[type, Callable[[_LogMemory, Any], tuple[str, str] | None] | None] = exhaustive("replay --verify", {
+    GangPlanned: _attempt_of_gang,
+    PreemptionPlanned: _attempt_of_gang,
+    PodAssumed: _attempt_of_lone_pod,
+    GangPending: _attempt_that_said_why,
+    BindRequested: _wait_step,
+    PodForgotten: _wait_step,
+    NominationCleared: _nomination_step,
+    # Written inside a step, after its first event (PodNominated, EvictionRequested, GangTimedOut), by
+    # the API's answer to a bind (PodBound, BindFailed), or observed:
+    **each((PodNominated, EvictionRequested, GangTimedOut, PodBound, BindFailed, NodeUpserted, NodeDeleted,
+            PodUpserted, PodDeleted, PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted,
+            VolcanoPodGroupDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
+            HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable), None),
+})
 
 
 def _unit_for(state: ClusterState, key: str) -> Unit | None:
@@ -242,8 +307,9 @@ def verify_decisions(events: list[Event], *, scheduler_name: str = DEFAULT_SCHED
     with bulk_fold():
         while index < total:
             event = events[index]
-            key = _starts_attempt(event)
-            if key:
+            starts = _STARTS[type(event)]
+            kind, key = (starts(memory, event) if starts is not None else None) or ("", "")
+            if kind == ATTEMPT:
                 if isinstance(event, GangPlanned):
                     check.plans += 1
                 elif isinstance(event, PodAssumed):
@@ -258,11 +324,11 @@ def verify_decisions(events: list[Event], *, scheduler_name: str = DEFAULT_SCHED
                 else:
                     run(partial(_attempt, unit=unit), event, key)
                     continue
-            elif key := _starts_wait_step(memory, event):
+            elif kind == WAIT:
                 check.waits += 1
                 run(partial(_service_wait, unit=key, wait=memory.waits[key]), event, key)
                 continue
-            elif key := _starts_nomination_step(memory, event):
+            elif kind == NOMINATIONS:
                 check.waits += 1
                 run(partial(_service_nominations, unit=key, nominated=memory.nominated[key]), event, key)
                 continue

@@ -61,7 +61,8 @@ minMember.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -94,10 +95,16 @@ from daemon.scheduling.hints import Need, need_of, room_now
 from daemon.scheduling.journal import Journal
 from daemon.scheduling.ports import ApiOutcome, BindOutcome, ClusterAPI, GangPhase, NeverPreempt, Preemptor
 from daemon.scheduling.queue import SchedulingQueue, Unit, pending_units, unit_of_gang
+from events.dispatch import each, exhaustive
 from events.log import EventLogError
 from events.model import (
     BindFailed,
+    BindRequested,
     Event,
+    EvictionRequested,
+    GangPending,
+    GangPlanned,
+    GangTimedOut,
     HyperNodeDeleted,
     HyperNodeUpserted,
     NetworkTopologyDeleted,
@@ -105,13 +112,16 @@ from events.model import (
     NodeDeleted,
     NodeUpserted,
     NominationCleared,
+    ObjectUndecodable,
     PodAssumed,
     PodBound,
     PodDeleted,
     PodForgotten,
     PodGroupDeleted,
     PodGroupUpserted,
+    PodNominated,
     PodUpserted,
+    PreemptionPlanned,
     PriorityClassDeleted,
     PriorityClassUpserted,
     VolcanoPodGroupDeleted,
@@ -128,12 +138,6 @@ SCHEDULED_REASON = decisions.SCHEDULED_REASON
 UNSCHEDULABLE_REASON = decisions.UNSCHEDULABLE_REASON
 TIMEOUT_REASON = decisions.TIMEOUT_REASON
 
-_STRUCTURE_CHANGES = (
-    NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
-    PriorityClassUpserted, PriorityClassDeleted,
-)
-_GANG_SPEC_CHANGES = (PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted)
-_CAPACITY_CHANGES = (PodDeleted, PodForgotten, BindFailed, NominationCleared)
 
 
 class SchedulerError(Exception):
@@ -195,66 +199,72 @@ class Scheduler:
 
     def observe(self, event: Event) -> None:
         """Journal listener: note changes that may let parked units fit, and wake the loop."""
-        kind = type(event)
-        queue = self.queue
-        if kind is PodAssumed or kind is PodBound:
-            assert isinstance(event, PodAssumed | PodBound)
-            placed = self.state.pods.get(event.pod)
-            if placed is not None:
-                self._forget_need(placed)
-                if self._min_placed is not None and placed.priority < self._min_placed:
-                    self._min_placed = placed.priority
-            return
-        if kind is PodUpserted:
-            assert isinstance(event, PodUpserted)
-            meta = event.pod.metadata
-            pod = self.state.pods.get(object_key(meta.namespace, meta.name))
-            if pod is None:
-                return
-            self._forget_need(pod)
-            if pod.placed_node and self._min_placed is not None and pod.priority < self._min_placed:
-                self._min_placed = pod.priority
-            if pod.terminal:
-                queue.capacity_freed()
-            elif pod.key in self.state.pending:
-                queue.unit_changed(pod.gang or pod.key)
-            else:
-                return
-        elif kind is NodeUpserted:
-            assert isinstance(event, NodeUpserted)
-            shape = _node_shape(event.node)
-            if self._node_shapes.get(event.node.metadata.name) == shape:
-                return  # a status heartbeat: nothing placement reads changed
-            self._node_shapes[event.node.metadata.name] = shape
-            queue.structure_changed()
-            self._room_cache.clear()
-        elif kind is NodeDeleted:
-            assert isinstance(event, NodeDeleted)
-            self._node_shapes.pop(event.name, None)
-            self._room_cache.clear()  # a lost node only takes room away: nothing parked comes back
-            return
-        elif kind in _GANG_SPEC_CHANGES:
-            assert isinstance(event, _GANG_SPEC_CHANGES)
-            if isinstance(event, PodGroupUpserted | VolcanoPodGroupUpserted):
-                meta = event.pod_group.metadata
-                key = object_key(meta.namespace, meta.name)
-            else:
-                key = event.key
-            # The gang and its GangGroup partners may fit now (new spec, members, group); nobody else.
-            for gang in sorted({key, *unit_of_gang(self.state, key)}):
-                queue.unit_changed(gang)
-                self._needs.pop(gang, None)
-            self._needs.pop(unit_of_gang(self.state, key)[0], None)
-        elif kind in _CAPACITY_CHANGES:
-            queue.capacity_freed()  # cached needs stay: a need only grows when members leave (still a bound)
-        elif kind in _STRUCTURE_CHANGES:
-            queue.structure_changed()
-            self._room_cache.clear()
-            self._needs.clear()
+        handler = _OBSERVERS[type(event)]
+        if handler is not None and handler(self, event):
+            self._dirty = True
+            self._wake.set()
+
+    def _placed(self, event: PodAssumed | PodBound) -> bool:
+        placed = self.state.pods.get(event.pod)
+        if placed is not None:
+            self._forget_need(placed)
+            if self._min_placed is not None and placed.priority < self._min_placed:
+                self._min_placed = placed.priority
+        return False
+
+    def _pod_upserted(self, event: PodUpserted) -> bool:
+        meta = event.pod.metadata
+        pod = self.state.pods.get(object_key(meta.namespace, meta.name))
+        if pod is None:
+            return False
+        self._forget_need(pod)
+        if pod.placed_node and self._min_placed is not None and pod.priority < self._min_placed:
+            self._min_placed = pod.priority
+        if pod.terminal:
+            self.queue.capacity_freed()
+        elif pod.key in self.state.pending:
+            self.queue.unit_changed(pod.gang or pod.key)
         else:
-            return
-        self._dirty = True
-        self._wake.set()
+            return False
+        return True
+
+    def _node_upserted(self, event: NodeUpserted) -> bool:
+        shape = _node_shape(event.node)
+        if self._node_shapes.get(event.node.metadata.name) == shape:
+            return False  # a status heartbeat: nothing placement reads changed
+        self._node_shapes[event.node.metadata.name] = shape
+        self.queue.structure_changed()
+        self._room_cache.clear()
+        return True
+
+    def _node_deleted(self, event: NodeDeleted) -> bool:
+        self._node_shapes.pop(event.name, None)
+        self._room_cache.clear()  # a lost node only takes room away: nothing parked comes back
+        return False
+
+    def _gang_spec_changed(self, event: PodGroupUpserted | PodGroupDeleted | VolcanoPodGroupUpserted
+                           | VolcanoPodGroupDeleted) -> bool:
+        if isinstance(event, PodGroupUpserted | VolcanoPodGroupUpserted):
+            meta = event.pod_group.metadata
+            key = object_key(meta.namespace, meta.name)
+        else:
+            key = event.key
+        # The gang and its GangGroup partners may fit now (new spec, members, group); nobody else.
+        for gang in sorted({key, *unit_of_gang(self.state, key)}):
+            self.queue.unit_changed(gang)
+            self._needs.pop(gang, None)
+        self._needs.pop(unit_of_gang(self.state, key)[0], None)
+        return True
+
+    def _capacity_freed(self, event: Event) -> bool:
+        self.queue.capacity_freed()  # cached needs stay: a need only grows when members leave (still a bound)
+        return True
+
+    def _structure_changed(self, event: Event) -> bool:
+        self.queue.structure_changed()
+        self._room_cache.clear()
+        self._needs.clear()
+        return True
 
     # ------------------------------------------------------------------ the memory decisions read
 
@@ -644,6 +654,25 @@ class Scheduler:
         if not outcome.ok:
             log.warning("scheduler.api_failed", call=what, key=key, reason=outcome.reason)
         return outcome
+
+
+# Event type -> what it tells the loop (True from the handler: a parked unit may fit now, wake up).
+# Exhaustive (events.dispatch): a new event type must say whether it can let a parked unit fit.
+_OBSERVERS: dict[type, Callable[[Scheduler, Any], bool] | None] = exhaustive("the loop's observer", {
+    PodAssumed: Scheduler._placed,
+    PodBound: Scheduler._placed,
+    PodUpserted: Scheduler._pod_upserted,
+    NodeUpserted: Scheduler._node_upserted,
+    NodeDeleted: Scheduler._node_deleted,
+    **each((PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted),
+           Scheduler._gang_spec_changed),
+    **each((PodDeleted, PodForgotten, BindFailed, NominationCleared), Scheduler._capacity_freed),
+    **each((NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
+            PriorityClassUpserted, PriorityClassDeleted), Scheduler._structure_changed),
+    # Decisions that only take room, and objects nothing is placed by:
+    **each((ObjectUndecodable, BindRequested, PodNominated, EvictionRequested, GangTimedOut, GangPending,
+            GangPlanned, PreemptionPlanned), None),
+})
 
 
 def _node_shape(node: Node) -> tuple[object, ...]:

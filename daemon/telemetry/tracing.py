@@ -26,10 +26,12 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from daemon.telemetry.metrics import RESULT_ERROR, RESULT_SCHEDULED, RESULT_UNSCHEDULABLE, Metrics
+from events.dispatch import each, exhaustive
 from events.model import (
     BindFailed,
     BindRequested,
     Event,
+    EvictionRequested,
     GangPending,
     GangPlanned,
     GangTimedOut,
@@ -39,10 +41,15 @@ from events.model import (
     NetworkTopologyUpserted,
     NodeDeleted,
     NodeUpserted,
+    NominationCleared,
+    ObjectUndecodable,
+    PodAssumed,
     PodBound,
     PodDeleted,
+    PodForgotten,
     PodGroupDeleted,
     PodGroupUpserted,
+    PodNominated,
     PodUpserted,
     PreemptionPlanned,
     PriorityClassDeleted,
@@ -51,17 +58,6 @@ from events.model import (
     VolcanoPodGroupUpserted,
 )
 from state.cluster import ClusterState
-
-_WATCH_KIND: dict[type, tuple[str, str]] = {
-    NodeUpserted: ("Node", "upsert"), NodeDeleted: ("Node", "delete"),
-    PodUpserted: ("Pod", "upsert"), PodDeleted: ("Pod", "delete"),
-    PodGroupUpserted: ("PodGroup", "upsert"), PodGroupDeleted: ("PodGroup", "delete"),
-    VolcanoPodGroupUpserted: ("VolcanoPodGroup", "upsert"), VolcanoPodGroupDeleted: ("VolcanoPodGroup", "delete"),
-    NetworkTopologyUpserted: ("ClusterNetworkTopology", "upsert"),
-    NetworkTopologyDeleted: ("ClusterNetworkTopology", "delete"),
-    HyperNodeUpserted: ("HyperNode", "upsert"), HyperNodeDeleted: ("HyperNode", "delete"),
-    PriorityClassUpserted: ("PriorityClass", "upsert"), PriorityClassDeleted: ("PriorityClass", "delete"),
-}
 
 
 def _ns(seconds: float) -> int:
@@ -92,7 +88,7 @@ class SchedulingObserver:
         self._bound_count: dict[str, int] = {}  # gang -> members bound (kept incrementally: gangs are large)
         self._tree_version = -1
         self._watch_counters = {
-            cls: metrics.watch_events.labels(kind, kind_type) for cls, (kind, kind_type) in _WATCH_KIND.items()
+            cls: metrics.watch_events.labels(kind, kind_type) for cls, (kind, kind_type) in _WATCHED.items()
         }
         self._appends = metrics.log_appends
 
@@ -100,14 +96,12 @@ class SchedulingObserver:
 
     def __call__(self, event: Event) -> None:
         self._appends.inc()
-        kind = type(event)
-        counter = self._watch_counters.get(kind)
-        if counter is not None:
-            counter.inc()
-            return
-        handler = _DECISION_HANDLERS.get(kind)
+        handler = _OBSERVED[type(event)]
         if handler is not None:
             handler(self, event)
+
+    def _watched(self, event: Event) -> None:
+        self._watch_counters[type(event)].inc()
 
     # ------------------------------------------------------------------ attempts
 
@@ -253,8 +247,22 @@ def _timed_out(observer: SchedulingObserver, event: GangTimedOut) -> None:
     observer._finish(event.gang, RESULT_UNSCHEDULABLE, event.time, f"timed out: {event.reason}")
 
 
-# Decision events -> what the observer does with them (typed per event at registration, called untyped).
-_DECISION_HANDLERS: dict[type, Callable[[SchedulingObserver, Any], None]] = {
+# Observed objects -> (kind, type) labels of toposched_watch_events_total.
+_WATCHED: dict[type, tuple[str, str]] = {
+    NodeUpserted: ("Node", "upsert"), NodeDeleted: ("Node", "delete"),
+    PodUpserted: ("Pod", "upsert"), PodDeleted: ("Pod", "delete"),
+    PodGroupUpserted: ("PodGroup", "upsert"), PodGroupDeleted: ("PodGroup", "delete"),
+    VolcanoPodGroupUpserted: ("VolcanoPodGroup", "upsert"), VolcanoPodGroupDeleted: ("VolcanoPodGroup", "delete"),
+    NetworkTopologyUpserted: ("ClusterNetworkTopology", "upsert"),
+    NetworkTopologyDeleted: ("ClusterNetworkTopology", "delete"),
+    HyperNodeUpserted: ("HyperNode", "upsert"), HyperNodeDeleted: ("HyperNode", "delete"),
+    PriorityClassUpserted: ("PriorityClass", "upsert"), PriorityClassDeleted: ("PriorityClass", "delete"),
+}
+
+# Event type -> what the observer does with it (typed per event at registration, called untyped).
+# Exhaustive (events.dispatch): a new event type must say whether it is counted, traced, or neither.
+_OBSERVED: dict[type, Callable[[SchedulingObserver, Any], None] | None] = exhaustive("the tracing observer", {
+    **each(tuple(_WATCHED), SchedulingObserver._watched),
     BindRequested: SchedulingObserver._bind_requested,
     PodBound: SchedulingObserver._bound,
     BindFailed: SchedulingObserver._bind_failed,
@@ -262,4 +270,7 @@ _DECISION_HANDLERS: dict[type, Callable[[SchedulingObserver, Any], None]] = {
     GangPending: SchedulingObserver._pending,
     PreemptionPlanned: SchedulingObserver._preempted,
     GangTimedOut: _timed_out,
-}
+    # Not traced: an undecodable object (counted where it is reported), and the per-pod decisions that
+    # the attempt's spans already cover.
+    **each((ObjectUndecodable, PodAssumed, PodForgotten, PodNominated, NominationCleared, EvictionRequested), None),
+})
