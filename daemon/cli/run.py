@@ -46,8 +46,9 @@ import structlog
 
 from daemon.config import ConfigError, DaemonConfig, load_config
 from daemon.kube.client import KubeApiError, KubeClient, KubeConnectError, connect
-from daemon.kube.cluster_api import KubeClusterAPI, KubeLeaseStore
+from daemon.kube.cluster_api import KubeClusterAPI
 from daemon.kube.leader import AlwaysOpen, LeaderElector, LeadershipLost, NotLeader, WriteGate
+from daemon.kube.lease_store import KubeLeaseStore
 from daemon.kube.topology_status import TopologyStatus
 from daemon.kube.watch import Watchers, known_from_state
 from daemon.offline.replay import FoldResult, fold_log

@@ -78,7 +78,7 @@ class LeaseRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class LeaseStore(Protocol):
-    """Where the Lease lives: the API server (`daemon.kube.cluster_api.KubeLeaseStore`) or memory (tests)."""
+    """Where the Lease lives: the API server (`daemon.kube.lease_store.KubeLeaseStore`) or memory (tests)."""
 
     async def get(self) -> LeaseRecord | None: ...
 
