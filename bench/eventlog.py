@@ -49,7 +49,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from daemon.offline.replay import fold_log
+from daemon.offline.replay import bulk_fold, fold_log
 from daemon.scheduling.clock import WallClock
 from daemon.scheduling.journal import Journal
 from daemon.telemetry.looplag import LoopLagMonitor
@@ -64,7 +64,6 @@ from events.objects import (
     NodeSpec,
     NodeStatus,
     ObjectMeta,
-    OwnerReference,
     Pod,
     PodGroup,
     PodGroupSpec,
@@ -117,7 +116,7 @@ def _node(index: int) -> Node:
             },
         ),
         spec=NodeSpec(taints=[Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")]),
-        status=NodeStatus(capacity=allocatable, allocatable=allocatable),
+        status=NodeStatus(allocatable=allocatable),
     )
 
 
@@ -131,7 +130,6 @@ def _pod(index: int) -> Pod:
             uid=f"9a3e{index:08x}-pod",
             resource_version=str(20000 + index),
             labels={POD_GROUP_LABEL: gang, "app": "trainer", "job-name": gang},
-            owner_references=[OwnerReference(api_version="batch/v1", kind="Job", name=gang, uid=f"job-{gang}")],
         ),
         spec=PodSpec(
             scheduler_name="toposched",
@@ -139,11 +137,7 @@ def _pod(index: int) -> Pod:
             priority=1000,
             tolerations=[Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
             containers=[
-                Container(
-                    name="trainer",
-                    image="registry.example.com/ml/trainer:2026.11",
-                    resources=ResourceRequirements(requests=requests, limits=requests),
-                )
+                Container(name="trainer", resources=ResourceRequirements(requests=requests))
             ],
         ),
         status=PodStatus(phase="Pending"),
@@ -175,9 +169,12 @@ def generate_cluster_events(nodes: int = NODES, pods: int = PODS) -> list[Event]
 
 
 def cluster_objects(nodes: int = NODES, pods: int = PODS) -> Iterator[dict[str, Any]]:
-    """The same cluster as API objects for devcluster: the first 8 pods per node bound and Running."""
+    """The same cluster as API objects for devcluster: the first 8 pods per node bound and Running. They
+    carry what the API sends and toposched does not read: images, limits, owner references, capacity."""
     for index in range(nodes):
-        yield {"apiVersion": "v1", "kind": "Node", **msgspec.to_builtins(_node(index))}
+        node: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", **msgspec.to_builtins(_node(index))}
+        node["status"]["capacity"] = dict(node["status"]["allocatable"])
+        yield node
     for gang in range((pods + GANG_SIZE - 1) // GANG_SIZE):
         yield {"apiVersion": KOORDINATOR_POD_GROUP_API, "kind": "PodGroup", **msgspec.to_builtins(_pod_group(gang))}
     for index in range(pods):
@@ -185,7 +182,14 @@ def cluster_objects(nodes: int = NODES, pods: int = PODS) -> Iterator[dict[str, 
         if index < nodes * GPUS_PER_NODE:
             spec = msgspec.structs.replace(obj.spec, node_name=f"node-{index // GPUS_PER_NODE:05d}")
             obj = msgspec.structs.replace(obj, spec=spec, status=PodStatus(phase="Running"))
-        yield {"apiVersion": "v1", "kind": "Pod", **msgspec.to_builtins(obj)}
+        pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", **msgspec.to_builtins(obj)}
+        gang_name = pod["metadata"]["labels"][POD_GROUP_LABEL]
+        pod["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": gang_name,
+                                               "uid": f"job-{gang_name}"}]
+        container = pod["spec"]["containers"][0]
+        container["image"] = "registry.example.com/ml/trainer:2026.11"
+        container["resources"]["limits"] = dict(container["resources"]["requests"])
+        yield pod
 
 
 # --------------------------------------------------------------------------- raw log figures
@@ -278,38 +282,38 @@ def _read_decode(directory: Path, from_seq: int = 1) -> int:
 
 def _child_read(directory: Path) -> dict[str, float]:
     gc.collect()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     count = _read_decode(directory)
-    return {"seconds": time.perf_counter() - started, "count": count}
+    return {"seconds": time.perf_counter() - started, "cpu": time.process_time() - cpu, "count": count}
 
 
 def _child_fold(directory: Path) -> dict[str, float]:
     gc.collect()
     with EventLog.open_readonly(directory) as log:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         result = fold_log(log, use_snapshot=False)
-        seconds = time.perf_counter() - started
-    return {"seconds": seconds, "count": result.events_folded}
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"seconds": seconds, "cpu": cpu, "count": result.events_folded}
 
 
 def _child_restart(directory: Path) -> dict[str, float]:
     """A restart as the daemon does it (open for writing, newest snapshot, tail), then its ceiling: reading
     and decoding the same snapshot (into its typed records) and tail, without rebuilding the state."""
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     with EventLog.open(directory, fsync=FsyncPolicy.never()) as log:
         result = fold_log(log)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     del result
     gc.collect()
-    started = time.perf_counter()
-    with EventLog.open_readonly(directory) as log:
+    started, ceiling_cpu = time.perf_counter(), time.process_time()
+    with bulk_fold(), EventLog.open_readonly(directory) as log:  # the restore runs without the cyclic GC too
         found = log.latest_snapshot()
         assert found is not None
         seq, payload = found
         msgspec.msgpack.decode(payload, type=StateSnapshot)
         tail = _read_decode(directory, seq + 1)
-    ceiling = time.perf_counter() - started
-    return {"seconds": seconds, "ceiling": ceiling, "tail": tail}
+    ceiling, ceiling_cpu = time.perf_counter() - started, time.process_time() - ceiling_cpu
+    return {"seconds": seconds, "cpu": cpu, "ceiling": ceiling, "ceiling_cpu": ceiling_cpu, "tail": tail}
 
 
 def _child_stall(directory: Path, snapshot: bool) -> dict[str, float]:
@@ -500,12 +504,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         read = in_child("read", directory, args.repeat)
         fold = in_child("fold", directory, args.repeat)
         count = int(read[0]["count"])
-        read_rate = count / median(read, "seconds")
-        fold_rate = count / median(fold, "seconds")
-        _row("decode + fold of the whole log, no snapshot (fresh process)",
-             f"{fold_rate:,.0f} events/s ({median(fold, 'seconds'):.2f} s) = {100 * fold_rate / read_rate:.0f} % "
-             "of the ceiling",
-             f"read + decode {read_rate:,.0f} events/s ({median(read, 'seconds'):.2f} s)",
+        read_rate = count / median(read, "cpu")
+        fold_rate = count / median(fold, "cpu")
+        _row("decode + fold of the whole log, no snapshot (fresh process; CPU time, so other load does not count)",
+             f"{fold_rate:,.0f} events/s ({median(fold, 'cpu'):.2f} s CPU, {median(fold, 'seconds'):.2f} s wall) = "
+             f"{100 * fold_rate / read_rate:.0f} % of the ceiling",
+             f"read + decode {read_rate:,.0f} events/s ({median(read, 'cpu'):.2f} s CPU, "
+             f"{median(read, 'seconds'):.2f} s wall)",
              ">= 70 % of read + decode")
 
         write_snapshot_and_tail(directory, tail)
@@ -513,9 +518,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         restart = in_child("restart", directory, args.repeat)
         _row(f"restart (new process): open + newest snapshot ({snapshot_bytes / 1e6:.1f} MB) + fold "
              f"{int(restart[0]['tail']):,} tail events",
-             f"{median(restart, 'seconds'):.2f} s ({RESTART_BEFORE_SECONDS / median(restart, 'seconds'):.1f}x "
-             f"faster than the {RESTART_BEFORE_SECONDS} s before the denser snapshot)",
-             f"read + decode of the same snapshot and tail {median(restart, 'ceiling'):.2f} s",
+             f"{median(restart, 'seconds'):.2f} s wall, {median(restart, 'cpu'):.2f} s CPU "
+             f"({RESTART_BEFORE_SECONDS / median(restart, 'seconds'):.1f}x faster than the "
+             f"{RESTART_BEFORE_SECONDS} s before)",
+             f"read + decode of the same snapshot and tail {median(restart, 'ceiling'):.2f} s wall, "
+             f"{median(restart, 'ceiling_cpu'):.2f} s CPU",
              f"<= {RESTART_BEFORE_SECONDS / 3:.2f} s here (3x faster); < 1 s on the README's machine")
 
         stall = in_child("stall", directory, args.repeat)

@@ -53,7 +53,7 @@ def node(
     return Node(
         metadata=ObjectMeta(name=name, uid=f"uid-{name}", labels=all_labels),
         spec=NodeSpec(taints=taints or [], unschedulable=unschedulable),
-        status=NodeStatus(allocatable=allocatable, capacity=allocatable),
+        status=NodeStatus(allocatable=allocatable),
     )
 
 

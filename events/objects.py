@@ -2,7 +2,9 @@
 
 Decoded straight from the API's JSON (camelCase keys, unknown fields ignored) with msgspec, and
 stored in the event log as msgpack. These are *not* the OpenAPI model classes: only the fields the
-scheduler reads are here, so decoding a 100 KB pod costs what its few scheduling fields cost.
+scheduler reads are here (no images, limits, owner references, generation, creation time or node
+capacity: nothing reads them), so decoding a 100 KB pod costs what its few scheduling fields cost,
+in time, in the log and in memory, where a cluster holds hundreds of thousands of them.
 
 Values that need interpretation (resource quantities, annotation JSON) stay raw strings here; the
 fold in `state/` interprets them and records a problem naming the object and field when they are
@@ -11,8 +13,9 @@ malformed, so one bad object never breaks decoding of the stream.
 Annotations are the one open-ended field: `kubectl apply` copies the whole object into
 `kubectl.kubernetes.io/last-applied-configuration`, and tools hang megabytes there. `slim()` keeps
 only the annotations toposched reads (`KEPT_ANNOTATIONS`, and the simulator's `sim.toposched.io/`
-family); every object is slimmed as it is decoded (`events.ingest.decode_object`), so the others
-never reach the event log or the memory. Labels are kept whole: node labels feed the topology and
+family), and drops a pod's status conditions (only the simulator writes them here); every object is
+slimmed as it is decoded (`events.ingest.decode_object`), so the rest never reaches the event log
+or the memory. Labels are kept whole: node labels feed the topology and
 node affinity, pod labels feed sub-group selectors, and either may use any key.
 
 An object whose slim form is still larger than the log's record cap is logged as its accounting
@@ -45,26 +48,15 @@ class _K8s(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True, fro
 # --------------------------------------------------------------------------- metadata
 
 
-class OwnerReference(_K8s, frozen=True):
-    api_version: str = ""
-    kind: str = ""
-    name: str = ""
-    uid: str = ""
-    controller: bool | None = None
-
-
 class ObjectMeta(_K8s, frozen=True):
     name: str = ""
     namespace: str = ""
     uid: str = ""
     resource_version: str = ""
-    generation: Int64 = 0
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
-    creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
     deletion_grace_period_seconds: Int64 | None = None
-    owner_references: list[OwnerReference] = []
 
 
 # --------------------------------------------------------------------------- nodes
@@ -82,7 +74,6 @@ class NodeSpec(_K8s, frozen=True):
 
 
 class NodeStatus(_K8s, frozen=True):
-    capacity: dict[str, str] = {}
     allocatable: dict[str, str] = {}
 
 
@@ -98,13 +89,13 @@ class Node(_K8s, frozen=True):
 
 
 class ResourceRequirements(_K8s, frozen=True):
+    """Requests only: the API server has already defaulted requests from limits, and fit reads requests."""
+
     requests: dict[str, str] = {}
-    limits: dict[str, str] = {}
 
 
 class Container(_K8s, frozen=True):
     name: str = ""
-    image: str = ""
     resources: ResourceRequirements = ResourceRequirements()
 
 
@@ -378,17 +369,17 @@ _Object = TypeVar(
 
 
 def slim(obj: _Object) -> _Object:
-    """`obj` without the annotations toposched never reads (the same object when it has none)."""
+    """`obj` without what toposched never reads (the same object when there is nothing to drop): the
+    annotations not in `KEPT_ANNOTATIONS`, and a pod's status conditions (the kubelet rewrites them on
+    every status change; scheduling reads the phase)."""
+    slimmed = obj
     annotations = obj.metadata.annotations
-    if not annotations:
-        return obj
-    for key in annotations:
-        if not keeps_annotation(key):
-            break
-    else:
-        return obj
-    kept = {key: value for key, value in annotations.items() if keeps_annotation(key)}
-    return msgspec.structs.replace(obj, metadata=msgspec.structs.replace(obj.metadata, annotations=kept))
+    if annotations and not all(keeps_annotation(key) for key in annotations):
+        kept = {key: value for key, value in annotations.items() if keeps_annotation(key)}
+        slimmed = msgspec.structs.replace(slimmed, metadata=msgspec.structs.replace(obj.metadata, annotations=kept))
+    if isinstance(slimmed, Pod) and slimmed.status.conditions:
+        slimmed = msgspec.structs.replace(slimmed, status=msgspec.structs.replace(slimmed.status, conditions=[]))
+    return slimmed
 
 
 def pod_core(pod: Pod, note: str) -> Pod:

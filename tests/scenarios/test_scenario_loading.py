@@ -106,7 +106,8 @@ def test_every_form_of_the_same_scenario_loads_the_same_objects_in_simulate_and_
         assert simulate == (objects, problems), f"simulate reads the {name} form differently"
         assert devcluster == (objects, problems), f"devcluster --load reads the {name} form differently"
     pod = objects["Pod ml/train-0"]["spec"]
-    assert pod["containers"][0]["resources"] == {"requests": {GPU: "4"}, "limits": {GPU: "4"}}
+    # requests defaulted from the GPU limit; the limit itself is not decoded (fit reads requests)
+    assert pod["containers"][0]["resources"] == {"requests": {GPU: "4"}}
     assert (pod["priority"], pod["preemptionPolicy"], pod["schedulerName"]) == (1000, "PreemptLowerPriority",
                                                                                  "toposched")
     assert objects["Node gpu-0"]["status"]["allocatable"] == {"cpu": "96", GPU: "8", "memory": "1Ti", "pods": "110"}
