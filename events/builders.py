@@ -102,13 +102,16 @@ def pod_group(
     timeout: int | None = None,
     gather: list[dict[str, object]] | None = None,
     gang_group: list[str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    api_version: str = "scheduling.sigs.k8s.io/v1alpha1",
 ) -> PodGroup:
-    annotations: dict[str, str] = {}
+    annotations = dict(annotations or {})
     if gather is not None:
         annotations[NETWORK_TOPOLOGY_SPEC_ANNOTATION] = json.dumps({"gatherStrategy": gather})
     if gang_group is not None:
         annotations[GANG_GROUPS_ANNOTATION] = json.dumps(gang_group)
     return PodGroup(
+        api_version=api_version,
         metadata=ObjectMeta(name=name, namespace=namespace, uid=f"uid-pg-{namespace}-{name}",
                             annotations=annotations),
         spec=PodGroupSpec(min_member=min_member, schedule_timeout_seconds=timeout),

@@ -21,6 +21,8 @@ from events.model import (
     Event,
     HyperNodeDeleted,
     HyperNodeUpserted,
+    KubePodGroupDeleted,
+    KubePodGroupUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
@@ -32,27 +34,37 @@ from events.model import (
     PodUpserted,
     PriorityClassDeleted,
     PriorityClassUpserted,
+    SchedulerPluginsPodGroupDeleted,
+    SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
+    WorkloadDeleted,
+    WorkloadUpserted,
     object_key,
 )
 from events.objects import (
     CLUSTER_NETWORK_TOPOLOGY_API,
     HYPERNODE_API,
     KOORDINATOR_POD_GROUP_API,
+    KUBE_POD_GROUP_API,
+    SCHEDULER_PLUGINS_POD_GROUP_API,
     VOLCANO_POD_GROUP_API,
+    WORKLOAD_API,
     ClusterNetworkTopology,
     HyperNode,
+    KubePodGroup,
     Node,
     ObjectMeta,
     Pod,
     PodGroup,
     PriorityClass,
     VolcanoPodGroup,
+    Workload,
     slim,
 )
 
-KubeObject = Node | Pod | PodGroup | VolcanoPodGroup | ClusterNetworkTopology | HyperNode | PriorityClass
+KubeObject = (Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
+              | PriorityClass)
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,13 @@ KINDS: tuple[KindInfo, ...] = (
              lambda o: PodGroupUpserted(pod_group=o), lambda k, u: PodGroupDeleted(key=k)),
     KindInfo("VolcanoPodGroup", VOLCANO_POD_GROUP_API, "PodGroup", "podgroups", True, VolcanoPodGroup,
              lambda o: VolcanoPodGroupUpserted(pod_group=o), lambda k, u: VolcanoPodGroupDeleted(key=k)),
+    KindInfo("SchedulerPluginsPodGroup", SCHEDULER_PLUGINS_POD_GROUP_API, "PodGroup", "podgroups", True, PodGroup,
+             lambda o: SchedulerPluginsPodGroupUpserted(pod_group=o),
+             lambda k, u: SchedulerPluginsPodGroupDeleted(key=k)),
+    KindInfo("KubernetesPodGroup", KUBE_POD_GROUP_API, "PodGroup", "podgroups", True, KubePodGroup,
+             lambda o: KubePodGroupUpserted(pod_group=o), lambda k, u: KubePodGroupDeleted(key=k)),
+    KindInfo("Workload", WORKLOAD_API, "Workload", "workloads", True, Workload,
+             lambda o: WorkloadUpserted(workload=o), lambda k, u: WorkloadDeleted(key=k)),
     KindInfo("Pod", "v1", "Pod", "pods", True, Pod,
              lambda o: PodUpserted(pod=o), lambda k, u: PodDeleted(key=k, uid=u)),
 )

@@ -20,11 +20,13 @@ import msgspec
 from events.objects import (
     ClusterNetworkTopology,
     HyperNode,
+    KubePodGroup,
     Node,
     Pod,
     PodGroup,
     PriorityClass,
     VolcanoPodGroup,
+    Workload,
 )
 
 
@@ -68,6 +70,36 @@ class VolcanoPodGroupUpserted(EventBase, tag="vpg", frozen=True):
 
 
 class VolcanoPodGroupDeleted(EventBase, tag="vpg-", frozen=True):
+    key: str
+
+
+class SchedulerPluginsPodGroupUpserted(EventBase, tag="xpg", frozen=True):
+    """A scheduling.x-k8s.io/v1alpha1 PodGroup (scheduler-plugins' current group; Koordinator's fields)."""
+
+    pod_group: PodGroup
+
+
+class SchedulerPluginsPodGroupDeleted(EventBase, tag="xpg-", frozen=True):
+    key: str
+
+
+class KubePodGroupUpserted(EventBase, tag="kpg", frozen=True):
+    """A scheduling.k8s.io/v1alpha2 PodGroup (Kubernetes' own, Workload API)."""
+
+    pod_group: KubePodGroup
+
+
+class KubePodGroupDeleted(EventBase, tag="kpg-", frozen=True):
+    key: str
+
+
+class WorkloadUpserted(EventBase, tag="wl", frozen=True):
+    """A scheduling.k8s.io/v1alpha1 Workload (Kubernetes 1.35): its podGroups are gangs."""
+
+    workload: Workload
+
+
+class WorkloadDeleted(EventBase, tag="wl-", frozen=True):
     key: str
 
 
@@ -207,6 +239,12 @@ Event: TypeAlias = (
     | PodGroupDeleted
     | VolcanoPodGroupUpserted
     | VolcanoPodGroupDeleted
+    | SchedulerPluginsPodGroupUpserted
+    | SchedulerPluginsPodGroupDeleted
+    | KubePodGroupUpserted
+    | KubePodGroupDeleted
+    | WorkloadUpserted
+    | WorkloadDeleted
     | NetworkTopologyUpserted
     | NetworkTopologyDeleted
     | HyperNodeUpserted

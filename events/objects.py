@@ -130,6 +130,21 @@ class Affinity(_K8s, frozen=True):
     node_affinity: NodeAffinity | None = None
 
 
+class SchedulingGroup(_K8s, frozen=True):
+    """Pod.spec.schedulingGroup (Kubernetes 1.36, Workload API): the scheduling.k8s.io/v1alpha2 PodGroup it joins."""
+
+    pod_group_name: str = ""
+
+
+class WorkloadReference(_K8s, frozen=True):
+    """Pod.spec.workloadRef (Kubernetes 1.35, Workload API): a podGroup of a scheduling.k8s.io/v1alpha1
+    Workload; each `podGroupReplicaKey` is its own gang."""
+
+    name: str = ""
+    pod_group: str = ""
+    pod_group_replica_key: str = ""
+
+
 class PodSpec(_K8s, frozen=True):
     node_name: str = ""
     scheduler_name: str = ""
@@ -143,6 +158,8 @@ class PodSpec(_K8s, frozen=True):
     init_containers: list[Container] = []
     overhead: dict[str, str] = {}
     termination_grace_period_seconds: Int64 | None = None
+    scheduling_group: SchedulingGroup | None = None
+    workload_ref: WorkloadReference | None = None
 
 
 class Condition(_K8s, frozen=True):
@@ -184,7 +201,8 @@ class PriorityClass(_K8s, frozen=True):
 
 
 class PodGroupSpec(_K8s, frozen=True):
-    """scheduling.sigs.k8s.io/v1alpha1 (the coscheduling PodGroup Koordinator reads)."""
+    """scheduling.sigs.k8s.io/v1alpha1 (the coscheduling PodGroup Koordinator reads), and its successor
+    scheduling.x-k8s.io/v1alpha1 (scheduler-plugins' current group: the same fields)."""
 
     min_member: Int64 = 0
     schedule_timeout_seconds: Int64 | None = None
@@ -236,6 +254,7 @@ class SubGroupPolicy(_K8s, frozen=True):
 
 class VolcanoPodGroupSpec(_K8s, frozen=True):
     min_member: Int64 = 0
+    min_task_member: dict[str, Int64] = {}
     queue: str = ""
     priority_class_name: str = ""
     min_resources: dict[str, str] = {}
@@ -249,6 +268,96 @@ class VolcanoPodGroup(_K8s, frozen=True):
     metadata: ObjectMeta = ObjectMeta()
     spec: VolcanoPodGroupSpec = VolcanoPodGroupSpec()
     status: PodGroupStatus = PodGroupStatus()
+
+
+# --------------------------------------------------------------------------- the Workload API (scheduling.k8s.io)
+
+
+class BasicSchedulingPolicy(_K8s, frozen=True):
+    """`basic: {}`: the pods are scheduled one by one; the group is a label."""
+
+
+class GangSchedulingPolicy(_K8s, frozen=True):
+    min_count: Int64 = 0
+
+
+class SchedulingPolicy(_K8s, frozen=True):
+    """Exactly one of `basic` and `gang` (the API server refuses anything else)."""
+
+    basic: BasicSchedulingPolicy | None = None
+    gang: GangSchedulingPolicy | None = None
+
+
+class TopologyConstraint(_K8s, frozen=True):
+    key: str = ""  # a node label key: every pod of the group on nodes with one value of it
+
+
+class SchedulingConstraints(_K8s, frozen=True):
+    topology: list[TopologyConstraint] = []
+
+
+class PodGroupResourceClaim(_K8s, frozen=True):
+    name: str = ""
+    resource_claim_name: str = ""
+    resource_claim_template_name: str = ""
+
+
+class WorkloadTemplateReference(_K8s, frozen=True):
+    workload_name: str = ""
+    pod_group_template_name: str = ""
+
+
+class PodGroupTemplateReference(_K8s, frozen=True):
+    workload: WorkloadTemplateReference | None = None
+
+
+class KubePodGroupSpec(_K8s, frozen=True):
+    """scheduling.k8s.io/v1alpha2 PodGroup (Kubernetes 1.36): the runtime group pods join by name."""
+
+    scheduling_policy: SchedulingPolicy = SchedulingPolicy()
+    scheduling_constraints: SchedulingConstraints | None = None
+    pod_group_template_ref: PodGroupTemplateReference | None = None
+    priority_class_name: str = ""
+    priority: Int64 | None = None
+    disruption_mode: str = ""
+    resource_claims: list[PodGroupResourceClaim] = []
+
+
+class KubePodGroupStatus(_K8s, frozen=True):
+    conditions: list[Condition] = []
+
+
+class KubePodGroup(_K8s, frozen=True):
+    api_version: str = "scheduling.k8s.io/v1alpha2"
+    kind: str = "PodGroup"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: KubePodGroupSpec = KubePodGroupSpec()
+    status: KubePodGroupStatus = KubePodGroupStatus()
+
+
+class WorkloadPodGroup(_K8s, frozen=True):
+    name: str = ""
+    policy: SchedulingPolicy = SchedulingPolicy()
+
+
+class TypedLocalObjectReference(_K8s, frozen=True):
+    api_group: str = ""
+    kind: str = ""
+    name: str = ""
+
+
+class WorkloadSpec(_K8s, frozen=True):
+    controller_ref: TypedLocalObjectReference | None = None
+    pod_groups: list[WorkloadPodGroup] = []
+
+
+class Workload(_K8s, frozen=True):
+    """scheduling.k8s.io/v1alpha1 Workload (Kubernetes 1.35): pods join a podGroup by `spec.workloadRef`."""
+
+    api_version: str = "scheduling.k8s.io/v1alpha1"
+    kind: str = "Workload"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: WorkloadSpec = WorkloadSpec()
 
 
 # --------------------------------------------------------------------------- topology objects
@@ -329,10 +438,26 @@ class HyperNode(_K8s, frozen=True):
 # --------------------------------------------------------------------------- well-known names
 
 POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
+SCHEDULER_PLUGINS_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 GANG_GROUPS_ANNOTATION = "gang.scheduling.koordinator.sh/groups"
 NETWORK_TOPOLOGY_SPEC_ANNOTATION = "gang.scheduling.koordinator.sh/network-topology-spec"
 NETWORK_TOPOLOGY_INDEX_ANNOTATION = "gang.scheduling.koordinator.sh/network-topology-index"
+# Koordinator's gangs described by annotations alone (on pods; mode, total-number and match-policy on
+# PodGroups too); and the deprecated lightweight-coscheduling labels Koordinator still reads.
+GANG_NAME_ANNOTATION = "gang.scheduling.koordinator.sh/name"
+GANG_MIN_AVAILABLE_ANNOTATION = "gang.scheduling.koordinator.sh/min-available"
+GANG_TOTAL_NUMBER_ANNOTATION = "gang.scheduling.koordinator.sh/total-number"
+GANG_MODE_ANNOTATION = "gang.scheduling.koordinator.sh/mode"
+GANG_WAITING_TIME_ANNOTATION = "gang.scheduling.koordinator.sh/waiting-time"
+GANG_MATCH_POLICY_ANNOTATION = "gang.scheduling.koordinator.sh/match-policy"
+GANG_MATCH_POLICY_ALIAS_ANNOTATION = "pod-group.scheduling.sigs.k8s.io/match-policy"
+LIGHTWEIGHT_GANG_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
+LIGHTWEIGHT_MIN_AVAILABLE_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
+# Volcano: which task of the job a pod is (minTaskMember counts per task), and whether it may be preempted
+# (on pods and PodGroups, as an annotation or else a label).
+VOLCANO_TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
+VOLCANO_PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
 SIMULATION_ANNOTATION_PREFIX = "sim.toposched.io/"
 # Set by toposched itself on the accounting core of an object too large to log; `slim()` drops it
 # from what the API sends, so no object can claim it.
@@ -347,9 +472,21 @@ KEPT_ANNOTATIONS: frozenset[str] = frozenset({
     GANG_GROUPS_ANNOTATION,
     NETWORK_TOPOLOGY_SPEC_ANNOTATION,
     NETWORK_TOPOLOGY_INDEX_ANNOTATION,
+    GANG_NAME_ANNOTATION,
+    GANG_MIN_AVAILABLE_ANNOTATION,
+    GANG_TOTAL_NUMBER_ANNOTATION,
+    GANG_MODE_ANNOTATION,
+    GANG_WAITING_TIME_ANNOTATION,
+    GANG_MATCH_POLICY_ANNOTATION,
+    GANG_MATCH_POLICY_ALIAS_ANNOTATION,
+    VOLCANO_TASK_SPEC_ANNOTATION,
+    VOLCANO_PREEMPTABLE_ANNOTATION,
 })
 
 KOORDINATOR_POD_GROUP_API = "scheduling.sigs.k8s.io/v1alpha1"
+SCHEDULER_PLUGINS_POD_GROUP_API = "scheduling.x-k8s.io/v1alpha1"
+KUBE_POD_GROUP_API = "scheduling.k8s.io/v1alpha2"
+WORKLOAD_API = "scheduling.k8s.io/v1alpha1"
 VOLCANO_POD_GROUP_API = "scheduling.volcano.sh/v1beta1"
 CLUSTER_NETWORK_TOPOLOGY_API = "scheduling.koordinator.sh/v1alpha1"
 HYPERNODE_API = "topology.volcano.sh/v1alpha1"
@@ -364,7 +501,9 @@ def keeps_annotation(key: str) -> bool:
 
 
 _Object = TypeVar(
-    "_Object", bound=Node | Pod | PodGroup | VolcanoPodGroup | ClusterNetworkTopology | HyperNode | PriorityClass
+    "_Object",
+    bound=Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
+    | PriorityClass,
 )
 
 

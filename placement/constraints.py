@@ -8,6 +8,13 @@ vocabularies; here both become level indices of `state/topology.py`'s tree (0 = 
   spec at all" leave it at the root: the search is lowest-layer-first anyway, so a job is always
   as tight as free capacity allows and soft never means spread.
 - `multiples`: per gang, level -> podCountMultiple (values above 1 only).
+- Kubernetes' `schedulingConstraints.topology[].key` (a node label) is a required domain: every pod
+  on nodes sharing one value of the label. When a layer of the tree is built from exactly that
+  label, it sets `top_level` like a MustGather there. When none is (HyperNodes, other labels, a
+  label the topology does not use), the gang is planned on `state.label_trees[key]` instead, a tree
+  whose only layer is that label's values (`planning_tree`): the same search, bin-packing and
+  preemption run on it, and nodes without the label are never used. The finer layers of the
+  cluster's own tree are not seen there; the node layer still is (`placement/gather.py`).
 A MustGather or hard limit naming a layer the cluster does not have cannot be honoured: it is
 reported as `invalid` (a PreferGather / soft wish on an unknown layer is only a wish and is dropped).
 
@@ -21,6 +28,7 @@ from collections.abc import Sequence
 import msgspec
 
 from placement.plan import HARD_TIER, MUST_GATHER
+from state.cluster import ClusterState
 from state.gangs import MUST_GATHER as MUST_GATHER_STRATEGY
 from state.gangs import GangSpec, TierLimit
 from state.topology import TopologyError, TopologyTree
@@ -47,11 +55,31 @@ def tier_level(tree: TopologyTree, limit: TierLimit) -> int | None:
     return None
 
 
+def key_level(tree: TopologyTree, label_key: str) -> int | None:
+    """The level of `tree` built from exactly the node label `label_key` (None when none is)."""
+    return next((level.index for level in tree.levels if level.label_keys == (label_key,)), None)
+
+
+def planning_tree(state: ClusterState, specs: Sequence[GangSpec]) -> TopologyTree:
+    """The tree a GangGroup is planned on: the cluster's, unless a gang's topology key is not one of its
+    layers (then that key's label tree; see the module docstring)."""
+    tree = state.topology
+    for spec in specs:
+        if spec.topology_key and key_level(tree, spec.topology_key) is None:
+            return state.label_trees.get(spec.topology_key, tree)
+    return tree
+
+
 def resolve(tree: TopologyTree, specs: Sequence[GangSpec]) -> Constraints | InvalidConstraint:
     top_level = 0
     kind = source = ""
     multiples: dict[str, dict[int, int]] = {}
     for spec in specs:
+        if spec.topology_key:
+            level_of_key = key_level(tree, spec.topology_key)
+            if level_of_key is not None and level_of_key > top_level:
+                top_level, kind = level_of_key, MUST_GATHER
+                source = f"topology key {spec.topology_key} ({tree.levels[level_of_key].layer})"
         for rule in spec.gather:
             try:
                 level = tree.resolve_level(rule.layer)

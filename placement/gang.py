@@ -26,16 +26,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 
-from placement.constraints import InvalidConstraint, resolve
+from placement.constraints import InvalidConstraint, planning_tree, resolve
 from placement.fit import Capacity
 from placement.gather import Found, Job, Solver
-from placement.members import demands_for, domain_label, is_running, pod_order, where
+from placement.members import counted, demands_for, domain_label, is_running, minimum_of, pod_order, where
 from placement.plan import INVALID, MEMBERS, Assignment, GangPlan, Unschedulable
 from placement.reasons import explain_failure, job_label
 from placement.subgroups import plan_sub_groups, uses_sub_groups
 from state.cluster import ClusterState, GangInfo, PodInfo
 from state.gangs import GangSpec
+from state.pod_gangs import missing_spec
 from state.resources import format_quantity
+from state.topology import TopologyTree
 
 
 def plan_gang(state: ClusterState, gang: str, *,
@@ -43,38 +45,50 @@ def plan_gang(state: ClusterState, gang: str, *,
     """Plan every gang of `gang`'s GangGroup together; see the module docstring for the rules."""
     info = state.gangs.get(gang)
     if info is None or info.spec is None:
-        return Unschedulable(gangs=(gang,), reason=f"gang {gang}: PodGroup not found", constraint=MEMBERS)
+        return Unschedulable(gangs=(gang,), reason=f"gang {gang}: {missing_spec(gang)}", constraint=MEMBERS)
     group = info.spec.gang_group
     infos: list[GangInfo] = []
     specs: list[GangSpec] = []
     for key in group:
         member = state.gangs.get(key)
         if member is None or member.spec is None:
-            return Unschedulable(gangs=group, reason=f"gang {gang}: PodGroup {key} of its GangGroup not found",
+            return Unschedulable(gangs=group, reason=f"gang {gang}: gang {key} of its GangGroup: {missing_spec(key)}",
                                  constraint=MEMBERS)
         infos.append(member)
         specs.append(member.spec)
-    pending, running, nominated, unusable = _roster(state, infos, ignore_pods)
+    pending, members_running, nominated, unusable = _roster(state, infos, ignore_pods)
+    running = {key: [pod.placed_node for pod in pods] for key, pods in members_running.items()}
     label = job_label(group)
     if unusable:
         return Unschedulable(gangs=group, constraint=INVALID, reason=f"{label}: {unusable}")
     min_total = sum(spec.min_member for spec in specs)
     pending_count = sum(len(v) for v in pending.values())
     running_count = sum(len(v) for v in running.values())
-    if pending_count + running_count < min_total:
-        missing = min_total - pending_count - running_count
+    have = sum(counted(spec, members_running[spec.key]) for spec in specs)
+    if pending_count + have < min_total:
+        missing = min_total - pending_count - have
+        only_waiting = " (only-waiting: running members do not count)" if have < running_count else ""
         return Unschedulable(
-            gangs=group, constraint=MEMBERS, needed=min_total, fit=pending_count + running_count,
-            reason=(f"{label}: {pending_count + running_count} of minMember {min_total} pods exist "
-                    f"({running_count} running, {pending_count} pending): {missing} missing"))
-    tree = state.topology
+            gangs=group, constraint=MEMBERS, needed=min_total, fit=pending_count + have,
+            reason=(f"{label}: {pending_count + have} of minMember {min_total} pods exist "
+                    f"({have} running, {pending_count} pending){only_waiting}: {missing} missing"))
+    minimum: list[str] = []
+    extras: list[str] = []
+    for spec in specs:
+        waiting = [state.pods[key] for key in pending[spec.key]]
+        needed, short = minimum_of(spec, members_running[spec.key], waiting)
+        if short:
+            return Unschedulable(gangs=group, constraint=MEMBERS, reason=f"{label}: gang {spec.key}: {short}")
+        minimum.extend(needed)
+        extras.extend(key for key in pending[spec.key] if key not in set(needed))
+    tree = planning_tree(state, specs)
     resolved = resolve(tree, specs)
     if isinstance(resolved, InvalidConstraint):
         return Unschedulable(gangs=group, constraint=INVALID, reason=f"{label}: gang {resolved.gang}: "
                              f"{resolved.message}")
     running_nodes = [node for nodes in running.values() for node in nodes]
     capacity = Capacity(state, frozenset(group), ignore_pods)
-    solver = Solver(state, capacity)
+    solver = Solver(state, capacity, tree)
     if pending_count == 0:
         anchor = Job([], running_nodes=running_nodes, tree=tree, nominated_nodes=nominated).anchor or tree.root
         return GangPlan(gangs=group, assignments=(), domain=domain_label(anchor), level=anchor.layer,
@@ -93,13 +107,7 @@ def plan_gang(state: ClusterState, gang: str, *,
                     f"{where(job.anchor)}, above that layer; the missing {pending_count} cannot join them"))
     found = solver.search(job, keep=False)
     if found is not None:
-        return _plan(group, label, job, found, running_count, state)
-    minimum: list[str] = []
-    extras: list[str] = []
-    for member, spec in zip(infos, specs, strict=True):
-        need = max(0, spec.min_member - len(running[member.key]))
-        minimum.extend(pending[member.key][:need])
-        extras.extend(pending[member.key][need:])
+        return _plan(group, label, job, found, running_count, tree)
     if extras and (minimum or len(extras) > 1):  # else the smallest try is the job that just failed
         def job_of(extra: int) -> Job:
             return Job(demands_for(state, minimum + extras[:extra], resolved.multiples), top_level=resolved.top_level,
@@ -108,7 +116,7 @@ def plan_gang(state: ClusterState, gang: str, *,
         subset = _largest_fitting(solver, job_of, 0 if minimum else 1, len(extras) - 1)
         if isinstance(subset, tuple):
             best_job, best = subset
-            plan = _plan(group, label, best_job, best, running_count, state)
+            plan = _plan(group, label, best_job, best, running_count, tree)
             note = (f"; {best_job.size} of {pending_count} pending placed (minMember needs "
                     f"{len(minimum)} more; no room for all)")
             return GangPlan(gangs=plan.gangs, assignments=plan.assignments, domain=plan.domain,
@@ -118,17 +126,17 @@ def plan_gang(state: ClusterState, gang: str, *,
 
 
 def _roster(state: ClusterState, infos: list[GangInfo], ignore_pods: AbstractSet[str]
-            ) -> tuple[dict[str, list[str]], dict[str, list[str]], list[str], str]:
-    """Per gang: pending pods in placement order, and the nodes of running members; plus the
-    nodes nominated for the pending ones, and why the first pending pod that must not be placed
-    cannot ("" when every one may). Pods in `ignore_pods` are left out."""
+            ) -> tuple[dict[str, list[str]], dict[str, list[PodInfo]], list[str], str]:
+    """Per gang: pending pods in placement order, and the running members; plus the nodes nominated
+    for the pending ones, and why the first pending pod that must not be placed cannot ("" when
+    every one may). Pods in `ignore_pods` are left out."""
     pending: dict[str, list[str]] = {}
-    running: dict[str, list[str]] = {}
+    running: dict[str, list[PodInfo]] = {}
     nominated: list[str] = []
     unusable = ""
     for member in infos:
         waiting: list[PodInfo] = []
-        placed: list[str] = []
+        placed: list[PodInfo] = []
         for key in member.members:
             if key in ignore_pods:
                 continue
@@ -142,7 +150,7 @@ def _roster(state: ClusterState, infos: list[GangInfo], ignore_pods: AbstractSet
                 if pod.unusable and (not unusable or key < unusable):
                     unusable = key
             elif is_running(pod):
-                placed.append(pod.placed_node)
+                placed.append(pod)
         waiting.sort(key=pod_order)
         pending[member.key] = [p.key for p in waiting]
         running[member.key] = placed
@@ -176,10 +184,10 @@ def _largest_fitting(solver: Solver, job_of: Callable[[int], Job], low: int, hig
 
 
 def _plan(group: tuple[str, ...], label: str, job: Job, found: Found, running_count: int,
-          state: ClusterState) -> GangPlan:
+          tree: TopologyTree) -> GangPlan:
     domain = found.domain
     size = job.size
-    levels = state.topology.levels
+    levels = tree.levels
     with_running = f" with its {running_count} running members" if running_count else ""
     left = f"({format_quantity(found.primary, max(found.leftover, 0))} free {found.primary} left)"
     if found.node:

@@ -156,9 +156,9 @@ class Solver:
     have tentatively filled. Commits can be rolled back with `mark` / `rollback`.
     """
 
-    def __init__(self, state: ClusterState, capacity: Capacity) -> None:
+    def __init__(self, state: ClusterState, capacity: Capacity, tree: TopologyTree | None = None) -> None:
         self.state = state
-        self.tree = state.topology
+        self.tree = tree if tree is not None else state.topology  # another: a label tree (`planning_tree`)
         self.capacity = capacity
         self.taken: dict[str, Resources] = {}
         self._journal: list[tuple[str, Resources | None]] = []

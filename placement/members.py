@@ -5,16 +5,25 @@ it is bound or assumed and not finished or terminating (it holds its place and a
 members are ordered by `gang.scheduling.koordinator.sh/network-topology-index` (then name), so
 neighbours in that order are handed neighbouring nodes.
 
+What counts towards a gang's minimum (`counted`), which pending pods must be placed together now
+(`minimum_of`) and whether a gang may bind (`quorum_met`, the Permit rule) follow its match policy
+(`state/gangs.py`): waiting-and-running counts every running member; once-satisfied counts them
+until one is bound, and from then on the minimum is met for good (the rest are placed as they
+come); only-waiting counts assumed members only, never bound ones. Volcano's task minimums are
+counted the same way, task by task, on top of minMember. Placement, preemption, the queue's hints
+and the scheduler's Permit all use these, so they never disagree on what a gang needs.
+
 Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from placement.fit import Shape, shape_of, topology_index
 from placement.gather import Demand
 from state.cluster import ClusterState, PodInfo
+from state.gangs import ONCE_SATISFIED, ONLY_WAITING, GangSpec
 from state.topology import Domain
 
 ROOT_DOMAIN = ""
@@ -29,6 +38,65 @@ def pod_order(pod: PodInfo) -> tuple[int, int, str]:
 def is_running(pod: PodInfo) -> bool:
     """Bound or assumed, not finished, not on its way out: a member that already holds its place."""
     return bool(pod.placed_node) and not pod.removed and not pod.terminal and not pod.terminating
+
+
+def is_bound(pod: PodInfo) -> bool:
+    """Running and bound (not merely assumed)."""
+    return bool(pod.node_name) and not pod.removed and not pod.terminal and not pod.terminating
+
+
+def counted(spec: GangSpec, running: Sequence[PodInfo], members: Iterable[PodInfo] | None = None) -> int:
+    """How many of the running members `running` count towards the minimum under the gang's match
+    policy (`members`: the whole gang, to tell whether once-satisfied is satisfied; default `running`)."""
+    policy = spec.match_policy
+    if policy == ONLY_WAITING:
+        return sum(1 for pod in running if not is_bound(pod))
+    if policy == ONCE_SATISFIED and any(is_bound(pod) for pod in (running if members is None else members)):
+        return max(spec.min_member, len(running), *(m for _, m in spec.task_minimums))
+    return len(running)
+
+
+def minimum_of(spec: GangSpec, running: Sequence[PodInfo], pending: Sequence[PodInfo]) -> tuple[list[str], str]:
+    """The pending pods (a subset of `pending`, in its order) that must be placed together now for the
+    gang to reach its minimum, with each task minimum first; or ([], why) when too few pods exist
+    for a task minimum or, under only-waiting, for minMember."""
+    satisfied = spec.match_policy == ONCE_SATISFIED and any(is_bound(pod) for pod in running)
+    chosen: set[str] = set()
+    for task, minimum in spec.task_minimums:
+        if satisfied:
+            break
+        mine = [pod for pod in running if pod.task == task]
+        have = counted(spec, mine, running)
+        waiting = [pod for pod in pending if pod.task == task]
+        need = max(0, minimum - have)
+        if len(waiting) < need:
+            return [], (f"task {task!r}: {have + len(waiting)} of minTaskMember {minimum} pods exist "
+                        f"({have} counted, {len(waiting)} pending): {need - len(waiting)} missing")
+        chosen.update(pod.key for pod in waiting[:need])
+    base = max(0, spec.min_member - counted(spec, running))
+    rest = [pod.key for pod in pending if pod.key not in chosen]
+    extra = max(0, base - len(chosen))
+    if spec.match_policy == ONLY_WAITING and len(rest) < extra:
+        have = counted(spec, running)
+        return [], (f"{have + len(pending)} of minMember {spec.min_member} pods wait to be placed together "
+                    f"(only-waiting: running members do not count): {extra - len(rest)} missing")
+    chosen.update(rest[:extra])
+    return [pod.key for pod in pending if pod.key in chosen], ""
+
+
+def quorum_met(state: ClusterState, gang: str) -> bool:
+    """Whether the gang may bind now (Permit): its counted running members reach minMember and every
+    task minimum."""
+    info = state.gangs.get(gang)
+    if info is None or info.spec is None:
+        return False
+    spec = info.spec
+    pods = state.pods
+    running = [pod for key in info.members if (pod := pods.get(key)) is not None and is_running(pod)]
+    if counted(spec, running) < spec.min_member:
+        return False
+    return all(counted(spec, [pod for pod in running if pod.task == task], running) >= minimum
+               for task, minimum in spec.task_minimums)
 
 
 def domain_label(domain: Domain) -> str:

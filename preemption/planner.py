@@ -28,11 +28,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 
-from placement.constraints import InvalidConstraint, resolve
+from placement.constraints import InvalidConstraint, planning_tree, resolve
 from placement.fit import Shape, shape_of
 from placement.gang import plan_gang
 from placement.lone import plan_pod
-from placement.members import domain_label, is_running, pod_order, where
+from placement.members import domain_label, is_running, minimum_of, pod_order, where
 from placement.plan import INVALID, MEMBERS, POD_FIT, GangPlan, Unschedulable
 from preemption.cost import Cost, cost_of
 from preemption.eligibility import Preemptor, check_eligibility, preemptor_of
@@ -98,7 +98,10 @@ class _Planner:
     def __init__(self, state: ClusterState, preemptor: Preemptor, failure: Unschedulable,
                  validate: Validate) -> None:
         self.state = state
-        self.tree: TopologyTree = state.topology
+        specs = [info.spec for g in preemptor.gangs if (info := state.gangs.get(g)) is not None
+                 and info.spec is not None]
+        # The tree placement plans the job on (a Kubernetes topology key's label tree, or the cluster's).
+        self.tree: TopologyTree = planning_tree(state, specs)
         self.preemptor = preemptor
         self.failure = failure
         self.validate = validate
@@ -114,6 +117,10 @@ class _Planner:
                              for m in info.members) | {p.key}
         candidates = collect(self.state, p.priority, own_gangs, own_pods)
         if not candidates.units and not candidates.leaving:
+            if candidates.protected:
+                return NoPreemption(p.key, NO_CANDIDATES,
+                                    f"no preemption: the {len(candidates.protected)} running pod(s) of priority below "
+                                    f"{p.priority} are marked volcano.sh/preemptable: false")
             return NoPreemption(p.key, NO_LOWER_PRIORITY,
                                 f"no preemption: no running pod of priority below {p.priority}")
         top_level, anchor = self._limits()
@@ -121,7 +128,7 @@ class _Planner:
             return top_level
         everything, minimum = self._needs()
         shapes = everything.shapes
-        room = Room(self.state, shapes, own_gangs, candidates)
+        room = Room(self.state, shapes, own_gangs, candidates, self.tree)
         domains = self._domains(top_level, anchor)
         need = everything
         viable = [d for d in domains if self._could_fit(room, d, need.counts)]
@@ -217,9 +224,9 @@ class _Planner:
             if info is None or info.spec is None:
                 continue
             members = [self.state.pods[m] for m in info.members if m in self.state.pods]
-            running = sum(1 for pod in members if is_running(pod))
+            running = [pod for pod in members if is_running(pod)]
             waiting = sorted((pod for pod in members if pod.key in self.state.pending), key=pod_order)
-            minimum_keys.extend(pod.key for pod in waiting[:max(0, info.spec.min_member - running)])
+            minimum_keys.extend(minimum_of(info.spec, running, waiting)[0])
         if not minimum_keys or len(minimum_keys) >= len(p.pending):
             return everything, None
         return everything, _Need(shape_list, counts_of(minimum_keys), len(minimum_keys))

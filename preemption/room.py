@@ -21,6 +21,7 @@ from placement.fit import Capacity, Shape, admits, slots_in
 from preemption.victims import Candidates, VictimUnit
 from state.cluster import ClusterState
 from state.resources import Resources
+from state.topology import TopologyTree
 
 MAX_TIERS = 16
 
@@ -39,7 +40,7 @@ class Room:
                  "shapes", "state", "tiers")
 
     def __init__(self, state: ClusterState, shapes: Sequence[Shape], own_gangs: AbstractSet[str],
-                 candidates: Candidates) -> None:
+                 candidates: Candidates, tree: TopologyTree | None = None) -> None:
         self.state = state
         self.shapes = list(shapes)
         capacity = Capacity(state, own_gangs, frozenset(candidates.leaving))
@@ -54,7 +55,7 @@ class Room:
         self.base_free: dict[str, Resources] = {}
         self.base_slots: dict[str, list[int]] = {}
         self.admitted: dict[str, list[bool]] = {}
-        tree = state.topology
+        tree = tree if tree is not None else state.topology  # the tree the job is planned on
         width = len(shapes)
         tiers = len(self.tiers)
         # per domain one flat vector: base slots per shape, then the bound per shape for each tier

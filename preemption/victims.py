@@ -10,6 +10,12 @@ A *unit* is the smallest thing preemption may take away without leaving a job ha
 - a lone pod (no gang): its own job.
 A pod with a gang label whose PodGroup is unknown is treated as all-or-nothing (minMember = all).
 
+Never victims: a pod marked `volcano.sh/preemptable: "false"` (annotation, else label; a value Go's
+ParseBool refuses reads as false, as in Volcano), and every pod of a gang whose PodGroup says so.
+A gang with such a pod is never taken whole (that would evict it); only its preemptable surplus
+pods are candidates. Surplus is counted so that minMember and every Volcano task minimum stay
+running. A Kubernetes PodGroup with `disruptionMode: PodGroup` has no surplus: it goes whole or not.
+
 Only pods strictly below the preemptor's priority are candidates, and a gang is a candidate only if
 all of its running pods are (a gang is never split by priority). Only bound, running pods are
 candidates: pods already terminating or asked to leave are *leaving* (their room comes for free,
@@ -25,6 +31,7 @@ from collections.abc import Set as AbstractSet
 
 from preemption.plan import LONE_POD, SURPLUS, WHOLE_GANG
 from state.cluster import ClusterState, PodInfo
+from state.gangs import GangSpec
 from state.resources import Resources
 
 
@@ -53,10 +60,11 @@ class VictimUnit:
 class Candidates:
     """Every victim unit for one preemptor, plus the pods already leaving (free room, no cost)."""
 
-    __slots__ = ("leaving", "leaving_on", "units", "units_on")
+    __slots__ = ("leaving", "leaving_on", "protected", "units", "units_on")
 
     def __init__(self) -> None:
         self.units: list[VictimUnit] = []
+        self.protected: list[str] = []  # lower-priority pods marked not preemptable (never candidates)
         self.units_on: dict[str, list[VictimUnit]] = {}  # node -> units with a pod counted there
         self.leaving: list[str] = []
         self.leaving_on: dict[str, Resources] = {}
@@ -71,11 +79,32 @@ def _leaving(pod: PodInfo) -> bool:
     return bool(pod.counted_on) and not pod.terminal and (pod.terminating or pod.eviction_requested)
 
 
+def _surplus(pods: list[PodInfo], spec: GangSpec | None, staying: int) -> list[PodInfo]:
+    """The pods (most recently started first) that can go while minMember and every task minimum stay
+    running, `staying` other members (not preemptable) counted as staying."""
+    if spec is None:
+        return []
+    left = len(pods) + staying
+    per_task: dict[str, int] = {}
+    for pod in pods:
+        per_task[pod.task] = per_task.get(pod.task, 0) + 1
+    minimums = dict(spec.task_minimums)
+    out: list[PodInfo] = []
+    for pod in pods:
+        if left - 1 < max(spec.min_member, 1) or per_task[pod.task] - 1 < minimums.get(pod.task, 0):
+            continue
+        left -= 1
+        per_task[pod.task] -= 1
+        out.append(pod)
+    return out
+
+
 def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own_pods: AbstractSet[str]) -> Candidates:
     """Victim units below `priority`, each listed under the nodes its pods run on."""
     out = Candidates()
     by_gang: dict[str, list[PodInfo]] = {}
     blocked_gangs: set[str] = set()
+    kept_aside: dict[str, int] = {}  # gang -> its running pods that may never be preempted
     for name in sorted(state.nodes):
         node = state.nodes[name]
         for key in node.pods:
@@ -90,6 +119,12 @@ def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own
                 continue
             if not _evictable(pod):
                 continue
+            if not pod.preemptable:
+                if pod.gang:
+                    kept_aside[pod.gang] = kept_aside.get(pod.gang, 0) + 1
+                if pod.priority < priority:
+                    out.protected.append(key)
+                continue
             if pod.gang:
                 if pod.priority >= priority:
                     blocked_gangs.add(pod.gang)
@@ -100,13 +135,17 @@ def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own
     for gang_key in sorted(by_gang):
         if gang_key in blocked_gangs:
             continue
-        pods = sorted(by_gang[gang_key], key=lambda p: (-(p.bound_at or 0.0), p.key))
         gang = state.gangs.get(gang_key)
-        min_member = gang.spec.min_member if gang is not None and gang.spec is not None else len(pods)
-        surplus = len(pods) - max(min_member, 1)
-        for pod in pods[:max(surplus, 0)]:
-            out.units.append(VictimUnit(gang_key, SURPLUS, [pod], broken=False))
-        out.units.append(VictimUnit(gang_key, WHOLE_GANG, sorted(pods, key=lambda p: p.key), broken=True))
+        spec = gang.spec if gang is not None else None
+        if spec is not None and not spec.preemptable:
+            out.protected.extend(pod.key for pod in by_gang[gang_key])
+            continue
+        pods = sorted(by_gang[gang_key], key=lambda p: (-(p.bound_at or 0.0), p.key))
+        if spec is None or not spec.disrupt_whole:
+            for pod in _surplus(pods, spec, kept_aside.get(gang_key, 0)):
+                out.units.append(VictimUnit(gang_key, SURPLUS, [pod], broken=False))
+        if gang_key not in kept_aside:
+            out.units.append(VictimUnit(gang_key, WHOLE_GANG, sorted(pods, key=lambda p: p.key), broken=True))
     out.units.sort(key=VictimUnit.sort_key)
     for index, unit in enumerate(out.units):
         unit.index = index
@@ -116,4 +155,5 @@ def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own
                 seen.add(pod.counted_on)
                 out.units_on.setdefault(pod.counted_on, []).append(unit)
     out.leaving.sort()
+    out.protected.sort()
     return out

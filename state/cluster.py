@@ -34,6 +34,8 @@ from events.model import (
     GangTimedOut,
     HyperNodeDeleted,
     HyperNodeUpserted,
+    KubePodGroupDeleted,
+    KubePodGroupUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
@@ -51,17 +53,26 @@ from events.model import (
     PreemptionPlanned,
     PriorityClassDeleted,
     PriorityClassUpserted,
+    SchedulerPluginsPodGroupDeleted,
+    SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
+    WorkloadDeleted,
+    WorkloadUpserted,
     object_key,
 )
 from events.objects import (
     DEFAULT_SCHEDULER_NAME,
+    GANG_MIN_AVAILABLE_ANNOTATION,
+    LIGHTWEIGHT_MIN_AVAILABLE_LABEL,
     OVERSIZED_ANNOTATION,
-    POD_GROUP_LABEL,
-    VOLCANO_GROUP_ANNOTATION,
+    VOLCANO_PREEMPTABLE_ANNOTATION,
+    VOLCANO_TASK_SPEC_ANNOTATION,
     ClusterNetworkTopology,
+    ClusterNetworkTopologySpec,
     HyperNode,
+    KubePodGroup,
+    NetworkTopologyLayer,
     Node,
     ObjectMeta,
     Pod,
@@ -69,25 +80,54 @@ from events.objects import (
     PriorityClass,
     Taint,
     VolcanoPodGroup,
+    Workload,
 )
 from state.compact import Compactor
 from state.gangs import (
     INTERNAL_ERROR,
     INVALID_QUANTITY,
+    KUBE_POD_GROUP_PROBLEM,
+    POD_GANG_PROBLEM,
+    POD_GROUP_PROBLEM,
     RECORD_TOO_LARGE,
+    SCHEDULER_PLUGINS,
+    SCHEDULER_PLUGINS_PROBLEM,
     UNDECODABLE_OBJECT,
+    WORKLOAD_PROBLEM,
     GangSpec,
     Problem,
     koordinator_gang_spec,
+    preemptable_of,
     volcano_gang_spec,
 )
+from state.pod_gangs import annotation_gang_spec, defines_gang, membership, workload_of_gang
 from state.resources import QUANTITY_CACHE, QuantityError, Resources, add_into, parse_quantity
 from state.topology import TopologyTree
+from state.topology_validation import CLUSTER_LAYER, DEFAULT_CNT_NAME, NODE_LAYER, layer_name_of, tier_name_of
+from state.workload_api import kube_pod_group_spec, workload_gang_spec, workload_problems
 
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 NEVER = "Never"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 POD_SLOT_MILLI = 1000  # every pod takes one of the node's `pods` slots
+
+# Where a gang's spec can come from, the first present winning (a PodGroup object, else a Workload's
+# podGroup, else the annotations of its pods), with the problem kind each one's problems are filed under.
+SIGS_SOURCE = "scheduling.sigs.k8s.io PodGroup"
+X_K8S_SOURCE = "scheduling.x-k8s.io PodGroup"
+KUBE_SOURCE = "scheduling.k8s.io PodGroup"
+VOLCANO_SOURCE = "scheduling.volcano.sh PodGroup"
+WORKLOAD_SOURCE = "scheduling.k8s.io Workload"
+POD_METADATA_SOURCE = "pod annotations"
+GANG_SOURCES: tuple[tuple[str, str], ...] = (
+    (SIGS_SOURCE, POD_GROUP_PROBLEM),
+    (X_K8S_SOURCE, SCHEDULER_PLUGINS_PROBLEM),
+    (KUBE_SOURCE, KUBE_POD_GROUP_PROBLEM),
+    (VOLCANO_SOURCE, POD_GROUP_PROBLEM),
+    (WORKLOAD_SOURCE, WORKLOAD_PROBLEM),
+    (POD_METADATA_SOURCE, POD_GANG_PROBLEM),
+)
+_PROBLEM_KIND_OF_SOURCE: dict[str, str] = dict(GANG_SOURCES)
 
 
 class NodeInfo:
@@ -126,10 +166,12 @@ class PodInfo:
         "obj",
         "ours",
         "placed_on",
+        "preemptable",
         "preemption_policy",
         "priority",
         "removed",
         "requests",
+        "task",
     )
 
     def __init__(self, key: str, obj: Pod, first_seen: float) -> None:
@@ -152,6 +194,8 @@ class PodInfo:
         self.eviction_requested = False
         self.broken = ""  # why its latest event could not be folded or its latest version decoded ("" if not)
         self.invalid = ""  # the first of its requests that is not a quantity, and why ("" when all are)
+        self.task = ""  # its Volcano task (volcano.sh/task-spec), for minTaskMember
+        self.preemptable = True  # False: never a preemption victim (volcano.sh/preemptable: "false")
 
     @property
     def uid(self) -> str:
@@ -197,9 +241,12 @@ class PodInfo:
 
 
 class GangInfo:
-    """A PodGroup and its members. Mutated only by `ClusterState`."""
+    """A gang (a PodGroup, a Workload's podGroup, or pods' annotations) and its members. Mutated only
+    by `ClusterState`. `spec` is the winning source's (see `GANG_SOURCES`); `sources` holds every
+    source present, with its own problems."""
 
-    __slots__ = ("attempts", "first_seen", "key", "last_reason", "members", "spec", "timed_out")
+    __slots__ = ("attempts", "definer", "filed", "first_seen", "key", "last_reason", "members", "sources", "spec",
+                 "timed_out")
 
     def __init__(self, key: str, first_seen: float) -> None:
         self.key = key
@@ -209,6 +256,30 @@ class GangInfo:
         self.last_reason = ""
         self.attempts = 0
         self.timed_out = 0
+        self.sources: dict[str, tuple[GangSpec, list[Problem]]] = {}
+        self.filed: set[str] = set()  # problem kinds filed under this gang's key
+        self.definer = ""  # the member whose annotations define the gang (annotation gangs only)
+
+    @property
+    def source(self) -> str:
+        """Where the spec in use comes from ("" while none)."""
+        return next((name for name, _ in GANG_SOURCES if name in self.sources), "")
+
+    @property
+    def problem_kind(self) -> str:
+        """The problem kind of the spec in use (what its problems are filed under)."""
+        return next((kind for name, kind in GANG_SOURCES if name in self.sources), POD_GROUP_PROBLEM)
+
+
+class GangObject(msgspec.Struct, frozen=True):
+    """The Kubernetes object a gang's status and Events belong on. `status`: it has a PodGroup status of
+    the scheduler-plugins / Volcano shape (phase, conditions, scheduled) that the scheduler writes."""
+
+    api_version: str
+    kind: str
+    key: str
+    uid: str
+    status: bool
 
 
 class DecisionRecord(msgspec.Struct, frozen=True, array_like=True):
@@ -254,6 +325,9 @@ class StateSnapshot(msgspec.Struct, frozen=True):
     gangs: list[GangRecord]
     undecodable: list[Problem]
     fold_failures: list[Problem] = []
+    scheduler_plugins_pod_groups: list[PodGroup] = []
+    kube_pod_groups: list[KubePodGroup] = []
+    workloads: list[Workload] = []
 
 
 SNAPSHOT_VERSION = 1
@@ -271,6 +345,10 @@ class ClusterState:
         self.pods_by_node: dict[str, set[str]] = {}  # every pod placed on a node name, even a missing node
         self.pod_groups: dict[str, PodGroup] = {}
         self.volcano_pod_groups: dict[str, VolcanoPodGroup] = {}
+        self.scheduler_plugins_pod_groups: dict[str, PodGroup] = {}  # scheduling.x-k8s.io/v1alpha1
+        self.kube_pod_groups: dict[str, KubePodGroup] = {}  # scheduling.k8s.io/v1alpha2
+        self.workloads: dict[str, Workload] = {}  # scheduling.k8s.io/v1alpha1
+        self._workload_gangs: dict[str, set[str]] = {}  # Workload key -> gang keys of its podGroups with pods
         self.gangs: dict[str, GangInfo] = {}
         self.network_topologies: dict[str, ClusterNetworkTopology] = {}
         self.hyper_nodes: dict[str, HyperNode] = {}
@@ -285,6 +363,10 @@ class ClusterState:
         self._requests_memo = _RequestsMemo()
         self._compactor = Compactor()
         self._largest: Resources | None = None  # cache of `largest_allocatable`, dropped when a node changes
+        # Kubernetes topology keys that are not layers of `topology`: one tree per key, its domains the
+        # label's values, kept like `topology` (nodes, usage) while some gang asks for the key.
+        self.label_trees: dict[str, TopologyTree] = {}
+        self._label_tree_users: dict[str, set[str]] = {}
 
     # ------------------------------------------------------------------ queries
 
@@ -298,6 +380,29 @@ class ClusterState:
             yield self.undecodable[key]
         for key in sorted(self.fold_failures):
             yield self.fold_failures[key]
+
+    def gang_object(self, gang: str) -> GangObject | None:
+        """The object that describes the gang (its winning source), None for a gang of pod annotations
+        or one with no spec."""
+        info = self.gangs.get(gang)
+        source = info.source if info is not None else ""
+        found: PodGroup | VolcanoPodGroup | KubePodGroup | Workload | None = None
+        if source == SIGS_SOURCE:
+            found = self.pod_groups.get(gang)
+        elif source == X_K8S_SOURCE:
+            found = self.scheduler_plugins_pod_groups.get(gang)
+        elif source == VOLCANO_SOURCE:
+            found = self.volcano_pod_groups.get(gang)
+        elif source == KUBE_SOURCE:
+            found = self.kube_pod_groups.get(gang)
+        elif source == WORKLOAD_SOURCE:
+            workload = workload_of_gang(gang)
+            found = self.workloads.get(workload[0]) if workload is not None else None
+        if found is None:
+            return None
+        meta = found.metadata
+        return GangObject(found.api_version, found.kind, object_key(meta.namespace, meta.name), meta.uid,
+                          status=source in (SIGS_SOURCE, X_K8S_SOURCE, VOLCANO_SOURCE))
 
     def gang_of(self, pod: PodInfo) -> GangInfo | None:
         return self.gangs.get(pod.gang) if pod.gang else None
@@ -372,6 +477,8 @@ class ClusterState:
             info = NodeInfo(node, allocatable)
             self.nodes[name] = info
             self.topology.node_upserted(name, info.labels, allocatable)
+            for label_key, tree in self.label_trees.items():
+                tree.node_upserted(name, _only(info.labels, label_key), allocatable)
             for key in sorted(self.pods_by_node.get(name, ())):
                 pod = self.pods.get(key)
                 if pod is not None:
@@ -387,6 +494,8 @@ class ClusterState:
             info.allocatable = allocatable
             if relabelled:
                 self.topology.node_upserted(name, info.labels, allocatable)
+                for label_key, tree in self.label_trees.items():
+                    tree.node_upserted(name, _only(info.labels, label_key), allocatable)
 
     def _node_deleted(self, event: NodeDeleted) -> None:
         info = self.nodes.pop(event.name, None)
@@ -402,6 +511,8 @@ class ClusterState:
         for pod in info.nominated.values():
             pod.nominated_on = ""
         self.topology.node_deleted(event.name)
+        for tree in self.label_trees.values():
+            tree.node_deleted(event.name)
 
     # pods -------------------------------------------------------------
 
@@ -429,6 +540,7 @@ class ClusterState:
                     or old_spec.priority_class_name != spec.priority_class_name
                     or old_spec.preemption_policy != spec.preemption_policy
                     or old_spec.scheduler_name != spec.scheduler_name
+                    or old_spec.scheduling_group != spec.scheduling_group or old_spec.workload_ref != spec.workload_ref
                     or old.metadata.labels != meta.labels or old.metadata.annotations != meta.annotations):
                 self._uncount(pod)  # its usage was counted with the old requests; _settle re-adds the new
                 self._derive_pod(pod, obj)
@@ -454,10 +566,16 @@ class ClusterState:
             pod.ours = False
             problems.append(Problem("Pod", key, "object", oversized, RECORD_TOO_LARGE))
         pod.priority, pod.preemption_policy = self._resolve_priority(obj, key, problems)
-        gang_name = obj.metadata.labels.get(POD_GROUP_LABEL) or obj.metadata.annotations.get(
-            VOLCANO_GROUP_ANNOTATION, ""
-        )
-        gang_key = object_key(obj.metadata.namespace, gang_name) if gang_name else ""
+        # The gang protocols' pod side (a hot path: plain lookups, functions only where something is set).
+        annotations, labels = obj.metadata.annotations, obj.metadata.labels
+        pod.task = annotations.get(VOLCANO_TASK_SPEC_ANNOTATION, "")
+        pod.preemptable = (True if VOLCANO_PREEMPTABLE_ANNOTATION not in annotations
+                           and VOLCANO_PREEMPTABLE_ANNOTATION not in labels
+                           else preemptable_of(annotations, labels, "Pod", key, problems))
+        gang_key, gang_problems = membership(obj, key)
+        if gang_problems:
+            problems += gang_problems
+        gang = None
         if gang_key != pod.gang:
             if pod.gang:
                 self._leave_gang(pod)
@@ -465,8 +583,11 @@ class ClusterState:
             if gang_key:
                 gang = self.gangs.get(gang_key)
                 if gang is None:
-                    gang = self.gangs[gang_key] = GangInfo(gang_key, pod.first_seen)
+                    gang = self._new_gang(gang_key, pod.first_seen)
                 gang.members.add(key)
+        if gang_key and (GANG_MIN_AVAILABLE_ANNOTATION in annotations or LIGHTWEIGHT_MIN_AVAILABLE_LABEL in labels
+                         or (gang or self.gangs[gang_key]).definer == key):  # `defines_gang`, inline
+            self._annotations_changed(gang or self.gangs[gang_key], pod)
         if problems or ("Pod", key) in self.problems:
             self._set_problems("Pod", key, problems)
 
@@ -515,8 +636,9 @@ class ClusterState:
         if gang is None:
             return
         gang.members.discard(pod.key)
-        if not gang.members and gang.spec is None:
-            del self.gangs[gang.key]
+        if gang.definer == pod.key:
+            self._find_definer(gang)
+        self._forget_gang_if_empty(gang)
 
     # decisions --------------------------------------------------------
 
@@ -597,47 +719,192 @@ class ClusterState:
         group = event.pod_group
         key = object_key(group.metadata.namespace, group.metadata.name)
         self.pod_groups[key] = group
-        spec, problems = koordinator_gang_spec(group, key)
-        self._set_gang_spec(key, spec, problems, event.time)
+        self._set_source(key, SIGS_SOURCE, *koordinator_gang_spec(group, key), time=event.time)
 
     def _pod_group_deleted(self, event: PodGroupDeleted) -> None:
         if self.pod_groups.pop(event.key, None) is not None:
-            self._drop_gang_spec(event.key)
+            self._drop_source(event.key, SIGS_SOURCE)
+
+    def _scheduler_plugins_pod_group_upserted(self, event: SchedulerPluginsPodGroupUpserted) -> None:
+        group = event.pod_group
+        key = object_key(group.metadata.namespace, group.metadata.name)
+        self.scheduler_plugins_pod_groups[key] = group
+        spec, problems = koordinator_gang_spec(group, key, kind=SCHEDULER_PLUGINS_PROBLEM, dialect=SCHEDULER_PLUGINS)
+        self._set_source(key, X_K8S_SOURCE, spec, problems, time=event.time)
+
+    def _scheduler_plugins_pod_group_deleted(self, event: SchedulerPluginsPodGroupDeleted) -> None:
+        if self.scheduler_plugins_pod_groups.pop(event.key, None) is not None:
+            self._drop_source(event.key, X_K8S_SOURCE)
+
+    def _kube_pod_group_upserted(self, event: KubePodGroupUpserted) -> None:
+        group = event.pod_group
+        key = object_key(group.metadata.namespace, group.metadata.name)
+        self.kube_pod_groups[key] = group
+        self._set_source(key, KUBE_SOURCE, *kube_pod_group_spec(group, key), time=event.time)
+
+    def _kube_pod_group_deleted(self, event: KubePodGroupDeleted) -> None:
+        if self.kube_pod_groups.pop(event.key, None) is not None:
+            self._drop_source(event.key, KUBE_SOURCE)
 
     def _volcano_pod_group_upserted(self, event: VolcanoPodGroupUpserted) -> None:
         group = event.pod_group
         key = object_key(group.metadata.namespace, group.metadata.name)
         self.volcano_pod_groups[key] = group
-        if key in self.pod_groups:
-            return  # a Koordinator PodGroup of the same name wins; both cannot describe one gang
-        spec, problems = volcano_gang_spec(group, key)
-        self._set_gang_spec(key, spec, problems, event.time)
+        self._set_source(key, VOLCANO_SOURCE, *volcano_gang_spec(group, key), time=event.time)
 
     def _volcano_pod_group_deleted(self, event: VolcanoPodGroupDeleted) -> None:
-        if self.volcano_pod_groups.pop(event.key, None) is not None and event.key not in self.pod_groups:
-            self._drop_gang_spec(event.key)
+        if self.volcano_pod_groups.pop(event.key, None) is not None:
+            self._drop_source(event.key, VOLCANO_SOURCE)
 
-    def _set_gang_spec(self, key: str, spec: GangSpec, problems: list[Problem], time: float) -> None:
-        gang = self.gangs.get(key)
-        if gang is None:
-            gang = self.gangs[key] = GangInfo(key, time)
-        gang.spec = spec
-        self._set_problems("PodGroup", key, problems)
+    def _workload_upserted(self, event: WorkloadUpserted) -> None:
+        workload = event.workload
+        key = object_key(workload.metadata.namespace, workload.metadata.name)
+        self.workloads[key] = workload
+        self._set_problems(WORKLOAD_PROBLEM, key, workload_problems(workload, key))
+        for gang_key in sorted(self._workload_gangs.get(key, ())):
+            self._refresh_workload_source(gang_key, event.time)
 
-    def _drop_gang_spec(self, key: str) -> None:
-        self._set_problems("PodGroup", key, [])
-        volcano = self.volcano_pod_groups.get(key)
-        gang = self.gangs.get(key)
-        if gang is None:
+    def _workload_deleted(self, event: WorkloadDeleted) -> None:
+        if self.workloads.pop(event.key, None) is None:
             return
-        if volcano is not None:
-            spec, problems = volcano_gang_spec(volcano, key)
+        self._set_problems(WORKLOAD_PROBLEM, event.key, [])
+        for gang_key in sorted(self._workload_gangs.get(event.key, ())):
+            self._drop_source(gang_key, WORKLOAD_SOURCE)
+
+    # gang specs: every source of a gang, the first in GANG_SOURCES order wins ------------
+
+    def _new_gang(self, key: str, time: float) -> GangInfo:
+        gang = self.gangs[key] = GangInfo(key, time)
+        found = workload_of_gang(key)
+        if found is not None:
+            self._workload_gangs.setdefault(found[0], set()).add(key)
+            self._refresh_workload_source(key, time)
+        return gang
+
+    def _forget_gang_if_empty(self, gang: GangInfo) -> None:
+        if gang.members or gang.sources or self.gangs.get(gang.key) is not gang:
+            return
+        del self.gangs[gang.key]
+        found = workload_of_gang(gang.key)
+        if found is not None:
+            users = self._workload_gangs.get(found[0])
+            if users is not None:
+                users.discard(gang.key)
+                if not users:
+                    del self._workload_gangs[found[0]]
+
+    def _refresh_workload_source(self, gang_key: str, time: float) -> None:
+        found = workload_of_gang(gang_key)
+        workload = self.workloads.get(found[0]) if found is not None else None
+        spec = workload_gang_spec(workload, found[1], gang_key) if workload is not None and found else None
+        if spec is None:
+            self._drop_source(gang_key, WORKLOAD_SOURCE)
+        else:
+            self._set_source(gang_key, WORKLOAD_SOURCE, spec, [], time=time)
+
+    def _annotations_changed(self, gang: GangInfo, pod: PodInfo) -> None:
+        """Keep the annotation source true after `pod` (a member) was derived anew."""
+        if defines_gang(pod.obj):
+            if not gang.definer or pod.key <= gang.definer:
+                gang.definer = pod.key
+                self._set_source(gang.key, POD_METADATA_SOURCE, *annotation_gang_spec(pod.obj, gang.key),
+                                 time=pod.first_seen)
+        elif gang.definer == pod.key:
+            self._find_definer(gang)
+
+    def _find_definer(self, gang: GangInfo) -> None:
+        """The member with the smallest key whose annotations define the gang, as its source (or none)."""
+        candidates = [key for key in gang.members
+                      if (member := self.pods.get(key)) is not None and not member.removed and defines_gang(member.obj)]
+        if candidates:
+            gang.definer = min(candidates)
+            definer = self.pods[gang.definer]
+            self._set_source(gang.key, POD_METADATA_SOURCE, *annotation_gang_spec(definer.obj, gang.key),
+                             time=definer.first_seen)
+        else:
+            gang.definer = ""
+            self._drop_source(gang.key, POD_METADATA_SOURCE)
+
+    def _set_source(self, key: str, source: str, spec: GangSpec, problems: list[Problem], *, time: float) -> None:
+        gang = self.gangs.get(key)
+        if gang is None:
+            gang = self._new_gang(key, time)
+        gang.sources[source] = (spec, problems)
+        self._choose_spec(gang)
+
+    def _drop_source(self, key: str, source: str) -> None:
+        gang = self.gangs.get(key)
+        if gang is None or gang.sources.pop(source, None) is None:
+            return
+        self._choose_spec(gang)
+        self._forget_gang_if_empty(gang)
+
+    def _choose_spec(self, gang: GangInfo) -> None:
+        """The winning source's spec and problems; every other source present is reported as ignored."""
+        old_key = gang.spec.topology_key if gang.spec is not None else ""
+        filed: dict[str, list[Problem]] = {}
+        if len(gang.sources) == 1:  # the usual case, kept cheap: one object (or annotation set) per gang
+            ((name, (spec, problems)),) = gang.sources.items()
             gang.spec = spec
-            self._set_problems("PodGroup", key, problems)
+            filed[_PROBLEM_KIND_OF_SOURCE[name]] = problems
+        else:
+            winner = gang.source
+            gang.spec = gang.sources[winner][0] if winner else None
+            for name, kind in GANG_SOURCES:
+                if name not in gang.sources:
+                    continue
+                if name == winner:
+                    filed.setdefault(kind, []).extend(gang.sources[name][1])
+                elif kind != WORKLOAD_PROBLEM:  # a Workload's problems are its own (filed on the Workload)
+                    verb = "are" if name == POD_METADATA_SOURCE else "is"
+                    filed.setdefault(kind, []).append(Problem(
+                        kind, gang.key, "metadata.name", f"gang {gang.key} follows its {winner}; its {name} {verb} "
+                        "ignored"))
+        if gang.filed:
+            for kind in gang.filed.difference(filed):
+                self._set_problems(kind, gang.key, [])
+        for kind, found in filed.items():
+            self._set_problems(kind, gang.key, found)
+        gang.filed = {kind for kind, found in filed.items() if found}
+        new_key = gang.spec.topology_key if gang.spec is not None else ""
+        if new_key != old_key:
+            self._label_tree_unused(old_key, gang.key)
+            self._label_tree_used(new_key, gang.key)
+
+    # label trees (Kubernetes topology keys that are not layers of the topology) -----------
+
+    def _label_tree_used(self, label_key: str, gang: str) -> None:
+        if not label_key:
             return
-        gang.spec = None
-        if not gang.members:
-            del self.gangs[key]
+        users = self._label_tree_users.setdefault(label_key, set())
+        users.add(gang)
+        if label_key in self.label_trees:
+            return
+        layer = layer_name_of(tier_name_of("", (label_key,)), 1)
+        if layer in (CLUSTER_LAYER, NODE_LAYER):
+            layer = "TopologyKeyLayer"
+        tree = TopologyTree()
+        tree.network_topology_upserted(ClusterNetworkTopology(
+            metadata=ObjectMeta(name=DEFAULT_CNT_NAME),
+            spec=ClusterNetworkTopologySpec(network_topology_spec=[
+                NetworkTopologyLayer(topology_layer=layer, label_key=[label_key]),
+                NetworkTopologyLayer(topology_layer=NODE_LAYER, parent_topology_layer=layer),
+            ])))
+        for name in sorted(self.nodes):
+            info = self.nodes[name]
+            tree.node_upserted(name, _only(info.labels, label_key), info.allocatable)
+            if info.used:
+                tree.usage_changed(name, info.used, 1)
+        self.label_trees[label_key] = tree
+
+    def _label_tree_unused(self, label_key: str, gang: str) -> None:
+        users = self._label_tree_users.get(label_key)
+        if users is None:
+            return
+        users.discard(gang)
+        if not users:
+            del self._label_tree_users[label_key]
+            self.label_trees.pop(label_key, None)
 
     def _priority_class_upserted(self, event: PriorityClassUpserted) -> None:
         self.priority_classes[event.priority_class.metadata.name] = event.priority_class
@@ -735,6 +1002,9 @@ class ClusterState:
                     used[name] = used.get(name, 0) + amount
                 target_node.pods.add(pod.key)
                 self.topology.usage_changed(target, requests, 1)
+                if self.label_trees:
+                    for tree in self.label_trees.values():
+                        tree.usage_changed(target, requests, 1)
             pod.counted_on = counted
         if pod.placed_on != target:
             self._place(pod, target)
@@ -756,6 +1026,8 @@ class ClusterState:
             add_into(node.used, pod.requests, -1)
             node.pods.discard(pod.key)
             self.topology.usage_changed(node.name, pod.requests, -1)
+            for tree in self.label_trees.values():
+                tree.usage_changed(node.name, pod.requests, -1)
         pod.counted_on = ""
 
     def _settle_nomination(self, pod: PodInfo) -> None:
@@ -807,6 +1079,10 @@ class ClusterState:
             pods=[PodRecord(p.obj, p.first_seen, p.bound_at, p.eviction_requested, p.bound_node) for p in pods],
             pod_groups=[self.pod_groups[k] for k in sorted(self.pod_groups)],
             volcano_pod_groups=[self.volcano_pod_groups[k] for k in sorted(self.volcano_pod_groups)],
+            scheduler_plugins_pod_groups=[self.scheduler_plugins_pod_groups[k]
+                                          for k in sorted(self.scheduler_plugins_pod_groups)],
+            kube_pod_groups=[self.kube_pod_groups[k] for k in sorted(self.kube_pod_groups)],
+            workloads=[self.workloads[k] for k in sorted(self.workloads)],
             network_topologies=[self.network_topologies[k] for k in sorted(self.network_topologies)],
             hyper_nodes=[self.hyper_nodes[k] for k in sorted(self.hyper_nodes)],
             priority_classes=[self.priority_classes[k] for k in sorted(self.priority_classes)],
@@ -840,6 +1116,12 @@ class ClusterState:
             state.apply(PodGroupUpserted(pod_group=group))
         for vgroup in snap.volcano_pod_groups:
             state.apply(VolcanoPodGroupUpserted(pod_group=vgroup))
+        for xgroup in snap.scheduler_plugins_pod_groups:
+            state.apply(SchedulerPluginsPodGroupUpserted(pod_group=xgroup))
+        for kgroup in snap.kube_pod_groups:
+            state.apply(KubePodGroupUpserted(pod_group=kgroup))
+        for workload in snap.workloads:
+            state.apply(WorkloadUpserted(workload=workload))
         for record in snap.pods:
             state.apply(PodUpserted(pod=record.pod, time=record.first_seen))
             pod = state.pods[object_key(record.pod.metadata.namespace, record.pod.metadata.name)]
@@ -972,6 +1254,12 @@ def _meta_key(meta: ObjectMeta) -> str:
     return object_key(meta.namespace, meta.name)
 
 
+def _only(labels: Mapping[str, str], key: str) -> dict[str, str]:
+    """The one label a label tree is built from (so other relabels never rebuild it)."""
+    value = labels.get(key)
+    return {} if value is None else {key: value}
+
+
 # What each event is about, as (kind, key); the first group are updates of the object itself.
 _UPDATE_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = {
     NodeUpserted: lambda e: ("Node", e.node.metadata.name),
@@ -982,6 +1270,12 @@ _UPDATE_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = {
     PodGroupDeleted: lambda e: ("PodGroup", e.key),
     VolcanoPodGroupUpserted: lambda e: ("VolcanoPodGroup", _meta_key(e.pod_group.metadata)),
     VolcanoPodGroupDeleted: lambda e: ("VolcanoPodGroup", e.key),
+    SchedulerPluginsPodGroupUpserted: lambda e: (SCHEDULER_PLUGINS_PROBLEM, _meta_key(e.pod_group.metadata)),
+    SchedulerPluginsPodGroupDeleted: lambda e: (SCHEDULER_PLUGINS_PROBLEM, e.key),
+    KubePodGroupUpserted: lambda e: (KUBE_POD_GROUP_PROBLEM, _meta_key(e.pod_group.metadata)),
+    KubePodGroupDeleted: lambda e: (KUBE_POD_GROUP_PROBLEM, e.key),
+    WorkloadUpserted: lambda e: (WORKLOAD_PROBLEM, _meta_key(e.workload.metadata)),
+    WorkloadDeleted: lambda e: (WORKLOAD_PROBLEM, e.key),
     NetworkTopologyUpserted: lambda e: ("ClusterNetworkTopology", e.topology.metadata.name),
     NetworkTopologyDeleted: lambda e: ("ClusterNetworkTopology", e.name),
     HyperNodeUpserted: lambda e: ("HyperNode", e.hyper_node.metadata.name),
@@ -1027,6 +1321,12 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None] | None] = exhaustive("
     PodGroupDeleted: ClusterState._pod_group_deleted,
     VolcanoPodGroupUpserted: ClusterState._volcano_pod_group_upserted,
     VolcanoPodGroupDeleted: ClusterState._volcano_pod_group_deleted,
+    SchedulerPluginsPodGroupUpserted: ClusterState._scheduler_plugins_pod_group_upserted,
+    SchedulerPluginsPodGroupDeleted: ClusterState._scheduler_plugins_pod_group_deleted,
+    KubePodGroupUpserted: ClusterState._kube_pod_group_upserted,
+    KubePodGroupDeleted: ClusterState._kube_pod_group_deleted,
+    WorkloadUpserted: ClusterState._workload_upserted,
+    WorkloadDeleted: ClusterState._workload_deleted,
     NetworkTopologyUpserted: ClusterState._network_topology_upserted,
     NetworkTopologyDeleted: ClusterState._network_topology_deleted,
     HyperNodeUpserted: ClusterState._hyper_node_upserted,

@@ -1,12 +1,26 @@
 """What a gang asks for: minMember, timeouts, GangGroups and topology constraints, parsed once.
 
-A gang is named by its PodGroup key (`namespace/name`). Koordinator PodGroups
-(scheduling.sigs.k8s.io/v1alpha1) carry their topology wishes in the annotation
-`gang.scheduling.koordinator.sh/network-topology-spec`; Volcano PodGroups
-(scheduling.volcano.sh/v1beta1) in `spec.networkTopology` and `spec.subGroupPolicy`. Both are read
-into one `GangSpec` so placement never looks at raw annotations. Malformed input never raises out of
-here: it becomes a `Problem` naming the object and field, and the gang falls back to the behaviour a
-user would least be surprised by (no constraint, i.e. "as tight as possible").
+A gang is named by its PodGroup key (`namespace/name`). Every dialect is read into one `GangSpec`,
+so placement never looks at raw annotations:
+- Koordinator PodGroups (scheduling.sigs.k8s.io/v1alpha1) and scheduler-plugins' current ones
+  (scheduling.x-k8s.io/v1alpha1, the same fields): `minMember`, `scheduleTimeoutSeconds`, and
+  Koordinator's annotations `gang.scheduling.koordinator.sh/network-topology-spec` (gather rules),
+  `/groups` (GangGroup), `/match-policy` (what counts towards minMember), `/mode`, `/total-number`;
+- Volcano PodGroups (scheduling.volcano.sh/v1beta1): `spec.networkTopology`, `spec.subGroupPolicy`,
+  `spec.minTaskMember` (per task, the task being a pod's `volcano.sh/task-spec` annotation) and
+  `volcano.sh/preemptable`;
+- Koordinator's gangs made of pod annotations alone (`state/pod_gangs.py`) and Kubernetes' Workload
+  API (`state/workload_api.py`) build the same `GangSpec` from the pieces here.
+Malformed input never raises out of here: it becomes a `Problem` naming the object and field, and
+the gang falls back to the behaviour a user would least be surprised by (no constraint, i.e. "as
+tight as possible"). A field that is read but not implemented is a `Problem` too
+(`reason=UNSUPPORTED_FIELD`), so the user hears of it once (a Warning Event) instead of being ignored.
+
+Match policies (Koordinator's words, applied to every dialect; `placement/members.py` counts them):
+`waiting-and-running` counts running and assumed members towards minMember (scheduler-plugins,
+Volcano and Kubernetes behave so); `once-satisfied` (Koordinator's default) needs minMember placed
+together once, and once any member is bound the rest are placed as they come; `only-waiting` needs
+minMember pods placed together every time, running members not counted.
 
 Pure: no I/O, no clock.
 """
@@ -19,7 +33,12 @@ import msgspec
 
 from events.objects import (
     GANG_GROUPS_ANNOTATION,
+    GANG_MATCH_POLICY_ALIAS_ANNOTATION,
+    GANG_MATCH_POLICY_ANNOTATION,
+    GANG_MODE_ANNOTATION,
+    GANG_TOTAL_NUMBER_ANNOTATION,
     NETWORK_TOPOLOGY_SPEC_ANNOTATION,
+    VOLCANO_PREEMPTABLE_ANNOTATION,
     LabelSelector,
     NetworkTopologySpec,
     PodGroup,
@@ -30,6 +49,25 @@ from state.label_selectors import selector_problems, selects
 MUST_GATHER = "MustGather"
 PREFER_GATHER = "PreferGather"
 
+ONCE_SATISFIED = "once-satisfied"
+ONLY_WAITING = "only-waiting"
+WAITING_AND_RUNNING = "waiting-and-running"
+MATCH_POLICIES = (ONCE_SATISFIED, ONLY_WAITING, WAITING_AND_RUNNING)
+
+# Problem kinds (what a problem is about); the Event goes on that object (`daemon/topology_status.py`).
+POD_GROUP_PROBLEM = "PodGroup"  # Koordinator's and Volcano's PodGroups (told apart by the state)
+SCHEDULER_PLUGINS_PROBLEM = "SchedulerPluginsPodGroup"
+KUBE_POD_GROUP_PROBLEM = "KubernetesPodGroup"
+WORKLOAD_PROBLEM = "Workload"
+POD_GANG_PROBLEM = "Gang"  # a gang of pod annotations: reported on the pod whose annotations define it
+
+# Dialects (GangSpec.dialect): where a gang's spec was read from.
+KOORDINATOR = "koordinator"
+SCHEDULER_PLUGINS = "scheduler-plugins"
+KOORDINATOR_PODS = "koordinator-annotations"
+VOLCANO = "volcano"
+KUBERNETES = "kubernetes"
+
 
 # Reasons a problem can carry (the Warning Event's reason and the `reason` of
 # toposched_invalid_objects_total); without one, the reporter names it after the object's kind.
@@ -37,11 +75,12 @@ INVALID_QUANTITY = "InvalidQuantity"
 UNDECODABLE_OBJECT = "UndecodableObject"
 RECORD_TOO_LARGE = "RecordTooLarge"
 INTERNAL_ERROR = "InternalError"  # not bad input: an event of the object could not be folded (a bug)
+UNSUPPORTED_FIELD = "UnsupportedField"  # well formed, read, but not implemented: said once, not ignored
 
 
 class Problem(msgspec.Struct, frozen=True):
     """Bad input found while folding: which object, which field, what is wrong (and, optionally, the
-    reason to report it under)."""
+    reason to report it under: UNSUPPORTED_FIELD for a well-formed field read but not implemented)."""
 
     kind: str
     key: str
@@ -91,7 +130,7 @@ class SubGroupRule(msgspec.Struct, frozen=True):
 
 class GangSpec(msgspec.Struct, frozen=True):
     key: str
-    dialect: str  # "koordinator" | "volcano"
+    dialect: str  # KOORDINATOR, SCHEDULER_PLUGINS, KOORDINATOR_PODS, VOLCANO or KUBERNETES
     min_member: int
     schedule_timeout_seconds: float | None
     gang_group: tuple[str, ...]  # gang keys that must be placed together, this one included, sorted
@@ -99,6 +138,11 @@ class GangSpec(msgspec.Struct, frozen=True):
     tier_limit: TierLimit | None = None
     sub_groups: tuple[SubGroupRule, ...] = ()
     priority_class_name: str = ""
+    match_policy: str = WAITING_AND_RUNNING  # what counts towards min_member (see the module docstring)
+    task_minimums: tuple[tuple[str, int], ...] = ()  # Volcano minTaskMember: (task, minimum), sorted
+    topology_key: str = ""  # Kubernetes: every pod on nodes sharing one value of this node label
+    preemptable: bool = True  # False: never a preemption victim (volcano.sh/preemptable: "false")
+    disrupt_whole: bool = False  # Kubernetes disruptionMode PodGroup: no member is preempted alone
 
 
 # --------------------------------------------------------------------------- the rules
@@ -178,7 +222,7 @@ def parse_gather_rules(raw: str, kind: str, key: str, min_member: int) -> tuple[
 
 def parse_gang_group(raw: str | None, own_key: str, kind: str) -> tuple[tuple[str, ...], list[Problem]]:
     """Koordinator's groups annotation: the gangs placed together with this one (always included)."""
-    if raw is None:
+    if raw is None or not raw.strip():  # Koordinator reads "" as no GangGroup, as its docs write it
         return (own_key,), []
     field = f"metadata.annotations[{GANG_GROUPS_ANNOTATION}]"
     alone = "the gang is scheduled on its own"
@@ -205,8 +249,94 @@ def parse_gang_group(raw: str | None, own_key: str, kind: str) -> tuple[tuple[st
     return tuple(sorted(members)), problems
 
 
-def koordinator_gang_spec(group: PodGroup, key: str) -> tuple[GangSpec, list[Problem]]:
-    kind = "PodGroup"
+def match_policy_of(annotations: Mapping[str, str], kind: str, key: str, default: str,
+                    problems: list[Problem]) -> str:
+    """Koordinator's match-policy annotation (or its pod-group.scheduling.sigs.k8s.io alias)."""
+    name = GANG_MATCH_POLICY_ANNOTATION
+    raw = annotations.get(name)
+    if not raw:
+        name = GANG_MATCH_POLICY_ALIAS_ANNOTATION
+        raw = annotations.get(name)
+    if not raw:
+        return default
+    if raw not in MATCH_POLICIES:
+        problems.append(Problem(kind, key, f"metadata.annotations[{name}]",
+                                f"{raw!r} is not {', '.join(MATCH_POLICIES)}; using {default}"))
+        return default
+    return raw
+
+
+def check_gang_mode(annotations: Mapping[str, str], kind: str, key: str, problems: list[Problem]) -> None:
+    """Koordinator's mode annotation: Strict is what toposched does; NonStrict is read, not implemented."""
+    raw = annotations.get(GANG_MODE_ANNOTATION)
+    field = f"metadata.annotations[{GANG_MODE_ANNOTATION}]"
+    if raw is None or raw == "Strict":
+        return
+    if raw == "NonStrict":
+        problems.append(Problem(kind, key, field, "NonStrict is read but not implemented: toposched places a "
+                                "gang's minimum in one plan and holds no resources for part of it meanwhile "
+                                "(as Strict)", reason=UNSUPPORTED_FIELD))
+    else:
+        problems.append(Problem(kind, key, field, f"{raw!r} is not Strict or NonStrict; Strict"))
+
+
+def check_total_number(annotations: Mapping[str, str], min_member: int, kind: str, key: str,
+                       problems: list[Problem]) -> None:
+    """Koordinator's total-number: the expected member count. toposched's one plan covers every pending
+    member anyway, so only its form is checked."""
+    raw = annotations.get(GANG_TOTAL_NUMBER_ANNOTATION)
+    if raw is None:
+        return
+    field = f"metadata.annotations[{GANG_TOTAL_NUMBER_ANNOTATION}]"
+    value = go_int(raw)
+    if value is None:
+        problems.append(Problem(kind, key, field, f"{raw!r} is not an integer; ignored"))
+    elif 0 < value < min_member or value < 0:
+        problems.append(Problem(kind, key, field, f"{value} is below the minimum {min_member}; "
+                                "taken as the minimum (as Koordinator does)"))
+
+
+def go_int(raw: str) -> int | None:
+    """A 32-bit integer as Go's strconv.ParseInt(s, 10, 32) reads it (None when it would fail)."""
+    text = raw[1:] if raw and raw[0] in "+-" else raw
+    if not text or not text.isascii() or not text.isdigit():
+        return None
+    value = int(raw)
+    return value if -(2**31) <= value < 2**31 else None
+
+
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def preemptable_of(annotations: Mapping[str, str], labels: Mapping[str, str], kind: str, key: str,
+                   problems: list[Problem]) -> bool:
+    """Volcano's `volcano.sh/preemptable`, the annotation first, then the label: "false" (or a value
+    Go's ParseBool refuses, which Volcano reads as false) means never a preemption victim."""
+    for where, values in (("annotations", annotations), ("labels", labels)):
+        raw = values.get(VOLCANO_PREEMPTABLE_ANNOTATION)
+        if raw is None:
+            continue
+        if raw in _GO_TRUE:
+            return True
+        if raw not in _GO_FALSE:
+            problems.append(Problem(kind, key, f"metadata.{where}[{VOLCANO_PREEMPTABLE_ANNOTATION}]",
+                                    f"{raw!r} is not true or false; not preemptable (as Volcano reads it)"))
+        return False
+    return True
+
+
+def _unused_min_resources(min_resources: Mapping[str, str], kind: str, key: str, problems: list[Problem]) -> None:
+    if min_resources:
+        problems.append(Problem(kind, key, "spec.minResources", "is read but not used: fit is computed from the "
+                                "pods' own requests", reason=UNSUPPORTED_FIELD))
+
+
+def koordinator_gang_spec(group: PodGroup, key: str, *, kind: str = POD_GROUP_PROBLEM,
+                          dialect: str = KOORDINATOR) -> tuple[GangSpec, list[Problem]]:
+    """A scheduling.sigs.k8s.io PodGroup, or (kind SCHEDULER_PLUGINS_PROBLEM, dialect SCHEDULER_PLUGINS)
+    a scheduling.x-k8s.io one: the same fields; Koordinator's match policy defaults to once-satisfied,
+    scheduler-plugins counts running members (waiting-and-running)."""
     problems: list[Problem] = []
     annotations = group.metadata.annotations
     min_member = _min_member(group.spec.min_member, kind, key, problems)
@@ -214,6 +344,7 @@ def koordinator_gang_spec(group: PodGroup, key: str) -> tuple[GangSpec, list[Pro
     if timeout is not None and timeout <= 0:
         problems.append(Problem(kind, key, "spec.scheduleTimeoutSeconds", f"{timeout} is not positive; ignored"))
         timeout = None
+    _unused_min_resources(group.spec.min_resources, kind, key, problems)
     gang_group, group_problems = parse_gang_group(annotations.get(GANG_GROUPS_ANNOTATION), key, kind)
     problems += group_problems
     gather: tuple[GatherRule, ...] = ()
@@ -221,13 +352,18 @@ def koordinator_gang_spec(group: PodGroup, key: str) -> tuple[GangSpec, list[Pro
     if raw is not None:
         gather, gather_problems = parse_gather_rules(raw, kind, key, min_member)
         problems += gather_problems
+    default_policy = ONCE_SATISFIED if dialect == KOORDINATOR else WAITING_AND_RUNNING
+    policy = match_policy_of(annotations, kind, key, default_policy, problems)
+    check_gang_mode(annotations, kind, key, problems)
+    check_total_number(annotations, min_member, kind, key, problems)
     spec = GangSpec(
         key=key,
-        dialect="koordinator",
+        dialect=dialect,
         min_member=min_member,
         schedule_timeout_seconds=float(timeout) if timeout is not None else None,
         gang_group=gang_group,
         gather=gather,
+        match_policy=policy,
     )
     return spec, problems
 
@@ -250,9 +386,25 @@ def _tier_limit(raw: NetworkTopologySpec, key: str, field: str, problems: list[P
 
 
 def volcano_gang_spec(group: VolcanoPodGroup, key: str) -> tuple[GangSpec, list[Problem]]:
-    kind = "PodGroup"
+    kind = POD_GROUP_PROBLEM
     problems: list[Problem] = []
     min_member = _min_member(group.spec.min_member, kind, key, problems)
+    _unused_min_resources(group.spec.min_resources, kind, key, problems)
+    queue = group.spec.queue
+    if queue and queue != "default":
+        problems.append(Problem(kind, key, "spec.queue", f"{queue!r} is read but not implemented: queues' capacity "
+                                "and fair share are not enforced", reason=UNSUPPORTED_FIELD))
+    tasks: list[tuple[str, int]] = []
+    for task, minimum in sorted(group.spec.min_task_member.items()):
+        if minimum < 0:
+            problems.append(Problem(kind, key, f"spec.minTaskMember[{task}]", f"{minimum} is negative; ignored"))
+        elif minimum > 0:
+            tasks.append((task, minimum))
+    if sum(minimum for _, minimum in tasks) > min_member:
+        problems.append(Problem(kind, key, "spec.minTaskMember",
+                                f"the task minimums add up to {sum(m for _, m in tasks)}, more than minMember "
+                                f"{min_member}: the gang needs them all"))
+    preemptable = preemptable_of(group.metadata.annotations, group.metadata.labels, kind, key, problems)
     limit = None
     if group.spec.network_topology is not None:
         limit = _tier_limit(group.spec.network_topology, key, "spec.networkTopology", problems)
@@ -310,5 +462,7 @@ def volcano_gang_spec(group: VolcanoPodGroup, key: str) -> tuple[GangSpec, list[
         tier_limit=limit,
         sub_groups=tuple(sub_groups),
         priority_class_name=group.spec.priority_class_name,
+        task_minimums=tuple(tasks),
+        preemptable=preemptable,
     )
     return spec, problems

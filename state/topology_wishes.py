@@ -18,10 +18,23 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import msgspec
+
 from events.model import object_key
-from events.objects import NETWORK_TOPOLOGY_SPEC_ANNOTATION, PodGroup, VolcanoPodGroup
-from state.gangs import MUST_GATHER, GangSpec, Problem, TierLimit, koordinator_gang_spec, volcano_gang_spec
+from events.objects import NETWORK_TOPOLOGY_SPEC_ANNOTATION, KubePodGroup, PodGroup, VolcanoPodGroup, Workload
+from state.gangs import (
+    KUBE_POD_GROUP_PROBLEM,
+    MUST_GATHER,
+    SCHEDULER_PLUGINS,
+    SCHEDULER_PLUGINS_PROBLEM,
+    GangSpec,
+    Problem,
+    TierLimit,
+    koordinator_gang_spec,
+    volcano_gang_spec,
+)
 from state.topology import TopologyError, TopologyTree
+from state.workload_api import kube_pod_group_spec, workload_problems
 
 POD_GROUP_KIND = "PodGroup"
 _PENDING = "the gang stays pending until the cluster has it"
@@ -93,6 +106,23 @@ def validate_volcano_pod_group(group: VolcanoPodGroup, tree: TopologyTree | None
     """Every problem of a Volcano PodGroup; its topology wishes only when the cluster's tree is known."""
     spec, problems = volcano_gang_spec(group, pod_group_key(group.metadata.namespace, group.metadata.name))
     return problems + (wish_problems(spec, tree) if tree is not None else [])
+
+
+def validate_gang_object(kind_name: str, obj: PodGroup | KubePodGroup | Workload,
+                         tree: TopologyTree | None = None) -> list[Problem]:
+    """Every problem of a scheduler-plugins PodGroup ("SchedulerPluginsPodGroup"), a Kubernetes
+    PodGroup ("KubernetesPodGroup") or a Workload, with the same functions the fold uses."""
+    key = pod_group_key(obj.metadata.namespace, obj.metadata.name)
+    if isinstance(obj, Workload):
+        return workload_problems(obj, key)
+    if isinstance(obj, KubePodGroup):
+        spec, problems = kube_pod_group_spec(obj, key)
+    else:
+        spec, problems = koordinator_gang_spec(obj, key, kind=SCHEDULER_PLUGINS_PROBLEM, dialect=SCHEDULER_PLUGINS)
+    wishes = wish_problems(spec, tree) if tree is not None else []
+    kind = problems[0].kind if problems else (KUBE_POD_GROUP_PROBLEM if isinstance(obj, KubePodGroup)
+                                              else SCHEDULER_PLUGINS_PROBLEM)
+    return problems + [msgspec.structs.replace(p, kind=kind) for p in wishes]
 
 
 def pod_group_key(namespace: str, name: str) -> str:

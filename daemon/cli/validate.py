@@ -1,4 +1,4 @@
-"""`toposched validate FILE...`: check HyperNode, ClusterNetworkTopology and PodGroup manifests offline.
+"""`toposched validate FILE...`: check HyperNode, ClusterNetworkTopology, PodGroup and Workload manifests offline.
 
 Reads multi-document YAML files and applies the very rules the daemon applies to these objects
 (`state/topology_validation.py`, `state/hypernodes.py`, `state/gangs.py`, `state/topology_wishes.py`;
@@ -26,15 +26,16 @@ import yaml
 
 from events.ingest import decode_object, kind_of
 from events.model import ObjectUndecodable
-from events.objects import ClusterNetworkTopology, HyperNode, Node, PodGroup, VolcanoPodGroup
+from events.objects import ClusterNetworkTopology, HyperNode, KubePodGroup, Node, PodGroup, VolcanoPodGroup, Workload
 from state.gangs import Problem
 from state.hypernodes import HYPERNODE_KIND
 from state.resources import QuantityError, Resources, parse_quantity
 from state.topology import TopologyTree
 from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, NODE_KIND, validate_network_topology
-from state.topology_wishes import POD_GROUP_KIND, validate_pod_group, validate_volcano_pod_group
+from state.topology_wishes import POD_GROUP_KIND, validate_gang_object, validate_pod_group, validate_volcano_pod_group
 
-_CHECKED = {"HyperNode", "ClusterNetworkTopology", "PodGroup", "VolcanoPodGroup"}
+_GANG_OBJECTS = {"SchedulerPluginsPodGroup", "KubernetesPodGroup", "Workload"}
+_CHECKED = {"HyperNode", "ClusterNetworkTopology", "PodGroup", "VolcanoPodGroup", *_GANG_OBJECTS}
 
 
 @dataclass(frozen=True)
@@ -54,11 +55,12 @@ class _Documents:
     volcano_pod_groups: list[tuple[str, VolcanoPodGroup]]
     nodes: list[tuple[str, Node]]
     findings: list[Finding]
+    gang_objects: list[tuple[str, str, PodGroup | KubePodGroup | Workload]]  # (source, our kind name, object)
     skipped: int = 0
 
 
 def _read(paths: Sequence[str]) -> _Documents:
-    docs = _Documents([], [], [], [], [], [])
+    docs = _Documents([], [], [], [], [], [], [])
     for path in paths:
         with open(path) as handle:
             loaded: list[Any] = list(yaml.safe_load_all(handle))
@@ -83,7 +85,9 @@ def _read(paths: Sequence[str]) -> _Documents:
             if not decoded.metadata.name:
                 docs.findings.append(Finding(source, Problem(info.kind, "<unnamed>", "metadata.name", "is missing")))
                 continue
-            if isinstance(decoded, HyperNode):
+            if info.name in _GANG_OBJECTS and isinstance(decoded, PodGroup | KubePodGroup | Workload):
+                docs.gang_objects.append((source, info.name, decoded))
+            elif isinstance(decoded, HyperNode):
                 docs.hypernodes.append((source, decoded))
             elif isinstance(decoded, ClusterNetworkTopology):
                 docs.cnts.append((source, decoded))
@@ -142,16 +146,21 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
         findings += [Finding(source, p) for p in validate_pod_group(group, context)]
     for source, vgroup in docs.volcano_pod_groups:
         findings += [Finding(source, p) for p in validate_volcano_pod_group(vgroup, context)]
+    for source, kind_name, obj in docs.gang_objects:
+        findings += [Finding(source, p) for p in validate_gang_object(kind_name, obj, context)]
     order = {source: index for index, source in enumerate(_all_sources(docs))}
     findings.sort(key=lambda f: order.get(f.source, len(order)))
     counts = {HYPERNODE_KIND: len(docs.hypernodes), CNT_KIND: len(docs.cnts),
-              POD_GROUP_KIND: len(docs.pod_groups) + len(docs.volcano_pod_groups)}
+              POD_GROUP_KIND: len(docs.pod_groups) + len(docs.volcano_pod_groups)
+              + sum(1 for _, name, _ in docs.gang_objects if name != "Workload"),
+              "Workload": sum(1 for _, name, _ in docs.gang_objects if name == "Workload")}
     return findings, counts
 
 
 def _all_sources(docs: _Documents) -> list[str]:
     sources = [s for s, _ in docs.hypernodes] + [s for s, _ in docs.cnts] + [s for s, _ in docs.pod_groups]
     sources += [s for s, _ in docs.volcano_pod_groups] + [s for s, _ in docs.nodes] + [f.source for f in docs.findings]
+    sources += [s for s, _, _ in docs.gang_objects]
 
     def position(source: str) -> tuple[str, int]:
         path, _, number = source.rpartition("#")

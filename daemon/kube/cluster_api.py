@@ -50,7 +50,6 @@ from events.ingest import KINDS
 from events.objects import (
     CLUSTER_NETWORK_TOPOLOGY_API,
     HYPERNODE_API,
-    KOORDINATOR_POD_GROUP_API,
     VOLCANO_POD_GROUP_API,
     TopologyDetail,
 )
@@ -70,6 +69,8 @@ API_CALLS: tuple[ApiCall, ...] = (
     ("", "pods", "status", "patch"),  # nominatedNodeName, DisruptionTarget condition
     ("scheduling.sigs.k8s.io", "podgroups", "status", "patch"),
     ("scheduling.sigs.k8s.io", "podgroups", "", "patch"),  # CRD without a status subresource
+    ("scheduling.x-k8s.io", "podgroups", "status", "patch"),
+    ("scheduling.x-k8s.io", "podgroups", "", "patch"),
     ("scheduling.volcano.sh", "podgroups", "status", "patch"),
     ("scheduling.volcano.sh", "podgroups", "", "patch"),
     ("", "events", "", "create"),
@@ -332,7 +333,10 @@ class KubeClusterAPI:
 
     async def report_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> ApiOutcome:
         """PodGroup status (phase + one condition) and an Event on it saying the same. Best effort."""
-        api_version, uid = self._pod_group_identity(gang)
+        target = self.state.gang_object(gang) if self.state is not None else None
+        if target is None:
+            return OK  # a gang of pod annotations (or one without a spec): no object to write on
+        api_version = target.api_version
         phases = _VOLCANO_PHASE if api_version == VOLCANO_POD_GROUP_API else _KOORDINATOR_PHASE
         status: dict[str, Any] = {
             "phase": phases[phase],
@@ -346,8 +350,9 @@ class KubeClusterAPI:
             pods = self.state.pods
             status["scheduled"] = sum(1 for key in members if key in pods and pods[key].placed_node)
         try:
-            await self._patch_pod_group_status(gang, api_version, status)
-            await self.record_event(gang, api_version, "PodGroup", uid,
+            if target.status:
+                await self._patch_pod_group_status(gang, api_version, status)
+            await self.record_event(target.key, api_version, target.kind, target.uid,
                                     "Normal" if phase == "Scheduled" else "Warning", reason, message)
         except (KubeApiError, NotLeader) as error:
             log.warning("gang.report_failed", gang=gang, phase=phase, error=str(error))
@@ -367,16 +372,6 @@ class KubeClusterAPI:
         except (KubeApiError, NotLeader) as error:
             return ApiOutcome(ok=False, reason=str(error), retriable=True)
         return OK
-
-    def _pod_group_identity(self, gang: str) -> tuple[str, str]:
-        if self.state is not None:
-            koordinator = self.state.pod_groups.get(gang)
-            if koordinator is not None:
-                return KOORDINATOR_POD_GROUP_API, koordinator.metadata.uid
-            volcano = self.state.volcano_pod_groups.get(gang)
-            if volcano is not None:
-                return VOLCANO_POD_GROUP_API, volcano.metadata.uid
-        return KOORDINATOR_POD_GROUP_API, ""
 
     async def _patch_pod_group_status(self, gang: str, api_version: str, status: Mapping[str, Any]) -> None:
         namespace, name = _split(gang)

@@ -8,16 +8,18 @@ What it writes (only these, only when the value differs from what the folded obj
   HyperNodes are the tree's source (when a ClusterNetworkTopology wins, their counts are left alone).
 
 What it reports: every distinct problem of the objects the daemon reads (`object_problems`): the
-topology problems (the tree's `problems`, plus the state's problems about HyperNodes,
-ClusterNetworkTopologies and PodGroups, plus each gang's layer and tier names the tree does not
-have, `state/topology_wishes.py`, the same check `toposched validate` makes) and every other problem
+topology and gang problems (the tree's `problems`, plus the state's problems about HyperNodes,
+ClusterNetworkTopologies, PodGroups of every dialect, Workloads and gangs of pod annotations
+(reported on the pod whose annotations define the gang), plus each gang's layer and tier names the
+tree does not have, `state/topology_wishes.py`, the same check `toposched validate` makes) and every other problem
 the fold found: a pod or node quantity that is not one, a pod's unknown PriorityClass, an object
 that could not be decoded (the field msgspec refused) or folded, a record too large to log. Each
 once: one structured log line (`object.problem`, keyed by the object, with the field), one count of
 `toposched_invalid_objects_total{kind,reason}` (not for a fold failure, which
 `toposched_internal_errors_total` counts), and one Warning Event on the object (message `field:
 what is wrong`; reason the problem's own (`InvalidQuantity`, `UndecodableObject`,
-`RecordTooLarge`, `InternalError`), else `InvalidPodGroup` for a PodGroup, `InvalidPod`,
+`RecordTooLarge`, `InternalError`, `UnsupportedField` for a field read but not implemented), else
+`InvalidPodGroup` for a PodGroup, `InvalidWorkload`, `InvalidGang`, `InvalidPod`,
 `InvalidPriorityClass`, and `InvalidTopology` for topology objects and nodes). A problem that goes
 away and comes back is reported again; what was reported is not persisted, so a new leader
 reports the problems still present once more. The tree keeps its last good structure, and a pod
@@ -62,6 +64,8 @@ from events.model import (
     GangTimedOut,
     HyperNodeDeleted,
     HyperNodeUpserted,
+    KubePodGroupDeleted,
+    KubePodGroupUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
@@ -79,18 +83,32 @@ from events.model import (
     PreemptionPlanned,
     PriorityClassDeleted,
     PriorityClassUpserted,
+    SchedulerPluginsPodGroupDeleted,
+    SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
+    WorkloadDeleted,
+    WorkloadUpserted,
 )
 from events.objects import (
     CLUSTER_NETWORK_TOPOLOGY_API,
     HYPERNODE_API,
     KOORDINATOR_POD_GROUP_API,
+    KUBE_POD_GROUP_API,
+    SCHEDULER_PLUGINS_POD_GROUP_API,
     VOLCANO_POD_GROUP_API,
+    WORKLOAD_API,
     TopologyDetail,
 )
 from state.cluster import ClusterState
-from state.gangs import INTERNAL_ERROR, Problem
+from state.gangs import (
+    INTERNAL_ERROR,
+    KUBE_POD_GROUP_PROBLEM,
+    POD_GANG_PROBLEM,
+    SCHEDULER_PLUGINS_PROBLEM,
+    WORKLOAD_PROBLEM,
+    Problem,
+)
 from state.hypernodes import HYPERNODE_KIND
 from state.topology import SOURCE_CNT, SOURCE_HYPERNODES
 from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, NODE_KIND
@@ -102,6 +120,8 @@ INVALID_TOPOLOGY: Final = "InvalidTopology"
 INVALID_POD_GROUP: Final = "InvalidPodGroup"
 INVALID_POD: Final = "InvalidPod"
 INVALID_PRIORITY_CLASS: Final = "InvalidPriorityClass"
+INVALID_WORKLOAD: Final = "InvalidWorkload"
+INVALID_GANG: Final = "InvalidGang"  # on the pod whose annotations define a gang of pod annotations
 POD_KIND: Final = "Pod"
 PRIORITY_CLASS_KIND: Final = "PriorityClass"
 DEFAULT_INTERVAL: Final = 1.0
@@ -116,13 +136,16 @@ _PROBLEMS: Final = "problems"
 _CHANGES: Final[dict[type, str | None]] = exhaustive("the topology status", {
     **each((NodeUpserted, NodeDeleted), _TREE),  # a node's problems change only with the tree's version
     **each((PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted, ObjectUndecodable,
-            NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted), _PROBLEMS),
+            NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
+            SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted,
+            KubePodGroupDeleted, WorkloadUpserted, WorkloadDeleted), _PROBLEMS),
     **each((PodUpserted, PodDeleted, PriorityClassUpserted, PriorityClassDeleted, PodAssumed, PodForgotten,
             BindRequested, PodBound, BindFailed, PodNominated, NominationCleared, EvictionRequested, GangTimedOut,
             GangPending, GangPlanned, PreemptionPlanned), None),
 })
 # Problem kinds taken from `state.all_problems()` (the tree's own problems are all taken).
-_STATE_KINDS: Final = frozenset({CNT_KIND, HYPERNODE_KIND, POD_GROUP_KIND, "VolcanoPodGroup"})
+_STATE_KINDS: Final = frozenset({CNT_KIND, HYPERNODE_KIND, POD_GROUP_KIND, "VolcanoPodGroup", SCHEDULER_PLUGINS_PROBLEM,
+                                 KUBE_POD_GROUP_PROBLEM, WORKLOAD_PROBLEM, POD_GANG_PROBLEM})
 
 
 class TopologyStatusWriter(Protocol):
@@ -175,8 +198,10 @@ def topology_problems(state: ClusterState) -> list[Problem]:
     found = set(state.topology.problems)
     found.update(problem for problem in state.all_problems() if problem.kind in _STATE_KINDS)
     for gang in state.gangs.values():  # layer and tier names checked against the tree as it is now
-        if gang.spec is not None:
-            found.update(wish_problems(gang.spec, state.topology))
+        if gang.spec is not None:  # filed under the kind of the gang's own object
+            kind = gang.problem_kind
+            found.update(problem if problem.kind == kind else msgspec.structs.replace(problem, kind=kind)
+                         for problem in wish_problems(gang.spec, state.topology))
     return sorted(found, key=lambda p: (p.kind, p.key, p.field, p.message))
 
 
@@ -191,8 +216,12 @@ def reason_of(problem: Problem) -> str:
     """The Warning Event's reason for a problem (see the module docstring)."""
     if problem.reason:
         return problem.reason
-    if problem.kind in (POD_GROUP_KIND, "VolcanoPodGroup"):
+    if problem.kind in (POD_GROUP_KIND, "VolcanoPodGroup", SCHEDULER_PLUGINS_PROBLEM, KUBE_POD_GROUP_PROBLEM):
         return INVALID_POD_GROUP
+    if problem.kind == WORKLOAD_PROBLEM:
+        return INVALID_WORKLOAD
+    if problem.kind == POD_GANG_PROBLEM:
+        return INVALID_GANG
     if problem.kind == POD_KIND:
         return INVALID_POD
     if problem.kind == PRIORITY_CLASS_KIND:
@@ -222,6 +251,19 @@ def object_of(state: ClusterState, problem: Problem) -> ObjectRef:
     if problem.kind == "VolcanoPodGroup":
         volcano = state.volcano_pod_groups.get(key)
         return ObjectRef(key, VOLCANO_POD_GROUP_API, POD_GROUP_KIND, volcano.metadata.uid if volcano else "")
+    if problem.kind == SCHEDULER_PLUGINS_PROBLEM:
+        group = state.scheduler_plugins_pod_groups.get(key)
+        return ObjectRef(key, SCHEDULER_PLUGINS_POD_GROUP_API, POD_GROUP_KIND, group.metadata.uid if group else "")
+    if problem.kind == KUBE_POD_GROUP_PROBLEM:
+        kube = state.kube_pod_groups.get(key)
+        return ObjectRef(key, KUBE_POD_GROUP_API, POD_GROUP_KIND, kube.metadata.uid if kube else "")
+    if problem.kind == WORKLOAD_PROBLEM:
+        workload = state.workloads.get(key)
+        return ObjectRef(key, WORKLOAD_API, "Workload", workload.metadata.uid if workload else "")
+    if problem.kind == POD_GANG_PROBLEM:  # a gang of pod annotations: the pod whose annotations define it
+        gang = state.gangs.get(key)
+        pod = state.pods.get(gang.definer) if gang is not None else None
+        return ObjectRef(pod.key, "v1", POD_KIND, pod.uid) if pod is not None else ObjectRef(key, "v1", POD_KIND)
     koordinator = state.pod_groups.get(key)
     if koordinator is not None:
         return ObjectRef(key, KOORDINATOR_POD_GROUP_API, POD_GROUP_KIND, koordinator.metadata.uid)

@@ -381,6 +381,12 @@ def known_from_state(state: ClusterState) -> Callable[[KindInfo], dict[str, str]
             return {key: group.metadata.uid for key, group in state.pod_groups.items()}
         if info.name == "VolcanoPodGroup":
             return {key: group.metadata.uid for key, group in state.volcano_pod_groups.items()}
+        if info.name == "SchedulerPluginsPodGroup":
+            return {key: group.metadata.uid for key, group in state.scheduler_plugins_pod_groups.items()}
+        if info.name == "KubernetesPodGroup":
+            return {key: kube_group.metadata.uid for key, kube_group in state.kube_pod_groups.items()}
+        if info.name == "Workload":
+            return {key: workload.metadata.uid for key, workload in state.workloads.items()}
         if info.name == "ClusterNetworkTopology":
             return {key: item.metadata.uid for key, item in state.network_topologies.items()}
         if info.name == "HyperNode":

@@ -27,6 +27,8 @@ from events.model import (
     GangTimedOut,
     HyperNodeDeleted,
     HyperNodeUpserted,
+    KubePodGroupDeleted,
+    KubePodGroupUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
@@ -44,11 +46,15 @@ from events.model import (
     PreemptionPlanned,
     PriorityClassDeleted,
     PriorityClassUpserted,
+    SchedulerPluginsPodGroupDeleted,
+    SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
+    WorkloadDeleted,
+    WorkloadUpserted,
     object_key,
 )
-from events.objects import POD_GROUP_LABEL, VOLCANO_GROUP_ANNOTATION
+from state.pod_gangs import membership
 
 
 class ExplainLine(msgspec.Struct, frozen=True):
@@ -100,8 +106,7 @@ class _Story:
 
 def _gang_of(event: PodUpserted) -> str:
     meta = event.pod.metadata
-    name = meta.labels.get(POD_GROUP_LABEL) or meta.annotations.get(VOLCANO_GROUP_ANNOTATION, "")
-    return object_key(meta.namespace, name) if name else ""
+    return membership(event.pod, object_key(meta.namespace, meta.name))[0]  # the fold's own rule
 
 
 class _Explainer:
@@ -114,13 +119,23 @@ class _Explainer:
         self.bound_seen: set[str] = set()
         self.seen_group = False
 
-    def group_upserted(self, event: PodGroupUpserted | VolcanoPodGroupUpserted) -> None:
+    def group_upserted(self, event: PodGroupUpserted | VolcanoPodGroupUpserted | SchedulerPluginsPodGroupUpserted
+                       ) -> None:
         meta = event.pod_group.metadata
         if object_key(meta.namespace, meta.name) == self.gang and not self.seen_group:
             self.seen_group = True
             self.story.add(event, f"PodGroup created (minMember {event.pod_group.spec.min_member})")
 
-    def group_deleted(self, event: PodGroupDeleted | VolcanoPodGroupDeleted) -> None:
+    def kube_group_upserted(self, event: KubePodGroupUpserted) -> None:
+        meta = event.pod_group.metadata
+        if object_key(meta.namespace, meta.name) == self.gang and not self.seen_group:
+            self.seen_group = True
+            gang = event.pod_group.spec.scheduling_policy.gang
+            self.story.add(event, f"PodGroup created (minCount {gang.min_count})" if gang is not None
+                           else "PodGroup created (basic policy)")
+
+    def group_deleted(self, event: PodGroupDeleted | VolcanoPodGroupDeleted | SchedulerPluginsPodGroupDeleted
+                      | KubePodGroupDeleted) -> None:
         if event.key == self.gang:
             self.story.add(event, "PodGroup deleted")
 
@@ -198,6 +213,10 @@ _TOLD: dict[type, Callable[[_Explainer, Any], None] | None] = exhaustive("replay
     VolcanoPodGroupUpserted: _Explainer.group_upserted,
     PodGroupDeleted: _Explainer.group_deleted,
     VolcanoPodGroupDeleted: _Explainer.group_deleted,
+    SchedulerPluginsPodGroupUpserted: _Explainer.group_upserted,
+    SchedulerPluginsPodGroupDeleted: _Explainer.group_deleted,
+    KubePodGroupUpserted: _Explainer.kube_group_upserted,
+    KubePodGroupDeleted: _Explainer.group_deleted,
     PodUpserted: _Explainer.pod_upserted,
     PodDeleted: _Explainer.pod_deleted,
     GangPending: _Explainer.pending,
@@ -213,7 +232,8 @@ _TOLD: dict[type, Callable[[_Explainer, Any], None] | None] = exhaustive("replay
     NominationCleared: _Explainer.nomination_cleared,
     # Not part of one gang's story: the cluster's shape, and a bind the PodBound after it tells.
     **each((NodeUpserted, NodeDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
-            HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable, BindRequested), None),
+            HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable, BindRequested,
+            WorkloadUpserted, WorkloadDeleted), None),  # a Workload is a template: its gangs' pods tell the story
 })
 
 

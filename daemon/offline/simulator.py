@@ -50,6 +50,8 @@ from events.model import (
     GangTimedOut,
     HyperNodeDeleted,
     HyperNodeUpserted,
+    KubePodGroupDeleted,
+    KubePodGroupUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
@@ -67,8 +69,12 @@ from events.model import (
     PreemptionPlanned,
     PriorityClassDeleted,
     PriorityClassUpserted,
+    SchedulerPluginsPodGroupDeleted,
+    SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
+    WorkloadDeleted,
+    WorkloadUpserted,
 )
 from events.objects import Condition, Pod
 from events.scenario import Scenario, ScenarioObject
@@ -427,7 +433,9 @@ _REPORTED: dict[type, Callable[[Simulation, Any], None] | None] = exhaustive("th
     PreemptionPlanned: Simulation._preempted,
     PodNominated: Simulation._nominated,
     **each((NodeUpserted, NodeDeleted, PodUpserted, PodDeleted, PodGroupUpserted, PodGroupDeleted,
-            VolcanoPodGroupUpserted, VolcanoPodGroupDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted,
+            VolcanoPodGroupUpserted, VolcanoPodGroupDeleted, SchedulerPluginsPodGroupUpserted,
+            SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted, KubePodGroupDeleted, WorkloadUpserted,
+            WorkloadDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted,
             HyperNodeUpserted, HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable,
             PodAssumed, PodForgotten, BindRequested, BindFailed, NominationCleared, EvictionRequested, GangTimedOut,
             GangPending, GangPlanned), None),

@@ -56,6 +56,8 @@ from events.model import (
     GangTimedOut,
     HyperNodeDeleted,
     HyperNodeUpserted,
+    KubePodGroupDeleted,
+    KubePodGroupUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
@@ -73,8 +75,12 @@ from events.model import (
     PreemptionPlanned,
     PriorityClassDeleted,
     PriorityClassUpserted,
+    SchedulerPluginsPodGroupDeleted,
+    SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
+    WorkloadDeleted,
+    WorkloadUpserted,
 )
 from events.objects import DEFAULT_SCHEDULER_NAME
 from preemption import JobPreemptor
@@ -197,7 +203,9 @@ _REMEMBERED: dict[type, Callable[[_LogMemory, Any], None] | None] = exhaustive("
     PodBound: _LogMemory._pod_bound,
     PodDeleted: _LogMemory._pod_deleted,
     **each((NodeUpserted, NodeDeleted, PodUpserted, PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted,
-            VolcanoPodGroupDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
+            VolcanoPodGroupDeleted, SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted,
+            KubePodGroupUpserted, KubePodGroupDeleted, WorkloadUpserted, WorkloadDeleted,
+            NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
             HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable, PodAssumed,
             PodForgotten, BindRequested, BindFailed, PodNominated, NominationCleared, EvictionRequested,
             GangTimedOut, GangPlanned, PreemptionPlanned), None),
@@ -254,7 +262,9 @@ _STARTS: dict[type, Callable[[_LogMemory, Any], tuple[str, str] | None] | None] 
     # the API's answer to a bind (PodBound, BindFailed), or observed:
     **each((PodNominated, EvictionRequested, GangTimedOut, PodBound, BindFailed, NodeUpserted, NodeDeleted,
             PodUpserted, PodDeleted, PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted,
-            VolcanoPodGroupDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
+            VolcanoPodGroupDeleted, SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted,
+            KubePodGroupUpserted, KubePodGroupDeleted, WorkloadUpserted, WorkloadDeleted,
+            NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
             HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable), None),
 })
 

@@ -56,7 +56,7 @@ from events.model import (
 )
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod
 from placement.fit import Requests
-from placement.members import is_running
+from placement.members import is_running, quorum_met
 from placement.plan import CAPACITY, HARD_TIER, INVALID, MEMBERS, MUST_GATHER, POD_FIT
 from placement.recheck import Adopted, broken_plans, refusal
 from state.cluster import ClusterState, PodInfo
@@ -614,16 +614,7 @@ def label(gangs: Sequence[str]) -> str:
 
 
 def _quorum(state: ClusterState, gang: str) -> bool:
-    info = state.gangs.get(gang)
-    if info is None or info.spec is None:
-        return False
-    placed = 0
-    pods = state.pods
-    for key in info.members:
-        pod = pods.get(key)
-        if pod is not None and is_running(pod):
-            placed += 1
-    return placed >= info.spec.min_member
+    return quorum_met(state, gang)  # minMember by the gang's match policy, and its task minimums
 
 
 def _is_assumed(state: ClusterState, key: str) -> bool:

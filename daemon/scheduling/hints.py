@@ -11,9 +11,10 @@ again. Two bounds, both computed from the topology tree's aggregates, never from
 - `room_now`: the same bound over what is free now (domain allocatable - used, aggregated, so it
   over-counts: still an upper bound). Below the need, re-planning after a release is skipped.
 
-The need is a lower bound of what any plan must place: minMember minus the members already
-running, summed over the GangGroup (at least 1, at most the pending pods); each pod counted at the
-smallest request among the pending pods. The layer is the tightest MustGather / hard tier of the
+The need is a lower bound of what any plan must place: minMember minus the running members that
+count towards it (`placement.members.counted`, by the gang's match policy), summed over the
+GangGroup (at least 1, at most the pending pods); each pod counted at the smallest request among
+the pending pods. The layer is the tightest MustGather / hard tier of the
 group (placement's own `resolve`), else the cluster root. Every bound ignores filters, taints,
 nominations and running members' anchoring, each of which can only make placement fail more.
 
@@ -27,7 +28,7 @@ import msgspec
 from daemon.scheduling.queue import Unit
 from placement.constraints import InvalidConstraint, resolve
 from placement.fit import Requests, slots_in
-from placement.members import is_running
+from placement.members import counted, is_running
 from state.cluster import ClusterState
 from state.gangs import GangSpec
 
@@ -66,12 +67,8 @@ def need_of(state: ClusterState, unit: Unit) -> Need | None:
         if info_gang is None or info_gang.spec is None:
             return None
         specs.append(info_gang.spec)
-        running = 0
-        for member in info_gang.members:
-            pod = pods.get(member)
-            if pod is not None and is_running(pod):
-                running += 1
-        missing += max(0, info_gang.spec.min_member - running)
+        running = [pod for member in info_gang.members if (pod := pods.get(member)) is not None and is_running(pod)]
+        missing += max(0, info_gang.spec.min_member - counted(info_gang.spec, running))
     resolved = resolve(state.topology, specs)
     if isinstance(resolved, InvalidConstraint):
         return None

@@ -107,6 +107,8 @@ from events.model import (
     GangTimedOut,
     HyperNodeDeleted,
     HyperNodeUpserted,
+    KubePodGroupDeleted,
+    KubePodGroupUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
@@ -124,8 +126,12 @@ from events.model import (
     PreemptionPlanned,
     PriorityClassDeleted,
     PriorityClassUpserted,
+    SchedulerPluginsPodGroupDeleted,
+    SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
+    WorkloadDeleted,
+    WorkloadUpserted,
     object_key,
 )
 from events.objects import Node
@@ -243,8 +249,10 @@ class Scheduler:
         return False
 
     def _gang_spec_changed(self, event: PodGroupUpserted | PodGroupDeleted | VolcanoPodGroupUpserted
-                           | VolcanoPodGroupDeleted) -> bool:
-        if isinstance(event, PodGroupUpserted | VolcanoPodGroupUpserted):
+                           | VolcanoPodGroupDeleted | SchedulerPluginsPodGroupUpserted
+                           | SchedulerPluginsPodGroupDeleted | KubePodGroupUpserted | KubePodGroupDeleted) -> bool:
+        if isinstance(event, PodGroupUpserted | VolcanoPodGroupUpserted | SchedulerPluginsPodGroupUpserted
+                      | KubePodGroupUpserted):
             meta = event.pod_group.metadata
             key = object_key(meta.namespace, meta.name)
         else:
@@ -364,7 +372,9 @@ class Scheduler:
         self._service_waiting(now, group)
         self._service_nominated(now, group)
         units = pending_units(self.state)
-        self.queue.forget_gone([u.key for u in units] + list(self._waiting) + list(self._binding))
+        # A unit's wake-ups are kept under each of its gangs (a new member of any of them may let it fit).
+        live = [key for u in units for key in (u.key, *u.gangs)]
+        self.queue.forget_gone(live + list(self._waiting) + list(self._binding))
         self._min_placed = None
         for unit in self.queue.ordered(units, now):
             if self._stopping:
@@ -664,11 +674,13 @@ _OBSERVERS: dict[type, Callable[[Scheduler, Any], bool] | None] = exhaustive("th
     PodUpserted: Scheduler._pod_upserted,
     NodeUpserted: Scheduler._node_upserted,
     NodeDeleted: Scheduler._node_deleted,
-    **each((PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted),
-           Scheduler._gang_spec_changed),
+    **each((PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
+            SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted,
+            KubePodGroupDeleted), Scheduler._gang_spec_changed),
     **each((PodDeleted, PodForgotten, BindFailed, NominationCleared), Scheduler._capacity_freed),
     **each((NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
-            PriorityClassUpserted, PriorityClassDeleted), Scheduler._structure_changed),
+            PriorityClassUpserted, PriorityClassDeleted,
+            WorkloadUpserted, WorkloadDeleted), Scheduler._structure_changed),  # a Workload: each of its gangs
     # Decisions that only take room, and objects nothing is placed by:
     **each((ObjectUndecodable, BindRequested, PodNominated, EvictionRequested, GangTimedOut, GangPending,
             GangPlanned, PreemptionPlanned), None),

@@ -37,6 +37,8 @@ from events.model import (
     GangTimedOut,
     HyperNodeDeleted,
     HyperNodeUpserted,
+    KubePodGroupDeleted,
+    KubePodGroupUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
@@ -54,8 +56,12 @@ from events.model import (
     PreemptionPlanned,
     PriorityClassDeleted,
     PriorityClassUpserted,
+    SchedulerPluginsPodGroupDeleted,
+    SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
+    WorkloadDeleted,
+    WorkloadUpserted,
 )
 from state.cluster import ClusterState
 
@@ -253,6 +259,10 @@ _WATCHED: dict[type, tuple[str, str]] = {
     PodUpserted: ("Pod", "upsert"), PodDeleted: ("Pod", "delete"),
     PodGroupUpserted: ("PodGroup", "upsert"), PodGroupDeleted: ("PodGroup", "delete"),
     VolcanoPodGroupUpserted: ("VolcanoPodGroup", "upsert"), VolcanoPodGroupDeleted: ("VolcanoPodGroup", "delete"),
+    SchedulerPluginsPodGroupUpserted: ("SchedulerPluginsPodGroup", "upsert"),
+    SchedulerPluginsPodGroupDeleted: ("SchedulerPluginsPodGroup", "delete"),
+    KubePodGroupUpserted: ("KubernetesPodGroup", "upsert"), KubePodGroupDeleted: ("KubernetesPodGroup", "delete"),
+    WorkloadUpserted: ("Workload", "upsert"), WorkloadDeleted: ("Workload", "delete"),
     NetworkTopologyUpserted: ("ClusterNetworkTopology", "upsert"),
     NetworkTopologyDeleted: ("ClusterNetworkTopology", "delete"),
     HyperNodeUpserted: ("HyperNode", "upsert"), HyperNodeDeleted: ("HyperNode", "delete"),

@@ -17,12 +17,15 @@ documentation describe) and what must happen. The expectation file asserts on th
       layer: BlockLayer       # ...sit in `domains` (default 1) domain(s) of this layer,
       domains: 1
       at: 100.0               # ...and all bound at this time (without `at`: all at one time)
+      nodes: [n2, n4]         # ...and only on these nodes
     pending:                  # the pending pods matching `pods`: how many, and words their reasons hold
     - pods: default/train-*
       count: 6
       reason: [default/train, MustGather, BlockLayer]
     pending_count: 0          # exact number of pending pods
     preemptions: 0            # exact number of preemptions
+    victims: [default/low-*]  # globs each matching some preempted pod
+    not_victims: [default/x-*]  # globs no preempted pod may match
     finished_at: 100.0
 
 Globs are `fnmatch` patterns over `namespace/name`. Layers are resolved on the scenario's own topology
@@ -90,6 +93,9 @@ def _check(scenario: Path, expect: dict[str, Any], report: dict[str, Any]) -> No
             assert times == {together["at"]}, f"{together['pods']} bound at {times}\n{context}"
         elif "layer" not in together:
             assert len(times) == 1, f"{together['pods']} bound at several times {times}\n{context}"
+        if "nodes" in together:
+            outside = sorted({b["node"] for b in group} - set(together["nodes"]))
+            assert not outside, f"{together['pods']} bound on {outside}\n{context}"
         if "layer" in together:
             assert tree is not None
             level = tree.resolve_level(together["layer"])
@@ -112,6 +118,10 @@ def _check(scenario: Path, expect: dict[str, Any], report: dict[str, Any]) -> No
         assert report["finished_at"] == expect["finished_at"], context
     victims = {v for p in report["preemptions"] for v in p["victims"]}
     assert not victims & {p["pod"] for p in pending}, "a victim is also pending"
+    for pattern in expect.get("victims", []):
+        assert any(fnmatchcase(v, pattern) for v in victims), f"{pattern} not preempted\n{context}"
+    for pattern in expect.get("not_victims", []):
+        assert not any(fnmatchcase(v, pattern) for v in victims), f"{pattern} preempted\n{context}"
 
 
 def _run(scenario: Path, until: float | None) -> dict[str, Any]:

@@ -193,6 +193,23 @@ async def test_gang_binds_when_capacity_is_freed() -> None:
     assert h.times(PodBound) == {40.0}
 
 
+async def test_a_parked_ganggroup_wakes_when_the_member_its_second_gang_lacked_arrives() -> None:
+    # The unit is keyed by the GangGroup's first gang; a new member of another gang of the group must
+    # still bring it back from the park (its wake-up used to be dropped with the bookkeeping of gone units).
+    h = Harness()
+    members = ["default/a", "default/b"]
+    h.add(*nodes(8))
+    h.add(*gang("a", 2, min_member=2, gang_group=members))
+    h.add(group_event(pod_group("b", min_member=2, gang_group=members)), pod_event(pod("b-0", gang="b")))
+    await h.settle()
+    assert h.bound_pods() == {} and not h.pods(PodAssumed)  # 3 of the summed minMember 4 exist: parked
+    h.clock.advance_to(40.0)
+    h.add(pod_event(pod("b-1", gang="b"), 40.0))
+    await h.settle()
+    assert sorted(h.bound_pods()) == ["default/a-0", "default/a-1", "default/b-0", "default/b-1"]
+    assert h.times(PodBound) == {40.0}
+
+
 async def test_permit_holds_a_ganggroup_until_every_gang_reaches_min_member() -> None:
     h = Harness()
     members = ["default/a", "default/b"]

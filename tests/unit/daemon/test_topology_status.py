@@ -342,3 +342,38 @@ async def test_a_pod_problem_wakes_the_keeper_but_pods_without_problems_do_not()
     state.apply(bad)
     keeper.notice(bad)
     assert keeper._dirty.is_set()
+
+
+async def test_fields_read_but_not_implemented_get_one_warning_on_the_object_of_each_dialect() -> None:
+    state = cluster()
+    writer = FakeWriter()
+    keeper = TopologyStatus(state, writer)
+    assert await keeper.sync_once()
+    nonstrict = {"gang.scheduling.koordinator.sh/name": "gang-a", "gang.scheduling.koordinator.sh/min-available": "2",
+                 "gang.scheduling.koordinator.sh/mode": "NonStrict"}
+    events = [
+        pod_event(pod("a-1", annotations=nonstrict)),
+        pod_event(pod("a-0", annotations=nonstrict)),
+        upsert_event(KIND_BY_NAME["SchedulerPluginsPodGroup"], {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "nginx", "namespace": "default", "uid": "uid-nginx"},
+            "spec": {"minMember": 3, "minResources": {"cpu": "3"}}}),
+        upsert_event(KIND_BY_NAME["Workload"], {
+            "apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
+            "metadata": {"name": "training", "namespace": "default", "uid": "uid-training"},
+            "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": 0}}}]}}),
+    ]
+    for event in events:
+        state.apply(event)
+        keeper.notice(event)
+    assert await keeper.sync_once()
+    assert {(kind, key, uid, reason) for kind, key, uid, reason, _ in writer.events} == {
+        ("Pod", "default/a-0", "uid-default-a-0", "UnsupportedField"),  # the member whose annotations define it
+        ("PodGroup", "default/nginx", "uid-nginx", "UnsupportedField"),
+        ("Workload", "default/training", "uid-training", "InvalidWorkload"),
+    }
+    count = len(writer.events)
+    for event in events:
+        keeper.notice(event)
+    assert await keeper.sync_once()
+    assert len(writer.events) == count

@@ -193,3 +193,32 @@ spec: {tier: 1, members: [{type: Node, selector: {exactMatch: {name: n1}}},
     assert capsys.readouterr().out.splitlines()[0] == (
         f"{path}#1: HyperNode s0: spec.members[1].selector.regexMatch.pattern: '^gpu-(?!0)' is not a valid RE2 "
         "regular expression (invalid perl operator: (?!); the HyperNode is left out of the tree")
+
+
+def test_the_newer_gang_kinds_are_checked_with_the_daemons_rules(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "gangs.yaml", """
+apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata: {name: nginx, namespace: default}
+spec: {minMember: 3, minResources: {cpu: "3"}}
+---
+apiVersion: scheduling.k8s.io/v1alpha1
+kind: Workload
+metadata: {name: training, namespace: default}
+spec:
+  podGroups:
+  - {name: workers, policy: {gang: {minCount: 0}}}
+---
+apiVersion: scheduling.k8s.io/v1alpha2
+kind: PodGroup
+metadata: {name: example-podgroup, namespace: default}
+spec:
+  schedulingPolicy: {gang: {minCount: 4}}
+  schedulingConstraints: {topology: [{key: topology.example.com/rack}]}
+""")
+    assert main([path]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{path}#1: SchedulerPluginsPodGroup default/nginx: spec.minResources: is read but not")
+    assert lines[1].startswith(f"{path}#2: Workload default/training: spec.podGroups[0].policy.gang.minCount: 0 is")
+    assert lines[2] == "2 problems in 3 objects"

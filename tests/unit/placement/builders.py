@@ -46,9 +46,9 @@ def occupy(state: ClusterState, node_name: str, gpus: int, name: str | None = No
 def gang(state: ClusterState, name: str, size: int, *, min_member: int | None = None, gpus: int = 8,
          gather: list[dict[str, object]] | None = None, gang_group: list[str] | None = None,
          indexed: bool = False, priority: int | None = None, first: int = 0,
-         labels: Mapping[str, str] | None = None) -> list[str]:
+         labels: Mapping[str, str] | None = None, annotations: Mapping[str, str] | None = None) -> list[str]:
     state.apply(group_event(pod_group(name, min_member=size if min_member is None else min_member, gather=gather,
-                                      gang_group=gang_group)))
+                                      gang_group=gang_group, annotations=annotations)))
     return members(state, name, size, gpus=gpus, indexed=indexed, priority=priority, first=first, labels=labels)
 
 

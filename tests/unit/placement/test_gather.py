@@ -24,6 +24,7 @@ from tests.unit.placement.builders import (
 )
 
 MUST_BLOCK: list[dict[str, object]] = [{"layer": "BlockLayer", "strategy": "MustGather"}]
+MATCH_POLICY = "gang.scheduling.koordinator.sh/match-policy"
 PREFER_BLOCK: list[dict[str, object]] = [{"layer": "BlockLayer", "strategy": "PreferGather"}]
 
 
@@ -201,12 +202,24 @@ def test_partly_running_gang_places_missing_members_near_running_ones() -> None:
 
 def test_partly_running_gang_stays_pending_rather_than_leave_its_block() -> None:
     state = fabric(blocks=2, nvlinks=2, nodes=2)
-    keys = gang(state, "train", 4, gather=MUST_BLOCK)
+    keys = gang(state, "train", 4, gather=MUST_BLOCK, annotations={MATCH_POLICY: "waiting-and-running"})
     run_pod(state, keys[0], "n-s0b1a1-0")
     occupy(state, "n-s0b1a0-0", 8)
     occupy(state, "n-s0b1a0-1", 8)
     result = refused(plan_gang(state, "default/train"))
     assert result.constraint == MUST_GATHER and result.best_domain == "s0b1" and result.fit == 1
+
+
+def test_once_satisfied_gang_places_what_fits_of_its_recreated_members_inside_its_block() -> None:
+    # Koordinator's default match policy: a gang with a bound member has been satisfied, so the
+    # recreated members go as they fit, still inside the MustGather block of the running one.
+    state = fabric(blocks=2, nvlinks=2, nodes=2)
+    keys = gang(state, "train", 4, gather=MUST_BLOCK)
+    run_pod(state, keys[0], "n-s0b1a1-0")
+    occupy(state, "n-s0b1a0-0", 8)
+    occupy(state, "n-s0b1a0-1", 8)
+    plan = planned(plan_gang(state, "default/train"))
+    assert list(nodes_of(plan).values()) == ["n-s0b1a1-1"]
 
 
 def test_partly_running_gang_without_spec_grows_inside_its_running_domain() -> None:

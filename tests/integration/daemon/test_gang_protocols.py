@@ -1,0 +1,97 @@
+"""The daemon against devcluster with every gang protocol: it lists and watches the new kinds,
+binds each kind of gang all at once, and runs on when a cluster does not serve the Workload API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from devcluster.cluster import DevCluster
+from tests.integration.daemon.harness import (
+    NAMESPACE,
+    bound_count,
+    daemons,
+    nodes,
+    pod,
+    pod_names,
+    wait_until,
+)
+
+
+def member(name: str, *, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
+           **spec: Any) -> dict[str, Any]:
+    manifest = pod(name)
+    manifest["metadata"]["labels"] = labels or {}
+    manifest["metadata"]["annotations"] = annotations or {}
+    manifest["spec"].update(spec)
+    return manifest
+
+
+def annotation_gang(names: range) -> list[dict[str, Any]]:
+    return [member(f"gang-a-{i}", annotations={"gang.scheduling.koordinator.sh/name": "gang-a",
+                                               "gang.scheduling.koordinator.sh/min-available": "3"}) for i in names]
+
+
+def kube_gang() -> list[dict[str, Any]]:
+    group = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+             "metadata": {"name": "example-podgroup", "namespace": NAMESPACE},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                      "schedulingConstraints": {"topology": [{"key": "network.topology.nvidia.com/block"}]}}}
+    return [group, *(member(f"worker-{i}", schedulingGroup={"podGroupName": "example-podgroup"}) for i in range(2))]
+
+
+def workload_gang() -> list[dict[str, Any]]:
+    workload = {"apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
+                "metadata": {"name": "training", "namespace": NAMESPACE},
+                "spec": {"controllerRef": {"apiGroup": "batch", "kind": "Job", "name": "training"},
+                         "podGroups": [{"name": "workers", "policy": {"gang": {"minCount": 2}}}]}}
+    ref = {"name": "training", "podGroup": "workers", "podGroupReplicaKey": "0"}
+    return [workload, *(member(f"training-{i}", workloadRef=ref) for i in range(2))]
+
+
+def scheduler_plugins_gang() -> list[dict[str, Any]]:
+    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": "nginx", "namespace": NAMESPACE},
+             "spec": {"scheduleTimeoutSeconds": 10, "minMember": 2}}
+    return [group, *(member(f"nginx-{i}", labels={"scheduling.x-k8s.io/pod-group": "nginx"}) for i in range(2))]
+
+
+async def test_every_gang_protocol_is_watched_and_bound_all_at_once(tmp_path: Path) -> None:
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(16))
+        async with daemons(cluster, tmp_path) as (running,):
+            state = running.daemon.state
+            assert state is not None
+            first = annotation_gang(range(2))
+            cluster.load_objects(first)
+            await wait_until(lambda: "default/gang-a" in state.gangs and state.gangs["default/gang-a"].attempts > 0,
+                             what="the incomplete annotation gang tried")
+            assert bound_count(cluster, pod_names(first)) == 0  # 2 of min-available 3: none bound, not one by one
+            jobs = [annotation_gang(range(2, 3)), kube_gang(), workload_gang(), scheduler_plugins_gang()]
+            for job in jobs:
+                cluster.load_objects(job)
+            names = pod_names(first) + [name for job in jobs for name in pod_names(job)]
+            await wait_until(lambda: bound_count(cluster, names) == len(names), what="every gang bound")
+            assert set(state.scheduler_plugins_pod_groups) == {"default/nginx"}
+            assert set(state.kube_pod_groups) == {"default/example-podgroup"}
+            assert set(state.workloads) == {"default/training"}
+
+
+async def test_a_cluster_without_the_workload_api_is_fine(tmp_path: Path) -> None:
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(4))
+        missing = [cluster.faults.fail_fraction(1.0, 404, verb="list", path=path)
+                   for path in ("/apis/scheduling.k8s.io/v1alpha1/", "/apis/scheduling.k8s.io/v1alpha2/")]
+        async with daemons(cluster, tmp_path) as (running,):
+            watchers = running.daemon.watchers
+            assert watchers is not None
+            await wait_until(lambda: running.daemon.health.ready, what="ready without the Workload API")
+            absent = {w.info.name for w in watchers.watchers if w.missing_crd}
+            assert absent == {"Workload", "KubernetesPodGroup"}
+            job = scheduler_plugins_gang()
+            cluster.load_objects(job)
+            await wait_until(lambda: bound_count(cluster, pod_names(job)) == 2, what="gang bound")
+            for rule in missing:
+                cluster.faults.remove(rule)
+            await wait_until(lambda: not any(w.missing_crd for w in watchers.watchers), within=5,
+                             what="the Workload API picked up")
