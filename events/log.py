@@ -11,7 +11,8 @@ On-disk format (all integers little-endian). A log is a directory:
 
     LOCK                         flock(LOCK_EX) by the one writer; readers take no lock
     <first_seq:020d>.seg         segment files, named by the seq of their first record
-    <first_seq:020d>.seg.idx     index of a sealed segment (a cache: rebuilt by scanning if bad)
+    <first_seq:020d>.seg.idx     index of a sealed segment, or a checkpoint of the active one (a cache:
+                                 rebuilt by scanning if bad)
     snapshot-<seq:020d>.snap     snapshots (see `events.snapshot`)
 
 A segment starts with a 24-byte header:
@@ -31,7 +32,10 @@ then holds records, back to back:
     payload   `encode_event(event)` (msgpack), the event carrying the same seq
 
 Recovery rules, applied when a log is opened:
-- The last segment is scanned record by record. The first bad record (wrong magic, length past the
+- The last segment is scanned record by record, from its checkpoint when it has one: after an fsync
+  (the background one, an `always` append, `sync`, `close`) that finds it grown by 8 MiB, the writer
+  records the active segment's index as of the fsynced end, so a restart scans the last few MiB
+  instead of up to 64 MiB. The first bad record (wrong magic, length past the
   end, checksum mismatch, or header shorter than 20 bytes) is a torn tail if no valid record can be
   found anywhere after it: the writer truncates the file there and logs `eventlog.torn_tail` with
   segment, offset and bytes_dropped; a reader opened with `open_readonly` just stops before it. If a
@@ -103,6 +107,7 @@ _RECORD_LENGTH = struct.Struct("<I")
 _READ_CHUNK = 1024 * 1024
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.seg$")
 _INDEX_STRIDE = 64 * 1024
+_CHECKPOINT_BYTES = 8 * 1024 * 1024
 _WRITE_THRESHOLD = 256 * 1024
 _LOCK_NAME = "LOCK"
 
@@ -307,13 +312,19 @@ class _Scan(msgspec.Struct):
     problem: str = ""
 
 
-def _scan_records(path: Path, data: bytes, first_seq: int) -> _Scan:
-    """Walk the records after the segment header; stops at the first bad one (checksum-level damage)."""
-    offset = _SEGMENT_HEADER.size
+def _scan_records(path: Path, data: bytes, first_seq: int, start: _SegmentIndex | None = None) -> _Scan:
+    """Walk the records after the segment header (or after the prefix `start` vouches for); stops at the
+    first bad one (checksum-level damage)."""
+    if start is None:
+        offset = _SEGMENT_HEADER.size
+        expected = first_seq
+        sparse: list[tuple[int, int]] = [(first_seq, offset)]
+    else:
+        offset = start.size
+        expected = start.last_seq + 1
+        sparse = list(start.sparse)
     size = len(data)
-    expected = first_seq
-    sparse: list[tuple[int, int]] = [(first_seq, offset)]
-    next_mark = offset + _INDEX_STRIDE
+    next_mark = sparse[-1][1] + _INDEX_STRIDE
     while offset < size:
         record = _record_at(data, offset, size)
         if isinstance(record, str):
@@ -348,8 +359,10 @@ def _read_index(segment: _Segment) -> _SegmentIndex | None:
     return index
 
 
-def _write_index(segment: _Segment) -> None:
-    body = _index_encoder.encode(_SegmentIndex(segment.first_seq, segment.last_seq, segment.end, segment.sparse))
+def _write_index(segment: _Segment, index: _SegmentIndex | None = None) -> None:
+    if index is None:
+        index = _SegmentIndex(segment.first_seq, segment.last_seq, segment.end, segment.sparse)
+    body = _index_encoder.encode(index)
     temporary = segment.index_path.with_name(segment.index_path.name + ".tmp")
     temporary.write_bytes(body + struct.pack("<I", zlib.crc32(body)))
     os.replace(temporary, segment.index_path)
@@ -402,6 +415,7 @@ class EventLog:
         self._sealing: list[tuple[_Segment, int]] = []
         self._rotations = 0
         self._directory_synced = 0
+        self._checkpointed: dict[int, int] = {}  # active segment's first seq -> end its checkpoint covers
 
     # ------------------------------------------------------------------ opening
 
@@ -558,7 +572,12 @@ class EventLog:
                     action="removed segment",
                 )
             return False
-        scan = _scan_records(segment.path, data, segment.first_seq)
+        checkpoint = _read_index(segment)
+        if checkpoint is not None and not _SEGMENT_HEADER.size <= checkpoint.size <= len(data):
+            checkpoint = None  # written for a longer file than this one: no use
+        # The prefix a checkpoint vouches for was fsynced before the checkpoint was written; like a sealed
+        # segment's, it is checked again record by record whenever it is read.
+        scan = _scan_records(segment.path, data, segment.first_seq, checkpoint)
         if scan.bad_offset is not None:
             following = _valid_record_after(data, scan.bad_offset)
             if following is not None:
@@ -582,8 +601,8 @@ class EventLog:
         segment.last_seq = scan.last_seq
         segment.end = scan.end
         segment.sparse = scan.sparse
-        if not self.readonly:
-            segment.index_path.unlink(missing_ok=True)
+        if not self.readonly and checkpoint is not None and scan.end < checkpoint.size:
+            segment.index_path.unlink(missing_ok=True)  # vouches for bytes that were cut
         return True
 
     def _open_active(self) -> None:
@@ -732,7 +751,19 @@ class EventLog:
             if self._rotations > self._directory_synced:
                 fsync_directory(self.directory)
                 self._directory_synced = self._rotations
+            if self._fd is not None and self._segments:
+                active = self._segments[-1]
+                self._checkpoint(active, active.end, active.last_seq, list(active.sparse))
         self._durable_seq = self._next_seq - 1
+
+    def _checkpoint(self, segment: _Segment | None, end: int, last_seq: int, sparse: list[tuple[int, int]]) -> None:
+        """After an fsync covering the active segment up to `end`: once it grew `_CHECKPOINT_BYTES` since the
+        last one, write its index as of `end` (sync lock held), so opening scans only what came after."""
+        if segment is None or last_seq < segment.first_seq or end - self._checkpointed.get(segment.first_seq, 0) < (
+                _CHECKPOINT_BYTES):
+            return
+        _write_index(segment, _SegmentIndex(segment.first_seq, last_seq, end, sparse))
+        self._checkpointed = {segment.first_seq: end}
 
     def _timed_fsync(self, fd: int) -> None:
         started = time.perf_counter()
@@ -775,6 +806,10 @@ class EventLog:
             fd = self._fd
             sealing = list(self._sealing)
             rotations = self._rotations
+            active = self._segments[-1] if self._segments else None
+            active_end = active.end if active is not None else 0
+            active_last = active.last_seq if active is not None else 0
+            active_sparse = list(active.sparse) if active is not None else []
             if upto <= self._durable_seq and not sealing and rotations <= self._directory_synced:
                 self._sync_lock.release()
                 return
@@ -796,6 +831,8 @@ class EventLog:
             with self._failing_on_os_error("write a segment index"):
                 for segment, _fd in sealing:
                     _write_index(segment)
+                if fd is not None:
+                    self._checkpoint(active, active_end, active_last, active_sparse)
             self._durable_seq = max(self._durable_seq, upto)
         finally:
             self._sync_lock.release()

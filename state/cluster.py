@@ -517,7 +517,11 @@ class ClusterState:
     # pods -------------------------------------------------------------
 
     def _pod_upserted(self, event: PodUpserted) -> None:
-        obj = event.pod
+        self._upsert_pod(event.pod, event.time)
+
+    def _upsert_pod(self, obj: Pod, time: float, bound_node: str = "") -> None:
+        """A pod as the API shows it; `bound_node`: and bound there by our binding (a snapshot's record),
+        folded as `PodUpserted` then `PodBound` are, with one settling instead of two."""
         self._compactor.pod(obj)
         meta = obj.metadata
         key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
@@ -527,7 +531,7 @@ class ClusterState:
             self._remove_pod(pod)
             pod = None
         if pod is None:
-            pod = PodInfo(key, obj, event.time)
+            pod = PodInfo(key, obj, time)
             self.pods[key] = pod
             self._derive_pod(pod, obj)
         else:
@@ -546,9 +550,14 @@ class ClusterState:
                 self._derive_pod(pod, obj)
         if obj.spec.node_name:
             if pod.bound_at is None:
-                pod.bound_at = event.time
+                pod.bound_at = time
             pod.assumed_node = ""
             pod.bound_node = ""
+        elif bound_node:
+            pod.bound_node = bound_node
+            pod.assumed_node = ""
+            if pod.bound_at is None:
+                pod.bound_at = time
         nominated = obj.status.nominated_node_name
         if nominated and nominated != pod.nominated_node and not pod.node_name:
             pod.nominated_node = nominated
@@ -1123,13 +1132,14 @@ class ClusterState:
         for workload in snap.workloads:
             state.apply(WorkloadUpserted(workload=workload))
         for record in snap.pods:
-            state.apply(PodUpserted(pod=record.pod, time=record.first_seen))
+            try:
+                state._upsert_pod(record.pod, record.first_seen, record.bound_node)
+            except Exception as error:  # as `apply` does: the one pod is marked, the restore goes on
+                state._fold_failed(PodUpserted(pod=record.pod, time=record.first_seen), error)
             pod = state.pods[object_key(record.pod.metadata.namespace, record.pod.metadata.name)]
             pod.first_seen = record.first_seen
             pod.bound_at = record.bound_at
             pod.eviction_requested = record.eviction_requested
-            if record.bound_node:
-                state.apply(PodBound(pod=pod.key, uid=pod.uid, node=record.bound_node))
         for decision in snap.assumed:
             state.apply(PodAssumed(pod=decision.pod, uid=decision.uid, node=decision.node, gang=decision.gang))
         for decision in snap.nominated:

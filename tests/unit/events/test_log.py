@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+import events.log as event_log_module
 from events.builders import node, pod
 from events.log import EventLog, EventLogError, FsyncPolicy, LogCorruptError, LogLockedError
 from events.model import Event, NodeUpserted, PodBound, PodUpserted, decode_event
@@ -506,3 +507,63 @@ def test_sync_from_another_thread_while_the_flusher_seals_segments_never_deadloc
     log.close()
     with EventLog.open_readonly(tmp_path) as reader:
         assert reader.last_seq == 3000
+
+
+def checkpointed(directory: Path, monkeypatch: pytest.MonkeyPatch, count: int) -> list[Event]:
+    """A log of one segment whose checkpoint covers all but the last records."""
+    monkeypatch.setattr(event_log_module, "_CHECKPOINT_BYTES", 4096)
+    with EventLog.open(directory, fsync="always", segment_bytes=1 << 20) as log:
+        stored = log.append_many(bound(i) for i in range(count))  # one fsync: a checkpoint of them all
+        stored += [log.append(bound(count + i)) for i in range(3)]  # too little for another
+    assert len(segment_files(directory)) == 1 and len(list(directory.glob("*.idx"))) == 1
+    return stored
+
+
+def test_opening_scans_only_what_the_active_segment_checkpoint_does_not_cover(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stored = checkpointed(tmp_path, monkeypatch, 400)
+    checked: list[int] = []
+    record_at = event_log_module._record_at
+
+    def counting(data: bytes | memoryview, offset: int, end: int) -> tuple[int, int] | str:
+        checked.append(offset)
+        return record_at(data, offset, end)
+
+    monkeypatch.setattr(event_log_module, "_record_at", counting)
+    with EventLog.open(tmp_path, fsync="always") as log:
+        assert len(checked) <= 4  # the 3 records after the checkpoint, and the end
+        assert log.last_seq == 403
+        assert list(log.read()) == stored
+
+
+def test_damage_under_a_checkpoint_is_still_found_when_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    checkpointed(tmp_path, monkeypatch, 400)
+    segment = segment_files(tmp_path)[0]
+    data = bytearray(segment.read_bytes())
+    data[len(data) // 3] ^= 0x10
+    segment.write_bytes(bytes(data))
+    with EventLog.open_readonly(tmp_path) as log, pytest.raises(LogCorruptError):
+        list(log.read())
+
+
+def test_a_torn_tail_after_a_checkpoint_is_cut_and_the_log_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stored = checkpointed(tmp_path, monkeypatch, 400)
+    segment = segment_files(tmp_path)[0]
+    with open(segment, "r+b") as handle:
+        handle.truncate(segment.stat().st_size - 5)
+    with EventLog.open(tmp_path, fsync="always") as log:
+        assert list(log.read()) == stored[:-1]
+        assert log.append(bound(9)).seq == 403
+
+
+def test_a_checkpoint_past_the_end_of_the_file_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stored = checkpointed(tmp_path, monkeypatch, 400)
+    segment = segment_files(tmp_path)[0]
+    with open(segment, "r+b") as handle:
+        handle.truncate(segment.stat().st_size // 2)  # shorter than the checkpoint says: scanned whole
+    with EventLog.open(tmp_path, fsync="always") as log:
+        recovered = list(log.read())
+        assert recovered == stored[: len(recovered)] and 100 < len(recovered) < 400
