@@ -29,7 +29,7 @@ unit: $(STAMP)
 
 test: lint typecheck imports unit
 
-BENCHES := eventlog topology placement preemption simulate devcluster daemon
+BENCHES := eventlog topology placement preemption quota simulate devcluster daemon
 
 bench: $(STAMP)
 	for b in $(BENCHES); do echo "== python -m bench.$$b"; $(BIN)/python -m bench.$$b || exit 1; done

@@ -71,7 +71,8 @@ the Workload API as a cluster with the GenericWorkload gate serves it (schedulin
 Workload of 1.35, scheduling.k8s.io/v1alpha2 PodGroup of 1.36, validated as kube-apiserver does;
 pods' spec.workloadRef and spec.schedulingGroup), scheduling.sigs.k8s.io/v1alpha1,
 scheduling.x-k8s.io/v1alpha1 and scheduling.volcano.sh/v1beta1 PodGroups, scheduling.koordinator.sh
-ClusterNetworkTopology and topology.volcano.sh HyperNode (each + status). Stored only, so that the
+ClusterNetworkTopology, topology.volcano.sh HyperNode, scheduling.sigs.k8s.io and scheduling.x-k8s.io
+ElasticQuotas and scheduling.volcano.sh Queues (each + status). Stored only, so that the
 manifests under ops/ apply (`kubectl apply [--dry-run=client] -k ops/`): v1 ConfigMap, Secret
 (stringData written into data), ServiceAccount, Service (+ status), apps/v1 Deployment, StatefulSet,
 DaemonSet (+ status), policy/v1 PodDisruptionBudget (+ status), rbac.authorization.k8s.io/v1 Role,

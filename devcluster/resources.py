@@ -113,6 +113,18 @@ RESOURCES: tuple[ResourceDef, ...] = (
         "topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes", "hypernode", False, ("status",), ("hn",),
         custom=True,
     ),
+    ResourceDef(
+        "scheduling.sigs.k8s.io", "v1alpha1", "ElasticQuota", "elasticquotas", "elasticquota", True, ("status",),
+        ("eq", "eqs"), custom=True,
+    ),
+    ResourceDef(
+        "scheduling.x-k8s.io", "v1alpha1", "ElasticQuota", "elasticquotas", "elasticquota", True, ("status",),
+        (), custom=True,
+    ),
+    ResourceDef(
+        "scheduling.volcano.sh", "v1beta1", "Queue", "queues", "queue", False, ("status",), ("q", "queue-v1beta1"),
+        custom=True,
+    ),
 )
 
 # Subresources that are served as their own kind (POST bodies of another kind).

@@ -235,6 +235,7 @@ _POD_GROUP_STATUS = _object({
     "conditions": _array(_free(), "type"),
 })
 _TOPOLOGY_INFO = _object({"topologyLayer": _string(), "topologyName": _string()})
+_ELASTIC_QUOTA_SPEC = _object({"min": _quantities(), "max": _quantities()})
 
 # scheduling.k8s.io's gang API (k8s.io/api/scheduling v1alpha1 for 1.35, v1alpha2 for 1.36).
 _GANG_POLICY = _object({"basic": _object({}), "gang": _object({"minCount": _integer()}, ("minCount",))})
@@ -369,6 +370,23 @@ KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
             })),
         }),
         "status": _object({"nodeCount": _integer(), "conditions": _array(_CONDITION, "type")}),
+    })),
+    ("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota"): ("io.x-k8s.sigs.scheduling.v1alpha1.ElasticQuota", _top({
+        "spec": _ELASTIC_QUOTA_SPEC, "status": _object({"used": _quantities()}),
+    })),
+    ("scheduling.x-k8s.io/v1alpha1", "ElasticQuota"): ("io.x-k8s.scheduling.v1alpha1.ElasticQuota", _top({
+        "spec": _ELASTIC_QUOTA_SPEC, "status": _object({"used": _quantities()}),
+    })),
+    ("scheduling.volcano.sh/v1beta1", "Queue"): ("sh.volcano.scheduling.v1beta1.Queue", _top({
+        "spec": _object({
+            "weight": _integer(), "capability": _quantities(), "deserved": _quantities(),
+            "guarantee": _object({"resource": _quantities()}), "reclaimable": _boolean(), "parent": _string(),
+            "state": _string(), "type": _string(), "affinity": _free(), "extendClusters": _free_array(),
+        }),
+        "status": _object({
+            "state": _string(), "pending": _integer(), "running": _integer(), "unknown": _integer(),
+            "inqueue": _integer(), "completed": _integer(), "allocated": _quantities(), "reservation": _free(),
+        }),
     })),
     ("v1", "ConfigMap"): ("io.k8s.api.core.v1.ConfigMap", _top({
         "data": _map(_string()), "binaryData": _map(_string()), "immutable": _boolean(),

@@ -7,12 +7,17 @@ from collections.abc import Mapping
 
 import msgspec
 
-from events.model import NodeUpserted, PodGroupUpserted, PodUpserted
+from events.model import Event, NodeUpserted, PodGroupUpserted, PodUpserted
 from events.objects import (
     GANG_GROUPS_ANNOTATION,
     NETWORK_TOPOLOGY_SPEC_ANNOTATION,
     POD_GROUP_LABEL,
+    QUOTA_IS_PARENT_LABEL,
+    QUOTA_PARENT_LABEL,
+    CapacityElasticQuota,
     Container,
+    ElasticQuota,
+    ElasticQuotaSpec,
     Node,
     NodeSpec,
     NodeStatus,
@@ -22,8 +27,14 @@ from events.objects import (
     PodGroupSpec,
     PodSpec,
     PodStatus,
+    Queue,
+    QueueGuarantee,
+    QueueSpec,
+    QueueStatus,
     ResourceRequirements,
     Taint,
+    VolcanoPodGroup,
+    VolcanoPodGroupSpec,
 )
 
 TOPOGRAPH = "network.topology.nvidia.com/"
@@ -133,3 +144,59 @@ def pod_event(p: Pod, time: float = 0.0) -> PodUpserted:
 
 def group_event(g: PodGroup) -> PodGroupUpserted:
     return PodGroupUpserted(pod_group=g)
+
+
+def elastic_quota(name: str, *, namespace: str = "quotas", minimum: Mapping[str, str] | None = None,
+                  maximum: Mapping[str, str] | None = None, parent: str | None = None, is_parent: bool = False,
+                  labels: Mapping[str, str] | None = None,
+                  annotations: Mapping[str, str] | None = None) -> ElasticQuota:
+    """A Koordinator ElasticQuota (scheduling.sigs.k8s.io/v1alpha1)."""
+    all_labels = dict(labels or {})
+    if parent is not None:
+        all_labels[QUOTA_PARENT_LABEL] = parent
+    if is_parent:
+        all_labels[QUOTA_IS_PARENT_LABEL] = "true"
+    return ElasticQuota(
+        metadata=ObjectMeta(name=name, namespace=namespace, uid=f"uid-eq-{namespace}-{name}", labels=all_labels,
+                            annotations=dict(annotations or {})),
+        spec=ElasticQuotaSpec(min=dict(minimum or {}), max=dict(maximum or {})),
+    )
+
+
+def capacity_quota(namespace: str, *, name: str = "quota", minimum: Mapping[str, str] | None = None,
+                   maximum: Mapping[str, str] | None = None) -> CapacityElasticQuota:
+    """A scheduler-plugins capacity scheduling ElasticQuota (scheduling.x-k8s.io/v1alpha1)."""
+    return CapacityElasticQuota(
+        metadata=ObjectMeta(name=name, namespace=namespace, uid=f"uid-ceq-{namespace}-{name}"),
+        spec=ElasticQuotaSpec(min=dict(minimum or {}), max=dict(maximum or {})),
+    )
+
+
+def queue(name: str, *, weight: int | None = None, capability: Mapping[str, str] | None = None,
+          deserved: Mapping[str, str] | None = None, guarantee: Mapping[str, str] | None = None,
+          reclaimable: bool | None = None, parent: str = "", state: str = "") -> Queue:
+    """A Volcano Queue (scheduling.volcano.sh/v1beta1)."""
+    return Queue(
+        metadata=ObjectMeta(name=name, uid=f"uid-queue-{name}"),
+        spec=QueueSpec(weight=weight, capability=dict(capability or {}), deserved=dict(deserved or {}),
+                       guarantee=QueueGuarantee(resource=dict(guarantee or {})), reclaimable=reclaimable,
+                       parent=parent),
+        status=QueueStatus(state=state),
+    )
+
+
+def volcano_pod_group(name: str, *, namespace: str = "default", min_member: int = 1,
+                      queue: str = "") -> VolcanoPodGroup:
+    return VolcanoPodGroup(
+        metadata=ObjectMeta(name=name, namespace=namespace, uid=f"uid-vpg-{namespace}-{name}"),
+        spec=VolcanoPodGroupSpec(min_member=min_member, queue=queue),
+    )
+
+
+def gpus(count: int) -> dict[str, str]:
+    return {"nvidia.com/gpu": str(count)}
+
+
+def gpu_nodes(count: int, *, per_block: int = 2) -> list[Event]:
+    """`count` 8-GPU nodes `n0`.. in blocks of `per_block` under one spine, as NodeUpserted events."""
+    return [node_event(node(f"n{index}", block=f"b{index // per_block}", spine="s0")) for index in range(count)]

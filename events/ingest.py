@@ -18,6 +18,10 @@ from typing import Any
 import msgspec
 
 from events.model import (
+    CapacityElasticQuotaDeleted,
+    CapacityElasticQuotaUpserted,
+    ElasticQuotaDeleted,
+    ElasticQuotaUpserted,
     Event,
     HyperNodeDeleted,
     HyperNodeUpserted,
@@ -34,6 +38,8 @@ from events.model import (
     PodUpserted,
     PriorityClassDeleted,
     PriorityClassUpserted,
+    QueueDeleted,
+    QueueUpserted,
     SchedulerPluginsPodGroupDeleted,
     SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
@@ -43,14 +49,19 @@ from events.model import (
     object_key,
 )
 from events.objects import (
+    CAPACITY_QUOTA_API,
     CLUSTER_NETWORK_TOPOLOGY_API,
     HYPERNODE_API,
     KOORDINATOR_POD_GROUP_API,
+    KOORDINATOR_QUOTA_API,
     KUBE_POD_GROUP_API,
     SCHEDULER_PLUGINS_POD_GROUP_API,
     VOLCANO_POD_GROUP_API,
+    VOLCANO_QUEUE_API,
     WORKLOAD_API,
+    CapacityElasticQuota,
     ClusterNetworkTopology,
+    ElasticQuota,
     HyperNode,
     KubePodGroup,
     Node,
@@ -58,13 +69,14 @@ from events.objects import (
     Pod,
     PodGroup,
     PriorityClass,
+    Queue,
     VolcanoPodGroup,
     Workload,
     slim,
 )
 
 KubeObject = (Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
-              | PriorityClass)
+              | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue)
 
 
 @dataclass(frozen=True)
@@ -97,6 +109,14 @@ KINDS: tuple[KindInfo, ...] = (
              lambda o: NetworkTopologyUpserted(topology=o), lambda k, u: NetworkTopologyDeleted(name=k)),
     KindInfo("HyperNode", HYPERNODE_API, "HyperNode", "hypernodes", False, HyperNode,
              lambda o: HyperNodeUpserted(hyper_node=o), lambda k, u: HyperNodeDeleted(name=k)),
+    # Quotas come before the pods they hold, so a relist folds each pod into its quota at once.
+    KindInfo("ElasticQuota", KOORDINATOR_QUOTA_API, "ElasticQuota", "elasticquotas", True, ElasticQuota,
+             lambda o: ElasticQuotaUpserted(quota=o), lambda k, u: ElasticQuotaDeleted(key=k)),
+    KindInfo("CapacityElasticQuota", CAPACITY_QUOTA_API, "ElasticQuota", "elasticquotas", True,
+             CapacityElasticQuota, lambda o: CapacityElasticQuotaUpserted(quota=o),
+             lambda k, u: CapacityElasticQuotaDeleted(key=k)),
+    KindInfo("Queue", VOLCANO_QUEUE_API, "Queue", "queues", False, Queue,
+             lambda o: QueueUpserted(queue=o), lambda k, u: QueueDeleted(name=k)),
     KindInfo("Node", "v1", "Node", "nodes", False, Node,
              lambda o: NodeUpserted(node=o), lambda k, u: NodeDeleted(name=k)),
     KindInfo("PodGroup", KOORDINATOR_POD_GROUP_API, "PodGroup", "podgroups", True, PodGroup,

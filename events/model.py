@@ -18,13 +18,16 @@ from typing import TypeAlias
 import msgspec
 
 from events.objects import (
+    CapacityElasticQuota,
     ClusterNetworkTopology,
+    ElasticQuota,
     HyperNode,
     KubePodGroup,
     Node,
     Pod,
     PodGroup,
     PriorityClass,
+    Queue,
     VolcanoPodGroup,
     Workload,
 )
@@ -127,6 +130,30 @@ class PriorityClassDeleted(EventBase, tag="pc-", frozen=True):
     name: str
 
 
+class ElasticQuotaUpserted(EventBase, tag="eq", frozen=True):
+    quota: ElasticQuota
+
+
+class ElasticQuotaDeleted(EventBase, tag="eq-", frozen=True):
+    key: str
+
+
+class CapacityElasticQuotaUpserted(EventBase, tag="ceq", frozen=True):
+    quota: CapacityElasticQuota
+
+
+class CapacityElasticQuotaDeleted(EventBase, tag="ceq-", frozen=True):
+    key: str
+
+
+class QueueUpserted(EventBase, tag="queue", frozen=True):
+    queue: Queue
+
+
+class QueueDeleted(EventBase, tag="queue-", frozen=True):
+    name: str
+
+
 class ObjectUndecodable(EventBase, tag="bad", frozen=True):
     """An object the watch delivered that could not be decoded at all (kept for the record)."""
 
@@ -221,13 +248,18 @@ class GangPlanned(EventBase, tag="planned", frozen=True):
 
 
 class PreemptionPlanned(EventBase, tag="preempt", frozen=True):
-    """Job-level preemption chose victims for the gang; `explanation` says what was weighed."""
+    """Job-level preemption chose victims for the gang; `explanation` says what was weighed.
+
+    `reclaim_from` names the quotas a quota reclaim takes borrowed capacity back from (empty for
+    priority preemption, which never leaves the preemptor's own quota).
+    """
 
     gang: str
     victims: list[str] = []
     victim_jobs: list[str] = []
     nodes: list[str] = []
     explanation: str = ""
+    reclaim_from: list[str] = []
 
 
 Event: TypeAlias = (
@@ -251,6 +283,12 @@ Event: TypeAlias = (
     | HyperNodeDeleted
     | PriorityClassUpserted
     | PriorityClassDeleted
+    | ElasticQuotaUpserted
+    | ElasticQuotaDeleted
+    | CapacityElasticQuotaUpserted
+    | CapacityElasticQuotaDeleted
+    | QueueUpserted
+    | QueueDeleted
     | ObjectUndecodable
     | PodAssumed
     | PodForgotten

@@ -435,6 +435,69 @@ class HyperNode(_K8s, frozen=True):
     status: HyperNodeStatus = HyperNodeStatus()
 
 
+# --------------------------------------------------------------------------- quotas
+
+
+class ElasticQuotaSpec(_K8s, frozen=True):
+    """min and max per resource (quantities stay raw strings; `state/quota.py` parses them)."""
+
+    min: dict[str, str] = {}
+    max: dict[str, str] = {}
+
+
+class ElasticQuotaStatus(_K8s, frozen=True):
+    used: dict[str, str] = {}
+
+
+class ElasticQuota(_K8s, frozen=True):
+    """Koordinator's multi-hierarchy ElasticQuota (scheduling.sigs.k8s.io/v1alpha1): the tree is in
+    the labels `quota.scheduling.koordinator.sh/parent` and `/is-parent`."""
+
+    api_version: str = "scheduling.sigs.k8s.io/v1alpha1"
+    kind: str = "ElasticQuota"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: ElasticQuotaSpec = ElasticQuotaSpec()
+    status: ElasticQuotaStatus = ElasticQuotaStatus()
+
+
+class CapacityElasticQuota(_K8s, frozen=True):
+    """scheduler-plugins' capacity scheduling ElasticQuota (scheduling.x-k8s.io/v1alpha1), one per namespace."""
+
+    api_version: str = "scheduling.x-k8s.io/v1alpha1"
+    kind: str = "ElasticQuota"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: ElasticQuotaSpec = ElasticQuotaSpec()
+    status: ElasticQuotaStatus = ElasticQuotaStatus()
+
+
+class QueueGuarantee(_K8s, frozen=True):
+    resource: dict[str, str] = {}
+
+
+class QueueSpec(_K8s, frozen=True):
+    weight: int | None = None
+    capability: dict[str, str] = {}
+    deserved: dict[str, str] = {}
+    guarantee: QueueGuarantee = QueueGuarantee()
+    reclaimable: bool | None = None
+    parent: str = ""
+    state: str = ""  # deprecated in favour of status.state; read when status.state is empty
+
+
+class QueueStatus(_K8s, frozen=True):
+    state: str = ""
+
+
+class Queue(_K8s, frozen=True):
+    """Volcano's Queue (scheduling.volcano.sh/v1beta1, cluster-scoped); PodGroups name it in spec.queue."""
+
+    api_version: str = "scheduling.volcano.sh/v1beta1"
+    kind: str = "Queue"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: QueueSpec = QueueSpec()
+    status: QueueStatus = QueueStatus()
+
+
 # --------------------------------------------------------------------------- well-known names
 
 POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
@@ -463,6 +526,16 @@ SIMULATION_ANNOTATION_PREFIX = "sim.toposched.io/"
 # from what the API sends, so no object can claim it.
 OVERSIZED_ANNOTATION = "toposched.io/record-too-large"
 DEFAULT_SCHEDULER_NAME = "toposched"
+# Quotas (Koordinator): pods join with QUOTA_NAME_LABEL (else their namespace's quota); the tree is in
+# the quotas' parent / is-parent labels; pods labelled preemptible "false" stay within min.
+QUOTA_NAME_LABEL = "quota.scheduling.koordinator.sh/name"
+QUOTA_PARENT_LABEL = "quota.scheduling.koordinator.sh/parent"
+QUOTA_IS_PARENT_LABEL = "quota.scheduling.koordinator.sh/is-parent"
+QUOTA_PREEMPTIBLE_LABEL = "quota.scheduling.koordinator.sh/preemptible"
+QUOTA_ALLOW_LENT_LABEL = "quota.scheduling.koordinator.sh/allow-lent-resource"
+QUOTA_SHARED_WEIGHT_ANNOTATION = "quota.scheduling.koordinator.sh/shared-weight"
+# Volcano: only pods marked preemptable "true" (annotation or label) may be reclaimed by another queue.
+VOLCANO_PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
 
 # Every annotation any part of toposched reads. An annotation not named here (or under
 # SIMULATION_ANNOTATION_PREFIX) is dropped when the object is decoded: a reader of a new annotation
@@ -480,6 +553,7 @@ KEPT_ANNOTATIONS: frozenset[str] = frozenset({
     GANG_MATCH_POLICY_ANNOTATION,
     GANG_MATCH_POLICY_ALIAS_ANNOTATION,
     VOLCANO_TASK_SPEC_ANNOTATION,
+    QUOTA_SHARED_WEIGHT_ANNOTATION,
     VOLCANO_PREEMPTABLE_ANNOTATION,
 })
 
@@ -490,6 +564,9 @@ WORKLOAD_API = "scheduling.k8s.io/v1alpha1"
 VOLCANO_POD_GROUP_API = "scheduling.volcano.sh/v1beta1"
 CLUSTER_NETWORK_TOPOLOGY_API = "scheduling.koordinator.sh/v1alpha1"
 HYPERNODE_API = "topology.volcano.sh/v1alpha1"
+KOORDINATOR_QUOTA_API = "scheduling.sigs.k8s.io/v1alpha1"
+CAPACITY_QUOTA_API = "scheduling.x-k8s.io/v1alpha1"
+VOLCANO_QUEUE_API = "scheduling.volcano.sh/v1beta1"
 
 
 # --------------------------------------------------------------------------- slimming
@@ -503,7 +580,7 @@ def keeps_annotation(key: str) -> bool:
 _Object = TypeVar(
     "_Object",
     bound=Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
-    | PriorityClass,
+    | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue,
 )
 
 

@@ -31,6 +31,7 @@ from placement.fit import Capacity
 from placement.gather import Found, Job, Solver
 from placement.members import counted, demands_for, domain_label, is_running, minimum_of, pod_order, where
 from placement.plan import INVALID, MEMBERS, Assignment, GangPlan, Unschedulable
+from placement.quota import admitted_pending
 from placement.reasons import explain_failure, job_label
 from placement.subgroups import plan_sub_groups, uses_sub_groups
 from state.cluster import ClusterState, GangInfo, PodInfo
@@ -81,6 +82,31 @@ def plan_gang(state: ClusterState, gang: str, *,
             return Unschedulable(gangs=group, constraint=MEMBERS, reason=f"{label}: gang {spec.key}: {short}")
         minimum.extend(needed)
         extras.extend(key for key in pending[spec.key] if key not in set(needed))
+    quota_note = ""
+    if pending_count:  # quota admission comes first, as a PreFilter: all of minMember or nothing
+        admitted = admitted_pending(state, group, label, minimum, extras, ignore_pods=ignore_pods,
+                                    starting=running_count == 0)
+        if isinstance(admitted, Unschedulable):
+            return admitted
+        kept, quota_note = admitted
+        if quota_note:
+            placed = set(minimum) | set(kept)
+            extras = kept
+            pending = {key: [pod for pod in pods if pod in placed] for key, pods in pending.items()}
+            pending_count = len(placed)
+    result = _place_admitted(state, group, label, specs, pending, minimum, extras, running, nominated, ignore_pods,
+                             pending_count, running_count)
+    if quota_note and isinstance(result, GangPlan):  # the loop reports the pods left out as waiting
+        return GangPlan(gangs=result.gangs, assignments=result.assignments, domain=result.domain,
+                        level=result.level, explanation=f"{result.explanation}; {quota_note}")
+    return result
+
+
+def _place_admitted(state: ClusterState, group: tuple[str, ...], label: str, specs: list[GangSpec],
+                    pending: dict[str, list[str]], minimum: list[str], extras: list[str],
+                    running: dict[str, list[str]], nominated: list[str], ignore_pods: AbstractSet[str],
+                    pending_count: int, running_count: int) -> GangPlan | Unschedulable:
+    """Place the pending pods the quotas admitted (all of them, else the minimum and as many more as fit)."""
     tree = planning_tree(state, specs)
     resolved = resolve(tree, specs)
     if isinstance(resolved, InvalidConstraint):

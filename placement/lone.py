@@ -38,7 +38,8 @@ from placement.fit import Capacity, Shape, prefer_no_schedule_count, shape_of
 from placement.gang import plan_gang
 from placement.gather import Solver, primary_resource
 from placement.members import domain_label, where
-from placement.plan import CAPACITY, INVALID, POD_FIT, Assignment, GangPlan, Unschedulable
+from placement.plan import CAPACITY, INVALID, POD_FIT, QUOTA, Assignment, GangPlan, Unschedulable
+from placement.quota import admit
 from state.cluster import ClusterState
 from state.resources import Resources, fits
 from state.topology import Domain
@@ -159,6 +160,9 @@ def plan_pod(state: ClusterState, pod: str, *,
         return plan_gang(state, info.gang, ignore_pods=ignore_pods)
     if info.unusable:
         return Unschedulable(gangs=(), constraint=INVALID, reason=f"pod {pod}: {info.unusable}")
+    refusal = admit(state, [pod], ignore_pods=ignore_pods)
+    if refusal:
+        return Unschedulable(gangs=(), constraint=QUOTA, needed=1, fit=0, reason=f"pod {pod}: {refusal}")
     shape = shape_of(info)
     capacity = Capacity(state, frozenset(), ignore_pods, frozenset({pod}))
     solver = Solver(state, capacity)

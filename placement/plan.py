@@ -16,8 +16,9 @@ SUB_GROUP = "sub-group"
 MEMBERS = "members"
 INVALID = "invalid"
 POD_FIT = "pod-fit"
+QUOTA = "quota"  # its quota (ElasticQuota, Volcano Queue) does not admit it: see placement/quota.py
 
-CONSTRAINTS = (CAPACITY, MUST_GATHER, HARD_TIER, SUB_GROUP, MEMBERS, INVALID, POD_FIT)
+CONSTRAINTS = (CAPACITY, MUST_GATHER, HARD_TIER, SUB_GROUP, MEMBERS, INVALID, POD_FIT, QUOTA)
 
 
 class Assignment(msgspec.Struct, frozen=True):

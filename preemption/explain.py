@@ -14,6 +14,7 @@ import msgspec
 from placement.plan import Unschedulable
 from preemption.cost import Cost, why_better
 from preemption.plan import VictimJob
+from preemption.victims import VictimRule
 
 MAX_LISTED = 5
 
@@ -47,15 +48,24 @@ def describe_jobs(jobs: Sequence[VictimJob]) -> str:
 def explain(preemptor: str, priority: int, pending: int, failure: Unschedulable, *, unit_count: int,
             job_count: int, levels: str, domains_seen: int, domains_viable: int,
             considered: Sequence[Considered], chosen: Considered, jobs: Sequence[VictimJob],
-            where: str, placement_line: str) -> str:
+            where: str, placement_line: str, rule: VictimRule | None = None,
+            victim_keys: Sequence[str] = ()) -> str:
     cost = chosen.cost
+    rule = rule or VictimRule.lower_priority(priority)
     lines = [
-        f"{preemptor} (priority {priority}, {pending} pending pod(s)) preempts {cost.jobs} job(s) / {cost.pods} "
+        f"{preemptor} (priority {priority}, {pending} pending pod(s)) {rule.verb} {cost.jobs} job(s) / {cost.pods} "
         f"pod(s) (highest victim priority {cost.top_priority}) to run in {where}",
         f"placement failed: {failure.reason}",
-        f"candidates: {job_count} lower-priority job(s) as {unit_count} victim unit(s) (whole gangs, surplus pods "
+    ]
+    if rule.note:
+        lines.append(rule.note)
+    sources = rule.sources(victim_keys)
+    if sources:
+        lines.append(f"taken back from: {', '.join(sources)}")
+    lines += [
+        f"candidates: {job_count} {rule.job}(s) as {unit_count} victim unit(s) (whole gangs, surplus pods "
         f"above minMember, lone pods); {domains_seen} domain(s) at {levels}, {domains_viable} with enough "
-        f"lower-priority capacity",
+        f"{'lower-priority' if rule.action == 'preemption' else 'reclaimable'} capacity",
         f"victims: {describe_jobs(jobs)}",
         f"placement after eviction: {placement_line}",
     ]
@@ -73,5 +83,5 @@ def explain(preemptor: str, priority: int, pending: int, failure: Unschedulable,
         if runner is not None:
             lines.append(f"why this one: {why_better(cost, runner.cost)} than {runner.where}")
     else:
-        lines.append("why this one: the only set of lower-priority jobs that makes room within the gang's constraints")
+        lines.append(f"why this one: the only set of {rule.jobs} that makes room within the gang's constraints")
     return "\n".join(lines)

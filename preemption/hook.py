@@ -13,6 +13,12 @@ that needs no victims (pods already terminating free the room) is not carried ou
 whose nominations were given up (scheduleTimeoutSeconds) is not nominated again on the same room;
 it is placed normally once the room is free.
 
+With quotas (`preemption/reclaim.py`): a job that may reclaim (its quota stays within its min with
+the job added) first tries to take back what other quotas borrow; when that finds no plan, it
+falls back to priority preemption inside its own quota. A job refused by its quota (constraint
+`quota`) preempts nobody, unless it may reclaim and what refused it is a parent quota's max that a
+sibling's borrowing fills: then the reclaim frees that quota first.
+
 Pure: no I/O, no clock, no state of its own.
 """
 
@@ -20,9 +26,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from placement.plan import Unschedulable
+from placement.plan import QUOTA, Unschedulable
+from preemption.eligibility import preemptor_of
 from preemption.plan import NO_LOWER_PRIORITY, NOT_PREEMPTABLE, WAITING, NoPreemption, PreemptionPlan
 from preemption.planner import plan_preemption
+from preemption.reclaim import priority_rule, reclaim_rule
 from state.cluster import ClusterState
 
 
@@ -41,7 +49,33 @@ class JobPreemptor:
     """Plans job-level preemption for the loop; see the module docstring."""
 
     def plan(self, state: ClusterState, preemptee: PreemptionRequest, failure: Unschedulable) -> PreemptionPlan | None:
-        result = plan_preemption(state, preemptee.key, failure)
+        reclaim_refusal: NoPreemption | None = None
+        who = preemptor_of(state, preemptee.key) if state.quotas.active else None
+        if failure.constraint == QUOTA and (who is None or isinstance(who, NoPreemption)):
+            return None
+        if who is not None and not isinstance(who, NoPreemption):
+            reclaim = reclaim_rule(state, who)
+            if failure.constraint == QUOTA and (reclaim is None or reclaim.forced is None):
+                return None  # evicting pods of other quotas cannot make its own quota admit it
+            if reclaim is not None:
+                reclaimed = plan_preemption(state, preemptee.key, failure, rule=lambda _: reclaim)
+                if isinstance(reclaimed, PreemptionPlan):
+                    return self._answer(reclaimed)
+                reclaim_refusal = reclaimed
+            result = plan_preemption(state, preemptee.key, failure, rule=lambda p: priority_rule(state, p))
+        else:
+            result = plan_preemption(state, preemptee.key, failure)
+        if reclaim_refusal is not None and isinstance(result, NoPreemption) and reclaim_refusal.reason != result.reason:
+            # say why reclaim did not help too: a quota under its min that cannot get it back should know why
+            if result.kind in SILENT:
+                return refusal(reclaim_refusal)
+            if reclaim_refusal.kind not in SILENT:
+                both = f"{reclaim_refusal.reason}; {result.reason}"
+                return refusal(NoPreemption(result.preemptor, result.kind, both))
+        return self._answer(result)
+
+    @staticmethod
+    def _answer(result: PreemptionPlan | NoPreemption) -> PreemptionPlan | None:
         if isinstance(result, PreemptionPlan):
             if result.victims:
                 return result

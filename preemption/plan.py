@@ -57,6 +57,7 @@ class PreemptionPlan(msgspec.Struct, frozen=True):
     domain: str
     level: str
     explanation: str
+    reclaim_from: tuple[str, ...] = ()  # a quota reclaim: the quotas whose borrowed capacity it takes back
 
     @property
     def nodes(self) -> tuple[str, ...]:

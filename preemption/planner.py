@@ -20,6 +20,11 @@ How a plan is found (state and the placement failure in, a plan out):
 6. The plan names the victims, the victim jobs, the nominated node of each preemptor pod (from the
    validating placement plan), the lower-priority nominations to clear there, and the explanation.
 
+A `VictimRule` (`preemption/victims.py`) says who may be a victim: by default every running pod of
+lower priority; `preemption/reclaim.py` builds the rule for priority preemption inside one quota and
+the one for a quota reclaim (pods of quotas borrowing beyond their min, taken back within a
+borrowing budget that the rule's gate keeps during selection). Everything else is the same steps.
+
 Pure: no I/O, no clock, no globals; reads `ClusterState`, never mutates it.
 """
 
@@ -33,7 +38,7 @@ from placement.fit import Shape, shape_of
 from placement.gang import plan_gang
 from placement.lone import plan_pod
 from placement.members import domain_label, is_running, minimum_of, pod_order, where
-from placement.plan import INVALID, MEMBERS, POD_FIT, GangPlan, Unschedulable
+from placement.plan import INVALID, MEMBERS, POD_FIT, QUOTA, GangPlan, Unschedulable
 from preemption.cost import Cost, cost_of
 from preemption.eligibility import Preemptor, check_eligibility, preemptor_of
 from preemption.explain import Considered, explain
@@ -48,7 +53,7 @@ from preemption.plan import (
 )
 from preemption.room import Room
 from preemption.selection import Selection, select
-from preemption.victims import Candidates, VictimUnit, collect
+from preemption.victims import Candidates, VictimRule, VictimUnit, collect
 from state.cluster import ClusterState
 from state.topology import Domain, TopologyError, TopologyTree
 
@@ -70,15 +75,20 @@ class _Need:
 
 
 def plan_preemption(state: ClusterState, preemptor_key: str, failure: Unschedulable, *,
-                    validate: Validate | None = None) -> PreemptionPlan | NoPreemption:
+                    validate: Validate | None = None,
+                    rule: Callable[[Preemptor], VictimRule] | None = None) -> PreemptionPlan | NoPreemption:
     """Plan job-level preemption for the gang (or lone pod) `preemptor_key` that placement could
-    not place (`failure`). `validate` defaults to placement's own `plan_gang` for that gang."""
+    not place (`failure`). `validate` defaults to placement's own `plan_gang` for that gang; `rule`
+    builds the victim rule for the preemptor (default: every running pod of lower priority)."""
+    not_room = f"no preemption: evicting pods cannot help ({failure.constraint})"
     if failure.constraint in (INVALID, MEMBERS, POD_FIT):
-        return NoPreemption(preemptor_key, NOT_PREEMPTABLE,
-                            f"no preemption: evicting pods cannot help ({failure.constraint})")
+        return NoPreemption(preemptor_key, NOT_PREEMPTABLE, not_room)
     preemptor = preemptor_of(state, preemptor_key)
     if isinstance(preemptor, NoPreemption):
         return preemptor
+    victim_rule = rule(preemptor) if rule is not None else VictimRule.lower_priority(preemptor.priority)
+    if failure.constraint == QUOTA and victim_rule.forced is None:
+        return NoPreemption(preemptor_key, NOT_PREEMPTABLE, not_room)  # only a reclaim freeing quota helps
     refusal = check_eligibility(state, preemptor)
     if refusal is not None:
         return refusal
@@ -91,12 +101,12 @@ def plan_preemption(state: ClusterState, preemptor_key: str, failure: Unschedula
             return plan_gang(state, preemptor_key, ignore_pods=ignore)
 
         validate = validate_job
-    return _Planner(state, preemptor, failure, validate).run()
+    return _Planner(state, preemptor, failure, validate, victim_rule).run()
 
 
 class _Planner:
     def __init__(self, state: ClusterState, preemptor: Preemptor, failure: Unschedulable,
-                 validate: Validate) -> None:
+                 validate: Validate, rule: VictimRule) -> None:
         self.state = state
         specs = [info.spec for g in preemptor.gangs if (info := state.gangs.get(g)) is not None
                  and info.spec is not None]
@@ -105,6 +115,7 @@ class _Planner:
         self.preemptor = preemptor
         self.failure = failure
         self.validate = validate
+        self.rule = rule
         self.validations = 0
         self.considered: list[Considered] = []
 
@@ -115,14 +126,21 @@ class _Planner:
         own_gangs = frozenset(p.gangs)
         own_pods = frozenset(m for g in p.gangs if (info := self.state.gangs.get(g)) is not None
                              for m in info.members) | {p.key}
-        candidates = collect(self.state, p.priority, own_gangs, own_pods)
+        rule = self.rule
+        candidates = collect(self.state, p.priority, own_gangs, own_pods, rule.eligible)
         if not candidates.units and not candidates.leaving:
-            if candidates.protected:
+            if candidates.protected and rule.action == "preemption":
                 return NoPreemption(p.key, NO_CANDIDATES,
                                     f"no preemption: the {len(candidates.protected)} running pod(s) of priority below "
                                     f"{p.priority} are marked volcano.sh/preemptable: false")
-            return NoPreemption(p.key, NO_LOWER_PRIORITY,
-                                f"no preemption: no running pod of priority below {p.priority}")
+            return NoPreemption(p.key, NO_LOWER_PRIORITY, f"no {rule.action}: no running {rule.pods}")
+        forced: list[VictimUnit] = []
+        if rule.forced is not None:
+            picked = rule.forced(candidates.units)
+            if isinstance(picked, str):
+                return NoPreemption(p.key, NO_CANDIDATES, f"no {rule.action}: {picked}")
+            forced = picked
+            candidates.set_aside(forced)
         top_level, anchor = self._limits()
         if isinstance(top_level, NoPreemption):
             return top_level
@@ -138,7 +156,7 @@ class _Planner:
         levels = self._levels_text(top_level)
         if not viable:
             return NoPreemption(p.key, NO_CANDIDATES,
-                                f"no preemption: even with every pod of priority below {p.priority} gone, no domain "
+                                f"no {rule.action}: even with every {rule.pods} gone, no domain "
                                 f"at {levels} could hold its {need.pods} pod(s)")
         # Domains grouped by the lowest priority tier that could make room there: a group is only
         # looked at while it could still beat the best plan on the highest victim priority.
@@ -157,12 +175,17 @@ class _Planner:
             best = self._choose(room, candidates, ranked, need, best)
         if best is None:
             return NoPreemption(p.key, NO_CANDIDATES,
-                                f"no preemption: no set of lower-priority jobs lets it fit within its constraints "
+                                f"no {rule.action}: no set of {rule.jobs} lets it fit within its constraints "
                                 f"({weighed} candidate set(s) in {len(viable)} domain(s) tried)")
         units, plan, chosen = best
+        if forced:  # the plan's cost counts the victims chosen for quota too
+            units = forced + units
+            cost = cost_of(units, self._level_of(plan), plan.domain)
+        else:
+            cost = chosen.cost
         for index, item in enumerate(self.considered):
             if item is chosen:
-                chosen = self.considered[index] = Considered(item.where, item.cost, "chosen")
+                chosen = self.considered[index] = Considered(item.where, cost, "chosen")
         jobs = _victim_jobs(units)
         victims = tuple(sorted({pod.key for unit in units for pod in unit.pods}))
         nodes = {a.node for a in plan.assignments}
@@ -177,12 +200,13 @@ class _Planner:
             unit_count=len(candidates.units), job_count=len({u.job for u in candidates.units}),
             levels=levels, domains_seen=len(domains), domains_viable=len(viable),
             considered=self.considered, chosen=chosen, jobs=jobs,
-            where=where(self._domain_named(plan)), placement_line=plan.explanation)
+            where=where(self._domain_named(plan)), placement_line=plan.explanation, rule=rule,
+            victim_keys=victims)
         return PreemptionPlan(
             preemptor=p.key, gangs=p.gangs, priority=p.priority, victims=victims,
             victim_jobs=tuple(job.key for job in jobs), jobs=tuple(jobs),
             nominations=plan.assignments, clear_nominations=tuple(clear), domain=plan.domain,
-            level=plan.level, explanation=explanation)
+            level=plan.level, explanation=explanation, reclaim_from=rule.sources(victims))
 
     def _limits(self) -> tuple[int | NoPreemption, Domain | None]:
         """The highest level the job may span, and the domain its running members already anchor."""
@@ -250,7 +274,7 @@ class _Planner:
               need: _Need) -> list[tuple[Cost, Selection]]:
         ranked: dict[tuple[str, ...], tuple[Cost, Selection]] = {}
         for domain in viable:
-            selection = select(room, domain, self._units_in(candidates, domain), need.counts)
+            selection = select(room, domain, self._units_in(candidates, domain), need.counts, self.rule.gate)
             if selection is None:
                 continue
             cost = cost_of(selection.units, domain.level, domain_label(domain))
@@ -322,7 +346,7 @@ class _Planner:
             shortfall = max(1, result.needed - result.fit) if result.needed else 1
             widest = max(range(len(counts)), key=lambda i: counts[i])
             counts[widest] += shortfall
-            grown = select(room, domain, self._units_in(candidates, domain), counts)
+            grown = select(room, domain, self._units_in(candidates, domain), counts, self.rule.gate)
             if grown is None or {u.index for u in grown.units} == {u.index for u in units}:
                 break
             units = grown.units

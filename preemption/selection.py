@@ -16,6 +16,10 @@ then the number of jobs broken, then the number of pods. The greedy follows it:
 3. Once there is room, victims are dropped again, last taken first, whenever the room stays enough
    without them: nothing is evicted that the count says is not needed.
 
+A `Gate` (quota reclaim: `preemption/reclaim.py`) may refuse a unit given the units taken so far;
+a refused unit is passed over. The gate must accept any subset of a set it accepted, so dropping
+victims (step 3) never needs its consent.
+
 The result is only a candidate: the planner validates it with placement (`plan_gang` with the
 victims ignored), which decides gather strategies, tier limits and podCountMultiple exactly.
 
@@ -28,7 +32,7 @@ import bisect
 from collections.abc import Sequence
 
 from preemption.room import Room
-from preemption.victims import VictimUnit
+from preemption.victims import Gate, VictimUnit
 from state.resources import Resources
 from state.topology import Domain
 
@@ -120,7 +124,8 @@ class _Tally:
 MAX_COMPLETER_SCAN = 256
 
 
-def select(room: Room, domain: Domain, units: Sequence[VictimUnit], need: Sequence[int]) -> Selection | None:
+def select(room: Room, domain: Domain, units: Sequence[VictimUnit], need: Sequence[int],
+           gate: Gate | None = None) -> Selection | None:
     """Victim units making room for `need` pods (per shape) in `domain`, or None when they cannot."""
     within = set(domain.nodes)
     tally = _Tally(room, domain, need, within)
@@ -168,22 +173,38 @@ def select(room: Room, domain: Domain, units: Sequence[VictimUnit], need: Sequen
             if tally.gain(unit) <= 0:
                 deferred.append(unit)  # frees nothing by itself; may together with others (below)
                 continue
+            if gate is not None:
+                if not gate.admits(unit):
+                    continue
+                gate.take(unit)
             tally.add(unit)
             chosen.append(unit)
         # units freeing nothing alone may free room together (two half-node pods on one node)
         for unit in deferred:
             if tally.missing() <= 0:
                 break
+            if gate is not None:
+                if not gate.admits(unit):
+                    continue
+                gate.take(unit)
             tally.add(unit)
             chosen.append(unit)
         if tally.missing() <= 0:
             break
     if tally.missing() > 0:
+        if gate is not None:
+            for unit in chosen:
+                gate.release(unit)
         return None
     for unit in reversed(list(chosen)):
         tally.remove(unit)
         if tally.missing() <= 0:
             chosen.remove(unit)
+            if gate is not None:
+                gate.release(unit)
         else:
             tally.add(unit)
+    if gate is not None:
+        for unit in chosen:
+            gate.release(unit)  # the gate holds nothing between selections
     return Selection(domain, chosen, list(tally.slots))

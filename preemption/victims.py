@@ -16,8 +16,9 @@ A gang with such a pod is never taken whole (that would evict it); only its pree
 pods are candidates. Surplus is counted so that minMember and every Volcano task minimum stay
 running. A Kubernetes PodGroup with `disruptionMode: PodGroup` has no surplus: it goes whole or not.
 
-Only pods strictly below the preemptor's priority are candidates, and a gang is a candidate only if
-all of its running pods are (a gang is never split by priority). Only bound, running pods are
+Only pods strictly below the preemptor's priority are candidates (or, for a quota reclaim, the pods
+its `VictimRule` admits: see `preemption/reclaim.py`), and a gang is a candidate only if all of its
+running pods are (a gang is never split by priority, nor by quota). Only bound, running pods are
 candidates: pods already terminating or asked to leave are *leaving* (their room comes for free,
 without choosing them again); assumed-but-unbound pods are not evictable through the API.
 Pods of the preemptor's own GangGroup are never candidates.
@@ -27,7 +28,9 @@ Pure: no I/O, no clock; reads `ClusterState`, never mutates it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
+from typing import Protocol
 
 from preemption.plan import LONE_POD, SURPLUS, WHOLE_GANG
 from state.cluster import ClusterState, PodInfo
@@ -57,6 +60,61 @@ class VictimUnit:
         return f"VictimUnit({self.kind} {self.job}, {len(self.pods)} pods, priority {self.priority})"
 
 
+class Gate(Protocol):
+    """Limits on a victim set beyond room (a quota reclaim's borrowing budgets): see `select`."""
+
+    def admits(self, unit: VictimUnit) -> bool:
+        """May `unit` be taken on top of the units taken so far?"""
+        ...
+
+    def take(self, unit: VictimUnit) -> None: ...
+
+    def release(self, unit: VictimUnit) -> None: ...
+
+
+class VictimRule:
+    """Who may be a victim of one preemptor, what limits a victim set, and the words for both.
+
+    `eligible(pod)` admits a running pod as a candidate; `gate` (optional) limits sets during
+    selection; `pods` / `job` / `jobs` name the candidates in reasons ("pod of priority below 100",
+    "lower-priority job", "lower-priority jobs"); `action` / `verb` name what is done ("preemption" /
+    "preempts", or "reclaim" / "reclaims"); `note` is a line the explanation carries (why this
+    preemptor may reclaim, from whom); `source_of(pod key)` names the quota a victim is taken from.
+    `forced(units)` (optional) picks the units that must go whatever room they make, before the
+    room is looked at (a reclaim freeing quota under a parent's max), or returns the reason it cannot.
+    """
+
+    __slots__ = ("action", "eligible", "forced", "gate", "job", "jobs", "note", "pods", "source_of", "verb")
+
+    def __init__(self, eligible: Callable[[PodInfo], bool], *, pods: str, job: str, jobs: str,
+                 action: str = "preemption", verb: str = "preempts", note: str = "", gate: Gate | None = None,
+                 source_of: Callable[[str], str] | None = None,
+                 forced: Callable[[list[VictimUnit]], list[VictimUnit] | str] | None = None) -> None:
+        self.eligible = eligible
+        self.forced = forced
+        self.pods = pods
+        self.job = job
+        self.jobs = jobs
+        self.action = action
+        self.verb = verb
+        self.note = note
+        self.gate = gate
+        self.source_of = source_of
+
+    @classmethod
+    def lower_priority(cls, priority: int, *, where: str = "",
+                       eligible: Callable[[PodInfo], bool] | None = None) -> VictimRule:
+        """Priority preemption: running pods below `priority` (`where`: " in quota x", when limited)."""
+        return cls(eligible or (lambda pod: pod.priority < priority), pods=f"pod of priority below {priority}{where}",
+                   job=f"lower-priority job{where}", jobs=f"lower-priority jobs{where}")
+
+    def sources(self, victims: Iterable[str]) -> tuple[str, ...]:
+        """The quotas the victims are taken from (a reclaim), sorted; () for priority preemption."""
+        if self.source_of is None:
+            return ()
+        return tuple(sorted({source for key in victims if (source := self.source_of(key))}))
+
+
 class Candidates:
     """Every victim unit for one preemptor, plus the pods already leaving (free room, no cost)."""
 
@@ -68,6 +126,26 @@ class Candidates:
         self.units_on: dict[str, list[VictimUnit]] = {}  # node -> units with a pod counted there
         self.leaving: list[str] = []
         self.leaving_on: dict[str, Resources] = {}
+
+    def set_aside(self, chosen: list[VictimUnit]) -> None:
+        """Take `chosen` out of the candidates and count their pods as leaving (victims already
+        decided: their room is free for the rest of the plan, at no further cost)."""
+        pods = {pod.key: pod for unit in chosen for pod in unit.pods}
+        self.units = [unit for unit in self.units if not any(pod.key in pods for pod in unit.pods)]
+        self.units_on = {}
+        for unit in self.units:
+            seen: set[str] = set()
+            for pod in unit.pods:
+                if pod.counted_on not in seen:
+                    seen.add(pod.counted_on)
+                    self.units_on.setdefault(pod.counted_on, []).append(unit)
+        for key in sorted(pods):
+            pod = pods[key]
+            self.leaving.append(key)
+            freed = self.leaving_on.setdefault(pod.counted_on, {})
+            for resource, amount in pod.requests.items():
+                freed[resource] = freed.get(resource, 0) + amount
+        self.leaving.sort()
 
 
 def _evictable(pod: PodInfo) -> bool:
@@ -99,8 +177,10 @@ def _surplus(pods: list[PodInfo], spec: GangSpec | None, staying: int) -> list[P
     return out
 
 
-def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own_pods: AbstractSet[str]) -> Candidates:
-    """Victim units below `priority`, each listed under the nodes its pods run on."""
+def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own_pods: AbstractSet[str],
+            eligible: Callable[[PodInfo], bool] | None = None) -> Candidates:
+    """Victim units below `priority` (or, given `eligible`, of the pods it accepts), each listed under
+    the nodes its pods run on."""
     out = Candidates()
     by_gang: dict[str, list[PodInfo]] = {}
     blocked_gangs: set[str] = set()
@@ -125,12 +205,13 @@ def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own
                 if pod.priority < priority:
                     out.protected.append(key)
                 continue
+            ok = pod.priority < priority if eligible is None else eligible(pod)
             if pod.gang:
-                if pod.priority >= priority:
+                if not ok:
                     blocked_gangs.add(pod.gang)
                 else:
                     by_gang.setdefault(pod.gang, []).append(pod)
-            elif pod.priority < priority:
+            elif ok:
                 out.units.append(VictimUnit(key, LONE_POD, [pod], broken=True))
     for gang_key in sorted(by_gang):
         if gang_key in blocked_gangs:

@@ -27,6 +27,10 @@ from events.dispatch import each, exhaustive
 from events.model import (
     BindFailed,
     BindRequested,
+    CapacityElasticQuotaDeleted,
+    CapacityElasticQuotaUpserted,
+    ElasticQuotaDeleted,
+    ElasticQuotaUpserted,
     Event,
     EvictionRequested,
     GangPending,
@@ -53,6 +57,8 @@ from events.model import (
     PreemptionPlanned,
     PriorityClassDeleted,
     PriorityClassUpserted,
+    QueueDeleted,
+    QueueUpserted,
     SchedulerPluginsPodGroupDeleted,
     SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
@@ -68,8 +74,10 @@ from events.objects import (
     OVERSIZED_ANNOTATION,
     VOLCANO_PREEMPTABLE_ANNOTATION,
     VOLCANO_TASK_SPEC_ANNOTATION,
+    CapacityElasticQuota,
     ClusterNetworkTopology,
     ClusterNetworkTopologySpec,
+    ElasticQuota,
     HyperNode,
     KubePodGroup,
     NetworkTopologyLayer,
@@ -78,6 +86,7 @@ from events.objects import (
     Pod,
     PodGroup,
     PriorityClass,
+    Queue,
     Taint,
     VolcanoPodGroup,
     Workload,
@@ -101,6 +110,7 @@ from state.gangs import (
     volcano_gang_spec,
 )
 from state.pod_gangs import annotation_gang_spec, defines_gang, membership, workload_of_gang
+from state.quota import QuotaBook
 from state.resources import QUANTITY_CACHE, QuantityError, Resources, add_into, parse_quantity
 from state.topology import TopologyTree
 from state.topology_validation import CLUSTER_LAYER, DEFAULT_CNT_NAME, NODE_LAYER, layer_name_of, tier_name_of
@@ -328,6 +338,9 @@ class StateSnapshot(msgspec.Struct, frozen=True):
     scheduler_plugins_pod_groups: list[PodGroup] = []
     kube_pod_groups: list[KubePodGroup] = []
     workloads: list[Workload] = []
+    elastic_quotas: list[ElasticQuota] = []
+    capacity_quotas: list[CapacityElasticQuota] = []
+    queues: list[Queue] = []
 
 
 SNAPSHOT_VERSION = 1
@@ -359,6 +372,7 @@ class ClusterState:
         self.fold_failures: dict[tuple[str, str], Problem] = {}  # (kind, key) -> the event that could not be folded
         self.problems_version = 0  # bumped whenever `all_problems()` may have changed (a cheap test for readers)
         self.topology = TopologyTree()
+        self.quotas = QuotaBook()  # quota trees and usage: a second fold over the same events (state/quota.py)
         self._default_priority_class = ""
         self._requests_memo = _RequestsMemo()
         self._compactor = Compactor()
@@ -371,7 +385,7 @@ class ClusterState:
     # ------------------------------------------------------------------ queries
 
     def problems_of(self, kind: str, key: str) -> list[Problem]:
-        return self.problems.get((kind, key), [])
+        return self.problems.get((kind, key), []) + self.quotas.problems.get((kind, key), [])
 
     def all_problems(self) -> Iterator[Problem]:
         for key in sorted(self.problems):
@@ -380,6 +394,7 @@ class ClusterState:
             yield self.undecodable[key]
         for key in sorted(self.fold_failures):
             yield self.fold_failures[key]
+        yield from self.quotas.all_problems()
 
     def gang_object(self, gang: str) -> GangObject | None:
         """The object that describes the gang (its winning source), None for a gang of pod annotations
@@ -440,15 +455,19 @@ class ClusterState:
         """Fold one event; returns the exception that folding it raised (None: it folded cleanly)."""
         failure: Exception | None = None
         handler = _HANDLERS[type(event)]
-        if handler is not None:
-            try:
+        try:
+            if handler is not None:
                 handler(self, event)
-            except Exception as error:  # a bug must cost one object, never the fold (see the module docstring)
-                failure = error
-                self._fold_failed(event, error)
-            else:
-                if self.fold_failures or self.undecodable:
-                    self._folded_cleanly(event)
+            quota_problems = self.quotas.problems_version
+            self.quotas.observe(self, event)  # the quota fold reads what the handler just folded
+            if self.quotas.problems_version != quota_problems:
+                self.problems_version += 1
+        except Exception as error:  # a bug must cost one object, never the fold (see the module docstring)
+            failure = error
+            self._fold_failed(event, error)
+        else:
+            if self.fold_failures or self.undecodable:
+                self._folded_cleanly(event)
         if event.seq > self.last_seq:
             self.last_seq = event.seq
         if event.time > self.last_time:
@@ -951,6 +970,10 @@ class ClusterState:
         if self.hyper_nodes.pop(event.name, None) is not None:
             self.topology.hypernode_deleted(event.name)
 
+    def _quota_object(self, event: Event) -> None:
+        """An ElasticQuota or Queue: the quota book (state/quota.py) keeps it and rebuilds its trees."""
+        self.quotas.object_changed(self, event)
+
     def _object_undecodable(self, event: ObjectUndecodable) -> None:
         problem = Problem(event.kind, event.key, "", event.problem, UNDECODABLE_OBJECT)
         if self.undecodable.get((event.kind, event.key)) != problem:
@@ -1102,6 +1125,9 @@ class ClusterState:
                    for g in (self.gangs[k] for k in sorted(self.gangs))],
             undecodable=[self.undecodable[k] for k in sorted(self.undecodable)],
             fold_failures=[self.fold_failures[k] for k in sorted(self.fold_failures)],
+            elastic_quotas=[self.quotas.elastic_quotas[k] for k in sorted(self.quotas.elastic_quotas)],
+            capacity_quotas=[self.quotas.capacity_quotas[k] for k in sorted(self.quotas.capacity_quotas)],
+            queues=[self.quotas.queues[k] for k in sorted(self.quotas.queues)],
         )
 
     @classmethod
@@ -1119,6 +1145,12 @@ class ClusterState:
             state.apply(NetworkTopologyUpserted(topology=topology))
         for hyper_node in snap.hyper_nodes:
             state.apply(HyperNodeUpserted(hyper_node=hyper_node))
+        for quota in snap.elastic_quotas:
+            state.apply(ElasticQuotaUpserted(quota=quota))
+        for capacity_quota in snap.capacity_quotas:
+            state.apply(CapacityElasticQuotaUpserted(quota=capacity_quota))
+        for queue in snap.queues:
+            state.apply(QueueUpserted(queue=queue))
         for node in snap.nodes:
             state.apply(NodeUpserted(node=node))
         for group in snap.pod_groups:
@@ -1180,6 +1212,7 @@ class ClusterState:
             "members": {key: sorted(g.members) for key, g in sorted(self.gangs.items())},
             "priorities": {key: (p.priority, p.preemption_policy) for key, p in sorted(self.pods.items())},
             "problems": [str(problem) for problem in self.all_problems()],
+            "quotas": self.quotas.canonical(),
         }
         return self.snapshot() + msgspec.msgpack.encode(derived)
 
@@ -1293,6 +1326,12 @@ _UPDATE_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = {
     PriorityClassUpserted: lambda e: ("PriorityClass", e.priority_class.metadata.name),
     PriorityClassDeleted: lambda e: ("PriorityClass", e.name),
     ObjectUndecodable: lambda e: (e.kind, e.key),
+    ElasticQuotaUpserted: lambda e: ("ElasticQuota", _meta_key(e.quota.metadata)),
+    ElasticQuotaDeleted: lambda e: ("ElasticQuota", e.key),
+    CapacityElasticQuotaUpserted: lambda e: ("CapacityElasticQuota", _meta_key(e.quota.metadata)),
+    CapacityElasticQuotaDeleted: lambda e: ("CapacityElasticQuota", e.key),
+    QueueUpserted: lambda e: ("Queue", e.queue.metadata.name),
+    QueueDeleted: lambda e: ("Queue", e.name),
 }
 
 
@@ -1356,4 +1395,6 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None] | None] = exhaustive("
     GangPending: ClusterState._gang_pending,
     GangPlanned: ClusterState._gang_planned,
     PreemptionPlanned: None,
+    **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
+            QueueUpserted, QueueDeleted), ClusterState._quota_object),
 })

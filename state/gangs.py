@@ -390,10 +390,6 @@ def volcano_gang_spec(group: VolcanoPodGroup, key: str) -> tuple[GangSpec, list[
     problems: list[Problem] = []
     min_member = _min_member(group.spec.min_member, kind, key, problems)
     _unused_min_resources(group.spec.min_resources, kind, key, problems)
-    queue = group.spec.queue
-    if queue and queue != "default":
-        problems.append(Problem(kind, key, "spec.queue", f"{queue!r} is read but not implemented: queues' capacity "
-                                "and fair share are not enforced", reason=UNSUPPORTED_FIELD))
     tasks: list[tuple[str, int]] = []
     for task, minimum in sorted(group.spec.min_task_member.items()):
         if minimum < 0:

@@ -18,8 +18,9 @@ once: one structured log line (`object.problem`, keyed by the object, with the f
 `toposched_invalid_objects_total{kind,reason}` (not for a fold failure, which
 `toposched_internal_errors_total` counts), and one Warning Event on the object (message `field:
 what is wrong`; reason the problem's own (`InvalidQuantity`, `UndecodableObject`,
-`RecordTooLarge`, `InternalError`, `UnsupportedField` for a field read but not implemented), else
-`InvalidPodGroup` for a PodGroup, `InvalidWorkload`, `InvalidGang`, `InvalidPod`,
+`RecordTooLarge`, `InternalError`, `UnsupportedField` for a field read but not implemented,
+`InvalidQuota` for an ElasticQuota or Queue, `QuotaNotFound` for a pod or PodGroup naming a quota that
+does not exist), else `InvalidPodGroup` for a PodGroup, `InvalidWorkload`, `InvalidGang`, `InvalidPod`,
 `InvalidPriorityClass`, and `InvalidTopology` for topology objects and nodes). A problem that goes
 away and comes back is reported again; what was reported is not persisted, so a new leader
 reports the problems still present once more. The tree keeps its last good structure, and a pod
@@ -57,6 +58,10 @@ from events.dispatch import each, exhaustive
 from events.model import (
     BindFailed,
     BindRequested,
+    CapacityElasticQuotaDeleted,
+    CapacityElasticQuotaUpserted,
+    ElasticQuotaDeleted,
+    ElasticQuotaUpserted,
     Event,
     EvictionRequested,
     GangPending,
@@ -83,6 +88,8 @@ from events.model import (
     PreemptionPlanned,
     PriorityClassDeleted,
     PriorityClassUpserted,
+    QueueDeleted,
+    QueueUpserted,
     SchedulerPluginsPodGroupDeleted,
     SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
@@ -91,12 +98,15 @@ from events.model import (
     WorkloadUpserted,
 )
 from events.objects import (
+    CAPACITY_QUOTA_API,
     CLUSTER_NETWORK_TOPOLOGY_API,
     HYPERNODE_API,
     KOORDINATOR_POD_GROUP_API,
+    KOORDINATOR_QUOTA_API,
     KUBE_POD_GROUP_API,
     SCHEDULER_PLUGINS_POD_GROUP_API,
     VOLCANO_POD_GROUP_API,
+    VOLCANO_QUEUE_API,
     WORKLOAD_API,
     TopologyDetail,
 )
@@ -110,6 +120,7 @@ from state.gangs import (
     Problem,
 )
 from state.hypernodes import HYPERNODE_KIND
+from state.quota import CAPACITY_KIND, QUEUE_KIND, QUOTA_KINDS
 from state.topology import SOURCE_CNT, SOURCE_HYPERNODES
 from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, NODE_KIND
 from state.topology_wishes import POD_GROUP_KIND, wish_problems
@@ -139,6 +150,8 @@ _CHANGES: Final[dict[type, str | None]] = exhaustive("the topology status", {
             NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
             SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted,
             KubePodGroupDeleted, WorkloadUpserted, WorkloadDeleted), _PROBLEMS),
+    **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
+            QueueUpserted, QueueDeleted), _PROBLEMS),  # quota problems (state/quota.py)
     **each((PodUpserted, PodDeleted, PriorityClassUpserted, PriorityClassDeleted, PodAssumed, PodForgotten,
             BindRequested, PodBound, BindFailed, PodNominated, NominationCleared, EvictionRequested, GangTimedOut,
             GangPending, GangPlanned, PreemptionPlanned), None),
@@ -248,6 +261,8 @@ def object_of(state: ClusterState, problem: Problem) -> ObjectRef:
     if problem.kind == NODE_KIND:
         node = state.nodes.get(key)
         return ObjectRef(key, "v1", NODE_KIND, node.obj.metadata.uid if node else "")
+    if problem.kind in QUOTA_KINDS:
+        return _quota_object(state, problem)
     if problem.kind == "VolcanoPodGroup":
         volcano = state.volcano_pod_groups.get(key)
         return ObjectRef(key, VOLCANO_POD_GROUP_API, POD_GROUP_KIND, volcano.metadata.uid if volcano else "")
@@ -271,6 +286,19 @@ def object_of(state: ClusterState, problem: Problem) -> ObjectRef:
     if volcano is not None:
         return ObjectRef(key, VOLCANO_POD_GROUP_API, POD_GROUP_KIND, volcano.metadata.uid)
     return ObjectRef(key, KOORDINATOR_POD_GROUP_API, POD_GROUP_KIND)
+
+
+def _quota_object(state: ClusterState, problem: Problem) -> ObjectRef:
+    book = state.quotas
+    if problem.kind == QUEUE_KIND:
+        queue = book.queues.get(problem.key)
+        return ObjectRef(problem.key, VOLCANO_QUEUE_API, "Queue", queue.metadata.uid if queue else "")
+    if problem.kind == CAPACITY_KIND:
+        capacity = book.capacity_quotas.get(problem.key)
+        return ObjectRef(problem.key, CAPACITY_QUOTA_API, "ElasticQuota", capacity.metadata.uid if capacity else "")
+    koordinator = book.elastic_quotas.get(problem.key)
+    uid = koordinator.metadata.uid if koordinator else ""
+    return ObjectRef(problem.key, KOORDINATOR_QUOTA_API, "ElasticQuota", uid)
 
 
 class TopologyStatus:

@@ -20,6 +20,10 @@ from events.dispatch import each, exhaustive
 from events.model import (
     BindFailed,
     BindRequested,
+    CapacityElasticQuotaDeleted,
+    CapacityElasticQuotaUpserted,
+    ElasticQuotaDeleted,
+    ElasticQuotaUpserted,
     Event,
     EvictionRequested,
     GangPending,
@@ -46,6 +50,8 @@ from events.model import (
     PreemptionPlanned,
     PriorityClassDeleted,
     PriorityClassUpserted,
+    QueueDeleted,
+    QueueUpserted,
     SchedulerPluginsPodGroupDeleted,
     SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
@@ -172,10 +178,16 @@ class _Explainer:
 
     def preemption(self, event: PreemptionPlanned) -> None:
         if event.gang == self.gang:
-            self.story.add(event, f"preempting {len(event.victims)} pods of {len(event.victim_jobs)} job(s) "
-                                  f"({', '.join(event.victim_jobs)}): {event.explanation}")
+            verb = "reclaiming" if event.reclaim_from else "preempting"
+            source = f" from {', '.join(event.reclaim_from)}" if event.reclaim_from else ""
+            self.story.add(event, f"{verb} {len(event.victims)} pods of {len(event.victim_jobs)} job(s) "
+                                  f"({', '.join(event.victim_jobs)}){source}: {event.explanation}")
         elif any(victim in self.members for victim in event.victims):
-            self.story.add(event, f"chosen as a preemption victim of {event.gang}")
+            if event.reclaim_from:
+                self.story.add(event, f"chosen as a reclaim victim of {event.gang} (its quota borrowed the "
+                                      f"capacity: {', '.join(event.reclaim_from)})")
+            else:
+                self.story.add(event, f"chosen as a preemption victim of {event.gang}")
 
     def evicted(self, event: EvictionRequested) -> None:
         if event.pod in self.members:
@@ -234,6 +246,8 @@ _TOLD: dict[type, Callable[[_Explainer, Any], None] | None] = exhaustive("replay
     **each((NodeUpserted, NodeDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
             HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable, BindRequested,
             WorkloadUpserted, WorkloadDeleted), None),  # a Workload is a template: its gangs' pods tell the story
+    **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
+            QueueUpserted, QueueDeleted), None),  # a gang's quota reasons are in its GangPending events
 })
 
 

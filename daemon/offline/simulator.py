@@ -17,6 +17,9 @@ rules, exactly as that contract states them:
 
 The report is read off the journal's decisions (`PodBound`, `PreemptionPlanned`, `PodNominated`)
 and the final state, so it holds nothing the scheduler did not record. It holds no wall-clock figure.
+When the scenario has quotas (ElasticQuotas, Volcano Queues), the report gains a `quotas` section:
+per quota, what its pods used over time (resource-seconds of bound pods), its peak, and how long
+its pods waited (`QuotaReport`); without quotas the key is absent, so existing reports are unchanged.
 
 Must never: decide anything the scheduler decides, or read the wall clock into the report.
 """
@@ -34,6 +37,7 @@ from typing import Any
 import anyio
 import msgspec
 
+from daemon.offline.quota_report import QuotaReport, QuotaWatch
 from daemon.scheduling.journal import Journal
 from daemon.scheduling.loop import Scheduler, SchedulerConfig
 from daemon.scheduling.ports import ALREADY_BOUND, BOUND, FAILED, OK, ApiOutcome, BindOutcome, GangPhase, Preemptor
@@ -43,6 +47,10 @@ from events.log import EventLog
 from events.model import (
     BindFailed,
     BindRequested,
+    CapacityElasticQuotaDeleted,
+    CapacityElasticQuotaUpserted,
+    ElasticQuotaDeleted,
+    ElasticQuotaUpserted,
     Event,
     EvictionRequested,
     GangPending,
@@ -69,6 +77,8 @@ from events.model import (
     PreemptionPlanned,
     PriorityClassDeleted,
     PriorityClassUpserted,
+    QueueDeleted,
+    QueueUpserted,
     SchedulerPluginsPodGroupDeleted,
     SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
@@ -144,6 +154,7 @@ class Report(msgspec.Struct, frozen=True):
     nominations: list[Nomination]
     pending: list[PendingPod]
     finished_at: float
+    quotas: list[QuotaReport] | msgspec.UnsetType = msgspec.UNSET  # only when the scenario has quotas
 
     def to_json(self) -> str:
         return json.dumps(msgspec.to_builtins(self), indent=2) + "\n"
@@ -365,7 +376,9 @@ class Simulation:
         self._bindings: list[Binding] = []
         self._preemptions: list[Preemption] = []
         self._nominations: list[Nomination] = []
+        self._quota_watch = QuotaWatch(self.state)
         self.journal.subscribe(self._note)
+        self.journal.subscribe(self._quota_watch.note)
         self.report: Report | None = None
 
     def _note(self, event: Event) -> None:
@@ -403,12 +416,14 @@ class Simulation:
             world.run_due(time)
             await scheduler.run_until_idle()
         finished_at = clock.now() if ended_by_until else self.state.last_time
+        pending = self._pending()
         self.report = Report(
             bindings=self._bindings,
             preemptions=self._preemptions,
             nominations=self._nominations,
-            pending=self._pending(),
+            pending=pending,
             finished_at=finished_at,
+            quotas=self._quota_watch.report(finished_at, [p.pod for p in pending]),
         )
         return self.report
 
@@ -439,6 +454,8 @@ _REPORTED: dict[type, Callable[[Simulation, Any], None] | None] = exhaustive("th
             HyperNodeUpserted, HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable,
             PodAssumed, PodForgotten, BindRequested, BindFailed, NominationCleared, EvictionRequested, GangTimedOut,
             GangPending, GangPlanned), None),
+    **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
+            QueueUpserted, QueueDeleted), None),  # the quotas section: daemon/offline/quota_report.py
 })
 
 

@@ -49,6 +49,10 @@ from events.dispatch import each, exhaustive
 from events.model import (
     BindFailed,
     BindRequested,
+    CapacityElasticQuotaDeleted,
+    CapacityElasticQuotaUpserted,
+    ElasticQuotaDeleted,
+    ElasticQuotaUpserted,
     Event,
     EvictionRequested,
     GangPending,
@@ -75,6 +79,8 @@ from events.model import (
     PreemptionPlanned,
     PriorityClassDeleted,
     PriorityClassUpserted,
+    QueueDeleted,
+    QueueUpserted,
     SchedulerPluginsPodGroupDeleted,
     SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
@@ -209,6 +215,8 @@ _REMEMBERED: dict[type, Callable[[_LogMemory, Any], None] | None] = exhaustive("
             HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable, PodAssumed,
             PodForgotten, BindRequested, BindFailed, PodNominated, NominationCleared, EvictionRequested,
             GangTimedOut, GangPlanned, PreemptionPlanned), None),
+    **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
+            QueueUpserted, QueueDeleted), None),
 })
 
 ATTEMPT = "attempt"
@@ -266,6 +274,8 @@ _STARTS: dict[type, Callable[[_LogMemory, Any], tuple[str, str] | None] | None] 
             KubePodGroupUpserted, KubePodGroupDeleted, WorkloadUpserted, WorkloadDeleted,
             NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
             HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable), None),
+    **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
+            QueueUpserted, QueueDeleted), None),
 })
 
 

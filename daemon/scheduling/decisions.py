@@ -354,11 +354,15 @@ def _preempt(step: Step, unit: Unit, failure: Unschedulable) -> tuple[str, bool]
         return plan.explanation, False  # an empty plan only says why there is no preemption
     nodes = sorted({a.node for a in plan.nominations})
     preemptor = unit.key
+    reclaim_from = list(plan.reclaim_from)
     step.record(PreemptionPlanned(gang=preemptor, victims=list(plan.victims), victim_jobs=list(plan.victim_jobs),
-                                  nodes=nodes, explanation=plan.explanation))
+                                  nodes=nodes, explanation=plan.explanation, reclaim_from=reclaim_from))
     trigger = unit.pods[0] if unit.pods else unit.key
     job = f"gang {preemptor}" if unit.gangs else f"pod {preemptor}"
     message = f"preempted by {job} (priority {unit.priority}) to make room for pod {trigger}"
+    if reclaim_from:  # a quota reclaim: the victim's quota borrowed the capacity (priorities do not matter)
+        message = (f"reclaimed by {job} to make room for pod {trigger}: "
+                   f"{', '.join(reclaim_from)} borrowed this capacity beyond its guaranteed share")
     for victim in plan.victims:
         pod = state.pods.get(victim)
         if pod is None:

@@ -100,6 +100,10 @@ from events.log import EventLogError
 from events.model import (
     BindFailed,
     BindRequested,
+    CapacityElasticQuotaDeleted,
+    CapacityElasticQuotaUpserted,
+    ElasticQuotaDeleted,
+    ElasticQuotaUpserted,
     Event,
     EvictionRequested,
     GangPending,
@@ -126,6 +130,8 @@ from events.model import (
     PreemptionPlanned,
     PriorityClassDeleted,
     PriorityClassUpserted,
+    QueueDeleted,
+    QueueUpserted,
     SchedulerPluginsPodGroupDeleted,
     SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
@@ -136,6 +142,7 @@ from events.model import (
 )
 from events.objects import Node
 from placement.fit import Requests
+from preemption.reclaim import may_reclaim
 from state.cluster import ClusterState, PodInfo
 
 log = structlog.get_logger("toposched.scheduler")
@@ -195,6 +202,7 @@ class Scheduler:
         self._min_placed: int | None = None  # lowest priority of a placed pod (per cycle, lazily)
         self._needs: dict[str, tuple[tuple[str, ...], Need | None]] = {}  # unit -> (its pods, need_of)
         self._adopted = False
+        self._quota_trees = self.state.quotas.trees_version
         self._background: anyio.abc.TaskGroup | None = None  # run()'s task group for binds and reports
         self._stopping = False
         self._dirty = True
@@ -266,6 +274,16 @@ class Scheduler:
 
     def _capacity_freed(self, event: Event) -> bool:
         self.queue.capacity_freed()  # cached needs stay: a need only grows when members leave (still a bound)
+        return True
+
+    def _quota_changed(self, event: Event) -> bool:
+        """A changed quota tree may admit parked units; a status write on a quota changes nothing."""
+        trees = self.state.quotas.trees_version
+        if trees == self._quota_trees:
+            return False
+        self._quota_trees = trees
+        self.queue.structure_changed()
+        self._needs.clear()
         return True
 
     def _structure_changed(self, event: Event) -> bool:
@@ -591,6 +609,8 @@ class Scheduler:
             return False
         if not isinstance(self.preemptor, NeverPreempt) and unit.priority > self._lowest_placed_priority():
             return False
+        if not isinstance(self.preemptor, NeverPreempt) and may_reclaim(self.state, unit.pods):
+            return False  # reclaim takes back what other quotas borrow, whatever their priority
         cached = self._needs.get(unit.key)
         if cached is not None and cached[0] == unit.pods:
             need = cached[1]
@@ -681,6 +701,8 @@ _OBSERVERS: dict[type, Callable[[Scheduler, Any], bool] | None] = exhaustive("th
     **each((NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
             PriorityClassUpserted, PriorityClassDeleted,
             WorkloadUpserted, WorkloadDeleted), Scheduler._structure_changed),  # a Workload: each of its gangs
+    **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
+            QueueUpserted, QueueDeleted), Scheduler._quota_changed),
     # Decisions that only take room, and objects nothing is placed by:
     **each((ObjectUndecodable, BindRequested, PodNominated, EvictionRequested, GangTimedOut, GangPending,
             GangPlanned, PreemptionPlanned), None),

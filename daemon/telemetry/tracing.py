@@ -30,6 +30,10 @@ from events.dispatch import each, exhaustive
 from events.model import (
     BindFailed,
     BindRequested,
+    CapacityElasticQuotaDeleted,
+    CapacityElasticQuotaUpserted,
+    ElasticQuotaDeleted,
+    ElasticQuotaUpserted,
     Event,
     EvictionRequested,
     GangPending,
@@ -56,6 +60,8 @@ from events.model import (
     PreemptionPlanned,
     PriorityClassDeleted,
     PriorityClassUpserted,
+    QueueDeleted,
+    QueueUpserted,
     SchedulerPluginsPodGroupDeleted,
     SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
@@ -267,6 +273,10 @@ _WATCHED: dict[type, tuple[str, str]] = {
     NetworkTopologyDeleted: ("ClusterNetworkTopology", "delete"),
     HyperNodeUpserted: ("HyperNode", "upsert"), HyperNodeDeleted: ("HyperNode", "delete"),
     PriorityClassUpserted: ("PriorityClass", "upsert"), PriorityClassDeleted: ("PriorityClass", "delete"),
+    ElasticQuotaUpserted: ("ElasticQuota", "upsert"), ElasticQuotaDeleted: ("ElasticQuota", "delete"),
+    CapacityElasticQuotaUpserted: ("CapacityElasticQuota", "upsert"),
+    CapacityElasticQuotaDeleted: ("CapacityElasticQuota", "delete"),
+    QueueUpserted: ("Queue", "upsert"), QueueDeleted: ("Queue", "delete"),
 }
 
 # Event type -> what the observer does with it (typed per event at registration, called untyped).

@@ -26,14 +26,14 @@ OPS = REPO / "ops"
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
+SIGS = {"podgroups.scheduling.sigs.k8s.io"}
+X_K8S = {"podgroups.scheduling.x-k8s.io", "elasticquotas.scheduling.x-k8s.io"}
+KOORDINATOR = {"clusternetworktopologies.scheduling.koordinator.sh", "elasticquotas.scheduling.sigs.k8s.io"}
+VOLCANO = {"hypernodes.topology.volcano.sh", "podgroups.scheduling.volcano.sh", "queues.scheduling.volcano.sh"}
 ENTRY_POINTS = {
-    "ops": {"podgroups.scheduling.sigs.k8s.io", "podgroups.scheduling.x-k8s.io",
-            "clusternetworktopologies.scheduling.koordinator.sh", "hypernodes.topology.volcano.sh",
-            "podgroups.scheduling.volcano.sh"},
-    "ops/overlays/on-koordinator": {"hypernodes.topology.volcano.sh", "podgroups.scheduling.volcano.sh",
-                                    "podgroups.scheduling.x-k8s.io"},
-    "ops/overlays/on-volcano": {"podgroups.scheduling.sigs.k8s.io", "podgroups.scheduling.x-k8s.io",
-                                "clusternetworktopologies.scheduling.koordinator.sh"},
+    "ops": SIGS | X_K8S | KOORDINATOR | VOLCANO,
+    "ops/overlays/on-koordinator": VOLCANO | X_K8S,
+    "ops/overlays/on-volcano": SIGS | X_K8S | KOORDINATOR,
     "ops/overlays/scheduler-only": set(),
 }
 

@@ -26,6 +26,8 @@ documentation describe) and what must happen. The expectation file asserts on th
     preemptions: 0            # exact number of preemptions
     victims: [default/low-*]  # globs each matching some preempted pod
     not_victims: [default/x-*]  # globs no preempted pod may match
+    quotas:                   # the report's `quotas` section: per quota (its label), fields that must match
+      quota team-a: {reclaimed: 4, peak: {nvidia.com/gpu: "32"}}
     finished_at: 100.0
 
 Globs are `fnmatch` patterns over `namespace/name`. Layers are resolved on the scenario's own topology
@@ -51,6 +53,7 @@ from state.topology import TopologyTree
 HERE = Path(__file__).parent
 EXPECTATIONS = sorted(HERE.glob("*.expect.yaml"))
 TOPOLOGY_KINDS = ("Node", "ClusterNetworkTopology", "HyperNode")
+QUOTA_KINDS = {"ElasticQuota", "CapacityElasticQuota", "Queue"}
 
 
 def _scenario_of(expect: Path) -> Path:
@@ -114,6 +117,13 @@ def _check(scenario: Path, expect: dict[str, Any], report: dict[str, Any]) -> No
         assert len(pending) == expect["pending_count"], context
     if "preemptions" in expect:
         assert len(report["preemptions"]) == expect["preemptions"], context
+    if "quotas" in expect:
+        by_label = {q["quota"]: q for q in report.get("quotas", [])}
+        for label, fields in expect["quotas"].items():
+            assert label in by_label, f"{label} not in the report's quotas\n{context}"
+            for field, value in fields.items():
+                assert by_label[label][field] == value, f"{label} {field}: {by_label[label][field]!r}\n{context}"
+
     if "finished_at" in expect:
         assert report["finished_at"] == expect["finished_at"], context
     victims = {v for p in report["preemptions"] for v in p["victims"]}
@@ -137,6 +147,14 @@ def test_scenario_meets_its_expectations(expect_path: Path) -> None:
     report = _run(scenario, float(until) if until is not None else None)
     _check(scenario, expect, report)
     assert _run(scenario, float(until) if until is not None else None) == report  # deterministic
+
+
+def test_a_report_has_a_quotas_section_exactly_when_the_scenario_has_quotas() -> None:
+    for expect in EXPECTATIONS:
+        scenario = _scenario_of(expect)
+        kinds = {item.info.name for item in load_scenario(scenario).objects}
+        report = _run(scenario, None)
+        assert ("quotas" in report) == bool(kinds & QUOTA_KINDS), scenario.name
 
 
 def test_every_expectation_has_its_scenario() -> None:

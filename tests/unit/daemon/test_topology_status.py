@@ -377,3 +377,22 @@ async def test_fields_read_but_not_implemented_get_one_warning_on_the_object_of_
         keeper.notice(event)
     assert await keeper.sync_once()
     assert len(writer.events) == count
+
+
+async def test_bad_quota_input_becomes_warning_events_on_the_quota_and_on_the_pod_naming_a_missing_one() -> None:
+    quota = upsert_event(KIND_BY_NAME["ElasticQuota"], {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
+        "metadata": {"name": "team-a", "namespace": "quotas", "uid": "eq-uid"},
+        "spec": {"min": {"nvidia.com/gpu": "40"}, "max": {"nvidia.com/gpu": "32"}}})
+    queue = upsert_event(KIND_BY_NAME["Queue"], {
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": "research", "uid": "q-uid"}, "spec": {"weight": 1, "parent": "nowhere"}})
+    state = cluster(quota, queue, pod_event(pod("typo", labels={"quota.scheduling.koordinator.sh/name": "team-z"})))
+    writer = FakeWriter()
+    keeper = TopologyStatus(state, writer)
+    await keeper.sync_once()
+    events = {(kind, key, uid, reason): message for kind, key, uid, reason, message in writer.events}
+    assert events[("ElasticQuota", "quotas/team-a", "eq-uid", "InvalidQuota")].startswith(
+        "spec.min[nvidia.com/gpu]: is above spec.max[nvidia.com/gpu]; cut to max")
+    assert events[("Queue", "research", "q-uid", "InvalidQuota")].startswith("spec.parent: parent 'nowhere'")
+    assert "ElasticQuota 'team-z' not found" in events[("Pod", "default/typo", "uid-default-typo", "QuotaNotFound")]

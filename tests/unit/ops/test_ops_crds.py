@@ -49,12 +49,15 @@ def test_the_koordinator_and_volcano_crds_live_in_their_own_components() -> None
     assert set(component_objects("scheduler-plugins")) == {
         ("CustomResourceDefinition", "podgroups.scheduling.sigs.k8s.io")}
     assert set(component_objects("scheduler-plugins-x-k8s")) == {
-        ("CustomResourceDefinition", "podgroups.scheduling.x-k8s.io")}
+        ("CustomResourceDefinition", "podgroups.scheduling.x-k8s.io"),
+        ("CustomResourceDefinition", "elasticquotas.scheduling.x-k8s.io")}
     assert set(component_objects("koordinator")) == {
-        ("CustomResourceDefinition", "clusternetworktopologies.scheduling.koordinator.sh")}
+        ("CustomResourceDefinition", "clusternetworktopologies.scheduling.koordinator.sh"),
+        ("CustomResourceDefinition", "elasticquotas.scheduling.sigs.k8s.io")}
     assert set(component_objects("volcano")) == {
         ("CustomResourceDefinition", "hypernodes.topology.volcano.sh"),
-        ("CustomResourceDefinition", "podgroups.scheduling.volcano.sh")}
+        ("CustomResourceDefinition", "podgroups.scheduling.volcano.sh"),
+        ("CustomResourceDefinition", "queues.scheduling.volcano.sh")}
     for name, crd in all_crds().items():
         text = (CRDS / next(c for c in COMPONENTS if ("CustomResourceDefinition", name) in component_objects(c))
                 / f"{name}.yaml").read_text(encoding="utf-8")
@@ -64,7 +67,7 @@ def test_the_koordinator_and_volcano_crds_live_in_their_own_components() -> None
 
 def test_every_custom_kind_the_daemon_watches_has_a_crd_with_the_same_scope_and_plural() -> None:
     custom = [info for info in KINDS if info.group not in ("", "scheduling.k8s.io")]
-    assert len(custom) == 5
+    assert len(custom) == 8
     for info in custom:
         crd = crd_for(info.api_version, info.kind)
         assert crd["spec"]["names"]["plural"] == info.plural
@@ -123,6 +126,11 @@ def _schema_paths(schema: Manifest, prefix: str = "") -> set[str]:
         "spec.subGroupPolicy[].subGroupSize", "spec.subGroupPolicy[].minSubGroups",
         "spec.subGroupPolicy[].matchLabelKeys", "spec.subGroupPolicy[].networkTopology.mode",
         "status.phase", "status.conditions"]),
+    ("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota", ["spec.min", "spec.max", "status.used"]),
+    ("scheduling.x-k8s.io/v1alpha1", "ElasticQuota", ["spec.min", "spec.max", "status.used"]),
+    ("scheduling.volcano.sh/v1beta1", "Queue", [
+        "spec.weight", "spec.capability", "spec.deserved", "spec.guarantee.resource", "spec.reclaimable",
+        "spec.parent", "spec.state", "status.state"]),
 ])
 def test_crd_schema_declares_the_fields_toposched_reads_and_writes(api_version: str, kind: str,
                                                                    fields: list[str]) -> None:

@@ -97,3 +97,84 @@ def test_hypernodes_and_the_cluster_network_topology_describe_the_same_network(
         trees.append(json.loads(capsys.readouterr().out))
     assert trees[0]["layers"] == ["ClusterTopologyLayer", "SpineLayer", "BlockLayer"]
     assert trees[0] == trees[1]
+
+
+def _at(document: Manifest, seconds: float) -> Manifest:
+    clone = copy.deepcopy(document)
+    clone["metadata"].setdefault("annotations", {})["sim.toposched.io/at"] = str(seconds)
+    return clone
+
+
+def _lone(pod: Manifest, name: str, *, labels: dict[str, str] | None = None, namespace: str = "",
+          annotations: dict[str, str] | None = None, at: float = 0.0) -> Manifest:
+    clone = copy.deepcopy(pod)
+    clone["metadata"]["name"] = name
+    if namespace:
+        clone["metadata"]["namespace"] = namespace
+    if labels is not None:
+        clone["metadata"]["labels"] = labels
+    clone["metadata"]["annotations"] = {**(annotations or {}), "sim.toposched.io/at": str(at)}
+    return clone
+
+
+def test_koordinator_quota_team_borrows_the_idle_department_and_the_other_team_reclaims_its_min(
+        tmp_path: Path) -> None:
+    *quotas, vision_pod = example("quota-koordinator.yaml")
+    sweep = [_lone(vision_pod, f"vision-sweep-{i}", labels=vision_pod["metadata"]["labels"]) for i in range(8)]
+    llm_labels = {"quota.scheduling.koordinator.sh/name": "llm"}
+    llm = [_lone(vision_pod, f"llm-{i}", labels=llm_labels, at=100) for i in range(2)]
+    report = simulate(tmp_path, [*example("nodes.yaml"), *quotas, *sweep, *llm])
+    assert len([b for b in report["bindings"] if b["pod"].startswith("ml-team/vision-sweep-")]) == 8  # borrows all
+    victims = [v for p in report["preemptions"] for v in p["victims"]]
+    assert len(victims) == 2 and all(v.startswith("ml-team/vision-sweep-") for v in victims)  # llm takes 16 back
+    assert {b["pod"]: b["at"] for b in report["bindings"] if "llm" in b["pod"]} == {
+        "ml-team/llm-0": 130.0, "ml-team/llm-1": 130.0}
+    assert {q["quota"] for q in report["quotas"]} == {"quota research", "quota llm", "quota vision"}
+
+
+def test_capacity_quota_namespace_borrows_unused_min_and_gives_it_back(tmp_path: Path) -> None:
+    quotas = example("quota-capacity-scheduling.yaml")
+    _, member = example("koordinator-gang.yaml")
+    plain = {"app": "sweep"}
+    team_a = [_lone(member, f"a-{i}", namespace="team-a", labels=plain) for i in range(6)]
+    team_b = [_lone(member, f"b-{i}", namespace="team-b", labels=plain, at=100) for i in range(3)]
+    for pod in [*team_a, *team_b]:
+        pod["spec"].pop("priorityClassName", None)
+    report = simulate(tmp_path, [*example("nodes.yaml"), *quotas, *team_a, *team_b])
+    assert len([b for b in report["bindings"] if b["pod"].startswith("team-a/")]) == 6  # 48 GPUs: 16 borrowed
+    assert [p["victims"] for p in report["preemptions"]] != []  # team-b claims its min back
+    assert len([b for b in report["bindings"] if b["pod"].startswith("team-b/")]) == 3
+    assert report["pending"] == []
+
+
+def test_volcano_queue_capability_holds_and_production_reclaims_from_research(tmp_path: Path) -> None:
+    production, research, sweep = example("quota-volcano.yaml")
+    _, member = example("volcano-gang.yaml")
+    docs: list[Manifest] = [*example("nodes.yaml"), production, research]
+    for number in range(5):  # five 2-pod research jobs: only four fit its capability of 32
+        group = copy.deepcopy(sweep)
+        group["metadata"]["name"] = f"sweep-{number}"
+        docs.append(group)
+        marks = {"scheduling.k8s.io/group-name": f"sweep-{number}", "volcano.sh/preemptable": "true"}
+        docs += [_lone(member, f"sweep-{number}-{i}", labels={}, annotations=marks) for i in range(2)]
+    for pod in docs:
+        if pod["kind"] == "Pod":
+            pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "8", "nvidia.com/gpu": "4"},
+                                                         "limits": {"nvidia.com/gpu": "4"}}
+    job = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+           "metadata": {"name": "serve", "namespace": "ml-team", "annotations": {"sim.toposched.io/at": "100"}},
+           "spec": {"minMember": 5, "queue": "production"}}
+    docs.append(job)
+    docs += [_lone(member, f"serve-{i}", labels={}, annotations={"scheduling.k8s.io/group-name": "serve"}, at=100)
+             for i in range(5)]
+    for pod in docs[-5:]:
+        pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "8", "nvidia.com/gpu": "8"},
+                                                     "limits": {"nvidia.com/gpu": "8"}}
+    report = simulate(tmp_path, docs)
+    pending = {p["pod"]: p["reason"] for p in report["pending"]}
+    assert "gang ml-team/sweep-4: queue research: nvidia.com/gpu" in pending["ml-team/sweep-4-0"]
+    # production (40 GPUs, within deserved 48) finds 32 free and reclaims one research job for the rest
+    [reclaim] = report["preemptions"]
+    assert len(reclaim["victims"]) == 2 and {v.rpartition("-")[0] for v in reclaim["victims"]} < {
+        f"ml-team/sweep-{n}" for n in range(4)}
+    assert len([b for b in report["bindings"] if b["pod"].startswith("ml-team/serve-")]) == 5

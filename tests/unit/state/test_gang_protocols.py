@@ -287,10 +287,12 @@ def test_volcano_preemptable_on_pod_groups_and_pods(where: str, value: str, pree
     assert state.pods["default/p"].preemptable is preemptable
 
 
-def test_volcano_queue_other_than_default_is_read_but_not_enforced() -> None:
-    state = fold(volcano_group(queue="research"))
-    assert any(p.field == "spec.queue" and p.reason == "UnsupportedField"
-               for p in problems(state, "PodGroup", "default/job"))
+def test_volcano_queue_other_than_default_must_exist_and_is_enforced() -> None:
+    # queues are enforced (state/quota.py): a queue that does not exist holds the job back, and says so
+    state = fold(volcano_group(queue="research"), pod("p", annotations={"scheduling.k8s.io/group-name": "job"}))
+    assert not any(p.reason == "UnsupportedField" for p in problems(state, "PodGroup", "default/job"))
+    assert [p.reason for p in problems(state, "VolcanoPodGroup", "default/job")] == ["QuotaNotFound"]
+    assert "queue research not found" in state.quotas.refusal_of("default/p")
 
 
 # --------------------------------------------------------------------------- membership

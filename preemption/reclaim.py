@@ -1,0 +1,340 @@
+"""Quota-aware victim rules: priority preemption inside one quota, and quota reclaim across quotas.
+
+With quotas (`state/quota.py`), whom a job may evict depends on its quota, as in capacity
+scheduling (and Koordinator, whose priorities are compared only inside one quota group):
+
+- Priority preemption stays inside the preemptor's quota: only pods of the same quota (or, for a
+  job in no quota, pods in no quota) of lower priority are candidates. Without any quota object
+  this is exactly priority preemption as it always was.
+- Reclaim: a job whose quota stays within its guarded level (min; Volcano: deserved, else
+  guarantee) with the job's pending pods added may take back what other quotas borrow. Victims:
+  preemptible pods (Koordinator: not labelled `preemptible: "false"`; Volcano: marked
+  `volcano.sh/preemptable: "true"`, in a `reclaimable` queue) of any priority, in quotas of the same
+  tree that use more than their guarded level of a resource the job asks for. In a hierarchy the
+  comparison is made where the two branches meet: below the lowest common ancestor, the
+  preemptor's side must stay within its guarded level at every level (so a team under its own min
+  inside a department that is over its min reclaims from its siblings, not from other
+  departments), and every quota on the victim's side must be borrowing.
+  Whole gangs are taken (or surplus pods above minMember), never part of a job: the gang's last
+  victim may take its quota below its guarded level, but no unit is taken from a quota that the
+  units already chosen have brought down to it (the `BorrowGate`), so a quota at or under its min
+  never loses a pod to reclaim, and the reclaimer gets no more than its own min back.
+- A job that may reclaim tries reclaim first; when reclaim finds no plan it falls back to priority
+  preemption inside its quota. Everything else (candidate domains, gather strategy and tier limits,
+  the cost order, validation by placement, nominations, DisruptionTarget, Events) is the planner's
+  (`preemption/planner.py`): reclaim is a victim rule, not a second planner.
+
+Pure: no I/O, no clock; reads `ClusterState`, never mutates it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from placement.quota import reclaim_headroom
+from preemption.eligibility import Preemptor
+from preemption.victims import VictimRule, VictimUnit
+from state.cluster import ClusterState, PodInfo
+from state.quota import Quota, QuotaBook
+from state.resources import Resources, format_quantity
+
+
+def quota_of_job(state: ClusterState, pods: Sequence[str]) -> tuple[Quota | None, bool]:
+    """The one quota every pending pod of a job belongs to (None: no quota), and whether they agree."""
+    book = state.quotas
+    found: set[str] = set()
+    for key in pods:
+        quota = book.quota_of(key)
+        found.add(quota.id if quota is not None else "")
+    if len(found) != 1:
+        return None, False
+    only = next(iter(found))
+    return (book.quotas.get(only) if only else None), True
+
+
+def priority_rule(state: ClusterState, preemptor: Preemptor) -> VictimRule:
+    """Priority preemption, limited to the preemptor's own quota once quotas exist."""
+    book = state.quotas
+    priority = preemptor.priority
+    if not book.active:
+        return VictimRule.lower_priority(priority)
+    quota, single = quota_of_job(state, preemptor.pending)
+    if not single:
+        return VictimRule.lower_priority(priority, where=" of the job's quotas",
+                                         eligible=lambda pod: False)
+    own = quota.id if quota is not None else ""
+
+    def same_quota(pod: PodInfo) -> bool:
+        other = book.quota_of(pod.key)
+        return pod.priority < priority and (other.id if other is not None else "") == own
+
+    where = f" in {quota.label}" if quota is not None else " in no quota"
+    return VictimRule.lower_priority(priority, where=where, eligible=same_quota)
+
+
+def may_reclaim(state: ClusterState, pods: Sequence[str]) -> bool:
+    """Could a job of these pending pods reclaim from other quotas now (its quota within min with them)?"""
+    return _reclaimer(state, pods) is not None
+
+
+def _reclaimer(state: ClusterState, pods: Sequence[str]
+               ) -> tuple[Quota, Resources, dict[str, Resources], list[Quota]] | None:
+    """The job's quota, what it asks (resources its quota counts), its own pods' current usage per
+    quota, and the levels of its path within their guarded level with it added; None if it may not reclaim."""
+    book = state.quotas
+    if not book.active:
+        return None
+    quota, single = quota_of_job(state, pods)
+    if quota is None or not single:
+        return None
+    asked: Resources = {}
+    for key in pods:
+        for resource, amount in state.pods[key].requests.items():
+            if amount > 0 and resource in quota.constrained:
+                asked[resource] = asked.get(resource, 0) + amount
+    if not asked:
+        return None
+    own, _ = book.usage_of(pods)
+    headroom = reclaim_headroom(state, quota, asked, released=own)
+    if not headroom:
+        return None
+    return quota, asked, own, headroom
+
+
+def reclaim_rule(state: ClusterState, preemptor: Preemptor) -> VictimRule | None:
+    """The reclaim rule for the job, or None when it may not reclaim (see the module docstring)."""
+    found = _reclaimer(state, preemptor.pending)
+    if found is None:
+        return None
+    book = state.quotas
+    quota, asked, own, headroom = found
+    allowed_sides = {level.id for level in headroom}
+    path_ids = {level.id for level in quota.path()}
+    asked_names = frozenset(asked)
+
+    levels_of: dict[str, list[Quota] | None] = {}
+    open_quotas: dict[str, bool] = {}  # quota id -> its pods may be victims at all
+
+    def victim_levels(victim: Quota) -> list[Quota] | None:
+        """The victim's quotas below where its branch meets the preemptor's, if that is allowed."""
+        if victim.id in levels_of:
+            return levels_of[victim.id]
+        found = _levels(victim)
+        levels_of[victim.id] = found
+        return found
+
+    def _levels(victim: Quota) -> list[Quota] | None:
+        levels: list[Quota] = []
+        node: Quota | None = victim
+        while node is not None and not node.is_root and node.id not in path_ids:
+            levels.append(node)
+            node = node.parent
+        if not levels:
+            return None  # the victim's quota is the preemptor's or one of its ancestors
+        meet = node  # the lowest common ancestor (a tree root when the branches meet only there)
+        side = next((level for level in quota.path() if level.parent is meet), None)
+        if side is None or side.id not in allowed_sides:
+            return None
+        return levels
+
+    def eligible(pod: PodInfo) -> bool:
+        victim = book.quota_of(pod.key)
+        if victim is None or victim.dialect != quota.dialect:
+            return False
+        allowed = open_quotas.get(victim.id)
+        if allowed is None:
+            levels = victim_levels(victim)
+            allowed = levels is not None and all(level.reclaimable and _borrowing(level, asked_names, {})
+                                                 for level in levels)
+            open_quotas[victim.id] = allowed
+        if not allowed or not book.preemptible(pod):
+            return False
+        share = book.shares.get(pod.key)
+        return share is not None and share.used
+
+    def source_of(key: str) -> str:
+        victim = book.quota_of(key)
+        return victim.label if victim is not None else ""
+
+    shortfalls = _shortfalls(quota, asked, own, _leaving_usage(state)) if len(quota.path()) > 1 else []
+    gate = BorrowGate(book, asked_names, victim_levels)
+
+    def forced(units: list[VictimUnit]) -> list[VictimUnit] | str:
+        return _free_quota(book, shortfalls, units, gate)
+
+    top = headroom[-1]
+    used = top.used.get(_main(asked), 0) - own.get(top.id, {}).get(_main(asked), 0)
+    resource = _main(asked)
+    note = (f"reclaim: {top.label} {resource} {format_quantity(resource, used)} used + "
+            f"{format_quantity(resource, asked[resource])} asked <= {_guarded_word(top)} "
+            f"{format_quantity(resource, top.guarded.get(resource, 0))}: it takes back what other quotas "
+            f"borrow beyond theirs (preemptible pods only, any priority)")
+    return VictimRule(eligible, pods=f"preemptible pod that a quota borrowing beyond its {_guarded_word(quota)} "
+                                     f"runs (for {quota.label})",
+                      job="borrowing job", jobs="borrowing jobs", action="reclaim", verb="reclaims", note=note,
+                      gate=gate, source_of=source_of, forced=forced if shortfalls else None)
+
+
+def _leaving_usage(state: ClusterState) -> dict[str, Resources]:
+    """Per quota (every level), the usage of pods already on their way out (victims of an earlier
+    reclaim still terminating): it is freed without choosing them again."""
+    leaving = [key for key in state.quotas.shares if (pod := state.pods.get(key)) is not None
+               and (pod.terminating or pod.eviction_requested)]
+    return state.quotas.usage_of(leaving)[0]
+
+
+def _shortfalls(quota: Quota, asked: Resources, own: dict[str, Resources],
+                leaving: dict[str, Resources]) -> list[tuple[Quota, Resources]]:
+    """The ancestors whose max the job's pods would overrun, and by how much (a sibling borrows the
+    parent's room): reclaim must free that much quota below them, whatever room there is on nodes.
+    The job's own usage and pods already leaving count as gone."""
+    out: list[tuple[Quota, Resources]] = []
+    for level in quota.path()[1:]:
+        gone = own.get(level.id, {})
+        freed = leaving.get(level.id, {})
+        short = {resource: over for resource, amount in asked.items() if resource in level.max
+                 and (over := level.used.get(resource, 0) - gone.get(resource, 0) - freed.get(resource, 0)
+                      + amount - level.max[resource]) > 0}
+        if short:
+            out.append((level, short))
+    return out
+
+
+def _free_quota(book: QuotaBook, shortfalls: list[tuple[Quota, Resources]], units: list[VictimUnit],
+                gate: BorrowGate) -> list[VictimUnit] | str:
+    """The cheapest borrowing units (in the cost order of `VictimUnit.sort_key`) whose eviction brings every
+    overrun ancestor back within max for the job, keeping to what their quotas borrow; then the ones
+    not needed dropped again, last taken first. The gate holds them for the rest of the plan."""
+    gate.clear()
+    left = {level.id: dict(short) for level, short in shortfalls}
+    below = {level.id: level for level, _ in shortfalls}
+
+    def frees(unit: VictimUnit) -> dict[str, Resources]:
+        out: dict[str, Resources] = {}
+        for pod in unit.pods:
+            share = book.shares.get(pod.key)
+            victim = book.quota_of(pod.key)
+            if share is None or victim is None:
+                continue
+            for level in victim.path():
+                if level.id in below:
+                    bucket = out.setdefault(level.id, {})
+                    for resource, amount in share.requests:
+                        bucket[resource] = bucket.get(resource, 0) + amount
+        return out
+
+    def covered(taken: list[VictimUnit]) -> bool:
+        freed: dict[str, Resources] = {}
+        for unit in taken:
+            for level_id, amounts in frees(unit).items():
+                bucket = freed.setdefault(level_id, {})
+                for resource, amount in amounts.items():
+                    bucket[resource] = bucket.get(resource, 0) + amount
+        return all(freed.get(level_id, {}).get(resource, 0) >= need
+                   for level_id, short in left.items() for resource, need in short.items())
+
+    chosen: list[VictimUnit] = []
+    for unit in sorted(units, key=VictimUnit.sort_key):
+        if covered(chosen):
+            break
+        if not frees(unit) or not gate.admits(unit):
+            continue
+        gate.take(unit)
+        chosen.append(unit)
+    if not covered(chosen):
+        gate.clear()
+        names = ", ".join(level.label for level, _ in shortfalls)
+        return f"not enough borrowed capacity under {names} can be taken back to stay within its max"
+    for unit in reversed(list(chosen)):
+        rest = [u for u in chosen if u is not unit]
+        if covered(rest):
+            chosen = rest
+    gate.clear()
+    for unit in chosen:
+        gate.take(unit)
+    gate.hold()
+    return chosen
+
+
+class BorrowGate:
+    """Keeps a reclaim's victim set within what the victims' quotas borrow: a unit is admitted only
+    while every quota it draws from still uses more than its guarded level of an asked resource,
+    counting the units already taken. Any subset of an admitted set is admitted again."""
+
+    __slots__ = ("asked", "book", "held", "levels_of", "taken")
+
+    def __init__(self, book: QuotaBook, asked: frozenset[str],
+                 levels_of: Callable[[Quota], list[Quota] | None]) -> None:
+        self.book = book
+        self.asked = asked
+        self.levels_of = levels_of
+        self.taken: dict[str, Resources] = {}
+        self.held: dict[str, Resources] = {}  # units already decided (freeing quota): counted in every selection
+
+    def clear(self) -> None:
+        self.taken = {}
+        self.held = {}
+
+    def hold(self) -> None:
+        """Keep what is taken now for the rest of the plan (selection takes and releases on top of it)."""
+        self.held = {quota: dict(amounts) for quota, amounts in self.taken.items()}
+
+    def _draws(self, unit: VictimUnit) -> list[tuple[Quota, Sequence[tuple[str, int]]]]:
+        out: list[tuple[Quota, Sequence[tuple[str, int]]]] = []
+        for pod in unit.pods:
+            share = self.book.shares.get(pod.key)
+            victim = self.book.quota_of(pod.key)
+            if share is None or victim is None or not share.used:
+                continue
+            node: Quota | None = victim
+            while node is not None and not node.is_root:
+                out.append((node, share.requests))
+                node = node.parent
+        return out
+
+    def admits(self, unit: VictimUnit) -> bool:
+        for pod in unit.pods:
+            victim = self.book.quota_of(pod.key)
+            if victim is None:
+                return False
+            levels = self.levels_of(victim)
+            if levels is None:
+                return False
+            for level in levels:
+                if not _borrowing(level, self.asked, self.taken.get(level.id, {})):
+                    return False
+        return True
+
+
+    def take(self, unit: VictimUnit) -> None:
+        for quota, requests in self._draws(unit):
+            bucket = self.taken.setdefault(quota.id, {})
+            for resource, amount in requests:
+                bucket[resource] = bucket.get(resource, 0) + amount
+
+    def release(self, unit: VictimUnit) -> None:
+        for quota, requests in self._draws(unit):
+            bucket = self.taken.setdefault(quota.id, {})
+            for resource, amount in requests:
+                bucket[resource] = bucket.get(resource, 0) - amount
+
+
+def _borrowing(quota: Quota, asked: frozenset[str], taken: Resources) -> bool:
+    """Does `quota` (less what is already taken from it) use more than its guarded level of an asked resource?"""
+    for resource in asked:
+        if resource in quota.constrained and \
+                quota.used.get(resource, 0) - taken.get(resource, 0) > quota.guarded.get(resource, 0):
+            return True
+    return False
+
+
+def _main(asked: Resources) -> str:
+    """The resource a reclaim is about, for its words: an extended resource (a GPU) if asked, else the largest."""
+    extended = sorted(r for r in asked if "/" in r)
+    if extended:
+        return extended[0]
+    return max(sorted(asked), key=lambda r: asked[r])
+
+
+def _guarded_word(quota: Quota) -> str:
+    return quota.guarded_word

@@ -1,0 +1,917 @@
+"""Quotas: the trees of ElasticQuotas and Volcano Queues, and what each quota holds, folded from events.
+
+Three dialects are read into one model (`Quota`: min, max, weight, parent), each into its own tree:
+- Koordinator's multi-hierarchy ElasticQuota (scheduling.sigs.k8s.io/v1alpha1). Quotas are known by
+  name (`quota.scheduling.koordinator.sh/name` on a pod names one); the tree is in the labels
+  `quota.scheduling.koordinator.sh/parent` (absent, "", "root" or "koordinator-root-quota": a top
+  quota) and `/is-parent`. `spec.min` is guaranteed, `spec.max` the ceiling, the annotation
+  `quota.scheduling.koordinator.sh/shared-weight` (a JSON resource list; default: max) how much
+  of idle capacity it gets, and `allow-lent-resource: "false"` keeps its unused min from others.
+- scheduler-plugins' capacity scheduling ElasticQuota (scheduling.x-k8s.io/v1alpha1): one per
+  namespace, min/max, no hierarchy. It borrows first come, first served: all of them together use
+  at most the sum of their mins.
+- Volcano's Queue (scheduling.volcano.sh/v1beta1, cluster-scoped; PodGroups name it in
+  `spec.queue`, default `default`): `capability` is max, `deserved` (else `guarantee`) is the
+  guaranteed level reclaim protects, `guarantee` is reserved (never lent), `weight` (default 1)
+  shares idle capacity, `reclaimable: false` protects everything it runs, a Closed or Closing queue
+  (`status.state`, else the deprecated `spec.state`) admits no new job, `spec.parent` builds the tree.
+
+Which quota a pod belongs to (one at most), first match wins:
+1. the Koordinator quota its label `quota.scheduling.koordinator.sh/name` names;
+2. the Queue of its Volcano PodGroup (`spec.queue`, or `default`);
+3. the first Koordinator quota (by name) that is no parent, in the pod's namespace;
+4. the capacity scheduling ElasticQuota of the pod's namespace;
+5. none: the pod is not limited by any quota (nor protected by one).
+
+What a quota holds (every vector is in milli-units and summed up the tree, parents included):
+- `used`: requests of its pods that are bound or assumed (and not finished), plus its pending pods
+  holding a nomination: a nomination reserves quota as it reserves nodes, so room reclaimed for a
+  gang cannot be taken by another quota's gang meanwhile.
+- `used_np`: the part of `used` held by non-preemptible pods (Koordinator: labelled
+  `quota.scheduling.koordinator.sh/preemptible: "false"`; they must stay within min).
+- `running`: bound or assumed pods only (what the simulator reports as used).
+- `requested`: every live pod, pending ones included: Koordinator's "request", from which the
+  runtime is computed.
+
+`runtime(state, quota)` is Koordinator's runtime quota, computed top down per resource: each child
+of a quota first gets its request up to its min (all of its min when it does not lend), scaled down
+together when the parent's runtime cannot hold every min; what is left is shared by weight among
+the children asking for more, each capped at its request and max, until nothing is left or nobody
+asks. The root of a tree holds the allocatable of every node. Volcano queues are shared the same
+way (their weight being their share); capacity scheduling quotas have no runtime (first come).
+
+Bad input never raises: the object stays, the rule that then applies is recorded as a `Problem`
+naming the object and field: a negative or malformed quantity counts as 0; min above max is cut to
+max; an unknown parent, or a parent chain that loops, makes the quota a top quota; two Koordinator
+quotas of one name (or two capacity quotas in one namespace): the first by key is used; a pod
+naming a quota that does not exist (or a parent quota) is not placed until it does (the reason says
+so); a PodGroup naming a missing queue other than `default` likewise (a missing `default` queue
+means no quota, as Volcano creates it on its own).
+
+`QuotaBook` is folded by `ClusterState.apply`: the quota objects through `object_changed` (the
+fold's table), every other event after the state has folded it (`observe`); it reads the state's
+pods and gangs and never changes them. Pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import msgspec
+
+from events.dispatch import each, exhaustive
+from events.model import (
+    BindFailed,
+    BindRequested,
+    CapacityElasticQuotaDeleted,
+    CapacityElasticQuotaUpserted,
+    ElasticQuotaDeleted,
+    ElasticQuotaUpserted,
+    Event,
+    EvictionRequested,
+    GangPending,
+    GangPlanned,
+    GangTimedOut,
+    HyperNodeDeleted,
+    HyperNodeUpserted,
+    KubePodGroupDeleted,
+    KubePodGroupUpserted,
+    NetworkTopologyDeleted,
+    NetworkTopologyUpserted,
+    NodeDeleted,
+    NodeUpserted,
+    NominationCleared,
+    ObjectUndecodable,
+    PodAssumed,
+    PodBound,
+    PodDeleted,
+    PodForgotten,
+    PodGroupDeleted,
+    PodGroupUpserted,
+    PodNominated,
+    PodUpserted,
+    PreemptionPlanned,
+    PriorityClassDeleted,
+    PriorityClassUpserted,
+    QueueDeleted,
+    QueueUpserted,
+    SchedulerPluginsPodGroupDeleted,
+    SchedulerPluginsPodGroupUpserted,
+    VolcanoPodGroupDeleted,
+    VolcanoPodGroupUpserted,
+    WorkloadDeleted,
+    WorkloadUpserted,
+    object_key,
+)
+from events.objects import (
+    QUOTA_ALLOW_LENT_LABEL,
+    QUOTA_IS_PARENT_LABEL,
+    QUOTA_NAME_LABEL,
+    QUOTA_PARENT_LABEL,
+    QUOTA_PREEMPTIBLE_LABEL,
+    QUOTA_SHARED_WEIGHT_ANNOTATION,
+    VOLCANO_PREEMPTABLE_ANNOTATION,
+    CapacityElasticQuota,
+    ElasticQuota,
+    Queue,
+)
+from state.gangs import INVALID_QUANTITY, Problem
+from state.resources import QuantityError, Resources, parse_quantity
+
+if TYPE_CHECKING:
+    from state.cluster import ClusterState, PodInfo
+
+KOORDINATOR: Final = "koordinator"
+CAPACITY: Final = "scheduler-plugins"
+VOLCANO: Final = "volcano"
+DIALECTS: Final = (KOORDINATOR, CAPACITY, VOLCANO)
+
+KOORDINATOR_KIND: Final = "ElasticQuota"
+CAPACITY_KIND: Final = "CapacityElasticQuota"
+QUEUE_KIND: Final = "Queue"
+VOLCANO_POD_GROUP_KIND: Final = "VolcanoPodGroup"
+
+KOORDINATOR_ROOT_NAMES: Final = frozenset({"", "root", "koordinator-root-quota"})
+VOLCANO_ROOT_QUEUE: Final = "root"
+DEFAULT_QUEUE: Final = "default"
+CLOSED_STATES: Final = frozenset({"Closed", "Closing"})
+DEFAULT_VOLCANO_WEIGHT: Final = 1
+# Reasons of the Warning Events these problems become (see daemon/kube/topology_status.py).
+INVALID_QUOTA: Final = "InvalidQuota"
+QUOTA_NOT_FOUND: Final = "QuotaNotFound"
+QUOTA_KINDS: Final = frozenset({KOORDINATOR_KIND, CAPACITY_KIND, QUEUE_KIND})
+
+
+class Quota:
+    """One quota of a tree (or a tree's root). Mutated only by `QuotaBook`.
+
+    `min` / `max` hold the resources the object names (a resource absent from `max` is unlimited,
+    absent from `min` is 0); `constrained` is every resource named in either: only those are
+    counted against the quota. `reserved` is the part of min never lent (Volcano's guarantee,
+    Koordinator's allow-lent-resource "false"). `guarded` is the level reclaim never takes usage
+    below and under which the quota may reclaim (min; Volcano: deserved, else guarantee).
+    """
+
+    __slots__ = ("children", "closed", "constrained", "depth", "dialect", "guarded", "guarded_word", "id",
+                 "is_parent", "key", "kind", "label", "max", "max_word", "min", "name", "parent", "reclaimable",
+                 "requested", "reserved", "running", "uid", "used", "used_np", "weight", "weight_default")
+
+    def __init__(self, dialect: str, name: str, key: str, kind: str) -> None:
+        self.dialect = dialect
+        self.name = name
+        self.key = key  # the object's key (namespace/name, or the name of a cluster-scoped object)
+        self.kind = kind
+        self.id = f"{dialect}/{name}"
+        self.label = _label(dialect, name)
+        self.uid = ""
+        self.parent: Quota | None = None
+        self.children: list[Quota] = []
+        self.depth = 0
+        self.is_parent = False
+        self.min: Resources = {}
+        self.max: Resources = {}
+        self.guarded: Resources = {}
+        self.reserved: Resources = {}
+        self.weight: Resources = {}
+        self.weight_default = 0  # a weight for every resource (Volcano); 0: per resource, from max
+        self.constrained: frozenset[str] = frozenset()
+        self.max_word = "capability" if dialect == VOLCANO else "max"  # the field's name, for reasons
+        self.guarded_word = "deserved" if dialect == VOLCANO else "min"
+        self.reclaimable = True
+        self.closed = False
+        self.used: Resources = {}
+        self.used_np: Resources = {}
+        self.running: Resources = {}
+        self.requested: Resources = {}
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent is None and self.kind == ""
+
+    def path(self) -> list[Quota]:
+        """This quota and its ancestors, below the tree's root."""
+        out: list[Quota] = []
+        node: Quota | None = self
+        while node is not None and not node.is_root:
+            out.append(node)
+            node = node.parent
+        return out
+
+    def weight_of(self, resource: str) -> int:
+        if self.weight_default:
+            return self.weight_default
+        weight = self.weight.get(resource)
+        if weight is not None:
+            return weight
+        return self.max.get(resource) or self.min.get(resource) or 1
+
+    def __repr__(self) -> str:
+        return f"Quota({self.id})"
+
+
+class Share(msgspec.Struct, frozen=True):
+    """What one pod adds to its quota (and the quota's ancestors)."""
+
+    quota: str  # Quota.id
+    requests: tuple[tuple[str, int], ...]
+    used: bool  # placed, or pending with a nomination
+    running: bool  # placed (bound or assumed)
+    live: bool  # not finished, not removed: counts in `requested`
+    preemptible: bool
+
+
+class Membership(msgspec.Struct, frozen=True):
+    """Which quota a pod belongs to; `refusal` says why it may not be placed ("" when it may)."""
+
+    quota: str = ""  # Quota.id, "" for none
+    refusal: str = ""
+
+
+NO_MEMBERSHIP = Membership()
+
+
+def _label(dialect: str, name: str) -> str:
+    if dialect == VOLCANO:
+        return f"queue {name}"
+    if dialect == CAPACITY:
+        return f"ElasticQuota {name}"
+    return f"quota {name}"
+
+
+def _root(dialect: str) -> Quota:
+    root = Quota(dialect, "", "", "")
+    root.label = {KOORDINATOR: "the Koordinator quota tree", CAPACITY: "all capacity scheduling ElasticQuotas",
+                  VOLCANO: "the Volcano queue tree"}[dialect]
+    return root
+
+
+def _quantities(raw: Mapping[str, str], kind: str, key: str, field: str, problems: list[Problem]) -> Resources:
+    parsed: Resources = {}
+    for name, text in sorted(raw.items()):
+        try:
+            parsed[name] = parse_quantity(str(text))
+        except QuantityError as error:
+            problems.append(Problem(kind, key, f"{field}[{name}]", f"{error}; counted as 0", INVALID_QUANTITY))
+            parsed[name] = 0
+    return parsed
+
+
+def add_into(target: Resources, delta: Iterable[tuple[str, int]], sign: int = 1) -> None:
+    for name, amount in delta:
+        target[name] = target.get(name, 0) + sign * amount
+
+
+class QuotaBook:
+    """Every quota object, the trees built from them, and what each quota holds; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.elastic_quotas: dict[str, ElasticQuota] = {}
+        self.capacity_quotas: dict[str, CapacityElasticQuota] = {}
+        self.queues: dict[str, Queue] = {}
+        self.queue_refs: set[str] = set()  # Volcano PodGroups naming a queue other than `default`
+        self.roots: dict[str, Quota] = {dialect: _root(dialect) for dialect in DIALECTS}
+        self.quotas: dict[str, Quota] = {}  # by id, every quota of every tree (roots excluded)
+        self.by_name: dict[str, dict[str, Quota]] = {dialect: {} for dialect in DIALECTS}
+        self.namespace_quota: dict[str, dict[str, Quota]] = {KOORDINATOR: {}, CAPACITY: {}}
+        self.problems: dict[tuple[str, str], list[Problem]] = {}
+        self.problems_version = 0  # bumped whenever `problems` may have changed (ClusterState passes it on)
+        self.shares: dict[str, Share] = {}
+        self.members: dict[str, Membership] = {}
+        self.version = 0  # bumped by every change to usage, requests or trees (the runtime cache's key)
+        self.trees_version = 0  # bumped when the trees are rebuilt from changed quota objects
+        self._runtime: dict[str, Resources] = {}
+        self._runtime_key: tuple[int, tuple[tuple[str, int], ...]] | None = None
+
+    @property
+    def active(self) -> bool:
+        """Any quota object known, or a Volcano PodGroup naming a queue: only then are pods looked at."""
+        return bool(self.elastic_quotas or self.capacity_quotas or self.queues or self.queue_refs)
+
+    # ------------------------------------------------------------------ queries
+
+    def quota_of(self, pod: str) -> Quota | None:
+        member = self.members.get(pod)
+        return self.quotas.get(member.quota) if member is not None and member.quota else None
+
+    def refusal_of(self, pod: str) -> str:
+        member = self.members.get(pod)
+        return member.refusal if member is not None else ""
+
+    def all_problems(self) -> Iterator[Problem]:
+        for key in sorted(self.problems):
+            yield from self.problems[key]
+
+    def in_order(self) -> list[Quota]:
+        """Every quota, each tree top down, children by name (how `quota show` and reports list them)."""
+        out: list[Quota] = []
+
+        def walk(node: Quota) -> None:
+            for child in node.children:
+                out.append(child)
+                walk(child)
+
+        for dialect in DIALECTS:
+            walk(self.roots[dialect])
+        return out
+
+    def root_of(self, quota: Quota) -> Quota:
+        return self.roots[quota.dialect]
+
+    def runtime(self, state: ClusterState, quota: Quota) -> Resources:
+        """Koordinator's runtime of `quota` (see the module docstring); a capacity quota's is what it
+        could use now, first come: min(max, used + the unused part of the sum of mins)."""
+        total = state.topology.root.allocatable
+        key = (self.version, tuple(sorted(total.items())))
+        if key != self._runtime_key:
+            self._runtime = {}
+            for dialect in (KOORDINATOR, VOLCANO):
+                root = self.roots[dialect]
+                self._distribute(root, {r: total.get(r, 0) for r in _resources_below(root)})
+            self._runtime_key = key
+        if quota.dialect == CAPACITY:
+            pool = self.capacity_pool()
+            pool_used = self.roots[CAPACITY].used
+            out: Resources = {}
+            for resource in sorted(quota.constrained):
+                limits = []
+                if resource in pool:
+                    idle = max(0, pool[resource] - pool_used.get(resource, 0))
+                    limits.append(quota.used.get(resource, 0) + idle)
+                if resource in quota.max:
+                    limits.append(quota.max[resource])
+                if limits:
+                    out[resource] = min(limits)
+            return out
+        return self._runtime.get(quota.id, {})
+
+    def usage_of(self, keys: Iterable[str]) -> tuple[dict[str, Resources], dict[str, Resources]]:
+        """Per quota id (every level of each pod's path), what the pods `keys` count in `used`, and the
+        part of it held by non-preemptible pods (each pod once)."""
+        used: dict[str, Resources] = {}
+        used_np: dict[str, Resources] = {}
+        for key in dict.fromkeys(keys):
+            share = self.shares.get(key)
+            if share is None or not share.used:
+                continue
+            node: Quota | None = self.quotas.get(share.quota)
+            while node is not None:
+                add_into(used.setdefault(node.id, {}), share.requests)
+                if not share.preemptible:
+                    add_into(used_np.setdefault(node.id, {}), share.requests)
+                node = node.parent
+        return used, used_np
+
+    def capacity_pool(self) -> Resources:
+        """The sum of the capacity scheduling quotas' mins: all of them together use no more."""
+        pool: Resources = {}
+        for quota in self.roots[CAPACITY].children:
+            for resource, amount in quota.min.items():
+                pool[resource] = pool.get(resource, 0) + amount
+        return pool
+
+    def preemptible(self, pod: PodInfo) -> bool:
+        """May another quota reclaim this pod? Koordinator: unless labelled preemptible "false";
+        Volcano: only when marked `volcano.sh/preemptable: "true"`; capacity scheduling: always."""
+        quota = self.quota_of(pod.key)
+        return quota is not None and _preemptible(pod, quota.dialect)
+
+    # ------------------------------------------------------------------ the fold
+
+    def observe(self, state: ClusterState, event: Event) -> None:
+        """Fold one event that `state` has just applied."""
+        handler = _HANDLERS[type(event)]
+        if handler is not None:
+            handler(self, state, event)
+
+    def _pod_event(self, state: ClusterState, event: Any) -> None:
+        if not self.active:
+            return
+        key = event.pod if not isinstance(event, PodUpserted | PodDeleted) else (
+            event.key if isinstance(event, PodDeleted) else
+            object_key(event.pod.metadata.namespace, event.pod.metadata.name))
+        self.settle(state, key)
+
+    def _gang_event(self, state: ClusterState, event: Any) -> None:
+        if isinstance(event, VolcanoPodGroupUpserted | PodGroupUpserted | SchedulerPluginsPodGroupUpserted):
+            key = object_key(event.pod_group.metadata.namespace, event.pod_group.metadata.name)
+        else:
+            key = event.key
+        was_active = self.active
+        group = state.volcano_pod_groups.get(key) if _volcano_gang(state, key) else None
+        if group is not None and (group.spec.queue or DEFAULT_QUEUE) != DEFAULT_QUEUE:
+            self.queue_refs.add(key)  # it names a queue: that queue must exist, Queue objects or not
+        else:
+            self.queue_refs.discard(key)
+        if self.active != was_active:
+            self.rebuild(state)
+            return
+        if not self.active:
+            return
+        gang = state.gangs.get(key)
+        if gang is not None:
+            for member in sorted(gang.members):
+                self.settle(state, member)
+        self._gang_problems(state, key)
+
+    def object_changed(self, state: ClusterState, event: Any) -> None:
+        """Fold an ElasticQuota or Queue upsert or deletion (`ClusterState` hands them over)."""
+        if isinstance(event, ElasticQuotaUpserted):
+            changed = _put(self.elastic_quotas, event.quota)
+        elif isinstance(event, CapacityElasticQuotaUpserted):
+            changed = _put(self.capacity_quotas, event.quota)
+        elif isinstance(event, QueueUpserted):
+            changed = _put(self.queues, event.queue)
+        elif isinstance(event, ElasticQuotaDeleted):
+            changed = self.elastic_quotas.pop(event.key, None) is not None
+        elif isinstance(event, CapacityElasticQuotaDeleted):
+            changed = self.capacity_quotas.pop(event.key, None) is not None
+        else:
+            changed = self.queues.pop(event.name, None) is not None
+        if changed:
+            self.rebuild(state)
+
+    def rebuild(self, state: ClusterState) -> None:
+        """Build the trees from the objects again and recount every pod (quota objects change rarely)."""
+        self.problems = {}
+        self.problems_version += 1
+        self.roots = {dialect: _root(dialect) for dialect in DIALECTS}
+        self.quotas = {}
+        self.by_name = {dialect: {} for dialect in DIALECTS}
+        self.namespace_quota = {KOORDINATOR: {}, CAPACITY: {}}
+        self._build_koordinator()
+        self._build_capacity()
+        self._build_volcano()
+        self.shares = {}
+        self.members = {}
+        self.version += 1
+        self.trees_version += 1
+        if not self.active:
+            return
+        for key in sorted(state.pods):
+            self.settle(state, key)
+        for key in sorted(state.volcano_pod_groups):
+            self._gang_problems(state, key)
+
+    # ------------------------------------------------------------------ accounting
+
+    def settle(self, state: ClusterState, key: str) -> None:
+        """Make the pod's share (and membership) what its state says now."""
+        pod = state.pods.get(key)
+        if pod is None:
+            self._set_share(key, None)
+            self.members.pop(key, None)
+            self._set_problems("Pod", key, [])
+            return
+        member, problems = self._resolve(state, pod)
+        if member.quota or member.refusal:
+            self.members[key] = member
+        else:
+            self.members.pop(key, None)
+        self._set_problems("Pod", key, problems if pod.ours else [])
+        quota = self.quotas.get(member.quota) if member.quota else None
+        if quota is None:
+            self._set_share(key, None)
+            return
+        gone = pod.removed or pod.terminal
+        running = not gone and bool(pod.placed_node)
+        reserved = not gone and not running and bool(pod.nominated_node) and not pod.terminating
+        live = (not gone and not pod.terminating) or running
+        requests = tuple(sorted((r, a) for r, a in pod.requests.items() if a and r in _constrained_in(quota)))
+        share = Share(quota=quota.id, requests=requests, used=running or reserved, running=running,
+                      live=live, preemptible=_preemptible(pod, quota.dialect))
+        self._set_share(key, share)
+
+    def _set_share(self, key: str, share: Share | None) -> None:
+        old = self.shares.get(key)
+        if old == share:
+            return
+        if old is not None:
+            self._apply_share(old, -1)
+            del self.shares[key]
+        if share is not None:
+            self._apply_share(share, 1)
+            self.shares[key] = share
+        self.version += 1
+
+    def _apply_share(self, share: Share, sign: int) -> None:
+        quota: Quota | None = self.quotas.get(share.quota)
+        requests = share.requests
+        while quota is not None:
+            if share.used:
+                add_into(quota.used, requests, sign)
+                if not share.preemptible:
+                    add_into(quota.used_np, requests, sign)
+            if share.running:
+                add_into(quota.running, requests, sign)
+            if share.live:
+                add_into(quota.requested, requests, sign)
+            quota = quota.parent
+
+    # ------------------------------------------------------------------ membership
+
+    def _resolve(self, state: ClusterState, pod: PodInfo) -> tuple[Membership, list[Problem]]:
+        meta = pod.obj.metadata
+        name = meta.labels.get(QUOTA_NAME_LABEL, "")
+        field = f"metadata.labels[{QUOTA_NAME_LABEL}]"
+        if name:
+            quota = self.by_name[KOORDINATOR].get(name)
+            if quota is None:
+                why = f"quota {name} not found (pod label {QUOTA_NAME_LABEL})"
+                return Membership(refusal=why), [Problem("Pod", pod.key, field, f"ElasticQuota {name!r} not found; "
+                                                         "the pod is not placed until it exists", QUOTA_NOT_FOUND)]
+            if quota.is_parent:
+                why = f"quota {name} is a parent quota; pods must name a leaf quota"
+                return Membership(quota=quota.id, refusal=why), [
+                    Problem("Pod", pod.key, field, f"ElasticQuota {name!r} is a parent quota; the pod is not placed")]
+            return Membership(quota=quota.id), []
+        gang = pod.gang
+        info = state.gangs.get(gang) if gang else None
+        if info is not None and info.spec is not None and info.spec.dialect == "volcano" \
+                and gang in state.volcano_pod_groups:
+            queue_name = state.volcano_pod_groups[gang].spec.queue or DEFAULT_QUEUE
+            queue = self.by_name[VOLCANO].get(queue_name)
+            if queue is not None:
+                if queue.is_parent:
+                    return Membership(quota=queue.id, refusal=f"queue {queue_name} is a parent queue; "
+                                                               "jobs go to leaf queues"), []
+                return Membership(quota=queue.id), []
+            if queue_name != DEFAULT_QUEUE:
+                return Membership(refusal=f"queue {queue_name} not found (PodGroup {gang} spec.queue)"), []
+        namespace = meta.namespace
+        for dialect in (KOORDINATOR, CAPACITY):
+            quota = self.namespace_quota[dialect].get(namespace)
+            if quota is not None:
+                return Membership(quota=quota.id), []
+        return NO_MEMBERSHIP, []
+
+    def _gang_problems(self, state: ClusterState, key: str) -> None:
+        group = state.volcano_pod_groups.get(key) if _volcano_gang(state, key) else None
+        problems: list[Problem] = []
+        if group is not None and self.active:
+            queue_name = group.spec.queue or DEFAULT_QUEUE
+            queue = self.by_name[VOLCANO].get(queue_name)
+            if queue is None and queue_name != DEFAULT_QUEUE:
+                problems.append(Problem(VOLCANO_POD_GROUP_KIND, key, "spec.queue",
+                                        f"queue {queue_name!r} not found; its pods are not placed until it exists",
+                                        QUOTA_NOT_FOUND))
+            elif queue is not None and queue.is_parent:
+                problems.append(Problem(VOLCANO_POD_GROUP_KIND, key, "spec.queue",
+                                        f"queue {queue_name!r} is a parent queue; its pods are not placed"))
+        self._set_problems(VOLCANO_POD_GROUP_KIND, key, problems)
+
+    def _set_problems(self, kind: str, key: str, problems: list[Problem]) -> None:
+        if kind in QUOTA_KINDS:
+            problems = [p if p.reason else msgspec.structs.replace(p, reason=INVALID_QUOTA) for p in problems]
+        if problems:
+            if self.problems.get((kind, key)) != problems:
+                self.problems[(kind, key)] = problems
+                self.problems_version += 1
+        elif self.problems.pop((kind, key), None) is not None:
+            self.problems_version += 1
+
+    # ------------------------------------------------------------------ building the trees
+
+    def _build_koordinator(self) -> None:
+        kind = KOORDINATOR_KIND
+        parents: dict[str, str] = {}
+        for key in sorted(self.elastic_quotas):
+            obj = self.elastic_quotas[key]
+            meta = obj.metadata
+            problems: list[Problem] = []
+            if meta.name in self.by_name[KOORDINATOR]:
+                first = self.by_name[KOORDINATOR][meta.name]
+                self._set_problems(kind, key, [Problem(kind, key, "metadata.name",
+                                                       f"another ElasticQuota ({first.key}) has this name; "
+                                                       "quotas are known by name, so this one is ignored")])
+                continue
+            quota = Quota(KOORDINATOR, meta.name, key, kind)
+            quota.uid = meta.uid
+            labels = meta.labels
+            quota.is_parent = labels.get(QUOTA_IS_PARENT_LABEL, "").lower() == "true"
+            quota.min, quota.max = self._limits(obj.spec.min, obj.spec.max, kind, key, problems)
+            raw_weight = meta.annotations.get(QUOTA_SHARED_WEIGHT_ANNOTATION)
+            if raw_weight is not None:
+                quota.weight = self._shared_weight(raw_weight, kind, key, problems)
+            quota.guarded = dict(quota.min)
+            if labels.get(QUOTA_ALLOW_LENT_LABEL, "").lower() == "false":
+                quota.reserved = dict(quota.min)
+            quota.constrained = frozenset(quota.min) | frozenset(quota.max)
+            self.by_name[KOORDINATOR][meta.name] = quota
+            self.quotas[quota.id] = quota
+            parents[quota.id] = labels.get(QUOTA_PARENT_LABEL, "")
+            self._set_problems(kind, key, problems)
+        self._link(KOORDINATOR, parents, KOORDINATOR_ROOT_NAMES, f"metadata.labels[{QUOTA_PARENT_LABEL}]")
+        for name in sorted(self.by_name[KOORDINATOR]):
+            quota = self.by_name[KOORDINATOR][name]
+            if quota.children and not quota.is_parent:
+                self._add_problem(quota, f"metadata.labels[{QUOTA_IS_PARENT_LABEL}]",
+                                  "has child quotas but is not labelled \"true\"; treated as a parent")
+                quota.is_parent = True
+            namespace = quota.key.partition("/")[0] if "/" in quota.key else ""
+            if not quota.is_parent and namespace not in self.namespace_quota[KOORDINATOR]:
+                self.namespace_quota[KOORDINATOR][namespace] = quota
+
+    def _build_capacity(self) -> None:
+        kind = CAPACITY_KIND
+        root = self.roots[CAPACITY]
+        for key in sorted(self.capacity_quotas):
+            obj = self.capacity_quotas[key]
+            meta = obj.metadata
+            namespace = meta.namespace
+            problems: list[Problem] = []
+            if namespace in self.namespace_quota[CAPACITY]:
+                first = self.namespace_quota[CAPACITY][namespace]
+                self._set_problems(kind, key, [Problem(kind, key, "metadata.namespace",
+                                                       f"namespace {namespace} already has ElasticQuota {first.key}; "
+                                                       "one per namespace, so this one is ignored")])
+                continue
+            quota = Quota(CAPACITY, key, key, kind)
+            quota.uid = meta.uid
+            quota.min, quota.max = self._limits(obj.spec.min, obj.spec.max, kind, key, problems)
+            quota.guarded = dict(quota.min)
+            quota.constrained = frozenset(quota.min) | frozenset(quota.max)
+            quota.parent = root
+            quota.depth = 1
+            root.children.append(quota)
+            self.by_name[CAPACITY][key] = quota
+            self.quotas[quota.id] = quota
+            self.namespace_quota[CAPACITY][namespace] = quota
+            self._set_problems(kind, key, problems)
+
+    def _build_volcano(self) -> None:
+        kind = QUEUE_KIND
+        parents: dict[str, str] = {}
+        for name in sorted(self.queues):
+            if name == VOLCANO_ROOT_QUEUE:
+                continue  # Volcano's own root queue: the tree's root stands for it
+            obj = self.queues[name]
+            spec = obj.spec
+            problems: list[Problem] = []
+            quota = Quota(VOLCANO, name, name, kind)
+            quota.uid = obj.metadata.uid
+            deserved = _quantities(spec.deserved, kind, name, "spec.deserved", problems)
+            guarantee = _quantities(spec.guarantee.resource, kind, name, "spec.guarantee.resource", problems)
+            capability = _quantities(spec.capability, kind, name, "spec.capability", problems)
+            for resource, amount in sorted(deserved.items()):
+                if resource in capability and amount > capability[resource]:
+                    problems.append(Problem(kind, name, f"spec.deserved[{resource}]",
+                                            f"is above spec.capability[{resource}]; cut to it"))
+                    deserved[resource] = capability[resource]
+            for resource, amount in sorted(guarantee.items()):
+                if resource in capability and amount > capability[resource]:
+                    problems.append(Problem(kind, name, f"spec.guarantee.resource[{resource}]",
+                                            f"is above spec.capability[{resource}]; cut to it"))
+                    guarantee[resource] = capability[resource]
+            quota.max = capability
+            quota.reserved = guarantee
+            quota.guarded = {r: max(deserved.get(r, 0), guarantee.get(r, 0)) for r in set(deserved) | set(guarantee)}
+            if guarantee and not deserved:
+                quota.guarded_word = "guarantee"
+            quota.min = dict(quota.guarded)
+            weight = spec.weight if spec.weight is not None else DEFAULT_VOLCANO_WEIGHT
+            if weight < 1:
+                problems.append(Problem(kind, name, "spec.weight", f"{weight} is below 1; using 1"))
+                weight = 1
+            quota.weight_default = weight
+            quota.reclaimable = spec.reclaimable is not False
+            state_name = obj.status.state or spec.state
+            quota.closed = state_name in CLOSED_STATES
+            quota.constrained = frozenset(quota.min) | frozenset(quota.max)
+            self.by_name[VOLCANO][name] = quota
+            self.quotas[quota.id] = quota
+            parents[quota.id] = spec.parent
+            self._set_problems(kind, name, problems)
+        self._link(VOLCANO, parents, frozenset({"", VOLCANO_ROOT_QUEUE}), "spec.parent")
+        # Volcano shares every resource between queues by weight, named in a queue or not: each
+        # queue counts every resource some queue of the tree names (a queue naming none counts all
+        # that others limit, which is what makes an unlimited queue's usage reclaimable).
+        named: frozenset[str] = frozenset()
+        for quota in self.by_name[VOLCANO].values():
+            named |= quota.constrained
+        for quota in self.by_name[VOLCANO].values():
+            quota.is_parent = bool(quota.children)
+            quota.constrained = named
+
+    def _limits(self, raw_min: Mapping[str, str], raw_max: Mapping[str, str], kind: str, key: str,
+                problems: list[Problem]) -> tuple[Resources, Resources]:
+        low = _quantities(raw_min, kind, key, "spec.min", problems)
+        high = _quantities(raw_max, kind, key, "spec.max", problems)
+        for resource, amount in sorted(low.items()):
+            if resource in high and amount > high[resource]:
+                problems.append(Problem(kind, key, f"spec.min[{resource}]",
+                                        f"is above spec.max[{resource}]; cut to max"))
+                low[resource] = high[resource]
+        return low, high
+
+    def _shared_weight(self, raw: str, kind: str, key: str, problems: list[Problem]) -> Resources:
+        field = f"metadata.annotations[{QUOTA_SHARED_WEIGHT_ANNOTATION}]"
+        try:
+            decoded = msgspec.json.decode(raw.encode(), type=dict[str, str | int | float])
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            problems.append(Problem(kind, key, field, f"is not a JSON resource list: {error}; max is the weight"))
+            return {}
+        weights = _quantities({r: str(v) for r, v in decoded.items()}, kind, key, field, problems)
+        return {r: w for r, w in weights.items() if w > 0}
+
+    def _link(self, dialect: str, parents: dict[str, str], root_names: frozenset[str], field: str) -> None:
+        """Hang every quota under its parent; unknown parents and loops hang under the root."""
+        root = self.roots[dialect]
+        by_name = self.by_name[dialect]
+        resolved: dict[str, Quota] = {}
+        for quota_id in sorted(parents):
+            quota = self.quotas[quota_id]
+            name = parents[quota_id]
+            if name in root_names:
+                resolved[quota_id] = root
+                continue
+            parent = by_name.get(name)
+            if parent is None or parent is quota:
+                what = "is the quota itself" if parent is quota else "does not exist"
+                self._add_problem(quota, field, f"parent {name!r} {what}; it is a top quota instead")
+                resolved[quota_id] = root
+                continue
+            resolved[quota_id] = parent
+        # a chain of parents that comes back to itself: every quota on the loop becomes a top quota
+        for quota_id in sorted(resolved):
+            seen: list[str] = []
+            current = quota_id
+            while current not in seen:
+                seen.append(current)
+                parent = resolved[current]
+                if parent is root:
+                    break
+                current = parent.id
+            else:
+                loop = seen[seen.index(current):]
+                names = " -> ".join(self.quotas[q].name for q in [*loop, loop[0]])
+                for member in loop:
+                    if resolved[member] is not root:
+                        self._add_problem(self.quotas[member], field,
+                                          f"the parent chain loops ({names}); it is a top quota instead")
+                        resolved[member] = root
+        for quota_id in sorted(resolved):
+            quota = self.quotas[quota_id]
+            parent = resolved[quota_id]
+            quota.parent = parent
+            parent.children.append(quota)
+
+        def depth(node: Quota, level: int) -> None:
+            node.depth = level
+            node.children.sort(key=lambda q: q.name)
+            for child in node.children:
+                depth(child, level + 1)
+
+        depth(root, 0)
+
+    def _add_problem(self, quota: Quota, field: str, message: str) -> None:
+        self.problems.setdefault((quota.kind, quota.key), []).append(
+            Problem(quota.kind, quota.key, field, message, INVALID_QUOTA))
+        self.problems_version += 1
+
+    # ------------------------------------------------------------------ runtime
+
+    def _distribute(self, parent: Quota, runtime: Mapping[str, int]) -> None:
+        """Split `runtime` (the parent's, per resource) among its children, then recurse."""
+        children = parent.children
+        if not children:
+            return
+        shares: dict[str, Resources] = {child.id: {} for child in children}
+        for resource in sorted(runtime):
+            wanted = [_request_of(child, resource) for child in children]
+            given = _water_fill(runtime[resource], children, wanted, resource)
+            for child, amount in zip(children, given, strict=True):
+                shares[child.id][resource] = amount
+        for child in children:
+            self._runtime[child.id] = shares[child.id]
+            self._distribute(child, shares[child.id])
+
+    def canonical(self) -> dict[str, Any]:
+        """What the book knows, for `ClusterState.canonical()`: usage per quota and memberships."""
+        return {
+            "quotas": {q.id: (sorted((r, a) for r, a in q.used.items() if a),
+                              sorted((r, a) for r, a in q.requested.items() if a)) for q in self.in_order()},
+            "members": sorted((k, m.quota, m.refusal) for k, m in self.members.items()),
+        }
+
+
+_QuotaObject = TypeVar("_QuotaObject", ElasticQuota, CapacityElasticQuota, Queue)
+
+
+def _put(objects: dict[str, _QuotaObject], obj: _QuotaObject) -> bool:
+    """Store the object; whether anything the trees read changed (a status write, ours or another
+    scheduler's, changes nothing: the trees are not rebuilt for it)."""
+    meta = obj.metadata
+    key = object_key(meta.namespace, meta.name)
+    old = objects.get(key)
+    objects[key] = obj
+    return old is None or _shape(old) != _shape(obj)
+
+
+def _shape(obj: ElasticQuota | CapacityElasticQuota | Queue) -> tuple[object, ...]:
+    meta = obj.metadata
+    if isinstance(obj, Queue):
+        return (meta.uid, obj.spec, obj.status.state)
+    return (meta.uid, meta.labels, meta.annotations, obj.spec)
+
+
+def _volcano_gang(state: ClusterState, key: str) -> bool:
+    """Is the gang `key` defined by its Volcano PodGroup (the first source of a gang wins, state/gangs.py)?"""
+    info = state.gangs.get(key)
+    return info is not None and info.spec is not None and info.spec.dialect == "volcano"
+
+
+def _preemptible(pod: PodInfo, dialect: str) -> bool:
+    meta = pod.obj.metadata
+    if dialect == KOORDINATOR:
+        return meta.labels.get(QUOTA_PREEMPTIBLE_LABEL, "").lower() != "false"
+    if dialect == VOLCANO:
+        mark = meta.annotations.get(VOLCANO_PREEMPTABLE_ANNOTATION) or meta.labels.get(
+            VOLCANO_PREEMPTABLE_ANNOTATION, "")
+        return mark.lower() == "true"
+    return True
+
+
+def _constrained_in(quota: Quota) -> frozenset[str]:
+    """Resources counted for a pod of `quota`: those it or an ancestor names (a parent may limit more)."""
+    names: frozenset[str] = frozenset()
+    node: Quota | None = quota
+    while node is not None:
+        names |= node.constrained
+        node = node.parent
+    return names
+
+
+def _resources_below(quota: Quota) -> set[str]:
+    names: set[str] = set(quota.constrained)
+    for child in quota.children:
+        names |= _resources_below(child)
+    return names
+
+
+def _request_of(quota: Quota, resource: str) -> int:
+    """Koordinator's request of a quota: a leaf's pods, a parent's children each capped at their max."""
+    if quota.children:
+        wanted = sum(min(_request_of(child, resource), child.max.get(resource, 1 << 62)) for child in quota.children)
+    else:
+        wanted = quota.requested.get(resource, 0)
+    return min(wanted, quota.max.get(resource, 1 << 62))
+
+
+def _water_fill(total: int, children: list[Quota], wanted: list[int], resource: str) -> list[int]:
+    """Each child's part of `total`: its request up to min first (reserved min whatever it asks),
+    scaled down when the mins do not fit, then the rest by weight, capped at each request; a share
+    left over by a child that needs less goes round again to the others. Shares are whole units
+    handed by largest remainder, so the parts always sum to what was shared."""
+    base = [max(min(w, c.min.get(resource, 0)), c.reserved.get(resource, 0)) for c, w in zip(children, wanted,
+                                                                                             strict=True)]
+    floor = sum(base)
+    if floor > total:
+        base = _apportion(total, base) if floor else base
+    given = list(base)
+    remaining = total - sum(given)
+    hungry = [i for i, w in enumerate(wanted) if w > given[i]]
+    while remaining > 0 and hungry:
+        shares = _apportion(remaining, [children[i].weight_of(resource) for i in hungry])
+        handed = 0
+        for i, share in zip(hungry, shares, strict=True):
+            add = min(share, wanted[i] - given[i])
+            given[i] += add
+            handed += add
+        if handed == 0:
+            break
+        remaining -= handed
+        hungry = [i for i in hungry if wanted[i] > given[i]]
+    return given
+
+
+def _apportion(total: int, weights: list[int]) -> list[int]:
+    """`total` split in proportion to `weights`, in whole units, by largest remainder (ties: first)."""
+    weight_sum = sum(weights)
+    if weight_sum <= 0:
+        return [0] * len(weights)
+    parts = [total * w // weight_sum for w in weights]
+    left = total - sum(parts)
+    order = sorted(range(len(weights)), key=lambda i: (-(total * weights[i] % weight_sum), i))
+    for i in order[:left]:
+        parts[i] += 1
+    return parts
+
+
+_Handler = Callable[[QuotaBook, "ClusterState", Any], None]
+# Event type -> what it changes in the book (exhaustive, events.dispatch). Nodes change only the
+# runtime's total, which `runtime()` reads from the tree each time; decisions about gangs, topology
+# and priorities change nothing here.
+_HANDLERS: dict[type, _Handler | None] = exhaustive("the quota fold", {
+    **each((PodUpserted, PodDeleted, PodAssumed, PodForgotten, PodBound, BindFailed, PodNominated,
+            NominationCleared), QuotaBook._pod_event),
+    **each((PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
+            SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted), QuotaBook._gang_event),
+    **each((NodeUpserted, NodeDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
+            HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable, BindRequested,
+            EvictionRequested, GangTimedOut, GangPending, GangPlanned, PreemptionPlanned,
+            KubePodGroupUpserted, KubePodGroupDeleted, WorkloadUpserted, WorkloadDeleted), None),
+    # quota objects reach the book through the fold's own table (ClusterState._quota_object)
+    **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
+            QueueUpserted, QueueDeleted), None),
+})

@@ -1,0 +1,145 @@
+"""Properties of quotas on random multi-team workloads, played by the simulator (the real loop).
+
+Whatever the teams, their quotas (flat, or two of them under a parent whose max they share) and
+their bursts of gangs, at every event of the run:
+- no quota runs more than its max (pods bound or assumed, parents included);
+- reclaim victims are only borrowers: every victim runs in a quota that used more than its min of
+  a resource the reclaimer asked for, is preemptible, and is not in the reclaimer's quota;
+- so a quota at or under its min never loses a pod to reclaim;
+- the quota that reclaims stays within its own min with the gang it reclaims for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+import msgspec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from daemon.offline.simulator import Simulation
+from events.builders import elastic_quota, gpus, node, pod, pod_group
+from events.ingest import KIND_BY_NAME, KindInfo
+from events.model import Event, PreemptionPlanned
+from events.objects import QUOTA_PREEMPTIBLE_LABEL
+from events.scenario import Scenario, ScenarioObject
+from state.cluster import ClusterState
+from state.quota import Quota
+
+GPU = "nvidia.com/gpu"
+TEAMS = 3
+
+
+class Gang(msgspec.Struct, frozen=True):
+    team: int
+    pods: int
+    gpus: int
+    at: float
+    runtime: float | None
+    preemptible: bool
+    priority: int
+
+
+class Workload(msgspec.Struct, frozen=True):
+    mins: list[int]
+    maxes: list[int]
+    gangs: list[Gang]
+    parent_max: int = 0  # > 0: team-0 and team-1 are children of a parent quota with this max
+
+
+@st.composite
+def workloads(draw: st.DrawFn) -> Workload:
+    """A team floods the idle cluster with gangs at t=0 (borrowing the others' mins), then gangs of
+    any team arrive in bursts: the pattern that makes quotas borrow, refuse and reclaim."""
+    mins = list(draw(st.permutations(draw(st.sampled_from([[0, 8, 16], [8, 8, 16], [16, 16, 0], [8, 8, 8]])))))
+    maxes = [draw(st.sampled_from([m for m in (8, 16, 24, 32) if m >= max(low, 8)])) for low in mins]
+    parent_max = draw(st.sampled_from([0, max(8, mins[0] + mins[1]), 24]))
+    flooder = draw(st.integers(0, 1 if parent_max else TEAMS - 1))
+    flood = draw(st.lists(st.builds(
+        Gang, team=st.just(flooder), pods=st.integers(1, 2), gpus=st.just(8), at=st.just(0.0),
+        runtime=st.sampled_from([None, None, 300.0]), preemptible=st.sampled_from([True, True, False]),
+        priority=st.sampled_from([0, 100])), min_size=2, max_size=5))
+    claimant = 1 - flooder if parent_max else st.integers(0, TEAMS - 1)
+    later = draw(st.lists(st.builds(
+        Gang, team=st.just(claimant) if isinstance(claimant, int) else claimant, pods=st.integers(1, 2),
+        gpus=st.sampled_from([4, 8]), at=st.sampled_from([50.0, 100.0, 150.0]),
+        runtime=st.sampled_from([None, 60.0, 200.0]), preemptible=st.booleans(), priority=st.sampled_from([0, 100])),
+        min_size=1, max_size=5))
+    return Workload(mins=mins, maxes=maxes, gangs=flood + later, parent_max=parent_max)
+
+
+def scenario(w: Workload) -> Scenario:
+    out = Scenario()
+
+    def add(kind: str, obj: object, at: float = 0.0, runtime: float | None = None) -> None:
+        info: KindInfo = KIND_BY_NAME[kind]
+        meta = obj.metadata  # type: ignore[attr-defined]
+        key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+        out.objects.append(ScenarioObject(info=info, obj=obj, key=key, index=len(out.objects),  # type: ignore[arg-type]
+                                          source="generated", at=at, runtime=runtime))
+
+    for index in range(4):
+        add("Node", node(f"n{index}", block=f"b{index // 2}", spine="s0"))
+    if w.parent_max:
+        add("ElasticQuota", elastic_quota("dept", namespace="quotas", is_parent=True,
+                                          minimum=gpus(min(w.parent_max, w.mins[0] + w.mins[1])),
+                                          maximum=gpus(w.parent_max)))
+    for team in range(TEAMS):
+        parent = "dept" if w.parent_max and team < 2 else None
+        add("ElasticQuota", elastic_quota(f"team-{team}", namespace=f"team-{team}", minimum=gpus(w.mins[team]),
+                                          maximum=gpus(w.maxes[team]), parent=parent))
+    for number, gang in enumerate(w.gangs):
+        namespace, name = f"team-{gang.team}", f"g{number}"
+        add("PodGroup", pod_group(name, namespace=namespace, min_member=gang.pods), at=gang.at)
+        labels = {} if gang.preemptible else {QUOTA_PREEMPTIBLE_LABEL: "false"}
+        for i in range(gang.pods):
+            add("Pod", pod(f"{name}-{i}", namespace=namespace, gang=name, gpus=gang.gpus, priority=gang.priority,
+                           labels=labels), at=gang.at, runtime=gang.runtime)
+    return out
+
+
+def _borrowing(quota: Quota, asked: set[str]) -> bool:
+    return any(quota.used.get(r, 0) > quota.guarded.get(r, 0) for r in asked if r in quota.constrained)
+
+
+def watch(state: ClusterState, failures: list[str]) -> Callable[[Event], None]:
+    def check(event: Event) -> None:
+        book = state.quotas
+        for quota in book.in_order():
+            for resource, cap in quota.max.items():
+                if quota.running.get(resource, 0) > cap:
+                    failures.append(f"seq {event.seq}: {quota.label} runs {quota.running[resource]} > max {cap}")
+        if isinstance(event, PreemptionPlanned) and event.reclaim_from:
+            gang = state.gangs[event.gang]
+            asking_pods = [key for key in gang.members if key in state.pending]
+            reclaimer = book.quota_of(asking_pods[0]) if asking_pods else None
+            asked = {r for key in asking_pods for r, a in state.pods[key].requests.items() if a > 0}
+            if reclaimer is not None:
+                own = sum(dict(share.requests).get(GPU, 0) for k in asking_pods
+                          if (share := book.shares.get(k)) is not None and share.used)
+                ask = sum(state.pods[k].requests.get(GPU, 0) for k in asking_pods)
+                if reclaimer.used.get(GPU, 0) - own + ask > reclaimer.guarded.get(GPU, 0):
+                    failures.append(f"seq {event.seq}: {reclaimer.label} reclaims beyond its min")
+            for victim in event.victims:
+                source = book.quota_of(victim)
+                pod_info = state.pods[victim]
+                if source is None or not _borrowing(source, asked):
+                    failures.append(f"seq {event.seq}: victim {victim} of a quota not borrowing")
+                elif source is reclaimer:
+                    failures.append(f"seq {event.seq}: victim {victim} in the reclaimer's own quota")
+                if not book.preemptible(pod_info):
+                    failures.append(f"seq {event.seq}: non-preemptible victim {victim}")
+    return check
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads())
+def test_quotas_hold_and_reclaim_takes_only_from_borrowers(w: Workload) -> None:
+    simulation = Simulation(scenario(w))
+    failures: list[str] = []
+    simulation.journal.subscribe(watch(simulation.state, failures))
+    report = anyio.run(simulation.run)
+    assert not failures, failures[:5]
+    victims = {v for p in report.preemptions for v in p.victims}
+    assert not victims & {p.pod for p in report.pending}

@@ -1,0 +1,181 @@
+"""Quota admission (placement/quota.py), as placement applies it: all or nothing against the quota,
+with reasons naming the quota and the resource."""
+
+from __future__ import annotations
+
+from events.builders import (
+    bound,
+    capacity_quota,
+    elastic_quota,
+    gpu_nodes,
+    gpus,
+    pod,
+    pod_event,
+    pod_group,
+    queue,
+    volcano_pod_group,
+)
+from events.model import (
+    CapacityElasticQuotaUpserted,
+    ElasticQuotaUpserted,
+    Event,
+    PodGroupUpserted,
+    QueueUpserted,
+    VolcanoPodGroupUpserted,
+)
+from events.objects import QUOTA_NAME_LABEL, QUOTA_PREEMPTIBLE_LABEL
+from placement import GangPlan, Unschedulable, plan_gang, plan_pod
+from placement.plan import QUOTA
+from state.cluster import ClusterState
+
+
+def cluster(*events: Event, nodes: int = 8) -> ClusterState:
+    state = ClusterState()
+    state.apply_all([*gpu_nodes(nodes, per_block=4), *events])
+    return state
+
+
+def gang(name: str, size: int, *, gpus_each: int = 8, min_member: int | None = None, namespace: str = "default",
+         labels: dict[str, str] | None = None) -> list[Event]:
+    events: list[Event] = [PodGroupUpserted(pod_group=pod_group(name, namespace=namespace,
+                                                                min_member=min_member or size))]
+    events += [pod_event(pod(f"{name}-{i}", namespace=namespace, gang=name, gpus=gpus_each, labels=labels))
+               for i in range(size)]
+    return events
+
+
+def running(name: str, node: str, *, gpus_each: int = 8, namespace: str = "default",
+            labels: dict[str, str] | None = None) -> Event:
+    return pod_event(bound(pod(name, namespace=namespace, gpus=gpus_each, labels=labels), node))
+
+
+def test_the_reason_names_quota_resource_usage_ask_and_max() -> None:
+    state = cluster(
+        ElasticQuotaUpserted(quota=elastic_quota("team-a", namespace="default", minimum=gpus(16), maximum=gpus(48))),
+        *(running(f"r{i}", f"n{i}") for i in range(5)),
+        *gang("big", 2),
+    )
+    result = plan_gang(state, "default/big")
+    assert isinstance(result, Unschedulable) and result.constraint == QUOTA
+    assert result.reason == "gang default/big: quota team-a: nvidia.com/gpu 40 used + 16 asked > max 48"
+
+
+def test_a_gang_within_max_borrows_up_to_its_runtime_share() -> None:
+    state = cluster(
+        ElasticQuotaUpserted(quota=elastic_quota("team-a", namespace="default", minimum=gpus(8), maximum=gpus(64))),
+        ElasticQuotaUpserted(quota=elastic_quota("team-b", namespace="other", minimum=gpus(32), maximum=gpus(64))),
+        *gang("wide", 4),
+    )
+    assert isinstance(plan_gang(state, "default/wide"), GangPlan)  # team-b idle: its min is lent
+    for i in range(4):  # team-b asks for its min back: team-a's share shrinks to 64 - 32 = 32
+        state.apply(pod_event(pod(f"b{i}", namespace="other")))
+    state.apply(running("r0", "n0"))
+    state.apply(running("r1", "n1"))
+    state.apply(running("r2", "n2"))
+    result = plan_gang(state, "default/wide")
+    assert isinstance(result, Unschedulable)
+    assert "quota team-a: nvidia.com/gpu 24 used + 32 asked > runtime 32" in result.reason
+
+
+def test_non_preemptible_pods_count_against_min_only() -> None:
+    core = {QUOTA_PREEMPTIBLE_LABEL: "false"}
+    state = cluster(
+        ElasticQuotaUpserted(quota=elastic_quota("team-a", namespace="default", minimum=gpus(16), maximum=gpus(64))),
+        running("core-0", "n0", labels=core),
+        *gang("more-core", 2, labels=core),
+        *gang("elastic", 2),
+    )
+    refused = plan_gang(state, "default/more-core")
+    assert isinstance(refused, Unschedulable)
+    assert "8 used by non-preemptible pods + 16 asked > min 16" in refused.reason
+    assert isinstance(plan_gang(state, "default/elastic"), GangPlan)  # preemptible pods may borrow
+
+
+def test_pods_beyond_min_member_are_placed_as_far_as_the_quota_goes() -> None:
+    state = cluster(
+        ElasticQuotaUpserted(quota=elastic_quota("team-a", namespace="default", minimum=gpus(8), maximum=gpus(24))),
+        *gang("elastic", 4, min_member=2),
+    )
+    plan = plan_gang(state, "default/elastic")
+    assert isinstance(plan, GangPlan)
+    assert len(plan.assignments) == 3
+    assert "1 pending pod(s) wait for quota (quota team-a: nvidia.com/gpu 0 used + 32 asked > max 24)" in (
+        plan.explanation)
+
+
+def test_pods_treated_as_gone_give_their_quota_back() -> None:
+    state = cluster(
+        ElasticQuotaUpserted(quota=elastic_quota("team-a", namespace="default", minimum=gpus(8), maximum=gpus(16))),
+        running("old-0", "n0"), running("old-1", "n1"),
+        *gang("new", 2),
+    )
+    assert isinstance(plan_gang(state, "default/new"), Unschedulable)
+    assert isinstance(plan_gang(state, "default/new", ignore_pods={"default/old-0", "default/old-1"}), GangPlan)
+
+
+def test_a_lone_pod_is_admitted_by_its_quota_too() -> None:
+    state = cluster(
+        ElasticQuotaUpserted(quota=elastic_quota("team-a", namespace="default", minimum=gpus(0), maximum=gpus(4))),
+        pod_event(pod("solo", gpus=8)),
+    )
+    result = plan_pod(state, "default/solo")
+    assert isinstance(result, Unschedulable) and result.constraint == QUOTA
+    assert result.reason == "pod default/solo: quota team-a: nvidia.com/gpu 0 used + 8 asked > max 4"
+
+
+def test_a_missing_quota_refuses_the_pod_with_its_name() -> None:
+    state = cluster(
+        ElasticQuotaUpserted(quota=elastic_quota("team-a", minimum=gpus(8), maximum=gpus(8))),
+        pod_event(pod("solo", labels={QUOTA_NAME_LABEL: "team-z"})),
+    )
+    result = plan_pod(state, "default/solo")
+    assert isinstance(result, Unschedulable)
+    assert "quota team-z not found" in result.reason
+
+
+def test_a_closed_volcano_queue_admits_no_new_job_and_capability_is_a_ceiling() -> None:
+    state = cluster(
+        QueueUpserted(queue=queue("closed", state="Closed")),
+        QueueUpserted(queue=queue("small", capability=gpus(8))),
+        VolcanoPodGroupUpserted(pod_group=volcano_pod_group("a", queue="closed", min_member=1)),
+        VolcanoPodGroupUpserted(pod_group=volcano_pod_group("b", queue="small", min_member=2)),
+        pod_event(pod("a-0", annotations={"scheduling.k8s.io/group-name": "a"})),
+        *(pod_event(pod(f"b-{i}", annotations={"scheduling.k8s.io/group-name": "b"})) for i in range(2)),
+    )
+    closed = plan_gang(state, "default/a")
+    assert isinstance(closed, Unschedulable) and "queue closed is Closed: it admits no new job" in closed.reason
+    ceiling = plan_gang(state, "default/b")
+    assert isinstance(ceiling, Unschedulable)
+    assert "queue small: nvidia.com/gpu 0 used + 16 asked > capability 8" in ceiling.reason
+
+
+def test_capacity_quotas_borrow_only_the_unused_sum_of_mins_but_always_get_their_own_min() -> None:
+    state = cluster(
+        CapacityElasticQuotaUpserted(quota=capacity_quota("team-x", minimum=gpus(8), maximum=gpus(32))),
+        CapacityElasticQuotaUpserted(quota=capacity_quota("team-y", minimum=gpus(8), maximum=gpus(32))),
+        running("x0", "n0", namespace="team-x"), running("x1", "n1", namespace="team-x"),
+        *gang("x-more", 1, namespace="team-x"),
+        *gang("y-own", 1, namespace="team-y"),
+    )
+    refused = plan_gang(state, "team-x/x-more")
+    assert isinstance(refused, Unschedulable)
+    assert "16 used by all ElasticQuotas + 8 asked > 16, the sum of their mins" in refused.reason
+    assert isinstance(plan_gang(state, "team-y/y-own"), GangPlan)
+
+
+def test_a_parent_max_limits_its_children() -> None:
+    state = cluster(
+        ElasticQuotaUpserted(quota=elastic_quota("org", is_parent=True, minimum=gpus(8), maximum=gpus(16))),
+        ElasticQuotaUpserted(quota=elastic_quota("team", parent="org", minimum=gpus(8), maximum=gpus(64))),
+        running("r0", "n0", labels={QUOTA_NAME_LABEL: "team"}),
+        *gang("g", 2, labels={QUOTA_NAME_LABEL: "team"}),
+    )
+    result = plan_gang(state, "default/g")
+    assert isinstance(result, Unschedulable)
+    assert "quota org: nvidia.com/gpu 8 used + 16 asked > max 16" in result.reason
+
+
+def test_without_quota_objects_nothing_changes() -> None:
+    state = cluster(*gang("g", 2))
+    assert isinstance(plan_gang(state, "default/g"), GangPlan)
+    assert not state.quotas.active

@@ -1,0 +1,152 @@
+"""Quota-aware preemption (preemption/reclaim.py through JobPreemptor): priority preemption stays in
+its quota; a quota under its min takes back whole borrowing gangs, preemptible ones only, no more
+than the borrowers borrow."""
+
+from __future__ import annotations
+
+from events.builders import (
+    bound,
+    elastic_quota,
+    gpu_nodes,
+    gpus,
+    pod,
+    pod_event,
+    pod_group,
+    queue,
+    volcano_pod_group,
+)
+from events.model import ElasticQuotaUpserted, Event, PodGroupUpserted, QueueUpserted, VolcanoPodGroupUpserted
+from events.objects import QUOTA_PREEMPTIBLE_LABEL, VOLCANO_GROUP_ANNOTATION, VOLCANO_PREEMPTABLE_ANNOTATION
+from placement import Unschedulable, plan_gang
+from preemption import JobPreemptor
+from preemption.plan import PreemptionPlan
+from state.cluster import ClusterState
+
+
+def cluster(*events: Event, nodes: int = 4) -> ClusterState:
+    state = ClusterState()
+    state.apply_all([*gpu_nodes(nodes, per_block=2), *events])
+    return state
+
+
+def running_gang(name: str, nodes: list[str], *, namespace: str, priority: int = 0, started: float = 0.0,
+                 labels: dict[str, str] | None = None) -> list[Event]:
+    events: list[Event] = [PodGroupUpserted(pod_group=pod_group(name, namespace=namespace, min_member=len(nodes)))]
+    events += [pod_event(bound(pod(f"{name}-{i}", namespace=namespace, gang=name, priority=priority, labels=labels),
+                               node), time=started) for i, node in enumerate(nodes)]
+    return events
+
+
+def pending_gang(name: str, size: int, *, namespace: str, priority: int = 0) -> list[Event]:
+    events: list[Event] = [PodGroupUpserted(pod_group=pod_group(name, namespace=namespace, min_member=size))]
+    events += [pod_event(pod(f"{name}-{i}", namespace=namespace, gang=name, priority=priority), time=100.0)
+               for i in range(size)]
+    return events
+
+
+def quotas(a_min: int, b_min: int, *, total_max: int = 32) -> list[Event]:
+    return [ElasticQuotaUpserted(quota=elastic_quota("team-a", namespace="team-a", minimum=gpus(a_min),
+                                                     maximum=gpus(total_max))),
+            ElasticQuotaUpserted(quota=elastic_quota("team-b", namespace="team-b", minimum=gpus(b_min),
+                                                     maximum=gpus(total_max)))]
+
+
+def ask(state: ClusterState, gang: str) -> PreemptionPlan | None:
+    failure = plan_gang(state, gang)
+    assert isinstance(failure, Unschedulable), failure
+    from daemon.scheduling.ports import Preemptee
+    info = state.gangs[gang]
+    pods = tuple(sorted(info.members))
+    plan = JobPreemptor().plan(state, Preemptee(key=gang, gangs=(gang,), pods=pods, priority=0), failure)
+    assert plan is None or isinstance(plan, PreemptionPlan)
+    return plan
+
+
+def test_a_quota_under_its_min_reclaims_whole_borrowing_gangs_of_any_priority() -> None:
+    state = cluster(*quotas(8, 16),
+                    *running_gang("a1", ["n0"], namespace="team-a", priority=1000, started=0.0),
+                    *running_gang("a2", ["n1"], namespace="team-a", priority=1000, started=10.0),
+                    *running_gang("a3", ["n2"], namespace="team-a", priority=1000, started=20.0),
+                    *running_gang("a4", ["n3"], namespace="team-a", priority=1000, started=30.0),
+                    *pending_gang("b1", 2, namespace="team-b"))
+    plan = ask(state, "team-b/b1")
+    assert plan is not None and plan.victims == ("team-a/a3-0", "team-a/a4-0")
+    assert plan.reclaim_from == ("quota team-a",)
+    assert "reclaim: quota team-b nvidia.com/gpu 0 used + 16 asked <= min 16" in plan.explanation
+    assert "taken back from: quota team-a" in plan.explanation
+
+
+def test_reclaim_takes_no_more_than_the_victim_borrows() -> None:
+    # team-a borrows 8 beyond its min 24: one whole gang may go, never a second one; the other two
+    # nodes run pods in no quota, which nobody reclaims. So team-b's 16 GPUs cannot be found.
+    state = cluster(*quotas(24, 16),
+                    *running_gang("a1", ["n0"], namespace="team-a", started=0.0),
+                    *running_gang("a2", ["n1"], namespace="team-a", started=10.0),
+                    *running_gang("a3", ["n2"], namespace="team-a", started=20.0),
+                    *running_gang("a4", ["n3"], namespace="team-a", started=30.0),
+                    *running_gang("sys", ["n4", "n5"], namespace="kube-system"),
+                    *pending_gang("b1", 2, namespace="team-b"), nodes=6)
+    plan = ask(state, "team-b/b1")
+    assert plan is not None and not plan.victims
+    assert plan.explanation.startswith("no reclaim: ")
+
+
+def test_a_quota_at_or_under_its_min_never_loses_pods_to_reclaim() -> None:
+    state = cluster(*quotas(16, 16),
+                    *running_gang("a1", ["n0", "n1"], namespace="team-a"),
+                    *pending_gang("b1", 4, namespace="team-b"),
+                    nodes=3)
+    plan = ask(state, "team-b/b1")
+    assert plan is None or not plan.victims
+
+
+def test_reclaim_never_takes_non_preemptible_pods() -> None:
+    core = {QUOTA_PREEMPTIBLE_LABEL: "false"}
+    state = cluster(*quotas(8, 16),
+                    *running_gang("core", ["n0", "n1"], namespace="team-a", labels=core, started=30.0),
+                    *running_gang("e1", ["n2"], namespace="team-a", started=0.0),
+                    *running_gang("e2", ["n3"], namespace="team-a", started=0.0),
+                    *pending_gang("b1", 2, namespace="team-b"))
+    plan = ask(state, "team-b/b1")
+    assert plan is not None and plan.victims == ("team-a/e1-0", "team-a/e2-0")
+
+
+def test_priority_preemption_stays_inside_the_preemptors_quota() -> None:
+    # team-b has no min to claim back: its high priority does not let it evict team-a's low-priority
+    # pods (priorities of two quotas are not compared). Without quotas the same pods are preempted.
+    jobs = [*running_gang("a1", ["n0", "n1", "n2", "n3"], namespace="team-a", priority=1),
+            *pending_gang("b1", 2, namespace="team-b", priority=1000)]
+    with_quotas = cluster(*quotas(32, 0), *jobs)
+    assert ask(with_quotas, "team-b/b1") is None
+    without = cluster(*jobs)
+    plan = ask(without, "team-b/b1")
+    assert plan is not None and plan.victims == tuple(f"team-a/a1-{i}" for i in range(4))
+
+
+def test_priority_preemption_inside_one_quota_works_as_before() -> None:
+    state = cluster(*quotas(0, 64, total_max=64),
+                    *running_gang("low", ["n0", "n1"], namespace="team-b", priority=1),
+                    *running_gang("other", ["n2", "n3"], namespace="team-a", priority=1),
+                    *pending_gang("high", 2, namespace="team-b", priority=1000))
+    plan = ask(state, "team-b/high")
+    assert plan is not None
+    assert set(plan.victims) <= {"team-a/other-0", "team-a/other-1", "team-b/low-0", "team-b/low-1"}
+    # team-b is within its min: it reclaims team-a's borrowing gang first
+    assert plan.victims == ("team-a/other-0", "team-a/other-1") and plan.reclaim_from == ("quota team-a",)
+
+
+def test_a_non_reclaimable_volcano_queue_keeps_what_it_borrows() -> None:
+    def vgang(name: str, queue_name: str, nodes: list[str]) -> list[Event]:
+        events: list[Event] = [VolcanoPodGroupUpserted(pod_group=volcano_pod_group(name, queue=queue_name,
+                                                                                   min_member=len(nodes)))]
+        annotations = {VOLCANO_GROUP_ANNOTATION: name, VOLCANO_PREEMPTABLE_ANNOTATION: "true"}
+        events += [pod_event(bound(pod(f"{name}-{i}", annotations=annotations), node)) for i, node in enumerate(nodes)]
+        return events
+
+    state = cluster(QueueUpserted(queue=queue("train", deserved=gpus(16))),
+                    QueueUpserted(queue=queue("frozen", reclaimable=False)),
+                    *vgang("fz", "frozen", ["n0", "n1", "n2", "n3"]),
+                    VolcanoPodGroupUpserted(pod_group=volcano_pod_group("t1", queue="train", min_member=2)),
+                    *(pod_event(pod(f"t1-{i}", annotations={VOLCANO_GROUP_ANNOTATION: "t1"})) for i in range(2)))
+    plan = ask(state, "default/t1")
+    assert plan is None or not plan.victims
