@@ -1172,6 +1172,8 @@ class ClusterState:
             pod.first_seen = record.first_seen
             pod.bound_at = record.bound_at
             pod.eviction_requested = record.eviction_requested
+            if state.quotas.active:  # folded without `apply`: the quota book counts it here
+                state.quotas.settle(state, pod.key)
         for decision in snap.assumed:
             state.apply(PodAssumed(pod=decision.pod, uid=decision.uid, node=decision.node, gang=decision.gang))
         for decision in snap.nominated:
