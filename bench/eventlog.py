@@ -379,12 +379,19 @@ CHILDREN: dict[str, Callable[[Path], dict[str, float]]] = {
 
 def in_child(kind: str, directory: Path, repeat: int) -> list[dict[str, float]]:
     """Run one measurement `repeat` times, each in a fresh process."""
+    return in_children([kind], directory, repeat)[kind]
+
+
+def in_children(kinds: Sequence[str], directory: Path, repeat: int) -> dict[str, list[dict[str, float]]]:
+    """Run measurements `repeat` times each, interleaved (a figure and its ceiling alternate, so a change
+    in the machine's load touches both alike), each in a fresh process."""
     os.sync()  # the writer's writeback is not the reader's cost
-    results = []
+    results: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}
     for _ in range(repeat):
-        output = subprocess.run([sys.executable, "-m", "bench.eventlog", "--child", kind, str(directory)],
-                                check=True, capture_output=True, text=True).stdout
-        results.append(json.loads(output.strip().splitlines()[-1]))
+        for kind in kinds:
+            output = subprocess.run([sys.executable, "-m", "bench.eventlog", "--child", kind, str(directory)],
+                                    check=True, capture_output=True, text=True).stdout
+            results[kind].append(json.loads(output.strip().splitlines()[-1]))
     return results
 
 
@@ -501,8 +508,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         gc.collect()
 
         print("\ntargets (each beside its ceiling measured in the same run):")
-        read = in_child("read", directory, args.repeat)
-        fold = in_child("fold", directory, args.repeat)
+        paired = in_children(("read", "fold"), directory, args.repeat)
+        read, fold = paired["read"], paired["fold"]
         count = int(read[0]["count"])
         read_rate = count / median(read, "cpu")
         fold_rate = count / median(fold, "cpu")
@@ -525,8 +532,8 @@ def main(argv: Sequence[str] | None = None) -> None:
              f"{median(restart, 'ceiling_cpu'):.2f} s CPU",
              f"<= {RESTART_BEFORE_SECONDS / 3:.2f} s here (3x faster); < 1 s on the README's machine")
 
-        stall = in_child("stall", directory, args.repeat)
-        idle = in_child("stall-idle", directory, args.repeat)
+        stalls = in_children(("stall", "stall-idle"), directory, args.repeat)
+        stall, idle = stalls["stall"], stalls["stall-idle"]
         worst = max(result["max"] for result in stall)
         _row("longest event-loop stall while a snapshot is written (4 MiB segments rotating, fsync every 10 ms)",
              f"{1000 * median(stall, 'max'):.1f} ms (median of the runs; worst {1000 * worst:.1f} ms; p99 of the "

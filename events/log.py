@@ -62,8 +62,8 @@ over a smaller cap with `RecordTooLargeError` (nothing is written), so the calle
 smaller instead (`daemon.scheduling.journal` does).
 
 Durability (`FsyncPolicy`): `always` writes and fsyncs before `append` returns; `interval:N ms`
-buffers in memory and a background thread writes and fsyncs every N ms (plus a write to the OS
-whenever 256 KiB are pending); `never` leaves it to the OS (records reach the OS when 256 KiB are
+buffers in memory and a background thread writes and fsyncs every N ms (the appender writes only
+if 16 MiB are pending); `never` leaves it to the OS (records reach the OS when 256 KiB are
 pending, and on `sync`, `read` and `close`). `close` always flushes and fsyncs. Under `interval` no
 append ever waits for an fsync: a segment that fills up is handed to the background thread, which
 fsyncs it, writes its index and closes it, and fsyncs the directory for the new one, before it
@@ -109,6 +109,11 @@ _SEGMENT_NAME = re.compile(r"^(\d{20})\.seg$")
 _INDEX_STRIDE = 64 * 1024
 _CHECKPOINT_BYTES = 8 * 1024 * 1024
 _WRITE_THRESHOLD = 256 * 1024
+# Under `interval` the flusher thread writes the buffer out every interval, so appends make no write
+# call (a write can block for tens of ms while the kernel throttles a burst of dirty pages, e.g. a
+# snapshot being written); only a buffer this large (a flusher stuck in a slow fsync) is written by
+# the appender itself.
+_DEFERRED_WRITE_LIMIT = 16 * 1024 * 1024
 _LOCK_NAME = "LOCK"
 
 _log = structlog.get_logger("events.log")
@@ -416,6 +421,7 @@ class EventLog:
         self._rotations = 0
         self._directory_synced = 0
         self._checkpointed: dict[int, int] = {}  # active segment's first seq -> end its checkpoint covers
+        self._write_threshold = _DEFERRED_WRITE_LIMIT if fsync.mode == "interval" else _WRITE_THRESHOLD
 
     # ------------------------------------------------------------------ opening
 
@@ -657,7 +663,7 @@ class EventLog:
             if self.fsync_policy.mode == "always":
                 self._write_out()
                 self._fsync_locked()
-            elif len(self._buffer) >= _WRITE_THRESHOLD:
+            elif len(self._buffer) >= self._write_threshold:
                 self._write_out()
         return stored
 
@@ -670,7 +676,7 @@ class EventLog:
             payloads = [_encode_checked(event, MAX_RECORD_BYTES) for event in stored]
             for seq, payload in enumerate(payloads, start=first):
                 self._add_locked(seq, payload)
-                if len(self._buffer) >= _WRITE_THRESHOLD:
+                if len(self._buffer) >= self._write_threshold:
                     self._write_out()
             if self.fsync_policy.mode == "always":
                 self._write_out()
@@ -762,7 +768,11 @@ class EventLog:
         if segment is None or last_seq < segment.first_seq or end - self._checkpointed.get(segment.first_seq, 0) < (
                 _CHECKPOINT_BYTES):
             return
-        _write_index(segment, _SegmentIndex(segment.first_seq, last_seq, end, sparse))
+        try:
+            _write_index(segment, _SegmentIndex(segment.first_seq, last_seq, end, sparse))
+        except OSError as error:  # only a shortcut for the next open: without it, that open scans more
+            _log.warning("eventlog.checkpoint_failed", segment=str(segment.path), error=str(error))
+            return
         self._checkpointed = {segment.first_seq: end}
 
     def _timed_fsync(self, fd: int) -> None:

@@ -36,6 +36,7 @@ SNAPSHOT_MAGIC = b"TSSNAP\r\n"
 SNAPSHOT_VERSION = 1
 _HEADER = struct.Struct("<8sHHQQI")
 _NAME = re.compile(r"^snapshot-(\d{20})\.snap$")
+_SYNC_EVERY = 8 * 1024 * 1024
 
 _log = structlog.get_logger("events.snapshot")
 
@@ -102,9 +103,16 @@ class SnapshotStore:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             view = memoryview(data)
+            unsynced = 0
             while view:
-                written = os.write(fd, view)
+                written = os.write(fd, view[:_SYNC_EVERY])
                 view = view[written:]
+                unsynced += written
+                if unsynced >= _SYNC_EVERY:
+                    # In steps: 70 MB of dirty pages at once make the kernel throttle every other writer
+                    # (the daemon appending to its log) until they are on disk.
+                    os.fdatasync(fd)
+                    unsynced = 0
             os.fsync(fd)
         finally:
             os.close(fd)
