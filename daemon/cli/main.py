@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("daemon.cli.simulate", "run a scenario on a virtual clock and write a report"),
     "replay": ("daemon.cli.replay", "fold an event log; verify it or explain a gang's history"),
     "topology": ("daemon.cli.topology", "show or generate the network topology of a scenario"),
+    "quota": ("daemon.cli.quota", "show the quota trees (min, max, used, runtime) of a scenario or a cluster"),
     "validate": ("daemon.cli.validate", "validate HyperNode, ClusterNetworkTopology and PodGroup manifests"),
 }
 

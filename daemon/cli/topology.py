@@ -74,8 +74,9 @@ class _Fold:
 LIVE_KINDS = ("Node", "ClusterNetworkTopology", "HyperNode", "Pod")  # nodes first: pods count on them
 
 
-async def state_of_cluster(kubeconfig: str, context: str | None = None) -> ClusterState:
-    """List the kinds the tree needs from a live API server and fold them into a fresh state."""
+async def state_of_cluster(kubeconfig: str, context: str | None = None,
+                           kinds: Sequence[str] = LIVE_KINDS) -> ClusterState:
+    """List `kinds` (by default those the tree needs) from a live API server and fold them into a fresh state."""
     overrides: dict[str, Any] = {"kubeconfig": kubeconfig, "leader_election.enabled": False}
     if context:
         overrides["context"] = context
@@ -83,7 +84,7 @@ async def state_of_cluster(kubeconfig: str, context: str | None = None) -> Clust
     state = ClusterState()
     recorder = _Fold(state)
     async with connect(config, pool_size=4) as client:
-        for name in LIVE_KINDS:
+        for name in kinds:
             try:
                 await KindWatcher(client, KIND_BY_NAME[name], recorder, config.timeouts).relist()
             except CrdMissing:

@@ -1,0 +1,57 @@
+"""`toposched quota show --scenario`: each quota tree with min, max, usage, runtime and pending pods."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from daemon.cli.quota import main
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+
+
+def test_the_tree_of_a_hierarchical_scenario_with_runtime_shares(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", "--scenario", str(SCENARIOS / "quota-hierarchical-min.yaml"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    [tree] = doc["trees"]
+    assert tree["dialect"] == "koordinator"
+    by_name = {q["name"]: q for q in tree["quotas"]}
+    research = by_name["research"]
+    assert [c["name"] for c in research["children"]] == ["nlp", "vision"]
+    assert research["min"] == {"nvidia.com/gpu": "16"} and research["max"] == {"nvidia.com/gpu": "32"}
+    # every gang pending (nothing runs before the simulation): runtime follows the requests and mins
+    assert research["pending"] == 6 and by_name["prod"]["pending"] == 4
+    nlp = research["children"][0]
+    assert nlp["runtime"] == {"nvidia.com/gpu": "8"} and nlp["used"] == {}
+
+
+def test_running_pods_count_as_used_and_problems_are_listed(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    objects = [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n0"},
+         "status": {"allocatable": {"cpu": "8", "pods": "110", "nvidia.com/gpu": "8"}}},
+        {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "ElasticQuota",
+         "metadata": {"name": "quota", "namespace": "team-a"},
+         "spec": {"min": {"nvidia.com/gpu": "6"}, "max": {"nvidia.com/gpu": "4"}}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-a"},
+         "spec": {"nodeName": "n0", "containers": [{"name": "c", "image": "x", "resources": {
+             "requests": {"nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}}}]}},
+    ]
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump_all(objects))
+    assert main(["show", "--scenario", str(scenario), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    [quota] = doc["trees"][0]["quotas"]
+    assert quota["used"] == {"nvidia.com/gpu": "2"} and quota["min"] == {"nvidia.com/gpu": "4"}
+    assert any("spec.min[nvidia.com/gpu]: is above spec.max" in p for p in doc["problems"])
+    assert main(["show", "--scenario", str(scenario)]) == 0
+    text = capsys.readouterr().out
+    assert "ElasticQuota team-a/quota" in text and "used 2" in text and "problem" in text
+
+
+def test_a_scenario_without_quotas_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", "--scenario", str(SCENARIOS / "gang-all-or-nothing.yaml")]) == 0
+    assert "no quota objects" in capsys.readouterr().out
