@@ -66,7 +66,10 @@ class Compactor:
         else:
             force_setattr(spec, "tolerations", _EMPTY_LIST)
         force_setattr(spec, "containers", self._containers(spec.containers))
-        force_setattr(spec, "init_containers", self._containers(spec.init_containers))
+        if spec.init_containers:
+            force_setattr(spec, "init_containers", self._containers(spec.init_containers))
+        else:
+            force_setattr(spec, "init_containers", _EMPTY_LIST)
         status = obj.status
         force_setattr(status, "phase", intern(status.phase))
         if not status.conditions:
@@ -99,7 +102,12 @@ class Compactor:
     def _containers(self, containers: list[Container]) -> list[Container]:
         if not containers:
             return _EMPTY_LIST
-        key = tuple((container.name, tuple(container.resources.requests.items())) for container in containers)
+        if len(containers) == 1:  # the usual pod: no generator for one container
+            only = containers[0]
+            key: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+                (only.name, tuple(only.resources.requests.items())),)
+        else:
+            key = tuple((container.name, tuple(container.resources.requests.items())) for container in containers)
         shared = self.containers.get(key)
         if shared is None:
             intern = sys.intern
