@@ -10,7 +10,7 @@ import msgspec
 
 from events.builders import node, pod
 from events.ingest import KIND_BY_NAME, decode_object, upsert_event
-from events.model import PodUpserted, encode_event
+from events.model import NodeUpserted, PodUpserted, decode_event, encode_event
 from events.objects import (
     GANG_GROUPS_ANNOTATION,
     KEPT_ANNOTATIONS,
@@ -125,3 +125,24 @@ def test_a_node_core_keeps_allocatable_and_is_unschedulable() -> None:
     assert core.status.allocatable == original.status.allocatable
     assert core.spec.unschedulable and core.metadata.labels == {}
     assert core.metadata.annotations == {OVERSIZED_ANNOTATION: "too big"}
+
+
+def test_records_written_before_the_fields_were_dropped_still_read() -> None:
+    """Logs and snapshots written when images, limits, owner references and node capacity were still
+    decoded hold those fields: they decode as before, the fields ignored."""
+    old_pod = {
+        "t": "pod", "seq": 7, "time": 1.5,
+        "pod": {"metadata": {"name": "p", "namespace": "ml", "uid": "u", "generation": 3,
+                             "creationTimestamp": "2026-01-01T00:00:00Z",
+                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "x"}]},
+                "spec": {"schedulerName": "toposched", "containers": [
+                    {"name": "c", "image": "trainer:1",
+                     "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}},
+    }
+    old_node = {"t": "node", "node": {"metadata": {"name": "n"},
+                                      "status": {"capacity": {"cpu": "8"}, "allocatable": {"cpu": "8"}}}}
+    pod_event = decode_event(msgspec.msgpack.encode(old_pod))
+    node_event = decode_event(msgspec.msgpack.encode(old_node))
+    assert isinstance(pod_event, PodUpserted) and pod_event.seq == 7
+    assert pod_event.pod.spec.containers[0].resources.requests == {"nvidia.com/gpu": "1"}
+    assert isinstance(node_event, NodeUpserted) and node_event.node.status.allocatable == {"cpu": "8"}
