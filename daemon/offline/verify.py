@@ -36,12 +36,10 @@ from daemon.scheduling import decisions
 from daemon.scheduling.decisions import (
     DecisionConfig,
     Effect,
-    Hold,
-    Nominate,
     NominationWait,
     PermitWait,
     Step,
-    Unhold,
+    Waits,
 )
 from daemon.scheduling.ports import Preemptor
 from daemon.scheduling.queue import Unit, pending_units
@@ -122,8 +120,9 @@ class _LogMemory:
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
-        self.waits: dict[str, PermitWait] = {}
-        self.nominated: dict[str, NominationWait] = {}
+        self.kept = Waits()  # the loop's own bookkeeping of waits, kept from the re-run steps' effects
+        self.waits: dict[str, PermitWait] = self.kept.waiting
+        self.nominated: dict[str, NominationWait] = self.kept.nominated
         self.reasons: dict[str, str] = {}
 
     def waiting(self, unit: str) -> PermitWait | None:
@@ -157,17 +156,7 @@ class _LogMemory:
 
     def remember(self, effects: list[Effect], now: float) -> None:
         for effect in effects:
-            if isinstance(effect, Hold):
-                wait = self.waits.get(effect.unit)
-                if wait is None:
-                    wait = self.waits[effect.unit] = PermitWait(effect.gangs, now, effect.deadline)
-                wait.order.extend(effect.pods)
-            elif isinstance(effect, Unhold):
-                self.waits.pop(effect.unit, None)
-            elif isinstance(effect, Nominate):
-                existing = self.nominated.get(effect.unit)
-                pods = tuple(sorted(set(effect.pods) | set(existing.pods if existing else ())))
-                self.nominated[effect.unit] = NominationWait(effect.gangs, pods, effect.deadline)
+            self.kept.remember(effect, now)
 
 
 class _Checker:

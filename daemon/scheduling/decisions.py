@@ -198,6 +198,38 @@ class Memory(Protocol):
         ...
 
 
+class Waits:
+    """What the loop remembers of units waiting, kept from the effects of the steps (the loop; verify).
+
+    `remember` applies the effects that concern waiting: `Hold` starts a wait at Permit (or adds the
+    pods to it: a wait that goes on keeps its start and deadline), `Unhold` ends it, `Nominate`
+    adds pods to the unit's nominations and sets their deadline.
+    """
+
+    __slots__ = ("nominated", "waiting")
+
+    def __init__(self) -> None:
+        self.waiting: dict[str, PermitWait] = {}
+        self.nominated: dict[str, NominationWait] = {}
+
+    def remember(self, effect: Effect, now: float) -> bool:
+        """Apply `effect` if it is about waiting; whether it was."""
+        if isinstance(effect, Hold):
+            wait = self.waiting.get(effect.unit)
+            if wait is None:
+                wait = self.waiting[effect.unit] = PermitWait(effect.gangs, now, effect.deadline)
+            wait.order.extend(effect.pods)
+        elif isinstance(effect, Unhold):
+            self.waiting.pop(effect.unit, None)
+        elif isinstance(effect, Nominate):
+            existing = self.nominated.get(effect.unit)
+            pods = tuple(sorted(set(effect.pods) | set(existing.pods if existing else ())))
+            self.nominated[effect.unit] = NominationWait(effect.gangs, pods, effect.deadline)
+        else:
+            return False
+        return True
+
+
 class DecisionConfig(msgspec.Struct, frozen=True, kw_only=True):
     default_schedule_timeout_seconds: float = 600.0  # Permit wait when the PodGroup sets none
 

@@ -76,8 +76,6 @@ from daemon.scheduling.decisions import (
     DecisionConfig,
     Effect,
     Evict,
-    Hold,
-    Nominate,
     NominationWait,
     Park,
     PermitWait,
@@ -87,7 +85,7 @@ from daemon.scheduling.decisions import (
     Stage,
     Step,
     Succeeded,
-    Unhold,
+    Waits,
     label,
     quorum_words,
 )
@@ -194,9 +192,10 @@ class Scheduler:
                                      backoff_max_seconds=self.config.backoff_max_seconds)
         self.stats = SchedulerStats()
         self._limiter = anyio.CapacityLimiter(self.config.bind_concurrency)
-        self._waiting: dict[str, PermitWait] = {}
+        self._waits = Waits()
+        self._waiting: dict[str, PermitWait] = self._waits.waiting  # units holding assumed pods at Permit
         self._binding: set[str] = set()
-        self._nominated: dict[str, NominationWait] = {}
+        self._nominated: dict[str, NominationWait] = self._waits.nominated  # units holding nominations
         self._node_shapes: dict[str, tuple[object, ...]] = {}
         self._room_cache: dict[tuple[int, Requests], int] = {}
         self._min_placed: int | None = None  # lowest priority of a placed pod (per cycle, lazily)
@@ -450,18 +449,9 @@ class Scheduler:
 
     def _remember(self, effect: Effect, now: float) -> None:
         """Effects on the loop's own memory: waits at Permit, nominations, the queue."""
-        if isinstance(effect, Hold):
-            waiting = self._waiting.get(effect.unit)
-            if waiting is None:
-                waiting = self._waiting[effect.unit] = PermitWait(effect.gangs, now, effect.deadline)
-            waiting.order.extend(effect.pods)
-        elif isinstance(effect, Unhold):
-            self._waiting.pop(effect.unit, None)
-        elif isinstance(effect, Nominate):
-            existing = self._nominated.get(effect.unit)
-            pods = tuple(sorted(set(effect.pods) | set(existing.pods if existing else ())))
-            self._nominated[effect.unit] = NominationWait(effect.gangs, pods, effect.deadline)
-        elif isinstance(effect, Park):
+        if self._waits.remember(effect, now):
+            return
+        if isinstance(effect, Park):
             self.queue.park(effect.unit, now, structural=effect.structural)
         elif isinstance(effect, BackOff):
             self.queue.back_off(effect.unit, now)
