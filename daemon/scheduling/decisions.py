@@ -24,7 +24,8 @@ the step raises half-way (the events it emitted stand, so do their effects):
 
 What the loop remembers between steps and a step reads is given by the `Memory` port: the unit's
 wait at Permit (which pods it assumed, in plan order, and its deadline) and the last reason shown
-for a lone pod (gangs keep theirs in the state). Which unit is tried when, the queueing hints that
+for a lone pod (gangs keep theirs in the state); `Waits` is how both the loop and verify keep the
+waits from the `Hold`, `Unhold` and `Nominate` effects. Which unit is tried when, the queueing hints that
 skip a unit, and the API calls themselves belong to the loop.
 
 Pure: no clock (time is `Step.now`), no I/O, no asyncio; reads the state, changes it only through
