@@ -18,6 +18,12 @@ the pending pods. The layer is the tightest MustGather / hard tier of the
 group (placement's own `resolve`), else the cluster root. Every bound ignores filters, taints,
 nominations and running members' anchoring, each of which can only make placement fail more.
 
+The loop asks only about a unit brought back by a change elsewhere (a release, a node, the
+periodic retry), never about one that itself changed since it was parked (a member came, its PodGroup
+changed): that one is attempted, so its reason says what is true now. A gang of 6 parked at
+"4 of minMember 6 pods exist" whose last 2 pods arrive is attempted and then says it can never fit,
+instead of keeping the stale count for ever.
+
 Pure: reads `ClusterState`, never mutates it; no clock, no I/O.
 """
 

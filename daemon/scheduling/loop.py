@@ -138,7 +138,7 @@ from events.model import (
     WorkloadUpserted,
     object_key,
 )
-from events.objects import Node
+from events.objects import Node, Pod
 from placement.fit import Requests
 from preemption.reclaim import may_reclaim
 from state.cluster import ClusterState, PodInfo
@@ -197,6 +197,7 @@ class Scheduler:
         self._binding: set[str] = set()
         self._nominated: dict[str, NominationWait] = self._waits.nominated  # units holding nominations
         self._node_shapes: dict[str, tuple[object, ...]] = {}
+        self._pod_shapes: dict[str, tuple[object, ...]] = {}  # pending pods: what of them placement reads
         self._room_cache: dict[tuple[int, Requests], int] = {}
         self._min_placed: int | None = None  # lowest priority of a placed pod (per cycle, lazily)
         self._needs: dict[str, tuple[tuple[str, ...], Need | None]] = {}  # unit -> (its pods, need_of)
@@ -234,10 +235,16 @@ class Scheduler:
         if pod.placed_node and self._min_placed is not None and pod.priority < self._min_placed:
             self._min_placed = pod.priority
         if pod.terminal:
+            self._pod_shapes.pop(pod.key, None)
             self.queue.capacity_freed()
         elif pod.key in self.state.pending:
+            shape = _pod_shape(event.pod)
+            if self._pod_shapes.get(pod.key) == shape:
+                return False  # a status write (ours: PodScheduled=False): nothing placement reads changed
+            self._pod_shapes[pod.key] = shape
             self.queue.unit_changed(pod.gang or pod.key)
         else:
+            self._pod_shapes.pop(pod.key, None)
             return False
         return True
 
@@ -249,6 +256,10 @@ class Scheduler:
         self.queue.structure_changed()
         self._room_cache.clear()
         return True
+
+    def _pod_deleted(self, event: PodDeleted) -> bool:
+        self._pod_shapes.pop(event.key, None)
+        return self._capacity_freed(event)
 
     def _node_deleted(self, event: NodeDeleted) -> bool:
         self._node_shapes.pop(event.name, None)
@@ -593,9 +604,15 @@ class Scheduler:
     # ------------------------------------------------------------------ queueing hints
 
     def _surely_unschedulable(self, unit: Unit) -> bool:
-        """A parked unit brought back by a release that still cannot fit, nor preempt anyone."""
+        """A parked unit brought back by a release that still cannot fit, nor preempt anyone.
+
+        Never a unit that itself changed since it was parked (a member came, its PodGroup changed):
+        its last reason may no longer be true ("4 of minMember 6 pods exist" once the other 2 came),
+        and only an attempt says what is true now. Skipping it would keep the stale reason forever,
+        since nothing else about the unit may ever change again.
+        """
         status = self.queue.status.get(unit.key)
-        if status is None or status.parked_tick is None:
+        if status is None or status.parked_tick is None or self.queue.changed_since_parked(unit):
             return False
         if not isinstance(self.preemptor, NeverPreempt) and unit.priority > self._lowest_placed_priority():
             return False
@@ -687,7 +704,8 @@ _OBSERVERS: dict[type, Callable[[Scheduler, Any], bool] | None] = exhaustive("th
     **each((PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
             SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted,
             KubePodGroupDeleted), Scheduler._gang_spec_changed),
-    **each((PodDeleted, PodForgotten, BindFailed, NominationCleared), Scheduler._capacity_freed),
+    PodDeleted: Scheduler._pod_deleted,
+    **each((PodForgotten, BindFailed, NominationCleared), Scheduler._capacity_freed),
     **each((NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
             PriorityClassUpserted, PriorityClassDeleted,
             WorkloadUpserted, WorkloadDeleted), Scheduler._structure_changed),  # a Workload: each of its gangs
@@ -697,6 +715,14 @@ _OBSERVERS: dict[type, Callable[[Scheduler, Any], bool] | None] = exhaustive("th
     **each((ObjectUndecodable, BindRequested, PodNominated, EvictionRequested, GangTimedOut, GangPending,
             GangPlanned, PreemptionPlanned), None),
 })
+
+
+def _pod_shape(pod: Pod) -> tuple[object, ...]:
+    """What of a pending Pod placement reads: a change in anything else (its conditions, its
+    resourceVersion) cannot let it fit, as kube-scheduler ignores a pod update that only touched status."""
+    meta = pod.metadata
+    return (meta.uid, meta.labels, meta.annotations, meta.deletion_timestamp, pod.spec,
+            pod.status.phase, pod.status.nominated_node_name)
 
 
 def _node_shape(node: Node) -> tuple[object, ...]:

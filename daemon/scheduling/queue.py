@@ -193,12 +193,21 @@ class SchedulingQueue:
             return True
         if (self._structure_tick if status.structural else self._capacity_tick) > parked:
             return True
+        if self.changed_since_parked(unit):
+            return True
+        return self.retry_parked_seconds is not None and now >= status.parked_since + self.retry_parked_seconds
+
+    def changed_since_parked(self, unit: Unit) -> bool:
+        """Whether something about the unit itself (a member came or went, its PodGroup or one of its
+        GangGroup changed) happened after it was parked: its reason may be stale, whatever the room."""
+        status = self.status.get(unit.key)
+        if status is None or status.parked_tick is None:
+            return False
+        parked = status.parked_tick
         ticks = self._unit_ticks
         if any(ticks.get(gang, 0) > parked for gang in unit.gangs) or ticks.get(unit.key, 0) > parked:
             return True
-        if not unit.gangs and any(ticks.get(pod, 0) > parked for pod in unit.pods):
-            return True
-        return self.retry_parked_seconds is not None and now >= status.parked_since + self.retry_parked_seconds
+        return not unit.gangs and any(ticks.get(pod, 0) > parked for pod in unit.pods)
 
     def sort_key(self, unit: Unit) -> tuple[int, float, float, str]:
         status = self.status.get(unit.key)
