@@ -72,6 +72,7 @@ EXIT_CONFIG = 2
 EXIT_STARTUP = 3
 
 EVENT_LOG_RECOVERED = "EventLogRecovered"
+EVENT_DRAIN_SECONDS = 2.0  # at a graceful stop, Events still queued get this long
 KEPT_DAMAGED_LOGS = 2  # damaged log directories kept beside log_dir (the oldest beyond go)
 
 
@@ -260,7 +261,10 @@ class Daemon:
 
             group.start_soon(stop_on_request)
             group.start_soon(topology_status.run)
+            group.start_soon(self.api.events.run)  # Events: correlated, written in the background
             await scheduler.run()
+            with anyio.move_on_after(EVENT_DRAIN_SECONDS):
+                await self.api.events.flush()  # what the last binds reported, before the lease goes
             group.cancel_scope.cancel()
 
     async def _stop_when(self, stop: anyio.Event, scope: anyio.CancelScope) -> None:

@@ -12,8 +12,10 @@ What each write is, and how its answer is read:
 - disruption condition: strategic merge patch of pods/NAME/status adding the `DisruptionTarget`
   condition (reason `PreemptionByScheduler`, message naming the preemptor job and triggering pod).
 - gang report: merge patch of the PodGroup's status subresource (the object itself when the CRD has
-  no status subresource), plus a core/v1 Event on the PodGroup; a repeat of the same Event bumps its
-  count with a patch instead of creating another.
+  no status subresource), plus a core/v1 Event on the PodGroup.
+- Events: through `events` (`daemon.kube.event_recorder`), correlated as client-go's recorder does
+  (similar messages aggregated, repeats counted, a spam filter per object) and written in the
+  background; `record_event` waits for the write, `event` does not.
 - topology status (`daemon.kube.topology_status` decides when): merge patch of the status subresource of
   the ClusterNetworkTopology (`status.detailStatus`) or of a HyperNode (`status.nodeCount`); a bad
   topology object gets a Warning Event (`report_object`, cluster-scoped objects' Events live in
@@ -33,8 +35,7 @@ read back from the API.
 from __future__ import annotations
 
 import datetime
-import os
-import socket
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -43,6 +44,8 @@ import msgspec
 import structlog
 
 from daemon.kube.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeApiError, KubeClient, Response, decode_status
+from daemon.kube.event_correlator import ObjectRef
+from daemon.kube.event_recorder import EventRecorder
 from daemon.kube.leader import NotLeader, WriteGate
 from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase
 from daemon.telemetry.metrics import Metrics
@@ -137,9 +140,7 @@ class KubeClusterAPI:
         self.state = state
         self.metrics = metrics or Metrics()
         self.bind_limiter = anyio.CapacityLimiter(bind_concurrency)
-        self._events: dict[tuple[str, str, str], tuple[str, int]] = {}  # (object, reason, message) -> (name, count)
-        self._event_prefix = f"{socket.gethostname()}-{os.getpid()}".lower().replace("_", "-")[:40]
-        self._event_serial = 0
+        self.events = EventRecorder(self, COMPONENT, now=time.time)
         self._status_subresource: dict[str, bool] = {}  # podgroups API version -> has /status
 
     # ------------------------------------------------------------------ plumbing
@@ -420,46 +421,28 @@ class KubeClusterAPI:
     async def record_event(self, key: str, api_version: str, kind: str, uid: str,
                            event_type: Literal["Normal", "Warning"], reason: str, message: str, *,
                            cluster_scoped: bool = False) -> None:
-        """A core/v1 Event on the object; the same (object, reason, message) again bumps the count."""
-        namespace, name = _split(key)
-        now = _now()
-        identity = (uid or key, reason, message)
-        known = self._events.get(identity)
-        if known is not None:
-            event_name, count = known
-            path = f"/api/v1/namespaces/{namespace}/events/{event_name}"
-            response = await self._write("patch", "events", "PATCH", path,
-                                         body={"count": count + 1, "lastTimestamp": now}, content_type=MERGE_PATCH)
-            if response.ok:
-                self._events[identity] = (event_name, count + 1)
-                return
-            if response.status != 404:
-                raise KubeApiError("PATCH", path, response.status, response.reason())
-        self._event_serial += 1
-        event_name = f"{name}.{self._event_prefix}.{self._event_serial:x}"[:253]
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": event_name, "namespace": namespace},
-            "involvedObject": {"apiVersion": api_version, "kind": kind, "name": name,
-                               **({} if cluster_scoped else {"namespace": namespace}), **({"uid": uid} if uid else {})},
-            "reason": reason,
-            "message": message[:1024],
-            "type": event_type,
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        path = f"/api/v1/namespaces/{namespace}/events"
-        response = await self._write("create", "events", "POST", path, body=body)
-        # 409: a retried create whose first try landed (the name is ours alone): it exists, as wanted.
-        if not response.ok and response.status != 409:
-            raise KubeApiError("POST", path, response.status, response.reason())
-        if len(self._events) > 10_000:
-            self._events.clear()
-        self._events[identity] = (event_name, 1)
+        """A core/v1 Event on the object, correlated as client-go does (`daemon.kube.event_recorder`),
+        and written before this returns (with whatever else was waiting); KubeApiError if it was not."""
+        failure = await self.events.post(_involved(key, api_version, kind, uid, cluster_scoped), event_type, reason,
+                                         message)
+        if failure:
+            raise KubeApiError("POST", "events", 0, failure)
+
+    def event(self, key: str, api_version: str, kind: str, uid: str, event_type: Literal["Normal", "Warning"],
+              reason: str, message: str, *, cluster_scoped: bool = False) -> None:
+        """A core/v1 Event on the object, written in the background (never waits)."""
+        self.events.record(_involved(key, api_version, kind, uid, cluster_scoped), event_type, reason, message)
+
+    async def send_event(self, method: str, path: str, body: Mapping[str, Any], content_type: str) -> Response:
+        """`EventSink`: one Event create or patch, through the write gate."""
+        verb = "create" if method == "POST" else "patch"
+        return await self._write(verb, "events", method, path, body=body, content_type=content_type)
+
+
+def _involved(key: str, api_version: str, kind: str, uid: str, cluster_scoped: bool) -> ObjectRef:
+    namespace, name = _split(key)
+    return ObjectRef(api_version=api_version, kind=kind, namespace="" if cluster_scoped else namespace, name=name,
+                     uid=uid)
 
 
 def _outcome_of(response: Response) -> ApiOutcome:
