@@ -19,7 +19,9 @@
    the one scheduler loop (`daemon.scheduling.loop`; created only now, so the plans it adopts from the log
    are checked against the relisted cluster) behind the real adapter (`daemon.kube.cluster_api`), whose
    writes are refused the moment the lease is not valid, and beside it the keeper of the topology
-   objects' status and problem Events (`daemon.kube.topology_status`). Losing the lease cancels the loop at once
+   objects' status and problem Events (`daemon.kube.topology_status`), the writer of the pending gang
+   members' `PodScheduled=False` condition (`daemon.kube.pod_conditions`) and the background writer
+   of Events (`daemon.kube.event_recorder`). Losing the lease cancels the loop at once
    and the daemon exits 1 (like kube-scheduler): a fresh process folds the log and campaigns again.
 5. SIGTERM/SIGINT (or `stop` set by an embedding caller): the loop stops taking new gangs, lets
    in-flight binds finish and rolls waiting gangs back (bounded by `shutdown_grace_seconds`); the
@@ -49,6 +51,7 @@ from daemon.kube.client import KubeApiError, KubeClient, KubeConnectError, conne
 from daemon.kube.cluster_api import KubeClusterAPI
 from daemon.kube.leader import AlwaysOpen, LeaderElector, LeadershipLost, NotLeader, WriteGate
 from daemon.kube.lease_store import KubeLeaseStore
+from daemon.kube.pod_conditions import PendingPodConditions
 from daemon.kube.topology_status import TopologyStatus
 from daemon.kube.watch import Watchers, known_from_state
 from daemon.offline.replay import FoldResult, fold_log
@@ -102,6 +105,7 @@ class Daemon:
         self.endpoints: EndpointServer | None = None
         self.api: KubeClusterAPI | None = None
         self.topology_status: TopologyStatus | None = None
+        self.pod_conditions: PendingPodConditions | None = None
         self.leading = anyio.Event()
         self.exit_code = EXIT_OK
         self.recovery: LogRecovery | None = None  # set when a damaged log was moved aside at start
@@ -248,6 +252,10 @@ class Daemon:
         topology_status = TopologyStatus(self.journal.state, self.api, metrics=self.metrics)
         self.journal.subscribe(topology_status.notice)
         self.topology_status = topology_status
+        # PodScheduled=False on every pending gang member, as cluster-autoscaler and Karpenter read it.
+        pod_conditions = PendingPodConditions(self.journal.state, self.api)
+        self.journal.subscribe(pod_conditions.notice)
+        self.pod_conditions = pod_conditions
         log.info("daemon.leading", scheduler_name=self.config.scheduler_name)
         async with anyio.create_task_group() as group:
 
@@ -262,6 +270,7 @@ class Daemon:
             group.start_soon(stop_on_request)
             group.start_soon(topology_status.run)
             group.start_soon(self.api.events.run)  # Events: correlated, written in the background
+            group.start_soon(pod_conditions.run)
             await scheduler.run()
             with anyio.move_on_after(EVENT_DRAIN_SECONDS):
                 await self.api.events.flush()  # what the last binds reported, before the lease goes

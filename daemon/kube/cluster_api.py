@@ -94,6 +94,9 @@ COMPONENT = "toposched"
 _KOORDINATOR_PHASE: dict[str, str] = {"Pending": "Pending", "Scheduled": "Scheduled", "TimedOut": "Pending"}
 _VOLCANO_PHASE: dict[str, str] = {"Pending": "Pending", "Scheduled": "Running", "TimedOut": "Pending"}
 _CONDITION_TYPE: dict[str, str] = {"Pending": "Unschedulable", "Scheduled": "Scheduled", "TimedOut": "Unschedulable"}
+FAILED_SCHEDULING = "FailedScheduling"  # kube-scheduler's (and Volcano's) Event reason for a pod it could not place
+# The Event's reason per phase (the condition keeps the loop's reason: Unschedulable, Scheduled, GangTimeout).
+_EVENT_REASON: dict[str, str] = {"Pending": FAILED_SCHEDULING, "TimedOut": "GangTimeout", "Scheduled": "Scheduled"}
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -299,6 +302,11 @@ class KubeClusterAPI:
             "lastTransitionTime": _now(),
         })
 
+    async def set_pod_condition(self, pod: str, uid: str, condition: dict[str, Any]) -> ApiOutcome:
+        """Add or replace one condition of the pod (by type), keeping the others: PodScheduled=False of a
+        pending gang member (`daemon.kube.pod_conditions`)."""
+        return await self._pod_condition(pod, uid, condition)
+
     async def _pod_condition(self, pod: str, uid: str, condition: dict[str, Any]) -> ApiOutcome:
         namespace, name = _split(pod)
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
@@ -336,7 +344,7 @@ class KubeClusterAPI:
         """PodGroup status (phase + one condition) and an Event on it saying the same. Best effort."""
         target = self.state.gang_object(gang) if self.state is not None else None
         if target is None:
-            return OK  # a gang of pod annotations (or one without a spec): no object to write on
+            return await self._report_objectless_gang(gang, phase, message)
         api_version = target.api_version
         phases = _VOLCANO_PHASE if api_version == VOLCANO_POD_GROUP_API else _KOORDINATOR_PHASE
         status: dict[str, Any] = {
@@ -354,25 +362,52 @@ class KubeClusterAPI:
             if target.status:
                 await self._patch_pod_group_status(gang, api_version, status)
             await self.record_event(target.key, api_version, target.kind, target.uid,
-                                    "Normal" if phase == "Scheduled" else "Warning", reason, message)
+                                    "Normal" if phase == "Scheduled" else "Warning", _EVENT_REASON.get(phase, reason),
+                                    message)
         except (KubeApiError, NotLeader) as error:
             log.warning("gang.report_failed", gang=gang, phase=phase, error=str(error))
             return ApiOutcome(ok=False, reason=str(error), retriable=True)
         return OK
 
+    async def _report_objectless_gang(self, gang: str, phase: GangPhase, message: str) -> ApiOutcome:
+        """A gang of pod annotations (Koordinator's, no PodGroup object): its Event goes on its first member
+        still pending (else its first member), the pod a user looks at; there is no status to write."""
+        info = self.state.gangs.get(gang) if self.state is not None else None
+        if info is None or not info.members or phase == "Scheduled" or self.state is None:
+            return OK  # a scheduled gang's pods each get their own Scheduled Event
+        pending = sorted(key for key in info.members if key in self.state.pending)
+        first = pending[0] if pending else min(info.members)
+        pod = self.state.pods.get(first)
+        try:
+            await self.record_event(first, "v1", "Pod", pod.uid if pod is not None else "", "Warning",
+                                    _EVENT_REASON[phase], message)
+        except (KubeApiError, NotLeader) as error:
+            return ApiOutcome(ok=False, reason=str(error), retriable=True)
+        return OK
+
     async def report_pod(self, pod: str, uid: str, reason: str, message: str) -> ApiOutcome:
-        """A pod without a gang: PodScheduled=False with the reason, and an Event on the pod."""
+        """A pod without a gang: PodScheduled=False with the reason, and a FailedScheduling Event on the pod
+        (kube-scheduler's condition and Event; the transition time kept while it stays False)."""
         outcome = await self._pod_condition(pod, uid, {
             "type": "PodScheduled", "status": "False", "reason": reason, "message": message[:1024],
-            "lastTransitionTime": _now(),
+            "lastTransitionTime": self._transition_time(pod),
         })
         if not outcome.ok:
             return outcome
         try:
-            await self.record_event(pod, "v1", "Pod", uid, "Warning", reason, message)
+            await self.record_event(pod, "v1", "Pod", uid, "Warning", FAILED_SCHEDULING, message)
         except (KubeApiError, NotLeader) as error:
             return ApiOutcome(ok=False, reason=str(error), retriable=True)
         return OK
+
+    def _transition_time(self, pod: str) -> str:
+        """A PodScheduled=False condition keeps the time it became False (kube-scheduler's UpdatePodCondition)."""
+        info = self.state.pods.get(pod) if self.state is not None else None
+        if info is not None:
+            for condition in info.obj.status.conditions:
+                if condition.type == "PodScheduled" and condition.status == "False" and condition.last_transition_time:
+                    return condition.last_transition_time
+        return _now()
 
     async def _patch_pod_group_status(self, gang: str, api_version: str, status: Mapping[str, Any]) -> None:
         namespace, name = _split(gang)

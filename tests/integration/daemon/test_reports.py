@@ -40,8 +40,20 @@ async def test_pending_gang_says_why_on_its_podgroup_and_in_an_event_then_says_s
             assert pod_group(cluster, "wide")["status"]["phase"] == "Pending"
             await wait_until(lambda: bool(events_about(cluster, "wide")), what="an Event on the PodGroup")
             event = events_about(cluster, "wide")[0]
-            assert event["type"] == "Warning" and event["reason"] == "Unschedulable"
+            assert event["type"] == "Warning" and event["reason"] == "FailedScheduling"
+            assert event["message"] == pending["message"]
             assert bound_count(cluster, pod_names(job)) == 0
+
+            def pod_scheduled(name: str) -> dict[str, Any] | None:
+                found = cluster.store.get("pods", name, "default")
+                return next((c for c in found["status"].get("conditions", []) if c["type"] == "PodScheduled"), None)
+
+            await wait_until(lambda: all(pod_scheduled(name) is not None for name in pod_names(job)),
+                             what="PodScheduled on every member")
+            for name in pod_names(job):
+                member = pod_scheduled(name)
+                assert member is not None and (member["status"], member["reason"]) == ("False", "Unschedulable")
+                assert member["message"] == pending["message"]
 
             fits = gang("fits", 4)
             cluster.load_objects(fits)

@@ -6,6 +6,7 @@ from typing import get_args
 
 import pytest
 
+import daemon.kube.pod_conditions as pod_conditions
 import daemon.kube.topology_status as topology_status
 import daemon.offline.explain as explain
 import daemon.offline.simulator as simulator
@@ -28,6 +29,7 @@ def test_the_event_types_are_the_event_union() -> None:
     ("the loop's observer", loop._OBSERVERS),
     ("the tracing observer", tracing._OBSERVED),
     ("the topology status", topology_status._CHANGES),
+    ("the pending pods' conditions", pod_conditions._NOTICED),
     ("the simulation report", simulator._REPORTED),
     ("replay --explain", explain._TOLD),
     ("replay --verify", verify._STARTS),

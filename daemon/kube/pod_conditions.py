@@ -1,0 +1,284 @@
+"""Every pending member of a gang carries `PodScheduled=False`, reason `Unschedulable`, the gang's reason.
+
+kube-scheduler leaves a pod it could not place with that condition (and Volcano every pending task
+of a gang), and it is what the rest of the cluster reads: cluster-autoscaler lists as "unschedulable
+pods" exactly the pods whose `PodScheduled` condition is `False` with reason `Unschedulable`, and
+Karpenter provisions for the same pods. A pending gang must look to them like pods that need nodes.
+
+What is written: for each of our pods that is pending (not bound, not assumed, not being deleted)
+and whose gang has a reason (`GangInfo.last_reason`: why it waits, why it timed out), the condition
+`{type: PodScheduled, status: "False", reason: Unschedulable, message: <the gang's reason>}`, by a
+strategic merge patch of `pods/status` (the pod's other conditions are kept). `lastTransitionTime`
+is kept when the pod already had `PodScheduled=False` (kube-scheduler's `UpdatePodCondition`),
+so cluster-autoscaler's "unschedulable since" does not move when only the message does. Pods
+without a gang are reported by the loop (`ClusterAPI.report_pod`); this module leaves them alone.
+
+Only on change: a pod whose condition (as the watch last showed it, or as we last wrote it while
+the watch has not brought it back) already reads so is not patched. A pod that arrives (or becomes
+pending again) is checked at once; when a gang's reason changes, its pending members are
+rewritten: a small gang's at once, a large gang's no sooner after its previous sweep than that
+sweep's patches take at `sweep_pods_per_second` (1,000), and at most `refresh_seconds` (5 s) after
+it (the newest reason at that time; the last reason is always written). An 8,000-pod gang whose
+reason changes with every batch of arriving pods thus costs one patch per pod as it arrives plus
+one sweep of its members per 5 s, not one sweep per change (measured: 8,360 patches for 8,000
+pods arriving in 16 batches). Patches run `concurrency` at a time in this module's own task, so
+planning never waits for them; a failed patch is tried again at the next pass, backing off.
+
+Runs only inside the leader's work (`daemon.cli.run`); every write passes the adapter's `WriteGate`.
+Must never: patch a pod whose condition already says the same, write for a pod that is placed or not
+ours, or hold up the scheduling loop.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any, Final, Protocol
+
+import anyio
+import structlog
+
+from daemon.scheduling.ports import ApiOutcome
+from events.dispatch import each, exhaustive
+from events.model import (
+    BindFailed,
+    BindRequested,
+    CapacityElasticQuotaDeleted,
+    CapacityElasticQuotaUpserted,
+    ElasticQuotaDeleted,
+    ElasticQuotaUpserted,
+    Event,
+    EvictionRequested,
+    GangPending,
+    GangPlanned,
+    GangTimedOut,
+    HyperNodeDeleted,
+    HyperNodeUpserted,
+    KubePodGroupDeleted,
+    KubePodGroupUpserted,
+    NetworkTopologyDeleted,
+    NetworkTopologyUpserted,
+    NodeDeleted,
+    NodeUpserted,
+    NominationCleared,
+    ObjectUndecodable,
+    PodAssumed,
+    PodBound,
+    PodDeleted,
+    PodForgotten,
+    PodGroupDeleted,
+    PodGroupUpserted,
+    PodNominated,
+    PodUpserted,
+    PreemptionPlanned,
+    PriorityClassDeleted,
+    PriorityClassUpserted,
+    QueueDeleted,
+    QueueUpserted,
+    SchedulerPluginsPodGroupDeleted,
+    SchedulerPluginsPodGroupUpserted,
+    VolcanoPodGroupDeleted,
+    VolcanoPodGroupUpserted,
+    WorkloadDeleted,
+    WorkloadUpserted,
+    object_key,
+)
+from state.cluster import ClusterState
+
+log = structlog.get_logger("toposched.conditions")
+
+POD_SCHEDULED: Final = "PodScheduled"
+UNSCHEDULABLE: Final = "Unschedulable"  # v1.PodReasonUnschedulable, what cluster-autoscaler filters on
+MESSAGE_LIMIT: Final = 1024
+DEFAULT_CONCURRENCY: Final = 8
+DEFAULT_REFRESH_SECONDS: Final = 5.0
+DEFAULT_SWEEP_PODS_PER_SECOND: Final = 1000.0
+MAX_RETRY_SECONDS: Final = 30.0
+
+
+class PodConditionWriter(Protocol):
+    """The write this module makes (`daemon.kube.cluster_api.KubeClusterAPI` implements it)."""
+
+    async def set_pod_condition(self, pod: str, uid: str, condition: dict[str, Any]) -> ApiOutcome: ...
+
+
+def desired_message(state: ClusterState, key: str) -> str:
+    """The message the pod's `PodScheduled=False` condition must carry; "" when it needs none from us."""
+    pod = state.pods.get(key)
+    if pod is None or not pod.gang or key not in state.pending:
+        return ""
+    gang = state.gangs.get(pod.gang)
+    return gang.last_reason[:MESSAGE_LIMIT] if gang is not None else ""
+
+
+def shows(state: ClusterState, key: str, message: str) -> tuple[bool, str | None]:
+    """Whether the pod (as folded) already carries the condition with `message`; and the transition time
+    to keep (that of a `PodScheduled=False` it has, else None: now)."""
+    pod = state.pods[key]
+    for condition in pod.obj.status.conditions:
+        if condition.type == POD_SCHEDULED:
+            keep = condition.last_transition_time if condition.status == "False" else None
+            same = condition.status == "False" and condition.reason == UNSCHEDULABLE and condition.message == message
+            return same, keep
+    return False, None
+
+
+class PendingPodConditions:
+    """One leader's writer of the pending members' PodScheduled condition (see the module docstring)."""
+
+    def __init__(self, state: ClusterState, writer: PodConditionWriter, *, concurrency: int = DEFAULT_CONCURRENCY,
+                 refresh_seconds: float = DEFAULT_REFRESH_SECONDS,
+                 sweep_pods_per_second: float = DEFAULT_SWEEP_PODS_PER_SECOND,
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+        self.state = state
+        self.writer = writer
+        self.refresh_seconds = refresh_seconds
+        self.sweep_pods_per_second = sweep_pods_per_second
+        self._clock = clock
+        self._wall = wall
+        self._limiter = anyio.CapacityLimiter(concurrency)
+        self._pods: set[str] = set()  # pods to check at the next pass
+        self._gangs: set[str] = {key for key, gang in state.gangs.items() if gang.last_reason}  # members to sweep
+        self._next_sweep: dict[str, float] = {}  # gang -> when its members may be swept again
+        self._written: dict[str, tuple[str, str]] = {}  # pod -> (uid, message) written, the watch not back yet
+        self._wake = anyio.Event()
+        self._wake.set()  # the first pass (a new leader) checks every gang with a reason
+        self._failures = 0
+        self.patches = 0
+        self.failed = 0
+
+    # ------------------------------------------------------------------ observations
+
+    def notice(self, event: Event) -> None:
+        """Journal listener: note the pods and gangs whose condition may have to change."""
+        handler = _NOTICED[type(event)]
+        if handler is not None:
+            handler(self, event)
+
+    def _gang_reason(self, event: GangPending | GangTimedOut) -> None:
+        if event.gang in self.state.gangs:
+            self._gangs.add(event.gang)
+            self._wake.set()
+
+    def _pod(self, event: PodUpserted | PodForgotten | BindFailed) -> None:
+        if isinstance(event, PodUpserted):
+            key = object_key(event.pod.metadata.namespace, event.pod.metadata.name)
+        else:
+            key = event.pod
+        pod = self.state.pods.get(key)
+        if pod is not None and pod.gang and key in self.state.pending:
+            self._pods.add(key)
+            self._wake.set()
+        else:
+            self._written.pop(key, None)
+
+    def _pod_deleted(self, event: PodDeleted) -> None:
+        self._written.pop(event.key, None)
+
+    # ------------------------------------------------------------------ writing
+
+    async def run(self) -> None:
+        """Until cancelled: a pass whenever something changed, or when a deferred sweep falls due."""
+        while True:
+            deadline = self._next_deadline()
+            with anyio.move_on_after(math.inf if deadline is None else max(0.0, deadline - self._clock())):
+                await self._wake.wait()
+            self._wake = anyio.Event()
+            if await self.sync_once():
+                self._failures = 0
+            else:
+                self._failures += 1
+                await anyio.sleep(min(MAX_RETRY_SECONDS, 0.1 * 2 ** self._failures))
+
+    def _next_deadline(self) -> float | None:
+        due = [self._next_sweep.get(gang, 0.0) for gang in self._gangs]
+        return min(due) if due else None
+
+    async def sync_once(self) -> bool:
+        """Patch every pod checked now whose condition differs; False when a patch failed (tried again)."""
+        now = self._clock()
+        checks = dict.fromkeys(self._pods, False)  # pod -> swept (its gang's reason changed)
+        self._pods = set()
+        for gang in sorted(self._gangs):
+            if self._next_sweep.get(gang, 0.0) > now:
+                continue  # swept a moment ago: its newest reason goes out when the interval is over
+            self._gangs.discard(gang)
+            info = self.state.gangs.get(gang)
+            if info is None:
+                continue
+            members = [key for key in info.members if key in self.state.pending]
+            # A small gang is swept again at once; a large one no sooner than its sweep costs at
+            # `sweep_pods_per_second`, and at most `refresh_seconds` later.
+            self._next_sweep[gang] = now + min(self.refresh_seconds, len(members) / self.sweep_pods_per_second)
+            checks.update((key, True) for key in members)
+        for gang in [gang for gang, at in self._next_sweep.items() if at <= now and gang not in self._gangs]:
+            del self._next_sweep[gang]  # keeps the map to the gangs swept within the interval
+        complete = True
+
+        async def check(key: str, swept: bool) -> None:
+            nonlocal complete
+            async with self._limiter:
+                if not await self._write_if_needed(key, swept):
+                    complete = False
+                    self._pods.add(key)
+
+        async with anyio.create_task_group() as group:
+            for key in sorted(checks):
+                group.start_soon(check, key, checks[key])
+        return complete
+
+    async def _write_if_needed(self, key: str, swept: bool) -> bool:
+        message = desired_message(self.state, key)
+        if not message:
+            self._written.pop(key, None)
+            return True
+        pod = self.state.pods[key]
+        same, transition = shows(self.state, key, message)
+        if same:
+            self._written.pop(key, None)
+            return True
+        if self._written.get(key) == (pod.uid, message):
+            return True  # written; the watch has not brought it back yet
+        if not swept and (transition is not None or key in self._written):
+            # It already says Unschedulable, with an older reason of its gang: the gang's next sweep
+            # rewrites it (at most one per refresh_seconds), not every echo of a pod update.
+            self._gangs.add(pod.gang)
+            return True
+        condition: dict[str, Any] = {
+            "type": POD_SCHEDULED, "status": "False", "reason": UNSCHEDULABLE, "message": message,
+            "lastTransitionTime": transition or _timestamp(self._wall()),
+        }
+        outcome = await self.writer.set_pod_condition(key, pod.uid, condition)
+        if outcome.ok:
+            self.patches += 1
+            self._written[key] = (pod.uid, message)
+            return True
+        if not outcome.retriable:
+            return True  # the pod is gone: its deletion comes by watch
+        self.failed += 1
+        log.warning("pod.condition_failed", pod=key, reason=outcome.reason)
+        return False
+
+
+def _timestamp(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+# Event type -> what it can change of the conditions this module writes (exhaustive, events.dispatch).
+_NOTICED: Final[dict[type, Callable[[PendingPodConditions, Any], None] | None]] = exhaustive(
+    "the pending pods' conditions", {
+        **each((GangPending, GangTimedOut), PendingPodConditions._gang_reason),
+        **each((PodUpserted, PodForgotten, BindFailed), PendingPodConditions._pod),
+        PodDeleted: PendingPodConditions._pod_deleted,
+        # A plan (GangPlanned) clears the reason and takes the pods out of pending; the rest changes
+        # neither a gang's reason nor which pods are pending.
+        **each((GangPlanned, PodAssumed, BindRequested, PodBound, PodNominated, NominationCleared, EvictionRequested,
+                PreemptionPlanned, NodeUpserted, NodeDeleted, PodGroupUpserted, PodGroupDeleted,
+                VolcanoPodGroupUpserted, VolcanoPodGroupDeleted, SchedulerPluginsPodGroupUpserted,
+                SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted, KubePodGroupDeleted, WorkloadUpserted,
+                WorkloadDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
+                HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ElasticQuotaUpserted,
+                ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted, QueueUpserted,
+                QueueDeleted, ObjectUndecodable), None),
+    })

@@ -1,0 +1,155 @@
+"""Pending gang members carry PodScheduled=False/Unschedulable with the gang's reason, written only on change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import msgspec
+
+from daemon.kube.pod_conditions import PendingPodConditions
+from daemon.offline.simulator import VirtualClock
+from daemon.scheduling.journal import Journal
+from daemon.scheduling.ports import OK, ApiOutcome
+from events.builders import bound, group_event, pod, pod_event, pod_group
+from events.model import GangPending, PodAssumed
+from events.objects import Condition, Pod
+from state.cluster import ClusterState
+
+
+class Writer:
+    """Records each patch and, like the API server plus the watch, folds the written condition back in."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.echo = True
+
+    async def set_pod_condition(self, pod: str, uid: str, condition: dict[str, Any]) -> ApiOutcome:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await anyio.lowlevel.checkpoint()
+        self.in_flight -= 1
+        self.patches.append((pod, condition))
+        if self.echo:
+            obj = self.journal.state.pods[pod].obj
+            written = Condition(type="PodScheduled", status="False", reason=condition["reason"],
+                                message=condition["message"], last_transition_time=condition["lastTransitionTime"])
+            self.journal.record(pod_event(with_conditions(obj, [written])))
+        return OK
+
+
+def with_conditions(obj: Pod, conditions: list[Condition]) -> Pod:
+    return msgspec.structs.replace(obj, status=msgspec.structs.replace(obj.status, conditions=conditions))
+
+
+class Harness:
+    def __init__(self, *, refresh_seconds: float = 5.0, concurrency: int = 8, sweep_rate: float = 1000.0) -> None:
+        self.state = ClusterState()
+        self.journal = Journal(self.state, VirtualClock())
+        self.writer = Writer(self.journal)
+        self.now = [100.0]
+        self.conditions = PendingPodConditions(self.state, self.writer, refresh_seconds=refresh_seconds,
+                                               sweep_pods_per_second=sweep_rate, concurrency=concurrency,
+                                               clock=lambda: self.now[0],
+                                               wall=lambda: 1_700_000_000.0)
+        self.journal.subscribe(self.conditions.notice)
+
+    def gang(self, name: str, size: int, start: int = 0) -> None:
+        if start == 0:
+            self.journal.record(group_event(pod_group(name, min_member=size)))
+        for index in range(start, size):
+            self.journal.record(pod_event(pod(f"{name}-{index}", gang=name)))
+
+    def pending(self, gang: str, reason: str) -> None:
+        self.journal.record(GangPending(gang=f"default/{gang}", reason=reason))
+
+    async def sync(self) -> None:
+        await self.conditions.sync_once()
+
+    def condition_of(self, name: str) -> Condition | None:
+        return next((c for c in self.state.pods[f"default/{name}"].obj.status.conditions if c.type == "PodScheduled"),
+                    None)
+
+
+async def test_every_pending_member_gets_the_gangs_reason_once_and_is_not_patched_again() -> None:
+    h = Harness()
+    h.gang("train", 4)
+    h.pending("train", "gang default/train: no block holds 4 pods")
+    await h.sync()
+    assert sorted(p for p, _ in h.writer.patches) == [f"default/train-{i}" for i in range(4)]
+    condition = h.condition_of("train-2")
+    assert condition is not None and (condition.status, condition.reason) == ("False", "Unschedulable")
+    assert condition.message == "gang default/train: no block holds 4 pods"
+    h.pending("train", "gang default/train: no block holds 4 pods")  # the same reason again
+    await h.sync()
+    await h.sync()
+    assert len(h.writer.patches) == 4
+
+
+async def test_a_member_arriving_later_gets_the_condition_at_once() -> None:
+    h = Harness()
+    h.gang("train", 3)
+    h.pending("train", "waiting")
+    await h.sync()
+    h.journal.record(pod_event(pod("train-3", gang="train")))
+    await h.sync()
+    assert [p for p, _ in h.writer.patches][-1] == "default/train-3" and len(h.writer.patches) == 4
+
+
+async def test_a_changed_reason_rewrites_a_large_gangs_members_at_most_once_per_interval_keeping_the_transition_time(
+) -> None:
+    h = Harness(refresh_seconds=5.0, sweep_rate=1.0)  # 10 members at 1 pod/s: a sweep every 5 s at most
+    h.gang("big", 10)
+    h.pending("big", "reason 1")
+    await h.sync()
+    first_transition = h.condition_of("big-0")
+    assert first_transition is not None
+    for n in range(2, 8):
+        h.now[0] += 1.0
+        h.pending("big", f"reason {n}")
+        await h.sync()
+    assert len(h.writer.patches) == 10 + 10  # one sweep at t=105 (reason 6), none for the others
+    h.now[0] += 5.0
+    await h.sync()  # the trailing sweep: the last reason is always written
+    assert len(h.writer.patches) == 30
+    latest = h.condition_of("big-9")
+    assert latest is not None and latest.message == "reason 7"
+    assert latest.last_transition_time == first_transition.last_transition_time
+
+
+async def test_placed_members_and_pods_without_a_gang_are_left_alone() -> None:
+    h = Harness()
+    h.gang("train", 3)
+    h.journal.record(pod_event(bound(pod("train-9", gang="train"), "n1")))
+    h.journal.record(pod_event(pod("lonely")))
+    h.journal.record(PodAssumed(pod="default/train-1", uid="uid-default-train-1", node="n2", gang="default/train"))
+    h.pending("train", "why")
+    await h.sync()
+    assert sorted(p for p, _ in h.writer.patches) == ["default/train-0", "default/train-2"]
+
+
+async def test_patches_run_with_bounded_concurrency_and_a_new_leader_checks_every_gang_with_a_reason() -> None:
+    h = Harness(concurrency=3)
+    h.writer.echo = False
+    h.gang("wide", 40)
+    h.pending("wide", "why")
+    fresh = PendingPodConditions(h.state, h.writer, concurrency=3)  # a leader starting on this state
+    await fresh.sync_once()
+    assert len(h.writer.patches) == 40 and h.writer.most_in_flight == 3
+    await fresh.sync_once()  # written, the watch not back yet: not written twice
+    assert len(h.writer.patches) == 40
+
+
+async def test_a_small_gangs_members_follow_every_change_of_its_reason_at_once() -> None:
+    h = Harness()
+    h.gang("small", 3)
+    for n in range(4):
+        h.now[0] += 0.1
+        h.pending("small", f"reason {n}")
+        await h.sync()
+    assert len(h.writer.patches) == 12
+    latest = h.condition_of("small-0")
+    assert latest is not None and latest.message == "reason 3"
