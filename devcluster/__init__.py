@@ -37,7 +37,8 @@ with the HTTP code and reason a real server would answer):
     patch(resource, name, patch, namespace="", *, patch_type="merge"|"json"|"strategic", subresource="",
           check=None, dry_run=False) -> dict
     delete(resource, name, namespace="", *, grace_period_seconds=None, preconditions=None, dry_run=False) -> dict
-    bind(namespace, name, node, *, uid=None) -> dict     (409 if already bound or uid mismatch)
+    bind(namespace, name, node, *, uid=None) -> dict     (409 if already bound or uid mismatch; sets
+                                                         PodScheduled=True, clears nominatedNodeName as 1.35 does)
     evict(namespace, name, *, grace_period_seconds=None) -> dict
     load_objects(objs) -> list[dict]; count(resource) -> int
     resource_version -> int; oldest_resumable -> int

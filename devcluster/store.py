@@ -470,6 +470,9 @@ class Store:
         if meta.get("deletionTimestamp"):
             raise errors.conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
         status = dict(current.get("status") or {})
+        # kube-apiserver clears the nomination of a pod it binds (ClearingNominatedNodeNameAfterBinding,
+        # beta and on by default since 1.35): whoever nominated it, the pod now has a node.
+        status.pop("nominatedNodeName", None)
         conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
         conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
                            "lastTransitionTime": now_rfc3339(self.clock)})

@@ -12,7 +12,11 @@ What each write is, and how its answer is read:
 - disruption condition: strategic merge patch of pods/NAME/status adding the `DisruptionTarget`
   condition (reason `PreemptionByScheduler`, message naming the preemptor job and triggering pod).
 - gang report: merge patch of the PodGroup's status subresource (the object itself when the CRD has
-  no status subresource), plus a core/v1 Event on the PodGroup.
+  no status subresource), plus a core/v1 Event on the PodGroup (FailedScheduling, Scheduled,
+  GangTimeout, Preempted; on the first pending pod of a gang with no PodGroup object).
+- a bound pod gets kube-scheduler's `Scheduled` Event ("Successfully assigned ns/pod to node"), an
+  evicted victim its `Preempted` Event ("Preempted by pod <uid> on node <node>", then the job and
+  why), both written in the background.
 - Events: through `events` (`daemon.kube.event_recorder`), correlated as client-go's recorder does
   (similar messages aggregated, repeats counted, a spam filter per object) and written in the
   background; `record_event` waits for the write, `event` does not.
@@ -91,12 +95,21 @@ COMPONENT = "toposched"
 
 
 # What a gang's state is called in each PodGroup dialect, and the condition that says why.
-_KOORDINATOR_PHASE: dict[str, str] = {"Pending": "Pending", "Scheduled": "Scheduled", "TimedOut": "Pending"}
-_VOLCANO_PHASE: dict[str, str] = {"Pending": "Pending", "Scheduled": "Running", "TimedOut": "Pending"}
-_CONDITION_TYPE: dict[str, str] = {"Pending": "Unschedulable", "Scheduled": "Scheduled", "TimedOut": "Unschedulable"}
+# A preempted gang has lost pods below what it needs to run: it is pending again until re-placed.
+_KOORDINATOR_PHASE: dict[str, str] = {"Pending": "Pending", "Scheduled": "Scheduled", "TimedOut": "Pending",
+                                      "Preempted": "Pending"}
+_VOLCANO_PHASE: dict[str, str] = {"Pending": "Pending", "Scheduled": "Running", "TimedOut": "Pending",
+                                  "Preempted": "Pending"}
+_CONDITION_TYPE: dict[str, str] = {"Pending": "Unschedulable", "Scheduled": "Scheduled", "TimedOut": "Unschedulable",
+                                   "Preempted": "Preempted"}
 FAILED_SCHEDULING = "FailedScheduling"  # kube-scheduler's (and Volcano's) Event reason for a pod it could not place
+SCHEDULED = "Scheduled"  # kube-scheduler's Event on a pod it bound
+PREEMPTED = "Preempted"  # kube-scheduler's Event on a victim
 # The Event's reason per phase (the condition keeps the loop's reason: Unschedulable, Scheduled, GangTimeout).
-_EVENT_REASON: dict[str, str] = {"Pending": FAILED_SCHEDULING, "TimedOut": "GangTimeout", "Scheduled": "Scheduled"}
+_EVENT_REASON: dict[str, str] = {"Pending": FAILED_SCHEDULING, "TimedOut": "GangTimeout", "Scheduled": SCHEDULED,
+                                 "Preempted": PREEMPTED}
+_EVICTED = "evicted"
+_DELETED = "deleted (no Eviction API)"
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -183,6 +196,10 @@ class KubeClusterAPI:
             finally:
                 self.metrics.binds_in_flight.dec()
         self.metrics.binds.labels("bound" if outcome.placed else "failed").inc()
+        if outcome.status == "bound":  # ours (a 409 read back on another node is not)
+            namespace, name = _split(pod)
+            self.event(pod, "v1", "Pod", uid, "Normal", SCHEDULED,
+                       f"Successfully assigned {namespace}/{name} to {outcome.node or node}")
         if not outcome.placed:
             log.warning("bind.failed", pod=pod, node=node, reason=outcome.reason, retriable=outcome.retriable)
         return outcome
@@ -234,6 +251,8 @@ class KubeClusterAPI:
 
     async def evict(self, pod: str, uid: str, *, preemptor: str, message: str,
                     grace_seconds: int | None) -> ApiOutcome:
+        victim = self.state.pods.get(pod) if self.state is not None else None
+        node_of_victim = victim.placed_node if victim is not None else ""
         try:
             outcome = await self._evict(pod, uid, grace_seconds)
         except (KubeApiError, NotLeader) as error:
@@ -241,9 +260,28 @@ class KubeClusterAPI:
         if outcome.ok:
             self.metrics.preemption_victims.inc()
             log.info("pod.evicted", pod=pod, preemptor=preemptor, detail=outcome.reason)
+            if outcome.reason in (_EVICTED, _DELETED):  # kube-scheduler posts nothing for a victim already gone
+                self.event(pod, "v1", "Pod", uid, "Normal", PREEMPTED,
+                           self._preempted_message(preemptor, node_of_victim, message))
         else:
             log.warning("pod.evict_failed", pod=pod, preemptor=preemptor, reason=outcome.reason)
         return outcome
+
+    def _preempted_message(self, preemptor: str, node: str, message: str) -> str:
+        """kube-scheduler's words ("Preempted by pod <uid> on node <node>"), the pod being the preemptor
+        itself or, for a gang, its first pending pod; then the job and why, in ours."""
+        representative = ""
+        if self.state is not None:
+            pods = self.state.pods
+            if preemptor in pods:
+                representative = pods[preemptor].uid
+            else:
+                gang = self.state.gangs.get(preemptor)
+                members = sorted(gang.members) if gang is not None else []
+                waiting = [key for key in members if key in self.state.pending] or members
+                representative = pods[waiting[0]].uid if waiting and waiting[0] in pods else ""
+        said = f"Preempted by {f'pod {representative}' if representative else preemptor} on node {node or 'unknown'}"
+        return f"{said}: {message}" if message else said
 
     async def _evict(self, pod: str, uid: str, grace_seconds: int | None) -> ApiOutcome:
         namespace, name = _split(pod)
@@ -261,7 +299,7 @@ class KubeClusterAPI:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
         response = await self._write("create", "pods/eviction", "POST", path, body=body)
         if response.ok:
-            return ApiOutcome(ok=True, reason="evicted")
+            return ApiOutcome(ok=True, reason=_EVICTED)
         status = decode_status(response.body)
         if response.status == 404 and status.details is not None and status.details.kind == "pods":
             return ApiOutcome(ok=True, reason="already gone")
@@ -277,7 +315,7 @@ class KubeClusterAPI:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
         response = await self._write("delete", "pods", "DELETE", path, body=delete_options)
         if response.ok:
-            return ApiOutcome(ok=True, reason="deleted (no Eviction API)")
+            return ApiOutcome(ok=True, reason=_DELETED)
         if response.status in (404, 409):
             return ApiOutcome(ok=True, reason="already gone")
         return ApiOutcome(ok=False, reason=f"HTTP {response.status}: {response.reason()}",
@@ -362,8 +400,8 @@ class KubeClusterAPI:
             if target.status:
                 await self._patch_pod_group_status(gang, api_version, status)
             await self.record_event(target.key, api_version, target.kind, target.uid,
-                                    "Normal" if phase == "Scheduled" else "Warning", _EVENT_REASON.get(phase, reason),
-                                    message)
+                                    "Normal" if phase in ("Scheduled", "Preempted") else "Warning",
+                                    _EVENT_REASON[phase], message)
         except (KubeApiError, NotLeader) as error:
             log.warning("gang.report_failed", gang=gang, phase=phase, error=str(error))
             return ApiOutcome(ok=False, reason=str(error), retriable=True)
@@ -373,8 +411,8 @@ class KubeClusterAPI:
         """A gang of pod annotations (Koordinator's, no PodGroup object): its Event goes on its first member
         still pending (else its first member), the pod a user looks at; there is no status to write."""
         info = self.state.gangs.get(gang) if self.state is not None else None
-        if info is None or not info.members or phase == "Scheduled" or self.state is None:
-            return OK  # a scheduled gang's pods each get their own Scheduled Event
+        if info is None or not info.members or phase in ("Scheduled", "Preempted") or self.state is None:
+            return OK  # its pods each get their own Scheduled or Preempted Event
         pending = sorted(key for key in info.members if key in self.state.pending)
         first = pending[0] if pending else min(info.members)
         pod = self.state.pods.get(first)

@@ -7,7 +7,7 @@ written once, as it must read last (its latest count, lastTimestamp and message;
 create). A binding, a report or a preemption never waits for an Event, as client-go's recorder
 hands events to its broadcaster and returns.
 
-`run()` (the leader's task) writes what is queued, `concurrency` Events at a time, as soon as
+`run()` (the leader's task) writes what is queued, `concurrency` (8) Events at a time, as soon as
 something is queued; `flush()` writes what is queued now and returns (the recovery Event before the
 daemon leads, tests, and callers that want their Event written before they go on). A create is a
 POST of a core/v1 Event; an update is a merge patch of its count, lastTimestamp and message, and a
@@ -15,8 +15,9 @@ patch answered 404 (the Event expired, Events live an hour by default) creates i
 client-go does. A create answered 409 already exists (a retried create that landed). One Event
 object is never written by two writers at once.
 
-Bounded: at most `max_queued` Event objects wait (client-go's broadcaster drops when its 1,000-deep
-queue is full); beyond that an occurrence is dropped with a log line and counted in `dropped`.
+Bounded: at most `max_queued` (10,000) Event objects wait (client-go's broadcaster drops when its
+1,000-deep queue is full; ours holds the Scheduled Event of every pod of a very large gang bound at
+once); beyond that an occurrence is dropped with a log line and counted in `dropped`.
 A write that fails is logged and dropped (client-go retries a dozen times, 10 s apart; our client
 already retries 429 and 5xx with backoff), and a write refused for want of the lease is dropped too:
 the new leader reports what is still true.
@@ -41,8 +42,8 @@ from daemon.kube.leader import NotLeader
 
 log = structlog.get_logger("toposched.events")
 
-DEFAULT_CONCURRENCY: Final = 4
-DEFAULT_MAX_QUEUED: Final = 1000
+DEFAULT_CONCURRENCY: Final = 8
+DEFAULT_MAX_QUEUED: Final = 10_000  # a gang of 8,000 binds at once: each pod's Scheduled Event fits
 MESSAGE_LIMIT: Final = 1024  # events.k8s.io/v1 caps a note at 1 kB: a message reads the same in both APIs
 
 

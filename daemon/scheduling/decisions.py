@@ -17,7 +17,8 @@ the step raises half-way (the events it emitted stand, so do their effects):
 - `Bind`: bind these pods concurrently (their `BindRequested` is recorded);
 - `Evict`: the DisruptionTarget condition, then the eviction, of one victim;
 - `SetNominatedNode`: patch a pod's `status.nominatedNodeName` (None clears it);
-- `ReportPending`, `ReportGang`: a condition and an Event on the PodGroup or the lone pod;
+- `ReportPending`, `ReportGang`: a condition and an Event on the PodGroup or the lone pod (a victim
+  gang's PodGroup too: it says it was preempted, and by whom);
 - `Hold`, `Unhold`: a unit starts (or goes on) waiting at Permit, or stops waiting;
 - `Nominate`: the unit's pods hold nominations until a deadline;
 - `Park`, `BackOff`, `Succeeded`: what the queue does with the unit.
@@ -65,6 +66,7 @@ from state.cluster import ClusterState, PodInfo
 SCHEDULED_REASON = "Scheduled"
 UNSCHEDULABLE_REASON = "Unschedulable"
 TIMEOUT_REASON = "GangTimeout"
+PREEMPTED_REASON = "Preempted"
 
 _STRUCTURAL_FAILURES = frozenset({POD_FIT, INVALID, MEMBERS})
 _CAPACITY_FAILURES = frozenset({CAPACITY, MUST_GATHER, HARD_TIER})
@@ -396,12 +398,17 @@ def _preempt(step: Step, unit: Unit, failure: Unschedulable) -> tuple[str, bool]
     if reclaim_from:  # a quota reclaim: the victim's quota borrowed the capacity (priorities do not matter)
         message = (f"reclaimed by {job} to make room for pod {trigger}: "
                    f"{', '.join(reclaim_from)} borrowed this capacity beyond its guaranteed share")
+    lost: dict[str, int] = {}  # victim gang -> its pods evicted
     for victim in plan.victims:
         pod = state.pods.get(victim)
         if pod is None:
             continue
         step.record(EvictionRequested(pod=victim, uid=pod.uid, preemptor=preemptor, reason=message))
         step.do(Evict(victim, pod.uid, preemptor, message))
+        if pod.gang in state.gangs:
+            lost[pod.gang] = lost.get(pod.gang, 0) + 1
+    for gang in sorted(lost):  # each victim gang's PodGroup says it was preempted, and by whom
+        step.do(ReportGang(gang, "Preempted", PREEMPTED_REASON, f"{lost[gang]} pod(s) {message}"))
     nominated: list[str] = []
     for assignment in plan.nominations:
         pod = state.pods.get(assignment.pod)

@@ -38,7 +38,7 @@ BOUND: Final = "bound"
 ALREADY_BOUND: Final = "already-bound"
 FAILED: Final = "failed"
 
-GangPhase = Literal["Pending", "Scheduled", "TimedOut"]
+GangPhase = Literal["Pending", "Scheduled", "TimedOut", "Preempted"]
 
 
 # --------------------------------------------------------------------------- clock
@@ -100,7 +100,8 @@ class ClusterAPI(Protocol):
         ...
 
     async def report_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> ApiOutcome:
-        """PodGroup status/condition + an Event: Pending (with the placement reason), Scheduled, TimedOut."""
+        """PodGroup status/condition + an Event: Pending (with the placement reason), Scheduled, TimedOut,
+        Preempted (a victim job: some of its pods are being evicted for a higher-priority one)."""
         ...
 
     async def report_pod(self, pod: str, uid: str, reason: str, message: str) -> ApiOutcome:

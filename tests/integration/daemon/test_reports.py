@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,34 @@ async def test_high_priority_gang_preempts_a_whole_low_priority_gang_and_lands_o
             assert len(disruption) == 4 and len(nominated) == 4
             for c in disruption.values():
                 assert c["reason"] == "PreemptionByScheduler" and "default/high" in c["message"]
+
+            # What kube-scheduler leaves: a Preempted Event on each victim naming the preemptor, a
+            # Scheduled Event on each bound pod; the API server cleared nominatedNodeName at binding
+            # (Kubernetes 1.35), and toposched sent no patch of its own for it after the binding.
+            high_0 = cluster.store.get("pods", "high-0", "default")["metadata"]["uid"]
+            def has_event(name: str, reason: str) -> Callable[[], bool]:
+                return lambda: any(e["reason"] == reason for e in events_about(cluster, name))
+
+            for name in pod_names(low):
+                await wait_until(has_event(name, "Preempted"), what=f"a Preempted Event on {name}")
+                (preempted,) = [e for e in events_about(cluster, name) if e["reason"] == "Preempted"]
+                assert preempted["type"] == "Normal"
+                assert preempted["message"].startswith(f"Preempted by pod {high_0} on node ")
+                assert "default/high" in preempted["message"]
+            for name in pod_names(high):
+                await wait_until(has_event(name, "Scheduled"), what=f"a Scheduled Event on {name}")
+                (scheduled,) = [e for e in events_about(cluster, name) if e["reason"] == "Scheduled"]
+                assert scheduled["message"] == f"Successfully assigned default/{name} to {placed[name]}"
+                assert "nominatedNodeName" not in cluster.store.get("pods", name, "default")["status"]
+            writes = [(r.method, r.path) for r in cluster.audit.since(0)]
+            for name in pod_names(high):
+                bound_at = writes.index(("POST", f"/api/v1/namespaces/default/pods/{name}/binding"))
+                assert ("PATCH", f"/api/v1/namespaces/default/pods/{name}/status") not in writes[bound_at:]
+            victim_group = pod_group(cluster, "low")["status"]
+            assert victim_group["phase"] == "Pending"
+            assert [(c["type"], c["reason"]) for c in victim_group["conditions"]] == [("Preempted", "Preempted")]
+            assert "4 pod(s) preempted by gang default/high" in victim_group["conditions"][0]["message"]
+            assert any(e["reason"] == "Preempted" for e in events_about(cluster, "low"))
 
 
 def test_a_bad_config_stops_run_with_the_key_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

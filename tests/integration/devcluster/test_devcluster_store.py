@@ -177,3 +177,17 @@ def test_pod_updates_may_not_change_immutable_spec_fields() -> None:
                         "default", patch_type="strategic")
     assert image["spec"]["containers"][0]["image"] == "alpine"
     assert int(image["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
+
+
+def test_binding_sets_pod_scheduled_and_clears_the_nomination_as_kube_apiserver_does() -> None:
+    # Kubernetes 1.35 (ClearingNominatedNodeNameAfterBinding, beta, on by default): whoever nominated
+    # the pod, the Binding clears status.nominatedNodeName.
+    store = Store()
+    store.load_objects([pod("nominated")])
+    store.patch("pods", "nominated", {"status": {"nominatedNodeName": "n1", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "preempting"}]}},
+        "default", subresource="status")
+    bound = store.bind("default", "nominated", "n1")
+    assert bound["spec"]["nodeName"] == "n1" and "nominatedNodeName" not in bound["status"]
+    (scheduled,) = [c for c in bound["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert scheduled["status"] == "True" and "reason" not in scheduled

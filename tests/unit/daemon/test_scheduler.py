@@ -373,6 +373,9 @@ async def test_preemption_plan_is_recorded_then_carried_out() -> None:
     assert calls.index(("disrupt", "default/low-0")) < calls.index(("evict", "default/low-0"))
     assert ("nominate", "default/high-0") in calls and ("unnominate", "default/mid") in calls
     assert "preempting 1 pod(s) of default/low" in h.state.gangs["default/high"].last_reason
+    preempted = [(gang, message) for gang, phase, message in h.api.reports if phase == "Preempted"]
+    assert preempted == [("default/low", "1 pod(s) preempted by gang default/high (priority 100) to make room "
+                                         "for pod default/high-0")]
 
 
 async def test_graceful_stop_rolls_back_groups_waiting_at_permit() -> None:
