@@ -14,6 +14,7 @@ as a user at a shell would be. Waiting is on a condition with a deadline (`Ecosy
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -104,7 +105,8 @@ class Ecosystem:
     def delete_namespace_objects(self, namespace: str) -> None:
         """Delete every pod and gang object in `namespace` (graceful period 0), so the nodes are free again."""
         self.kubectl.run("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force", "--wait=false")
-        for kind in ("podgroups.scheduling.volcano.sh", "podgroups.scheduling.sigs.k8s.io"):
+        for kind in ("podgroups.scheduling.volcano.sh", "podgroups.scheduling.sigs.k8s.io",
+                     "podgroups.scheduling.x-k8s.io", "podgroups.scheduling.k8s.io", "workloads.scheduling.k8s.io"):
             self.kubectl.run("delete", kind, "--all", "-n", namespace, "--wait=false", "--ignore-not-found")
         self.wait_for(lambda: not self.objects("pods", namespace), what=f"the pods of {namespace} gone")
 
@@ -126,6 +128,25 @@ class Ecosystem:
     def node_of(self, pod: str, namespace: str) -> str:
         found = self.find("pods", pod, namespace)
         return str(((found or {}).get("spec") or {}).get("nodeName") or "")
+
+    def wait_bound(self, names: list[str], namespace: str) -> dict[str, str]:
+        """Wait until every pod is bound; where each landed."""
+        self.wait_for(lambda: all(self.node_of(name, namespace) for name in names), what=f"{names} bound")
+        return {name: self.node_of(name, namespace) for name in names}
+
+    def wait_pending(self, names: list[str], namespace: str, says: str = "") -> dict[str, str]:
+        """Wait until the scheduler has marked every pod PodScheduled=False/Unschedulable (its message
+        containing `says`), then check none is bound; each pod's message."""
+        def marked() -> bool:
+            for name in names:
+                condition = pod_scheduled(self.find("pods", name, namespace))
+                if condition.get("reason") != "Unschedulable" or says not in condition.get("message", ""):
+                    return False
+            return True
+
+        self.wait_for(marked, what=f"{names} marked unschedulable ({says!r})")
+        assert not [name for name in names if self.node_of(name, namespace)], "a pod bound while it must wait"
+        return {name: pod_scheduled(self.find("pods", name, namespace))["message"] for name in names}
 
     def wait_for(self, condition: Callable[[], bool], within: float = 20.0, what: str = "condition") -> None:
         deadline = time.monotonic() + within
@@ -162,3 +183,49 @@ def gpu_nodes(names: list[str], labels: Callable[[int], dict[str, str]] = lambda
              "status": {"capacity": resources, "allocatable": resources,
                         "conditions": [{"type": "Ready", "status": "True"}]}}
             for index, name in enumerate(names)]
+
+
+def pod_yaml(name: str, namespace: str, *, gpus: str = "8", labels: dict[str, str] | None = None,
+             annotations: dict[str, str] | None = None, spec: str = "", image: str = "registry.k8s.io/pause:3.10",
+             request: bool = False) -> str:
+    """One pod the way GPU jobs write theirs: the GPU asked for in `limits` only (as NVIDIA's device
+    plugin docs write it; the API server defaults the request from the limit), unless `request`.
+    `spec` is extra YAML under `spec:` (indented two spaces), e.g. a protocol's join field."""
+    meta = ""
+    if labels:
+        meta += "\n  labels:" + "".join(f"\n    {key}: {json.dumps(value)}" for key, value in labels.items())
+    if annotations:
+        meta += "\n  annotations:" + "".join(f"\n    {key}: {json.dumps(value)}" for key, value in annotations.items())
+    resources = f"""
+      limits:
+        nvidia.com/gpu: {gpus}"""
+    if request:
+        resources += f"""
+      requests:
+        nvidia.com/gpu: {gpus}"""
+    return f"""apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: {namespace}{meta}
+spec:
+  schedulerName: toposched{spec}
+  containers:
+  - name: worker
+    image: {image}
+    resources:{resources}
+"""
+
+
+def namespace_yaml(namespace: str) -> str:
+    return f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {namespace}\n"
+
+
+def stream(*documents: str) -> str:
+    return "---\n".join(documents)
+
+
+def pod_scheduled(pod: dict[str, Any] | None) -> dict[str, Any]:
+    """The pod's PodScheduled condition ({} when it has none)."""
+    conditions = ((pod or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "PodScheduled"), {})

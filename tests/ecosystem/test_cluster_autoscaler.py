@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.ecosystem.harness import Ecosystem, ecosystem, gpu_nodes, running
+from tests.ecosystem.harness import Ecosystem, ecosystem, gpu_nodes, pod_scheduled, running
 
 pytestmark = ecosystem
 
@@ -65,10 +65,6 @@ spec:
     return "---\n".join(documents)
 
 
-def pod_scheduled(pod: dict[str, Any]) -> dict[str, Any] | None:
-    return next((c for c in pod.get("status", {}).get("conditions", []) if c.get("type") == "PodScheduled"), None)
-
-
 def cluster_autoscaler_unschedulable(pods: list[dict[str, Any]]) -> list[str]:
     """cluster-autoscaler's AllPodLister, then UnschedulablePods (isUnschedulable)."""
     selected = []
@@ -78,7 +74,7 @@ def cluster_autoscaler_unschedulable(pods: list[dict[str, Any]]) -> list[str]:
         if pod["spec"].get("nodeName") or pod["metadata"].get("deletionTimestamp"):
             continue
         condition = pod_scheduled(pod)
-        if condition is None or condition.get("status") != "False" or condition.get("reason") != "Unschedulable":
+        if condition.get("status") != "False" or condition.get("reason") != "Unschedulable":
             continue
         selected.append(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}")
     return sorted(selected)
@@ -120,13 +116,13 @@ def test_every_pod_of_a_gang_too_big_for_the_cluster_is_one_cluster_autoscaler_a
     expected = [f"{namespace}/train-{i}" for i in range(6)]
     eco.wait_for(lambda: cluster_autoscaler_unschedulable(listed_pods(eco, namespace)) == expected,
                  what="every member to carry PodScheduled=False/Unschedulable")
-    eco.wait_for(lambda: all("never fit" in (pod_scheduled(pod) or {}).get("message", "")
+    eco.wait_for(lambda: all("never fit" in pod_scheduled(pod).get("message", "")
                              for pod in listed_pods(eco, namespace)), what="every member to say the final reason")
     pods = listed_pods(eco, namespace)
     assert karpenter_provisionable(pods) == expected
     group = eco.find("podgroups.scheduling.x-k8s.io", "train", namespace)
     assert group is not None and group["status"]["phase"] == "Pending"  # its status has no conditions field
-    reasons = {(pod_scheduled(pod) or {}).get("message", "") for pod in pods}
+    reasons = {pod_scheduled(pod).get("message", "") for pod in pods}
     assert len(reasons) == 1  # every member says the gang's one reason
     reason = reasons.pop()
     assert "gang too-big/train" in reason and "never fit" in reason
@@ -144,5 +140,20 @@ def test_a_gang_that_fits_leaves_nothing_for_an_autoscaler_and_its_pods_say_sche
     eco.wait_for(lambda: all(eco.node_of(f"train-{i}", namespace) for i in range(4)), what="the gang bound")
     pods = listed_pods(eco, namespace)
     assert cluster_autoscaler_unschedulable(pods) == [] and karpenter_provisionable(pods) == []
-    assert all((pod_scheduled(pod) or {}).get("status") == "True" for pod in pods)
+    assert all(pod_scheduled(pod).get("status") == "True" for pod in pods)
+    eco.delete_namespace_objects(namespace)
+
+
+def test_a_coscheduling_gang_short_of_min_member_binds_nothing_until_its_last_pod_arrives(eco: Ecosystem) -> None:
+    # scheduler-plugins' all-or-nothing: 2 of minMember 3 wait (and say so, as the coscheduling plugin
+    # leaves them Unschedulable: an autoscaler sees them, and its simulation finds they fit as they are).
+    namespace = "short"
+    manifests = coscheduling_job("train", namespace, 3, gpus=4).split("---\n")
+    eco.apply("---\n".join(manifests[:-1]))
+    eco.wait_pending(["train-0", "train-1"], namespace, says="2 of minMember 3 pods exist")
+    assert cluster_autoscaler_unschedulable(listed_pods(eco, namespace)) == [f"{namespace}/train-0",
+                                                                              f"{namespace}/train-1"]
+    eco.apply(manifests[-1])
+    eco.wait_bound(["train-0", "train-1", "train-2"], namespace)
+    assert cluster_autoscaler_unschedulable(listed_pods(eco, namespace)) == []
     eco.delete_namespace_objects(namespace)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.ecosystem.harness import Ecosystem, ecosystem, gpu_nodes, running
+from tests.ecosystem.harness import Ecosystem, ecosystem, gpu_nodes, namespace_yaml, pod_yaml, running, stream
 
 pytestmark = ecosystem
 
@@ -153,7 +153,8 @@ def test_hard_tier_gang_of_six_applied_at_once_says_it_can_never_fit_with_all_si
         message = pod_group_message(eco, "c-hard", namespace)
         assert "pods exist" not in message
         assert "no more than 4 of the 6 pods" in message or "4 of the 6 pods it needs" in message
-        assert all(not eco.node_of(f"c-hard-worker-{i}", namespace) for i in range(6))
+        # Every worker says the same, as cluster-autoscaler and `kubectl describe pod` read it.
+        eco.wait_pending([f"c-hard-worker-{i}" for i in range(6)], namespace, says=message)
         eco.delete_namespace_objects(namespace)
 
 
@@ -176,4 +177,33 @@ def test_soft_tier_gang_too_big_for_a_tier1_hypernode_goes_up_a_tier_as_tight_as
     namespace = "soft-six"
     eco.apply(volcano_job("b-soft", namespace, 6, mode="soft", tier=1))
     assert len(blocks_of_bound_gang(eco, "b-soft", namespace, 6)) == 2
+    eco.delete_namespace_objects(namespace)
+
+
+def test_per_task_minimums_hold_the_job_until_its_parameter_server_exists(eco: Ecosystem) -> None:
+    # A TensorFlow vcjob's PodGroup: minMember 3 with minTaskMember ps 1, worker 2; the task in
+    # volcano.sh/task-spec. Three workers reach minMember but not the ps task's minimum.
+    namespace = "min-task"
+    group = f"""apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata:
+  name: tf-job
+  namespace: {namespace}
+spec:
+  minMember: 3
+  minTaskMember:
+    ps: 1
+    worker: 2
+  queue: default
+"""
+
+    def task_pod(name: str, task: str) -> str:
+        return pod_yaml(name, namespace, annotations={"scheduling.k8s.io/group-name": "tf-job",
+                                                       "volcano.sh/task-spec": task, "volcano.sh/job-name": "tf-job"})
+
+    workers = [f"tf-job-worker-{i}" for i in range(3)]
+    eco.apply(stream(namespace_yaml(namespace), group, *(task_pod(name, "worker") for name in workers)))
+    eco.wait_pending(workers, namespace, says="task 'ps': 0 of minTaskMember 1 pods exist")
+    eco.apply(task_pod("tf-job-ps-0", "ps"))
+    eco.wait_bound([*workers, "tf-job-ps-0"], namespace)
     eco.delete_namespace_objects(namespace)

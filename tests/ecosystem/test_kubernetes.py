@@ -1,0 +1,98 @@
+"""Kubernetes' own gang API (the Workload API), with manifests shaped as its docs write them.
+
+Kubernetes 1.36's `scheduling.k8s.io/v1alpha2` PodGroup (`schedulingPolicy.gang.minCount`,
+`schedulingConstraints.topology[].key`), pods joining with `spec.schedulingGroup.podGroupName`; and
+1.35's `scheduling.k8s.io/v1alpha1` Workload (`podGroups[].policy.gang.minCount`, a controllerRef to
+its Job), pods joining with `spec.workloadRef` (`name`, `podGroup`, `podGroupReplicaKey`: each
+replica its own gang). devcluster serves both as a cluster with the feature on does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.ecosystem.harness import (
+    Ecosystem,
+    ecosystem,
+    gpu_nodes,
+    namespace_yaml,
+    pod_scheduled,
+    pod_yaml,
+    running,
+    stream,
+)
+
+pytestmark = ecosystem
+
+NODES = [f"node-{index}" for index in range(8)]
+RACK = "topology.example.com/rack"
+RACK_OF = {name: ("rack-a" if index in (0, 1, 3, 7) else "rack-b") for index, name in enumerate(NODES)}
+
+
+@pytest.fixture(scope="module")
+def eco(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ecosystem]:
+    nodes = gpu_nodes(NODES, lambda index: {RACK: RACK_OF[f"node-{index}"],
+                                            "network.topology.nvidia.com/block": f"b{index // 4}"})
+    with running(tmp_path_factory.mktemp("kubernetes"), nodes) as started:
+        yield started
+
+
+def test_a_podgroup_with_a_topology_key_binds_its_gang_inside_one_value_of_that_label(eco: Ecosystem) -> None:
+    namespace = "k8s-podgroup"
+    group = f"""apiVersion: scheduling.k8s.io/v1alpha2
+kind: PodGroup
+metadata:
+  name: example-podgroup
+  namespace: {namespace}
+spec:
+  schedulingPolicy:
+    gang:
+      minCount: 4
+  schedulingConstraints:
+    topology:
+    - key: {RACK}
+"""
+    join = "\n  schedulingGroup:\n    podGroupName: example-podgroup"
+    names = [f"worker-{i}" for i in range(4)]
+    eco.apply(stream(namespace_yaml(namespace), group, *(pod_yaml(name, namespace, spec=join) for name in names)))
+    placed = eco.wait_bound(names, namespace)
+    assert len({RACK_OF[node] for node in placed.values()}) == 1
+    eco.delete_namespace_objects(namespace)
+
+
+def test_each_replica_of_a_workloads_pod_group_is_a_gang_and_an_incomplete_one_says_why_it_waits(
+    eco: Ecosystem,
+) -> None:
+    namespace = "k8s-workload"
+    workload = f"""apiVersion: scheduling.k8s.io/v1alpha1
+kind: Workload
+metadata:
+  name: training-job-workload
+  namespace: {namespace}
+spec:
+  controllerRef:
+    apiGroup: batch
+    kind: Job
+    name: training-job
+  podGroups:
+  - name: workers
+    policy:
+      gang:
+        minCount: 2
+"""
+
+    def member(replica: str, index: int) -> str:
+        join = (f"\n  workloadRef:\n    name: training-job-workload\n    podGroup: workers"
+                f"\n    podGroupReplicaKey: \"{replica}\"")
+        return pod_yaml(f"worker-{replica}-{index}", namespace, spec=join)
+
+    eco.apply(stream(namespace_yaml(namespace), workload, member("0", 0), member("0", 1), member("1", 0)))
+    eco.wait_bound(["worker-0-0", "worker-0-1"], namespace)
+    message = eco.wait_pending(["worker-1-0"], namespace, says="1 of minMember 2 pods exist")["worker-1-0"]
+    assert "missing" in message
+    eco.apply(member("1", 1))
+    eco.wait_bound(["worker-1-0", "worker-1-1"], namespace)
+    assert pod_scheduled(eco.find("pods", "worker-1-0", namespace))["status"] == "True"
+    eco.delete_namespace_objects(namespace)
