@@ -73,7 +73,7 @@ API_CALLS: tuple[ApiCall, ...] = (
     ("", "pods", "binding", "create"),
     ("", "pods", "eviction", "create"),
     ("", "pods", "", "delete"),  # eviction API not served
-    ("", "pods", "status", "patch"),  # nominatedNodeName, DisruptionTarget condition
+    ("", "pods", "status", "patch"),  # nominatedNodeName, the DisruptionTarget and PodScheduled=False conditions
     ("scheduling.sigs.k8s.io", "podgroups", "status", "patch"),
     ("scheduling.sigs.k8s.io", "podgroups", "", "patch"),  # CRD without a status subresource
     ("scheduling.x-k8s.io", "podgroups", "status", "patch"),

@@ -19,8 +19,8 @@ group (placement's own `resolve`), else the cluster root. Every bound ignores fi
 nominations and running members' anchoring, each of which can only make placement fail more.
 
 The loop asks only about a unit brought back by a change elsewhere (a release, a node, the
-periodic retry), never about one that itself changed since it was parked (a member came, its PodGroup
-changed): that one is attempted, so its reason says what is true now. A gang of 6 parked at
+periodic retry), never about one that itself changed since it was parked (a member came or left,
+its PodGroup changed): that one is attempted, so its reason says what is true now. A gang of 6 parked at
 "4 of minMember 6 pods exist" whose last 2 pods arrive is attempted and then says it can never fit,
 instead of keeping the stale count for ever.
 

@@ -198,6 +198,7 @@ class Scheduler:
         self._nominated: dict[str, NominationWait] = self._waits.nominated  # units holding nominations
         self._node_shapes: dict[str, tuple[object, ...]] = {}
         self._pod_shapes: dict[str, tuple[object, ...]] = {}  # pending pods: what of them placement reads
+        self._gang_of: dict[str, str] = {}  # pod -> its gang, to know whose membership a deletion changes
         self._room_cache: dict[tuple[int, Requests], int] = {}
         self._min_placed: int | None = None  # lowest priority of a placed pod (per cycle, lazily)
         self._needs: dict[str, tuple[tuple[str, ...], Need | None]] = {}  # unit -> (its pods, need_of)
@@ -232,6 +233,10 @@ class Scheduler:
         if pod is None:
             return False
         self._forget_need(pod)
+        if pod.gang:
+            self._gang_of[pod.key] = pod.gang
+        else:
+            self._gang_of.pop(pod.key, None)
         if pod.placed_node and self._min_placed is not None and pod.priority < self._min_placed:
             self._min_placed = pod.priority
         if pod.terminal:
@@ -259,6 +264,9 @@ class Scheduler:
 
     def _pod_deleted(self, event: PodDeleted) -> bool:
         self._pod_shapes.pop(event.key, None)
+        gang = self._gang_of.pop(event.key, None)
+        if gang:  # a member left: its gang's reason ("6 of minMember 6 pods exist", ...) may be stale
+            self.queue.unit_changed(gang)
         return self._capacity_freed(event)
 
     def _node_deleted(self, event: NodeDeleted) -> bool:

@@ -126,11 +126,13 @@ def test_every_pod_of_a_gang_too_big_for_the_cluster_is_one_cluster_autoscaler_a
     assert len(reasons) == 1  # every member says the gang's one reason
     reason = reasons.pop()
     assert "gang too-big/train" in reason and "never fit" in reason
-    # One Event per distinct reason as its pods arrived (fewer than client-go's 10 before it combines them).
-    failed = sorted((e for e in eco.events(namespace, "train", "PodGroup") if e["reason"] == "FailedScheduling"),
-                    key=lambda e: (e["lastTimestamp"], e["metadata"]["name"]))
-    assert 1 <= len(failed) <= 10 and all(e["type"] == "Warning" for e in failed)
-    assert failed[-1]["message"] == reason
+    # One Event per distinct reason as its pods arrived (fewer than client-go's 10 before it combines
+    # them), the final one among them once the background writer has posted it.
+    def failed() -> list[dict[str, Any]]:
+        return [e for e in eco.events(namespace, "train", "PodGroup") if e["reason"] == "FailedScheduling"]
+
+    eco.wait_for(lambda: reason in {e["message"] for e in failed()}, what="the final reason's Event")
+    assert 1 <= len(failed()) <= 10 and all(e["type"] == "Warning" for e in failed())
     eco.delete_namespace_objects(namespace)
 
 

@@ -71,9 +71,13 @@ spec:
     assert len({BLOCK_OF[node] for node in placed.values()}) == 1
     found = eco.find("podgroups.scheduling.sigs.k8s.io", "training-job", namespace)
     assert found is not None and found["status"]["phase"] == "Scheduled"
-    for name, node in placed.items():
-        (scheduled,) = [e for e in eco.events(namespace, name, "Pod") if e["reason"] == "Scheduled"]
-        assert scheduled["message"] == f"Successfully assigned {namespace}/{name} to {node}"
+    def scheduled_events(name: str) -> list[str]:
+        return [e["message"] for e in eco.events(namespace, name, "Pod") if e["reason"] == "Scheduled"]
+
+    for name, node in placed.items():  # Events are written in the background: wait for each
+        expected = [f"Successfully assigned {namespace}/{name} to {node}"]
+        eco.wait_for(lambda n=name, want=expected: scheduled_events(n) == want,  # type: ignore[misc]
+                     what=f"the Scheduled Event of {name}")
     eco.delete_namespace_objects(namespace)
 
 
@@ -94,8 +98,8 @@ def test_an_annotation_only_gang_waits_for_min_available_says_so_on_its_pods_the
     messages = eco.wait_pending(names[:4], namespace, says="4 of minMember 5 pods exist")
     assert len(set(messages.values())) == 1  # the gang's one reason on each of its pods
     # No PodGroup object: the gang's FailedScheduling Event is on its first pending pod.
-    failed = [e for e in eco.events(namespace, kind="Pod") if e["reason"] == "FailedScheduling"]
-    assert {e["involvedObject"]["name"] for e in failed} == {"gang-a-0"}
+    eco.wait_for(lambda: {e["involvedObject"]["name"] for e in eco.events(namespace, kind="Pod")
+                          if e["reason"] == "FailedScheduling"} == {"gang-a-0"}, what="the gang's FailedScheduling")
 
     eco.apply(pod_yaml(names[4], namespace, gpus="4", annotations=annotations))
     placed = eco.wait_bound(names, namespace)

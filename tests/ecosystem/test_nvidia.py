@@ -60,8 +60,8 @@ def test_an_unquoted_gpu_count_is_scheduled_and_a_ninth_eight_gpu_pod_says_why_i
     (waiting,) = [name for name in names if not eco.node_of(name, namespace)]
     message = eco.wait_pending([waiting], namespace)[waiting]
     assert "nvidia.com/gpu" in message
-    failed = [e for e in eco.events(namespace, waiting, "Pod") if e["reason"] == "FailedScheduling"]
-    assert failed and failed[0]["message"] == message
+    eco.wait_for(lambda: [e["message"] for e in eco.events(namespace, waiting, "Pod")
+                          if e["reason"] == "FailedScheduling"] == [message], what="its FailedScheduling Event")
     eco.delete_namespace_objects(namespace)
 
 

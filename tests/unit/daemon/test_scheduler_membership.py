@@ -12,7 +12,7 @@ from __future__ import annotations
 import msgspec
 
 from events.builders import group_event, node, node_event, pod, pod_event, pod_group
-from events.model import Event, GangPending, NodeUpserted
+from events.model import Event, GangPending, NodeUpserted, PodDeleted
 from events.objects import Condition
 from tests.unit.daemon.test_scheduler import Harness
 
@@ -83,3 +83,14 @@ async def test_a_status_write_on_a_pending_member_is_not_a_change_that_brings_it
     h.add(pod_event(pod("wide-6", gang="wide"), 2.0))  # a new member is a change
     await h.settle(2.0)
     assert h.scheduler.stats.attempts == attempts + 1
+
+
+async def test_a_gang_that_loses_a_member_says_so_instead_of_its_old_reason() -> None:
+    h = Harness()
+    h.add(*blocks_of_four(4), group_event(pod_group("wide", min_member=6, gather=MUST_GATHER_BLOCK)))
+    h.add(*members("wide", range(6), 0.0))
+    await h.settle()
+    assert "it can never fit" in h.state.gangs["default/wide"].last_reason
+    h.add(PodDeleted(key="default/wide-5", uid="uid-default-wide-5"))
+    await h.settle(1.0)
+    assert "5 of minMember 6 pods exist" in h.state.gangs["default/wide"].last_reason
