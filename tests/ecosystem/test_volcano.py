@@ -207,3 +207,60 @@ spec:
     eco.apply(task_pod("tf-job-ps-0", "ps"))
     eco.wait_bound([*workers, "tf-job-ps-0"], namespace)
     eco.delete_namespace_objects(namespace)
+
+
+def test_a_job_marked_not_preemptable_is_never_a_victim(eco: Ecosystem) -> None:
+    # Volcano's `volcano.sh/preemptable: "false"` on a PodGroup: two low-priority jobs fill all
+    # twelve nodes, "serving" marked not preemptable, "batch" not marked. A high-priority gang of six
+    # preempts batch (not serving, though both are as cheap), then binds; a second high gang of six
+    # finds only serving's nodes busy and stays pending, with serving untouched.
+    namespace = "preemptable"
+    classes = """apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: eco-volcano-low
+value: 10
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: eco-volcano-high
+value: 1000
+"""
+
+    def group(name: str, annotations: str = "") -> str:
+        return f"""apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata:
+  name: {name}
+  namespace: {namespace}{annotations}
+spec:
+  minMember: 6
+  queue: default
+"""
+
+    def workers(name: str, priority: str) -> list[str]:
+        spec = f"\n  priorityClassName: {priority}\n  terminationGracePeriodSeconds: 0"
+        return [pod_yaml(f"{name}-{i}", namespace, spec=spec,
+                         annotations={"scheduling.k8s.io/group-name": name, "volcano.sh/job-name": name})
+                for i in range(6)]
+
+    serving = [f"serving-{i}" for i in range(6)]
+    batch = [f"batch-{i}" for i in range(6)]
+    urgent = [f"urgent-{i}" for i in range(6)]
+    eco.apply(stream(classes, namespace_yaml(namespace),
+                     group("serving", '\n  annotations:\n    volcano.sh/preemptable: "false"'),
+                     group("batch"), *workers("serving", "eco-volcano-low"), *workers("batch", "eco-volcano-low")))
+    placed = eco.wait_bound([*serving, *batch], namespace)
+    eco.apply(stream(group("urgent"), *workers("urgent", "eco-volcano-high")))
+    eco.wait_bound(urgent, namespace)
+    assert {eco.node_of(pod, namespace) for pod in serving} == {placed[pod] for pod in serving}
+    assert all(eco.find("pods", pod, namespace) is None for pod in batch)
+    preempted = [e for e in eco.events(namespace) if e.get("reason") == "Preempted"]
+    assert {e["involvedObject"]["name"] for e in preempted} >= set(batch)
+    assert not {e["involvedObject"]["name"] for e in preempted} & {*serving, "serving"}
+
+    eco.apply(stream(group("urgent2"), *workers("urgent2", "eco-volcano-high")))
+    eco.wait_pending([f"urgent2-{i}" for i in range(6)], namespace)
+    assert {eco.node_of(pod, namespace) for pod in serving} == {placed[pod] for pod in serving}
+    eco.delete_namespace_objects(namespace)
