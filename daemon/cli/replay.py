@@ -20,6 +20,7 @@ from events.log import EventLog, EventLogError
 from state.resources import format_quantity
 
 _SHOWN_RESOURCES = ("nvidia.com/gpu", "cpu", "memory", "pods")
+_SHOWN_VIOLATIONS = 20
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,7 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--until", type=int, metavar="SEQ", help="stop after the event with this sequence number")
     parser.add_argument("--verify", action="store_true",
                         help="re-decide at every planning point of the log and check the scheduler makes the same "
-                             "decisions; check that newest snapshot + tail folds to the same state as the whole log")
+                             "decisions; check the invariants (capacity, one node per pod, gangs at minMember) at "
+                             "every decision and at the end; check that newest snapshot + tail folds to the same "
+                             "state as the whole log")
     parser.add_argument("--nodes", action="store_true", help="list every node's usage (default: the 20 busiest)")
     parser.add_argument("--explain", metavar="NS/PODGROUP",
                         help="print one gang's history: arrival, attempts, why it waited, where it went and why")
@@ -70,12 +73,21 @@ def main(argv: Sequence[str]) -> int:
                        f"{decisions.preemptions} preemptions, {decisions.pending_reasons} pending reasons and "
                        f"{decisions.waits} waits at Permit or on nominations re-decided by the loop's decision "
                        f"step ({decisions.events} decision events, each the same)")
-            if decisions.ok:
+            if decisions.same_decisions:
                 console.print(f"[green]verify decisions:[/] same decisions: {summary}")
             else:
                 errors.print(f"[red]verify decisions:[/] DIFFERENT decisions; {summary}")
                 for line in decisions.mismatches:
                     errors.print(f"  - {line}")
+            if decisions.violations:
+                errors.print(f"[red]verify invariants:[/] {len(decisions.violations)} broken")
+                for violation in decisions.violations[:_SHOWN_VIOLATIONS]:
+                    errors.print(f"  - {violation}", markup=False)
+                if len(decisions.violations) > _SHOWN_VIOLATIONS:
+                    errors.print(f"  … {len(decisions.violations) - _SHOWN_VIOLATIONS} more not shown")
+            else:
+                console.print("[green]verify invariants:[/] held at every decision and at the end (capacity, "
+                              "one node per pod, existing nodes, gangs at minMember within their timeout)")
             if not (verification.ok and decisions.ok):
                 return 1
     except EventLogError as error:

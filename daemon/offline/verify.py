@@ -20,6 +20,11 @@ assumed), and the last reason shown for a lone pod from its recorded `GangPendin
 it is bound or deleted, as the loop's queue forgets it). Decisions the loop makes outside an attempt
 (Permit passing later, timeouts, nominations given up, adoption after a restart, releases after a
 failed bind) are folded, not re-derived.
+
+Every event is folded through `state.invariants.InvariantCheck`, so the invariants (no node promised
+more than its allocatable, no pod on two nodes or on a missing node, no gang we started binding left
+below minMember past its timeout) are checked at every decision and at the end; each break is a
+`Violation` naming the event's seq, and fails the verification like a mismatch does.
 """
 
 from __future__ import annotations
@@ -89,6 +94,7 @@ from events.model import (
 from events.objects import DEFAULT_SCHEDULER_NAME
 from preemption import JobPreemptor
 from state.cluster import ClusterState
+from state.invariants import InvariantCheck, Violation
 
 
 @dataclass
@@ -101,9 +107,14 @@ class DecisionCheck:
     events: int = 0  # decision events re-derived, one by one
     internal_errors: int = 0  # attempts whose step raised (the loop recorded an internal error for them)
     mismatches: list[str] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)  # invariants the folded state broke (state.invariants)
 
     @property
     def ok(self) -> bool:
+        return not self.mismatches and not self.violations
+
+    @property
+    def same_decisions(self) -> bool:
         return not self.mismatches
 
     @property
@@ -162,10 +173,10 @@ class _LogMemory:
 class _Checker:
     """The step's event sink: each emitted event must be the log's next one; the recorded one is folded."""
 
-    def __init__(self, events: list[Event], position: int, state: ClusterState, memory: _LogMemory) -> None:
+    def __init__(self, events: list[Event], position: int, fold: Callable[[Event], None], memory: _LogMemory) -> None:
         self.events = events
         self.position = position
-        self.state = state
+        self.fold = fold
         self.memory = memory
         self.matched = 0
         self.difference = ""
@@ -176,8 +187,7 @@ class _Checker:
             self.difference = (f"recorded {_show(recorded) if recorded is not None else 'nothing more'}; "
                                f"re-planned {_show(emitted)}")
             raise _Diverged
-        self.state.apply(recorded)
-        self.memory.observe(recorded)
+        self.fold(recorded)
         self.position += 1
         self.matched += 1
 
@@ -285,6 +295,11 @@ def verify_decisions(events: list[Event], *, scheduler_name: str = DEFAULT_SCHED
     state = start if start is not None else ClusterState(scheduler_name)
     memory = _LogMemory(state)
     check = DecisionCheck()
+    invariants = InvariantCheck(state, default_schedule_timeout_seconds=rules.default_schedule_timeout_seconds)
+
+    def fold(event: Event) -> None:
+        invariants.fold(event)
+        memory.observe(event)
     index = 0
     total = len(events)
 
@@ -297,7 +312,7 @@ def verify_decisions(events: list[Event], *, scheduler_name: str = DEFAULT_SCHED
     def run(step_of: Callable[[Step], object], event: Event, key: str) -> None:
         """Re-run one step from `events[index]` with the checker as its sink; go on after what it matched."""
         nonlocal index
-        checker = _Checker(events, index, state, memory)
+        checker = _Checker(events, index, fold, memory)
         step = Step(state, event.time, checker.record, memory, config=rules, preemptor=hook, room_cache={})
         try:
             step_of(step)
@@ -308,8 +323,7 @@ def verify_decisions(events: list[Event], *, scheduler_name: str = DEFAULT_SCHED
         memory.remember(step.effects, event.time)
         check.events += checker.matched
         if checker.position == index:  # not even the first event matched: fold it, go on
-            state.apply(event)
-            memory.observe(event)
+            fold(event)
             checker.position += 1
         index = checker.position
 
@@ -341,9 +355,9 @@ def verify_decisions(events: list[Event], *, scheduler_name: str = DEFAULT_SCHED
                 check.waits += 1
                 run(partial(_service_nominations, unit=key, nominated=memory.nominated[key]), event, key)
                 continue
-            state.apply(event)
-            memory.observe(event)
+            fold(event)
             index += 1
+    check.violations = invariants.finish()
     return check
 
 

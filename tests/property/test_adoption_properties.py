@@ -21,6 +21,7 @@ from events.model import Event, NodeDeleted
 from events.objects import GANG_MATCH_POLICY_ANNOTATION, Toleration
 from state.cluster import ClusterState
 from state.gangs import ONCE_SATISFIED, WAITING_AND_RUNNING
+from state.invariants import check_log
 from tests.unit.daemon.restart import (
     cordoned,
     decide,
@@ -140,6 +141,7 @@ async def _check(crash: Crash) -> None:
     state = run.state
 
     assert over_committed(state) == []
+    assert [str(v) for v in check_log(run.log)] == []  # at every decision of both processes, and at the end
     assert refused_binds(run) == []
     stuck = [key for key, p in state.pods.items() if p.assumed_node and not p.node_name]
     assert stuck == [], f"assumed pods neither bound nor released: {stuck}"

@@ -22,7 +22,7 @@ from events.model import BindRequested, Event, GangPending, NodeUpserted, PodAss
 from events.objects import Node, Pod, Taint, Toleration
 from placement.fit import admits, shape_of
 from state.cluster import ClusterState
-from state.resources import Resources, add_into
+from state.invariants import capacity_violations
 
 CONFIG = SchedulerConfig(retry_parked_seconds=None)
 MAINTENANCE = Taint(key="maintenance", value="drain", effect="NoSchedule")
@@ -123,20 +123,8 @@ def tolerating(p: Pod, *tolerations: Toleration) -> Pod:
 
 
 def over_committed(state: ClusterState) -> list[str]:
-    """Nodes where bound and assumed pods ask for more than allocatable (recomputed from the pods)."""
-    used: dict[str, Resources] = {}
-    for info in state.pods.values():
-        if info.placed_node and not info.terminal and not info.removed:
-            add_into(used.setdefault(info.placed_node, {}), info.requests)
-    found = []
-    for name, total in sorted(used.items()):
-        node = state.nodes.get(name)
-        if node is None:
-            continue
-        short = [r for r, amount in total.items() if amount > node.allocatable.get(r, 0)]
-        if short:
-            found.append(f"{name}: {', '.join(sorted(short))}")
-    return found
+    """Nodes where bound and assumed pods ask for more than allocatable (recounted from the pods)."""
+    return [f"{v.subject}: {v.detail}" for v in capacity_violations(state)]
 
 
 def refused_binds(run: Run) -> list[str]:
