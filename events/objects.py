@@ -486,6 +486,7 @@ class QueueSpec(_K8s, frozen=True):
 
 class QueueStatus(_K8s, frozen=True):
     state: str = ""
+    allocated: dict[str, str] = {}  # written by the scheduler (toposched: daemon/kube/quota_status.py)
 
 
 class Queue(_K8s, frozen=True):
@@ -534,6 +535,10 @@ QUOTA_IS_PARENT_LABEL = "quota.scheduling.koordinator.sh/is-parent"
 QUOTA_PREEMPTIBLE_LABEL = "quota.scheduling.koordinator.sh/preemptible"
 QUOTA_ALLOW_LENT_LABEL = "quota.scheduling.koordinator.sh/allow-lent-resource"
 QUOTA_SHARED_WEIGHT_ANNOTATION = "quota.scheduling.koordinator.sh/shared-weight"
+# Written by the scheduler on every Koordinator ElasticQuota (JSON resource lists, as koord-scheduler
+# writes them): the quota's runtime and its request; read back only to write them when they change.
+QUOTA_RUNTIME_ANNOTATION = "quota.scheduling.koordinator.sh/runtime"
+QUOTA_REQUEST_ANNOTATION = "quota.scheduling.koordinator.sh/request"
 # Volcano: only pods marked preemptable "true" (annotation or label) may be reclaimed by another queue.
 VOLCANO_PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
 
@@ -554,6 +559,8 @@ KEPT_ANNOTATIONS: frozenset[str] = frozenset({
     GANG_MATCH_POLICY_ALIAS_ANNOTATION,
     VOLCANO_TASK_SPEC_ANNOTATION,
     QUOTA_SHARED_WEIGHT_ANNOTATION,
+    QUOTA_RUNTIME_ANNOTATION,
+    QUOTA_REQUEST_ANNOTATION,
     VOLCANO_PREEMPTABLE_ANNOTATION,
 })
 

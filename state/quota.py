@@ -345,6 +345,11 @@ class QuotaBook:
             return out
         return self._runtime.get(quota.id, {})
 
+    def request_of(self, quota: Quota) -> Resources:
+        """Koordinator's request of `quota`, per resource it counts: its pods' requests (pending ones
+        included), a parent's being its children's each capped at their max; capped at its own max."""
+        return {resource: _request_of(quota, resource) for resource in sorted(constrained_in(quota))}
+
     def usage_of(self, keys: Iterable[str]) -> tuple[dict[str, Resources], dict[str, Resources]]:
         """Per quota id (every level of each pod's path), what the pods `keys` count in `used`, and the
         part of it held by non-preemptible pods (each pod once)."""
@@ -477,7 +482,7 @@ class QuotaBook:
         running = not gone and bool(pod.placed_node)
         reserved = not gone and not running and bool(pod.nominated_node) and not pod.terminating
         live = (not gone and not pod.terminating) or running
-        requests = tuple(sorted((r, a) for r, a in pod.requests.items() if a and r in _constrained_in(quota)))
+        requests = tuple(sorted((r, a) for r, a in pod.requests.items() if a and r in constrained_in(quota)))
         share = Share(quota=quota.id, requests=requests, used=running or reserved, running=running,
                       live=live, preemptible=_preemptible(pod, quota.dialect))
         self._set_share(key, share)
@@ -812,7 +817,8 @@ def _shape(obj: ElasticQuota | CapacityElasticQuota | Queue) -> tuple[object, ..
     meta = obj.metadata
     if isinstance(obj, Queue):
         return (meta.uid, obj.spec, obj.status.state)
-    return (meta.uid, meta.labels, meta.annotations, obj.spec)
+    # the runtime and request annotations are the scheduler's own output, not read by the trees
+    return (meta.uid, meta.labels, meta.annotations.get(QUOTA_SHARED_WEIGHT_ANNOTATION), obj.spec)
 
 
 def _volcano_gang(state: ClusterState, key: str) -> bool:
@@ -832,7 +838,7 @@ def _preemptible(pod: PodInfo, dialect: str) -> bool:
     return True
 
 
-def _constrained_in(quota: Quota) -> frozenset[str]:
+def constrained_in(quota: Quota) -> frozenset[str]:
     """Resources counted for a pod of `quota`: those it or an ancestor names (a parent may limit more)."""
     names: frozenset[str] = frozenset()
     node: Quota | None = quota

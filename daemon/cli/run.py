@@ -20,9 +20,10 @@
    are checked against the relisted cluster) behind the real adapter (`daemon.kube.cluster_api`), whose
    writes are refused the moment the lease is not valid, and beside it the keeper of the topology
    objects' status and problem Events (`daemon.kube.topology_status`), the writer of the pending gang
-   members' `PodScheduled=False` condition (`daemon.kube.pod_conditions`) and the background writer
-   of Events (`daemon.kube.event_recorder`). Losing the lease cancels the loop at once
-   and the daemon exits 1 (like kube-scheduler): a fresh process folds the log and campaigns again.
+   members' `PodScheduled=False` condition (`daemon.kube.pod_conditions`), the writer of each quota's
+   usage (`daemon.kube.quota_status`) and the background writer of Events (`daemon.kube.event_recorder`).
+   Losing the lease cancels the loop at once and the daemon exits 1 (like kube-scheduler): a fresh
+   process folds the log and campaigns again.
 5. SIGTERM/SIGINT (or `stop` set by an embedding caller): the loop stops taking new gangs, lets
    in-flight binds finish and rolls waiting gangs back (bounded by `shutdown_grace_seconds`); the
    lease is released so a standby takes over at once; the log is flushed, fsynced and closed.
@@ -52,6 +53,7 @@ from daemon.kube.cluster_api import KubeClusterAPI
 from daemon.kube.leader import AlwaysOpen, LeaderElector, LeadershipLost, NotLeader, WriteGate
 from daemon.kube.lease_store import KubeLeaseStore
 from daemon.kube.pod_conditions import PendingPodConditions
+from daemon.kube.quota_status import QuotaStatus
 from daemon.kube.topology_status import TopologyStatus
 from daemon.kube.watch import Watchers, known_from_state
 from daemon.offline.replay import FoldResult, fold_log
@@ -106,6 +108,7 @@ class Daemon:
         self.api: KubeClusterAPI | None = None
         self.topology_status: TopologyStatus | None = None
         self.pod_conditions: PendingPodConditions | None = None
+        self.quota_status: QuotaStatus | None = None
         self.leading = anyio.Event()
         self.exit_code = EXIT_OK
         self.recovery: LogRecovery | None = None  # set when a damaged log was moved aside at start
@@ -256,6 +259,10 @@ class Daemon:
         pod_conditions = PendingPodConditions(self.journal.state, self.api)
         self.journal.subscribe(pod_conditions.notice)
         self.pod_conditions = pod_conditions
+        # Each quota's usage where its dialect keeps it (status.used, status.allocated, runtime).
+        quota_status = QuotaStatus(self.journal.state, self.api)
+        self.journal.subscribe(quota_status.notice)
+        self.quota_status = quota_status
         log.info("daemon.leading", scheduler_name=self.config.scheduler_name)
         async with anyio.create_task_group() as group:
 
@@ -271,6 +278,7 @@ class Daemon:
             group.start_soon(topology_status.run)
             group.start_soon(self.api.events.run)  # Events: correlated, written in the background
             group.start_soon(pod_conditions.run)
+            group.start_soon(quota_status.run)
             await scheduler.run()
             with anyio.move_on_after(EVENT_DRAIN_SECONDS):
                 await self.api.events.flush()  # what the last binds reported, before the lease goes

@@ -20,6 +20,10 @@ What each write is, and how its answer is read:
 - Events: through `events` (`daemon.kube.event_recorder`), correlated as client-go's recorder does
   (similar messages aggregated, repeats counted, a spam filter per object) and written in the
   background; `record_event` waits for the write, `event` does not.
+- quota usage (`daemon.kube.quota_status` decides what and when): merge patch of the status
+  subresource of an ElasticQuota (`status.used`) or Volcano Queue (`status.allocated`), the object
+  itself when the CRD has no status subresource; Koordinator's runtime and request annotations by a
+  merge patch of the ElasticQuota.
 - topology status (`daemon.kube.topology_status` decides when): merge patch of the status subresource of
   the ClusterNetworkTopology (`status.detailStatus`) or of a HyperNode (`status.nodeCount`); a bad
   topology object gets a Warning Event (`report_object`, cluster-scoped objects' Events live in
@@ -84,6 +88,12 @@ API_CALLS: tuple[ApiCall, ...] = (
     ("", "events", "", "patch"),
     ("scheduling.koordinator.sh", "clusternetworktopologies", "status", "patch"),  # status.detailStatus
     ("topology.volcano.sh", "hypernodes", "status", "patch"),  # status.nodeCount
+    ("scheduling.sigs.k8s.io", "elasticquotas", "", "patch"),  # runtime/request annotations; status without /status
+    ("scheduling.sigs.k8s.io", "elasticquotas", "status", "patch"),  # status.used
+    ("scheduling.x-k8s.io", "elasticquotas", "status", "patch"),  # status.used
+    ("scheduling.x-k8s.io", "elasticquotas", "", "patch"),
+    ("scheduling.volcano.sh", "queues", "status", "patch"),  # status.allocated
+    ("scheduling.volcano.sh", "queues", "", "patch"),
     ("coordination.k8s.io", "leases", "", "get"),
     ("coordination.k8s.io", "leases", "", "create"),
     ("coordination.k8s.io", "leases", "", "update"),
@@ -157,7 +167,7 @@ class KubeClusterAPI:
         self.metrics = metrics or Metrics()
         self.bind_limiter = anyio.CapacityLimiter(bind_concurrency)
         self.events = EventRecorder(self, COMPONENT, now=time.time)
-        self._status_subresource: dict[str, bool] = {}  # podgroups API version -> has /status
+        self._status_subresource: dict[tuple[str, str], bool] = {}  # (API version, plural) -> has /status
 
     # ------------------------------------------------------------------ plumbing
 
@@ -398,7 +408,7 @@ class KubeClusterAPI:
             status["scheduled"] = sum(1 for key in members if key in pods and pods[key].placed_node)
         try:
             if target.status:
-                await self._patch_pod_group_status(gang, api_version, status)
+                await self._patch_status(api_version, "podgroups", gang, status)
             await self.record_event(target.key, api_version, target.kind, target.uid,
                                     "Normal" if phase in ("Scheduled", "Preempted") else "Warning",
                                     _EVENT_REASON[phase], message)
@@ -447,25 +457,53 @@ class KubeClusterAPI:
                     return condition.last_transition_time
         return _now()
 
-    async def _patch_pod_group_status(self, gang: str, api_version: str, status: Mapping[str, Any]) -> None:
-        namespace, name = _split(gang)
+    async def _patch_status(self, api_version: str, plural: str, key: str, status: Mapping[str, Any]) -> None:
+        """Merge patch `status` through the status subresource, or of the object itself when its CRD
+        has none (a 404 that does not name the object); KubeApiError when the write failed."""
+        name = key.rpartition("/")[2]
         group = api_version.rpartition("/")[0]
-        base = f"/apis/{api_version}/namespaces/{namespace}/podgroups/{name}"
+        base = _object_path(api_version, plural, key)
         body = {"status": status}
-        if self._status_subresource.get(api_version, True):
-            response = await self._write("patch", "podgroups/status", "PATCH", f"{base}/status", body=body,
+        kind = (api_version, plural)
+        if self._status_subresource.get(kind, True):
+            response = await self._write("patch", f"{plural}/status", "PATCH", f"{base}/status", body=body,
                                          content_type=MERGE_PATCH)
             if response.ok:
-                self._status_subresource[api_version] = True
+                self._status_subresource[kind] = True
                 return
             details = decode_status(response.body).details
             object_missing = details is not None and details.name == name
             if response.status != 404 or object_missing:
-                raise KubeApiError("PATCH", f"{group} podgroups/status", response.status, response.reason())
-            self._status_subresource[api_version] = False
-        response = await self._write("patch", "podgroups", "PATCH", base, body=body, content_type=MERGE_PATCH)
+                raise KubeApiError("PATCH", f"{group} {plural}/status", response.status, response.reason())
+            self._status_subresource[kind] = False
+        response = await self._write("patch", plural, "PATCH", base, body=body, content_type=MERGE_PATCH)
         if not response.ok:
-            raise KubeApiError("PATCH", f"{group} podgroups", response.status, response.reason())
+            raise KubeApiError("PATCH", f"{group} {plural}", response.status, response.reason())
+
+    # ------------------------------------------------------------------ quota status
+
+    async def set_quota_status(self, api_version: str, plural: str, key: str, *,
+                               status: Mapping[str, Mapping[str, str | None]] | None,
+                               annotations: Mapping[str, str] | None) -> ApiOutcome:
+        """A quota's usage (`daemon.kube.quota_status`): annotations by a merge patch of the object
+        (Koordinator's runtime and request), `status` through the status subresource (the object
+        itself when the CRD has none, as Koordinator's own ElasticQuota CRD)."""
+        try:
+            if annotations:
+                response = await self._write("patch", plural, "PATCH", _object_path(api_version, plural, key),
+                                             body={"metadata": {"annotations": dict(annotations)}},
+                                             content_type=MERGE_PATCH)
+                if not response.ok:
+                    return _outcome_of(response)
+            if status:
+                await self._patch_status(api_version, plural, key, status)
+        except NotLeader as error:
+            return ApiOutcome(ok=False, reason=str(error), retriable=True)
+        except KubeApiError as error:
+            if error.status == 404:
+                return ApiOutcome(ok=False, reason="not found", retriable=False)
+            return ApiOutcome(ok=False, reason=str(error), retriable=True)
+        return OK
 
     # ------------------------------------------------------------------ topology status
 
@@ -510,6 +548,13 @@ class KubeClusterAPI:
         """`EventSink`: one Event create or patch, through the write gate."""
         verb = "create" if method == "POST" else "patch"
         return await self._write(verb, "events", method, path, body=body, content_type=content_type)
+
+
+def _object_path(api_version: str, plural: str, key: str) -> str:
+    """The object's path: `key` is namespace/name, or a bare name for a cluster-scoped object."""
+    namespace, _, name = key.rpartition("/")
+    where = f"/namespaces/{namespace}" if namespace else ""
+    return f"/apis/{api_version}{where}/{plural}/{name}"
 
 
 def _involved(key: str, api_version: str, kind: str, uid: str, cluster_scoped: bool) -> ObjectRef:
