@@ -64,6 +64,7 @@ from daemon.telemetry.health import EndpointServer, Health, serve
 from daemon.telemetry.looplag import LoopLagMonitor
 from daemon.telemetry.metrics import MeteredEventLog, Metrics
 from daemon.telemetry.observability import Tracing, configure_logging
+from daemon.telemetry.quota_metrics import QuotaGauges
 from daemon.telemetry.tracing import SchedulingObserver
 from events.log import EventLog, EventLogError, LogDamagedError, move_aside
 from preemption.hook import JobPreemptor
@@ -291,8 +292,10 @@ class Daemon:
             scope.cancel()  # a standby (or a daemon still syncing) has nothing to drain
 
     async def _gauges(self, observer: SchedulingObserver) -> None:
+        quotas = QuotaGauges(self.metrics, observer.state)
         while True:
             observer.refresh_gauges()
+            quotas.refresh()
             await anyio.sleep(1.0)
 
 

@@ -13,6 +13,11 @@ process never collide). The ops dashboard is built from this list:
 | `toposched_gang_scheduling_duration_seconds` | histogram | - | first member seen until minMember bound |
 | `toposched_pending_pods` | gauge | - | our pods waiting to be placed (queue depth in pods) |
 | `toposched_pending_gangs` | gauge | - | gangs waiting to be placed (queue depth in gangs) |
+| `toposched_quota_used` | gauge | dialect, quota, resource | what a quota's placed pods request (as its status says) |
+| `toposched_quota_min` | gauge | dialect, quota, resource | a quota's min (Volcano: deserved, else guarantee) |
+| `toposched_quota_max` | gauge | dialect, quota, resource | a quota's max (Volcano: capability); absent: unlimited |
+| `toposched_quota_runtime` | gauge | dialect, quota, resource | min plus a share of idle capacity |
+| `toposched_quota_pending_gangs` | gauge | dialect, quota | gangs of the quota waiting to be placed |
 | `toposched_binds_in_flight` | gauge | - | Binding calls being made now |
 | `toposched_binds_total` | counter | result (bound, failed) | Binding calls by outcome |
 | `toposched_api_requests_total` | counter | verb, resource, code | every write the daemon makes, by HTTP status |
@@ -65,6 +70,11 @@ METRIC_NAMES = (
     "toposched_gang_scheduling_duration_seconds",
     "toposched_pending_pods",
     "toposched_pending_gangs",
+    "toposched_quota_used",
+    "toposched_quota_min",
+    "toposched_quota_max",
+    "toposched_quota_runtime",
+    "toposched_quota_pending_gangs",
     "toposched_binds_in_flight",
     "toposched_binds_total",
     "toposched_api_requests_total",
@@ -113,6 +123,15 @@ class Metrics:
         )
         self.pending_pods = Gauge("toposched_pending_pods", "Our pods waiting to be placed.", registry=r)
         self.pending_gangs = Gauge("toposched_pending_gangs", "Gangs waiting to be placed.", registry=r)
+        # Per quota, set by daemon/telemetry/quota_metrics.py; in the resource's unit (cores, bytes, GPUs).
+        quota_labels = ["dialect", "quota", "resource"]
+        self.quota_used = Gauge("toposched_quota_used", "Requests of a quota's placed pods.", quota_labels, registry=r)
+        self.quota_min = Gauge("toposched_quota_min", "A quota's min (guaranteed).", quota_labels, registry=r)
+        self.quota_max = Gauge("toposched_quota_max", "A quota's max (ceiling).", quota_labels, registry=r)
+        self.quota_runtime = Gauge("toposched_quota_runtime", "A quota's runtime: min plus its share of idle capacity.",
+                                   quota_labels, registry=r)
+        self.quota_pending_gangs = Gauge("toposched_quota_pending_gangs", "Gangs of a quota waiting to be placed.",
+                                         ["dialect", "quota"], registry=r)
         self.binds_in_flight = Gauge("toposched_binds_in_flight", "Binding calls in flight.", registry=r)
         self.binds = Counter("toposched_binds", "Binding calls by result.", ["result"], registry=r)
         self.api_requests = Counter(

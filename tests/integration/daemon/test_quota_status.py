@@ -1,5 +1,6 @@
 """The leader writes each quota's usage back where its dialect keeps it, against devcluster over HTTP:
-Koordinator's ElasticQuota status.used with the runtime and request annotations, capacity
+Koordinator's ElasticQuota status.used with the runtime and request annotations (and the same
+figures on /metrics), capacity
 scheduling's ElasticQuota status.used, Volcano's Queue status.allocated (the queue `root` too);
 only when it changes, and through the status subresource, which a real API server (and devcluster)
 keeps apart from the object: a patch of the object cannot write status, a status patch cannot
@@ -122,6 +123,12 @@ async def test_koordinator_quota_gets_used_runtime_and_request_as_koord_schedule
                              and annotation(cluster, "team-a", QUOTA_RUNTIME_ANNOTATION) == {GPU: "24"},
                              what="team-a's used and runtime")
             assert annotation(cluster, "team-a", QUOTA_REQUEST_ANNOTATION) == {GPU: "24"}
+            # and the same on /metrics (the gauges follow the fold once a second)
+            series = {"dialect": "koordinator", "quota": "team-a", "resource": GPU}
+            registry = running.daemon.metrics.registry
+            await wait_until(lambda: registry.get_sample_value("toposched_quota_used", series) == 24,
+                             what="toposched_quota_used")
+            assert registry.get_sample_value("toposched_quota_min", series) == 16
             assert used(cluster, EQ, "org") == {GPU: "24"}  # a parent holds its children's
             assert annotation(cluster, "org", QUOTA_RUNTIME_ANNOTATION) == {GPU: "24"}
             # the user's own annotation and labels are untouched by ours

@@ -1,7 +1,7 @@
 """The Grafana dashboard (ops/grafana/toposched-dashboard.json) queries only metrics the daemon
 really exports, with their real types and labels, and has a panel for each thing an operator
 watches: attempts by result, attempt latency, gang end-to-end latency, queue depth, binds in flight,
-preemptions, event-log append and fsync latency, topology build time."""
+preemptions, event-log append and fsync latency, topology build time, each quota's usage."""
 
 from __future__ import annotations
 
@@ -73,7 +73,8 @@ def test_every_queried_metric_exists_with_its_type_and_labels(title: str, expr: 
     "toposched_gang_scheduling_duration_seconds_bucket", "toposched_pending_gangs", "toposched_pending_pods",
     "toposched_binds_in_flight", "toposched_preemption_attempts_total", "toposched_preemption_victims_total",
     "toposched_event_log_append_duration_seconds_bucket", "toposched_event_log_fsync_duration_seconds_bucket",
-    "toposched_topology_build_duration_seconds_bucket",
+    "toposched_topology_build_duration_seconds_bucket", "toposched_quota_used", "toposched_quota_min",
+    "toposched_quota_max", "toposched_quota_runtime", "toposched_quota_pending_gangs",
 ])
 def test_dashboard_has_a_panel_for(metric: str) -> None:
     assert any(re.search(rf"\b{metric}\b", expr) for _, expr in EXPRS)
