@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck imports unit bench clean
+.PHONY: demo test lint typecheck imports unit chaos bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,12 @@ unit: $(STAMP)
 	$(BIN)/pytest -q
 
 test: lint typecheck imports unit
+
+# The chaos suite at full length (`make test` runs it once per case): tests/chaos/, marker `chaos`.
+CHAOS_ITERATIONS ?= 20
+
+chaos: $(STAMP)
+	$(BIN)/pytest -q -m chaos --chaos-iterations=$(CHAOS_ITERATIONS)
 
 BENCHES := eventlog topology placement preemption quota simulate devcluster daemon
 
