@@ -7,7 +7,11 @@ member may name a HyperNode from another file, and PodGroup layer / tier names a
 the topology the files describe (a ClusterNetworkTopology, HyperNodes, or Nodes carrying topograph
 labels). Node
 documents, when given, are context: label contradictions and nodes claimed by two HyperNodes are
-reported too. Other kinds are skipped.
+reported too. Quota objects (both ElasticQuota kinds, Volcano Queues) are folded with the PodGroups
+and the Pods of the files as the daemon folds them (`state/quota.py`, the same rules and messages):
+min above max, a parent label naming no quota or looping, negative or malformed quantities, a pod
+(of this scheduler) naming a quota the files do not define, a PodGroup naming a missing queue; each
+message says the rule that then applies. Other kinds are skipped.
 
 Prints one line per problem, `FILE#DOC: Kind name: field: message` (DOC counts documents from 1),
 and exits 1; prints a short OK line and exits 0 when everything is valid; exits 2 when a file cannot
@@ -19,14 +23,24 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import yaml
 
-from events.ingest import decode_object, kind_of
+from events.ingest import KindInfo, KubeObject, decode_object, key_of, kind_of
 from events.model import ObjectUndecodable
-from events.objects import ClusterNetworkTopology, HyperNode, KubePodGroup, Node, PodGroup, VolcanoPodGroup, Workload
+from events.objects import (
+    ClusterNetworkTopology,
+    HyperNode,
+    KubePodGroup,
+    Node,
+    PodGroup,
+    VolcanoPodGroup,
+    Workload,
+)
+from state.cluster import ClusterState
 from state.gangs import Problem
 from state.hypernodes import HYPERNODE_KIND
 from state.resources import QuantityError, Resources, parse_quantity
@@ -35,7 +49,8 @@ from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, NODE_KIND, val
 from state.topology_wishes import POD_GROUP_KIND, validate_gang_object, validate_pod_group, validate_volcano_pod_group
 
 _GANG_OBJECTS = {"SchedulerPluginsPodGroup", "KubernetesPodGroup", "Workload"}
-_CHECKED = {"HyperNode", "ClusterNetworkTopology", "PodGroup", "VolcanoPodGroup", *_GANG_OBJECTS}
+_QUOTA_OBJECTS = {"ElasticQuota", "CapacityElasticQuota", "Queue"}
+_CHECKED = {"HyperNode", "ClusterNetworkTopology", "PodGroup", "VolcanoPodGroup", *_GANG_OBJECTS, *_QUOTA_OBJECTS}
 
 
 @dataclass(frozen=True)
@@ -56,6 +71,7 @@ class _Documents:
     nodes: list[tuple[str, Node]]
     findings: list[Finding]
     gang_objects: list[tuple[str, str, PodGroup | KubePodGroup | Workload]]  # (source, our kind name, object)
+    folded: list[tuple[str, KindInfo, KubeObject]] = field(default_factory=list)  # what the quota rules fold
     skipped: int = 0
 
 
@@ -73,7 +89,7 @@ def _read(paths: Sequence[str]) -> _Documents:
                                                              "is not a Kubernetes object (a mapping)")))
                 continue
             info = kind_of(str(document.get("apiVersion", "")), str(document.get("kind", "")))
-            if info is None or (info.name not in _CHECKED and info.name != NODE_KIND):
+            if info is None or (info.name not in _CHECKED and info.name not in (NODE_KIND, "Pod")):
                 docs.skipped += 1
                 continue
             decoded = decode_object(info, document)
@@ -85,6 +101,8 @@ def _read(paths: Sequence[str]) -> _Documents:
             if not decoded.metadata.name:
                 docs.findings.append(Finding(source, Problem(info.kind, "<unnamed>", "metadata.name", "is missing")))
                 continue
+            if info.namespaced or info.name in _QUOTA_OBJECTS:
+                docs.folded.append((source, info, _in_namespace(decoded) if info.namespaced else decoded))
             if info.name in _GANG_OBJECTS and isinstance(decoded, PodGroup | KubePodGroup | Workload):
                 docs.gang_objects.append((source, info.name, decoded))
             elif isinstance(decoded, HyperNode):
@@ -98,6 +116,30 @@ def _read(paths: Sequence[str]) -> _Documents:
             elif isinstance(decoded, Node):
                 docs.nodes.append((source, decoded))
     return docs
+
+
+def _in_namespace(obj: KubeObject) -> KubeObject:
+    """A namespaced object as applied: without a namespace it goes to `default`."""
+    if obj.metadata.namespace:
+        return obj
+    return msgspec.structs.replace(obj, metadata=msgspec.structs.replace(obj.metadata, namespace="default"))
+
+
+def _quota_findings(docs: _Documents) -> list[Finding]:
+    """The daemon's quota rules: the quota objects, PodGroups and Pods of the files folded as the
+    daemon folds them, and the problems its quota book records (what it posts as Warning Events)."""
+    if not any(info.name in _QUOTA_OBJECTS or info.name == "VolcanoPodGroup" for _, info, _ in docs.folded):
+        return []
+    state = ClusterState()
+    where: dict[tuple[str, str], str] = {}
+    for source, info, obj in sorted(docs.folded, key=lambda item: _FOLD_ORDER.get(item[1].name, 1)):
+        state.apply(info.upsert(obj))
+        where[(info.name, key_of(obj.metadata))] = source
+    return [Finding(where.get((p.kind, p.key), "?"), p) for p in state.quotas.all_problems()]
+
+
+# Quotas before PodGroups before Pods, as a relist folds them (a pod is placed in its quota at once).
+_FOLD_ORDER = {"ElasticQuota": 0, "CapacityElasticQuota": 0, "Queue": 0, "Pod": 2}
 
 
 def _allocatable(node: Node) -> Resources:
@@ -148,19 +190,22 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
         findings += [Finding(source, p) for p in validate_volcano_pod_group(vgroup, context)]
     for source, kind_name, obj in docs.gang_objects:
         findings += [Finding(source, p) for p in validate_gang_object(kind_name, obj, context)]
+    findings += _quota_findings(docs)
     order = {source: index for index, source in enumerate(_all_sources(docs))}
     findings.sort(key=lambda f: order.get(f.source, len(order)))
     counts = {HYPERNODE_KIND: len(docs.hypernodes), CNT_KIND: len(docs.cnts),
               POD_GROUP_KIND: len(docs.pod_groups) + len(docs.volcano_pod_groups)
               + sum(1 for _, name, _ in docs.gang_objects if name != "Workload"),
-              "Workload": sum(1 for _, name, _ in docs.gang_objects if name == "Workload")}
+              "Workload": sum(1 for _, name, _ in docs.gang_objects if name == "Workload"),
+              "ElasticQuota": sum(1 for _, info, _ in docs.folded if info.name in _QUOTA_OBJECTS - {"Queue"}),
+              "Queue": sum(1 for _, info, _ in docs.folded if info.name == "Queue")}
     return findings, counts
 
 
 def _all_sources(docs: _Documents) -> list[str]:
     sources = [s for s, _ in docs.hypernodes] + [s for s, _ in docs.cnts] + [s for s, _ in docs.pod_groups]
     sources += [s for s, _ in docs.volcano_pod_groups] + [s for s, _ in docs.nodes] + [f.source for f in docs.findings]
-    sources += [s for s, _, _ in docs.gang_objects]
+    sources += [s for s, _, _ in docs.gang_objects] + [s for s, _, _ in docs.folded]
 
     def position(source: str) -> tuple[str, int]:
         path, _, number = source.rpartition("#")

@@ -213,3 +213,48 @@ async def test_without_a_status_subresource_the_quota_object_itself_is_patched(t
             gone = await api.set_quota_status("scheduling.sigs.k8s.io/v1alpha1", "elasticquotas",
                                               f"{NAMESPACE}/absent", status={"used": {GPU: "8"}}, annotations=None)
             assert not gone.ok and not gone.retriable
+
+
+def warnings_on(cluster: DevCluster, kind: str, name: str, namespace_name: str = NAMESPACE) -> list[dict[str, Any]]:
+    return [e for e in cluster.store.list("events", namespace_name) if e["type"] == "Warning"
+            and e["involvedObject"]["kind"] == kind and e["involvedObject"]["name"] == name]
+
+
+async def test_bad_quotas_get_a_warning_naming_the_field_and_the_documented_rule_applies(tmp_path: Path) -> None:
+    greedy = elastic_quota("greedy", minimum=64, maximum=16)  # min > max: cut to max
+    orphan = elastic_quota("orphan", minimum=8, maximum=8, parent="nowhere")  # unknown parent: a top quota
+    async with DevCluster() as cluster:
+        cluster.load_objects([*nodes(4), greedy, orphan])
+        async with daemons(cluster, tmp_path):
+            lost = pod("lost")
+            lost["metadata"]["labels"][QUOTA_NAME_LABEL] = "missing"
+            first = in_quota(gang("first", 2), "greedy")
+            cluster.load_objects([lost, *first, *in_quota([pod("alone")], "orphan")])
+            await wait_until(lambda: bound_count(cluster, ["first-0", "first-1", "alone"]) == 3,
+                             what="the gangs the rules admit")
+            second = in_quota(gang("second", 1), "greedy")  # 16 used + 8 asked > max 16 (min 64 cut to it)
+            cluster.load_objects(second)
+            await wait_until(lambda: all(any(e["reason"] in ("InvalidQuota", "QuotaNotFound")
+                                                 for e in warnings_on(cluster, kind, name)) for kind, name in (
+                ("ElasticQuota", "greedy"), ("ElasticQuota", "orphan"), ("Pod", "lost"))), what="the Warnings")
+            (cut,) = warnings_on(cluster, "ElasticQuota", "greedy")
+            assert cut["reason"] == "InvalidQuota"
+            assert cut["message"] == "spec.min[nvidia.com/gpu]: is above spec.max[nvidia.com/gpu]; cut to max"
+            (top,) = warnings_on(cluster, "ElasticQuota", "orphan")
+            assert top["message"].startswith(f"metadata.labels[{QUOTA_PARENT_LABEL}]: parent 'nowhere' does not")
+            (missing,) = [e for e in warnings_on(cluster, "Pod", "lost") if e["reason"] == "QuotaNotFound"]
+            assert missing["message"].startswith(f"metadata.labels[{QUOTA_NAME_LABEL}]: ElasticQuota 'missing'")
+
+            def reason_of(name: str) -> str:
+                conditions = (stored_pod(cluster, name).get("status") or {}).get("conditions") or []
+                return next((c.get("message", "") for c in conditions if c["type"] == "PodScheduled"), "")
+
+            await wait_until(lambda: "quota missing not found" in reason_of("lost")
+                             and "nvidia.com/gpu 16 used + 8 asked > max 16" in reason_of("second-0"),
+                             what="the waiting pods' reasons")
+            assert not any(node for node in (stored_pod(cluster, "lost")["spec"].get("nodeName"),
+                                             stored_pod(cluster, "second-0")["spec"].get("nodeName")))
+
+
+def stored_pod(cluster: DevCluster, name: str) -> dict[str, Any]:
+    return cluster.store.get("pods", name, NAMESPACE)

@@ -1,0 +1,50 @@
+"""`toposched validate` on quota manifests: each problem with file, document, object and field, and
+the rule that then applies; valid quotas of every dialect pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from daemon.cli.validate import main
+
+OPS_EXAMPLES = Path(__file__).resolve().parents[3] / "ops" / "examples"
+
+
+def test_the_quota_examples_of_every_dialect_are_valid(capsys: pytest.CaptureFixture[str]) -> None:
+    files = [str(OPS_EXAMPLES / f"quota-{name}.yaml") for name in ("koordinator", "capacity-scheduling", "volcano")]
+    assert main(files) == 0
+    assert capsys.readouterr().out.startswith("OK: ")
+
+
+def test_bad_quotas_and_a_pod_naming_a_missing_quota_are_reported(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "quotas.yaml"
+    path.write_text("""
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: ElasticQuota
+metadata: {name: team-a, namespace: ml, labels: {quota.scheduling.koordinator.sh/parent: research}}
+spec: {min: {nvidia.com/gpu: "64"}, max: {nvidia.com/gpu: "32"}}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: q1}
+spec: {parent: q1, capability: {nvidia.com/gpu: "-8"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: trainer, labels: {quota.scheduling.koordinator.sh/name: team-b}}
+spec: {schedulerName: toposched, containers: [{name: main}]}
+""")
+    assert main([str(path)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{path}#1: ElasticQuota ml/team-a: spec.min[nvidia.com/gpu]: is above spec.max[nvidia.com/gpu]; cut to max",
+        f"{path}#1: ElasticQuota ml/team-a: metadata.labels[quota.scheduling.koordinator.sh/parent]: "
+        "parent 'research' does not exist; it is a top quota instead",
+        f"{path}#2: Queue q1: spec.capability[nvidia.com/gpu]: '-8' is negative; counted as 0",
+        f"{path}#2: Queue q1: spec.parent: parent 'q1' is the quota itself; it is a top quota instead",
+        f"{path}#3: Pod default/trainer: metadata.labels[quota.scheduling.koordinator.sh/name]: "
+        "ElasticQuota 'team-b' not found; the pod is not placed until it exists",
+        "5 problems in 2 objects",
+    ]
