@@ -78,13 +78,15 @@ async def _list_latency(session: aiohttp.ClientSession, path: str, repeats: int)
     return statistics.median(samples), _percentile(samples, 0.95), count
 
 
-async def _bind_all(session: aiohttp.ClientSession, names: list[str], nodes: int, in_flight: int) -> float:
+async def _bind_all(session: aiohttp.ClientSession, names: list[str], nodes: int, in_flight: int,
+                    node_name: str = "node-{}") -> float:
     queue = iter(enumerate(names))
 
     async def worker() -> None:
         for index, name in queue:
             body = json.dumps({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
-                               "target": {"apiVersion": "v1", "kind": "Node", "name": f"node-{index % nodes}"}})
+                               "target": {"apiVersion": "v1", "kind": "Node",
+                                          "name": node_name.format(index % nodes)}})
             async with session.post(f"/api/v1/namespaces/bench/pods/{name}/binding", data=body,
                                     headers={"Content-Type": "application/json"}) as response:
                 await response.read()
@@ -182,6 +184,14 @@ async def _client(url: str, args: argparse.Namespace, server_pid: int) -> None:
         print(f"  watch fan-out to {args.watchers} watchers during {len(names) - half} bindings "
               f"({(len(names) - half) / bind_elapsed:,.0f} bindings/s): {delivered} events in {elapsed:.2f} s = "
               f"{delivered / elapsed:,.0f} events/s delivered")
+
+
+async def bind_ceiling(url: str, names: list[str], nodes: int, in_flight: int, node_name: str) -> float:
+    """Bind `names` (pending pods of namespace bench) as fast as one client can: seconds taken.
+    `bench.daemon` runs this in a child process for the ceiling its own figures are compared to."""
+    connector = aiohttp.TCPConnector(limit=in_flight + 4)
+    async with aiohttp.ClientSession(base_url=url, connector=connector) as session:
+        return await _bind_all(session, names, nodes, in_flight, node_name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

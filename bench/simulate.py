@@ -40,7 +40,7 @@ def _node(index: int) -> str:
     nvl = index // NODES_PER_NVL
     block = nvl // NVL_PER_BLOCK
     spine = block // BLOCKS_PER_SPINE
-    return (f"---\napiVersion: v1\nkind: Node\nmetadata:\n  name: node-{index:03d}\n  labels:\n"
+    return (f"---\napiVersion: v1\nkind: Node\nmetadata:\n  name: node-{index:05d}\n  labels:\n"
             f"    network.topology.nvidia.com/spine: s{spine}\n    network.topology.nvidia.com/block: b{block}\n"
             f"    network.topology.nvidia.com/accelerator: nvl{nvl}\n"
             f'status:\n  allocatable:\n    cpu: "96"\n    memory: 1Ti\n    pods: "110"\n    nvidia.com/gpu: "8"\n')
@@ -48,30 +48,47 @@ def _node(index: int) -> str:
 
 def _pod(name: str, at: float, runtime: float, gpus: int, gang: str = "", index: int | None = None,
          priority: str = "batch") -> str:
+    """A pod as a training job's manifest writes it: an image, and the GPUs as a limit (Kubernetes
+    requires extended resources in limits; the API server copies them into requests)."""
     labels = f"\n  labels:\n    pod-group.scheduling.sigs.k8s.io: {gang}" if gang else ""
     extra = f'\n    gang.scheduling.koordinator.sh/network-topology-index: "{index}"' if index is not None else ""
     return (f"---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: bench{labels}\n"
             f'  annotations:\n    sim.toposched.io/at: "{at:.1f}"\n    sim.toposched.io/runtime: "{runtime:.0f}"'
             f"{extra}\nspec:\n  schedulerName: toposched\n  priorityClassName: {priority}\n"
-            f"  containers:\n  - name: main\n    resources:\n"
-            f'      requests:\n        cpu: "8"\n        memory: 64Gi\n        nvidia.com/gpu: "{gpus}"\n')
+            f"  containers:\n  - name: main\n    image: nvcr.io/nvidia/pytorch:24.05-py3\n    resources:\n"
+            f'      requests:\n        cpu: "8"\n        memory: 64Gi\n'
+            f'      limits:\n        nvidia.com/gpu: "{gpus}"\n')
 
 
-def generate(jobs: int = 300, seed: int = 7) -> str:
+def generate(jobs: int = 300, seed: int = 7, nodes: int = 512, pods: int | None = None) -> str:
+    """The trace as multi-document YAML. `pods` (default: whatever the 300-job mix gives) scales every
+    gang's size so that the trace holds about that many pods; arrivals come faster on a bigger cluster
+    (the mean gap is 25 s at 512 nodes) so that the load stays above what the cluster holds."""
     rng = random.Random(seed)
-    documents = [_node(i) for i in range(SPINES * BLOCKS_PER_SPINE * NVL_PER_BLOCK * NODES_PER_NVL)]
+    documents = [_node(i) for i in range(nodes)]
     documents += [f"---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata:\n  name: {name}\n"
                   f"value: {value}\n" for name, value in (("batch", 100), ("production", 1000))]
+    jobs_drawn = []  # (at, runtime, lone, size, priority, strategy), drawn first so that `pods` can scale sizes
     at = 0.0
-    for job in range(jobs):
+    for _ in range(jobs):
         at += rng.expovariate(1 / 25.0)
         runtime = rng.uniform(600, 3600)
         if rng.random() < 0.15:
-            documents.append(_pod(f"svc-{job}", at, runtime, gpus=1))
+            jobs_drawn.append((at, runtime, True, 1, "batch", ""))
             continue
         size = rng.choice(GANG_SIZES)
         priority = "production" if rng.random() < 0.2 else "batch"
-        strategy = rng.choice(STRATEGIES)
+        jobs_drawn.append((at, runtime, False, size, priority, rng.choice(STRATEGIES)))
+    lone = sum(1 for job in jobs_drawn if job[2])
+    in_gangs = sum(job[3] for job in jobs_drawn if not job[2])
+    scale = 1.0 if pods is None else max(0.0, pods - lone) / max(in_gangs, 1)
+    pace = 512 / nodes * scale  # arrival gaps shrink on a bigger cluster and grow with the gangs
+    for job, (at, runtime, alone, size, priority, strategy) in enumerate(jobs_drawn):
+        at *= pace
+        if alone:
+            documents.append(_pod(f"svc-{job}", at, runtime, gpus=1))
+            continue
+        size = max(1, round(size * scale))
         name = f"job-{job}"
         topology = f"\n    gang.scheduling.koordinator.sh/network-topology-spec: '{strategy}'" if strategy else ""
         documents.append(f"---\napiVersion: scheduling.sigs.k8s.io/v1alpha1\nkind: PodGroup\nmetadata:\n"
@@ -92,13 +109,21 @@ async def _run(path: Path) -> tuple[Simulation, float, float, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.simulate", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.simulate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=300)
+    parser.add_argument("--nodes", type=int, default=512)
+    parser.add_argument("--pods", type=int, help="scale gang sizes so that the trace holds about this many pods")
     parser.add_argument("--repeat", type=int, default=3, help="runs; the median is reported")
+    parser.add_argument("--write", metavar="PATH", help="only write the trace (for `toposched simulate PATH`)")
     args = parser.parse_args(argv)
+    trace = generate(args.jobs, nodes=args.nodes, pods=args.pods)
+    if args.write:
+        Path(args.write).write_text(trace)
+        return
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "trace.yaml"
-        path.write_text(generate(args.jobs))
+        path.write_text(trace)
         runs = []
         for _ in range(args.repeat):
             simulation, load_s, simulate_s, cpu_s = anyio.run(_run, path)
@@ -108,9 +133,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     stats = simulation.stats
     report = simulation.report
     assert report is not None
-    print(f"simulate 512 nodes, {args.jobs} jobs: {stats.events} events, {stats.gangs} gangs, "
-          f"{stats.binds} binds, {len(report.pending)} pending at the end, {stats.attempts} attempts in "
-          f"{stats.cycles} cycles, virtual end t={report.finished_at:.0f}s")
+    print(f"simulate {args.nodes} nodes, {args.jobs} jobs, {stats.pods} pods: {stats.events} events, "
+          f"{stats.gangs} gangs, {stats.binds} binds, {len(report.pending)} pending at the end, "
+          f"{stats.attempts} attempts in {stats.cycles} cycles, virtual end t={report.finished_at:.0f}s")
     print(f"wall (median of {args.repeat}): {total:.2f} s end to end (load {load_s:.2f} s, "
           f"simulate {simulate_s:.2f} s; {cpu_s:.2f} s of CPU); target < 10 s")
 

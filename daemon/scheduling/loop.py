@@ -16,11 +16,14 @@ in queue order and, for each:
    until then its assumed pods wait, at most `scheduleTimeoutSeconds` from the first wait (default
    `SchedulerConfig.default_schedule_timeout_seconds`). On timeout every assumed member is released
    (`PodForgotten`), `GangTimedOut` is recorded and reported, and the group waits for a change.
-4. Bind. `BindRequested` for every assumed member, then `ClusterAPI.bind` for each, concurrently
-   (bounded by `bind_concurrency`), each answered by `PodBound` or `BindFailed`. If one member
-   fails, binds not yet sent are not sent, and every member still assumed is released: members the
-   API already bound stay bound (Kubernetes cannot unbind; the next attempt places the missing ones
-   next to them). A pod is never bound twice: bound pods are never pending and never re-assumed.
+4. Bind. `BindRequested` for every assumed member, then `ClusterAPI.bind` for each, answered by
+   `PodBound` or `BindFailed`. Binds are pipelined, as kube-scheduler binds asynchronously while it
+   plans the next pod: the members go into one FIFO queue served by at most `bind_concurrency`
+   worker tasks, so the cycle goes on planning while up to that many Binding calls are in flight,
+   with no task per pod. If one member fails, its unit's binds not yet sent are not sent, and every
+   member still assumed is released: members the API already bound stay bound (Kubernetes cannot
+   unbind; the next attempt places the missing ones next to them). A pod is never bound twice: bound
+   pods are never pending and never re-assumed.
 5. No plan. `GangPending(reason)` is recorded and the reason reported (`report_gang`, or
    `report_pod` for a lone pod) only when it changed, the preemption hook is asked for a plan
    (job-level preemption: evict the victims, nominate the preemptor's pods, clear lower-priority
@@ -61,6 +64,7 @@ minMember.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -177,6 +181,19 @@ class SchedulerStats(msgspec.Struct, kw_only=True):
     internal_errors: int = 0  # units whose handling raised (see the module docstring, step 6)
 
 
+class _Binding:
+    """One `Bind` effect in the bind pipeline: how many of its members are still to come back, and the
+    first failure (after which its members still queued are not sent)."""
+
+    __slots__ = ("bind", "failure", "left", "retriable")
+
+    def __init__(self, bind: Bind) -> None:
+        self.bind = bind
+        self.left = len(bind.binds)
+        self.failure = ""
+        self.retriable = True
+
+
 class Scheduler:
     def __init__(self, journal: Journal, api: ClusterAPI, *, config: SchedulerConfig | None = None,
                  preemptor: Preemptor | None = None) -> None:
@@ -194,7 +211,9 @@ class Scheduler:
         self._limiter = anyio.CapacityLimiter(self.config.bind_concurrency)
         self._waits = Waits()
         self._waiting: dict[str, PermitWait] = self._waits.waiting  # units holding assumed pods at Permit
-        self._binding: set[str] = set()
+        self._binding: dict[str, _Binding] = {}  # unit -> its binds queued or in flight
+        self._bind_queue: deque[tuple[_Binding, str, str, str]] = deque()  # (binding, pod, uid, node)
+        self._bind_workers = 0
         self._nominated: dict[str, NominationWait] = self._waits.nominated  # units holding nominations
         self._node_shapes: dict[str, tuple[object, ...]] = {}
         self._pod_shapes: dict[str, tuple[object, ...]] = {}  # pending pods: what of them placement reads
@@ -353,6 +372,7 @@ class Scheduler:
                     await self._sleep(self.next_deadline())
         finally:
             self._background = None
+            self._abandon_binds()
             self._release_all("scheduler stopping")
 
     async def run_until_idle(self) -> None:
@@ -397,8 +417,12 @@ class Scheduler:
         if self._background is not None:
             await self._cycle(self._background)
             return
-        async with anyio.create_task_group() as group:
-            await self._cycle(group)
+        try:
+            async with anyio.create_task_group() as group:
+                await self._cycle(group)
+        except BaseException:
+            self._abandon_binds()
+            raise
 
     async def _cycle(self, group: anyio.abc.TaskGroup) -> None:
         self.stats.cycles += 1
@@ -452,8 +476,7 @@ class Scheduler:
         """Start what a decision step left for the loop to do, in the order it left it."""
         for effect in effects:
             if isinstance(effect, Bind):
-                self._binding.add(effect.unit)
-                group.start_soon(self._bind_all, effect)
+                self._start_binds(effect, group)
             elif isinstance(effect, Evict):
                 group.start_soon(self._evict, effect)
             elif isinstance(effect, SetNominatedNode):
@@ -485,42 +508,51 @@ class Scheduler:
 
     # ------------------------------------------------------------------ binding
 
-    async def _bind_all(self, bind: Bind) -> None:
-        unit_key, gangs, binds = bind.unit, bind.gangs, bind.binds
-        failure = ""
-        retriable = True
-        finished = False
+    def _start_binds(self, bind: Bind, group: anyio.abc.TaskGroup) -> None:
+        """Queue the members of a `Bind` for the bind workers, and start workers for them (at most
+        `bind_concurrency` at once): the pipeline keeps up to that many Binding calls in flight while
+        the cycle goes on planning, without a task per pod."""
+        binding = _Binding(bind)
+        self._binding[bind.unit] = binding
+        self._bind_queue.extend((binding, key, uid, node) for key, uid, node in bind.binds)
+        for _ in range(min(self.config.bind_concurrency, len(self._bind_queue)) - self._bind_workers):
+            self._bind_workers += 1
+            group.start_soon(self._bind_worker)
 
-        async def bind_one(key: str, uid: str, node: str) -> None:
-            nonlocal failure, retriable
-            async with self._limiter:
-                if failure:
-                    return  # a member already failed: this one is released, not bound
-                outcome = await self._call_bind(key, uid, node)
-            if outcome.placed:
-                self.stats.binds += 1
-                self.journal.record(PodBound(pod=key, uid=uid, node=outcome.node or node))
-                return
-            self.stats.bind_failures += 1
-            self.journal.record(BindFailed(pod=key, uid=uid, node=node, reason=outcome.reason))
-            if not failure:
-                failure = f"binding pod {key} to node {node} failed: {outcome.reason}"
-                retriable = outcome.retriable
-
+    async def _bind_worker(self) -> None:
+        """Bind queued members one after the other until the queue is empty; settle each `Bind` whose
+        last member came back (`decisions.bind_settled`). Once a member of a `Bind` failed, its members
+        still queued are not sent."""
+        queue = self._bind_queue
         try:
-            async with anyio.create_task_group() as binding:
-                for key, uid, node in binds:
-                    binding.start_soon(bind_one, key, uid, node)
-            finished = True
+            await anyio.lowlevel.checkpoint()  # let the cycle that queued the binds go on planning first
+            while queue:
+                binding, key, uid, node = queue.popleft()
+                if not binding.failure:
+                    outcome = await self._call_bind(key, uid, node)
+                    if outcome.placed:
+                        self.stats.binds += 1
+                        self.journal.record(PodBound(pod=key, uid=uid, node=outcome.node or node))
+                    else:
+                        self.stats.bind_failures += 1
+                        self.journal.record(BindFailed(pod=key, uid=uid, node=node, reason=outcome.reason))
+                        if not binding.failure:
+                            binding.failure = f"binding pod {key} to node {node} failed: {outcome.reason}"
+                            binding.retriable = outcome.retriable
+                binding.left -= 1
+                if binding.left == 0:
+                    await self._settle(binding)
         finally:
-            self._binding.discard(unit_key)
-            if not finished:
-                step = self._step(self.clock.now())
-                decisions.forget_members(step, gangs, [b[0] for b in binds], "scheduler stopped while binding")
+            self._bind_workers -= 1
+
+    async def _settle(self, binding: _Binding) -> None:
+        bind = binding.bind
+        self._binding.pop(bind.unit, None)
         now = self.clock.now()
         step = self._step(now)
-        decisions.bind_settled(step, unit_key, gangs, len(binds), [b[0] for b in binds], failure, retriable)
-        # Reported from this task, one after the other, once the binds are all back.
+        decisions.bind_settled(step, bind.unit, bind.gangs, len(bind.binds), [b[0] for b in bind.binds],
+                               binding.failure, binding.retriable)
+        # Reported from this worker, one after the other, once the binds are all back.
         for effect in step.effects:
             if isinstance(effect, ReportGang):
                 await self._report_gang(effect.gang, effect.phase, effect.reason, effect.message)
@@ -529,6 +561,14 @@ class Scheduler:
                 await self._report_pending(effect)
             else:
                 self._remember(effect, now)
+
+    def _abandon_binds(self) -> None:
+        """The loop was cancelled with binds queued or in flight: release their members still assumed."""
+        self._bind_queue.clear()
+        for unit_key in sorted(self._binding):
+            bind = self._binding.pop(unit_key).bind
+            decisions.forget_members(self._step(self.clock.now()), bind.gangs, [b[0] for b in bind.binds],
+                                     "scheduler stopped while binding")
 
     async def _call_bind(self, key: str, uid: str, node: str) -> BindOutcome:
         try:

@@ -289,6 +289,19 @@ async def test_binds_run_concurrently_but_within_the_bound() -> None:
     assert len(h.bound_pods()) == 8
 
 
+async def test_lone_pods_are_all_planned_while_their_binds_are_in_flight_within_the_bound() -> None:
+    h = Harness(config=SchedulerConfig(retry_parked_seconds=None, bind_concurrency=4))
+    h.add(*nodes(2), *(pod_event(pod(f"solo-{i}", gpus=1)) for i in range(10)))
+    h.api.gate = anyio.Event()
+    async with anyio.create_task_group() as group:
+        group.start_soon(h.scheduler.run_once)
+        await wait_for(lambda: h.api.in_flight >= 4 and len(h.pods(BindRequested)) == 10)
+        assert len(h.pods(PodAssumed)) == 10 and h.bound_pods() == {}  # planning never waited for a bind
+        h.api.gate.set()
+    assert h.api.max_in_flight == 4
+    assert len(h.bound_pods()) == 10
+
+
 async def test_already_bound_answer_counts_as_bound_where_the_api_says() -> None:
     h = Harness()
     h.add(*nodes(1), pod_event(pod("solo")))
