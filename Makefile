@@ -37,8 +37,15 @@ chaos: $(STAMP)
 
 BENCHES := eventlog topology placement preemption quota simulate devcluster daemon
 
+BENCH_TARGETS := $(VENV)/bench-targets.txt
+
+# Every benchmark, then each figure against its target in one table (bench/targets.py).
 bench: $(STAMP)
-	for b in $(BENCHES); do echo "== python -m bench.$$b"; $(BIN)/python -m bench.$$b || exit 1; done
+	rm -f $(BENCH_TARGETS)
+	for b in $(BENCHES); do echo "== python -m bench.$$b"; \
+		TOPOSCHED_BENCH_TARGETS=$(BENCH_TARGETS) $(BIN)/python -m bench.$$b || exit 1; done
+	@echo "== every figure against its target (python -m bench.targets)"
+	$(BIN)/python -m bench.targets $(BENCH_TARGETS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

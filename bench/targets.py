@@ -2,22 +2,29 @@
 
     target | 3000-pod gang, creation to all bound | 1.80 s = 1668 pods/s = 20 % of devcluster's 8228/s | >= 60 % | ...
 
-`line()` prints it; `make bench` collects the lines of every benchmark into one table at the end
-(`python -m bench.targets LOG` reads them back from the benchmarks' output).
+`line()` prints it, and appends it to the file named by `TOPOSCHED_BENCH_TARGETS` when that is set:
+`make bench` sets it, runs every benchmark, then prints them all as one table with
+`python -m bench.targets FILE` (or any benchmark output given to it, or on standard input).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
 PREFIX = "target | "
+COLLECT = "TOPOSCHED_BENCH_TARGETS"
 
 
 def line(figure: str, value: str, target: str, met: bool) -> str:
     """Print the figure, its value (with its ceiling, when it is a ratio), its target and the verdict."""
     text = f"{PREFIX}{figure} | {value} | {target} | {'met' if met else 'NOT MET'}"
     print(text, flush=True)
+    collect = os.environ.get(COLLECT)
+    if collect:
+        with open(collect, "a", encoding="utf-8") as handle:
+            handle.write(text + "\n")
     return text
 
 
