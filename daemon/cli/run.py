@@ -110,6 +110,7 @@ class Daemon:
         self.topology_status: TopologyStatus | None = None
         self.pod_conditions: PendingPodConditions | None = None
         self.quota_status: QuotaStatus | None = None
+        self.observer: SchedulingObserver | None = None
         self.leading = anyio.Event()
         self.exit_code = EXIT_OK
         self.recovery: LogRecovery | None = None  # set when a damaged log was moved aside at start
@@ -135,7 +136,7 @@ class Daemon:
                 kind, key = subject_of(event)
                 journal.report_error(FOLD_STAGE, f"{kind} {key} (event seq {event.seq}, folding the log)", error)
             self.journal = journal
-            observer = SchedulingObserver(state, self.metrics, self.tracing.tracer)
+            observer = self.observer = SchedulingObserver(state, self.metrics, self.tracing.tracer)
             journal.subscribe(observer)
             try:
                 async with connect(config) as client:
@@ -249,7 +250,7 @@ class Daemon:
             config=SchedulerConfig(bind_concurrency=self.config.bind_concurrency,
                                    backoff_initial_seconds=timeouts.backoff_initial_seconds,
                                    backoff_max_seconds=timeouts.backoff_max_seconds),
-            preemptor=JobPreemptor(),
+            preemptor=JobPreemptor(), instruments=self.observer,
         )
         self.scheduler = scheduler
         # The topology objects' status and problem Events: the leader's too, stopped with the lease.

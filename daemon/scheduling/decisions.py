@@ -267,6 +267,7 @@ class Step:
 class Attempted(msgspec.Struct, frozen=True):
     planned: bool
     preempted: bool = False
+    constraint: str = ""  # no plan: the constraint that failed (`placement.plan.CONSTRAINTS`)
 
 
 # --------------------------------------------------------------------------- one attempt
@@ -277,7 +278,7 @@ def attempt(step: Step, unit: Unit) -> Attempted:
     state = step.state
     result = plan_gang(state, unit.target) if unit.is_gang else plan_pod(state, unit.target)
     if isinstance(result, Unschedulable):
-        return Attempted(planned=False, preempted=_unschedulable(step, unit, result))
+        return Attempted(planned=False, preempted=_unschedulable(step, unit, result), constraint=result.constraint)
     step.stage = "assume"
     _assume(step, unit, result)
     return Attempted(planned=True)

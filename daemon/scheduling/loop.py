@@ -52,6 +52,10 @@ the reason history). Determinism: units, members, nodes and waiting groups are a
 sorted or queue order, the clock is the only source of time, and the cycle's concurrency is asyncio's
 FIFO order over an API that (in the simulator) never really waits.
 
+Telemetry: the loop tells its `Instruments` (`daemon.scheduling.ports`; none in the simulator) when an
+attempt, the preemption planner and each Binding call start and end, so spans and durations measure
+the work itself; everything else telemetry says comes from the journal's events.
+
 The daemon calls `run()` (cycles, then sleeps until woken by a cluster change or a deadline); the
 simulator calls `run_until_idle()` at each virtual instant and `next_deadline()` to know when the
 loop wants to run by time alone. `request_stop()` stops taking new units; in-flight binds finish and
@@ -95,7 +99,17 @@ from daemon.scheduling.decisions import (
 )
 from daemon.scheduling.hints import Need, need_of, room_now
 from daemon.scheduling.journal import Journal
-from daemon.scheduling.ports import ApiOutcome, BindOutcome, ClusterAPI, GangPhase, NeverPreempt, Preemptor
+from daemon.scheduling.ports import (
+    NO_INSTRUMENTS,
+    ApiOutcome,
+    BindOutcome,
+    ClusterAPI,
+    GangPhase,
+    Instruments,
+    NeverPreempt,
+    Preemptee,
+    Preemptor,
+)
 from daemon.scheduling.queue import SchedulingQueue, Unit, pending_units, unit_of_gang
 from events.dispatch import each, exhaustive
 from events.log import EventLogError
@@ -144,6 +158,8 @@ from events.model import (
 )
 from events.objects import Node, Pod
 from placement.fit import Requests
+from placement.plan import Unschedulable
+from preemption.plan import PreemptionPlan
 from preemption.reclaim import may_reclaim
 from state.cluster import ClusterState, PodInfo
 
@@ -196,13 +212,15 @@ class _Binding:
 
 class Scheduler:
     def __init__(self, journal: Journal, api: ClusterAPI, *, config: SchedulerConfig | None = None,
-                 preemptor: Preemptor | None = None) -> None:
+                 preemptor: Preemptor | None = None, instruments: Instruments | None = None) -> None:
         self.journal = journal
         self.state: ClusterState = journal.state
         self.clock = journal.clock
         self.api = api
         self.config = config or SchedulerConfig()
         self.preemptor: Preemptor = preemptor or NeverPreempt()
+        self.instruments: Instruments = instruments or NO_INSTRUMENTS
+        self._timed_preemptor = _TimedPreemptor(self.preemptor, self.instruments)
         self.decisions = DecisionConfig(default_schedule_timeout_seconds=self.config.default_schedule_timeout_seconds)
         self.queue = SchedulingQueue(retry_parked_seconds=self.config.retry_parked_seconds,
                                      backoff_initial_seconds=self.config.backoff_initial_seconds,
@@ -442,6 +460,7 @@ class Scheduler:
             if unit.key in self._binding or not any(pod in self.state.pending for pod in unit.pods):
                 continue
             step = self._step(now)
+            attempting = False
             try:
                 if self._surely_unschedulable(unit):
                     self.stats.skipped += 1
@@ -449,6 +468,8 @@ class Scheduler:
                     continue
                 self.stats.attempts += 1
                 self.queue.attempted(unit, now)
+                attempting = True
+                self.instruments.attempt_started(unit.key, unit.gangs, unit.pods)
                 try:
                     attempted = decisions.attempt(step, unit)
                 finally:
@@ -459,14 +480,18 @@ class Scheduler:
                     self.stats.unschedulable += 1
                 if attempted.preempted:
                     self.stats.preemptions += 1
+                self.instruments.attempt_finished(unit.key, "planned" if attempted.planned else "unschedulable",
+                                                  attempted.constraint)
             except Exception as error:
                 self._unit_failed(unit.key, unit.gangs, step.stage, error, now, group)
+                if attempting:
+                    self.instruments.attempt_finished(unit.key, "error", "")
             await anyio.lowlevel.checkpoint()
 
     # ------------------------------------------------------------------ carrying decisions out
 
     def _step(self, now: float) -> Step:
-        return Step(self.state, now, self._record, self, config=self.decisions, preemptor=self.preemptor,
+        return Step(self.state, now, self._record, self, config=self.decisions, preemptor=self._timed_preemptor,
                     room_cache=self._room_cache)
 
     def _record(self, event: Event) -> None:
@@ -529,7 +554,7 @@ class Scheduler:
             while queue:
                 binding, key, uid, node = queue.popleft()
                 if not binding.failure:
-                    outcome = await self._call_bind(key, uid, node)
+                    outcome = await self._call_bind(binding.bind.unit, key, uid, node)
                     if outcome.placed:
                         self.stats.binds += 1
                         self.journal.record(PodBound(pod=key, uid=uid, node=outcome.node or node))
@@ -552,6 +577,7 @@ class Scheduler:
         step = self._step(now)
         decisions.bind_settled(step, bind.unit, bind.gangs, len(bind.binds), [b[0] for b in bind.binds],
                                binding.failure, binding.retriable)
+        self.instruments.binds_settled(bind.unit, binding.failure)
         # Reported from this worker, one after the other, once the binds are all back.
         for effect in step.effects:
             if isinstance(effect, ReportGang):
@@ -569,13 +595,17 @@ class Scheduler:
             bind = self._binding.pop(unit_key).bind
             decisions.forget_members(self._step(self.clock.now()), bind.gangs, [b[0] for b in bind.binds],
                                      "scheduler stopped while binding")
+            self.instruments.binds_settled(unit_key, "scheduler stopped while binding")
 
-    async def _call_bind(self, key: str, uid: str, node: str) -> BindOutcome:
+    async def _call_bind(self, unit_key: str, key: str, uid: str, node: str) -> BindOutcome:
+        self.instruments.bind_started(unit_key, key, node)
         try:
-            return await self.api.bind(key, uid, node)
+            outcome = await self.api.bind(key, uid, node)
         except Exception as error:  # an adapter bug must not strand the gang's assumed pods
             log.exception("scheduler.bind_raised", pod=key, node=node)
-            return BindOutcome(status="failed", reason=f"{type(error).__name__}: {error}", retriable=True)
+            outcome = BindOutcome(status="failed", reason=f"{type(error).__name__}: {error}", retriable=True)
+        self.instruments.bind_finished(unit_key, key, node, outcome)
+        return outcome
 
     # ------------------------------------------------------------------ waiting groups and nominations
 
@@ -606,6 +636,7 @@ class Scheduler:
                     self._carry_out(step.effects, now, group)
             except Exception as error:
                 self._unit_failed(unit_key, waiting.gangs, step.stage, error, now, group)
+                self.instruments.unit_failed(unit_key, step.stage)
 
     def _service_nominated(self, now: float, group: anyio.abc.TaskGroup) -> None:
         for unit_key in sorted(self._nominated):
@@ -622,6 +653,7 @@ class Scheduler:
             except Exception as error:
                 self._nominated.pop(unit_key, None)
                 self._unit_failed(unit_key, nominated.gangs, step.stage, error, now, group)
+                self.instruments.unit_failed(unit_key, step.stage)
 
     def _release_all(self, reason: str) -> None:
         for unit_key in sorted(self._waiting):
@@ -739,6 +771,21 @@ class Scheduler:
         if not outcome.ok:
             log.warning("scheduler.api_failed", call=what, key=key, reason=outcome.reason)
         return outcome
+
+
+class _TimedPreemptor:
+    """The loop's preemptor, telling its instruments when the planner is asked and when it answers."""
+
+    def __init__(self, inner: Preemptor, instruments: Instruments) -> None:
+        self.inner = inner
+        self.instruments = instruments
+
+    def plan(self, state: ClusterState, preemptee: Preemptee, failure: Unschedulable) -> PreemptionPlan | None:
+        self.instruments.preemption_started(preemptee.key)
+        try:
+            return self.inner.plan(state, preemptee, failure)
+        finally:
+            self.instruments.preemption_finished(preemptee.key)
 
 
 # Event type -> what it tells the loop (True from the handler: a parked unit may fit now, wake up).

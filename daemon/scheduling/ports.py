@@ -17,6 +17,11 @@ Contract of `ClusterAPI` (what an HTTP adapter must honour):
 - `report_gang` writes the PodGroup's status/conditions and a Kubernetes Event; `report_pod` the
   PodScheduled=False condition and an Event of a pod without a gang. Both are best effort.
 
+`Instruments` is what the loop tells telemetry about work that leaves no event of its own: when an
+attempt, a preemption plan and each Binding call start and end, so spans and durations are timed
+around the real work (the decisions themselves reach telemetry as events, through the journal).
+`NO_INSTRUMENTS` (the default: `simulate`, `replay`, tests) does nothing.
+
 `Preemptor` is the hook job-level preemption plugs into (`preemption/` plans, the loop carries the
 plan out). Its plan is `preemption.plan.PreemptionPlan`, the very Struct the planner returns: whom to
 evict, where the preemptor's pods are nominated, and which lower-priority nominations to clear.
@@ -107,6 +112,82 @@ class ClusterAPI(Protocol):
     async def report_pod(self, pod: str, uid: str, reason: str, message: str) -> ApiOutcome:
         """A pod without a gang: condition PodScheduled=False (`reason`, `message`) + an Event."""
         ...
+
+
+# --------------------------------------------------------------------------- instruments
+
+AttemptOutcome = Literal["planned", "unschedulable", "error"]
+
+
+class Instruments(Protocol):
+    """Called by the loop at the edges of its real work (module docstring). Keys are the queue unit's
+    (a GangGroup's first gang, or a lone pod). Called on the loop's path: must be quick, must not
+    raise, and must not change anything the loop reads."""
+
+    def attempt_started(self, unit: str, gangs: tuple[str, ...], pods: tuple[str, ...]) -> None:
+        """The loop starts planning `unit` (its pending `pods`)."""
+        ...
+
+    def attempt_finished(self, unit: str, outcome: AttemptOutcome, constraint: str) -> None:
+        """The attempt's decision is made (its events are recorded): a plan was found (binds may have
+        started, or it waits at Permit), none was (`constraint`: the one that failed, from
+        `placement.plan.CONSTRAINTS`), or handling it raised."""
+        ...
+
+    def preemption_started(self, unit: str) -> None:
+        """The preemption planner is asked for room for `unit`."""
+        ...
+
+    def preemption_finished(self, unit: str) -> None:
+        """The preemption planner answered (its plan, if any, is recorded next)."""
+        ...
+
+    def bind_started(self, unit: str, pod: str, node: str) -> None:
+        """The Binding call for `pod` is being sent (concurrency slot taken)."""
+        ...
+
+    def bind_finished(self, unit: str, pod: str, node: str, outcome: BindOutcome) -> None:
+        """The Binding call for `pod` came back."""
+        ...
+
+    def binds_settled(self, unit: str, failure: str) -> None:
+        """Every Binding of the unit's bind came back: all placed (`failure` ""), or one failed."""
+        ...
+
+    def unit_failed(self, unit: str, stage: str) -> None:
+        """Handling the unit raised at `stage` outside an attempt (Permit, nominations): it is parked."""
+        ...
+
+
+class NoInstruments:
+    """Instruments that record nothing (the simulator, replay, tests)."""
+
+    def attempt_started(self, unit: str, gangs: tuple[str, ...], pods: tuple[str, ...]) -> None:
+        return None
+
+    def attempt_finished(self, unit: str, outcome: AttemptOutcome, constraint: str) -> None:
+        return None
+
+    def preemption_started(self, unit: str) -> None:
+        return None
+
+    def preemption_finished(self, unit: str) -> None:
+        return None
+
+    def bind_started(self, unit: str, pod: str, node: str) -> None:
+        return None
+
+    def bind_finished(self, unit: str, pod: str, node: str, outcome: BindOutcome) -> None:
+        return None
+
+    def binds_settled(self, unit: str, failure: str) -> None:
+        return None
+
+    def unit_failed(self, unit: str, stage: str) -> None:
+        return None
+
+
+NO_INSTRUMENTS: Final = NoInstruments()
 
 
 # --------------------------------------------------------------------------- preemption hook

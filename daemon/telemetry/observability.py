@@ -2,7 +2,10 @@
 
 Logs: one JSON object per line on stderr, with `gang` and `pod` keys wherever a gang or pod is
 concerned (bind `structlog.contextvars` or pass them as keys), so `jq 'select(.gang=="ns/job")'` gives
-a gang's whole story.
+a gang's whole story (`daemon.telemetry.tracing` writes it). Records of the standard `logging` module
+(the OpenTelemetry SDK, aiohttp, kubernetes-asyncio, warnings) go through the same JSON renderer, by a
+`structlog.stdlib.ProcessorFormatter` on the root logger, with their `logger` name: one format on
+stderr, whoever wrote the line.
 
 Traces: the exporter is chosen by the standard OpenTelemetry variables, nothing of our own:
 `OTEL_TRACES_EXPORTER` (`otlp` | `console` | `none`; unset means `otlp` only when an OTLP endpoint is
@@ -42,28 +45,58 @@ from opentelemetry.sdk.trace.export import (
 TRACER_NAME = "toposched"
 
 
+class _LineHandler(logging.Handler):
+    """The root logger's handler: one formatted line per record on `stream` (stderr, looked up per
+    record: it may be swapped after set-up, as tests and embedding callers do)."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        super().__init__()
+        self._stream = stream
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+            stream = self._stream if self._stream is not None else sys.stderr
+            stream.write(line + "\n")
+            stream.flush()
+        except Exception:
+            self.handleError(record)
+
+
 def configure_logging(level: str = "info", stream: TextIO | None = None, json: bool = True) -> None:
-    """structlog to JSON lines (or a console renderer for humans) at `level`."""
+    """structlog to JSON lines (or a console renderer for humans) at `level`, and the standard
+    `logging` records through the same renderer (module docstring)."""
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         numeric = logging.INFO
-    processors: list[structlog.types.Processor] = [
+    shared: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
-        structlog.processors.format_exc_info,
     ]
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
     )
     structlog.configure(
-        processors=[*processors, renderer],
+        processors=[*shared, structlog.processors.format_exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         # Resolve stderr when a logger is made, not now: sys.stderr may be swapped later (tests, daemons).
         logger_factory=(structlog.PrintLoggerFactory(stream) if stream is not None
                         else lambda *_: structlog.PrintLogger(sys.stderr)),
         cache_logger_on_first_use=False,
     )
+    handler = _LineHandler(stream)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.format_exc_info, renderer],
+    ))
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _LineHandler)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(numeric)
+    logging.captureWarnings(True)
 
 
 def silence_logging() -> None:

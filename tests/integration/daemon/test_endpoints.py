@@ -63,8 +63,8 @@ async def test_a_gang_attempt_is_one_span_with_plan_permit_and_bind_children(tmp
                              what="the attempt span")
     spans = exporter.get_finished_spans()
     attempt = next(s for s in spans if s.name == "gang.attempt")
-    assert attempt.attributes is not None and attempt.attributes["gang"] == "default/traced"
-    assert attempt.attributes["result"] == "scheduled"
+    assert attempt.attributes is not None and attempt.attributes["toposched.gang"] == "default/traced"
+    assert attempt.attributes["toposched.result"] == "scheduled"
     children = {s.name for s in spans if s.parent is not None and s.parent.span_id == attempt.context.span_id}
     assert {"gang.plan", "gang.permit", "gang.bind"} <= children
     pod_binds = [s for s in spans if s.name == "pod.bind"]
