@@ -69,8 +69,11 @@ spec:
                        for name in names)))
     placed = eco.wait_bound(names, namespace)
     assert len({BLOCK_OF[node] for node in placed.values()}) == 1
-    found = eco.find("podgroups.scheduling.sigs.k8s.io", "training-job", namespace)
-    assert found is not None and found["status"]["phase"] == "Scheduled"
+    def phase() -> str:  # the PodGroup's status is written once the binds are back: wait for it
+        found = eco.find("podgroups.scheduling.sigs.k8s.io", "training-job", namespace)
+        return str((found or {}).get("status", {}).get("phase", ""))
+
+    eco.wait_for(lambda: phase() == "Scheduled", what="the PodGroup's phase Scheduled")
     def scheduled_events(name: str) -> list[str]:
         return [e["message"] for e in eco.events(namespace, name, "Pod") if e["reason"] == "Scheduled"]
 

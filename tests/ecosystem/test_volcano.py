@@ -169,7 +169,8 @@ def test_hard_tier_gang_that_fits_lands_inside_one_tier1_hypernode(eco: Ecosyste
     namespace = "hard-four"
     eco.apply(volcano_job("a-hard", namespace, 4, mode="hard", tier=1))
     assert len(blocks_of_bound_gang(eco, "a-hard", namespace, 4)) == 1
-    assert pod_group(eco, "a-hard", namespace)["status"]["phase"] == "Running"
+    eco.wait_for(lambda: pod_group(eco, "a-hard", namespace).get("status", {}).get("phase") == "Running",
+                 what="the PodGroup's phase Running (written once the binds are back)")
     eco.delete_namespace_objects(namespace)
 
 
