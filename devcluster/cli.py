@@ -10,6 +10,10 @@ devcluster cannot store is printed and skipped, as simulate skips it. Fault rule
 start (`--fault status=429,verb=create,path=/binding,fraction=1`, repeatable; changed later over HTTP
 at /devcluster/faults, see devcluster.admin).
 
+Exit codes, as every `toposched` command's: 0 stopped by Ctrl-C or SIGTERM; 2 a usage error (a bad
+flag, a --load scenario that cannot be read); 3 the environment (the port in use, the kubeconfig
+cannot be written).
+
 Owns argument parsing and the process lifecycle only.
 """
 
@@ -39,7 +43,12 @@ def _fault(text: str) -> FaultSpec:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toposched devcluster",
-                                     description="Serve the embedded Kubernetes API server on 127.0.0.1.")
+                                     description="Serve the embedded Kubernetes API server on 127.0.0.1.",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="exit codes:\n"
+                                            "  0    stopped by Ctrl-C or SIGTERM\n"
+                                            "  2    a bad flag, or a --load scenario that cannot be read\n"
+                                            "  3    the port in use, or the kubeconfig cannot be written\n")
     parser.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
     parser.add_argument("--kubeconfig", default="devcluster.kubeconfig",
                         help="where to write the kubeconfig (default: ./devcluster.kubeconfig)")
@@ -65,10 +74,16 @@ async def _serve(args: argparse.Namespace) -> int:
     for spec in args.fault:
         cluster.faults.add(spec)
     manifests = read_manifests(args.load) if args.load else []
-    await cluster.start()
+    try:
+        await cluster.start()
+    except OSError as error:
+        raise OSError(error.errno, f"cannot listen on 127.0.0.1:{args.port}: {error.strerror}") from error
     try:
         loaded = sum(_load(cluster, source, obj) for source, obj in manifests)
-        path = cluster.write_kubeconfig(args.kubeconfig)
+        try:
+            path = cluster.write_kubeconfig(args.kubeconfig)
+        except OSError as error:
+            raise OSError(error.errno, f"cannot write the kubeconfig {args.kubeconfig}: {error.strerror}") from error
         print(f"devcluster serving {cluster.url}", flush=True)
         if manifests:
             print(f"loaded {loaded} objects from {args.load}", flush=True)
@@ -105,12 +120,20 @@ def _load(cluster: DevCluster, source: str, obj: dict[str, Any]) -> int:
     return 1
 
 
+EXIT_USAGE = 2  # the numbers of daemon/cli/exits.py, which devcluster may not import
+EXIT_ENVIRONMENT = 3
+
+
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     try:
         return asyncio.run(_serve(args))
-    except (ManifestFileError, ApiError, OSError) as exc:
+    except (ManifestFileError, ApiError) as exc:
         print(f"toposched devcluster: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"toposched devcluster: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
     except KeyboardInterrupt:
         return 0

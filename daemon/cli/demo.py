@@ -37,6 +37,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from daemon.cli import demo_workload as world
+from daemon.cli.exits import EXIT_FINDING, EXIT_INTERRUPTED, EXIT_OK, exit_codes_epilog, reporting
 from daemon.cli.run import Daemon
 from daemon.config import decode_config
 from daemon.telemetry.observability import configure_logging
@@ -297,11 +298,18 @@ async def _demo_in(args: argparse.Namespace, console: Console, workdir: Path, st
                     async for _ in signals:
                         break
             stop.set()
-    return 1 if problems else 0
+    return EXIT_FINDING if problems else EXIT_OK
 
 
+@reporting("demo")
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="toposched demo", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="toposched demo", description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=exit_codes_epilog(
+            ok="every job did what it should (with --keep-running: then stopped by Ctrl-C)",
+            finding="a job did not do what it should, or the workload did not settle within --timeout",
+            environment="a file cannot be written (--log-dir, --kubeconfig: a file, read-only, the disk full)"))
     parser.add_argument("--log-dir", metavar="DIR", help="keep the event log here (for toposched replay)")
     parser.add_argument("--keep-running", action="store_true", help="keep the cluster up for kubectl afterwards")
     parser.add_argument("--timeout", type=float, default=50.0, help="give up after this many seconds (default 50)")
@@ -317,10 +325,10 @@ def main(argv: Sequence[str]) -> int:
         if scope.cancelled_caught:
             console.print(f"[red]toposched demo: gave up after {args.timeout + 15:g}s "
                           "(start-up or shutdown hung)[/red]")
-        return 1
+        return EXIT_FINDING
 
     try:
         return anyio.run(bounded)
     except KeyboardInterrupt:
         print("toposched demo: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED

@@ -2,7 +2,9 @@
 
 Every sub-command lives in its own module with a `main(argv) -> int`; this module only knows their
 names and one-line summaries, so `toposched --help` stays fast and a broken optional sub-command
-cannot take the others down.
+cannot take the others down. It also turns what a command raises for the user to read (a
+`CommandError`, an `OSError`, Ctrl-C) into one line on standard error and the exit code of
+`daemon.cli.exits`; anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Protocol, cast
 
+from daemon.cli.exits import EXIT_USAGE, CommandError, exit_codes_epilog, report
 from daemon.version import package_version
 
 # name -> (module holding `main(argv) -> int`, summary shown by --help)
@@ -39,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="commands:\n"
         + "\n".join(f"  {name:<12} {summary}" for name, (_, summary) in COMMANDS.items())
+        + "\n\n" + exit_codes_epilog("exit codes (`toposched COMMAND --help` says what each means there):")
         + "\n\nRun `toposched COMMAND --help` for a command's options.",
     )
     parser.add_argument("--version", action="version", version=f"toposched {package_version()}")
@@ -52,14 +56,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     if not arguments:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     namespace = parser.parse_args(arguments[:1])
     if namespace.command is None:
         parser.print_help()
-        return 2
-    module_name, _ = COMMANDS[namespace.command]
-    module = cast(_CommandModule, importlib.import_module(module_name))
-    return module.main(arguments[1:])
+        return EXIT_USAGE
+    name = namespace.command
+    module_name, _ = COMMANDS[name]
+    try:
+        module = cast(_CommandModule, importlib.import_module(module_name))
+        return module.main(arguments[1:])
+    except (CommandError, OSError, KeyboardInterrupt) as error:  # a command not decorated with `reporting`
+        return report(name, error)
 
 
 if __name__ == "__main__":

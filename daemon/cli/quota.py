@@ -25,13 +25,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import anyio
 from rich.console import Console
 from rich.tree import Tree
 
-from daemon.cli.topology import state_of_cluster
-from daemon.config import ConfigError
-from daemon.kube.client import KubeApiError, KubeConnectError
+from daemon.cli.exits import EXIT_OK, EXIT_USAGE, CommandError, exit_codes_epilog, reporting
+from daemon.cli.topology import listed_state
 from events.scenario import ScenarioError, load_scenario
 from state.cluster import ClusterState
 from state.quota import DIALECTS, Quota
@@ -119,10 +117,15 @@ def render(doc: dict[str, Any], console: Console) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    epilog = exit_codes_epilog(
+        usage="a bad flag, a scenario that cannot be read, an unusable kubeconfig path or context",
+        environment="the API server cannot be reached or refuses the list")
     parser = argparse.ArgumentParser(prog="toposched quota",
-                                     description="Show the quota trees of a scenario or a live cluster.")
+                                     description="Show the quota trees of a scenario or a live cluster.",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=epilog)
     commands = parser.add_subparsers(dest="command", required=True)
-    show = commands.add_parser("show", help="print each quota's min, max, usage and runtime")
+    show = commands.add_parser("show", help="print each quota's min, max, usage and runtime",
+                               formatter_class=argparse.RawDescriptionHelpFormatter, epilog=epilog)
     source = show.add_mutually_exclusive_group(required=True)
     source.add_argument("--scenario", help="scenario YAML file or directory")
     source.add_argument("--kubeconfig", metavar="PATH", help="read Nodes, quotas, PodGroups and Pods from this cluster")
@@ -131,25 +134,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@reporting("quota")
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     if args.scenario:
         try:
             state, load_problems = state_of_scenario(args.scenario)
         except ScenarioError as error:
-            sys.stderr.write(f"toposched quota: {error}\n")
-            return 2
+            raise CommandError(str(error), EXIT_USAGE) from error
         for problem in load_problems:
             sys.stderr.write(f"warning: {problem}\n")
     else:
-        try:
-            state = anyio.run(state_of_cluster, args.kubeconfig, args.context, LIVE_KINDS)
-        except (ConfigError, KubeConnectError, KubeApiError) as error:
-            sys.stderr.write(f"toposched quota: {error}\n")
-            return 2
+        state = listed_state(args.kubeconfig, args.context, LIVE_KINDS)
     doc = document(state)
     if args.json:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         render(doc, Console(highlight=False))
-    return 0
+    return EXIT_OK

@@ -1,6 +1,8 @@
 """`toposched replay LOGDIR`: fold an event log and show what it holds; verify snapshots.
 
-Reads the log read-only, so it works on the log of a running daemon too.
+Reads the log read-only, so it works on the log of a running daemon too. A directory that holds no
+log (missing, or without a segment or snapshot file) is a usage error (exit 2), so a mistyped path
+never looks like an empty log.
 """
 
 from __future__ import annotations
@@ -9,10 +11,12 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from daemon.cli.exits import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CommandError, exit_codes_epilog, reporting
 from daemon.offline.explain import explain_gang
 from daemon.offline.replay import Summary, fold_log, start_of, summarise, verify_snapshot_equivalence
 from daemon.offline.verify import verify_decisions
@@ -24,7 +28,12 @@ _SHOWN_VIOLATIONS = 20
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="toposched replay", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="toposched replay", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=exit_codes_epilog(
+            finding="--verify found a different decision or a dishonest snapshot; the log is damaged; "
+                    "--explain found nothing about the gang",
+            usage="a bad flag, or LOGDIR is missing or holds no event log"))
     parser.add_argument("log_dir", metavar="LOGDIR", help="directory of the event log")
     parser.add_argument("--until", type=int, metavar="SEQ", help="stop after the event with this sequence number")
     parser.add_argument("--verify", action="store_true",
@@ -38,19 +47,30 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _open(directory: str) -> EventLog:
+    path = Path(directory)
+    if not path.is_dir():
+        problem = "not a directory" if path.exists() else "no such directory"
+        raise CommandError(f"no event log at {directory}: {problem}", EXIT_USAGE)
+    # The files of events/log.py's on-disk format: a writer's lock, segments, snapshots.
+    if not any(entry.name == "LOCK" or entry.name.endswith((".seg", ".snap")) for entry in path.iterdir()):
+        raise CommandError(f"no event log at {directory}: the directory holds no LOCK, segment (*.seg) or "
+                           "snapshot (*.snap) file", EXIT_USAGE)
+    try:
+        return EventLog.open_readonly(directory)
+    except EventLogError as error:
+        raise CommandError(str(error), EXIT_FINDING) from error
+
+
+@reporting("replay")
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(argv)
     # Piped output (files, CI logs) gets a wide fixed width so names are never cut.
     console = Console() if sys.stdout.isatty() else Console(width=200)
     errors = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=200)
     if args.until is not None and args.until < 1:
-        errors.print("[red]error:[/] --until must be a sequence number >= 1")
-        return 2
-    try:
-        log = EventLog.open_readonly(args.log_dir)
-    except EventLogError as error:
-        errors.print(f"[red]error:[/] {error}")
-        return 2
+        raise CommandError("--until must be a sequence number >= 1", EXIT_USAGE)
+    log = _open(args.log_dir)
     try:
         if args.explain:
             return _explain(console, errors, log, args.explain, args.until)
@@ -89,27 +109,24 @@ def main(argv: Sequence[str]) -> int:
                 console.print("[green]verify invariants:[/] held at every decision and at the end (capacity, "
                               "one node per pod, existing nodes, gangs at minMember within their timeout)")
             if not (verification.ok and decisions.ok):
-                return 1
+                return EXIT_FINDING
     except EventLogError as error:
-        errors.print(f"[red]error:[/] {error}")
-        return 1
+        raise CommandError(str(error), EXIT_FINDING) from error
     finally:
         log.close()
-    return 0
+    return EXIT_OK
 
 
 def _explain(console: Console, errors: Console, log: EventLog, gang: str, until: int | None) -> int:
     if "/" not in gang:
-        errors.print(f"[red]error:[/] --explain takes NAMESPACE/NAME, got {gang!r}")
-        return 2
+        raise CommandError(f"--explain takes NAMESPACE/NAME, got {gang!r}", EXIT_USAGE)
     events = (event for event in log.read(1) if until is None or event.seq <= until)
     lines = explain_gang(events, gang)
     if log.first_seq > 1:
         errors.print(f"the log was pruned: its history starts at seq {log.first_seq}; earlier events of {gang} "
                      "are not shown")
     if not lines:
-        errors.print(f"[red]error:[/] the log holds nothing about {gang} (is the namespace right?)")
-        return 1
+        raise CommandError(f"the log holds nothing about {gang} (is the namespace right?)", EXIT_FINDING)
     origin = lines[0].time
     table = Table(title=f"History of {gang}")
     table.add_column("seq", justify="right")
@@ -118,7 +135,7 @@ def _explain(console: Console, errors: Console, log: EventLog, gang: str, until:
     for line in lines:
         table.add_row(str(line.seq), f"+{line.time - origin:.1f}s", line.text)
     console.print(table)
-    return 0
+    return EXIT_OK
 
 
 def _print_summary(console: Console, summary: Summary, *, all_nodes: bool) -> None:

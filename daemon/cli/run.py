@@ -47,6 +47,7 @@ import anyio
 import anyio.abc
 import structlog
 
+from daemon.cli.exits import EXIT_ENVIRONMENT, EXIT_FINDING, EXIT_OK, EXIT_USAGE, exit_codes_epilog, reporting
 from daemon.config import ConfigError, DaemonConfig, load_config
 from daemon.kube.client import KubeApiError, KubeClient, KubeConnectError, connect
 from daemon.kube.cluster_api import KubeClusterAPI
@@ -72,10 +73,9 @@ from state.cluster import ClusterState, subject_of
 
 log = structlog.get_logger("toposched.daemon")
 
-EXIT_OK = 0
-EXIT_LOST_LEASE = 1
-EXIT_CONFIG = 2
-EXIT_STARTUP = 3
+EXIT_LOST_LEASE = EXIT_FINDING
+EXIT_STARTUP = EXIT_ENVIRONMENT
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 EVENT_LOG_RECOVERED = "EventLogRecovered"
 EVENT_DRAIN_SECONDS = 2.0  # at a graceful stop, Events still queued get this long
@@ -314,6 +314,13 @@ def _parser() -> argparse.ArgumentParser:
         prog="toposched run",
         description="Run the topology-aware gang scheduler against a Kubernetes API server. "
         "Flags override the config file.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=exit_codes_epilog(
+            ok="stopped by SIGTERM or SIGINT",
+            finding="the Lease was lost (a fresh process folds the log and campaigns again)",
+            usage="a bad flag or config file (the message names the key)",
+            environment="the API server configuration unusable, the log's lock held by another process, or a "
+                        "damaged log with --on-log-corruption refuse"),
     )
     parser.add_argument("--config", metavar="FILE", help="YAML config file (see daemon/config.py for keys)")
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig path (default: in-cluster or ~/.kube/config)")
@@ -335,7 +342,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--lease-name", help="Lease name (default toposched)")
     parser.add_argument("--lease-namespace", help="Lease namespace (default kube-system)")
     parser.add_argument("--identity", help="holderIdentity (default hostname_pid)")
-    parser.add_argument("--log-level", default="info", help="debug | info | warning | error")
+    parser.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="default info")
     return parser
 
 
@@ -390,12 +397,13 @@ async def _run_until_signal(config: DaemonConfig) -> int:
     return code
 
 
+@reporting("run")
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     try:
         config = config_from_args(args)
     except ConfigError as error:
         print(f"toposched run: bad configuration: {error}", file=sys.stderr)
-        return EXIT_CONFIG
+        return EXIT_USAGE
     configure_logging(args.log_level)
     return anyio.run(_run_until_signal, config)

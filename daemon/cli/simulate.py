@@ -1,6 +1,8 @@
 """`toposched simulate SCENARIO --out REPORT.json [--until S] [--stats] [--log-dir DIR]`.
 
-Runs the scheduler loop on a virtual clock over a scenario (shared/SCENARIOS.md) and writes the report.
+Runs the scheduler loop on a virtual clock over a scenario and writes the report. The scenario format
+(every kind, field and annotation read) and every report field: docs/scenarios.md in the repository.
+
 Documents the loader had to skip are listed on standard error as warnings; a scenario that cannot be
 read at all is an error (exit 2). `--stats` prints event, gang and bind counts and the wall time to
 standard error (never into the report, which must be the same on every run). `--log-dir` keeps the
@@ -17,15 +19,29 @@ from pathlib import Path
 
 import anyio
 
+from daemon.cli.exits import (
+    EXIT_ENVIRONMENT,
+    EXIT_FINDING,
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandError,
+    exit_codes_epilog,
+    reporting,
+)
 from daemon.offline.simulator import Simulation, SimulationError
 from daemon.scheduling.loop import SchedulerError
-from events.log import EventLog, EventLogError
+from events.log import EventLog, EventLogError, LogLockedError
 from events.scenario import ScenarioError, load_scenario
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="toposched simulate", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="toposched simulate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=exit_codes_epilog(
+            finding="the simulation could not finish (the world never settles at one instant)",
+            usage="a bad flag, a scenario that cannot be read, a --log-dir that already holds a log",
+            environment="--out or --log-dir cannot be written (a file, read-only, the disk full, the log's "
+                        "lock held)"))
     parser.add_argument("scenario", metavar="SCENARIO", help="scenario YAML file, or a directory of them")
     parser.add_argument("--out", metavar="REPORT.json", help="where to write the report (default: standard output)")
     parser.add_argument("--until", type=float, metavar="SECONDS", help="stop at this virtual time")
@@ -34,17 +50,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@reporting("simulate")
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     if args.until is not None and not args.until >= 0:
-        print("error: --until must be a number of seconds >= 0", file=sys.stderr)
-        return 2
+        raise CommandError("--until must be a number of seconds >= 0", EXIT_USAGE)
     started = time.perf_counter()
     try:
         scenario = load_scenario(args.scenario)
     except ScenarioError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        raise CommandError(str(error), EXIT_USAGE) from error
     for problem in scenario.problems:
         print(f"warning: {problem}", file=sys.stderr)
     loaded = time.perf_counter()
@@ -53,17 +68,17 @@ def main(argv: Sequence[str]) -> int:
         if args.log_dir:
             log = EventLog.open(args.log_dir, fsync="never")
             if log.last_seq:
-                print(f"error: {args.log_dir} already holds an event log ({log.last_seq} events); "
-                      "give an empty directory", file=sys.stderr)
-                return 2
+                raise CommandError(f"{args.log_dir} already holds an event log ({log.last_seq} events); "
+                                   "give an empty directory", EXIT_USAGE)
         simulation = Simulation(scenario, until=args.until, log=log)
         report = anyio.run(simulation.run)
+    except LogLockedError as error:
+        raise CommandError(str(error), EXIT_ENVIRONMENT) from error
     except EventLogError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        raise CommandError(str(error), EXIT_ENVIRONMENT if isinstance(error.__cause__, OSError) else EXIT_USAGE
+                           ) from error
     except (SchedulerError, SimulationError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        raise CommandError(str(error), EXIT_FINDING) from error
     finally:
         if log is not None:
             log.close()
@@ -80,4 +95,4 @@ def main(argv: Sequence[str]) -> int:
               f"{stats.attempts} attempts in {stats.cycles} cycles; virtual end t={report.finished_at:g}s; "
               f"wall {finished - started:.3f} s (load {loaded - started:.3f} s, "
               f"simulate {finished - loaded:.3f} s)", file=sys.stderr)
-    return 0
+    return EXIT_OK

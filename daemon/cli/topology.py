@@ -36,6 +36,14 @@ import yaml
 from rich.console import Console
 from rich.tree import Tree
 
+from daemon.cli.exits import (
+    EXIT_ENVIRONMENT,
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandError,
+    exit_codes_epilog,
+    reporting,
+)
 from daemon.config import ConfigError, load_config
 from daemon.kube.client import KubeApiError, KubeConnectError, connect
 from daemon.kube.watch import CrdMissing, KindWatcher
@@ -92,12 +100,21 @@ async def state_of_cluster(kubeconfig: str, context: str | None = None,
     return state
 
 
-def _tree_of_cluster(kubeconfig: str, context: str | None) -> tuple[TopologyTree | None, list[str]]:
+def listed_state(kubeconfig: str, context: str | None, kinds: Sequence[str] = LIVE_KINDS) -> ClusterState:
+    """`state_of_cluster` for a command: what stops it is a `CommandError` (a bad kubeconfig path or context
+    is usage, exit 2; an API server that cannot be reached or refuses the list is the environment, 3)."""
     try:
-        state = anyio.run(state_of_cluster, kubeconfig, context)
-    except (ConfigError, KubeConnectError, KubeApiError) as error:
-        sys.stderr.write(f"toposched topology: {error}\n")
-        return None, []
+        return anyio.run(state_of_cluster, kubeconfig, context, kinds)
+    except ConfigError as error:
+        raise CommandError(str(error), EXIT_USAGE) from error
+    except KubeConnectError as error:
+        raise CommandError(f"no usable API server configuration: {error}", EXIT_USAGE) from error
+    except KubeApiError as error:
+        raise CommandError(f"cannot read the cluster: {error}", EXIT_ENVIRONMENT) from error
+
+
+def _tree_of_cluster(kubeconfig: str, context: str | None) -> tuple[TopologyTree, list[str]]:
+    state = listed_state(kubeconfig, context)
     return state.topology, [str(problem) for problem in state.undecodable.values()]
 
 
@@ -154,8 +171,6 @@ def _show(args: argparse.Namespace) -> int:
         tree, load_problems = _tree_of_cluster(args.kubeconfig, args.context)
     else:
         tree, load_problems = _load(args.scenario)
-    if tree is None:
-        return 2
     if args.json:
         sys.stdout.write(json.dumps(tree_json(tree), indent=2) + "\n")
     else:
@@ -165,7 +180,7 @@ def _show(args: argparse.Namespace) -> int:
         console.print(f"source: [bold]{tree.source}[/bold]   levels: {levels}")
         console.print(rich_tree(tree))
     _report(tree, load_problems, "cluster" if args.kubeconfig else "scenario")
-    return 0
+    return EXIT_OK
 
 
 # --------------------------------------------------------------------------- generate
@@ -255,8 +270,6 @@ def generate_cnt(tree: TopologyTree) -> tuple[dict[str, Any], list[str], list[st
 
 def _generate(args: argparse.Namespace) -> int:
     tree, load_problems = _load(args.scenario)
-    if tree is None:
-        return 2
     if args.to == "hypernodes":
         text = yaml.safe_dump_all(generate_hypernodes(tree), sort_keys=False)
     else:
@@ -272,18 +285,17 @@ def _generate(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     _report(tree, load_problems)
-    return 0
+    return EXIT_OK
 
 
 # --------------------------------------------------------------------------- shared
 
 
-def _load(path: str) -> tuple[TopologyTree | None, list[str]]:
+def _load(path: str) -> tuple[TopologyTree, list[str]]:
     try:
         return tree_of_scenario(path)
     except ScenarioError as error:
-        sys.stderr.write(f"toposched topology: {error}\n")
-        return None, []
+        raise CommandError(str(error), EXIT_USAGE) from error
 
 
 def _report(tree: TopologyTree, load_problems: list[str], source: str = "scenario") -> None:
@@ -296,21 +308,31 @@ def _report(tree: TopologyTree, load_problems: list[str], source: str = "scenari
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toposched topology",
-        description="Show the network topology tree of a scenario or a live cluster, or convert a scenario's.")
+        description="Show the network topology tree of a scenario or a live cluster, or convert a scenario's.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EPILOG)
     commands = parser.add_subparsers(dest="command", required=True)
-    show = commands.add_parser("show", help="print the topology tree of a scenario or a live cluster")
+    show = commands.add_parser("show", help="print the topology tree of a scenario or a live cluster",
+                               formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EPILOG)
     source = show.add_mutually_exclusive_group(required=True)
     source.add_argument("--scenario", help="scenario YAML file or directory")
     source.add_argument("--kubeconfig", metavar="PATH", help="read Nodes, Pods and topology objects from this cluster")
     show.add_argument("--context", help="kubeconfig context (with --kubeconfig)")
     show.add_argument("--json", action="store_true", help="print the machine-readable JSON document")
-    generate = commands.add_parser("generate", help="write HyperNode or ClusterNetworkTopology YAML for the tree")
+    generate = commands.add_parser("generate", help="write HyperNode or ClusterNetworkTopology YAML for the tree",
+                                   formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EPILOG)
     generate.add_argument("--scenario", required=True, help="scenario YAML file or directory")
     generate.add_argument("--to", required=True, choices=("hypernodes", "cnt"), help="what to write")
     generate.add_argument("--output", "-o", help="write to this file instead of standard output")
     return parser
 
 
+_EPILOG = exit_codes_epilog(
+    ok="done (problems found in the topology objects are printed on standard error as warnings)",
+    usage="a bad flag, a scenario that cannot be read, an unusable kubeconfig path or context",
+    environment="the API server cannot be reached or refuses the list; --output cannot be written")
+
+
+@reporting("topology")
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     if args.command == "show":

@@ -14,8 +14,9 @@ min above max, a parent label naming no quota or looping, negative or malformed 
 message says the rule that then applies. Other kinds are skipped.
 
 Prints one line per problem, `FILE#DOC: Kind name: field: message` (DOC counts documents from 1),
-and exits 1; prints a short OK line and exits 0 when everything is valid; exits 2 when a file cannot
-be read at all. Reads files only; never talks to a cluster.
+and exits 1; prints a short OK line and exits 0 when everything is valid; exits 2, with one line,
+when a file cannot be read at all (missing, not UTF-8 text, not YAML, nested too deeply). Reads files
+only; never talks to a cluster.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from daemon.cli.exits import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CommandError, exit_codes_epilog, reporting
 from events.ingest import KindInfo, KubeObject, decode_object, key_of, kind_of
 from events.model import ObjectUndecodable
 from events.objects import (
@@ -48,6 +50,7 @@ from state.topology import TopologyTree
 from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, NODE_KIND, validate_network_topology
 from state.topology_wishes import POD_GROUP_KIND, validate_gang_object, validate_pod_group, validate_volcano_pod_group
 
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: depth-capped
 _GANG_OBJECTS = {"SchedulerPluginsPodGroup", "KubernetesPodGroup", "Workload"}
 _QUOTA_OBJECTS = {"ElasticQuota", "CapacityElasticQuota", "Queue"}
 _CHECKED = {"HyperNode", "ClusterNetworkTopology", "PodGroup", "VolcanoPodGroup", *_GANG_OBJECTS, *_QUOTA_OBJECTS}
@@ -75,11 +78,25 @@ class _Documents:
     skipped: int = 0
 
 
+def _documents_of(path: str) -> list[Any]:
+    """The YAML documents of one file; a file that cannot be read as YAML is a `CommandError` (usage) naming it."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return list(yaml.load_all(handle, Loader=_LOADER))  # safe: plain data only
+    except OSError as error:
+        raise CommandError(f"cannot read {path}: {error.strerror}", EXIT_USAGE) from error
+    except UnicodeDecodeError as error:
+        raise CommandError(f"{path} is not UTF-8 text (byte {error.start}); is it a binary?", EXIT_USAGE) from error
+    except yaml.YAMLError as error:
+        raise CommandError(f"{path} is not valid YAML: {' '.join(str(error).split())}", EXIT_USAGE) from error
+    except RecursionError as error:
+        raise CommandError(f"{path} is nested too deeply to hold Kubernetes objects", EXIT_USAGE) from error
+
+
 def _read(paths: Sequence[str]) -> _Documents:
     docs = _Documents([], [], [], [], [], [], [])
     for path in paths:
-        with open(path) as handle:
-            loaded: list[Any] = list(yaml.safe_load_all(handle))
+        loaded = _documents_of(path)
         for number, document in enumerate(loaded, start=1):
             source = f"{path}#{number}"
             if document is None:
@@ -214,27 +231,25 @@ def _all_sources(docs: _Documents) -> list[str]:
     return sorted(set(sources), key=position)
 
 
+@reporting("validate")
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="toposched validate",
-        description="Validate HyperNode, ClusterNetworkTopology and PodGroup manifests (multi-document YAML).")
+        description="Validate HyperNode, ClusterNetworkTopology and PodGroup manifests (multi-document YAML).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=exit_codes_epilog(
+            ok="every object is valid", finding="problems found (one line each on standard output)",
+            usage="a bad flag, or a file that cannot be read as YAML (missing, a binary, not YAML, too deep)"))
     parser.add_argument("files", nargs="+", metavar="FILE")
     args = parser.parse_args(list(argv))
-    try:
-        findings, counts = validate_documents(args.files)
-    except OSError as error:
-        sys.stderr.write(f"toposched validate: cannot read {error.filename}: {error.strerror}\n")
-        return 2
-    except yaml.YAMLError as error:
-        sys.stderr.write(f"toposched validate: not valid YAML: {error}\n")
-        return 2
+    findings, counts = validate_documents(args.files)
     checked = sum(counts.values())
     if findings:
         for finding in findings:
             sys.stdout.write(f"{finding}\n")
         sys.stdout.write(f"{len(findings)} problem{'s' * (len(findings) != 1)} in {checked} object"
                          f"{'s' * (checked != 1)}\n")
-        return 1
+        return EXIT_FINDING
     kinds = ", ".join(f"{count} {kind}" for kind, count in counts.items() if count)
     sys.stdout.write(f"OK: {checked} object{'s' * (checked != 1)} valid{f' ({kinds})' if kinds else ''}\n")
-    return 0
+    return EXIT_OK

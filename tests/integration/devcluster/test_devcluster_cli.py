@@ -95,10 +95,10 @@ def test_cli_serves_a_preloaded_scenario_directory_and_exits_cleanly_on_interrup
     assert "01-cluster.yaml#5: Pod research/words: Pod in version \"v1\" cannot be handled as a Pod" in stderr
 
 
-def test_cli_reports_an_unreadable_scenario(tmp_path: Path) -> None:
+def test_cli_reports_an_unreadable_scenario_as_a_usage_error(tmp_path: Path) -> None:
     from devcluster.cli import main
 
-    assert main(["--kubeconfig", str(tmp_path / "kc"), "--load", str(tmp_path / "missing.yaml")]) == 1
+    assert main(["--kubeconfig", str(tmp_path / "kc"), "--load", str(tmp_path / "missing.yaml")]) == 2
 
 
 def test_cli_starts_with_fault_rules_that_the_admin_endpoint_lists(tmp_path: Path) -> None:
