@@ -3,7 +3,10 @@
 `load_config(path, overrides)` is the only way a `DaemonConfig` is made at start-up. The YAML keys are
 the struct's field names (snake_case); unknown keys, wrong types and out-of-range values are rejected
 with a `ConfigError` naming the key (`leader_election.lease_duration_seconds: expected a number >= 1,
-got 0`), so a typo in a ConfigMap stops the daemon at once instead of being silently ignored.
+got 0`), so a typo in a ConfigMap stops the daemon at once instead of being silently ignored. So is a
+file that is not a config at all, in one line: not UTF-8 text (a binary), not YAML (with the line and
+column), nested deeper than any key goes (10,000 nested lists), or holding an infinite or NaN number
+(`.inf`, `.nan`: no timeout or size is infinite).
 
 Example (every key optional; these are the defaults):
 
@@ -41,8 +44,10 @@ Pure: reads the one file it is given, never the network, never the environment.
 
 from __future__ import annotations
 
+import math
 import os
 import re
+import reprlib
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -53,6 +58,7 @@ import yaml
 
 from events.log import MAX_RECORD_BYTES, EventLogError, FsyncPolicy
 
+MAX_DEPTH = 16  # keys go 2 levels deep; anything far deeper is not a config (and must not reach a recursion)
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
 
@@ -141,10 +147,15 @@ def load_config(path: str | Path | None, overrides: Mapping[str, Any] | None = N
             text = Path(path).read_text(encoding="utf-8")
         except OSError as error:
             raise ConfigError("", f"cannot read config file {path}: {error.strerror or error}") from error
+        except UnicodeDecodeError as error:
+            raise ConfigError("", f"config file {path} is not UTF-8 text (byte {error.start}: "
+                                  f"{error.object[error.start:error.start + 1]!r}); is it a binary?") from error
         try:
-            loaded = yaml.safe_load(text)
+            loaded = yaml.load(text, Loader=_LOADER)  # safe: plain data only
         except yaml.YAMLError as error:
-            raise ConfigError("", f"config file {path} is not valid YAML: {error}") from error
+            raise ConfigError("", f"config file {path} is not valid YAML: {yaml_problem(error)}") from error
+        except RecursionError as error:
+            raise ConfigError("", f"config file {path} is nested too deeply to be a config") from error
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):
@@ -155,14 +166,41 @@ def load_config(path: str | Path | None, overrides: Mapping[str, Any] | None = N
     return decode_config(document)
 
 
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML error on one line: what is wrong and where (PyYAML's own text spans several lines)."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem:
+        mark = error.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        context = f" ({error.context})" if error.context else ""
+        return " ".join(f"{error.problem}{where}{context}".split())
+    return " ".join(str(error).split())
+
+
+def _check_values(document: Mapping[str, Any]) -> None:
+    """Depth and finiteness, walked without recursion: the two things msgspec would take badly or accept."""
+    stack: list[tuple[str, object, int]] = [("", document, 0)]
+    while stack:
+        key, value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ConfigError(key.split(".")[0], f"nested more than {MAX_DEPTH} levels deep; no key of the config "
+                                                 "holds more than a mapping of values")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(key, f"expected a finite number, got {value!r}")
+        if isinstance(value, Mapping):
+            stack.extend((f"{key}.{name}" if key else str(name), item, depth + 1) for name, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{key}.{index}" if key else str(index), item, depth + 1) for index, item in enumerate(value))
+
+
 def decode_config(document: Mapping[str, Any]) -> DaemonConfig:
+    _check_values(document)
     try:
         config = msgspec.convert(document, type=DaemonConfig, strict=False)
     except msgspec.ValidationError as error:
         key, problem = _reword(str(error))
         found = _lookup(document, key)
         if found is not _ABSENT and ", got" not in problem and "key" not in problem:
-            problem = f"{problem}, got {found!r}"
+            problem = f"{problem}, got {reprlib.repr(found)}"
         raise ConfigError(key, problem) from error
     parse_address(config.address, "address")
     try:
@@ -174,6 +212,7 @@ def decode_config(document: Mapping[str, Any]) -> DaemonConfig:
 
 
 _ABSENT = object()
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: fast, depth-capped
 
 
 def _lookup(document: Mapping[str, Any], dotted: str) -> object:

@@ -26,7 +26,15 @@
    process folds the log and campaigns again.
 5. SIGTERM/SIGINT (or `stop` set by an embedding caller): the loop stops taking new gangs, lets
    in-flight binds finish and rolls waiting gangs back (bounded by `shutdown_grace_seconds`); the
-   lease is released so a standby takes over at once; the log is flushed, fsynced and closed.
+   lease is released so a standby takes over at once; the log is flushed, fsynced and closed. A
+   second signal stops at once (in-flight binds are abandoned; the log is still closed), exit 0.
+
+What the environment refuses stops the daemon with one line on standard error, `toposched run: ...`,
+a `daemon.failed` log line and exit 3 (`daemon.cli.exits`): the /metrics address in use, a log
+directory that is a file or read-only, the disk full while writing the log (the log refuses every
+write after an I/O error; a restart resumes from what it acknowledged), the log's lock held by another
+process, a damaged log under `refuse`. No usable API configuration (no kubeconfig, a bad context) is
+a configuration error, exit 2; an API server that does not answer is waited for (the watches retry).
 
 `run_daemon(config, stop)` is the embeddable form (the demo, integration tests and the benchmark
 run the daemon in-process with it); `main(argv)` parses flags, loads the config and runs until a
@@ -37,17 +45,29 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import errno
 import os
 import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 import anyio.abc
 import structlog
 
-from daemon.cli.exits import EXIT_ENVIRONMENT, EXIT_FINDING, EXIT_OK, EXIT_USAGE, exit_codes_epilog, reporting
+from daemon.cli.exits import (
+    EXIT_ENVIRONMENT,
+    EXIT_FINDING,
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandError,
+    describe_os_error,
+    exit_codes_epilog,
+    report,
+    reporting,
+)
 from daemon.config import ConfigError, DaemonConfig, load_config
 from daemon.kube.client import KubeApiError, KubeClient, KubeConnectError, connect
 from daemon.kube.cluster_api import KubeClusterAPI
@@ -67,14 +87,13 @@ from daemon.telemetry.metrics import MeteredEventLog, Metrics
 from daemon.telemetry.observability import Tracing, configure_logging
 from daemon.telemetry.quota_metrics import QuotaGauges
 from daemon.telemetry.tracing import SchedulingObserver
-from events.log import EventLog, EventLogError, LogDamagedError, move_aside
+from events.log import EventLog, EventLogError, LogDamagedError, LogLockedError, move_aside
 from preemption.hook import JobPreemptor
 from state.cluster import ClusterState, subject_of
 
 log = structlog.get_logger("toposched.daemon")
 
 EXIT_LOST_LEASE = EXIT_FINDING
-EXIT_STARTUP = EXIT_ENVIRONMENT
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 EVENT_LOG_RECOVERED = "EventLogRecovered"
@@ -122,9 +141,17 @@ class Daemon:
 
     async def run(self, stop: anyio.Event, *, task_status: anyio.abc.TaskStatus[Daemon] = anyio.TASK_STATUS_IGNORED,
                   ) -> int:
-        """Run until `stop` is set (graceful) or the lease is lost; returns the exit code."""
+        """Run until `stop` is set (graceful) or the lease is lost; returns the exit code.
+
+        What the environment refuses (see the module docstring) is raised, possibly inside an exception
+        group; `environment_failure` turns it into the one line and exit code 3.
+        """
         config = self.config
-        event_log, folded = self._restore()
+        try:
+            event_log, folded = self._restore()
+        except BaseException as failure:
+            self._failed(failure)
+            raise
         self.event_log = event_log
         try:
             state = folded.state
@@ -132,18 +159,17 @@ class Daemon:
                      snapshot_seq=folded.snapshot_seq, last_seq=event_log.last_seq)
             journal = Journal(state, WallClock(), event_log, policy=config.event_log, metrics=self.metrics,
                               background=True)
-            for event, error in folded.failures:  # the state marked these objects; say so as a live fold would
+            for event, fold_error in folded.failures:  # the state marked these objects; say so as a live fold would
                 kind, key = subject_of(event)
-                journal.report_error(FOLD_STAGE, f"{kind} {key} (event seq {event.seq}, folding the log)", error)
+                journal.report_error(FOLD_STAGE, f"{kind} {key} (event seq {event.seq}, folding the log)", fold_error)
             self.journal = journal
             observer = self.observer = SchedulingObserver(state, self.metrics, self.tracing.tracer)
             journal.subscribe(observer)
-            try:
-                async with connect(config) as client:
-                    return await self._serve(client, journal, observer, stop, task_status)
-            except KubeConnectError:
-                self.exit_code = EXIT_STARTUP
-                raise
+            async with connect(config) as client:
+                return await self._serve(client, journal, observer, stop, task_status)
+        except BaseException as failure:
+            self._failed(failure)
+            raise
         finally:
             self.health.role = "stopping"
             if self.journal is not None:
@@ -151,6 +177,12 @@ class Daemon:
             event_log.close()
             self.tracing.shutdown()
             log.info("daemon.stopped", exit_code=self.exit_code)
+
+    def _failed(self, error: BaseException) -> None:
+        failure = environment_failure(error, self.config)
+        if failure is not None:
+            self.exit_code = failure.code
+            log.error("daemon.failed", error=failure.message, exit_code=failure.code)
 
     def _restore(self) -> tuple[MeteredEventLog, FoldResult]:
         """Open the log and fold it back; a damaged log is recovered or refused (module docstring, step 1)."""
@@ -170,7 +202,11 @@ class Daemon:
 
     def _open_and_fold(self) -> tuple[MeteredEventLog, FoldResult]:
         config = self.config
-        event_log = MeteredEventLog.open(config.log_dir, fsync=config.fsync_policy())
+        try:
+            event_log = MeteredEventLog.open(config.log_dir, fsync=config.fsync_policy())
+        except OSError as error:
+            raise CommandError(f"event log directory {config.log_dir}: {_unusable(config.log_dir, error)}",
+                               EXIT_ENVIRONMENT) from error
         assert isinstance(event_log, MeteredEventLog)  # `open` builds the class it is called on
         event_log.metrics = self.metrics
         try:
@@ -214,7 +250,12 @@ class Daemon:
         self.watchers = Watchers(client, journal.recorder(), config.timeouts, known_from_state(journal.state))
         host, port = config.host_port()
         async with anyio.create_task_group() as group:
-            self.endpoints = await group.start(serve, self.health, self.metrics, host, port)
+            try:
+                self.endpoints = await group.start(serve, self.health, self.metrics, host, port)
+            except OSError as error:
+                reason = "address already in use" if error.errno == errno.EADDRINUSE else describe_os_error(error)
+                raise CommandError(f"cannot serve /metrics, /healthz and /readyz on {config.address} (--address, "
+                                   f"or `address` in the config): {reason}", EXIT_ENVIRONMENT) from error
             task_status.started(self)
             group.start_soon(self._report_recovery, client)
             group.start_soon(self.watchers.run)
@@ -300,6 +341,48 @@ class Daemon:
             await anyio.sleep(1.0)
 
 
+def _unusable(directory: str, error: OSError) -> str:
+    """Why a log directory cannot be opened, in the user's terms."""
+    path = Path(directory)
+    for ancestor in (path, *path.parents):
+        if ancestor.exists() and not ancestor.is_dir():
+            return "is a file, not a directory" if ancestor == path else f"{ancestor} is a file, not a directory"
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"cannot be written ({error.strerror}); give a writable directory"
+    return describe_os_error(error)
+
+
+def environment_failure(error: BaseException, config: DaemonConfig) -> CommandError | None:
+    """What the environment refused, from an exception (or a group of them, as task groups raise): the one
+    line and its exit code (3; 2 for no usable API configuration); None for anything else (a cancellation,
+    or a bug, which keeps its traceback)."""
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = environment_failure(inner, config)
+            if found is not None:
+                return found
+        return None
+    if isinstance(error, CommandError):
+        return error
+    if isinstance(error, KubeConnectError):  # no kubeconfig, a bad context, not in a cluster: configuration
+        return CommandError(f"no usable API server configuration: {error}", EXIT_USAGE)
+    if isinstance(error, LogDamagedError):
+        return CommandError(f"event log {config.log_dir}: {error} (event_log.on_corruption: recover, or "
+                            "--on-log-corruption recover, moves it aside and rebuilds it from a relist)",
+                            EXIT_ENVIRONMENT)
+    if isinstance(error, LogLockedError):
+        return CommandError(str(error), EXIT_ENVIRONMENT)
+    if isinstance(error, EventLogError) and isinstance(error.__cause__, OSError):
+        return CommandError(f"event log {config.log_dir}: cannot write: {describe_os_error(error.__cause__)}; "
+                            "stopped (what the log acknowledged is kept, a restart resumes from it)",
+                            EXIT_ENVIRONMENT)
+    if isinstance(error, EventLogError):
+        return CommandError(f"event log {config.log_dir}: {error}", EXIT_ENVIRONMENT)
+    if isinstance(error, OSError):
+        return CommandError(describe_os_error(error), EXIT_ENVIRONMENT)
+    return None
+
+
 async def run_daemon(config: DaemonConfig, stop: anyio.Event, *,
                      task_status: anyio.abc.TaskStatus[Daemon] = anyio.TASK_STATUS_IGNORED) -> int:
     daemon = Daemon(config)
@@ -316,11 +399,12 @@ def _parser() -> argparse.ArgumentParser:
         "Flags override the config file.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=exit_codes_epilog(
-            ok="stopped by SIGTERM or SIGINT",
+            ok="stopped by SIGTERM or SIGINT (a second signal stops at once)",
             finding="the Lease was lost (a fresh process folds the log and campaigns again)",
-            usage="a bad flag or config file (the message names the key)",
-            environment="the API server configuration unusable, the log's lock held by another process, or a "
-                        "damaged log with --on-log-corruption refuse"),
+            usage="a bad flag or config file (the message names the key), no usable kubeconfig",
+            environment="the /metrics address in use, the log dir unusable (a file, "
+                        "read-only), the disk full, the log's lock held by another process, or a damaged log with "
+                        "--on-log-corruption refuse"),
     )
     parser.add_argument("--config", metavar="FILE", help="YAML config file (see daemon/config.py for keys)")
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig path (default: in-cluster or ~/.kube/config)")
@@ -371,6 +455,7 @@ def config_from_args(args: argparse.Namespace) -> DaemonConfig:
 async def _run_until_signal(config: DaemonConfig) -> int:
     stop = anyio.Event()
     daemon = Daemon(config)
+    failure: CommandError | None = None
     async with anyio.create_task_group() as group:
 
         async def on_signal() -> None:
@@ -378,23 +463,22 @@ async def _run_until_signal(config: DaemonConfig) -> int:
                 async for signum in signals:
                     log.info("daemon.signal", signal=signal.Signals(signum).name)
                     if stop.is_set():
-                        group.cancel_scope.cancel()  # a second signal: stop now
+                        log.warning("daemon.stopping_now", signal=signal.Signals(signum).name)
+                        group.cancel_scope.cancel()  # a second signal: stop now (daemon.run's cleanup still runs)
                         return
                     stop.set()
 
         group.start_soon(on_signal)
         try:
-            code = await daemon.run(stop)
-        except KubeConnectError as error:
-            print(f"toposched run: cannot reach the API server: {error}", file=sys.stderr)
-            code = EXIT_STARTUP
-        except EventLogError as error:
-            hint = (" (event_log.on_corruption: recover, or --on-log-corruption recover, moves it aside and "
-                    "rebuilds it from a relist)" if isinstance(error, LogDamagedError) else "")
-            print(f"toposched run: event log {config.log_dir}: {error}{hint}", file=sys.stderr)
-            code = EXIT_STARTUP
+            await daemon.run(stop)
+        except BaseException as error:  # a cancellation (the second signal) or a bug passes through
+            failure = environment_failure(error, config)
+            if failure is None:
+                raise
         group.cancel_scope.cancel()
-    return code
+    if failure is not None:
+        return report("run", failure)
+    return daemon.exit_code
 
 
 @reporting("run")

@@ -31,6 +31,7 @@ import msgspec
 import yaml
 
 from daemon.cli.exits import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CommandError, exit_codes_epilog, reporting
+from daemon.config import yaml_problem
 from events.ingest import KindInfo, KubeObject, decode_object, key_of, kind_of
 from events.model import ObjectUndecodable
 from events.objects import (
@@ -88,7 +89,7 @@ def _documents_of(path: str) -> list[Any]:
     except UnicodeDecodeError as error:
         raise CommandError(f"{path} is not UTF-8 text (byte {error.start}); is it a binary?", EXIT_USAGE) from error
     except yaml.YAMLError as error:
-        raise CommandError(f"{path} is not valid YAML: {' '.join(str(error).split())}", EXIT_USAGE) from error
+        raise CommandError(f"{path} is not valid YAML: {yaml_problem(error)}", EXIT_USAGE) from error
     except RecursionError as error:
         raise CommandError(f"{path} is nested too deeply to hold Kubernetes objects", EXIT_USAGE) from error
 

@@ -161,5 +161,5 @@ def test_an_unusable_kubeconfig_stops_run_with_a_clear_message(tmp_path: Path,
                          "127.0.0.1:0", "--log-level", "error"])
     finally:
         structlog.reset_defaults()  # main() configured logging for the process: leave other tests theirs
-    assert code == 3
-    assert "cannot reach the API server" in capsys.readouterr().err
+    assert code == 2
+    assert "toposched run: no usable API server configuration: " in capsys.readouterr().err

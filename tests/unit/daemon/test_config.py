@@ -81,3 +81,49 @@ def test_a_file_that_is_not_a_mapping_is_a_clear_error(tmp_path: Path) -> None:
 def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_config(tmp_path / "absent.yaml")
+
+
+def test_a_binary_config_file_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_bytes(b"\x7fELF\x02\x01\x01\x00\xff\xfe\x00\x00")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == f"config file {path} is not UTF-8 text (byte 8: b'\\xff'); is it a binary?"
+
+
+def test_ten_thousand_nested_lists_are_one_line_not_a_recursion_error(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("timeouts: " + "[" * 10_000 + "]" * 10_000 + "\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert "\n" not in str(caught.value)
+    assert str(caught.value).startswith(f"config file {path} is not valid YAML: exceeded maximum nesting depth at "
+                                        "line 1")
+
+
+def test_nesting_below_the_yaml_parsers_limit_is_refused_by_depth() -> None:
+    deep: object = 1
+    for _ in range(500):
+        deep = [deep]
+    with pytest.raises(ConfigError) as caught:
+        decode_config({"timeouts": deep})
+    assert caught.value.key == "timeouts"
+    assert "nested more than 16 levels deep" in caught.value.problem
+
+
+@pytest.mark.parametrize(("text", "shown"), [(".inf", "inf"), ("-.inf", "-inf"), (".nan", "nan")])
+def test_infinite_and_nan_numbers_are_refused_naming_the_key(tmp_path: Path, text: str, shown: str) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(f"event_log:\n  retention_seconds: {text}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == f"event_log.retention_seconds: expected a finite number, got {shown}"
+
+
+def test_a_yaml_syntax_error_is_one_line_with_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("timeouts:\n  request_seconds: [1\nfsync: always\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert "\n" not in str(caught.value)
+    assert "at line 3, column 6" in str(caught.value)
