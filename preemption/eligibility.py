@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import msgspec
 
+from placement.members import is_running, minimum_of, pod_order
 from preemption.plan import NEVER_POLICY, NOT_PREEMPTABLE, WAITING, NoPreemption
 from state.cluster import NEVER, ClusterState, PodInfo
 
@@ -44,6 +45,27 @@ def preemptor_of(state: ClusterState, key: str) -> Preemptor | NoPreemption:
         return NoPreemption(key, NOT_PREEMPTABLE, "no preemption: no pending pod to make room for")
     priority = min(state.pods[p].priority for p in pending)
     return Preemptor(key=key, gangs=gangs, pending=tuple(pending), priority=priority)
+
+
+def minimum_pending(state: ClusterState, preemptor: Preemptor) -> list[str]:
+    """The pending pods each gang of the job needs placed together now to reach its minimum (as
+    placement counts them, `placement.members.minimum_of`); [] for a lone pod."""
+    keys: list[str] = []
+    for gang_key in preemptor.gangs:
+        info = state.gangs.get(gang_key)
+        if info is None or info.spec is None:
+            continue
+        members = [state.pods[m] for m in info.members if m in state.pods]
+        running = [pod for pod in members if is_running(pod)]
+        waiting = sorted((pod for pod in members if pod.key in state.pending), key=pod_order)
+        keys.extend(minimum_of(info.spec, running, waiting)[0])
+    return keys
+
+
+def has_running_member(state: ClusterState, preemptor: Preemptor) -> bool:
+    """Does a gang of the job run already (a job that started: a Closed queue still admits its pods)?"""
+    return any(is_running(state.pods[m]) for g in preemptor.gangs if (info := state.gangs.get(g)) is not None
+               for m in info.members if m in state.pods)
 
 
 def check_eligibility(state: ClusterState, preemptor: Preemptor) -> NoPreemption | None:

@@ -16,8 +16,9 @@ it is placed normally once the room is free.
 With quotas (`preemption/reclaim.py`): a job that may reclaim (its quota stays within its min with
 the job added) first tries to take back what other quotas borrow; when that finds no plan, it
 falls back to priority preemption inside its own quota. A job refused by its quota (constraint
-`quota`) preempts nobody, unless it may reclaim and what refused it is a parent quota's max that a
-sibling's borrowing fills: then the reclaim frees that quota first.
+`quota`) may reclaim when what refused it is a parent quota's max that a sibling's borrowing fills
+(the reclaim frees that quota first); else, or when that finds no plan, it preempts lower-priority
+jobs of its own quota, chosen first to free the quota that refused it (`priority_rule`).
 
 Pure: no I/O, no clock, no state of its own.
 """
@@ -55,14 +56,16 @@ class JobPreemptor:
             return None
         if who is not None and not isinstance(who, NoPreemption):
             reclaim = reclaim_rule(state, who)
-            if failure.constraint == QUOTA and (reclaim is None or reclaim.forced is None):
-                return None  # evicting pods of other quotas cannot make its own quota admit it
+            if failure.constraint == QUOTA and reclaim is not None and reclaim.forced is None:
+                reclaim = None  # evicting pods of other quotas cannot make its own quota admit it
             if reclaim is not None:
                 reclaimed = plan_preemption(state, preemptee.key, failure, rule=lambda _: reclaim)
                 if isinstance(reclaimed, PreemptionPlan):
                     return self._answer(reclaimed)
                 reclaim_refusal = reclaimed
-            result = plan_preemption(state, preemptee.key, failure, rule=lambda p: priority_rule(state, p))
+            blocks = _quota_refusal(failure) if failure.constraint == QUOTA else ""
+            result = plan_preemption(state, preemptee.key, failure,
+                                     rule=lambda p: priority_rule(state, p, quota_blocks=blocks))
         else:
             result = plan_preemption(state, preemptee.key, failure)
         if reclaim_refusal is not None and isinstance(result, NoPreemption) and reclaim_refusal.reason != result.reason:
@@ -88,6 +91,11 @@ class JobPreemptor:
         if result.kind in SILENT:
             return None
         return refusal(result)
+
+
+def _quota_refusal(failure: Unschedulable) -> str:
+    """What the quota said, without the job's label ("gang x: quota y: ..." -> "quota y: ...")."""
+    return failure.reason.partition(": ")[2] or failure.reason
 
 
 def refusal(why: NoPreemption) -> PreemptionPlan:

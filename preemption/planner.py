@@ -37,10 +37,10 @@ from placement.constraints import InvalidConstraint, planning_tree, resolve
 from placement.fit import Shape, shape_of
 from placement.gang import plan_gang
 from placement.lone import plan_pod
-from placement.members import domain_label, is_running, minimum_of, pod_order, where
+from placement.members import domain_label, is_running, where
 from placement.plan import INVALID, MEMBERS, POD_FIT, QUOTA, GangPlan, Unschedulable
 from preemption.cost import Cost, cost_of
-from preemption.eligibility import Preemptor, check_eligibility, preemptor_of
+from preemption.eligibility import Preemptor, check_eligibility, minimum_pending, preemptor_of
 from preemption.explain import Considered, explain
 from preemption.plan import (
     NO_CANDIDATES,
@@ -242,15 +242,7 @@ class _Planner:
             return counts
 
         everything = _Need(shape_list, counts_of(p.pending), len(p.pending))
-        minimum_keys: list[str] = []
-        for gang_key in p.gangs:
-            info = self.state.gangs.get(gang_key)
-            if info is None or info.spec is None:
-                continue
-            members = [self.state.pods[m] for m in info.members if m in self.state.pods]
-            running = [pod for pod in members if is_running(pod)]
-            waiting = sorted((pod for pod in members if pod.key in self.state.pending), key=pod_order)
-            minimum_keys.extend(minimum_of(info.spec, running, waiting)[0])
+        minimum_keys = minimum_pending(self.state, p)
         if not minimum_keys or len(minimum_keys) >= len(p.pending):
             return everything, None
         return everything, _Need(shape_list, counts_of(minimum_keys), len(minimum_keys))

@@ -5,7 +5,10 @@ scheduling (and Koordinator, whose priorities are compared only inside one quota
 
 - Priority preemption stays inside the preemptor's quota: only pods of the same quota (or, for a
   job in no quota, pods in no quota) of lower priority are candidates. Without any quota object
-  this is exactly priority preemption as it always was.
+  this is exactly priority preemption as it always was. When the job's quota (at its max, or at
+  its runtime) and not room is what keeps it out, the cheapest lower-priority units of that quota
+  whose eviction lets the quota admit the job are chosen first (the rule's `forced`, as a reclaim
+  frees a parent's max), and the planner then adds what room still requires.
 - Reclaim: a job whose quota stays within its guarded level (min; Volcano: deserved, else
   guarantee) with the job's pending pods added may take back what other quotas borrow. Victims:
   preemptible pods (Koordinator: not labelled `preemptible: "false"`; Volcano: marked
@@ -31,8 +34,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from placement.quota import reclaim_headroom
-from preemption.eligibility import Preemptor
+from placement.quota import admit, reclaim_headroom
+from preemption.eligibility import Preemptor, has_running_member, minimum_pending
 from preemption.victims import VictimRule, VictimUnit
 from state.cluster import ClusterState, PodInfo
 from state.quota import Quota, QuotaBook
@@ -52,8 +55,10 @@ def quota_of_job(state: ClusterState, pods: Sequence[str]) -> tuple[Quota | None
     return (book.quotas.get(only) if only else None), True
 
 
-def priority_rule(state: ClusterState, preemptor: Preemptor) -> VictimRule:
-    """Priority preemption, limited to the preemptor's own quota once quotas exist."""
+def priority_rule(state: ClusterState, preemptor: Preemptor, *, quota_blocks: str = "") -> VictimRule:
+    """Priority preemption, limited to the preemptor's own quota once quotas exist. `quota_blocks`
+    (the refusal, when the job's quota and not room is what keeps it out): the victims must first
+    free enough of that quota, whatever room they make (see `_free_own_quota`)."""
     book = state.quotas
     priority = preemptor.priority
     if not book.active:
@@ -69,7 +74,46 @@ def priority_rule(state: ClusterState, preemptor: Preemptor) -> VictimRule:
         return pod.priority < priority and (other.id if other is not None else "") == own
 
     where = f" in {quota.label}" if quota is not None else " in no quota"
-    return VictimRule.lower_priority(priority, where=where, eligible=same_quota)
+    rule = VictimRule.lower_priority(priority, where=where, eligible=same_quota)
+    if quota_blocks and quota is not None:
+        rule.forced = lambda units: _free_own_quota(state, preemptor, quota, units)
+        rule.note = (f"its quota keeps it out ({quota_blocks}): lower-priority jobs of {quota.label} are "
+                     "evicted first to free that quota, then as room requires")
+    return rule
+
+
+def _free_own_quota(state: ClusterState, preemptor: Preemptor, quota: Quota,
+                    units: list[VictimUnit]) -> list[VictimUnit] | str:
+    """The cheapest units (in the cost order of `VictimUnit.sort_key`) of the job's own quota whose
+    eviction lets its quotas admit the pods its minimum needs (placement's own admission,
+    `placement.quota.admit`); then the ones not needed dropped, last taken first. Pods already on
+    their way out count as gone."""
+    need = minimum_pending(state, preemptor) or list(preemptor.pending[:1])
+    starting = not has_running_member(state, preemptor)
+    leaving = frozenset(key for key in state.quotas.shares if (pod := state.pods.get(key)) is not None
+                        and (pod.terminating or pod.eviction_requested))
+    ordered = sorted(units, key=VictimUnit.sort_key)
+
+    def refusal(taken: Sequence[VictimUnit]) -> str:
+        gone = leaving | {pod.key for unit in taken for pod in unit.pods}
+        return admit(state, need, ignore_pods=gone, starting=starting)
+
+    why = refusal(ordered)
+    if why:
+        return f"even with every lower-priority job of {quota.label} gone, {why}"
+    low, high = 0, len(ordered)  # admission only gets easier as usage goes: the shortest prefix that admits
+    while low < high:
+        middle = (low + high) // 2
+        if refusal(ordered[:middle]):
+            low = middle + 1
+        else:
+            high = middle
+    chosen = ordered[:low]
+    for unit in reversed(list(chosen)):
+        rest = [u for u in chosen if u is not unit]
+        if not refusal(rest):
+            chosen = rest
+    return chosen
 
 
 def may_reclaim(state: ClusterState, pods: Sequence[str]) -> bool:

@@ -6,7 +6,12 @@ their bursts of gangs, at every event of the run:
 - reclaim victims are only borrowers: every victim runs in a quota that used more than its min of
   a resource the reclaimer asked for, is preemptible, and is not in the reclaimer's quota;
 - so a quota at or under its min never loses a pod to reclaim;
-- the quota that reclaims stays within its own min with the gang it reclaims for.
+- the quota that reclaims stays within its own min with the gang it reclaims for;
+- priority preemption (also when the preemptor's quota, at its max, is what keeps it out) takes
+  only pods of the preemptor's own quota, of strictly lower priority.
+And for one team at its max whose high-priority gang arrives, the plan evicts whole lower-priority
+gangs of that team only, lets the quota admit the gang once they are gone, and no victim gang could
+be spared.
 """
 
 from __future__ import annotations
@@ -110,6 +115,16 @@ def watch(state: ClusterState, failures: list[str]) -> Callable[[Event], None]:
             for resource, cap in quota.max.items():
                 if quota.running.get(resource, 0) > cap:
                     failures.append(f"seq {event.seq}: {quota.label} runs {quota.running[resource]} > max {cap}")
+        if isinstance(event, PreemptionPlanned) and not event.reclaim_from:
+            gang = state.gangs[event.gang]
+            asking = [key for key in sorted(gang.members) if key in state.pending]
+            preemptor_quota = book.quota_of(asking[0]) if asking else None
+            lowest = min(state.pods[key].priority for key in asking) if asking else 0
+            for victim in event.victims:
+                if book.quota_of(victim) is not preemptor_quota:
+                    failures.append(f"seq {event.seq}: priority victim {victim} outside the preemptor's quota")
+                if state.pods[victim].priority >= lowest:
+                    failures.append(f"seq {event.seq}: priority victim {victim} not of lower priority")
         if isinstance(event, PreemptionPlanned) and event.reclaim_from:
             gang = state.gangs[event.gang]
             asking_pods = [key for key in gang.members if key in state.pending]
@@ -143,3 +158,70 @@ def test_quotas_hold_and_reclaim_takes_only_from_borrowers(w: Workload) -> None:
     assert not failures, failures[:5]
     victims = {v for p in report.preemptions for v in p.victims}
     assert not victims & {p.pod for p in report.pending}
+
+
+class Crowd(msgspec.Struct, frozen=True):
+    """Gangs (GPUs of 8-GPU pods, priority) running in team-a, which is at its max."""
+
+    running: list[tuple[int, int]]
+    urgent_pods: int
+    urgent_priority: int
+    spare_nodes: int
+
+
+@st.composite
+def crowds(draw: st.DrawFn) -> Crowd:
+    running = draw(st.lists(st.tuples(st.integers(1, 2), st.sampled_from([0, 10, 100, 1000])), min_size=1,
+                            max_size=4))
+    return Crowd(running=running, urgent_pods=draw(st.integers(1, 3)), urgent_priority=draw(st.sampled_from([10, 500])),
+                 spare_nodes=draw(st.integers(0, 3)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(crowds())
+def test_a_job_kept_out_by_its_quota_preempts_only_lower_priority_gangs_of_it_and_only_what_it_must(
+        crowd: Crowd) -> None:
+    from events.builders import bound, gpu_nodes, pod_event
+    from events.model import ElasticQuotaUpserted, PodGroupUpserted
+    from placement import Unschedulable, plan_gang
+    from placement.quota import admit
+    from preemption import JobPreemptor
+    from preemption.plan import PreemptionPlan
+
+    used_nodes = sum(pods for pods, _ in crowd.running)
+    events: list[Event] = [*gpu_nodes(used_nodes + crowd.spare_nodes + crowd.urgent_pods, per_block=2)]
+    events.append(ElasticQuotaUpserted(quota=elastic_quota("team-a", namespace="team-a", minimum=gpus(8),
+                                                           maximum=gpus(8 * used_nodes))))
+    index = 0
+    priorities: dict[str, int] = {}
+    for number, (pods, priority) in enumerate(crowd.running):
+        name = f"r{number}"
+        priorities[f"team-a/{name}"] = priority
+        events.append(PodGroupUpserted(pod_group=pod_group(name, namespace="team-a", min_member=pods)))
+        for i in range(pods):
+            events.append(pod_event(bound(pod(f"{name}-{i}", namespace="team-a", gang=name, priority=priority),
+                                          f"n{index}"), time=float(number)))
+            index += 1
+    events.append(PodGroupUpserted(pod_group=pod_group("urgent", namespace="team-a", min_member=crowd.urgent_pods)))
+    events += [pod_event(pod(f"urgent-{i}", namespace="team-a", gang="urgent", priority=crowd.urgent_priority),
+                         time=50.0) for i in range(crowd.urgent_pods)]
+    state = ClusterState()
+    state.apply_all(events)
+    failure = plan_gang(state, "team-a/urgent")
+    assert isinstance(failure, Unschedulable) and failure.constraint == "quota", failure
+    from daemon.scheduling.ports import Preemptee
+    urgent = tuple(f"team-a/urgent-{i}" for i in range(crowd.urgent_pods))
+    plan = JobPreemptor().plan(state, Preemptee(key="team-a/urgent", gangs=("team-a/urgent",), pods=urgent,
+                                                priority=crowd.urgent_priority), failure)
+    lower = sum(pods for pods, priority in crowd.running if priority < crowd.urgent_priority)
+    if lower < crowd.urgent_pods:  # not enough of lower priority in the quota: nobody is evicted
+        assert plan is None or not plan.victims
+        return
+    assert isinstance(plan, PreemptionPlan) and plan.victims, plan
+    jobs = set(plan.victim_jobs)
+    assert all(priorities[job] < crowd.urgent_priority for job in jobs)
+    assert {v.rsplit("-", 1)[0] for v in plan.victims} == jobs  # whole gangs (minMember = all their pods)
+    assert not admit(state, list(urgent), ignore_pods=set(plan.victims))
+    for job in jobs:  # no victim gang could be spared
+        spared = {v for v in plan.victims if not v.startswith(f"{job}-")}
+        assert admit(state, list(urgent), ignore_pods=spared), f"{job} was not needed"
