@@ -84,7 +84,7 @@ from daemon.scheduling.loop import Scheduler, SchedulerConfig
 from daemon.telemetry.health import EndpointServer, Health, serve
 from daemon.telemetry.looplag import LoopLagMonitor
 from daemon.telemetry.metrics import MeteredEventLog, Metrics
-from daemon.telemetry.observability import Tracing, configure_logging
+from daemon.telemetry.observability import Tracing, configure_logging, trace_export_from_env
 from daemon.telemetry.quota_metrics import QuotaGauges
 from daemon.telemetry.tracing import SchedulingObserver
 from events.log import EventLog, EventLogError, LogDamagedError, LogLockedError, move_aside
@@ -486,6 +486,7 @@ def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     try:
         config = config_from_args(args)
+        trace_export_from_env(os.environ)  # the OTEL_* variables: a value we cannot honour is a config error
     except ConfigError as error:
         print(f"toposched run: bad configuration: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -8,17 +8,17 @@ a gang's whole story (`daemon.telemetry.tracing` writes it). Records of the stan
 stderr, whoever wrote the line.
 
 Traces: the exporter is chosen by the standard OpenTelemetry variables, nothing of our own:
-`OTEL_TRACES_EXPORTER` (`otlp` | `console` | `none`; unset means `otlp` only when an OTLP endpoint is
-configured) and `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (OTLP over
-HTTP/protobuf). With nothing configured no span is exported and tracing costs next to nothing.
-`OTEL_SERVICE_NAME` names the service (default `toposched`).
+`OTEL_TRACES_EXPORTER` (`otlp`, `console`, `none` or a list such as `otlp,console`; unset means
+`otlp` only when an OTLP endpoint is configured), `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` /
+`OTEL_EXPORTER_OTLP_PROTOCOL` (`http/protobuf`, the default, to :4318, or `grpc` to :4317) and
+`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (used as it is) / `OTEL_EXPORTER_OTLP_ENDPOINT` (the base URL:
+`/v1/traces` is appended for HTTP); headers, timeout, compression and certificates are read by the
+exporters from their own standard variables. A value we cannot honour (`OTEL_TRACES_EXPORTER=jaeger`,
+protocol `http/json`) is a `ConfigError`: `toposched run` says so in one line and exits 2. With
+nothing configured no span is exported and tracing costs next to nothing. `OTEL_SERVICE_NAME` names
+the service (default `toposched`).
 
-Span names (what a trace of a gang attempt looks like):
-  `gang.attempt` (attributes gang, attempt, result)
-    ├─ `gang.plan`        placement
-    ├─ `gang.preempt`     job-level preemption (evictions, nominations)
-    ├─ `gang.permit`      waiting for minMember assumed pods
-    └─ `gang.bind`        the Binding calls (one `pod.bind` child per pod)
+Span names and attributes: see `daemon.telemetry.tracing`, which makes them.
 
 Must never: change what the scheduler decides, or block the event loop (export runs on the SDK's
 batch thread).
@@ -29,11 +29,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from typing import TextIO
 
+import msgspec
 import structlog
 from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
@@ -41,6 +43,9 @@ from opentelemetry.sdk.trace.export import (
     SimpleSpanProcessor,
     SpanExporter,
 )
+
+from daemon.config import ConfigError
+from daemon.version import package_version
 
 TRACER_NAME = "toposched"
 
@@ -104,44 +109,95 @@ def silence_logging() -> None:
     configure_logging("error")
 
 
-def _exporter_from_env(environ: dict[str, str]) -> SpanExporter | None:
-    choice = environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    if not choice:
-        choice = "otlp" if endpoint else "none"
-    first = choice.split(",")[0].strip()
-    if first == "none":
-        return None
-    if first == "console":
-        return ConsoleSpanExporter()
-    if first in ("otlp", "otlp_proto_http"):
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+TRACE_EXPORTERS = ("otlp", "console", "none")  # OTEL_TRACES_EXPORTER values we honour
+OTLP_PROTOCOLS = ("http/protobuf", "grpc")  # OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL values we honour
+DEFAULT_OTLP_PROTOCOL = "http/protobuf"  # the specification's default
 
-        return OTLPSpanExporter()
-    raise ValueError(f"OTEL_TRACES_EXPORTER={choice!r} is not supported (use otlp, console or none)")
+
+class TraceExport(msgspec.Struct, frozen=True):
+    """Where spans go, as the standard variables say (`trace_export_from_env`)."""
+
+    exporters: tuple[str, ...]  # "otlp" and/or "console"; empty: no export
+    protocol: str = DEFAULT_OTLP_PROTOCOL
+    endpoint: str = ""  # as configured ("": the exporter's default, localhost:4318 or :4317)
+    endpoint_is_signal_specific: bool = False  # OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: used as it is
+
+
+def trace_export_from_env(environ: Mapping[str, str]) -> TraceExport:
+    """Read OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL and ..._ENDPOINT.
+
+    Raises `ConfigError` (one line, naming the variable and what is supported) for a value this
+    daemon cannot honour, e.g. `OTEL_TRACES_EXPORTER=jaeger` or `OTEL_EXPORTER_OTLP_PROTOCOL=http/json`.
+    """
+    traces_endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    endpoint = traces_endpoint or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    raw = environ.get("OTEL_TRACES_EXPORTER", "").strip()
+    names = [name.strip().lower() for name in raw.split(",") if name.strip()] or (["otlp"] if endpoint else ["none"])
+    for name in names:
+        if name not in TRACE_EXPORTERS:
+            raise ConfigError("OTEL_TRACES_EXPORTER", f"{name!r} is not supported (use {', '.join(TRACE_EXPORTERS)}; "
+                              "a list like otlp,console sends spans to each)")
+    if "none" in names and len(names) > 1:
+        raise ConfigError("OTEL_TRACES_EXPORTER", f"{raw!r}: 'none' cannot be combined with another exporter")
+    exporters = tuple(dict.fromkeys(name for name in names if name != "none"))
+    key = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+    protocol = environ.get(key, "").strip().lower()
+    if not protocol:
+        key = "OTEL_EXPORTER_OTLP_PROTOCOL"
+        protocol = environ.get(key, "").strip().lower() or DEFAULT_OTLP_PROTOCOL
+    if "otlp" in exporters and protocol not in OTLP_PROTOCOLS:
+        raise ConfigError(key, f"{protocol!r} is not supported (use {' or '.join(OTLP_PROTOCOLS)})")
+    return TraceExport(exporters, protocol, endpoint, bool(traces_endpoint))
+
+
+def _otlp_exporter(export: TraceExport) -> SpanExporter:
+    """The OTLP exporter for the protocol; the exporter reads the other standard variables itself
+    (headers, timeout, compression, certificates, insecure)."""
+    if export.protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+
+        return GrpcSpanExporter(endpoint=export.endpoint or None)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+
+    endpoint = export.endpoint
+    if endpoint and not export.endpoint_is_signal_specific:  # the base URL: the signal's path is appended
+        endpoint = endpoint.rstrip("/") + "/v1/traces"
+    return HttpSpanExporter(endpoint=endpoint or None)
+
+
+def exporters_from_env(environ: Mapping[str, str]) -> list[SpanExporter]:
+    """The span exporters the standard variables ask for (none: no export). Raises `ConfigError`."""
+    export = trace_export_from_env(environ)
+    return [_otlp_exporter(export) if name == "otlp" else ConsoleSpanExporter() for name in export.exporters]
 
 
 class Tracing:
-    """The tracer provider for this process; `shutdown()` flushes spans still queued."""
+    """The tracer provider for this process; `shutdown()` flushes spans still queued.
 
-    def __init__(self, environ: dict[str, str] | None = None, *, exporter: SpanExporter | None = None,
+    The exporters come from the standard variables (`exporters_from_env`: a bad value raises
+    `ConfigError`), or `exporter` when given (tests). The resource names the service
+    (`OTEL_SERVICE_NAME`, default `toposched`) and its version; `OTEL_RESOURCE_ATTRIBUTES` adds to it.
+    """
+
+    def __init__(self, environ: Mapping[str, str] | None = None, *, exporter: SpanExporter | None = None,
                  batch: bool = True) -> None:
-        env = dict(os.environ if environ is None else environ)
-        self.exporter = exporter or _exporter_from_env(env)
-        resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME", "toposched")})
+        env = os.environ if environ is None else environ
+        self.exporters: list[SpanExporter] = [exporter] if exporter is not None else exporters_from_env(env)
+        resource = Resource.create({SERVICE_NAME: env.get("OTEL_SERVICE_NAME", "toposched"),
+                                    SERVICE_VERSION: package_version()})
         self.provider = TracerProvider(resource=resource)
         self.tracer: trace.Tracer
-        if self.exporter is None:
+        if not self.exporters:
             # Nothing would ever read the spans: do not build them (they cost ~20 us each on the hot path).
             self.tracer = trace.NoOpTracer()
             return
-        processor = BatchSpanProcessor(self.exporter) if batch else SimpleSpanProcessor(self.exporter)
-        self.provider.add_span_processor(processor)
-        self.tracer = self.provider.get_tracer(TRACER_NAME)
+        for each in self.exporters:
+            self.provider.add_span_processor(BatchSpanProcessor(each) if batch else SimpleSpanProcessor(each))
+        self.tracer = self.provider.get_tracer(TRACER_NAME, package_version())
 
     @property
     def exporting(self) -> bool:
-        return self.exporter is not None
+        return bool(self.exporters)
 
     def shutdown(self) -> None:
         self.provider.shutdown()

@@ -11,7 +11,7 @@ import msgspec
 from daemon.offline.simulator import VirtualClock
 from daemon.scheduling.journal import Journal
 from daemon.scheduling.loop import Scheduler, SchedulerConfig
-from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase, Preemptee
+from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase, Instruments, Preemptee
 from daemon.scheduling.queue import SchedulingQueue, Unit
 from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.model import (
@@ -98,7 +98,8 @@ class StillClock(VirtualClock):
 
 
 class Harness:
-    def __init__(self, *, config: SchedulerConfig | None = None, preemptor: object | None = None) -> None:
+    def __init__(self, *, config: SchedulerConfig | None = None, preemptor: object | None = None,
+                 instruments: Instruments | None = None) -> None:
         self.clock = StillClock()
         self.state = ClusterState()
         self.journal = Journal(self.state, self.clock)
@@ -106,7 +107,7 @@ class Harness:
         self.journal.subscribe(self.events.append)
         self.api = FakeAPI(self.state, self.journal)
         self.scheduler = Scheduler(self.journal, self.api, config=config or SchedulerConfig(retry_parked_seconds=None),
-                                   preemptor=preemptor)  # type: ignore[arg-type]
+                                   preemptor=preemptor, instruments=instruments)  # type: ignore[arg-type]
 
     def add(self, *events: Event) -> None:
         for event in events:

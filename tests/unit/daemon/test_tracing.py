@@ -1,0 +1,130 @@
+"""Spans of the scheduler loop: timed around the real work, numbered without gaps, linked across a
+preemption, named after the OpenTelemetry semantic conventions (the loop against an in-memory API,
+the observer as its instruments and journal listener, spans in an in-memory exporter)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import structlog
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from daemon.telemetry.metrics import Metrics
+from daemon.telemetry.tracing import SchedulingObserver
+from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
+from events.model import GangPending, PodDeleted
+from state.cluster import ClusterState
+from tests.unit.daemon.test_scheduler import FixedPreemptor, Harness, evict_low_0_for_high_0, gang, nodes
+
+
+@pytest.fixture(autouse=True)
+def observer_never_fails() -> Iterator[None]:
+    """A failure inside the observer is swallowed (logged) so the loop goes on: here it fails the test."""
+    with structlog.testing.capture_logs() as logs:
+        yield
+    assert [entry for entry in logs if entry["event"] == "telemetry.observer_failed"] == []
+
+
+class Traced:
+    """The scheduler loop with the observer wired in as the daemon wires it."""
+
+    def __init__(self, *, preemptor: object | None = None) -> None:
+        self.exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.metrics = Metrics()
+        state = ClusterState()
+        self.observer = SchedulingObserver(state, self.metrics, provider.get_tracer("test"))
+        self.h = Harness(preemptor=preemptor, instruments=self.observer)
+        # The observer reads the harness's state: swap it in before anything is recorded.
+        self.observer.state = self.h.state
+        self.h.journal.subscribe(self.observer)
+
+    def spans(self, name: str) -> list[ReadableSpan]:
+        return [s for s in self.exporter.get_finished_spans() if s.name == name]
+
+    def children(self, parent: ReadableSpan, name: str) -> list[ReadableSpan]:
+        return [s for s in self.spans(name) if s.parent is not None and s.parent.span_id == parent.context.span_id]
+
+
+def number(span: ReadableSpan) -> int:
+    value = (span.attributes or {}).get("toposched.attempt")
+    assert isinstance(value, int)
+    return value
+
+
+def duration(span: ReadableSpan) -> int:
+    assert span.start_time is not None and span.end_time is not None
+    return span.end_time - span.start_time
+
+
+async def test_plan_and_bind_spans_time_the_work_and_use_semantic_convention_names() -> None:
+    t = Traced()
+    t.h.add(*nodes(4), *gang("train", 4))
+    await t.h.settle()
+    (attempt,) = t.spans("gang.attempt")
+    assert attempt.attributes is not None
+    assert attempt.attributes["toposched.gang"] == "default/train"
+    assert attempt.attributes["k8s.namespace.name"] == "default"
+    assert attempt.attributes["toposched.attempt"] == 1 and attempt.attributes["toposched.result"] == "scheduled"
+    (plan,) = t.children(attempt, "gang.plan")
+    assert duration(plan) > 0  # from the attempt's start to the plan: placement itself
+    assert plan.attributes is not None and plan.attributes["toposched.placement.layer"]
+    (permit,) = t.children(attempt, "gang.permit")
+    (binding,) = t.children(attempt, "gang.bind")
+    assert permit.end_time is not None and binding.start_time is not None
+    assert permit.end_time <= binding.start_time
+    pod_binds = t.children(binding, "pod.bind")
+    assert len(pod_binds) == 4
+    for span in pod_binds:
+        assert duration(span) > 0  # around the Binding call itself
+        attributes = span.attributes
+        assert attributes is not None
+        assert attributes["k8s.namespace.name"] == "default"
+        name = str(attributes["k8s.pod.name"])
+        assert name.startswith("train-") and str(attributes["k8s.node.name"]).startswith("n")
+        assert attributes["k8s.pod.uid"] == f"uid-default-{name}"
+    assert duration(attempt) >= duration(plan) + duration(binding)
+    assert t.metrics.registry.get_sample_value("toposched_schedule_attempts_total", {"result": "scheduled"}) == 1
+
+
+async def test_attempt_numbers_count_every_attempt_even_when_the_reason_stays() -> None:
+    t = Traced()
+    filler = bound(pod("filler", gpus=0, cpu="1"), "n0")
+    t.h.add(*nodes(3), pod_event(filler), *gang("train", 4))
+    await t.h.settle()
+    t.h.add(PodDeleted(key="default/filler", uid=filler.metadata.uid))  # room freed, not enough: same reason
+    await t.h.settle()
+    t.h.add(node_event(node("n3", block="b0", spine="s0")))  # now it fits
+    await t.h.settle()
+    numbers = sorted(number(s) for s in t.spans("gang.attempt"))
+    assert numbers == list(range(1, t.h.scheduler.stats.attempts + 1)) and len(numbers) >= 2
+    results = [s.attributes["toposched.result"] for s in sorted(t.spans("gang.attempt"),
+                                                                key=lambda s: s.start_time or 0) if s.attributes]
+    assert results[-1] == "scheduled" and set(results[:-1]) == {"unschedulable"}
+    # the journal said why only when the reason changed: numbering from it would skip attempts
+    assert len([e for e in t.h.events if isinstance(e, GangPending)]) < len(numbers)
+
+
+async def test_the_attempt_that_binds_after_a_preemption_links_to_the_preemption() -> None:
+    t = Traced(preemptor=FixedPreemptor(evict_low_0_for_high_0()))
+    low = bound(pod("low-0", gang="low", priority=1), "n0")
+    t.h.add(*nodes(1), pod_event(low), group_event(pod_group("low", min_member=1)), *gang("high", 1, priority=100))
+    await t.h.settle()
+    (preempt,) = t.spans("gang.preempt")
+    assert preempt.attributes is not None and preempt.attributes["toposched.preemption.victims"] == 1
+    assert duration(preempt) > 0  # the planner's call
+    t.h.add(PodDeleted(key="default/low-0", uid=low.metadata.uid))  # the victim is gone
+    await t.h.settle()
+    attempts = {number(s): s for s in t.spans("gang.attempt")
+                if s.attributes and s.attributes.get("toposched.gang") == "default/high"}
+    assert sorted(attempts) == [1, 2]
+    first, binding = attempts[1], attempts[2]
+    assert preempt.parent is not None and preempt.parent.span_id == first.context.span_id
+    assert binding.attributes is not None and binding.attributes["toposched.result"] == "scheduled"
+    assert [link.context.span_id for link in binding.links] == [preempt.context.span_id]
+    assert binding.links[0].attributes == {"toposched.link": "preempted-for"}
+    assert first.links == ()
