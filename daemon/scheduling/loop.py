@@ -52,6 +52,9 @@ the reason history). Determinism: units, members, nodes and waiting groups are a
 sorted or queue order, the clock is the only source of time, and the cycle's concurrency is asyncio's
 FIFO order over an API that (in the simulator) never really waits.
 
+Reports run in the background, but a gang's (its PodGroup's status and an Event) are written one at
+a time, in the order they were decided: a status that lands late never overwrites a newer one.
+
 Telemetry: the loop tells its `Instruments` (`daemon.scheduling.ports`; none in the simulator) when an
 attempt, the preemption planner and each Binding call start and end, so spans and durations measure
 the work itself; everything else telemetry says comes from the journal's events.
@@ -242,6 +245,9 @@ class Scheduler:
         self._adopted = False
         self._quota_trees = self.state.quotas.trees_version
         self._background: anyio.abc.TaskGroup | None = None  # run()'s task group for binds and reports
+        # Per gang, the reports (phase, reason, message) decided and not yet written, oldest first: one
+        # task at a time writes a gang's, in order (see `_queue_report`).
+        self._gang_reports: dict[str, deque[tuple[GangPhase, str, str]]] = {}
         self._stopping = False
         self._dirty = True
         self._wake = anyio.Event()
@@ -506,11 +512,13 @@ class Scheduler:
                 group.start_soon(self._evict, effect)
             elif isinstance(effect, SetNominatedNode):
                 group.start_soon(self._set_nominated_node, effect.pod, effect.uid, effect.node)
-            elif isinstance(effect, ReportPending):
-                self._remember_reason(effect)
-                group.start_soon(self._report_pending, effect)
-            elif isinstance(effect, ReportGang):
-                group.start_soon(self._report_gang, effect.gang, effect.phase, effect.reason, effect.message)
+            elif isinstance(effect, ReportPending | ReportGang):
+                if isinstance(effect, ReportPending):
+                    self._remember_reason(effect)
+                if isinstance(effect, ReportPending) and effect.lone:
+                    group.start_soon(self._report_pods, effect)
+                for gang in self._queue_reports(effect):
+                    group.start_soon(self._write_reports, gang)
             else:
                 self._remember(effect, now)
 
@@ -578,15 +586,21 @@ class Scheduler:
         decisions.bind_settled(step, bind.unit, bind.gangs, len(bind.binds), [b[0] for b in bind.binds],
                                binding.failure, binding.retriable)
         self.instruments.binds_settled(bind.unit, binding.failure)
-        # Reported from this worker, one after the other, once the binds are all back.
+        # Reported from this worker, one after the other, once the binds are all back (queued first, all
+        # of them, so that reports decided later, elsewhere, come after these).
+        writes: list[str] = []
         for effect in step.effects:
-            if isinstance(effect, ReportGang):
-                await self._report_gang(effect.gang, effect.phase, effect.reason, effect.message)
-            elif isinstance(effect, ReportPending):
-                self._remember_reason(effect)
-                await self._report_pending(effect)
+            if isinstance(effect, ReportGang | ReportPending):
+                if isinstance(effect, ReportPending):
+                    self._remember_reason(effect)
+                writes += self._queue_reports(effect)
             else:
                 self._remember(effect, now)
+        for effect in step.effects:
+            if isinstance(effect, ReportPending) and effect.lone:
+                await self._report_pods(effect)
+        for gang in writes:
+            await self._write_reports(gang)
 
     def _abandon_binds(self) -> None:
         """The loop was cancelled with binds queued or in flight: release their members still assumed."""
@@ -748,15 +762,43 @@ class Scheduler:
                                             grace_seconds=None),
                              "evict", evict.pod)
 
-    async def _report_pending(self, report: ReportPending) -> None:
+    async def _report_pods(self, report: ReportPending) -> None:
         for key, uid in report.reports:
-            if report.lone:
-                await self._call(self.api.report_pod(key, uid, UNSCHEDULABLE_REASON, report.reason), "report_pod", key)
-            else:
-                await self._report_gang(key, "Pending", UNSCHEDULABLE_REASON, report.reason)
+            await self._call(self.api.report_pod(key, uid, UNSCHEDULABLE_REASON, report.reason), "report_pod", key)
 
-    async def _report_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> None:
-        await self._call(self.api.report_gang(gang, phase, reason, message), "report_gang", gang)
+    def _queue_reports(self, effect: ReportGang | ReportPending) -> list[str]:
+        """Queue what `effect` reports on gangs (the PodGroup's status and an Event); returns the gangs
+        whose reports the caller must now write (`_write_reports`): those nobody is writing yet.
+
+        A gang's reports are written one at a time in the order they were decided: two status writes
+        of one PodGroup in flight at once may be answered in either order, and a gang preempted just
+        after it was scheduled (its Scheduled report still on its way) would be left reading Scheduled.
+        """
+        if isinstance(effect, ReportGang):
+            reports: list[tuple[str, GangPhase, str, str]] = [(effect.gang, effect.phase, effect.reason,
+                                                                effect.message)]
+        elif effect.lone:
+            return []
+        else:
+            reports = [(gang, "Pending", UNSCHEDULABLE_REASON, effect.reason) for gang, _ in effect.reports]
+        writers = []
+        for gang, phase, reason, message in reports:
+            queued = self._gang_reports.setdefault(gang, deque())
+            queued.append((phase, reason, message))
+            if len(queued) == 1:
+                writers.append(gang)
+        return writers
+
+    async def _write_reports(self, gang: str) -> None:
+        """Write the gang's queued reports, oldest first, until none is left (a cancelled writer drops the rest)."""
+        queued = self._gang_reports[gang]
+        try:
+            while queued:
+                phase, reason, message = queued[0]
+                await self._call(self.api.report_gang(gang, phase, reason, message), "report_gang", gang)
+                queued.popleft()
+        finally:
+            del self._gang_reports[gang]
 
     async def _set_nominated_node(self, pod: str, uid: str, node: str | None) -> None:
         async with self._limiter:

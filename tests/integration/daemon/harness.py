@@ -63,6 +63,17 @@ class RunningDaemon:
     def is_leader(self) -> bool:
         return self.daemon.leading.is_set() and not self.finished.is_set()
 
+    def recorded_bound(self) -> set[str]:
+        """A live set of the pods ("namespace/name") this daemon records bound (PodBound) from now on. The
+        API server holds a binding, and the watch may show it, before the daemon has its answer and
+        records it: wait on this set, not on the store, before killing or stopping a daemon whose
+        bindings a test counts in its log."""
+        journal = self.daemon.journal
+        assert journal is not None, "the daemon has not started"
+        seen: set[str] = set()
+        journal.subscribe(lambda event: seen.add(event.pod) if isinstance(event, PodBound) else None)
+        return seen
+
 
 def config_for(cluster_kubeconfig: Path, log_dir: Path, *, election: bool, identity: str = "",
                **overrides: Any) -> dict[str, Any]:

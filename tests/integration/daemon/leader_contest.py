@@ -9,7 +9,6 @@ whom. Used by `test_paused_leader.py` and the chaos suite (`tests/chaos/`).
 
 from __future__ import annotations
 
-import datetime
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -30,6 +29,7 @@ from tests.integration.daemon.processes import (
     daemon_process,
     holder,
     is_lease_write,
+    lease_time,
     over_committed,
 )
 
@@ -38,9 +38,7 @@ def renewed_at(cluster: DevCluster) -> float:
     """The Lease's renewTime as seconds since the epoch (0 when there is none)."""
     lease = cluster.store.find(*LEASE) or {}
     text = str((lease.get("spec") or {}).get("renewTime") or "")
-    if not text:
-        return 0.0
-    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.UTC).timestamp()
+    return lease_time(text) if text else 0.0
 
 
 class Contest:

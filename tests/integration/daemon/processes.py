@@ -12,6 +12,7 @@ admin endpoint, as a user would set them (`admin`). Each process writes its outp
 
 from __future__ import annotations
 
+import datetime
 import signal
 import socket
 import subprocess
@@ -127,6 +128,11 @@ async def daemon_process(cluster: DevCluster, directory: Path, identity: str, *,
                 process.kill()
             with anyio.CancelScope(shield=True):
                 await process.wait()
+
+
+def lease_time(text: str) -> float:
+    """A Lease's MicroTime (renewTime, acquireTime: RFC 3339 with microseconds, UTC) as epoch seconds."""
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.UTC).timestamp()
 
 
 def holder(cluster: DevCluster) -> str:

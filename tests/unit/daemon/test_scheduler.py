@@ -49,6 +49,7 @@ class FakeAPI:
         self.reports: list[tuple[str, str, str]] = []
         self.fail: dict[str, BindOutcome] = {}
         self.gate: anyio.Event | None = None
+        self.slow_reports: dict[str, anyio.Event] = {}  # phase -> its report_gang calls wait for this first
         self.in_flight = 0
         self.max_in_flight = 0
 
@@ -81,7 +82,10 @@ class FakeAPI:
         return OK
 
     async def report_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> ApiOutcome:
-        self.reports.append((gang, phase, message))
+        slow = self.slow_reports.get(phase)
+        if slow is not None:
+            await slow.wait()
+        self.reports.append((gang, phase, message))  # when it reached the API server
         return OK
 
     async def report_pod(self, pod: str, uid: str, reason: str, message: str) -> ApiOutcome:
@@ -390,6 +394,26 @@ async def test_preemption_plan_is_recorded_then_carried_out() -> None:
     preempted = [(gang, message) for gang, phase, message in h.api.reports if phase == "Preempted"]
     assert preempted == [("default/low", "1 pod(s) preempted by gang default/high (priority 100) to make room "
                                          "for pod default/high-0")]
+
+
+async def test_a_gangs_reports_reach_the_api_in_the_order_they_were_decided_even_when_one_is_slow() -> None:
+    # low is bound, and its Scheduled report is slow to go out; high then preempts it. Written at
+    # once, Preempted would land first and Scheduled would overwrite it: low would read Scheduled.
+    h = Harness(config=SchedulerConfig(), preemptor=FixedPreemptor(evict_low_0_for_high_0()))
+    released = h.api.slow_reports["Scheduled"] = anyio.Event()
+    h.add(*nodes(1), *gang("low", 1, priority=1))
+    async with anyio.create_task_group() as group:
+        group.start_soon(h.scheduler.run)
+        await wait_for(lambda: "default/low-0" in h.bound_pods())
+        h.add(*gang("high", 1, priority=100))
+        await wait_for(lambda: any(isinstance(e, PreemptionPlanned) for e in h.events))
+        for _ in range(100):  # what the loop would write meanwhile, it writes now
+            await anyio.lowlevel.checkpoint()
+        assert [phase for gang, phase, _ in h.api.reports if gang == "default/low"] == []
+        released.set()
+        await wait_for(lambda: len([r for r in h.api.reports if r[0] == "default/low"]) == 2)
+        h.scheduler.request_stop()
+    assert [phase for gang, phase, _ in h.api.reports if gang == "default/low"] == ["Scheduled", "Preempted"]
 
 
 async def test_graceful_stop_rolls_back_groups_waiting_at_permit() -> None:
