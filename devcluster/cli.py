@@ -41,7 +41,7 @@ def _fault(text: str) -> FaultSpec:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toposched devcluster",
                                      description="Serve the embedded Kubernetes API server on 127.0.0.1.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -125,7 +125,7 @@ EXIT_ENVIRONMENT = 3
 
 
 def main(argv: Sequence[str]) -> int:
-    args = _parser().parse_args(list(argv))
+    args = parser().parse_args(list(argv))
     try:
         return asyncio.run(_serve(args))
     except (ManifestFileError, ApiError) as exc:

@@ -301,8 +301,7 @@ async def _demo_in(args: argparse.Namespace, console: Console, workdir: Path, st
     return EXIT_FINDING if problems else EXIT_OK
 
 
-@reporting("demo")
-def main(argv: Sequence[str]) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toposched demo", description=__doc__.split("\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -313,7 +312,12 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--log-dir", metavar="DIR", help="keep the event log here (for toposched replay)")
     parser.add_argument("--keep-running", action="store_true", help="keep the cluster up for kubectl afterwards")
     parser.add_argument("--timeout", type=float, default=50.0, help="give up after this many seconds (default 50)")
-    args = parser.parse_args(list(argv))
+    return parser
+
+
+@reporting("demo")
+def main(argv: Sequence[str]) -> int:
+    args = parser().parse_args(list(argv))
     configure_logging("critical")
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 132)
 

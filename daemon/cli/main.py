@@ -18,6 +18,7 @@ from typing import Protocol, cast
 from daemon.cli.exits import EXIT_USAGE, CommandError, exit_codes_epilog, report
 from daemon.version import package_version
 
+DESCRIPTION = "Network-topology-aware gang scheduler for Kubernetes."
 # name -> (module holding `main(argv) -> int`, summary shown by --help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("daemon.cli.run", "run the scheduler daemon against a Kubernetes API"),
@@ -28,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "topology": ("daemon.cli.topology", "show or generate the network topology of a scenario"),
     "quota": ("daemon.cli.quota", "show the quota trees (min, max, used, runtime) of a scenario or a cluster"),
     "validate": ("daemon.cli.validate", "validate HyperNode, ClusterNetworkTopology and PodGroup manifests"),
+    "completion": ("daemon.cli.completion", "print a bash or zsh completion script (see its --help to install)"),
 }
 
 
@@ -38,7 +40,7 @@ class _CommandModule(Protocol):
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toposched",
-        description="Network-topology-aware gang scheduler for Kubernetes.",
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="commands:\n"
         + "\n".join(f"  {name:<12} {summary}" for name, (_, summary) in COMMANDS.items())

@@ -116,7 +116,7 @@ def render(doc: dict[str, Any], console: Console) -> None:
         console.print(f"[yellow]problem[/yellow] {problem}")
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     epilog = exit_codes_epilog(
         usage="a bad flag, a scenario that cannot be read, an unusable kubeconfig path or context",
         environment="the API server cannot be reached or refuses the list")
@@ -136,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
 
 @reporting("quota")
 def main(argv: Sequence[str]) -> int:
-    args = _parser().parse_args(list(argv))
+    args = parser().parse_args(list(argv))
     if args.scenario:
         try:
             state, load_problems = state_of_scenario(args.scenario)

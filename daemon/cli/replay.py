@@ -27,7 +27,7 @@ _SHOWN_RESOURCES = ("nvidia.com/gpu", "cpu", "memory", "pods")
 _SHOWN_VIOLATIONS = 20
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toposched replay", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=exit_codes_epilog(
@@ -64,7 +64,7 @@ def _open(directory: str) -> EventLog:
 
 @reporting("replay")
 def main(argv: Sequence[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     # Piped output (files, CI logs) gets a wide fixed width so names are never cut.
     console = Console() if sys.stdout.isatty() else Console(width=200)
     errors = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=200)

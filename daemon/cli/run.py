@@ -392,7 +392,7 @@ async def run_daemon(config: DaemonConfig, stop: anyio.Event, *,
 # --------------------------------------------------------------------------- the command line
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toposched run",
         description="Run the topology-aware gang scheduler against a Kubernetes API server. "
@@ -483,7 +483,7 @@ async def _run_until_signal(config: DaemonConfig) -> int:
 
 @reporting("run")
 def main(argv: Sequence[str]) -> int:
-    args = _parser().parse_args(list(argv))
+    args = parser().parse_args(list(argv))
     try:
         config = config_from_args(args)
         trace_export_from_env(os.environ)  # the OTEL_* variables: a value we cannot honour is a config error

@@ -34,7 +34,7 @@ from events.log import EventLog, EventLogError, LogLockedError
 from events.scenario import ScenarioError, load_scenario
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toposched simulate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=exit_codes_epilog(
@@ -52,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
 
 @reporting("simulate")
 def main(argv: Sequence[str]) -> int:
-    args = _parser().parse_args(list(argv))
+    args = parser().parse_args(list(argv))
     if args.until is not None and not args.until >= 0:
         raise CommandError("--until must be a number of seconds >= 0", EXIT_USAGE)
     started = time.perf_counter()

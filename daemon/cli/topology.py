@@ -305,7 +305,7 @@ def _report(tree: TopologyTree, load_problems: list[str], source: str = "scenari
         sys.stderr.write(f"topology: {found}\n")
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toposched topology",
         description="Show the network topology tree of a scenario or a live cluster, or convert a scenario's.",
@@ -334,7 +334,7 @@ _EPILOG = exit_codes_epilog(
 
 @reporting("topology")
 def main(argv: Sequence[str]) -> int:
-    args = _parser().parse_args(list(argv))
+    args = parser().parse_args(list(argv))
     if args.command == "show":
         return _show(args)
     return _generate(args)

@@ -232,8 +232,7 @@ def _all_sources(docs: _Documents) -> list[str]:
     return sorted(set(sources), key=position)
 
 
-@reporting("validate")
-def main(argv: Sequence[str]) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toposched validate",
         description="Validate HyperNode, ClusterNetworkTopology and PodGroup manifests (multi-document YAML).",
@@ -242,7 +241,12 @@ def main(argv: Sequence[str]) -> int:
             ok="every object is valid", finding="problems found (one line each on standard output)",
             usage="a bad flag, or a file that cannot be read as YAML (missing, a binary, not YAML, too deep)"))
     parser.add_argument("files", nargs="+", metavar="FILE")
-    args = parser.parse_args(list(argv))
+    return parser
+
+
+@reporting("validate")
+def main(argv: Sequence[str]) -> int:
+    args = parser().parse_args(list(argv))
     findings, counts = validate_documents(args.files)
     checked = sum(counts.values())
     if findings:

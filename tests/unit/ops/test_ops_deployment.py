@@ -34,7 +34,7 @@ def effective_config() -> DaemonConfig:
     mount = next(m for m in container()["volumeMounts"] if m["name"] == "config")
     config_arg = next(a for a in args if a.startswith("--config="))
     assert PurePosixPath(config_arg.partition("=")[2]) == PurePosixPath(mount["mountPath"]) / config_file().name
-    parsed = run_cli._parser().parse_args([a if not a.startswith("--config=") else f"--config={config_file()}"
+    parsed = run_cli.parser().parse_args([a if not a.startswith("--config=") else f"--config={config_file()}"
                                            for a in args[1:]])
     return run_cli.config_from_args(parsed)
 
