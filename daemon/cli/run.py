@@ -247,7 +247,8 @@ class Daemon:
         else:
             gate = AlwaysOpen()
         self.api = KubeClusterAPI(client, gate, journal.state, self.metrics, bind_concurrency=config.bind_concurrency)
-        self.watchers = Watchers(client, journal.recorder(), config.timeouts, known_from_state(journal.state))
+        self.watchers = Watchers(client, journal.recorder(), config.timeouts, known_from_state(journal.state),
+                                 metrics=self.metrics)
         host, port = config.host_port()
         async with anyio.create_task_group() as group:
             try:
@@ -336,7 +337,7 @@ class Daemon:
     async def _gauges(self, observer: SchedulingObserver) -> None:
         quotas = QuotaGauges(self.metrics, observer.state)
         while True:
-            observer.refresh_gauges()
+            observer.refresh_gauges(self.scheduler)  # None until leading: a standby has no queue
             quotas.refresh()
             await anyio.sleep(1.0)
 

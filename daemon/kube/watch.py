@@ -16,6 +16,9 @@ Failure handling:
 - Lines of any length are read (a 1 MiB pod in one watch line is fine): the reader splits the byte
   stream itself instead of relying on a bounded readline.
 
+Every completed list (the first sync, after a 410, after a long outage) counts one
+`toposched_watch_relists_total{kind}`.
+
 Must never: write to the API, or fold an event that was not first handed to the recorder.
 """
 
@@ -31,6 +34,7 @@ import structlog
 
 from daemon.config import TimeoutConfig
 from daemon.kube.client import KubeApiError, KubeClient, backoff_delay, decode_status
+from daemon.telemetry.metrics import Metrics
 from events.ingest import KINDS, KindInfo, delete_event, upsert_event
 from events.model import Event
 from events.objects import ObjectMeta
@@ -142,11 +146,13 @@ class KindWatcher:
         recorder: Recorder,
         timeouts: TimeoutConfig,
         known: dict[str, str] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.client = client
         self.info = info
         self.recorder = recorder
         self.timeouts = timeouts
+        self._relisted = metrics.watch_relists.labels(info.name) if metrics is not None else None
         self.known: dict[str, str] = dict(known or {})  # key -> uid of every object the state holds
         self.resource_version = ""
         self.synced = anyio.Event()
@@ -200,6 +206,8 @@ class KindWatcher:
         self.known = seen
         self.resource_version = resource_version
         self.relists += 1
+        if self._relisted is not None:
+            self._relisted.inc()
 
     # ------------------------------------------------------------------ watch
 
@@ -350,9 +358,10 @@ class Watchers:
         timeouts: TimeoutConfig,
         known: Callable[[KindInfo], dict[str, str]] | None = None,
         kinds: Iterable[KindInfo] = KINDS,
+        metrics: Metrics | None = None,
     ) -> None:
         self.watchers = [
-            KindWatcher(client, info, recorder, timeouts, known(info) if known else None) for info in kinds
+            KindWatcher(client, info, recorder, timeouts, known(info) if known else None, metrics) for info in kinds
         ]
         self.synced = anyio.Event()
 

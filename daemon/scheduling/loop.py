@@ -358,6 +358,12 @@ class Scheduler:
     def waiting(self, unit: str) -> PermitWait | None:
         return self._waiting.get(unit)
 
+    def queue_of(self, key: str) -> str:
+        """Which queue the unit of a gang (or a lone pod) is in (`queue.ACTIVE`, `BACKOFF`, `UNSCHEDULABLE`):
+        the pending gauges' `queue` label."""
+        unit = unit_of_gang(self.state, key)[0] if key in self.state.gangs else key
+        return self.queue.queue_of(unit, self.clock.now())
+
     def shown_reason(self, unit: str) -> str:
         status = self.queue.status.get(unit)
         return status.reason if status is not None else ""

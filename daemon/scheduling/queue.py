@@ -35,6 +35,11 @@ import msgspec
 
 from state.cluster import ClusterState
 
+# Which queue a unit is in, in kube-scheduler's words (`scheduler_pending_pods{queue}`).
+ACTIVE = "active"  # tried at the next cycle
+BACKOFF = "backoff"  # its Binding failed: waits out its backoff
+UNSCHEDULABLE = "unschedulable"  # parked until a change that could let it fit
+
 
 class Unit(msgspec.Struct, frozen=True):
     """One schedulable thing: a GangGroup (`gangs` non-empty) or a lone pod (`gangs` empty)."""
@@ -183,19 +188,27 @@ class SchedulingQueue:
     # ------------------------------------------------------------------ what to try now
 
     def ready(self, unit: Unit, now: float) -> bool:
-        status = self.status.get(unit.key)
+        queue = self.queue_of(unit.key, now)
+        return queue == ACTIVE or (queue == UNSCHEDULABLE and self.changed_since_parked(unit))
+
+    def queue_of(self, key: str, now: float) -> str:
+        """`ACTIVE`, `BACKOFF` or `UNSCHEDULABLE` for the unit `key` (a unit parked only until a change of
+        itself counts as unschedulable until the change: `ready` also asks `changed_since_parked`)."""
+        status = self.status.get(key)
         if status is None:
-            return True
+            return ACTIVE
         if status.backoff_until > now:
-            return False
+            return BACKOFF
         parked = status.parked_tick
         if parked is None:
-            return True
+            return ACTIVE
         if (self._structure_tick if status.structural else self._capacity_tick) > parked:
-            return True
-        if self.changed_since_parked(unit):
-            return True
-        return self.retry_parked_seconds is not None and now >= status.parked_since + self.retry_parked_seconds
+            return ACTIVE
+        if self._unit_ticks.get(key, 0) > parked:
+            return ACTIVE
+        if self.retry_parked_seconds is not None and now >= status.parked_since + self.retry_parked_seconds:
+            return ACTIVE
+        return UNSCHEDULABLE
 
     def changed_since_parked(self, unit: Unit) -> bool:
         """Whether something about the unit itself (a member came or went, its PodGroup or one of its

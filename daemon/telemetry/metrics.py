@@ -11,8 +11,8 @@ process never collide). The ops dashboard is built from this list:
 | `toposched_schedule_attempts_total` | counter | result | attempts by outcome |
 | `toposched_pod_scheduling_duration_seconds` | histogram | - | first seen by the watch until bound |
 | `toposched_gang_scheduling_duration_seconds` | histogram | - | first member seen until minMember bound |
-| `toposched_pending_pods` | gauge | - | our pods waiting to be placed (queue depth in pods) |
-| `toposched_pending_gangs` | gauge | - | gangs waiting to be placed (queue depth in gangs) |
+| `toposched_pending_pods` | gauge | queue, reason | our pods waiting to be placed (the leader's; 0 on a standby) |
+| `toposched_pending_gangs` | gauge | queue, reason | gangs waiting to be placed, the same way |
 | `toposched_quota_used` | gauge | dialect, quota, resource | what a quota's placed pods request (as its status says) |
 | `toposched_quota_min` | gauge | dialect, quota, resource | a quota's min (Volcano: deserved, else guarantee) |
 | `toposched_quota_max` | gauge | dialect, quota, resource | a quota's max (Volcano: capability); absent: unlimited |
@@ -40,16 +40,42 @@ process never collide). The ops dashboard is built from this list:
 | `toposched_cache_synced` | gauge | - | 1 once every kind's first list is folded |
 | `toposched_internal_errors_total` | counter | stage | handling one object raised: it was parked, the rest went on |
 | `toposched_invalid_objects_total` | counter | kind, reason | problems found in objects (one per object and field) |
+| `toposched_build_info` | gauge | version, python, implementation, platform | always 1: what is running |
+
+`queue` of the pending gauges is kube-scheduler's (`scheduler_pending_pods{queue}`): `active` (to be
+tried at the next cycle), `backoff` (a Binding failed: waiting its backoff), `unschedulable` (parked
+until a change could help), and `permit` for pods assumed and held at Permit until their gang reaches
+minMember. `reason` is the class of the last outcome (`daemon.telemetry.tracing.REASON_CLASSES`):
+`new` (not tried yet), `capacity`, `topology` (MustGather, a hard tier, a sub-group), `quota`,
+`waiting-for-members`, `pod-fit` (no node admits a pod), `invalid`, `permit`, `timeout`,
+`bind-failed`, `error`.
+
+Also on the same registry: prometheus_client's process collector (`process_cpu_seconds_total`,
+`process_resident_memory_bytes`, `process_open_fds`, ...: watch memory against the Deployment's
+limit), platform collector (`python_info`) and garbage-collector collector (`python_gc_*`). No
+`*_created` series are exported (`disable_created_metrics`).
 
 Must never: be read to make a scheduling decision (metrics observe, they do not steer).
 """
 
 from __future__ import annotations
 
+import platform
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 
+from daemon.version import package_version
 from events.log import MAX_RECORD_BYTES, EventLog
 from events.model import Event
 
@@ -97,6 +123,7 @@ METRIC_NAMES = (
     "toposched_cache_synced",
     "toposched_internal_errors_total",
     "toposched_invalid_objects_total",
+    "toposched_build_info",
 )
 # `stage` of toposched_internal_errors_total: fold, listener (`daemon.scheduling.journal`); plan,
 # preempt, assume, permit, nominate (`daemon.scheduling.loop`). `reason` of
@@ -106,8 +133,17 @@ METRIC_NAMES = (
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # no `*_created` series (process-wide)
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
+        # The process, the interpreter and its garbage collector, on our registry (not the global default).
+        self.collectors = (ProcessCollector(registry=r), PlatformCollector(registry=r), GCCollector(registry=r))
+        self.build_info = Gauge(
+            "toposched_build_info", "Always 1; the labels say what is running.",
+            ["version", "python", "implementation", "platform"], registry=r,
+        )
+        self.build_info.labels(package_version(), platform.python_version(), platform.python_implementation(),
+                               f"{platform.system().lower()}/{platform.machine()}").set(1)
         self.attempt_duration = Histogram(
             "toposched_scheduling_attempt_duration_seconds", "Scheduling attempt latency by result.",
             ["result"], buckets=_ATTEMPT_BUCKETS, registry=r,
@@ -121,8 +157,10 @@ class Metrics:
             "toposched_gang_scheduling_duration_seconds", "Gang end to end: first member seen until minMember bound.",
             buckets=_E2E_BUCKETS, registry=r,
         )
-        self.pending_pods = Gauge("toposched_pending_pods", "Our pods waiting to be placed.", registry=r)
-        self.pending_gangs = Gauge("toposched_pending_gangs", "Gangs waiting to be placed.", registry=r)
+        self.pending_pods = Gauge("toposched_pending_pods", "Our pods waiting to be placed, by queue and reason.",
+                                  ["queue", "reason"], registry=r)
+        self.pending_gangs = Gauge("toposched_pending_gangs", "Gangs waiting to be placed, by queue and reason.",
+                                   ["queue", "reason"], registry=r)
         # Per quota, set by daemon/telemetry/quota_metrics.py; in the resource's unit (cores, bytes, GPUs).
         quota_labels = ["dialect", "quota", "resource"]
         self.quota_used = Gauge("toposched_quota_used", "Requests of a quota's placed pods.", quota_labels, registry=r)

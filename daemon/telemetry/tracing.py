@@ -154,6 +154,14 @@ def _guarded(method: _F) -> _F:
     return guarded  # type: ignore[return-value]
 
 
+class QueueView(Protocol):
+    """Which queue a pending gang or lone pod is in: the scheduler's (`daemon.scheduling.loop.Scheduler`)."""
+
+    def queue_of(self, key: str) -> str:
+        """`active`, `backoff` or `unschedulable` (kube-scheduler's queue names)."""
+        ...
+
+
 class BindResult(Protocol):
     """What telemetry reads of a Binding's outcome (`daemon.scheduling.ports.BindOutcome`)."""
 
@@ -709,8 +717,13 @@ class SchedulingObserver:
 
     # ------------------------------------------------------------------ gauges
 
-    def refresh_gauges(self) -> None:
-        """Queue depth from the state, and the topology build time (called on a timer, not per event).
+    def refresh_gauges(self, queues: QueueView | None = None) -> None:
+        """Pending gauges and the topology build time (called on a timer, not per event).
+
+        Pending pods and gangs are labelled by `queue` (`queues.queue_of`: active, backoff,
+        unschedulable; `permit` for pods assumed and held at Permit) and `reason` (the class of their
+        last outcome, `REASON_CLASSES`). Without `queues` (a standby: no queue of its own) they are 0,
+        as kube-scheduler's are on a replica that is not leading.
 
         The topology tree rebuilds lazily, on its first query after a change. The tick queries it (at
         most once a second) and times the query when it found a new structure and did the work itself
@@ -725,15 +738,37 @@ class SchedulingObserver:
         if version != self._tree_version and elapsed > 5e-6:
             self.metrics.topology_build.observe(elapsed)
         self._tree_version = version
-        pending = self.state.pending
-        self.metrics.pending_pods.set(len(pending))
-        gangs = set()
-        pods = self.state.pods
-        for key in pending:
-            pod = pods.get(key)
-            if pod is not None and pod.gang:
-                gangs.add(pod.gang)
-        self.metrics.pending_gangs.set(len(gangs))
+        pod_counts: dict[tuple[str, str], int] = {}
+        gang_sets: dict[tuple[str, str], set[str]] = {}
+        if queues is not None:
+            pods = self.state.pods
+            queue_of_unit: dict[str, str] = {}
+            for key in self.state.pending:
+                pod = pods.get(key)
+                if pod is None:
+                    continue
+                unit_key = pod.gang or key
+                queue = queue_of_unit.get(unit_key)
+                if queue is None:
+                    queue = queue_of_unit[unit_key] = queues.queue_of(unit_key)
+                series = (queue, self._reasons.get(unit_key, REASON_NEW))
+                pod_counts[series] = pod_counts.get(series, 0) + 1
+                if pod.gang:
+                    gang_sets.setdefault(series, set()).add(pod.gang)
+            for attempt in self._attempts.values():
+                if attempt.binding or attempt.lone:
+                    continue
+                held = [key for key in attempt.assumed
+                        if (pod := pods.get(key)) is not None and pod.assumed_node and not pod.node_name]
+                if held:
+                    series = (QUEUE_PERMIT, REASON_PERMIT)
+                    pod_counts[series] = pod_counts.get(series, 0) + len(held)
+                    gang_sets.setdefault(series, set()).update(attempt.gangs)
+        # Series seen once stay, at 0 when empty: a dashboard sees them fall rather than vanish.
+        self._pending_series |= set(pod_counts) | set(gang_sets)
+        for series in self._pending_series:
+            self.metrics.pending_pods.labels(*series).set(pod_counts.get(series, 0))
+            self.metrics.pending_gangs.labels(*series).set(len(gang_sets.get(series, ())))
 
 
 def _key_fields(key: str, gang: bool) -> dict[str, str]:

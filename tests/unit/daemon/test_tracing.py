@@ -128,3 +128,24 @@ async def test_the_attempt_that_binds_after_a_preemption_links_to_the_preemption
     assert [link.context.span_id for link in binding.links] == [preempt.context.span_id]
     assert binding.links[0].attributes == {"toposched.link": "preempted-for"}
     assert first.links == ()
+
+
+async def test_pending_gauges_say_which_queue_and_why() -> None:
+    t = Traced()
+    members = ["default/a", "default/b"]
+    t.h.add(*nodes(4), *gang("a", 3, min_member=2, gang_group=members),
+            group_event(pod_group("b", min_member=2, gang_group=members)), pod_event(pod("b-0", gang="b")),
+            *gang("huge", 6))
+    await t.h.settle()
+    t.observer.refresh_gauges(t.h.scheduler)
+
+    def pending(kind: str, queue: str, reason: str) -> float | None:
+        return t.metrics.registry.get_sample_value(f"toposched_pending_{kind}", {"queue": queue, "reason": reason})
+
+    assert pending("gangs", "permit", "permit") == 2 and pending("pods", "permit", "permit") == 4
+    assert pending("gangs", "unschedulable", "capacity") == 1 and pending("pods", "unschedulable", "capacity") == 6
+    t.h.add(*gang("fresh", 1))  # not tried yet
+    t.observer.refresh_gauges(t.h.scheduler)
+    assert pending("gangs", "active", "new") == 1
+    t.observer.refresh_gauges(None)  # a standby has no queue: nothing is pending in it
+    assert pending("gangs", "unschedulable", "capacity") == 0 and pending("pods", "permit", "permit") == 0

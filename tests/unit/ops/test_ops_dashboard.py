@@ -1,7 +1,8 @@
 """The Grafana dashboard (ops/grafana/toposched-dashboard.json) queries only metrics the daemon
 really exports, with their real types and labels, and has a panel for each thing an operator
-watches: attempts by result, attempt latency, gang end-to-end latency, queue depth, binds in flight,
-preemptions, event-log append and fsync latency, topology build time, each quota's usage."""
+watches: attempts by result, attempt latency, gang end-to-end latency, queue depth by queue and
+reason, binds in flight, preemptions, event-log append and fsync latency, topology build time,
+relists, the process's memory and CPU, garbage collections, the build, each quota's usage."""
 
 from __future__ import annotations
 
@@ -20,13 +21,13 @@ PANELS = [p for p in DASHBOARD["panels"] if p["type"] != "row"]
 EXPRS = [(p["title"], t["expr"]) for p in PANELS for t in p["targets"]]
 # Labels Prometheus adds to every scraped series, and the histogram bucket label.
 TARGET_LABELS = {"instance", "job", "namespace", "pod", "le"}
-_SERIES = re.compile(r"\b(toposched_[a-z_]+)\b")
+_SERIES = re.compile(r"\b((?:toposched|process|python)_[a-z_]+)\b")
 _BY = re.compile(r"\b(?:by|on|without)\s*\(([^)]*)\)")
 _MATCHER = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)\s*\"")
 
 
-def registry() -> dict[str, tuple[str, set[str]]]:
-    """Family name -> (type, label names) for every metric the daemon registers."""
+def own_families() -> dict[str, tuple[str, set[str]]]:
+    """Family name -> (type, label names) for every metric of the daemon's own (`Metrics` attributes)."""
     metrics = Metrics()
     families: dict[str, tuple[str, set[str]]] = {}
     for value in vars(metrics).values():
@@ -34,6 +35,16 @@ def registry() -> dict[str, tuple[str, set[str]]]:
         kind = getattr(value, "_type", None)
         if isinstance(name, str) and isinstance(kind, str):
             families[name] = (kind, set(getattr(value, "_labelnames", ())))
+    return families
+
+
+def registry() -> dict[str, tuple[str, set[str]]]:
+    """`own_families()` and the process, platform and GC collectors' families on the same registry."""
+    families = own_families()
+    for family in Metrics().registry.collect():
+        if family.name not in families:
+            labels = {label for sample in family.samples for label in sample.labels}
+            families[family.name] = (family.type, labels)
     return families
 
 
@@ -47,7 +58,7 @@ def family_of(series: str, families: dict[str, tuple[str, set[str]]]) -> tuple[s
 
 
 def test_registry_reader_sees_every_metric_the_daemon_documents() -> None:
-    families = registry()
+    families = own_families()
     exported = {name + ("_total" if kind == "counter" else "") for name, (kind, _) in families.items()}
     assert exported == set(METRIC_NAMES)
 
@@ -75,9 +86,17 @@ def test_every_queried_metric_exists_with_its_type_and_labels(title: str, expr: 
     "toposched_event_log_append_duration_seconds_bucket", "toposched_event_log_fsync_duration_seconds_bucket",
     "toposched_topology_build_duration_seconds_bucket", "toposched_quota_used", "toposched_quota_min",
     "toposched_quota_max", "toposched_quota_runtime", "toposched_quota_pending_gangs",
+    "toposched_watch_relists_total", "toposched_build_info", "process_resident_memory_bytes",
+    "process_cpu_seconds_total", "python_gc_collections_total",
 ])
 def test_dashboard_has_a_panel_for(metric: str) -> None:
     assert any(re.search(rf"\b{metric}\b", expr) for _, expr in EXPRS)
+
+
+def test_pending_work_is_shown_by_queue_and_by_reason() -> None:
+    grouped = {group.replace(" ", "") for _, expr in EXPRS if "toposched_pending_" in expr
+               for group in _BY.findall(expr)}
+    assert {"queue", "reason"} <= grouped
 
 
 def test_dashboard_is_importable_grafana_json() -> None:
