@@ -12,8 +12,10 @@ What happens (the first command of the README):
    layer holding it, its nodes, or why it waits). Exit 0 when every job did what it should.
 
 `--log-dir DIR` keeps the event log (for `toposched replay DIR --verify` / `--explain`);
-`--keep-running` keeps the cluster up afterwards and prints the kubeconfig path for kubectl. The whole
-run is bounded by `--timeout` (default 50 s) and fails with a clear message rather than hang.
+`--keep-running` keeps the cluster up afterwards and prints the kubeconfig path for kubectl (a
+temporary file, or `--kubeconfig PATH`). The whole run is bounded by `--timeout` (default 50 s) and
+fails with a clear message rather than hang. Printed to a pipe or a file, the output is the same
+tables one after the other (132 columns wide), each starting on its own line.
 
 Must never: bypass the daemon (the demo only creates objects and reads the results, as a user would).
 """
@@ -231,7 +233,7 @@ async def _demo(args: argparse.Namespace, console: Console) -> int:
 
 async def _demo_in(args: argparse.Namespace, console: Console, workdir: Path, started: float) -> int:
     log_dir = Path(args.log_dir) if args.log_dir else workdir / "log"
-    kubeconfig_path = workdir / "kubeconfig"
+    kubeconfig_path = Path(args.kubeconfig) if args.kubeconfig else workdir / "kubeconfig"
     views = [JobView(job, _COLOURS[index % len(_COLOURS)]) for index, job in enumerate(world.JOBS)]
     stop = anyio.Event()
     async with DevCluster(kubelet_delay=0.02) as cluster:
@@ -254,7 +256,8 @@ async def _demo_in(args: argparse.Namespace, console: Console, workdir: Path, st
             console.print(f"devcluster at {cluster.url}: {len(world.nodes())} GPU nodes "
                           f"({world.SPINES} spines x {world.BLOCKS_PER_SPINE} blocks x {world.NVL_PER_BLOCK} "
                           f"NVLink domains x {world.NODES_PER_NVL} nodes, {world.GPUS_PER_NODE} GPUs each); "
-                          f"daemon metrics at http://127.0.0.1:{endpoints.port if endpoints else 0}/metrics")
+                          f"daemon metrics at http://127.0.0.1:{endpoints.port if endpoints else 0}/metrics",
+                          soft_wrap=True)
             timed_out = False
             with Live(_progress(views, "wave 1", started), console=console, refresh_per_second=8,
                       transient=False) as live, anyio.move_on_after(args.timeout - (time.monotonic() - started)) \
@@ -270,6 +273,8 @@ async def _demo_in(args: argparse.Namespace, console: Console, workdir: Path, st
                     view.submitted = True
                 await _wait_settled(cluster, daemon, views, live, "wave 2: an urgent job on a full cluster",
                                     started, second)
+            if not console.is_terminal:
+                console.line()  # Live leaves its last frame without a newline when it cannot redraw in place
             timed_out = bound.cancelled_caught
             _refresh(cluster, daemon.state, views)
             state = daemon.state
@@ -311,13 +316,18 @@ def parser() -> argparse.ArgumentParser:
             environment="a file cannot be written (--log-dir, --kubeconfig: a file, read-only, the disk full)"))
     parser.add_argument("--log-dir", metavar="DIR", help="keep the event log here (for toposched replay)")
     parser.add_argument("--keep-running", action="store_true", help="keep the cluster up for kubectl afterwards")
+    parser.add_argument("--kubeconfig", metavar="PATH",
+                        help="with --keep-running: write the cluster's kubeconfig here (default: a temporary file)")
     parser.add_argument("--timeout", type=float, default=50.0, help="give up after this many seconds (default 50)")
     return parser
 
 
 @reporting("demo")
 def main(argv: Sequence[str]) -> int:
-    args = parser().parse_args(list(argv))
+    command = parser()
+    args = command.parse_args(list(argv))
+    if args.kubeconfig and not args.keep_running:
+        command.error("--kubeconfig needs --keep-running (the cluster stops when the demo ends)")
     configure_logging("critical")
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 132)
 

@@ -12,6 +12,8 @@
   describing the same tree, so a Koordinator user can move to HyperNodes and back: loading the
   generated HyperNodes over the same nodes gives the same tree. Going to a ClusterNetworkTopology
   from HyperNodes also needs node labels; they are written as `kubectl label` comments.
+  `generate --kubeconfig PATH [--context NAME]` does the same from a live cluster's Nodes,
+  ClusterNetworkTopologies and HyperNodes (listed once, as `show --kubeconfig` lists them).
 
 - `show --kubeconfig PATH [--context NAME] [--json]` does the same with a live cluster: it lists
   Nodes, ClusterNetworkTopologies, HyperNodes and Pods once (the watchers' own paginated list, each
@@ -80,6 +82,7 @@ class _Fold:
 
 
 LIVE_KINDS = ("Node", "ClusterNetworkTopology", "HyperNode", "Pod")  # nodes first: pods count on them
+TREE_KINDS = LIVE_KINDS[:3]  # what the tree is built from (generate needs no pods: it writes no free capacity)
 
 
 async def state_of_cluster(kubeconfig: str, context: str | None = None,
@@ -113,9 +116,17 @@ def listed_state(kubeconfig: str, context: str | None, kinds: Sequence[str] = LI
         raise CommandError(f"cannot read the cluster: {error}", EXIT_ENVIRONMENT) from error
 
 
-def _tree_of_cluster(kubeconfig: str, context: str | None) -> tuple[TopologyTree, list[str]]:
-    state = listed_state(kubeconfig, context)
+def _tree_of_cluster(kubeconfig: str, context: str | None,
+                     kinds: Sequence[str] = LIVE_KINDS) -> tuple[TopologyTree, list[str]]:
+    state = listed_state(kubeconfig, context, kinds)
     return state.topology, [str(problem) for problem in state.undecodable.values()]
+
+
+def _tree_of(args: argparse.Namespace, kinds: Sequence[str] = LIVE_KINDS) -> tuple[TopologyTree, list[str], str]:
+    """The tree of `--scenario` or `--kubeconfig`, the problems met reading it, and which it was."""
+    if args.kubeconfig:
+        return (*_tree_of_cluster(args.kubeconfig, args.context, kinds), "cluster")
+    return (*_load(args.scenario), "scenario")
 
 
 # --------------------------------------------------------------------------- show
@@ -167,10 +178,7 @@ def rich_tree(tree: TopologyTree, *, max_nodes: int = 8) -> Tree:
 
 
 def _show(args: argparse.Namespace) -> int:
-    if args.kubeconfig:
-        tree, load_problems = _tree_of_cluster(args.kubeconfig, args.context)
-    else:
-        tree, load_problems = _load(args.scenario)
+    tree, load_problems, source = _tree_of(args)
     if args.json:
         sys.stdout.write(json.dumps(tree_json(tree), indent=2) + "\n")
     else:
@@ -179,7 +187,7 @@ def _show(args: argparse.Namespace) -> int:
                             for level in tree.levels)
         console.print(f"source: [bold]{tree.source}[/bold]   levels: {levels}")
         console.print(rich_tree(tree))
-    _report(tree, load_problems, "cluster" if args.kubeconfig else "scenario")
+    _report(tree, load_problems, source)
     return EXIT_OK
 
 
@@ -269,7 +277,7 @@ def generate_cnt(tree: TopologyTree) -> tuple[dict[str, Any], list[str], list[st
 
 
 def _generate(args: argparse.Namespace) -> int:
-    tree, load_problems = _load(args.scenario)
+    tree, load_problems, source = _tree_of(args, TREE_KINDS)
     if args.to == "hypernodes":
         text = yaml.safe_dump_all(generate_hypernodes(tree), sort_keys=False)
     else:
@@ -284,7 +292,7 @@ def _generate(args: argparse.Namespace) -> int:
             handle.write(text)
     else:
         sys.stdout.write(text)
-    _report(tree, load_problems)
+    _report(tree, load_problems, source)
     return EXIT_OK
 
 
@@ -308,7 +316,7 @@ def _report(tree: TopologyTree, load_problems: list[str], source: str = "scenari
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toposched topology",
-        description="Show the network topology tree of a scenario or a live cluster, or convert a scenario's.",
+        description="Show the network topology tree of a scenario or a live cluster, or convert it.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EPILOG)
     commands = parser.add_subparsers(dest="command", required=True)
     show = commands.add_parser("show", help="print the topology tree of a scenario or a live cluster",
@@ -320,7 +328,11 @@ def parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="print the machine-readable JSON document")
     generate = commands.add_parser("generate", help="write HyperNode or ClusterNetworkTopology YAML for the tree",
                                    formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EPILOG)
-    generate.add_argument("--scenario", required=True, help="scenario YAML file or directory")
+    origin = generate.add_mutually_exclusive_group(required=True)
+    origin.add_argument("--scenario", help="scenario YAML file or directory")
+    origin.add_argument("--kubeconfig", metavar="PATH",
+                        help="read Nodes, ClusterNetworkTopologies and HyperNodes from this cluster (reads only)")
+    generate.add_argument("--context", help="kubeconfig context (with --kubeconfig)")
     generate.add_argument("--to", required=True, choices=("hypernodes", "cnt"), help="what to write")
     generate.add_argument("--output", "-o", help="write to this file instead of standard output")
     return parser

@@ -1,4 +1,5 @@
-"""`toposched topology show --kubeconfig`: the live cluster's tree, the same as `--scenario` on the same objects."""
+"""`toposched topology show|generate --kubeconfig`: the live cluster's tree, and the HyperNodes or
+ClusterNetworkTopology written from it, the same as `--scenario` gives on the same objects."""
 
 from __future__ import annotations
 
@@ -47,16 +48,16 @@ def hyper_node(name: str, tier: int, members: list[dict[str, Any]]) -> dict[str,
 
 
 def both_ways(tmp_path: Path, objects: list[dict[str, Any]], capsys: pytest.CaptureFixture[str],
-              *extra: str) -> tuple[str, str]:
-    """`show` of the objects as a scenario file and as a live cluster: (scenario output, cluster output)."""
+              *extra: str, command: str = "show") -> tuple[str, str]:
+    """`command` on the objects as a scenario file and as a live cluster: (scenario output, cluster output)."""
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(yaml.safe_dump_all(objects))
-    assert main(["show", "--scenario", str(scenario), *extra]) == 0
+    assert main([command, "--scenario", str(scenario), *extra]) == 0
     from_file = capsys.readouterr().out
     with BackgroundDevCluster() as background:
         background.call(lambda cluster: cluster.load_objects(objects))
         kubeconfig = background.write_kubeconfig(tmp_path / "kubeconfig")
-        assert main(["show", "--kubeconfig", str(kubeconfig), *extra]) == 0
+        assert main([command, "--kubeconfig", str(kubeconfig), *extra]) == 0
     return from_file, capsys.readouterr().out
 
 
@@ -86,8 +87,35 @@ def test_kubeconfig_shows_a_hypernode_tree_as_the_readable_tree(
     assert "source: HyperNode" in from_cluster and "hn-low" in from_cluster and "hn-top" in from_cluster
 
 
+def test_generate_from_a_labelled_cluster_writes_the_hypernodes_of_its_tree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    objects = [node("n0", "b0"), node("n1", "b0"), node("n2", "b1", spine="s1"), running_pod("busy", "n2", 6)]
+    from_file, from_cluster = both_ways(tmp_path, objects, capsys, "--to", "hypernodes", command="generate")
+    assert from_cluster == from_file
+    documents = {d["metadata"]["name"]: d["spec"] for d in yaml.safe_load_all(from_cluster)}
+    assert set(documents) == {"s0", "s1", "b0", "b1"}
+    assert documents["b0"]["members"] == [{"type": "Node", "selector": {"exactMatch": {"name": name}}}
+                                          for name in ("n0", "n1")]
+    assert documents["s1"]["members"] == [{"type": "HyperNode", "selector": {"exactMatch": {"name": "b1"}}}]
+
+
+def test_generate_from_a_hypernode_cluster_writes_a_cluster_network_topology_and_the_labels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    objects = [node("n0", "b0"), node("n1", "b0"),
+               hyper_node("hn-low", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "^n[01]$"}}}]),
+               hyper_node("hn-top", 2, [{"type": "HyperNode", "selector": {"exactMatch": {"name": "hn-low"}}}])]
+    from_file, from_cluster = both_ways(tmp_path, objects, capsys, "--to", "cnt", command="generate")
+    assert from_cluster == from_file
+    assert yaml.safe_load(from_cluster)["kind"] == "ClusterNetworkTopology"
+    assert "# kubectl label node n0 topology.toposched.io/tier-2=hn-top topology.toposched.io/tier-1=hn-low" \
+        in from_cluster
+
+
 def test_exactly_one_of_scenario_and_kubeconfig(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    for argv in (["show"], ["show", "--scenario", "x.yaml", "--kubeconfig", "k"]):
+    for argv in (["show"], ["show", "--scenario", "x.yaml", "--kubeconfig", "k"], ["generate", "--to", "cnt"],
+                 ["generate", "--to", "cnt", "--scenario", "x.yaml", "--kubeconfig", "k"]):
         with pytest.raises(SystemExit) as exit_info:
             main(argv)
         assert exit_info.value.code == 2
