@@ -21,6 +21,11 @@ When the scenario has quotas (ElasticQuotas, Volcano Queues), the report gains a
 per quota, what its pods used over time (resource-seconds of bound pods), its peak, and how long
 its pods waited (`QuotaReport`); without quotas the key is absent, so existing reports are unchanged.
 
+`progress` (optional) is called after every virtual instant with a `SimulationProgress` (virtual
+time, objects created of all the scenario's, binds, pending pods, events): `toposched simulate`
+shows it on a terminal, or as a line now and then otherwise. It is called with virtual figures only;
+pacing by the wall clock is the caller's business.
+
 Must never: decide anything the scheduler decides, or read the wall clock into the report.
 """
 
@@ -181,6 +186,7 @@ class World:
         self._counter = 0
         self.runtimes: dict[str, float] = {}  # pod uid -> runtime after binding
         self.reports: list[tuple[str, str, str, str]] = []  # (gang or pod, phase, reason, message)
+        self.created = 0  # scenario objects created so far
 
     def at(self, time: float, phase: int, action: Callable[[], None], order: int | None = None) -> None:
         self._counter += 1
@@ -207,6 +213,7 @@ class World:
                 self.at(item.delete_at, RELEASE, partial(self._delete, item, obj))
 
     def _create(self, item: ScenarioObject, obj: KubeObject) -> None:
+        self.created += 1
         if isinstance(obj, Pod):
             if item.runtime is not None:
                 self.runtimes[obj.metadata.uid] = item.runtime
@@ -342,6 +349,20 @@ class InMemoryCluster:
 # --------------------------------------------------------------------------- the simulation
 
 
+class SimulationProgress(msgspec.Struct, frozen=True):
+    """Where a running simulation stands (see `Simulation(progress=...)`)."""
+
+    time: float  # virtual seconds
+    created: int  # scenario objects created so far
+    objects: int  # scenario objects in all
+    binds: int
+    pending: int  # pods waiting to be placed now
+    events: int  # recorded through the journal so far
+
+
+ProgressHook = Callable[[SimulationProgress], None]
+
+
 class SimulationStats(msgspec.Struct, frozen=True):
     events: int  # recorded through the journal: observations and decisions
     gangs: int  # PodGroups known at the end
@@ -359,8 +380,9 @@ class Simulation:
 
     def __init__(self, scenario: Scenario, *, until: float | None = None, log: EventLog | None = None,
                  config: SchedulerConfig | None = None, preemptor: Preemptor | None = None,
-                 bind_hook: BindHook | None = None) -> None:
+                 bind_hook: BindHook | None = None, progress: ProgressHook | None = None) -> None:
         self.scenario = scenario
+        self.progress = progress
         self.until = until
         self.clock = VirtualClock()
         self.state = ClusterState()
@@ -415,6 +437,8 @@ class Simulation:
             clock.advance_to(time)
             world.run_due(time)
             await scheduler.run_until_idle()
+            if self.progress is not None:
+                self.progress(self._progress())
         finished_at = clock.now() if ended_by_until else self.state.last_time
         pending = self._pending()
         self.report = Report(
@@ -426,6 +450,11 @@ class Simulation:
             quotas=self._quota_watch.report(finished_at, [p.pod for p in pending]),
         )
         return self.report
+
+    def _progress(self) -> SimulationProgress:
+        return SimulationProgress(time=self.clock.now(), created=self.world.created, objects=len(self.scenario.objects),
+                                  binds=self.scheduler.stats.binds, pending=len(self.state.pending),
+                                  events=self.journal.recorded)
 
     def _pending(self) -> list[PendingPod]:
         state = self.state

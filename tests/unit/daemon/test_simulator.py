@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -11,10 +12,12 @@ from typing import Any
 
 import anyio
 import pytest
+from rich.console import Console
 
+from daemon.cli import simulate as simulate_cli
 from daemon.cli.simulate import main
 from daemon.offline.replay import fold_log
-from daemon.offline.simulator import Simulation
+from daemon.offline.simulator import Simulation, SimulationProgress
 from events.log import EventLog
 from events.scenario import load_scenario
 
@@ -172,6 +175,31 @@ def test_cli_writes_stats_to_stderr_and_warns_about_skipped_documents(tmp_path: 
     assert "warning:" in err and "Widget" in err and "skipped" in err
     assert "events" in err and "binds" in err and "gangs" in err and "wall" in err
     assert "wall" not in out.read_text()
+
+
+def test_cli_off_a_terminal_prints_plain_progress_lines_and_the_same_report(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    quiet, chatty = tmp_path / "quiet.json", tmp_path / "chatty.json"
+    assert main([str(EXAMPLE), "--out", str(quiet)]) == 0
+    assert "simulate:" not in capsys.readouterr().err  # a short run: no line before the first 10 s
+    monkeypatch.setattr(simulate_cli, "LINE_EVERY_SECONDS", 0.0)
+    assert main([str(EXAMPLE), "--out", str(chatty)]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("simulate:")]
+    objects = len(load_scenario(EXAMPLE).objects)
+    assert lines and f"of {objects} objects created" in lines[-1]
+    assert "binds" in lines[-1] and "pods pending" in lines[-1] and "t=" in lines[-1]
+    assert chatty.read_bytes() == quiet.read_bytes()
+
+
+def test_on_a_terminal_progress_is_a_bar_of_the_objects_created(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(simulate_cli, "BAR_EVERY_SECONDS", 0.0)
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=160)
+    with simulate_cli.ProgressDisplay("auto", console) as display:
+        assert display.mode == "bar"
+        display(SimulationProgress(time=120.0, created=30, objects=40, binds=25, pending=3, events=90))
+    text = screen.getvalue()
+    assert "30/40 objects" in text and "t=120s" in text and "25 binds" in text and "3 pending" in text
 
 
 def test_cli_rejects_a_scenario_it_cannot_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
