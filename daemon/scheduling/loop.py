@@ -113,7 +113,7 @@ from daemon.scheduling.ports import (
     Preemptee,
     Preemptor,
 )
-from daemon.scheduling.queue import SchedulingQueue, Unit, pending_units, unit_of_gang
+from daemon.scheduling.queue import PendingUnits, PlacedPriorities, SchedulingQueue, Unit, unit_of_gang
 from events.dispatch import each, exhaustive
 from events.log import EventLogError
 from events.model import (
@@ -229,6 +229,8 @@ class Scheduler:
                                      backoff_initial_seconds=self.config.backoff_initial_seconds,
                                      backoff_max_seconds=self.config.backoff_max_seconds)
         self.stats = SchedulerStats()
+        self._units = PendingUnits(self.state)  # what `pending_units(state)` says, kept from the events
+        self._placed_priorities = PlacedPriorities(self.state)
         self._limiter = anyio.CapacityLimiter(self.config.bind_concurrency)
         self._waits = Waits()
         self._waiting: dict[str, PermitWait] = self._waits.waiting  # units holding assumed pods at Permit
@@ -257,6 +259,8 @@ class Scheduler:
 
     def observe(self, event: Event) -> None:
         """Journal listener: note changes that may let parked units fit, and wake the loop."""
+        self._units.observe(event)
+        self._placed_priorities.observe(event)
         handler = _OBSERVERS[type(event)]
         if handler is not None and handler(self, event):
             self._dirty = True
@@ -461,7 +465,7 @@ class Scheduler:
             self._adopt(now, group)
         self._service_waiting(now, group)
         self._service_nominated(now, group)
-        units = pending_units(self.state)
+        units = self._units.units()
         # A unit's wake-ups are kept under each of its gangs (a new member of any of them may let it fit).
         live = [key for u in units for key in (u.key, *u.gangs)]
         self.queue.forget_gone(live + list(self._waiting) + list(self._binding))
@@ -732,8 +736,7 @@ class Scheduler:
 
     def _lowest_placed_priority(self) -> int:
         if self._min_placed is None:
-            self._min_placed = min((p.priority for p in self.state.pods.values() if p.placed_node),
-                                   default=1 << 62)
+            self._min_placed = self._placed_priorities.lowest()
         return self._min_placed
 
     def explain_pending(self, pod_key: str) -> str:

@@ -33,7 +33,8 @@ from collections.abc import Iterable
 
 import msgspec
 
-from state.cluster import ClusterState
+from events.model import Event
+from state.cluster import ClusterState, subject_of
 
 # Which queue a unit is in, in kube-scheduler's words (`scheduler_pending_pods{queue}`).
 ACTIVE = "active"  # tried at the next cycle
@@ -111,6 +112,139 @@ def pending_units(state: ClusterState) -> list[Unit]:
         units.append(Unit(key=key, gangs=(), target=key, pods=(key,), priority=pod.priority,
                           first_seen=pod.first_seen))
     return units
+
+
+class PendingUnits:
+    """`pending_units(state)` kept up to date from the events, for a loop that asks at every cycle.
+
+    A cycle must not walk every pending pod: a simulation with thousands of pods of gangs that can
+    never fit would spend most of its time grouping them again. The pending pods are kept grouped by
+    gang (and the lone ones apart) and re-sorted only for a gang whose pods changed; a cycle then
+    groups gangs into their GangGroups, which costs per gang, not per pod. `observe(event)` re-reads
+    the one pod an event is about; a PriorityClass event re-reads them all (it changes priorities).
+    Nothing else changes which pods are pending, their gang or their priority. `units()` equals
+    `pending_units(state)` as a set (tests/unit/daemon/test_pending_units.py holds it to that).
+    """
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self._gangs: dict[str, set[str]] = {}  # gang -> its pending pods
+        self._ordered: dict[str, tuple[tuple[str, ...], int]] = {}  # gang -> (its pending pods sorted, top priority)
+        self._lone: dict[str, Unit] = {}  # pending pod of no gang -> its unit
+        self._of: dict[str, str] = {}  # pending pod -> its gang ("" for none)
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        self._gangs.clear()
+        self._ordered.clear()
+        self._lone.clear()
+        self._of.clear()
+        for key in self.state.pending:
+            self.pod_changed(key)
+
+    def observe(self, event: Event) -> None:
+        kind, key = subject_of(event)
+        if kind == "Pod":
+            self.pod_changed(key)
+        elif kind == "PriorityClass":
+            self.rebuild()
+
+    def pod_changed(self, key: str) -> None:
+        """Re-read one pod: whether it is pending, in which gang, with which priority."""
+        old = self._of.pop(key, None)
+        if old is not None:
+            if old:
+                members = self._gangs[old]
+                members.discard(key)
+                self._ordered.pop(old, None)
+                if not members:
+                    del self._gangs[old]
+            else:
+                del self._lone[key]
+        if key not in self.state.pending:
+            return
+        pod = self.state.pods[key]
+        gang = pod.gang
+        self._of[key] = gang
+        if gang:
+            self._gangs.setdefault(gang, set()).add(key)
+            self._ordered.pop(gang, None)
+        else:
+            self._lone[key] = Unit(key=key, gangs=(), target=key, pods=(key,), priority=pod.priority,
+                                   first_seen=pod.first_seen)
+
+    def units(self) -> list[Unit]:
+        """Every unit with pods waiting to be placed, unsorted (as `pending_units`)."""
+        state = self.state
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for gang in self._gangs:
+            groups.setdefault(unit_of_gang(state, gang), []).append(gang)
+        units: list[Unit] = []
+        for group, gangs in groups.items():
+            if len(gangs) == 1:
+                members, priority = self._sorted(gangs[0])
+            else:
+                parts = [self._sorted(gang) for gang in gangs]
+                members = tuple(sorted(key for part in parts for key in part[0]))
+                priority = max(part[1] for part in parts)
+            first_seen = math.inf
+            for gang in group:
+                info = state.gangs.get(gang)
+                if info is not None and info.first_seen < first_seen:
+                    first_seen = info.first_seen
+            units.append(Unit(key=group[0], gangs=group, target=min(gangs), pods=members, priority=priority,
+                              first_seen=first_seen if first_seen != math.inf else 0.0))
+        units.extend(self._lone.values())
+        return units
+
+    def _sorted(self, gang: str) -> tuple[tuple[str, ...], int]:
+        cached = self._ordered.get(gang)
+        if cached is None:
+            members = self._gangs[gang]
+            pods = self.state.pods
+            cached = self._ordered[gang] = (tuple(sorted(members)), max(pods[key].priority for key in members))
+        return cached
+
+
+class PlacedPriorities:
+    """The lowest priority among placed pods (bound or assumed), kept from the events as `PendingUnits`
+    is: a unit above it may find victims, so the loop's queueing hint must not skip it. Equals
+    `min(p.priority for p in state.pods.values() if p.placed_node)` (1 << 62 when none is placed)."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self._of: dict[str, int] = {}  # placed pod -> its priority
+        self._count: dict[int, int] = {}  # priority -> placed pods of it
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        self._of.clear()
+        self._count.clear()
+        for key in self.state.pods:
+            self.pod_changed(key)
+
+    def observe(self, event: Event) -> None:
+        kind, key = subject_of(event)
+        if kind == "Pod":
+            self.pod_changed(key)
+        elif kind == "PriorityClass":
+            self.rebuild()
+
+    def pod_changed(self, key: str) -> None:
+        old = self._of.pop(key, None)
+        if old is not None:
+            left = self._count[old] - 1
+            if left:
+                self._count[old] = left
+            else:
+                del self._count[old]
+        pod = self.state.pods.get(key)
+        if pod is not None and pod.placed_node:
+            self._of[key] = pod.priority
+            self._count[pod.priority] = self._count.get(pod.priority, 0) + 1
+
+    def lowest(self) -> int:
+        return min(self._count, default=1 << 62)
 
 
 class SchedulingQueue:
