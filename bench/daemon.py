@@ -230,6 +230,7 @@ async def run(args: argparse.Namespace) -> int:
             for line in where_the_time_goes(before, after, wall):
                 print(line)
             print(_cpu_words(cpu, wall, args.pods))
+            print(await _events_written(port, before, after, args.pods, last))
 
             # ---------------------------------------------------------------- one 3,000-pod gang
             single_rate = args.pods / wall
@@ -257,6 +258,7 @@ async def run(args: argparse.Namespace) -> int:
             for line in where_the_time_goes(before, after, first_bind):
                 print(line)
             print(_cpu_words(cpu, wall, args.gang))
+            print(await _events_written(port, before, after, args.gang, last))
             gang_rate = args.gang / wall
         finally:
             for sampler in samplers:
@@ -283,6 +285,23 @@ async def run(args: argparse.Namespace) -> int:
                 print(line)
     print(f"\n(work files in {workdir})")
     return 0
+
+
+async def _events_written(port: int, before: dict[str, float], after: dict[str, float], pods: int,
+                          last_bound_at: float, within: float = 120.0) -> str:
+    """Wait until the phase's Scheduled Events (one per pod) are written, so the next phase starts
+    clean; say how many were written by the last binding and when the last one was (the daemon writes
+    Events in the background, as client-go's recorder does, so bindings do not wait for them)."""
+    key = 'toposched_api_request_duration_seconds_count{resource="events",verb="create"}'
+    by_last = after.get(key, 0.0) - before.get(key, 0.0)
+    deadline = time.perf_counter() + within
+    while True:
+        written = (await asyncio.to_thread(scrape, port)).get(key, 0.0) - before.get(key, 0.0)
+        if written >= pods or time.perf_counter() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    return (f"  Scheduled Events (written in the background): {by_last:.0f} of {pods} by the last binding, "
+            f"{written:.0f} {time.perf_counter() - last_bound_at:.1f} s after it")
 
 
 def _cpu_pair(daemon_pid: int, since: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
