@@ -15,6 +15,10 @@ about to be written to the socket (an aiohttp trace hook reading the gate from a
 a process frozen after its last check and woken past its deadline still sends nothing. A refusal
 raises `NotLeader` and nothing of the request has left the process.
 
+`call(..., on_attempt=)` is told what became of every attempt, retries and refusals included: the
+HTTP status as a string, or `transport`, `refused`, `cancelled` (the adapter counts them in
+`toposched_api_requests_total{code}`).
+
 Every request carries a timeout; watches (`stream()`) carry a socket-read timeout longer than their
 server-side `timeoutSeconds`, so a half-open connection is noticed. The client is closed on exit.
 
@@ -43,7 +47,7 @@ from kubernetes_asyncio.config.config_exception import ConfigException
 from yarl import URL
 
 from daemon.config import DaemonConfig, TimeoutConfig
-from daemon.kube.leader import WriteGate
+from daemon.kube.leader import NotLeader, WriteGate
 from daemon.version import package_version
 
 _load_incluster_config: Callable[..., None] = k8s_config.load_incluster_config
@@ -51,6 +55,12 @@ _load_incluster_config: Callable[..., None] = k8s_config.load_incluster_config
 log = structlog.get_logger("toposched.kube")
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+# What became of one attempt, when it has no HTTP status (`call(on_attempt=...)`).
+TRANSPORT = "transport"  # no answer: connection refused or reset, timeout
+REFUSED = "refused"  # the write gate refused it: nothing of it was sent
+CANCELLED = "cancelled"  # in flight when it was cancelled (the lease ran out): it may or may not have arrived
+
+AttemptObserver = Callable[[str], None]
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -223,30 +233,46 @@ class KubeClient:
         content_type: str = JSON,
         attempts: int | None = None,
         gate: WriteGate | None = None,
+        on_attempt: AttemptObserver | None = None,
     ) -> Response:
         """`request` with the shared retry policy; returns the first non-retryable response.
 
         With a `gate`: raises `NotLeader` (and sends nothing more) as soon as the gate is closed, before
-        any attempt, during one, or while backing off between two.
+        any attempt, during one, or while backing off between two. `on_attempt` hears the outcome of
+        each attempt (module docstring), a write refused before its first attempt included.
         """
-        with gate.writing() if gate is not None else nullcontext():
-            return await self._retried(method, path, query, body, content_type, attempts or 0, gate)
+        entered = False
+        try:
+            with gate.writing() if gate is not None else nullcontext():
+                entered = True
+                return await self._retried(method, path, query, body, content_type, attempts or 0, gate, on_attempt)
+        except NotLeader:
+            if not entered and on_attempt is not None:
+                on_attempt(REFUSED)
+            raise
 
     async def _retried(self, method: str, path: str, query: Sequence[tuple[str, str]], body: Mapping[str, Any] | None,
-                       content_type: str, attempts: int, gate: WriteGate | None) -> Response:
+                       content_type: str, attempts: int, gate: WriteGate | None,
+                       on_attempt: AttemptObserver | None) -> Response:
         tries = attempts or self.timeouts.bind_retry_attempts
         last = "no attempt"
         last_status = 0
         for attempt in range(tries):
+            outcome = CANCELLED  # unless the attempt comes back one way or another
             try:
                 if gate is not None:
                     gate.check()  # before every attempt: a process woken past its deadline learns it here
                 response = await self.request(method, path, query=query, body=body, content_type=content_type,
                                               gate=gate)
+            except NotLeader:
+                outcome = REFUSED
+                raise
             except KubeApiError as error:
+                outcome = TRANSPORT
                 last, last_status = error.reason, 0
                 delay = backoff_delay(attempt, self.timeouts.backoff_initial_seconds, self.timeouts.backoff_max_seconds)
             else:
+                outcome = str(response.status)
                 if response.status not in RETRYABLE_STATUS:
                     return response
                 last, last_status = response.reason(), response.status
@@ -256,6 +282,9 @@ class KubeClient:
                     delay = backoff_delay(
                         attempt, self.timeouts.backoff_initial_seconds, self.timeouts.backoff_max_seconds
                     )
+            finally:
+                if on_attempt is not None:
+                    on_attempt(outcome)
             if attempt + 1 < tries:
                 log.debug("api.retry", method=method, path=path, status=last_status, reason=last, delay=delay)
                 await anyio.sleep(delay)

@@ -33,8 +33,10 @@ Every call made anywhere in the daemon is listed in `API_CALLS` (group, resource
 the one place the ops RBAC test checks the ClusterRole against. Every write goes through the leader's
 `WriteGate` (`KubeClient.call(..., gate=)`): asked before every attempt, retries included, and
 cancelled in flight the moment the lease is lost; a replica without a valid lease writes nothing.
-Reads (the read-back of a conflicting binding) are not gated; the Lease itself is written by the
-elector outside the gate, protected by its resourceVersion.
+Every attempt of every write is counted in `toposched_api_requests_total{verb,resource,code}`
+(retries included; `code` `refused` for an attempt the gate refused, `cancelled` for one in flight
+when the lease ran out). Reads (the read-back of a conflicting binding) are not gated; the Lease
+itself is written by the elector outside the gate, protected by its resourceVersion.
 
 Must never: decide anything (the loop decides, this only carries out), or report success it has not
 read back from the API.
@@ -173,16 +175,17 @@ class KubeClusterAPI:
 
     async def _write(self, verb: str, resource: str, method: str, path: str, *,
                      body: Mapping[str, Any] | None = None, content_type: str = "application/json") -> Response:
+        requests = self.metrics.api_requests
+
+        def count(code: str) -> None:  # every attempt: retries, and those the lease gate refused
+            requests.labels(verb, resource, code).inc()
+
         started = anyio.current_time()
         try:
-            response = await self.client.call(method, path, body=body, content_type=content_type, gate=self.gate)
-        except KubeApiError as error:
-            self.metrics.api_requests.labels(verb, resource, str(error.status or "transport")).inc()
-            raise
+            return await self.client.call(method, path, body=body, content_type=content_type, gate=self.gate,
+                                          on_attempt=count)
         finally:
             self.metrics.api_duration.labels(verb, resource).observe(anyio.current_time() - started)
-        self.metrics.api_requests.labels(verb, resource, str(response.status)).inc()
-        return response
 
     async def _read_pod(self, key: str) -> _PodReadBack | None:
         namespace, name = _split(key)

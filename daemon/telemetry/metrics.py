@@ -20,7 +20,7 @@ process never collide). The ops dashboard is built from this list:
 | `toposched_quota_pending_gangs` | gauge | dialect, quota | gangs of the quota waiting to be placed |
 | `toposched_binds_in_flight` | gauge | - | Binding calls being made now |
 | `toposched_binds_total` | counter | result (bound, failed) | Binding calls by outcome |
-| `toposched_api_requests_total` | counter | verb, resource, code | every write the daemon makes, by HTTP status |
+| `toposched_api_requests_total` | counter | verb, resource, code | every attempt of a write, retries included |
 | `toposched_api_request_duration_seconds` | histogram | verb, resource | latency of those writes, retries included |
 | `toposched_preemption_attempts_total` | counter | - | preemption plans carried out |
 | `toposched_preemption_victims_total` | counter | - | pods evicted as victims |
@@ -41,6 +41,10 @@ process never collide). The ops dashboard is built from this list:
 | `toposched_internal_errors_total` | counter | stage | handling one object raised: it was parked, the rest went on |
 | `toposched_invalid_objects_total` | counter | kind, reason | problems found in objects (one per object and field) |
 | `toposched_build_info` | gauge | version, python, implementation, platform | always 1: what is running |
+
+`code` of `toposched_api_requests_total` is the attempt's HTTP status, `transport` (no answer),
+`refused` (the lease gate refused it: nothing was sent) or `cancelled` (in flight when the lease ran
+out); the duration histogram times each write as a whole, its retries included.
 
 `queue` of the pending gauges is kube-scheduler's (`scheduler_pending_pods{queue}`): `active` (to be
 tried at the next cycle), `backoff` (a Binding failed: waiting its backoff), `unschedulable` (parked

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from daemon.telemetry.metrics import Metrics
 from daemon.telemetry.tracing import SchedulingObserver
 from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
-from events.model import GangPending, PodDeleted
+from events.model import GangPending, PodDeleted, PodGroupDeleted
 from state.cluster import ClusterState
 from tests.unit.daemon.test_scheduler import FixedPreemptor, Harness, evict_low_0_for_high_0, gang, nodes
 
@@ -149,3 +149,36 @@ async def test_pending_gauges_say_which_queue_and_why() -> None:
     assert pending("gangs", "active", "new") == 1
     t.observer.refresh_gauges(None)  # a standby has no queue: nothing is pending in it
     assert pending("gangs", "unschedulable", "capacity") == 0 and pending("pods", "permit", "permit") == 0
+
+
+async def test_what_the_observer_holds_of_gangs_and_pods_is_released_when_they_are_deleted() -> None:
+    t = Traced()
+    members = ["default/wa", "default/wb"]
+    t.h.add(*nodes(8), *gang("wa", 3, min_member=2, gang_group=members),  # waits at Permit: an open attempt
+            group_event(pod_group("wb", min_member=2, gang_group=members)), pod_event(pod("wb-0", gang="wb")))
+    await t.h.settle()
+    gangs = [f"g{i}" for i in range(40)]
+    for name in gangs:  # a few bind, the rest wait for room
+        t.h.add(*gang(name, 2))
+    lone = [pod(f"lone-{i}", gpus=1) for i in range(20)]
+    t.h.add(*(pod_event(p) for p in lone))
+    await t.h.settle()
+    held = t.observer.tracked()
+    assert held["attempts"] >= 1 and held["numbers"] > 40 and held["reasons"] > 0 and held["arrived"] > 40
+    assert held["gang_done"] > 0 and held["bound_count"] > 0
+    everything = [*gangs, "wa", "wb"]
+    for index, name in enumerate(everything):
+        member_keys = sorted(t.h.state.gangs[f"default/{name}"].members)
+        if index % 2:  # its PodGroup first, then its pods: the gang leaves with its last member
+            t.h.add(PodGroupDeleted(key=f"default/{name}"))
+        for key in member_keys:
+            t.h.add(PodDeleted(key=key, uid=t.h.state.pods[key].uid))
+        if not index % 2:
+            t.h.add(PodGroupDeleted(key=f"default/{name}"))
+    for p in lone:
+        t.h.add(PodDeleted(key=f"default/{p.metadata.name}", uid=p.metadata.uid))
+    await t.h.settle()
+    t.observer.refresh_gauges(t.h.scheduler)  # the daemon's gauge tick: sweeps gangs that left with their last pod
+    assert t.observer.tracked() == dict.fromkeys(held, 0)
+    deleted = [s for s in t.spans("gang.attempt") if (s.attributes or {}).get("toposched.result") == "deleted"]
+    assert deleted  # the GangGroup's attempt, open at Permit, ended with the gang
