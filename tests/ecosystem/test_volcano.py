@@ -257,9 +257,12 @@ spec:
     eco.wait_bound(urgent, namespace)
     assert {eco.node_of(pod, namespace) for pod in serving} == {placed[pod] for pod in serving}
     assert all(eco.find("pods", pod, namespace) is None for pod in batch)
-    preempted = [e for e in eco.events(namespace) if e.get("reason") == "Preempted"]
-    assert {e["involvedObject"]["name"] for e in preempted} >= set(batch)
-    assert not {e["involvedObject"]["name"] for e in preempted} & {*serving, "serving"}
+
+    def preempted() -> set[str]:  # Events are written in the background: wait for the victims'
+        return {e["involvedObject"]["name"] for e in eco.events(namespace) if e.get("reason") == "Preempted"}
+
+    eco.wait_for(lambda: preempted() >= set(batch), what="a Preempted Event on every victim")
+    assert not preempted() & {*serving, "serving"}
 
     eco.apply(stream(group("urgent2"), *workers("urgent2", "eco-volcano-high")))
     eco.wait_pending([f"urgent2-{i}" for i in range(6)], namespace)
