@@ -1,6 +1,6 @@
 """Scenario files: a cluster and the work that arrives on it, as plain Kubernetes objects.
 
-The format is a contract (shared/SCENARIOS.md): a YAML file of documents, a JSON file, an NDJSON
+The format is a contract (docs/scenarios.md): a YAML file of documents, a JSON file, an NDJSON
 file (one object per line), or a directory of such files read in name order; each document an
 ordinary Kubernetes object, `kind: List` standing for its items. Simulation annotations
 (`sim.toposched.io/at`, `.../runtime`, `.../delete-at`, decimal seconds as strings) say when things

@@ -18,7 +18,7 @@ An update runs 1, the PriorityClass rule and 3 (with the old object for immutabi
 `load_object` is the same pipeline for objects read from a scenario (simulation, `toposched
 devcluster --load`): they describe what a cluster holds, so what a real server would have refused
 becomes a warning naming the field, not a refusal, and a pod that states its own `spec.priority`
-without a class keeps it (SCENARIOS.md lets a scenario write the resolved priority). Only an
+without a class keeps it (docs/scenarios.md lets a scenario write the resolved priority). Only an
 object that cannot be decoded at all is refused.
 
 Pure: no I/O; the priority classes are passed in. Imports nothing of ours outside `manifests`.

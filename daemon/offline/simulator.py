@@ -1,6 +1,6 @@
 """The simulator: the real scheduler loop on a virtual clock, against an in-memory cluster.
 
-`simulate(scenario)` plays a scenario (shared/SCENARIOS.md) and returns its `Report`. The world's
+`simulate(scenario)` plays a scenario (docs/scenarios.md) and returns its `Report`. The world's
 rules, exactly as that contract states them:
 
 - Objects are created at their `sim.toposched.io/at` time, in document order; a pod with
@@ -152,7 +152,7 @@ class PendingPod(msgspec.Struct, frozen=True):
 
 
 class Report(msgspec.Struct, frozen=True):
-    """The `--out REPORT.json` document (shared/SCENARIOS.md); field order is the file's key order."""
+    """The `--out REPORT.json` document (docs/scenarios.md); field order is the file's key order."""
 
     bindings: list[Binding]
     preemptions: list[Preemption]

@@ -1,7 +1,7 @@
 """Preemption acceptance scenarios: `preemption-*.yaml` played by the simulator (`toposched simulate`).
 
 Each scenario's header comment says the situation and what must happen; its expected report is
-`<name>.expected.json` in the SCENARIOS.md report format. Bindings, preemptions, nominations,
+`<name>.expected.json` in the report format of docs/scenarios.md. Bindings, preemptions, nominations,
 the pending pods and the end time must match exactly; pending reasons are placement's words and
 are compared loosely (they must name the gang). Regenerate an expectation only after checking the
 new report by hand: `toposched simulate tests/scenarios/preemption-X.yaml --out ...expected.json`.

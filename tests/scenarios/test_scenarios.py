@@ -2,7 +2,7 @@
 
 Each scenario's header comment tells the situation (taken from what the Koordinator and Volcano
 documentation describe) and what must happen. The expectation file asserts on the report
-(shared/SCENARIOS.md); every key is optional:
+(docs/scenarios.md); every key is optional:
 
     description: one line, shown when an assertion fails
     until: 50                 # simulate with --until 50

@@ -1,4 +1,4 @@
-"""`toposched simulate`: the virtual world's rules and the report, exactly as shared/SCENARIOS.md says."""
+"""`toposched simulate`: the virtual world's rules and the report, exactly as docs/scenarios.md says."""
 
 from __future__ import annotations
 

@@ -147,7 +147,7 @@ def test_a_scenario_load_keeps_what_a_server_refuses_and_says_why() -> None:
         "a real API server refuses it: no PriorityClass with name gold was found",
         "a real API server refuses it: spec.containers[0].resources.limits: Required value: Limit must be set for "
         "non overcommitable resources"]
-    stated = load_object("v1", "Pod", pod(priority=500), {})  # SCENARIOS.md: a pod may state its priority
+    stated = load_object("v1", "Pod", pod(priority=500), {})  # docs/scenarios.md: a pod may state its priority
     assert stated.obj["spec"]["priority"] == 500 and stated.warnings == []
     with pytest.raises(Rejected):
         load_object("v1", "Pod", pod(resources={"limits": {GPU: "lots"}}), {})
