@@ -31,9 +31,10 @@ test: lint typecheck imports unit
 
 # The chaos suite at full length (`make test` runs it once per case): tests/chaos/, marker `chaos`.
 CHAOS_ITERATIONS ?= 20
+CHAOS_DIR ?= /tmp/toposched-chaos
 
 chaos: $(STAMP)
-	$(BIN)/pytest -q -m chaos --chaos-iterations=$(CHAOS_ITERATIONS)
+	$(BIN)/pytest -q -m chaos --chaos-iterations=$(CHAOS_ITERATIONS) --basetemp=$(CHAOS_DIR)
 
 BENCHES := eventlog topology placement preemption quota simulate devcluster daemon
 

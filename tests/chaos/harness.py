@@ -25,7 +25,7 @@ import msgspec
 
 from devcluster.cluster import DevCluster
 from tests.integration.daemon.harness import NAMESPACE, bound_count, gang, pod_names, wait_until
-from tests.integration.daemon.processes import DaemonProcess, replay_verify
+from tests.integration.daemon.processes import DaemonProcess, replay_verify, requests_of
 
 ITERATION_SECONDS = 120.0
 CANARY_SIZE = 4
@@ -78,13 +78,30 @@ async def canary_binds(cluster: DevCluster, name: str, running: Sequence[DaemonP
     canary = gang(name, CANARY_SIZE)
     cluster.load_objects(canary)
     names = pod_names(canary)
-    await wait_until(lambda: bound_count(cluster, names) == CANARY_SIZE, within=CANARY_SECONDS,
-                     what=f"canary {name} bound whole")
+    try:
+        await wait_until(lambda: bound_count(cluster, names) == CANARY_SIZE, within=CANARY_SECONDS,
+                         what=f"canary {name} bound whole")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; {bound_count(cluster, names)} bound; {why_pending(cluster, name)}") from None
     twice = {pod: count for pod, count in accepted_bindings(cluster, names).items() if count != 1}
     assert twice == {}, f"canary pods bound other than once: {twice}"
     stopped = [daemon.identity for daemon in running if not daemon.running]
     assert stopped == [], f"daemons stopped: {stopped}"
     return canary
+
+
+def why_pending(cluster: DevCluster, gang_name: str) -> str:
+    """What the scheduler says of a gang (its PodGroup's conditions), and which nodes have 8 GPUs free."""
+    group = cluster.store.find("podgroups.scheduling.sigs.k8s.io", gang_name, NAMESPACE) or {}
+    said = "; ".join(f"{c.get('type')}: {c.get('message')}" for c in group.get("status", {}).get("conditions", []))
+    used: dict[str, int] = {}
+    for found in cluster.store.list("pods"):
+        node = found.get("spec", {}).get("nodeName")
+        if node:
+            used[node] = used.get(node, 0) + requests_of(found).get("nvidia.com/gpu", 0)
+    free = sorted(n["metadata"]["name"] for n in cluster.store.list("nodes")
+                  if not n.get("spec", {}).get("unschedulable") and used.get(n["metadata"]["name"], 0) == 0)
+    return f"the PodGroup says {said or 'nothing'}; nodes schedulable and without GPUs in use: {free}"
 
 
 def retire(cluster: DevCluster, manifests: Sequence[dict[str, Any]]) -> None:

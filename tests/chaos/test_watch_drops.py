@@ -6,7 +6,8 @@ pods deleted, nodes added, relabelled, cordoned, uncordoned and deleted) and, al
 every open watch over devcluster's admin endpoint every few tens of milliseconds, sometimes failing
 the next watch or list requests with a 500 too. When the churn stops, the daemon's state (its log,
 folded) must come to hold exactly what the API server holds: the same nodes with the same labels and
-cordons, the same pods on the same nodes, the same PodGroups. Then a canary binds and the log verifies.
+cordons, the same pods on the same nodes, the same PodGroups. Then a canary binds (on 4 nodes added for
+it: the churn may have left no room) and the log verifies.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from daemon.offline.replay import fold_log
 from devcluster.cluster import DevCluster
 from events.log import EventLog
 from state.cluster import ClusterState
-from tests.chaos.harness import Tally, canary_binds, iterate, verified
+from tests.chaos.harness import CANARY_SIZE, Tally, canary_binds, iterate, verified
 from tests.integration.daemon.harness import NAMESPACE, gang, nodes, wait_until
 from tests.integration.daemon.processes import admin, config_file, daemon_process
 
@@ -129,6 +130,12 @@ async def drop_watches(directory: Path, index: int) -> None:
             assert sum(cut) > len(cut), f"watch streams open at each cut: {cut}"  # the daemon's were cut, often
             await wait_until(lambda: not differences(cluster, folded(daemon.log_dir)), within=CONVERGE_SECONDS,
                              what="the daemon's state to converge on the API server's")
+            # The churn may have left no 4 empty nodes: the canary gets 4 new ones (seen through the
+            # watches just cut, too).
+            room = nodes(CANARY_SIZE)
+            for made in room:
+                made["metadata"]["name"] = f"canary-{made['metadata']['name']}"
+            cluster.load_objects(room)
             await canary_binds(cluster, f"canary-{index}", [daemon])
             assert await daemon.stop() == 0
     await verified(daemon.log_dir)
