@@ -217,7 +217,7 @@ async def run(args: argparse.Namespace) -> int:
             # ---------------------------------------------------------------- 10,000 single pods
             before = await asyncio.to_thread(scrape, port)
             names = {f"single-{index:05d}" for index in range(args.pods)}
-            cpu = _cpu_pair(daemon.pid)
+            cpu = started_cpu = _cpu_pair(daemon.pid)
             created = time.perf_counter()
             cluster.load_objects(pod(name, {"cpu": "100m", "memory": "128Mi"}) for name in sorted(names))
             creation = time.perf_counter() - created
@@ -231,10 +231,11 @@ async def run(args: argparse.Namespace) -> int:
                 print(line)
             print(_cpu_words(cpu, wall, args.pods))
             print(await _events_written(port, before, after, args.pods, last))
+            single_cpu = _cpu_pair(daemon.pid, since=started_cpu)[0] / args.pods  # its Events included
 
             # ---------------------------------------------------------------- one 3,000-pod gang
             single_rate = args.pods / wall
-            gang_rate = 0.0
+            gang_rate = gang_cpu = 0.0
             if args.gang > args.nodes:
                 print(f"\n(skipping the {args.gang}-pod gang: it needs one 8-GPU node per pod, there are {args.nodes})")
                 return 0
@@ -243,7 +244,7 @@ async def run(args: argparse.Namespace) -> int:
             group = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
                      "metadata": {"name": "big", "namespace": NAMESPACE},
                      "spec": {"minMember": args.gang, "scheduleTimeoutSeconds": 600}}
-            cpu = _cpu_pair(daemon.pid)
+            cpu = started_cpu = _cpu_pair(daemon.pid)
             created = time.perf_counter()
             cluster.load_objects([group, *(pod(name, {"cpu": "4", "nvidia.com/gpu": "8"}, gang="big")
                                            for name in sorted(gang_names))])
@@ -259,6 +260,7 @@ async def run(args: argparse.Namespace) -> int:
                 print(line)
             print(_cpu_words(cpu, wall, args.gang))
             print(await _events_written(port, before, after, args.gang, last))
+            gang_cpu = _cpu_pair(daemon.pid, since=started_cpu)[0] / args.gang
             gang_rate = args.gang / wall
         finally:
             for sampler in samplers:
@@ -270,7 +272,11 @@ async def run(args: argparse.Namespace) -> int:
                 await asyncio.to_thread(daemon.wait, 60)
             except subprocess.TimeoutExpired:
                 daemon.kill()
-        ceiling = await _ceiling(cluster, args)
+        ceiling, server_cpu = await _ceiling(cluster, args)
+        print(f"one core each (from CPU time, whatever the machine's load): devcluster binds at most "
+              f"{1 / server_cpu:.0f}/s ({1e6 * server_cpu:.0f} us per binding); the daemon places and binds at most "
+              f"{1 / single_cpu:.0f} single pods/s ({1e6 * single_cpu:.0f} us per pod, its Scheduled Event included)"
+              + (f", {1 / gang_cpu:.0f} gang pods/s ({1e6 * gang_cpu:.0f} us per pod)" if gang_cpu else ""))
         targets.line(f"single pods end to end ({args.nodes} nodes, {args.pods} pods)",
                      f"{single_rate:.0f} pods/s = {100 * single_rate / ceiling:.0f} % of devcluster's {ceiling:.0f}/s",
                      ">= 50 %", single_rate >= 0.5 * ceiling)
@@ -315,9 +321,9 @@ def _cpu_words(cpu: tuple[float, float], wall: float, pods: int) -> str:
             f"per pod), devcluster {server:.2f} s ({100 * server / wall:.0f} %, {1e6 * server / pods:.0f} us per pod)")
 
 
-async def _ceiling(cluster: DevCluster, args: argparse.Namespace, runs: int = 3) -> float:
+async def _ceiling(cluster: DevCluster, args: argparse.Namespace, runs: int = 3) -> tuple[float, float]:
     """devcluster's own binding rate: `args.pods` pending pods bound by a client in a child process,
-    the median of `runs` runs (each on pods of its own)."""
+    the median of `runs` runs (each on pods of its own); and devcluster's CPU seconds per binding."""
     rates = []
     cpu_per_binding = []
     for run in range(runs):
@@ -339,7 +345,7 @@ async def _ceiling(cluster: DevCluster, args: argparse.Namespace, runs: int = 3)
           f"{', '.join(f'{r:.0f}' for r in rates)}; {args.pods} pending pods each, one client process, "
           f"{args.bind_concurrency} in flight; devcluster CPU {1e6 * statistics.median(cpu_per_binding):.0f} us "
           f"per binding)")
-    return rate
+    return rate, statistics.median(cpu_per_binding)
 
 
 async def _wait_ready(port: int, process: subprocess.Popen[bytes], within: float) -> float:

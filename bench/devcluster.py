@@ -30,6 +30,8 @@ from typing import Any
 
 import aiohttp
 
+from bench import targets
+
 
 def _node(index: int) -> dict[str, Any]:
     return {
@@ -162,6 +164,8 @@ async def _client(url: str, args: argparse.Namespace, server_pid: int) -> None:
         print(f"  bindings, 1 {args.via} client, {args.in_flight} in flight: {half} in {elapsed:.2f} s = "
               f"{half / elapsed:,.0f} bindings/s (server CPU {cpu / half * 1e6:.0f} us per binding"
               f"{', kubelet writes included' if args.kubelet else ''})")
+        targets.line(f"devcluster bindings/s, {args.in_flight} in flight", f"{half / elapsed:,.0f}/s "
+                     f"({cpu / half * 1e6:.0f} us server CPU per binding)", ">= 3,000/s", half / elapsed >= 3000)
         async with session.get("/api/v1/namespaces/bench/pods?limit=1") as response:
             since = json.loads(await response.read())["metadata"]["resourceVersion"]
         # One MODIFIED per binding, plus one per kubelet start when the kubelet is on.

@@ -23,6 +23,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+from bench import targets
 from bench.fabric import add_fabric
 from events.builders import bound, pod, pod_group
 from events.model import PodGroupUpserted, PodUpserted, VolcanoPodGroupUpserted
@@ -88,7 +89,7 @@ def build(seed: int = 7) -> ClusterState:
     return state
 
 
-def measure(label: str, runs: int, call: Callable[[], object]) -> None:
+def measure(label: str, runs: int, call: Callable[[], object]) -> float:
     result = call()
     times: list[float] = []
     for _ in range(runs):
@@ -101,6 +102,7 @@ def measure(label: str, runs: int, call: Callable[[], object]) -> None:
     what = (f"{len(result.assignments)} pods -> {result.level} {result.domain or '(cluster)'}"
             if isinstance(result, GangPlan) else f"unschedulable: {getattr(result, 'constraint', '?')}")
     print(f"{label:<44} p50 {p50:8.2f} ms   p90 {p90:8.2f} ms   ({what})")
+    return p50
 
 
 def main() -> None:
@@ -111,10 +113,10 @@ def main() -> None:
     state = build()
     print(f"cluster: {len(state.nodes)} nodes, {len(state.topology.levels)} levels, "
           f"{len(state.pods)} pods, built in {time.perf_counter() - started:.1f} s")
-    measure("3,000-pod gang, no spec", max(args.runs // 3, 5), lambda: plan_gang(state, "default/big"))
+    big = measure("3,000-pod gang, no spec", max(args.runs // 3, 5), lambda: plan_gang(state, "default/big"))
     measure("3,000-pod gang, PreferGather SpineLayer", max(args.runs // 3, 5),
             lambda: plan_gang(state, "default/big-spine"))
-    measure("4-pod gang, MustGather BlockLayer", args.runs * 5, lambda: plan_gang(state, "default/small"))
+    small = measure("4-pod gang, MustGather BlockLayer", args.runs * 5, lambda: plan_gang(state, "default/small"))
     measure("4-pod gang, no spec", args.runs * 5, lambda: plan_gang(state, "default/small-free"))
     measure("2-pod gang, 4 GPUs each (one node)", args.runs * 5, lambda: plan_gang(state, "default/pair"))
     measure("50-pod gang, MustGather BlockLayer (refused)", args.runs,
@@ -126,6 +128,8 @@ def main() -> None:
     measure("512-pod Volcano job, 8-GPU pods (refused)", 5,
             lambda: plan_gang(state, "default/sharded-full-nodes"))
     measure("lone 1-GPU pod", args.runs, lambda: plan_pod(state, "default/lone"))
+    targets.line(f"plan a 3,000-pod gang, {len(state.nodes):,} nodes", f"{big:.1f} ms p50", "< 250 ms", big < 250)
+    targets.line("plan a 4-pod MustGather gang", f"{small:.2f} ms p50", "< 6 ms", small < 6)
 
 
 if __name__ == "__main__":
