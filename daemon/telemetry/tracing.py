@@ -16,7 +16,9 @@ gang or a pod of the gang the line is about):
   `gang.preempting` (victims), `gang.preempted` (a victim gang: which pods, for whom), `gang.bound`
   (minMember bound: pods, attempt duration), `gang.bind_failed`, `gang.timed_out`; the same with a
   `pod.` prefix for pods without a gang. A GangGroup's lines are written once per gang, each with the
-  `group`. Each pod's own Binding is `pod.bound` at debug level.
+  `group`. Each pod's own Binding is `pod.bound` at debug level. A pod without a gang writes
+`pod.bound`, `pod.pending`, `pod.preempting` and `pod.preempted` at info; its `pod.arrived`,
+`pod.attempt` and `pod.placed` at debug (one line per pod at info: 100,000 pods are a lot of lines).
 
 Spans, one trace per attempt (attribute names follow the OpenTelemetry semantic conventions where
 one exists: `k8s.namespace.name`, `k8s.pod.name`, `k8s.pod.uid`, `k8s.node.name`, `error.type`;
@@ -109,6 +111,9 @@ from state.cluster import ClusterState
 
 log = structlog.get_logger("toposched.scheduling")
 
+# A pod without a gang says these steps at debug level: at info it says only that it was bound, why
+# it waits (when that changed) and preemptions, one line per pod, as kube-scheduler does.
+_LONE_DETAIL = frozenset({"attempt"})
 # A `gang.placed` line names at most this many nodes (and says how many there were).
 PLACED_NODES_SHOWN = 64
 _TEXT_LIMIT = 512  # explanations and reasons on spans
@@ -262,7 +267,7 @@ class SchedulingObserver:
         if pod.gang:
             self._gang_seen(pod.gang)
         elif pod.first_seen == event.time and pod.key in self.state.pending:
-            log.info("pod.arrived", pod=pod.key, priority=pod.priority)
+            log.debug("pod.arrived", pod=pod.key, priority=pod.priority)
 
     def _group_upserted(self, event: PodGroupUpserted | VolcanoPodGroupUpserted | SchedulerPluginsPodGroupUpserted
                         | KubePodGroupUpserted) -> None:
@@ -408,8 +413,9 @@ class SchedulingObserver:
             return
         for key in keys:
             self._reasons.pop(key, None)
-        self._say(attempt, "bound", {"pods": len(attempt.assumed) or None,
-                                     "duration_ms": round(attempt.elapsed * 1000, 3)})
+        where: dict[str, object] = ({"node": next(iter(attempt.assumed.values()), None)} if attempt.lone
+                                    else {"pods": len(attempt.assumed) or None})
+        self._say(attempt, "bound", {**where, "duration_ms": round(attempt.elapsed * 1000, 3)})
         self._finish(attempt, RESULT_SCHEDULED)
         if attempt.lone:  # a bound pod is never attempted again: only its deletion is left to see
             self._numbers.pop(unit, None)
@@ -541,8 +547,7 @@ class SchedulingObserver:
         if pod is not None:
             self.metrics.pod_e2e.observe(max(0.0, event.time - pod.first_seen))
         if pod is None or not pod.gang:
-            log.info("pod.bound", pod=event.pod, node=event.node)
-            return
+            return  # a lone pod's `pod.bound` is its attempt's (`binds_settled`)
         log.debug("pod.bound", gang=pod.gang, pod=event.pod, node=event.node)
         gang = self.state.gangs.get(pod.gang)
         if gang is None or gang.spec is None:
@@ -652,22 +657,27 @@ class SchedulingObserver:
     def _say(self, about: _Attempt, step: str, fields: dict[str, object] | None = None, *,
              level: int = logging.INFO) -> None:
         """One line (with the attempt's number) per gang of the unit, each with its group; one for a lone pod."""
-        if not log.is_enabled_for(level):
+        if about.lone and step in _LONE_DETAIL and level == logging.INFO:
+            level = logging.DEBUG
+        logger = log.bind()  # resolved once (the proxy resolves the configuration on every use)
+        if not logger.is_enabled_for(level):
             return
         present = {"attempt": about.number, **{name: value for name, value in (fields or {}).items()
                                                if value is not None}}
         if about.lone:
-            log.log(level, f"pod.{step}", pod=about.unit, **present)
+            logger.log(level, f"pod.{step}", pod=about.unit, **present)
             return
         group = list(about.gangs) if len(about.gangs) > 1 else None
         for gang in about.gangs:
             if group is not None:
-                log.log(level, f"gang.{step}", gang=gang, group=group, **present)
+                logger.log(level, f"gang.{step}", gang=gang, group=group, **present)
             else:
-                log.log(level, f"gang.{step}", gang=gang, **present)
+                logger.log(level, f"gang.{step}", gang=gang, **present)
 
     def _say_placed(self, attempt: _Attempt) -> None:
-        if not log.is_enabled_for(logging.INFO):
+        level = logging.DEBUG if attempt.lone else logging.INFO
+        logger = log.bind()
+        if not logger.is_enabled_for(level):
             return
         pods = self.state.pods
         for key in attempt.gangs or (attempt.unit,):
@@ -683,9 +693,9 @@ class SchedulingObserver:
             if plan is not None:
                 fields.update(domain=plan.domain or "(cluster)", layer=plan.layer, pods=plan.pods)
             if attempt.lone:
-                log.info("pod.placed", pod=key, **fields)
+                logger.debug("pod.placed", pod=key, **fields)
             else:
-                log.info("gang.placed", gang=key, **fields)
+                logger.info("gang.placed", gang=key, **fields)
 
     def _say_victims(self, attempt: _Attempt) -> None:
         if attempt.victims:

@@ -182,3 +182,14 @@ async def test_what_the_observer_holds_of_gangs_and_pods_is_released_when_they_a
     assert t.observer.tracked() == dict.fromkeys(held, 0)
     deleted = [s for s in t.spans("gang.attempt") if (s.attributes or {}).get("toposched.result") == "deleted"]
     assert deleted  # the GangGroup's attempt, open at Permit, ended with the gang
+
+
+async def test_a_lone_pod_that_binds_writes_one_info_line_and_its_details_at_debug() -> None:
+    t = Traced()
+    with structlog.testing.capture_logs() as logs:
+        t.h.add(*nodes(1), pod_event(pod("solo", gpus=1)))
+        await t.h.settle()
+    mine = [entry for entry in logs if entry.get("pod") == "default/solo"]
+    assert [e["event"] for e in mine if e["log_level"] == "info"] == ["pod.bound"]
+    assert [e["event"] for e in mine if e["log_level"] == "debug"] == ["pod.arrived", "pod.attempt", "pod.placed"]
+    assert mine[1]["attempt"] == 1 and mine[1]["outcome"] == "planned" and mine[-1]["node"] == "n0"
