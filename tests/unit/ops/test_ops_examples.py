@@ -23,23 +23,8 @@ EXAMPLES = OPS / "examples"
 
 
 def example(name: str) -> list[Manifest]:
-    return load_documents(EXAMPLES / name)
-
-
-def members(pod: Manifest, count: int, labels_by_index: list[dict[str, str]] | None = None) -> list[Manifest]:
-    """`count` copies of an example member pod, named -0 .. -N with their index annotation."""
-    base = pod["metadata"]["name"].rpartition("-")[0]
-    out = []
-    for index in range(count):
-        clone = copy.deepcopy(pod)
-        clone["metadata"]["name"] = f"{base}-{index}"
-        annotations = clone["metadata"].setdefault("annotations", {})
-        if "gang.scheduling.koordinator.sh/network-topology-index" in annotations:
-            annotations["gang.scheduling.koordinator.sh/network-topology-index"] = str(index)
-        if labels_by_index:
-            clone["metadata"]["labels"].update(labels_by_index[index])
-        out.append(clone)
-    return out
+    """The example's objects, but its Namespace (a simulation has no namespaces to create)."""
+    return [doc for doc in load_documents(EXAMPLES / name) if doc["kind"] != "Namespace"]
 
 
 def simulate(tmp_path: Path, documents: list[Manifest]) -> dict[str, Any]:
@@ -61,9 +46,8 @@ def test_every_example_passes_toposched_validate(capsys: pytest.CaptureFixture[s
 
 
 def test_koordinator_gang_lands_under_one_spine_two_pods_per_block(tmp_path: Path) -> None:
-    group, pod = example("koordinator-gang.yaml")
     report = simulate(tmp_path, [*example("nodes.yaml"), *example("priority-classes.yaml"),
-                                 *example("cluster-network-topology.yaml"), group, *members(pod, 4)])
+                                 *example("cluster-network-topology.yaml"), *example("koordinator-gang.yaml")])
     assert report["pending"] == []
     nodes = [node_index(b["node"]) for b in report["bindings"]]
     assert len(nodes) == 4
@@ -73,10 +57,8 @@ def test_koordinator_gang_lands_under_one_spine_two_pods_per_block(tmp_path: Pat
 
 
 def test_volcano_gang_keeps_each_stage_in_one_block_and_the_job_in_one_spine(tmp_path: Path) -> None:
-    group, pod = example("volcano-gang.yaml")
-    stages = [{"stage": "0"}, {"stage": "0"}, {"stage": "1"}, {"stage": "1"}]
     report = simulate(tmp_path, [*example("nodes.yaml"), *example("priority-classes.yaml"),
-                                 *example("hypernodes.yaml"), group, *members(pod, 4, stages)])
+                                 *example("hypernodes.yaml"), *example("volcano-gang.yaml")])
     assert report["pending"] == []
     where = {b["pod"]: node_index(b["node"]) for b in report["bindings"]}
     assert len(where) == 4
@@ -84,6 +66,18 @@ def test_volcano_gang_keeps_each_stage_in_one_block_and_the_job_in_one_spine(tmp
     for stage, names in (("0", ["ml-team/llm-finetune-0", "ml-team/llm-finetune-1"]),
                          ("1", ["ml-team/llm-finetune-2", "ml-team/llm-finetune-3"])):
         assert len({where[name] // 2 for name in names}) == 1, f"stage {stage} spans blocks: {where}"
+
+
+def test_gang_group_binds_both_groups_together_each_under_one_spine(tmp_path: Path) -> None:
+    report = simulate(tmp_path, [*example("nodes.yaml"), *example("cluster-network-topology.yaml"),
+                                 *example("gang-group.yaml")])
+    assert report["pending"] == []
+    where = {b["pod"]: node_index(b["node"]) for b in report["bindings"]}
+    assert len(where) == 6
+    for group in ("rl-learners", "rl-actors"):
+        spines = {n // 4 for pod, n in where.items() if pod.startswith(f"ml-team/{group}-")}
+        assert len(spines) == 1, f"{group} spans spines: {where}"
+    assert len({b["at"] for b in report["bindings"]}) == 1, "the GangGroup binds together"
 
 
 def test_hypernodes_and_the_cluster_network_topology_describe_the_same_network(
@@ -134,7 +128,7 @@ def test_koordinator_quota_team_borrows_the_idle_department_and_the_other_team_r
 
 def test_capacity_quota_namespace_borrows_unused_min_and_gives_it_back(tmp_path: Path) -> None:
     quotas = example("quota-capacity-scheduling.yaml")
-    _, member = example("koordinator-gang.yaml")
+    member = example("koordinator-gang.yaml")[1]
     plain = {"app": "sweep"}
     team_a = [_lone(member, f"a-{i}", namespace="team-a", labels=plain) for i in range(6)]
     team_b = [_lone(member, f"b-{i}", namespace="team-b", labels=plain, at=100) for i in range(3)]
@@ -148,8 +142,8 @@ def test_capacity_quota_namespace_borrows_unused_min_and_gives_it_back(tmp_path:
 
 
 def test_volcano_queue_capability_holds_and_production_reclaims_from_research(tmp_path: Path) -> None:
-    production, research, sweep = example("quota-volcano.yaml")
-    _, member = example("volcano-gang.yaml")
+    production, research, sweep, *_ = example("quota-volcano.yaml")
+    member = example("volcano-gang.yaml")[1]
     docs: list[Manifest] = [*example("nodes.yaml"), production, research]
     for number in range(5):  # five 2-pod research jobs: only four fit its capability of 32
         group = copy.deepcopy(sweep)
