@@ -134,6 +134,7 @@ class Daemon:
         self.exit_code = EXIT_OK
         self.recovery: LogRecovery | None = None  # set when a damaged log was moved aside at start
         self.recovery_reported = False
+        self.lost_lease = ""  # why, when the lease was lost while leading (exit 1)
 
     @property
     def state(self) -> ClusterState | None:
@@ -275,6 +276,7 @@ class Daemon:
             except LeadershipLost as error:
                 log.error("daemon.lost_lease", error=str(error))
                 self.exit_code = EXIT_LOST_LEASE
+                self.lost_lease = str(error)
             finally:
                 self.metrics.leader.set(0)
             group.cancel_scope.cancel()
@@ -479,6 +481,10 @@ async def _run_until_signal(config: DaemonConfig) -> int:
         group.cancel_scope.cancel()
     if failure is not None:
         return report("run", failure)
+    if daemon.lost_lease:
+        return report("run", CommandError(
+            f"{daemon.lost_lease} (not renewed in time, or taken by another replica: the leader.lost log line says "
+            "which); exiting so that a fresh process folds the log and campaigns again", EXIT_LOST_LEASE))
     return daemon.exit_code
 
 

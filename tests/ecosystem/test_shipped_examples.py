@@ -74,6 +74,15 @@ def test_gang_group_binds_both_groups_each_under_one_spine(tmp_path: Path) -> No
             assert len({spine(node) for name, node in placed.items() if name.startswith(group)}) == 1, placed
 
 
+def test_never_fits_stays_pending_saying_why_on_the_podgroup_and_its_pods(tmp_path: Path) -> None:
+    with running(tmp_path, NODES, text("cluster-network-topology.yaml")) as eco:
+        eco.apply(text("never-fits.yaml"))
+        messages = eco.wait_pending(pods_of("never-fits.yaml"), "ml-team", says="it can never fit")
+        assert all("MustGather at BlockLayer" in message for message in messages.values())
+        eco.wait_for(lambda: phase(eco, "podgroups.scheduling.sigs.k8s.io", "wide-job") == "Pending",
+                     what="the PodGroup's phase Pending")
+
+
 def test_koordinator_quota_example_places_the_team_pod(tmp_path: Path) -> None:
     with running(tmp_path, NODES, text("cluster-network-topology.yaml")) as eco:
         eco.apply(text("quota-koordinator.yaml"))
@@ -120,5 +129,5 @@ def quota_show(root: Path) -> dict[str, Any]:
 def _every_example_is_covered() -> None:
     covered = {"nodes.yaml", "priority-classes.yaml", "cluster-network-topology.yaml", "hypernodes.yaml",
                "koordinator-gang.yaml", "volcano-gang.yaml", "gang-group.yaml", "quota-koordinator.yaml",
-               "quota-volcano.yaml", "quota-capacity-scheduling.yaml"}
+               "quota-volcano.yaml", "quota-capacity-scheduling.yaml", "never-fits.yaml"}
     assert {path.name for path in EXAMPLES.glob("*.yaml")} == covered, "a new example needs its test here"

@@ -162,3 +162,23 @@ async def started(command: list[str], stderr: Path) -> AsyncIterator[tuple[anyio
                 process.kill()
                 await process.wait()
             await process.aclose()
+
+
+async def test_a_lost_lease_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("leader_election:\n  lease_duration_seconds: 1.5\n  renew_deadline_seconds: 1\n"
+                      "  retry_period_seconds: 0.2\n")
+    async with DevCluster() as cluster:
+        kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+        command = run_command("--config", str(config), "--kubeconfig", str(kubeconfig), "--log-dir",
+                              str(tmp_path / "log"), "--address", "127.0.0.1:0", "--lease-namespace", "kube-system")
+        async with started(command, tmp_path / "stderr") as (process, stderr):
+            await wait_until(lambda: "daemon.leading" in stderr.read_text(), within=20, what="the daemon leads")
+            cluster.faults.add(parse_fault("status=503,verb=update,path=/leases/,fraction=1"))  # renewals fail
+            with anyio.fail_after(20):
+                code = await process.wait()
+    assert code == 1
+    records, last = records_and_last_line(stderr.read_text())
+    assert last.startswith("toposched run: lease kube-system/toposched lost (not renewed in time, or taken by ")
+    assert any(r["event"] == "daemon.lost_lease" for r in records)
+    assert stopped_code(records) == 1
