@@ -131,6 +131,9 @@ def main(argv: Sequence[str]) -> int:
     except (ManifestFileError, ApiError) as exc:
         print(f"toposched devcluster: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except RecursionError:  # a --load file nested thousands deep: the decoder's recursion
+        print(f"toposched devcluster: {args.load} is nested too deeply to hold Kubernetes objects", file=sys.stderr)
+        return EXIT_USAGE
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"toposched devcluster: {where}{exc.strerror or exc}", file=sys.stderr)

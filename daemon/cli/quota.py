@@ -142,6 +142,9 @@ def main(argv: Sequence[str]) -> int:
             state, load_problems = state_of_scenario(args.scenario)
         except ScenarioError as error:
             raise CommandError(str(error), EXIT_USAGE) from error
+        except RecursionError as error:  # JSON nested thousands deep: the decoder's recursion, not a bug of ours
+            raise CommandError(f"{args.scenario} is nested too deeply to hold Kubernetes objects",
+                               EXIT_USAGE) from error
         for problem in load_problems:
             sys.stderr.write(f"warning: {problem}\n")
     else:

@@ -121,6 +121,8 @@ def main(argv: Sequence[str]) -> int:
         scenario = load_scenario(args.scenario)
     except ScenarioError as error:
         raise CommandError(str(error), EXIT_USAGE) from error
+    except RecursionError as error:  # JSON nested thousands deep: the decoder's recursion, not a bug of ours
+        raise CommandError(f"{args.scenario} is nested too deeply to hold Kubernetes objects", EXIT_USAGE) from error
     for problem in scenario.problems:
         print(f"warning: {problem}", file=sys.stderr)
     loaded = time.perf_counter()

@@ -304,6 +304,8 @@ def _load(path: str) -> tuple[TopologyTree, list[str]]:
         return tree_of_scenario(path)
     except ScenarioError as error:
         raise CommandError(str(error), EXIT_USAGE) from error
+    except RecursionError as error:  # JSON nested thousands deep: the decoder's recursion, not a bug of ours
+        raise CommandError(f"{path} is nested too deeply to hold Kubernetes objects", EXIT_USAGE) from error
 
 
 def _report(tree: TopologyTree, load_problems: list[str], source: str = "scenario") -> None:

@@ -94,6 +94,16 @@ def test_exit_2_for_a_devcluster_scenario_that_cannot_be_read(tmp_path: Path) ->
     assert "no such file" in one_line_error(done, "devcluster")
 
 
+@pytest.mark.parametrize("command", [["simulate"], ["topology", "show", "--scenario"], ["devcluster", "--load"]],
+                         ids=lambda argv: argv[0])
+def test_exit_2_for_a_scenario_nested_ten_thousand_deep(tmp_path: Path, command: list[str]) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"a": ' * 10_000 + "1" + "}" * 10_000)
+    done = toposched(*command, str(deep), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "nested too deeply" in one_line_error(done, command[0])
+
+
 def test_exit_2_for_an_unknown_command() -> None:
     done = toposched("schedule")
     assert done.returncode == 2
