@@ -149,12 +149,19 @@ def load_scenario(path: str | Path) -> Scenario:
     return scenario
 
 
+# Kinds a manifest ships so that it applies to a real cluster, which scheduling never reads: a
+# scenario file that is also a kubectl manifest (ops/examples) carries them, so skipping them is no news.
+_CLUSTER_ONLY_KINDS = frozenset({("v1", "Namespace")})
+
+
 def _scenario_object(document: _Document, problems: list[str]) -> ScenarioObject | None:
     if document.admitted is None:
         return None
     source, raw = document.source, document.admitted
     api_version, kind = str(raw.get("apiVersion", "")), str(raw.get("kind", ""))
     info = kind_of(api_version, kind)
+    if info is None and (api_version, kind) in _CLUSTER_ONLY_KINDS:
+        return None
     if info is None:
         problems.append(f"{source}: {api_version or '?'} {kind or '?'} is not a kind toposched reads; skipped")
         return None

@@ -110,8 +110,9 @@ def _place_admitted(state: ClusterState, group: tuple[str, ...], label: str, spe
     tree = planning_tree(state, specs)
     resolved = resolve(tree, specs)
     if isinstance(resolved, InvalidConstraint):
-        return Unschedulable(gangs=group, constraint=INVALID, reason=f"{label}: gang {resolved.gang}: "
-                             f"{resolved.message}")
+        # A GangGroup's reason names which of its gangs asks for it; a lone gang is named once.
+        whose = label if group == (resolved.gang,) else f"{label}: gang {resolved.gang}"
+        return Unschedulable(gangs=group, constraint=INVALID, reason=f"{whose}: {resolved.message}")
     running_nodes = [node for nodes in running.values() for node in nodes]
     capacity = Capacity(state, frozenset(group), ignore_pods)
     solver = Solver(state, capacity, tree)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import signal
 import sys
 import tempfile
@@ -39,10 +40,10 @@ from rich.text import Text
 from rich.tree import Tree
 
 from daemon.cli import demo_workload as world
-from daemon.cli.exits import EXIT_FINDING, EXIT_INTERRUPTED, EXIT_OK, exit_codes_epilog, reporting
+from daemon.cli.exits import EXIT_FINDING, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, exit_codes_epilog, reporting
 from daemon.cli.run import Daemon
-from daemon.config import decode_config
-from daemon.telemetry.observability import configure_logging
+from daemon.config import ConfigError, decode_config
+from daemon.telemetry.observability import configure_logging, trace_export_from_env
 from devcluster.cluster import DevCluster
 from events.model import PreemptionPlanned
 from state.cluster import ClusterState
@@ -328,6 +329,11 @@ def main(argv: Sequence[str]) -> int:
     args = command.parse_args(list(argv))
     if args.kubeconfig and not args.keep_running:
         command.error("--kubeconfig needs --keep-running (the cluster stops when the demo ends)")
+    try:
+        trace_export_from_env(os.environ)  # the daemon it starts reads the OTEL_* variables, as `run` does
+    except ConfigError as error:
+        print(f"toposched demo: bad configuration: {error}", file=sys.stderr)
+        return EXIT_USAGE
     configure_logging("critical")
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 132)
 

@@ -20,7 +20,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-from daemon.cli import run
+from daemon.cli import demo, run
 from daemon.config import ConfigError
 from daemon.telemetry.observability import TraceExport, Tracing, exporters_from_env, trace_export_from_env
 
@@ -91,6 +91,16 @@ def test_toposched_run_refuses_an_unsupported_exporter_in_one_line_with_exit_cod
     assert code == 2
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("toposched run: bad configuration: OTEL_TRACES_EXPORTER: 'jaeger' is not supported")
+
+
+def test_toposched_demo_refuses_an_unsupported_exporter_before_starting_anything(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "zipkin")
+    code = demo.main([])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("toposched demo: bad configuration: OTEL_TRACES_EXPORTER")
 
 
 # --------------------------------------------------------------------------- real export

@@ -164,6 +164,7 @@ def test_unknown_mustgather_layer_is_invalid() -> None:
     gang(state, "train", 2, gather=[{"layer": "RackLayer", "strategy": "MustGather"}])
     result = refused(plan_gang(state, "default/train"))
     assert result.constraint == INVALID and "RackLayer" in result.reason
+    assert result.reason.startswith("gang default/train: MustGather layer 'RackLayer': ")  # named once
 
 
 def test_as_many_pods_as_fit_are_placed_when_all_do_not_but_min_member_does() -> None:
