@@ -18,6 +18,14 @@ the pending pods. The layer is the tightest MustGather / hard tier of the
 group (placement's own `resolve`), else the cluster root. Every bound ignores filters, taints,
 nominations and running members' anchoring, each of which can only make placement fail more.
 
+Skipping keeps the unit's last reason, so it is allowed only while that reason still rests on the
+tree it was derived from: the loop remembers each unit's `Premise` after every attempt (the layer
+its constraint resolved to, or that it resolved to none, and `room_when_empty` there) and attempts a
+unit whose premise is not what it was. A MustGather gang parked with "'BlockLayer': is not a layer"
+is attempted once the layer is back (its labels, its ClusterNetworkTopology layer, a HyperNode of
+its tier), and one that "can never fit" in blocks of 4 is attempted once a block grows; a node event
+that leaves the unit's layer and its largest domain as they were still spares it the attempt.
+
 The loop asks only about a unit brought back by a change elsewhere (a release, a node, the
 periodic retry), never about one that itself changed since it was parked (a member came or left,
 its PodGroup changed): that one is attempted, so its reason says what is true now. A gang of 6 parked at
@@ -80,6 +88,23 @@ def need_of(state: ClusterState, unit: Unit) -> Need | None:
         return None
     return Need(level=resolved.top_level, source=resolved.source, pods=max(1, min(missing, pending)),
                 requests=tuple(sorted(smallest.items())))
+
+
+class Premise(msgspec.Struct, frozen=True):
+    """What of the tree a unit's reason was derived from (see the module docstring); the layer by its
+    name, since levels are renumbered when a layer above comes or goes."""
+
+    layer: str  # "" when the unit's need cannot be bounded (its constraint names no level of the tree, ...)
+    source: str
+    room_when_empty: int
+
+
+def premise_of(state: ClusterState, need: Need | None, cache: dict[tuple[int, Requests], int]) -> Premise:
+    """The unit's premise now, from its need (`need_of`) and `room_when_empty`'s cache."""
+    if need is None:
+        return Premise(layer="", source="", room_when_empty=0)
+    return Premise(layer=state.topology.levels[need.level].layer, source=need.source,
+                   room_when_empty=room_when_empty(state, need, cache))
 
 
 def room_when_empty(state: ClusterState, need: Need, cache: dict[tuple[int, Requests], int]) -> int:

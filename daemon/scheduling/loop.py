@@ -100,7 +100,7 @@ from daemon.scheduling.decisions import (
     label,
     quorum_words,
 )
-from daemon.scheduling.hints import Need, need_of, room_now
+from daemon.scheduling.hints import Need, Premise, need_of, premise_of, room_now
 from daemon.scheduling.journal import Journal
 from daemon.scheduling.ports import (
     NO_INSTRUMENTS,
@@ -243,7 +243,9 @@ class Scheduler:
         self._gang_of: dict[str, str] = {}  # pod -> its gang, to know whose membership a deletion changes
         self._room_cache: dict[tuple[int, Requests], int] = {}
         self._min_placed: int | None = None  # lowest priority of a placed pod (per cycle, lazily)
-        self._needs: dict[str, tuple[tuple[str, ...], Need | None]] = {}  # unit -> (its pods, need_of)
+        # unit -> (its pods, the tree's version, need_of): a need names a level, which a new tree renumbers
+        self._needs: dict[str, tuple[tuple[str, ...], int, Need | None]] = {}
+        self._premises: dict[str, Premise] = {}  # unit -> what of the tree its last attempt's reason rests on
         self._adopted = False
         self._quota_trees = self.state.quotas.trees_version
         self._background: anyio.abc.TaskGroup | None = None  # run()'s task group for binds and reports
@@ -469,6 +471,10 @@ class Scheduler:
         # A unit's wake-ups are kept under each of its gangs (a new member of any of them may let it fit).
         live = [key for u in units for key in (u.key, *u.gangs)]
         self.queue.forget_gone(live + list(self._waiting) + list(self._binding))
+        if self._premises:
+            alive = set(live)
+            for key in [key for key in self._premises if key not in alive]:
+                del self._premises[key]
         self._min_placed = None
         for unit in self.queue.ordered(units, now):
             if self._stopping:
@@ -490,6 +496,7 @@ class Scheduler:
                     attempted = decisions.attempt(step, unit)
                 finally:
                     self._carry_out(step.effects, now, group)
+                self._premises[unit.key] = premise_of(self.state, self._need(unit), self._room_cache)
                 if attempted.planned:
                     self.stats.plans += 1
                 else:
@@ -713,7 +720,9 @@ class Scheduler:
         Never a unit that itself changed since it was parked (a member came, its PodGroup changed):
         its last reason may no longer be true ("4 of minMember 6 pods exist" once the other 2 came),
         and only an attempt says what is true now. Skipping it would keep the stale reason forever,
-        since nothing else about the unit may ever change again.
+        since nothing else about the unit may ever change again. Nor a unit whose premise changed
+        since its last attempt (`hints.Premise`: its layer came back, moved or went, its largest
+        domain grew or shrank): "'BlockLayer': is not a layer" would stay once the layer is back.
         """
         status = self.queue.status.get(unit.key)
         if status is None or status.parked_tick is None or self.queue.changed_since_parked(unit):
@@ -722,13 +731,23 @@ class Scheduler:
             return False
         if not isinstance(self.preemptor, NeverPreempt) and may_reclaim(self.state, unit.pods):
             return False  # reclaim takes back what other quotas borrow, whatever their priority
+        need = self._need(unit)
+        if need is None:
+            return False
+        premise = self._premises.get(unit.key)
+        if premise is not None and premise != premise_of(self.state, need, self._room_cache):
+            return False
+        return room_now(self.state, need) < need.pods
+
+    def _need(self, unit: Unit) -> Need | None:
+        """`need_of(state, unit)`, kept while the unit's pods and the tree stay the same."""
+        version = self.state.topology.version
         cached = self._needs.get(unit.key)
-        if cached is not None and cached[0] == unit.pods:
-            need = cached[1]
-        else:
-            need = need_of(self.state, unit)
-            self._needs[unit.key] = (unit.pods, need)
-        return need is not None and room_now(self.state, need) < need.pods
+        if cached is not None and cached[0] == unit.pods and cached[1] == version:
+            return cached[2]
+        need = need_of(self.state, unit)
+        self._needs[unit.key] = (unit.pods, version, need)
+        return need
 
     def _forget_need(self, pod: PodInfo) -> None:
         if self._needs:
