@@ -114,7 +114,25 @@ def pending_units(state: ClusterState) -> list[Unit]:
     return units
 
 
-class PendingUnits:
+class _PodIndex:
+    """An index over the state's pods kept from the events: an event about a pod re-reads that pod; a
+    PriorityClass event re-reads them all (it changes priorities). Nothing else moves what these index."""
+
+    def rebuild(self) -> None:
+        raise NotImplementedError
+
+    def pod_changed(self, key: str) -> None:
+        raise NotImplementedError
+
+    def observe(self, event: Event) -> None:
+        kind, key = subject_of(event)
+        if kind == "Pod":
+            self.pod_changed(key)
+        elif kind == "PriorityClass":
+            self.rebuild()
+
+
+class PendingUnits(_PodIndex):
     """`pending_units(state)` kept up to date from the events, for a loop that asks at every cycle.
 
     A cycle must not walk every pending pod: a simulation with thousands of pods of gangs that can
@@ -141,13 +159,6 @@ class PendingUnits:
         self._of.clear()
         for key in self.state.pending:
             self.pod_changed(key)
-
-    def observe(self, event: Event) -> None:
-        kind, key = subject_of(event)
-        if kind == "Pod":
-            self.pod_changed(key)
-        elif kind == "PriorityClass":
-            self.rebuild()
 
     def pod_changed(self, key: str) -> None:
         """Re-read one pod: whether it is pending, in which gang, with which priority."""
@@ -206,7 +217,7 @@ class PendingUnits:
         return cached
 
 
-class PlacedPriorities:
+class PlacedPriorities(_PodIndex):
     """The lowest priority among placed pods (bound or assumed), kept from the events as `PendingUnits`
     is: a unit above it may find victims, so the loop's queueing hint must not skip it. Equals
     `min(p.priority for p in state.pods.values() if p.placed_node)` (1 << 62 when none is placed)."""
@@ -222,13 +233,6 @@ class PlacedPriorities:
         self._count.clear()
         for key in self.state.pods:
             self.pod_changed(key)
-
-    def observe(self, event: Event) -> None:
-        kind, key = subject_of(event)
-        if kind == "Pod":
-            self.pod_changed(key)
-        elif kind == "PriorityClass":
-            self.rebuild()
 
     def pod_changed(self, key: str) -> None:
         old = self._of.pop(key, None)
