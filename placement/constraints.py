@@ -97,7 +97,9 @@ def resolve(tree: TopologyTree, specs: Sequence[GangSpec]) -> Constraints | Inva
             try:
                 level_or_none = tier_level(tree, limit)
             except TopologyError as error:
-                return InvalidConstraint(spec.key, f"networkTopology highest tier: {error.message}")
+                named = (f"highestTierAllowed {limit.highest_tier}" if limit.highest_tier is not None
+                         else f"highestTierName {limit.highest_tier_name!r}")
+                return InvalidConstraint(spec.key, f"networkTopology {named}: {error.message}")
             if level_or_none is not None and level_or_none > top_level:
                 top_level, kind = level_or_none, HARD_TIER
                 chosen = tree.levels[level_or_none]

@@ -109,9 +109,9 @@ async def test_volcano_hard_tier_gangs_move_on_their_own_once_a_hypernode_of_the
             cluster.load_objects([*job, *wide])
             await wait_until(lambda: parked(running, "job", "below the cluster's lowest domain tier 2"),
                              what="job's reason: no tier 1")
-            await wait_until(lambda: parked(running, "wide", "highest tier: is not a layer"),
+            await wait_until(lambda: parked(running, "wide", "networkTopology highestTierName 'block': is not a layer"),
                              what="wide's reason: no tier named block")
-            assert says(cluster, podgroups, "wide", "highest tier: is not a layer")
+            assert says(cluster, podgroups, "wide", "networkTopology highestTierName 'block': is not a layer")
 
             # The blocks appear (tier 1, 4 nodes each), then the spine holds them instead of the nodes.
             cluster.load_objects([hyper_node("block-a", 1, [exact(f"node-{i:03d}") for i in range(4)], "block"),
