@@ -207,4 +207,5 @@ def test_a_hard_tier_below_the_lowest_hypernode_tier_leaves_the_gang_pending_wit
     members(state, "job", 2, volcano=True)
     result = refused(plan_gang(state, "default/job"))
     assert result.constraint == INVALID
-    assert "networkTopology highestTierAllowed 1: is below the cluster's lowest domain tier 2: no domain is that small" in result.reason
+    assert ("networkTopology highestTierAllowed 1: is below the cluster's lowest domain tier 2: "
+            "no domain is that small") in result.reason
