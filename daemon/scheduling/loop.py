@@ -246,6 +246,7 @@ class Scheduler:
         # unit -> (its pods, the tree's version, need_of): a need names a level, which a new tree renumbers
         self._needs: dict[str, tuple[tuple[str, ...], int, Need | None]] = {}
         self._premises: dict[str, Premise] = {}  # unit -> what of the tree its last attempt's reason rests on
+        self._raised: set[str] = set()  # units whose last attempt raised: their reason is the error, not a fact
         self._adopted = False
         self._quota_trees = self.state.quotas.trees_version
         self._background: anyio.abc.TaskGroup | None = None  # run()'s task group for binds and reports
@@ -475,6 +476,8 @@ class Scheduler:
             alive = set(live)
             for key in [key for key in self._premises if key not in alive]:
                 del self._premises[key]
+        if self._raised:
+            self._raised.intersection_update(live)
         self._min_placed = None
         for unit in self.queue.ordered(units, now):
             if self._stopping:
@@ -497,6 +500,7 @@ class Scheduler:
                 finally:
                     self._carry_out(step.effects, now, group)
                 self._premises[unit.key] = premise_of(self.state, self._need(unit), self._room_cache)
+                self._raised.discard(unit.key)
                 if attempted.planned:
                     self.stats.plans += 1
                 else:
@@ -699,6 +703,7 @@ class Scheduler:
         if isinstance(error, EventLogError | OSError):
             raise error  # the log cannot record: nothing more may be decided
         self.stats.internal_errors += 1
+        self._raised.add(unit_key)
         self.journal.report_error(stage, f"{'gang' if gangs else 'pod'} {unit_key}", error)
         step = self._step(now)
         try:
@@ -723,9 +728,12 @@ class Scheduler:
         since nothing else about the unit may ever change again. Nor a unit whose premise changed
         since its last attempt (`hints.Premise`: its layer came back, moved or went, its largest
         domain grew or shrank): "'BlockLayer': is not a layer" would stay once the layer is back.
+        Nor a unit whose last attempt raised (step 6), for the same reason.
         """
         status = self.queue.status.get(unit.key)
         if status is None or status.parked_tick is None or self.queue.changed_since_parked(unit):
+            return False
+        if unit.key in self._raised:  # its reason is the error: only an attempt can replace it with a fact
             return False
         if not isinstance(self.preemptor, NeverPreempt) and unit.priority > self._lowest_placed_priority():
             return False

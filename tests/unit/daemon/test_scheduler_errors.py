@@ -10,7 +10,7 @@ import pytest
 import daemon.scheduling.decisions as decisions_module
 from daemon.scheduling.decisions import Step
 from daemon.scheduling.ports import Preemptee
-from events.builders import bound, group_event, pod, pod_event, pod_group
+from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.log import EventLogError
 from events.model import Event, GangPending, PodAssumed, PodForgotten, PodGroupUpserted
 from events.objects import Pod, ResourceRequirements
@@ -210,3 +210,29 @@ async def test_a_pod_whose_request_is_not_a_quantity_holds_its_gang_back_naming_
     assert reasons["default/job"].startswith(
         "gang default/job: pod default/job-1: spec.containers[0].resources.requests[nvidia.com/gpu]: 'eight' is not")
     assert reasons["default/lone"].startswith("pod default/lone: spec.containers[0].resources.requests[memory]:")
+
+
+async def test_a_gang_whose_planning_raised_once_gets_its_true_reason_at_the_next_wake_up(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The queueing hint skips a parked gang a release cannot make fit; it must not skip one whose last
+    # attempt raised, or "internal error while planning" would stay its reason after the cause is gone.
+    calls = {"default/wide": 0}
+
+    def raising_once(state: ClusterState, gang_key: str, **kwargs: Any) -> GangPlan | Unschedulable:
+        if gang_key in calls:
+            calls[gang_key] += 1
+            if calls[gang_key] == 1:
+                raise RuntimeError("once")
+        return plan_gang(state, gang_key, **kwargs)
+
+    monkeypatch.setattr(decisions_module, "plan_gang", raising_once)
+    h = Harness()
+    h.add(*nodes(4), pod_event(bound(pod("busy-0"), "n0")), pod_event(bound(pod("busy-1"), "n1")), *gang("wide", 4))
+    await h.settle()
+    assert pending_reasons(h)["default/wide"].startswith("gang default/wide: internal error while planning")
+
+    h.add(node_event(node("n4", block="b1", spine="s0")))  # a wake-up: 3 free nodes, still short of 4
+    await h.settle()
+    assert calls["default/wide"] == 2
+    assert "internal error" not in pending_reasons(h)["default/wide"]
+    assert h.journal.internal_errors == {"plan": 1}
