@@ -28,6 +28,7 @@ Pure bookkeeping: no clock of its own (times are passed in), no I/O.
 
 from __future__ import annotations
 
+import abc
 import math
 from collections.abc import Iterable
 
@@ -114,15 +115,17 @@ def pending_units(state: ClusterState) -> list[Unit]:
     return units
 
 
-class _PodIndex:
+class _PodIndex(abc.ABC):
     """An index over the state's pods kept from the events: an event about a pod re-reads that pod; a
     PriorityClass event re-reads them all (it changes priorities). Nothing else moves what these index."""
 
+    @abc.abstractmethod
     def rebuild(self) -> None:
-        raise NotImplementedError
+        """Read every pod again."""
 
+    @abc.abstractmethod
     def pod_changed(self, key: str) -> None:
-        raise NotImplementedError
+        """Read one pod again."""
 
     def observe(self, event: Event) -> None:
         kind, key = subject_of(event)
