@@ -30,11 +30,13 @@ from __future__ import annotations
 import contextvars
 import email.utils
 import random
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, nullcontext
 from types import SimpleNamespace
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import anyio
@@ -47,6 +49,7 @@ from kubernetes_asyncio.config.config_exception import ConfigException
 from yarl import URL
 
 from daemon.config import DaemonConfig, TimeoutConfig
+from daemon.kube.http1 import Http1Pool, HttpProtocolError
 from daemon.kube.leader import NotLeader, WriteGate
 from daemon.version import package_version
 
@@ -128,8 +131,7 @@ def backoff_delay(attempt: int, initial: float, maximum: float) -> float:
     return random.uniform(base / 2, base)
 
 
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    value = headers.get("Retry-After")
+def _retry_after(value: str | None) -> float | None:
     if not value:
         return None
     try:
@@ -137,6 +139,17 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
     except ValueError:
         parsed = email.utils.parsedate_to_datetime(value)
         return max(0.0, parsed.timestamp() - time.time())
+
+
+def header_lines(fields: Mapping[str, str]) -> bytes:
+    """HTTP header lines (`Name: value\\r\\n` each); a name or value that could split a line is refused."""
+    for name, value in fields.items():
+        if any(c in name or c in value for c in "\r\n\0") or not name or ":" in name:
+            raise KubeConnectError(f"header {name!r} has a character that cannot be sent")
+    return "".join(f"{name}: {value}\r\n" for name, value in fields.items()).encode("latin-1")
+
+
+_encoder = msgspec.json.Encoder()
 
 
 # The gate of the write this task is sending, if any: read by the last-moment check below. A context
@@ -176,10 +189,12 @@ def user_agent(config: DaemonConfig) -> str:
 class KubeClient:
     """Raw, timed, retried HTTP calls over a kubernetes-asyncio ApiClient."""
 
-    def __init__(self, api_client: Any, timeouts: TimeoutConfig) -> None:
+    def __init__(self, api_client: Any, timeouts: TimeoutConfig, http: Http1Pool | None = None) -> None:
         self.api_client = api_client
         self.timeouts = timeouts
         self.host: str = api_client.configuration.host
+        self.http = http  # the lean path for single-shot calls (None: every call through kubernetes-asyncio)
+        self._header_lines: dict[tuple[str, str], bytes] = {}
 
     async def request(
         self,
@@ -197,6 +212,9 @@ class KubeClient:
         With a `gate`, it is asked at the last moment, when the request's bytes are about to be written:
         closed by then, nothing is sent and `NotLeader` is raised.
         """
+        timeout = time_limit or self.timeouts.request_seconds
+        if self.http is not None:
+            return await self._send(self.http, method, path, query, body, content_type, timeout, gate)
         if gate is not None:
             token = _sending_under.set(gate)
             try:
@@ -208,7 +226,6 @@ class KubeClient:
             finally:
                 _sending_under.reset(token)
         headers = {"Accept": JSON, "Content-Type": content_type}
-        timeout = time_limit or self.timeouts.request_seconds
         try:
             with anyio.fail_after(timeout + 1):
                 raw = await self.api_client.call_api(
@@ -217,11 +234,47 @@ class KubeClient:
                 )
                 try:
                     data = await raw.read()
-                    return Response(raw.status, data, _retry_after(raw.headers))
+                    return Response(raw.status, data, _retry_after(raw.headers.get("Retry-After")))
                 finally:
                     raw.release()
         except (aiohttp.ClientError, TimeoutError, OSError) as error:
             raise KubeApiError(method, path, 0, f"{type(error).__name__}: {error}") from error
+
+    async def _send(self, http: Http1Pool, method: str, path: str, query: Sequence[tuple[str, str]],
+                    body: Mapping[str, Any] | None, content_type: str, seconds: float,
+                    gate: WriteGate | None) -> Response:
+        """`request` over the lean HTTP/1.1 pool: the gate asked before a connection is taken and again
+        just before the bytes are written."""
+        target = http.target(path, urlencode(query) if query else "")
+        payload = None if body is None else _encoder.encode(body)
+        headers = await self._headers(content_type)
+        try:
+            raw = await http.request(method, target, headers, payload, seconds=seconds,
+                                     check=None if gate is None else gate.check)
+        except (OSError, TimeoutError, HttpProtocolError) as error:
+            raise KubeApiError(method, path, 0, f"{type(error).__name__}: {error}") from error
+        return Response(raw.status, raw.body, _retry_after(raw.headers.get("retry-after")))
+
+    async def _headers(self, content_type: str) -> bytes:
+        """The request's header lines: Accept, Content-Type, the ApiClient's defaults (User-Agent), its
+        cookie, and the credentials its Configuration gives now (a token refreshed by its hook)."""
+        configuration = self.api_client.configuration
+        settings = await configuration.auth_settings()
+        bearer = settings.get("BearerToken")
+        authorization = str(bearer["value"]) if bearer and bearer.get("value") else ""
+        key = (content_type, authorization)
+        lines = self._header_lines.get(key)
+        if lines is None:
+            fields = {"Accept": JSON, "Content-Type": content_type, **self.api_client.default_headers}
+            if self.api_client.cookie:
+                fields["Cookie"] = self.api_client.cookie
+            if authorization:
+                fields["Authorization"] = authorization
+            lines = header_lines(fields)
+            if len(self._header_lines) > 16:  # tokens rotate: keep only the recent ones
+                self._header_lines.clear()
+            self._header_lines[key] = lines
+        return lines
 
     async def call(
         self,
@@ -320,6 +373,8 @@ class KubeClient:
             raw.close()
 
     async def close(self) -> None:
+        if self.http is not None:
+            self.http.close()
         await self.api_client.close()
 
 
@@ -349,6 +404,22 @@ async def api_configuration(config: DaemonConfig) -> Any:
     return configuration
 
 
+def tls_context(configuration: Any) -> ssl.SSLContext | None:
+    """The TLS settings of a kubernetes-asyncio Configuration as an SSLContext (None for plain HTTP):
+    its CA, client certificate and key, `verify_ssl` and `disable_strict_ssl_verification`."""
+    if not str(configuration.host).startswith("https:"):
+        return None
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if configuration.disable_strict_ssl_verification:
+        context.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    return context
+
+
 def _env_proxy(host: str) -> str | None:
     """The proxy HTTPS_PROXY/HTTP_PROXY/NO_PROXY choose for the API server, looked up once."""
     try:
@@ -374,7 +445,12 @@ async def connect(config: DaemonConfig, *, pool_size: int | None = None) -> Asyn
     if getattr(session, "_trust_env", False):
         session._trust_env = False
     install_gate_trace(session)
-    client = KubeClient(api_client, config.timeouts)
+    # Single-shot calls (Bindings, Events, patches, reads) go over the lean pool unless a proxy is set
+    # (aiohttp knows proxies; `daemon.kube.http1` does not); watches stay on aiohttp.
+    http = None if configuration.proxy else Http1Pool(
+        configuration.host, ssl_context=tls_context(configuration), server_hostname=configuration.tls_server_name,
+        limit=configuration.connection_pool_maxsize)
+    client = KubeClient(api_client, config.timeouts, http)
     try:
         yield client
     finally:

@@ -1,0 +1,162 @@
+"""The lean HTTP/1.1 client: answers read whole however the bytes arrive, connections reused only when
+safe, the gate's last word before any byte leaves, and a deadline that drops the connection."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+
+from daemon.kube.http1 import Http1Pool, HttpProtocolError, RawResponse, ResponseReader
+
+
+def read(data: bytes, *, step: int = 0, head_only: bool = False) -> RawResponse | None:
+    reader = ResponseReader(head_only)
+    if not step:
+        return reader.feed(data)
+    for start in range(0, len(data), step):
+        answer = reader.feed(data[start:start + step])
+        if answer is not None:
+            return answer
+    return None
+
+
+@pytest.mark.parametrize("step", [0, 1, 7])
+def test_an_answer_is_read_whole_whichever_way_its_bytes_are_split(step: int) -> None:
+    sized = b'HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"kind":""}'
+    answer = read(sized, step=step)
+    assert answer == RawResponse(201, {"content-type": "application/json", "content-length": "11"}, b'{"kind":""}',
+                                 keep_alive=True)
+    chunked = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nRetry-After: 3\r\n\r\n"
+               b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n")
+    answer = read(chunked, step=step)
+    assert answer is not None and answer.body == b"hello world" and answer.headers["retry-after"] == "3"
+    interim = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n"
+    assert read(interim, step=step) == RawResponse(204, {}, b"", keep_alive=True)
+
+
+def test_an_answer_without_a_length_ends_when_the_server_closes_and_its_connection_is_not_reused() -> None:
+    reader = ResponseReader()
+    assert reader.feed(b"HTTP/1.1 500 Oops\r\nConnection: close\r\n\r\npartial ") is None
+    assert reader.feed(b"body") is None
+    assert reader.eof() == RawResponse(500, {"connection": "close"}, b"partial body", keep_alive=False)
+    closing = read(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+    assert closing is not None and not closing.keep_alive
+    assert read(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", head_only=True) == RawResponse(
+        200, {"content-length": "10"}, b"", keep_alive=True)
+
+
+@pytest.mark.parametrize("garbage", [
+    b"SSH-2.0-OpenSSH\r\n\r\n",
+    b"HTTP/1.1 2x0 OK\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: -4\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabXY",
+])
+def test_malformed_answers_are_refused(garbage: bytes) -> None:
+    with pytest.raises(HttpProtocolError):
+        read(garbage)
+
+
+def test_an_answer_cut_short_by_the_server_is_an_error() -> None:
+    reader = ResponseReader()
+    assert reader.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc") is None
+    with pytest.raises(HttpProtocolError):
+        reader.eof()
+
+
+class Server:
+    """A small HTTP/1.1 server on 127.0.0.1 answering each request with `answer(request bytes)`."""
+
+    def __init__(self, answer: Callable[[bytes], bytes | None]) -> None:
+        self.answer = answer
+        self.received: list[bytes] = []
+        self.connections = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                request = head + await reader.readexactly(length)
+                self.received.append(request)
+                reply = self.answer(request)
+                if reply is None:  # never answer
+                    await asyncio.sleep(3600)
+                    continue
+                writer.write(reply)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+@asynccontextmanager
+async def serving(answer: Callable[[bytes], bytes | None]) -> AsyncIterator[tuple[Server, Http1Pool]]:
+    server = Server(answer)
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    pool = Http1Pool(f"http://127.0.0.1:{port}/prefix", limit=4)
+    try:
+        yield server, pool
+    finally:
+        pool.close()
+        listener.close()
+
+
+def ok(request: bytes) -> bytes:
+    return b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}"
+
+
+async def test_calls_reuse_one_connection_and_carry_host_length_and_headers() -> None:
+    async with serving(ok) as (server, pool):
+        for _ in range(3):
+            answer = await pool.request("POST", pool.target("/api/v1/x y"), b"Accept: application/json\r\n", b'{"a":1}',
+                                        seconds=5)
+            assert answer.status == 201 and answer.body == b"{}"
+        assert pool.opened == 1 and server.connections == 1
+        first = server.received[0]
+        assert first.startswith(b"POST /prefix/api/v1/x%20y HTTP/1.1\r\nHost: 127.0.0.1:")
+        assert b"\r\nContent-Length: 7\r\nAccept: application/json\r\n\r\n" in first and first.endswith(b'{"a":1}')
+
+
+async def test_the_last_moment_check_refusing_sends_nothing_and_keeps_the_connection() -> None:
+    class Closed(Exception):
+        pass
+
+    async with serving(ok) as (server, pool):
+        await pool.request("GET", pool.target("/warm"), b"", seconds=5)
+        asked = []
+
+        def check() -> None:
+            asked.append(1)
+            if len(asked) == 2:  # open when the call starts, closed when its bytes are about to leave
+                raise Closed
+
+        with pytest.raises(Closed):
+            await pool.request("POST", pool.target("/binding"), b"", b"{}", seconds=5, check=check)
+        await pool.request("GET", pool.target("/after"), b"", seconds=5)
+        assert [request.split(b" ")[1] for request in server.received] == [b"/prefix/warm", b"/prefix/after"]
+        assert pool.opened == 1
+
+
+async def test_a_call_past_its_deadline_fails_and_its_connection_is_not_reused() -> None:
+    async with serving(lambda request: None if b"/slow" in request else ok(request)) as (_server, pool):
+        with pytest.raises(TimeoutError):
+            await pool.request("GET", pool.target("/slow"), b"", seconds=0.2)
+        assert (await pool.request("GET", pool.target("/fast"), b"", seconds=5)).status == 201
+        assert pool.opened == 2
+
+
+async def test_a_connection_the_server_closed_is_replaced() -> None:
+    closing = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    async with serving(lambda request: closing) as (_server, pool):
+        for _ in range(2):
+            assert (await pool.request("GET", pool.target("/"), b"", seconds=5)).status == 200
+        assert pool.opened == 2
