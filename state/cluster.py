@@ -110,6 +110,7 @@ from state.gangs import (
     volcano_gang_spec,
 )
 from state.pod_gangs import annotation_gang_spec, defines_gang, membership, workload_of_gang
+from state.pod_table import PodTable, pod_table, pods_of
 from state.quota import QuotaBook
 from state.resources import QUANTITY_CACHE, QuantityError, Resources, add_into, parse_quantity
 from state.topology import TopologyTree
@@ -250,6 +251,11 @@ class PodInfo:
                 and not self.assumed_node and not self.terminating and not self.terminal)
 
 
+# What `ClusterState._derivation` gives: requests, invalid, ours, priority, preemption policy, task,
+# preemptable, gang key, problems.
+_Derivation = tuple[Resources, str, bool, int, str, str, bool, str, list[Problem]]
+
+
 class GangInfo:
     """A gang (a PodGroup, a Workload's podGroup, or pods' annotations) and its members. Mutated only
     by `ClusterState`. `spec` is the winning source's (see `GANG_SOURCES`); `sources` holds every
@@ -317,7 +323,35 @@ class PodRecord(msgspec.Struct, frozen=True, array_like=True):
 
 
 class StateSnapshot(msgspec.Struct, frozen=True):
-    """Everything needed to rebuild a `ClusterState`: the objects, plus the scheduler's own decisions."""
+    """Everything needed to rebuild a `ClusterState`: the objects, plus the scheduler's own decisions.
+    The pods are tables (`state.pod_table`): each shared part once, a row per pod."""
+
+    version: int
+    scheduler_name: str
+    last_seq: int
+    last_time: float
+    nodes: list[Node]
+    pod_table: PodTable
+    pod_groups: list[PodGroup]
+    volcano_pod_groups: list[VolcanoPodGroup]
+    network_topologies: list[ClusterNetworkTopology]
+    hyper_nodes: list[HyperNode]
+    priority_classes: list[PriorityClass]
+    assumed: list[DecisionRecord]
+    nominated: list[DecisionRecord]
+    gangs: list[GangRecord]
+    undecodable: list[Problem]
+    fold_failures: list[Problem] = []
+    scheduler_plugins_pod_groups: list[PodGroup] = []
+    kube_pod_groups: list[KubePodGroup] = []
+    workloads: list[Workload] = []
+    elastic_quotas: list[ElasticQuota] = []
+    capacity_quotas: list[CapacityElasticQuota] = []
+    queues: list[Queue] = []
+
+
+class StateSnapshotV1(msgspec.Struct, frozen=True):
+    """The snapshot format before the pod tables (version 1): every pod written whole. Still restored."""
 
     version: int
     scheduler_name: str
@@ -343,9 +377,28 @@ class StateSnapshot(msgspec.Struct, frozen=True):
     queues: list[Queue] = []
 
 
-SNAPSHOT_VERSION = 1
+class _SnapshotVersion(msgspec.Struct):
+    version: int = 0
+
+
+SNAPSHOT_VERSION = 2
+SNAPSHOT_VERSION_V1 = 1
 _snapshot_encoder = msgspec.msgpack.Encoder()
 _snapshot_decoder = msgspec.msgpack.Decoder(StateSnapshot)
+_snapshot_decoder_v1 = msgspec.msgpack.Decoder(StateSnapshotV1)
+_version_decoder = msgspec.msgpack.Decoder(_SnapshotVersion)
+
+
+def decode_state_snapshot(payload: bytes) -> StateSnapshot | StateSnapshotV1:
+    """A snapshot payload of either format (by its version); ValueError for a version this code does not know,
+    msgspec.DecodeError / ValidationError for one that does not decode."""
+    version = _version_decoder.decode(payload).version
+    if version == SNAPSHOT_VERSION:
+        return _snapshot_decoder.decode(payload)
+    if version == SNAPSHOT_VERSION_V1:
+        return _snapshot_decoder_v1.decode(payload)
+    raise ValueError(f"snapshot version {version} is not one this toposched reads "
+                     f"({SNAPSHOT_VERSION_V1} or {SNAPSHOT_VERSION})")
 
 
 class ClusterState:
@@ -584,25 +637,41 @@ class ClusterState:
 
     def _derive_pod(self, pod: PodInfo, obj: Pod) -> None:
         key = pod.key
+        (pod.requests, pod.invalid, pod.ours, pod.priority, pod.preemption_policy, pod.task, pod.preemptable,
+         gang_key, problems) = self._derivation(obj, key)
+        self._join_gang(pod, gang_key)
+        if problems or ("Pod", key) in self.problems:
+            self._set_problems("Pod", key, problems)
+
+    def _derivation(self, obj: Pod, key: str) -> _Derivation:
+        """What the fold reads of a pod object, and its problems. Depends only on the object (its
+        namespace, labels, annotations and spec), the priority classes and `key` (which only the
+        problems name): pods with equal parts and no problems derive the same."""
         problems: list[Problem] = []
-        pod.requests = self._requests_memo.of(obj, key, problems)
-        pod.invalid = f"{problems[0].field}: {problems[0].message}" if problems else ""  # only requests so far
-        pod.ours = (obj.spec.scheduler_name or "default-scheduler") == self.scheduler_name
-        oversized = obj.metadata.annotations.get(OVERSIZED_ANNOTATION) if obj.metadata.annotations else None
+        requests = self._requests_memo.of(obj, key, problems)
+        invalid = f"{problems[0].field}: {problems[0].message}" if problems else ""  # only requests so far
+        ours = (obj.spec.scheduler_name or "default-scheduler") == self.scheduler_name
+        annotations, labels = obj.metadata.annotations, obj.metadata.labels
+        oversized = annotations.get(OVERSIZED_ANNOTATION) if annotations else None
         if oversized is not None:
             # An accounting core (events.objects.pod_core): counted where it runs, never placed by us.
-            pod.ours = False
+            ours = False
             problems.append(Problem("Pod", key, "object", oversized, RECORD_TOO_LARGE))
-        pod.priority, pod.preemption_policy = self._resolve_priority(obj, key, problems)
+        priority, policy = self._resolve_priority(obj, key, problems)
         # The gang protocols' pod side (a hot path: plain lookups, functions only where something is set).
-        annotations, labels = obj.metadata.annotations, obj.metadata.labels
-        pod.task = annotations.get(VOLCANO_TASK_SPEC_ANNOTATION, "")
-        pod.preemptable = (True if VOLCANO_PREEMPTABLE_ANNOTATION not in annotations
-                           and VOLCANO_PREEMPTABLE_ANNOTATION not in labels
-                           else preemptable_of(annotations, labels, "Pod", key, problems))
+        task = annotations.get(VOLCANO_TASK_SPEC_ANNOTATION, "")
+        preemptable = (True if VOLCANO_PREEMPTABLE_ANNOTATION not in annotations
+                       and VOLCANO_PREEMPTABLE_ANNOTATION not in labels
+                       else preemptable_of(annotations, labels, "Pod", key, problems))
         gang_key, gang_problems = membership(obj, key)
         if gang_problems:
             problems += gang_problems
+        return requests, invalid, ours, priority, policy, task, preemptable, gang_key, problems
+
+    def _join_gang(self, pod: PodInfo, gang_key: str) -> None:
+        """Make the pod a member of `gang_key` ("" for none), leaving its old gang; keep an annotation gang's
+        definer true."""
+        key = pod.key
         gang = None
         if gang_key != pod.gang:
             if pod.gang:
@@ -613,11 +682,12 @@ class ClusterState:
                 if gang is None:
                     gang = self._new_gang(gang_key, pod.first_seen)
                 gang.members.add(key)
-        if gang_key and (GANG_MIN_AVAILABLE_ANNOTATION in annotations or LIGHTWEIGHT_MIN_AVAILABLE_LABEL in labels
-                         or (gang or self.gangs[gang_key]).definer == key):  # `defines_gang`, inline
+        if not gang_key:
+            return
+        annotations, labels = pod.obj.metadata.annotations, pod.obj.metadata.labels
+        if (GANG_MIN_AVAILABLE_ANNOTATION in annotations or LIGHTWEIGHT_MIN_AVAILABLE_LABEL in labels
+                or (gang or self.gangs[gang_key]).definer == key):  # `defines_gang`, inline
             self._annotations_changed(gang or self.gangs[gang_key], pod)
-        if problems or ("Pod", key) in self.problems:
-            self._set_problems("Pod", key, problems)
 
     def _resolve_priority(self, obj: Pod, key: str, problems: list[Problem]) -> tuple[int, str]:
         class_name = obj.spec.priority_class_name
@@ -947,11 +1017,9 @@ class ClusterState:
         self._default_priority_class = defaults[0] if defaults else ""
         for key in sorted(self.pods):
             pod = self.pods[key]
-            problems = [p for p in self.problems_of("Pod", key) if p.field != "spec.priorityClassName"
-                        and p.field != "spec.preemptionPolicy"]
-            priority, policy = self._resolve_priority(pod.obj, key, problems)
-            if priority != pod.priority or policy != pod.preemption_policy:
-                pod.priority, pod.preemption_policy = priority, policy
+            # The pod's problems as a fresh derivation lists them (in its order: a restored state equals
+            # this one), with the priority class's now.
+            _, _, _, pod.priority, pod.preemption_policy, _, _, _, problems = self._derivation(pod.obj, key)
             self._set_problems("Pod", key, problems)
 
     def _network_topology_upserted(self, event: NetworkTopologyUpserted) -> None:
@@ -1108,7 +1176,7 @@ class ClusterState:
             last_seq=self.last_seq,
             last_time=self.last_time,
             nodes=[self.nodes[name].obj for name in sorted(self.nodes)],
-            pods=[PodRecord(p.obj, p.first_seen, p.bound_at, p.eviction_requested, p.bound_node) for p in pods],
+            pod_table=pod_table((p.obj, p.first_seen, p.bound_at, p.eviction_requested, p.bound_node) for p in pods),
             pod_groups=[self.pod_groups[k] for k in sorted(self.pod_groups)],
             volcano_pod_groups=[self.volcano_pod_groups[k] for k in sorted(self.volcano_pod_groups)],
             scheduler_plugins_pod_groups=[self.scheduler_plugins_pod_groups[k]
@@ -1132,12 +1200,12 @@ class ClusterState:
 
     @classmethod
     def restore(cls, payload: bytes) -> ClusterState:
-        return cls.from_snapshot(_snapshot_decoder.decode(payload))
+        return cls.from_snapshot(decode_state_snapshot(payload))
 
     @classmethod
-    def from_snapshot(cls, snap: StateSnapshot) -> ClusterState:
-        if snap.version != SNAPSHOT_VERSION:
-            raise ValueError(f"snapshot version {snap.version} is not {SNAPSHOT_VERSION}")
+    def from_snapshot(cls, snap: StateSnapshot | StateSnapshotV1) -> ClusterState:
+        if snap.version not in (SNAPSHOT_VERSION, SNAPSHOT_VERSION_V1):
+            raise ValueError(f"snapshot version {snap.version} is not {SNAPSHOT_VERSION_V1} or {SNAPSHOT_VERSION}")
         state = cls(snap.scheduler_name)
         for priority_class in snap.priority_classes:
             state.apply(PriorityClassUpserted(priority_class=priority_class))
@@ -1163,17 +1231,12 @@ class ClusterState:
             state.apply(KubePodGroupUpserted(pod_group=kgroup))
         for workload in snap.workloads:
             state.apply(WorkloadUpserted(workload=workload))
-        for record in snap.pods:
-            try:
-                state._upsert_pod(record.pod, record.first_seen, record.bound_node)
-            except Exception as error:  # as `apply` does: the one pod is marked, the restore goes on
-                state._fold_failed(PodUpserted(pod=record.pod, time=record.first_seen), error)
-            pod = state.pods[object_key(record.pod.metadata.namespace, record.pod.metadata.name)]
-            pod.first_seen = record.first_seen
-            pod.bound_at = record.bound_at
-            pod.eviction_requested = record.eviction_requested
-            if state.quotas.active:  # folded without `apply`: the quota book counts it here
-                state.quotas.settle(state, pod.key)
+        if isinstance(snap, StateSnapshotV1):
+            for record in snap.pods:
+                state._restore_pod(record.pod, record.first_seen, record.bound_at, record.eviction_requested,
+                                   record.bound_node)
+        else:
+            state._restore_pod_table(snap.pod_table)
         for decision in snap.assumed:
             state.apply(PodAssumed(pod=decision.pod, uid=decision.uid, node=decision.node, gang=decision.gang))
         for decision in snap.nominated:
@@ -1201,6 +1264,99 @@ class ClusterState:
         state.last_seq = snap.last_seq
         state.last_time = snap.last_time
         return state
+
+    def _restore_pod(self, obj: Pod, first_seen: float, bound_at: float | None, eviction_requested: bool,
+                     bound_node: str) -> None:
+        """One pod of a snapshot, folded as an update of it (then its record's own fields)."""
+        try:
+            self._upsert_pod(obj, first_seen, bound_node)
+        except Exception as error:  # as `apply` does: the one pod is marked, the restore goes on
+            self._fold_failed(PodUpserted(pod=obj, time=first_seen), error)
+        pod = self.pods[object_key(obj.metadata.namespace, obj.metadata.name)]
+        pod.first_seen = first_seen
+        pod.bound_at = bound_at
+        pod.eviction_requested = eviction_requested
+        if self.quotas.active:  # folded without `apply`: the quota book counts it here
+            self.quotas.settle(self, pod.key)
+
+    def _restore_pod_table(self, table: PodTable) -> None:
+        """The pods of a snapshot's tables, in bulk: what a pod derives is computed once per distinct head
+        and spec (pods with problems each on their own), and the indexes and usage are built once at the
+        end, per node rather than per pod. Gives what `_restore_pod` of each would (the property tests
+        compare). With quotas the quota book settles pod by pod, so those go the per-pod way."""
+        if self.quotas.active:
+            for obj, row in pods_of(table, self._compactor):
+                self._restore_pod(obj, row.first_seen, row.bound_at, row.eviction_requested, row.bound_node)
+            return
+        pods = self.pods
+        shapes: dict[tuple[int, int], _Derivation] = {}
+        restored: list[PodInfo] = []
+        for obj, row in pods_of(table, self._compactor):
+            meta = obj.metadata
+            key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+            shape = (row.head, row.spec)
+            derived = shapes.get(shape)
+            if derived is None and key not in pods:
+                try:
+                    derived = self._derivation(obj, key)
+                except Exception:  # the per-pod way marks it
+                    derived = None
+                else:
+                    if not derived[8]:
+                        shapes[shape] = derived
+            if derived is None or key in pods:
+                self._restore_pod(obj, row.first_seen, row.bound_at, row.eviction_requested, row.bound_node)
+                continue
+            pod = PodInfo(key, obj, row.first_seen)
+            (pod.requests, pod.invalid, pod.ours, pod.priority, pod.preemption_policy, pod.task, pod.preemptable,
+             gang_key, problems) = derived
+            pods[key] = pod
+            self._join_gang(pod, gang_key)
+            if problems:
+                self._set_problems("Pod", key, problems)
+            pod.bound_at = row.bound_at
+            pod.eviction_requested = row.eviction_requested
+            if not obj.spec.node_name and row.bound_node:
+                pod.bound_node = row.bound_node
+            nominated = obj.status.nominated_node_name
+            if nominated and not obj.spec.node_name and not pod.bound_node:
+                pod.nominated_node = nominated
+            restored.append(pod)
+        self._settle_restored(restored)
+
+    def _settle_restored(self, restored: list[PodInfo]) -> None:
+        """`_settle` of pods just restored (counted nowhere, placed nowhere), with the usage added per node."""
+        nodes, pods_by_node, pending = self.nodes, self.pods_by_node, self.pending
+        added: dict[str, Resources] = {}
+        for pod in restored:
+            obj = pod.obj
+            gone = obj.status.phase in TERMINAL_PHASES
+            target = "" if gone else (obj.spec.node_name or pod.bound_node)
+            key = pod.key
+            if target:
+                placed = pods_by_node.get(target)
+                if placed is None:
+                    placed = pods_by_node[target] = set()
+                placed.add(key)
+                pod.placed_on = target
+                node = nodes.get(target)
+                if node is not None:
+                    node.pods.add(key)
+                    pod.counted_on = target
+                    delta = added.get(target)
+                    if delta is None:
+                        delta = added[target] = {}
+                    for name, amount in pod.requests.items():
+                        delta[name] = delta.get(name, 0) + amount
+            elif pod.ours and not gone and obj.metadata.deletion_timestamp is None:
+                pending.add(key)
+            if pod.nominated_node:
+                self._settle_nomination(pod)
+        for name, delta in added.items():
+            add_into(nodes[name].used, delta)
+            self.topology.usage_changed(name, delta, 1)
+            for tree in self.label_trees.values():
+                tree.usage_changed(name, delta, 1)
 
     def canonical(self) -> bytes:
         """A byte string equal for two states exactly when they hold the same knowledge."""

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from msgspec.structs import force_setattr
 
-from events.objects import Container, Node, Pod, Toleration
+from events.objects import Container, Node, Pod, PodSpec, PodStatus, Toleration
 
 _Key = TypeVar("_Key")
 _Value = TypeVar("_Value")
@@ -50,10 +50,15 @@ class Compactor:
         force_setattr(obj, "kind", intern(obj.kind))
         meta = obj.metadata
         force_setattr(meta, "namespace", intern(meta.namespace))
-        force_setattr(meta, "labels", self._labels(meta.labels))
+        force_setattr(meta, "labels", self.labels_of(meta.labels))
         if not meta.annotations:
             force_setattr(meta, "annotations", _EMPTY_DICT)
-        spec = obj.spec
+        self.spec(obj.spec)
+        self.status(obj.status)
+
+    def spec(self, spec: PodSpec) -> None:
+        """As `pod`, for a pod's spec alone (a snapshot's table holds specs, each shared by its pods)."""
+        intern = sys.intern
         force_setattr(spec, "node_name", intern(spec.node_name))
         force_setattr(spec, "scheduler_name", intern(spec.scheduler_name))
         force_setattr(spec, "priority_class_name", intern(spec.priority_class_name))
@@ -70,10 +75,16 @@ class Compactor:
             force_setattr(spec, "init_containers", self._containers(spec.init_containers))
         else:
             force_setattr(spec, "init_containers", _EMPTY_LIST)
-        status = obj.status
-        force_setattr(status, "phase", intern(status.phase))
+
+    def status(self, status: PodStatus) -> None:
+        """As `pod`, for a pod's status alone."""
+        force_setattr(status, "phase", sys.intern(status.phase))
         if not status.conditions:
             force_setattr(status, "conditions", _EMPTY_LIST)
+
+    def annotations_of(self, annotations: dict[str, str]) -> dict[str, str]:
+        """`annotations`, or the one shared empty dict when there are none."""
+        return annotations if annotations else _EMPTY_DICT
 
     def node(self, obj: Node) -> None:
         """As `pod`, for a node: its labels (topology keys and values) and allocatable."""
@@ -88,7 +99,8 @@ class Compactor:
         status = obj.status
         force_setattr(status, "allocatable", {intern(key): intern(value) for key, value in status.allocatable.items()})
 
-    def _labels(self, labels: dict[str, str]) -> dict[str, str]:
+    def labels_of(self, labels: dict[str, str]) -> dict[str, str]:
+        """The shared copy of a pod's label set (interned keys and values)."""
         if not labels:
             return _EMPTY_DICT
         key = tuple(labels.items())
