@@ -170,22 +170,31 @@ class KubeClusterAPI:
         self.bind_limiter = anyio.CapacityLimiter(bind_concurrency)
         self.events = EventRecorder(self, COMPONENT, now=time.time)
         self._status_subresource: dict[tuple[str, str], bool] = {}  # (API version, plural) -> has /status
+        # The metrics' children by label values, looked up once (two lookups per call otherwise).
+        self._attempt_counters: dict[tuple[str, str, str], Any] = {}
+        self._durations: dict[tuple[str, str], Any] = {}
 
     # ------------------------------------------------------------------ plumbing
 
     async def _write(self, verb: str, resource: str, method: str, path: str, *,
                      body: Mapping[str, Any] | None = None, content_type: str = "application/json") -> Response:
-        requests = self.metrics.api_requests
+        counters = self._attempt_counters
 
         def count(code: str) -> None:  # every attempt: retries, and those the lease gate refused
-            requests.labels(verb, resource, code).inc()
+            counter = counters.get((verb, resource, code))
+            if counter is None:
+                counter = counters[verb, resource, code] = self.metrics.api_requests.labels(verb, resource, code)
+            counter.inc()
 
-        started = anyio.current_time()
+        started = time.monotonic()
         try:
             return await self.client.call(method, path, body=body, content_type=content_type, gate=self.gate,
                                           on_attempt=count)
         finally:
-            self.metrics.api_duration.labels(verb, resource).observe(anyio.current_time() - started)
+            histogram = self._durations.get((verb, resource))
+            if histogram is None:
+                histogram = self._durations[verb, resource] = self.metrics.api_duration.labels(verb, resource)
+            histogram.observe(time.monotonic() - started)
 
     async def _read_pod(self, key: str) -> _PodReadBack | None:
         namespace, name = _split(key)
@@ -410,6 +419,9 @@ class KubeClusterAPI:
             pods = self.state.pods
             status["scheduled"] = sum(1 for key in members if key in pods and pods[key].placed_node)
         try:
+            # After the Events recorded before it (its pods' Scheduled, Preempted): a report never
+            # overtakes them.
+            await self.events.drain()
             if target.status:
                 await self._patch_status(api_version, "podgroups", gang, status)
             await self.record_event(target.key, api_version, target.kind, target.uid,

@@ -7,13 +7,18 @@ written once, as it must read last (its latest count, lastTimestamp and message;
 create). A binding, a report or a preemption never waits for an Event, as client-go's recorder
 hands events to its broadcaster and returns.
 
-`run()` (the leader's task) writes what is queued, `concurrency` (8) Events at a time, as soon as
-something is queued; `flush()` writes what is queued now and returns (the recovery Event before the
-daemon leads, tests, and callers that want their Event written before they go on). A create is a
-POST of a core/v1 Event; an update is a merge patch of its count, lastTimestamp and message, and a
-patch answered 404 (the Event expired, Events live an hour by default) creates it again, as
-client-go does. A create answered 409 already exists (a retried create that landed). One Event
-object is never written by two writers at once.
+Writing, in lanes: an Event object's writes go to the lane of the object it is about (`concurrency`,
+8 lanes), and each lane is written in order by at most one task, so one Event object is never
+written by two writers at once, and the Events of one object land in the order they were recorded (a
+pod's `Scheduled` before its `Preempted`). `run()` (the leader's task) starts a lane's writer when
+something is queued there, which writes until the lane is empty: a few tasks, not one per Event.
+`drain()` returns once everything recorded before it was called is written (whatever the lane);
+`post()` drains, records its occurrence, and drains again, so an Event a caller waits for (a gang's
+report) lands after every Event recorded before it. `flush()` is `drain()`, and writes by itself
+when `run()` is not running (the recovery Event before the daemon leads, tests). A create is a POST
+of a core/v1 Event; an update is a merge patch of its count, lastTimestamp and message, and a patch
+answered 404 (the Event expired, Events live an hour by default) creates it again, as client-go
+does. A create answered 409 already exists (a retried create that landed).
 
 Bounded: at most `max_queued` (10,000) Event objects wait (client-go's broadcaster drops when its
 1,000-deep queue is full; ours holds the Scheduled Event of every pod of a very large gang bound at
@@ -29,10 +34,12 @@ Must never: block the caller, write while not the leader (every write goes throu
 from __future__ import annotations
 
 import datetime
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
 import anyio
+import anyio.abc
 import msgspec
 import structlog
 
@@ -53,8 +60,18 @@ class EventSink(Protocol):
     async def send_event(self, method: str, path: str, body: Mapping[str, Any], content_type: str) -> Response: ...
 
 
+_last_stamp: list[tuple[int, str]] = [(-1, "")]  # the last second formatted: most Events share it
+
+
 def timestamp(seconds: float) -> str:
-    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """metav1.Time (RFC 3339, whole seconds, UTC)."""
+    whole = int(seconds // 1)
+    cached = _last_stamp[0]
+    if cached[0] == whole:
+        return cached[1]
+    text = datetime.datetime.fromtimestamp(whole, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    _last_stamp[0] = (whole, text)
+    return text
 
 
 class EventRecorder:
@@ -66,12 +83,15 @@ class EventRecorder:
         self.component = component
         self.correlator = EventCorrelator(component, host)
         self._now = now
-        self._limiter = anyio.CapacityLimiter(concurrency)
         self.max_queued = max_queued
-        self._queued: dict[str, EventWrite] = {}
-        self._writing: set[str] = set()
+        self._queued: dict[str, EventWrite] = {}  # Event name -> its write as it must now read
+        self._lanes: list[deque[tuple[int, str]]] = [deque() for _ in range(max(1, concurrency))]  # (seq, name)
+        self._writing: list[int] = [0] * len(self._lanes)  # the seq a lane's writer is on (0: no writer)
+        self._seq = 0  # the last seq given to a lane entry
+        self._barriers: list[tuple[int, anyio.Event]] = []  # drain() waiters: (seq, set once written)
         self._failures: dict[str, str] = {}  # Event name -> why its last write failed (read by `post`)
         self._wake = anyio.Event()
+        self._source = {"component": component, **({"host": host} if host else {})}
         self.written = 0  # Event writes the API accepted
         self.failed = 0
         self.dropped = 0  # occurrences dropped because the queue was full
@@ -85,22 +105,26 @@ class EventRecorder:
         if write is None:
             return ""
         waiting = self._queued.get(write.name)
-        if waiting is not None:
-            write = _merged(waiting, write)
-        elif len(self._queued) >= self.max_queued:
+        if waiting is not None:  # not sent yet: it goes out once, as it reads last, where it was queued
+            self._queued[write.name] = _merged(waiting, write)
+            return write.name
+        if len(self._queued) >= self.max_queued:
             self.dropped += 1
             log.warning("event.dropped", object=f"{involved.namespace}/{involved.name}", reason=reason,
                         queued=len(self._queued))
             return ""
         self._queued[write.name] = write
+        self._seq += 1
+        self._lanes[hash((involved.namespace, involved.name)) % len(self._lanes)].append((self._seq, write.name))
         self._wake.set()
         return write.name
 
     async def post(self, involved: ObjectRef, event_type: EventType, reason: str, message: str) -> str:
-        """Record one occurrence and write it now (with whatever else waits); "" when it was written or
+        """Write one occurrence now, after everything recorded before it; "" when it was written or
         deliberately dropped, else why its write failed."""
+        await self.drain()
         name = self.record(involved, event_type, reason, message)
-        await self.flush()
+        await self.drain()
         return self._failures.pop(name, "") if name else ""
 
     @property
@@ -110,27 +134,75 @@ class EventRecorder:
     # ------------------------------------------------------------------ writing
 
     async def run(self) -> None:
-        """Until cancelled: write whatever is queued, as soon as it is."""
-        while True:
-            await self._wake.wait()
-            self._wake = anyio.Event()
-            await self.flush()
+        """Until cancelled: write whatever is queued, as soon as it is, a writer per busy lane."""
+        async with anyio.create_task_group() as group:
+            while True:
+                await self._wake.wait()
+                self._wake = anyio.Event()
+                self._start_writers(group, until=None)
 
     async def flush(self) -> None:
-        """Write every Event queued now (and what is queued for them meanwhile); return when done."""
-        async with anyio.create_task_group() as group:
-            for name in [name for name in self._queued if name not in self._writing]:
-                self._writing.add(name)
-                group.start_soon(self._write_while_queued, name)
+        """Write every Event queued now; return when done (`drain`)."""
+        await self.drain()
 
-    async def _write_while_queued(self, name: str) -> None:
+    async def drain(self) -> None:
+        """Return once every Event recorded so far is written (or failed), writing them here when no
+        writer is on their lane."""
+        target = self._seq
+        if self._written_up_to(target):
+            return
+        async with anyio.create_task_group() as group:
+            while True:
+                self._start_writers(group, until=target)
+                if self._written_up_to(target):
+                    break
+                # Woken when it is all written, or when a lane's writer stops (cancelled, or it was a
+                # drain's): the lanes it left are then written here.
+                woken = anyio.Event()
+                self._barriers.append((target, woken))
+                await woken.wait()
+
+    def _start_writers(self, group: anyio.abc.TaskGroup, until: int | None) -> None:
+        for lane, entries in enumerate(self._lanes):
+            if entries and not self._writing[lane] and (until is None or entries[0][0] <= until):
+                self._writing[lane] = entries[0][0]
+                group.start_soon(self._write_lane, lane, until)
+
+    def _written_up_to(self, target: int) -> bool:
+        for lane, entries in enumerate(self._lanes):
+            writing = self._writing[lane]
+            if (writing and writing <= target) or (entries and entries[0][0] <= target):
+                return False
+        return True
+
+    async def _write_lane(self, lane: int, until: int | None) -> None:
+        """Write the lane's entries in order: all of them (`run`), or those up to seq `until` (`drain`)."""
+        entries = self._lanes[lane]
         try:
-            while name in self._queued:
-                write = self._queued.pop(name)
-                async with self._limiter:
+            while entries and (until is None or entries[0][0] <= until):
+                seq, name = entries.popleft()
+                self._writing[lane] = seq
+                write = self._queued.pop(name, None)
+                if write is not None:
                     await self._write(write)
+                if self._barriers:
+                    self._release_barriers(everyone=False)
         finally:
-            self._writing.discard(name)
+            self._writing[lane] = 0
+            if entries:
+                self._wake.set()  # the rest is run()'s (or the next drain's)
+            if self._barriers:
+                self._release_barriers(everyone=True)
+
+    def _release_barriers(self, *, everyone: bool) -> None:
+        """Wake the drains whose Events are all written (`everyone`: all of them, to look again)."""
+        waiting = []
+        for target, woken in self._barriers:
+            if everyone or self._written_up_to(target):
+                woken.set()
+            else:
+                waiting.append((target, woken))
+        self._barriers = waiting
 
     async def _write(self, write: EventWrite) -> None:
         try:
@@ -174,7 +246,7 @@ class EventRecorder:
             "reason": write.reason,
             "message": write.message,
             "type": write.type,
-            "source": {"component": self.component, **({"host": self.correlator.host} if self.correlator.host else {})},
+            "source": self._source,
             "reportingComponent": self.component,
             "firstTimestamp": timestamp(write.first_timestamp),
             "lastTimestamp": timestamp(write.last_timestamp),
