@@ -111,7 +111,7 @@ from state.gangs import (
 )
 from state.pod_gangs import annotation_gang_spec, defines_gang, membership, workload_of_gang
 from state.pod_table import PodTable, pod_table, pods_of
-from state.quota import QuotaBook
+from state.quota import IDLE_UNLESS_ACTIVE, QuotaBook
 from state.resources import QUANTITY_CACHE, QuantityError, Resources, add_into, parse_quantity
 from state.topology import TopologyTree
 from state.topology_validation import CLUSTER_LAYER, DEFAULT_CNT_NAME, NODE_LAYER, layer_name_of, tier_name_of
@@ -428,6 +428,7 @@ class ClusterState:
         self.quotas = QuotaBook()  # quota trees and usage: a second fold over the same events (state/quota.py)
         self._default_priority_class = ""
         self._requests_memo = _RequestsMemo()
+        self._shapes: dict[tuple[int, int], _Derivation] = {}  # see `_derive_pod`; emptied when priorities change
         self._compactor = Compactor()
         self._largest: Resources | None = None  # cache of `largest_allocatable`, dropped when a node changes
         # Kubernetes topology keys that are not layers of `topology`: one tree per key, its domains the
@@ -507,14 +508,17 @@ class ClusterState:
     def apply(self, event: Event) -> Exception | None:
         """Fold one event; returns the exception that folding it raised (None: it folded cleanly)."""
         failure: Exception | None = None
-        handler = _HANDLERS[type(event)]
+        kind = type(event)
+        handler = _HANDLERS[kind]
         try:
             if handler is not None:
                 handler(self, event)
-            quota_problems = self.quotas.problems_version
-            self.quotas.observe(self, event)  # the quota fold reads what the handler just folded
-            if self.quotas.problems_version != quota_problems:
-                self.problems_version += 1
+            quotas = self.quotas
+            if kind not in IDLE_UNLESS_ACTIVE or quotas.active:
+                quota_problems = quotas.problems_version
+                quotas.observe(self, event)  # the quota fold reads what the handler just folded
+                if quotas.problems_version != quota_problems:
+                    self.problems_version += 1
         except Exception as error:  # a bug must cost one object, never the fold (see the module docstring)
             failure = error
             self._fold_failed(event, error)
@@ -526,6 +530,12 @@ class ClusterState:
         if event.time > self.last_time:
             self.last_time = event.time
         return failure
+
+    def record_decoder(self) -> Callable[[bytes], Event]:
+        """Decodes an event log record (as `events.model.decode_event`), a pod in it built on the parts this
+        state's pods share, each distinct part decoded once: the fast way to fold a log into this state.
+        Raises as `decode_event`."""
+        return self._compactor.decode
 
     def apply_all(self, events: Iterable[Event]) -> None:
         for event in events:
@@ -594,7 +604,13 @@ class ClusterState:
     def _upsert_pod(self, obj: Pod, time: float, bound_node: str = "") -> None:
         """A pod as the API shows it; `bound_node`: and bound there by our binding (a snapshot's record),
         folded as `PodUpserted` then `PodBound` are, with one settling instead of two."""
-        self._compactor.pod(obj)
+        compactor = self._compactor
+        shape: tuple[int, int] | None = None
+        if obj is compactor.built:  # decoded on shared parts (`decode_record`): nothing to share
+            shape = compactor.built_shape
+            compactor.built = None
+        else:
+            compactor.pod(obj)
         meta = obj.metadata
         key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
         pod = self.pods.get(key)
@@ -605,13 +621,15 @@ class ClusterState:
         if pod is None:
             pod = PodInfo(key, obj, time)
             self.pods[key] = pod
-            self._derive_pod(pod, obj)
+            self._derive_pod(pod, obj, shape)
         else:
             old = pod.obj
             pod.obj = obj
             # Most updates are status or binding changes: re-derive only what the change can affect.
             old_spec, spec = old.spec, obj.spec
-            if (old_spec.containers != spec.containers or old_spec.init_containers != spec.init_containers
+            if old_spec is spec and old.metadata.labels is meta.labels and old.metadata.annotations is meta.annotations:
+                pass  # the same shared parts (`decode_record`): nothing derived can differ
+            elif (old_spec.containers != spec.containers or old_spec.init_containers != spec.init_containers
                     or old_spec.overhead != spec.overhead or old_spec.priority != spec.priority
                     or old_spec.priority_class_name != spec.priority_class_name
                     or old_spec.preemption_policy != spec.preemption_policy
@@ -619,7 +637,7 @@ class ClusterState:
                     or old_spec.scheduling_group != spec.scheduling_group or old_spec.workload_ref != spec.workload_ref
                     or old.metadata.labels != meta.labels or old.metadata.annotations != meta.annotations):
                 self._uncount(pod)  # its usage was counted with the old requests; _settle re-adds the new
-                self._derive_pod(pod, obj)
+                self._derive_pod(pod, obj, shape)
         if obj.spec.node_name:
             if pod.bound_at is None:
                 pod.bound_at = time
@@ -635,10 +653,17 @@ class ClusterState:
             pod.nominated_node = nominated
         self._settle(pod)
 
-    def _derive_pod(self, pod: PodInfo, obj: Pod) -> None:
+    def _derive_pod(self, pod: PodInfo, obj: Pod, shape: tuple[int, int] | None = None) -> None:
+        """Derive what the fold reads of the pod. `shape`: the pod is built on the decoder's shared parts
+        (`Compactor.decode`) numbered so; pods of one shape derive alike when they have no problems."""
         key = pod.key
+        derived = self._shapes.get(shape) if shape is not None else None
+        if derived is None:
+            derived = self._derivation(obj, key)
+            if shape is not None and not derived[8] and len(self._shapes) < _RequestsMemo.LIMIT * 10:
+                self._shapes[shape] = derived
         (pod.requests, pod.invalid, pod.ours, pod.priority, pod.preemption_policy, pod.task, pod.preemptable,
-         gang_key, problems) = self._derivation(obj, key)
+         gang_key, problems) = derived
         self._join_gang(pod, gang_key)
         if problems or ("Pod", key) in self.problems:
             self._set_problems("Pod", key, problems)
@@ -759,8 +784,11 @@ class ClusterState:
             self._settle(pod)
 
     def _pod_bound(self, event: PodBound) -> None:
-        pod = self._decision_target(event.pod, event.uid)
-        if pod is None or pod.node_name:
+        pod = self.pods.get(event.pod)  # `_decision_target` and `node_name`, inline: one per binding
+        if pod is None:
+            return
+        obj, uid = pod.obj, event.uid
+        if (uid and obj.metadata.uid and uid != obj.metadata.uid) or obj.spec.node_name or pod.bound_node:
             return
         # The API accepted the binding; the watch will confirm. Until then (and against any stale update
         # from before the binding: a binding is never undone) the pod is bound here.
@@ -1013,6 +1041,7 @@ class ClusterState:
             self._refresh_priorities()
 
     def _refresh_priorities(self) -> None:
+        self._shapes.clear()
         defaults = sorted(name for name, pc in self.priority_classes.items() if pc.global_default)
         self._default_priority_class = defaults[0] if defaults else ""
         for key in sorted(self.pods):
@@ -1094,7 +1123,8 @@ class ClusterState:
         target_node = self.nodes.get(target) if target else None
         counted = target if target_node is not None else ""
         if pod.counted_on != counted:
-            self._uncount(pod)
+            if pod.counted_on:
+                self._uncount(pod)
             if target_node is not None:
                 used = target_node.used
                 requests = pod.requests

@@ -24,7 +24,9 @@ from typing import Any, TypeVar
 
 from msgspec.structs import force_setattr
 
+from events.model import Event, PodUpserted, decode_event
 from events.objects import Container, Node, Pod, PodSpec, PodStatus, Toleration
+from events.parts import PodUpsertedParts, decode_map, decode_parts, decode_spec, decode_status, parts_pod
 
 _Key = TypeVar("_Key")
 _Value = TypeVar("_Value")
@@ -33,8 +35,12 @@ _EMPTY_DICT: dict[str, str] = {}  # shared: the objects are frozen, nothing adds
 _EMPTY_LIST: list[Any] = []
 
 
+# A pod's head: apiVersion, kind, namespace, labels, annotations (shared), and its number in the table.
+_Head = tuple[str, str, str, dict[str, str], dict[str, str], int]
+
+
 class Compactor:
-    __slots__ = ("containers", "labels", "tolerations")
+    __slots__ = ("built", "built_shape", "containers", "heads", "labels", "specs", "statuses", "tolerations")
 
     LIMIT = 50_000
 
@@ -42,9 +48,59 @@ class Compactor:
         self.labels: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         self.containers: dict[tuple[tuple[str, tuple[tuple[str, str], ...]], ...], list[Container]] = {}
         self.tolerations: dict[tuple[Toleration, ...], list[Toleration]] = {}
+        # Parts of pod records by their bytes (`decode`): the head's key is (apiVersion, kind, namespace,
+        # labels bytes, annotations bytes); a spec's is its bytes, with its number in the table.
+        self.heads: dict[tuple[str, str, str, bytes, bytes], _Head] = {}
+        self.specs: dict[bytes, tuple[PodSpec, int]] = {}
+        self.statuses: dict[bytes, PodStatus] = {}
+        # The pod `decode` built last, already on shared parts, and its shape (head and spec numbers: pods
+        # of one shape derive alike, see `ClusterState._derive_pod`).
+        self.built: Pod | None = None
+        self.built_shape = (0, 0)
+
+    def decode(self, payload: bytes) -> Event:
+        """A log record, as `events.model.decode_event` gives it, but a pod update built on the parts this
+        compactor holds: each distinct spec, status and head is decoded once (`events.parts`). The pod is
+        left in `built` (so `pod` knows it has nothing to share). Raises as `decode_event` does."""
+        event = decode_parts(payload)
+        if type(event) is not PodUpsertedParts:
+            return event  # type: ignore[return-value]  # every other record is the Event itself
+        parts = event.pod
+        meta = parts.metadata
+        head_key = (parts.api_version, parts.kind, meta.namespace, bytes(meta.labels), bytes(meta.annotations))
+        head = self.heads.get(head_key)
+        if head is None:
+            if len(self.heads) >= self.LIMIT:
+                return decode_event(payload)  # decoded whole; `pod` shares what it can
+            intern = sys.intern
+            head = (intern(parts.api_version), intern(parts.kind), intern(meta.namespace),
+                    self.labels_of(decode_map(head_key[3])), self.annotations_of(decode_map(head_key[4])),
+                    len(self.heads))
+            self.heads[head_key] = head
+        spec_key = bytes(parts.spec)
+        spec_entry = self.specs.get(spec_key)
+        if spec_entry is None:
+            if len(self.specs) >= self.LIMIT:
+                return decode_event(payload)
+            spec = decode_spec(spec_key)
+            self.spec(spec)
+            spec_entry = self.specs[spec_key] = (spec, len(self.specs))
+        status_key = bytes(parts.status)
+        status = self.statuses.get(status_key)
+        if status is None:
+            if len(self.statuses) >= self.LIMIT:
+                return decode_event(payload)
+            status = self.statuses[status_key] = decode_status(status_key)
+            self.status(status)
+        pod = parts_pod(parts, head[0], head[1], head[2], head[3], head[4], spec_entry[0], status)
+        self.built = pod
+        self.built_shape = (head[5], spec_entry[1])
+        return PodUpserted(pod=pod, seq=event.seq, time=event.time)
 
     def pod(self, obj: Pod) -> None:
         """Make `obj` (just decoded, not yet shared with any reader) point at shared copies of its parts."""
+        if obj is self.built:  # built by `decode` on shared parts
+            return
         intern = sys.intern
         force_setattr(obj, "api_version", intern(obj.api_version))
         force_setattr(obj, "kind", intern(obj.kind))

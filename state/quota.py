@@ -921,3 +921,7 @@ _HANDLERS: dict[type, _Handler | None] = exhaustive("the quota fold", {
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
             QueueUpserted, QueueDeleted), None),
 })
+
+# Event types `QuotaBook.observe` does nothing with while the book is not active: the fold skips the call.
+IDLE_UNLESS_ACTIVE: frozenset[type] = frozenset(
+    kind for kind, handler in _HANDLERS.items() if handler is None or handler is QuotaBook._pod_event)

@@ -182,8 +182,8 @@ def break_the_fold_for(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     """Make folding pod `name` raise (a stand-in for a bug) while it carries the label bug=yes."""
     derive = ClusterState._derive_pod
 
-    def derive_pod(self: ClusterState, info: PodInfo, obj: Pod) -> None:
-        derive(self, info, obj)
+    def derive_pod(self: ClusterState, info: PodInfo, obj: Pod, shape: tuple[int, int] | None = None) -> None:
+        derive(self, info, obj, shape)
         if obj.metadata.name == name and obj.metadata.labels.get("bug") == "yes":
             raise RuntimeError("a bug in the fold")
 
