@@ -3,11 +3,13 @@
 Why: a scheduler makes two small calls per pod (its Binding and its Scheduled Event). Through
 kubernetes-asyncio and aiohttp one such call cost ~150-180 us of CPU (request and response objects,
 header multidicts, URL parsing, trace signals, the OpenAPI layer); a request written as one buffer on
-a kept-alive connection and its answer read by the small parser below costs ~35 us. Watches keep
-aiohttp (`KubeClient.stream`), and so does everything when a proxy is configured.
+a kept-alive connection and its answer read by llhttp (Node.js's C parser, through httptools, the
+parser uvicorn uses) costs ~35 us. Watches keep aiohttp (`KubeClient.stream`), and so does everything
+when a proxy is configured.
 
-Two parts, h11's split: `ResponseReader` is the protocol (pure: bytes in, a `RawResponse` out, no
-I/O), `Http1Pool` the I/O (asyncio connections to one API server, reused while they stay open).
+Two parts: `ResponseReader` is the protocol (pure: bytes in, a `RawResponse` out, no I/O; llhttp
+parses, it adds what a pooling client needs), `Http1Pool` the I/O (asyncio connections to one API
+server, reused while they stay open).
 
 The protocol, as RFC 9112 has it for a client that sends one request at a time per connection and
 asks for no compression:
@@ -17,8 +19,8 @@ asks for no compression:
   HEAD, 204 and 304 have no body.
 - A connection is reused only after a complete answer without `Connection: close`. A call cancelled
   or timed out while in flight closes its connection (its answer may still come).
-- Malformed input (an unparsable status line, a bad length, headers over 64 KiB, a body over
-  `MAX_BODY`) raises `HttpProtocolError` and the connection is dropped.
+- Malformed input (whatever llhttp refuses: an unparsable status line, a bad length or chunk; headers
+  over 64 KiB, a body over `MAX_BODY`) raises `HttpProtocolError` and the connection is dropped.
 
 The write gate: `Http1Pool.request(..., check=)` calls `check` (the lease gate's `check()`, which
 raises `NotLeader`) once before it takes a connection and once more immediately before the request's
@@ -34,15 +36,15 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import Final, cast
 from urllib.parse import quote, urlsplit
 
 import anyio
+import httptools
 import msgspec
 
 MAX_HEAD: Final = 64 * 1024
 MAX_BODY: Final = 256 * 1024 * 1024
-_NO_BODY_STATUS: Final = frozenset({204, 304})
 _PATH_SAFE: Final = "/:@!$&'()*+,;=-._~%?"  # already-encoded paths and queries pass unchanged
 
 
@@ -60,150 +62,93 @@ class RawResponse(msgspec.Struct, frozen=True):
 
 
 class ResponseReader:
-    """Reads one answer from the bytes of a connection (pure: `feed` and `eof` are its only inputs)."""
+    """Reads one answer from the bytes of a connection (pure: `feed` and `eof` are its only inputs).
 
-    __slots__ = ("_body", "_buffer", "_chunk_left", "_head_only", "_headers", "_keep_alive", "_length",
-                 "_state", "_status", "_until_close")
+    The parsing is llhttp's (Node.js's HTTP parser, through httptools); this class keeps what the
+    pool needs on top: interim 1xx answers skipped, HEAD answers ending at their headers, a body ended
+    by the server's close, size limits, and whether the connection may carry another request."""
+
+    __slots__ = ("_body", "_complete", "_head_bytes", "_head_only", "_headers", "_headers_done", "_interim",
+                 "_keep_alive", "_parser", "_status")
 
     def __init__(self, head_only: bool = False) -> None:
-        self._buffer = bytearray()
+        self._parser = httptools.HttpResponseParser(self)
         self._head_only = head_only
-        self._state = "head"  # head -> body | chunk-size | chunk-data | trailers -> done
+        self._head_bytes = 0
         self._status = 0
         self._headers: dict[str, str] = {}
+        self._headers_done = False
+        self._interim = False
+        self._complete = False
         self._keep_alive = True
-        self._length = 0
-        self._until_close = False
-        self._chunk_left = 0
         self._body = bytearray()
+
+    # llhttp's callbacks
+    def on_message_begin(self) -> None:
+        if self._complete:
+            self._keep_alive = False  # bytes after the answer that nobody asked for
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1").strip()
+        headers = self._headers
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if 100 <= status < 200:
+            self._interim = True  # an interim answer: the real one follows
+            return
+        self._status = status
+        self._headers_done = True
+        self._keep_alive = self._parser.should_keep_alive()  # llhttp answers it only inside a callback
+        if self._head_only:
+            self._complete = True
+
+    def on_body(self, body: bytes) -> None:
+        if not self._complete:
+            self._body += body
+            if len(self._body) > MAX_BODY:
+                raise HttpProtocolError("body over the size limit")
+
+    def on_message_complete(self) -> None:
+        if self._interim:
+            self._interim = False
+            self._headers = {}
+            return
+        self._keep_alive = self._keep_alive and self._parser.should_keep_alive()
+        self._complete = True
 
     def feed(self, data: bytes) -> RawResponse | None:
         """Take the next bytes; the answer once it is complete, else None (more bytes needed)."""
-        self._buffer += data
-        while True:
-            state = self._state
-            if state == "head":
-                if not self._read_head():
-                    return None
-            elif state == "body":
-                if self._until_close:
-                    self._take_body(len(self._buffer))
-                    if len(self._body) > MAX_BODY:
-                        raise HttpProtocolError("body over the size limit")
-                    return None
-                wanted = self._length - len(self._body)
-                self._take_body(min(wanted, len(self._buffer)))
-                if len(self._body) < self._length:
-                    return None
-                return self._done()
-            elif state == "chunk-size":
-                line = self._line()
-                if line is None:
-                    return None
-                size_text = line.split(b";", 1)[0].strip()
-                try:
-                    size = int(size_text, 16)
-                except ValueError:
-                    raise HttpProtocolError(f"bad chunk size {size_text[:20]!r}") from None
-                if size < 0 or len(self._body) + size > MAX_BODY:
-                    raise HttpProtocolError("chunk over the size limit")
-                self._chunk_left = size
-                self._state = "chunk-data" if size else "trailers"
-            elif state == "chunk-data":
-                if self._chunk_left:
-                    self._take_body(min(self._chunk_left, len(self._buffer)))
-                    if self._chunk_left:
-                        return None
-                if len(self._buffer) < 2:
-                    return None
-                if self._buffer[:2] != b"\r\n":
-                    raise HttpProtocolError("chunk not followed by CRLF")
-                del self._buffer[:2]
-                self._state = "chunk-size"
-            elif state == "trailers":
-                line = self._line()
-                if line is None:
-                    return None
-                if not line:
-                    return self._done()
-            else:  # done: an answer without a body (HEAD, 204, 304)
-                return self._done()
+        if not self._headers_done:
+            self._head_bytes += len(data)
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserCallbackError as error:
+            if isinstance(error.__context__, HttpProtocolError):
+                raise error.__context__ from None
+            raise HttpProtocolError(str(error)) from None
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as error:
+            if not self._complete:
+                raise HttpProtocolError(f"not an HTTP/1.1 answer this client reads: {error}") from None
+            self._keep_alive = False  # bytes after the answer that nobody asked for
+        if not self._headers_done and self._head_bytes > MAX_HEAD:
+            raise HttpProtocolError("headers over the size limit")
+        if not self._complete:
+            return None
+        return self._done()
 
     def eof(self) -> RawResponse:
         """The server closed the connection: the answer if it ends there, else `HttpProtocolError`."""
-        if self._state == "body" and self._until_close:
-            self._take_body(len(self._buffer))
+        framed = "content-length" in self._headers or "chunked" in self._headers.get("transfer-encoding", "")
+        if self._headers_done and not self._complete and not framed:
             self._keep_alive = False
             return self._done()
         raise HttpProtocolError("connection closed before the answer was complete")
 
-    def _take_body(self, count: int) -> None:
-        if count <= 0:
-            return
-        self._body += self._buffer[:count]
-        del self._buffer[:count]
-        if self._state == "chunk-data":
-            self._chunk_left -= count
-
-    def _line(self) -> bytes | None:
-        end = self._buffer.find(b"\r\n")
-        if end < 0:
-            if len(self._buffer) > MAX_HEAD:
-                raise HttpProtocolError("line over the size limit")
-            return None
-        line = bytes(self._buffer[:end])
-        del self._buffer[: end + 2]
-        return line
-
-    def _read_head(self) -> bool:
-        end = self._buffer.find(b"\r\n\r\n")
-        if end < 0:
-            if len(self._buffer) > MAX_HEAD:
-                raise HttpProtocolError("headers over the size limit")
-            return False
-        lines = self._buffer[:end].decode("latin-1").split("\r\n")
-        del self._buffer[: end + 4]
-        version, _, rest = lines[0].partition(" ")
-        code = rest[:3]
-        if not version.startswith("HTTP/1.") or not code.isdigit():
-            raise HttpProtocolError(f"bad status line {lines[0][:60]!r}")
-        status = int(code)
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, colon, value = line.partition(":")
-            if not colon:
-                raise HttpProtocolError(f"bad header line {line[:60]!r}")
-            key = name.strip().lower()
-            value = value.strip()
-            headers[key] = f"{headers[key]}, {value}" if key in headers else value
-        if 100 <= status < 200:
-            return True  # an interim answer: the real one follows
-        self._status = status
-        self._headers = headers
-        connection = headers.get("connection", "").lower()
-        self._keep_alive = version != "HTTP/1.0" and "close" not in connection
-        if self._head_only or status in _NO_BODY_STATUS:
-            self._state = "done"
-            return True
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            self._state = "chunk-size"
-        elif "content-length" in headers:
-            try:
-                self._length = int(headers["content-length"])
-            except ValueError:
-                raise HttpProtocolError(f"bad Content-Length {headers['content-length'][:20]!r}") from None
-            if self._length < 0 or self._length > MAX_BODY:
-                raise HttpProtocolError("Content-Length out of range")
-            self._state = "body"
-        else:
-            self._until_close = True
-            self._keep_alive = False
-            self._state = "body"
-        return True
-
     def _done(self) -> RawResponse:
-        self._state = "done"
-        return RawResponse(self._status, self._headers, bytes(self._body), self._keep_alive and not self._buffer)
+        return RawResponse(self._status, self._headers, bytes(self._body), self._keep_alive)
 
 
 class _Connection(asyncio.Protocol):
@@ -216,8 +161,8 @@ class _Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[RawResponse] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not subclasses of asyncio.Transport; they behave as one
+        self.transport = cast("asyncio.Transport", transport)
 
     def data_received(self, data: bytes) -> None:
         reader, waiter = self._reader, self._waiter

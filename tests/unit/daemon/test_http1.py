@@ -61,6 +61,21 @@ def test_malformed_answers_are_refused(garbage: bytes) -> None:
         read(garbage)
 
 
+def test_answers_over_the_limits_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(HttpProtocolError, match="headers over"):
+        read(b"HTTP/1.1 200 OK\r\n" + b"X-Big: " + b"a" * (70 * 1024) + b"\r\n\r\n", step=4096)
+    monkeypatch.setattr("daemon.kube.http1.MAX_BODY", 8)
+    with pytest.raises(HttpProtocolError, match="body over"):
+        read(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n0123456789ab")
+
+
+def test_bytes_after_the_answer_that_nobody_asked_for_keep_the_connection_from_reuse() -> None:
+    answer = read(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n")
+    assert answer is not None and answer.body == b"ok" and not answer.keep_alive
+    answer = read(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok\x00garbage")
+    assert answer is not None and answer.body == b"ok" and not answer.keep_alive
+
+
 def test_an_answer_cut_short_by_the_server_is_an_error() -> None:
     reader = ResponseReader()
     assert reader.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc") is None
