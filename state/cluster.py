@@ -110,7 +110,7 @@ from state.gangs import (
     volcano_gang_spec,
 )
 from state.pod_gangs import annotation_gang_spec, defines_gang, membership, workload_of_gang
-from state.pod_table import PodTable, pod_table, pods_of
+from state.pod_table import PodTable, pod_of, pod_table, pods_of, shared_parts
 from state.quota import IDLE_UNLESS_ACTIVE, QuotaBook
 from state.resources import QUANTITY_CACHE, QuantityError, Resources, add_into, parse_quantity
 from state.topology import TopologyTree
@@ -1266,7 +1266,10 @@ class ClusterState:
                 state._restore_pod(record.pod, record.first_seen, record.bound_at, record.eviction_requested,
                                    record.bound_node)
         else:
-            state._restore_pod_table(snap.pod_table)
+            try:
+                state._restore_pod_table(snap.pod_table)
+            except IndexError as error:  # refused like a snapshot that does not decode (the log recovers)
+                raise ValueError(f"snapshot's pod table has a row pointing past its tables ({error})") from error
         for decision in snap.assumed:
             state.apply(PodAssumed(pod=decision.pod, uid=decision.uid, node=decision.node, gang=decision.gang))
         for decision in snap.nominated:
@@ -1318,39 +1321,52 @@ class ClusterState:
             for obj, row in pods_of(table, self._compactor):
                 self._restore_pod(obj, row.first_seen, row.bound_at, row.eviction_requested, row.bound_node)
             return
-        pods = self.pods
-        shapes: dict[tuple[int, int], _Derivation] = {}
+        pods, gangs = self.pods, self.gangs
+        heads, specs, statuses = shared_parts(table, self._compactor)
+        # Per (head, spec): its derivation, and whether its annotations or labels may define a gang.
+        shapes: dict[tuple[int, int], tuple[_Derivation, bool]] = {}
         restored: list[PodInfo] = []
-        for obj, row in pods_of(table, self._compactor):
-            meta = obj.metadata
-            key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+        for row in table.rows:
+            head, spec = heads[row.head], specs[row.spec]
+            obj = pod_of(row, head, spec, statuses[row.status])
+            key = f"{head.namespace}/{row.name}" if head.namespace else row.name
             shape = (row.head, row.spec)
-            derived = shapes.get(shape)
-            if derived is None and key not in pods:
+            known = shapes.get(shape)
+            if known is None and key not in pods:
                 try:
                     derived = self._derivation(obj, key)
                 except Exception:  # the per-pod way marks it
-                    derived = None
+                    pass
                 else:
-                    if not derived[8]:
-                        shapes[shape] = derived
-            if derived is None or key in pods:
+                    defines = GANG_MIN_AVAILABLE_ANNOTATION in head.annotations or (
+                        LIGHTWEIGHT_MIN_AVAILABLE_LABEL in head.labels)
+                    known = (derived, defines)
+                    if not derived[8]:  # problems name their pod: such a derivation is this pod's only
+                        shapes[shape] = known
+            if known is None or key in pods:
                 self._restore_pod(obj, row.first_seen, row.bound_at, row.eviction_requested, row.bound_node)
                 continue
+            derived, defines = known
             pod = PodInfo(key, obj, row.first_seen)
             (pod.requests, pod.invalid, pod.ours, pod.priority, pod.preemption_policy, pod.task, pod.preemptable,
              gang_key, problems) = derived
             pods[key] = pod
-            self._join_gang(pod, gang_key)
+            if gang_key:
+                gang = gangs.get(gang_key)
+                if gang is None or defines or gang.definer == key:
+                    self._join_gang(pod, gang_key)
+                else:  # `_join_gang` of a member that defines nothing
+                    pod.gang = gang_key
+                    gang.members.add(key)
             if problems:
                 self._set_problems("Pod", key, problems)
             pod.bound_at = row.bound_at
             pod.eviction_requested = row.eviction_requested
-            if not obj.spec.node_name and row.bound_node:
-                pod.bound_node = row.bound_node
-            nominated = obj.status.nominated_node_name
-            if nominated and not obj.spec.node_name and not pod.bound_node:
-                pod.nominated_node = nominated
+            if not spec.node_name:
+                if row.bound_node:
+                    pod.bound_node = row.bound_node
+                elif obj.status.nominated_node_name:
+                    pod.nominated_node = obj.status.nominated_node_name
             restored.append(pod)
         self._settle_restored(restored)
 

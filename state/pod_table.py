@@ -105,23 +105,30 @@ def pod_table(entries: Iterable[PodEntry]) -> PodTable:
     return PodTable(head_list, spec_list, status_list, rows)
 
 
-def pods_of(table: PodTable, compactor: Compactor) -> Iterator[tuple[Pod, PodRow]]:
-    """Each row's pod, rebuilt on the shared parts (raises IndexError on an index past its table). The
-    parts are compacted first, once each (strings interned, label sets and containers shared with the
-    pods that later events bring)."""
+def shared_parts(table: PodTable, compactor: Compactor) -> tuple[list[PodHead], list[PodSpec], list[PodStatus]]:
+    """The table's heads, specs and statuses, compacted once each (strings interned, label sets and
+    containers shared with the pods that later events bring)."""
     intern = sys.intern
     heads = [PodHead(intern(head.api_version), intern(head.kind), intern(head.namespace),
                      compactor.labels_of(head.labels), compactor.annotations_of(head.annotations))
              for head in table.heads]
-    specs, statuses = table.specs, table.statuses
-    for spec in specs:
+    for spec in table.specs:
         compactor.spec(spec)
-    for status in statuses:
+    for status in table.statuses:
         compactor.status(status)
+    return heads, table.specs, table.statuses
+
+
+def pods_of(table: PodTable, compactor: Compactor) -> Iterator[tuple[Pod, PodRow]]:
+    """Each row's pod, rebuilt on the shared parts (raises IndexError on an index past its table)."""
+    heads, specs, statuses = shared_parts(table, compactor)
     for row in table.rows:
-        head = heads[row.head]
-        meta = ObjectMeta(name=row.name, namespace=head.namespace, uid=row.uid, resource_version=row.resource_version,
-                          labels=head.labels, annotations=head.annotations, deletion_timestamp=row.deletion_timestamp,
-                          deletion_grace_period_seconds=row.deletion_grace_period_seconds)
-        yield Pod(api_version=head.api_version, kind=head.kind, metadata=meta, spec=specs[row.spec],
-                  status=statuses[row.status]), row
+        yield pod_of(row, heads[row.head], specs[row.spec], statuses[row.status]), row
+
+
+def pod_of(row: PodRow, head: PodHead, spec: PodSpec, status: PodStatus) -> Pod:
+    """The pod of `row`, on its (shared) parts."""
+    meta = ObjectMeta(name=row.name, namespace=head.namespace, uid=row.uid, resource_version=row.resource_version,
+                      labels=head.labels, annotations=head.annotations, deletion_timestamp=row.deletion_timestamp,
+                      deletion_grace_period_seconds=row.deletion_grace_period_seconds)
+    return Pod(api_version=head.api_version, kind=head.kind, metadata=meta, spec=spec, status=status)

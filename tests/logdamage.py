@@ -2,7 +2,7 @@
 
 Each kind of damage is one `LogDamagedError` path of the daemon's start: found when the log is
 opened (`middle`), when its records are read back (`sealed`, `undecodable`), or when its snapshot is
-restored (`snapshot`).
+restored (`snapshot`; `snapshot-version`: a state snapshot of a format this toposched does not know).
 """
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ import zlib
 from pathlib import Path
 from typing import Literal
 
+import msgspec
+
 from events.builders import node
 from events.log import EventLog
 from events.model import NodeUpserted, PodBound
 
-Damage = Literal["middle", "sealed", "undecodable", "snapshot"]
-DAMAGES: tuple[Damage, ...] = ("middle", "sealed", "undecodable", "snapshot")
+Damage = Literal["middle", "sealed", "undecodable", "snapshot", "snapshot-version"]
+DAMAGES: tuple[Damage, ...] = ("middle", "sealed", "undecodable", "snapshot", "snapshot-version")
 
 _SEGMENT_HEADER = 24
 _RECORD_HEADER = struct.Struct("<4sIIQ")  # magic, crc, length, seq: the format in events/log.py
@@ -31,6 +33,8 @@ def damaged_log(directory: Path, damage: Damage) -> None:
         log.append_many(PodBound(pod=f"default/p{i}", uid=f"u{i}", node="n-old") for i in range(300))
         if damage == "snapshot":
             log.write_snapshot(log.last_seq, b"\x93not a state")  # a valid file whose payload is not a state
+        if damage == "snapshot-version":  # a state from a later toposched, say
+            log.write_snapshot(log.last_seq, msgspec.msgpack.encode({"version": 99, "scheduler_name": "toposched"}))
     segments = sorted(directory.glob("*.seg"))
     if damage == "middle":  # a flipped bit in a record with good records after it: found when opened
         _flip(segments[-1], segments[-1].stat().st_size // 2)

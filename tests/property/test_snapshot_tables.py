@@ -136,3 +136,14 @@ def test_a_snapshot_of_an_unknown_version_is_refused_by_name() -> None:
     payload = msgspec.msgpack.encode({"version": 99, "scheduler_name": "toposched"})
     with pytest.raises(ValueError, match="snapshot version 99"):
         ClusterState.restore(payload)
+
+
+def test_a_pod_table_row_pointing_past_its_tables_is_refused_as_a_bad_snapshot() -> None:
+    state = ClusterState()
+    state.apply(pod_event(pod("p0")))
+    snap = decode_state_snapshot(state.snapshot())
+    assert isinstance(snap, StateSnapshot)
+    broken_row = msgspec.structs.replace(snap.pod_table.rows[0], spec=5)
+    broken = msgspec.structs.replace(snap, pod_table=msgspec.structs.replace(snap.pod_table, rows=[broken_row]))
+    with pytest.raises(ValueError, match="pointing past its tables"):
+        ClusterState.restore(msgspec.msgpack.encode(broken))
