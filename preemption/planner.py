@@ -146,8 +146,12 @@ class _Planner:
             return top_level
         everything, minimum = self._needs()
         shapes = everything.shapes
-        room = Room(self.state, shapes, own_gangs, candidates, self.tree)
         domains = self._domains(top_level, anchor)
+        # the room model over the nodes the job may go on: below its anchor when it has one, else everywhere
+        on: Sequence[str] | None = None
+        if anchor is not None:
+            on = domains[-1].nodes if domains else ()
+        room = Room(self.state, shapes, own_gangs, candidates, self.tree, on)
         need = everything
         viable = [d for d in domains if self._could_fit(room, d, need.counts)]
         if not viable and minimum is not None:

@@ -9,21 +9,27 @@ there: a domain whose bound is below the job's need is pruned without looking at
 `Room` also answers the greedy's incremental question: how many slots does a node offer once these
 pods are gone (`slots_with`), computed from the node's base free vector plus the freed requests.
 
+Only the resources some shape requests decide how many pods fit (`placement.fit.slots_in` reads no
+other), so free room and freed requests are vectors over those resources alone (`Room.vector`):
+the room model is built over thousands of nodes at every attempt of a job that cannot fit, and a
+dict per node per question is most of what it would cost.
+
 Pure: no I/O, no clock; reads `ClusterState`, never mutates it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from placement.fit import Capacity, Shape, admits, slots_in
+from placement.fit import UNLIMITED, Capacity, Shape, admits
 from preemption.victims import Candidates, VictimUnit
-from state.cluster import ClusterState
-from state.resources import Resources
+from state.cluster import ClusterState, PodInfo
 from state.topology import TopologyTree
 
 MAX_TIERS = 16
+
+Vector = list[int]  # amounts of `Room.resources`, in that order
 
 
 class Room:
@@ -34,15 +40,23 @@ class Room:
     per shape of domain `d` once every candidate of priority <= `tiers[t]` is gone; `domain_max` is
     the last of them (every candidate gone). `lowest_tier(d, need)` is the first tier at which the
     bound covers the need: no victim set of `d` has a highest priority below that tier's reach.
+
+    `nodes` (default: every node of the state) limits the model to the nodes the preemptor may be
+    placed on (its candidate domains); bounds and slots elsewhere read as none.
     """
 
-    __slots__ = ("_alone", "admitted", "base_free", "base_slots", "domain_base", "domain_max", "domain_tiers",
-                 "shapes", "state", "tiers")
+    __slots__ = ("_alone", "_requests", "_vectors", "admitted", "base_free", "base_slots", "domain_base",
+                 "domain_max", "domain_tiers", "resources", "shapes", "state", "tiers")
 
     def __init__(self, state: ClusterState, shapes: Sequence[Shape], own_gangs: AbstractSet[str],
-                 candidates: Candidates, tree: TopologyTree | None = None) -> None:
+                 candidates: Candidates, tree: TopologyTree | None = None, nodes: Iterable[str] | None = None) -> None:
         self.state = state
         self.shapes = list(shapes)
+        self.resources: list[str] = sorted({name for shape in shapes for name, _ in shape.requests})
+        position = {name: i for i, name in enumerate(self.resources)}
+        # per shape: (index into the vector, amount) for each resource it requests
+        self._requests = [tuple((position[name], amount) for name, amount in shape.requests) for shape in shapes]
+        self._vectors: dict[int, Vector] = {}  # id of a (shared, never mutated) requests dict -> its vector
         capacity = Capacity(state, own_gangs, frozenset(candidates.leaving))
         priority = min(shape.priority for shape in shapes)
         distinct = sorted({unit.priority for unit in candidates.units})
@@ -52,73 +66,115 @@ class Room:
                               | {distinct[-1]})
         self.tiers: list[int] = distinct or [-(1 << 62)]
         self._alone: dict[int, dict[str, int]] = {}
-        self.base_free: dict[str, Resources] = {}
+        self.base_free: dict[str, Vector] = {}
         self.base_slots: dict[str, list[int]] = {}
         self.admitted: dict[str, list[bool]] = {}
         tree = tree if tree is not None else state.topology  # the tree the job is planned on
         width = len(shapes)
         tiers = len(self.tiers)
-        # per domain one flat vector: base slots per shape, then the bound per shape for each tier
-        flat_len = width * (tiers + 1)
-        sums: dict[int, list[int]] = {}
-        for name, node in state.nodes.items():
-            admitted = [not admits(shape, node) for shape in shapes]
-            if not any(admitted):
+        # Per leaf domain: base slots per shape summed, and per tier what the candidates there add to it.
+        base_sums: dict[int, list[int]] = {}
+        gain_sums: dict[int, list[int]] = {}
+        resources = self.resources
+        requests = self._requests
+        units_on = candidates.units_on
+        ignored_on = capacity.ignored_on
+        all_nodes = state.nodes
+        domain_of = tree.domain_of
+        everywhere = all(shape.unconstrained for shape in shapes)
+        all_admitted = [True] * width
+        for name in (all_nodes if nodes is None else nodes):
+            node = all_nodes.get(name)
+            if node is None:
                 continue
-            free = capacity.free(node, priority)
-            base = [slots_in(free, shape.requests) if ok else 0 for shape, ok in zip(shapes, admitted, strict=True)]
+            leaf = domain_of(name)
+            if leaf is None:
+                continue  # outside the tree the job is planned on: no domain bound counts it, no selection looks at it
+            if everywhere and not node.unschedulable and not node.taints:
+                admitted = all_admitted  # the common case: no shape filters nodes, and nothing turns pods away
+            else:
+                admitted = [not admits(shape, node) for shape in shapes]
+                if not any(admitted):
+                    continue
+            allocatable, used = node.allocatable, node.used
+            free = [allocatable.get(resource, 0) - used.get(resource, 0) for resource in resources]
+            if node.nominated:
+                held = capacity.held_by_others(node, priority)
+                if held:
+                    free = [have - held.get(resource, 0) for have, resource in zip(free, resources, strict=True)]
+            freed = ignored_on.get(name) if ignored_on else None
+            if freed is not None:
+                free = [have + freed.get(resource, 0) for have, resource in zip(free, resources, strict=True)]
+            base = [_slots(free, wanted) if ok else 0 for wanted, ok in zip(requests, admitted, strict=True)]
             self.base_free[name] = free
             self.base_slots[name] = base
             self.admitted[name] = admitted
-            units = candidates.units_on.get(name)
-            if not units:
-                if not any(base):
-                    continue
-                flat = base * (tiers + 1)
-            else:
+            units = units_on.get(name)
+            gains: list[int] | None = None
+            if units:
                 pods = {pod.key: pod for unit in units for pod in unit.pods if pod.counted_on == name}
-                ordered = sorted(pods.values(), key=lambda p: p.priority)
-                most = dict(free)
-                flat = list(base)
+                ordered = sorted(pods.values(), key=_priority)
+                most = list(free)
+                gains = []
                 index = 0
                 for tier in self.tiers:
                     while index < len(ordered) and ordered[index].priority <= tier:
-                        for resource, amount in ordered[index].requests.items():
-                            most[resource] = most.get(resource, 0) + amount
+                        for i, amount in enumerate(self._vector(ordered[index])):
+                            most[i] += amount
                         index += 1
-                    flat.extend(slots_in(most, shape.requests) if ok else 0
-                                for shape, ok in zip(shapes, admitted, strict=True))
-                if not any(flat[-width:]):
+                    gains.extend(_slots(most, wanted) - b if ok else 0
+                                 for wanted, ok, b in zip(requests, admitted, base, strict=True))
+                if not any(gains) and not any(base):
                     continue
-            leaf = tree.domain_of(name)
-            if leaf is None:
+            elif not any(base):
                 continue
-            total = sums.get(leaf.id)
+            ident = leaf.id
+            total = base_sums.get(ident)
             if total is None:
-                sums[leaf.id] = list(flat)
+                base_sums[ident] = list(base)
             else:
-                for i in range(flat_len):
-                    total[i] += flat[i]
+                for i in range(width):
+                    total[i] += base[i]
+            if gains is not None and any(gains):
+                extra = gain_sums.get(ident)
+                if extra is None:
+                    gain_sums[ident] = gains
+                else:
+                    for i in range(width * tiers):
+                        extra[i] += gains[i]
         # carry the sums up the tree once per domain, deepest level first
         by_depth: dict[int, list[int]] = {}
-        for ident in sums:
+        for ident in base_sums:
             by_depth.setdefault(tree.domains[ident].depth, []).append(ident)
         for depth in range(max(by_depth, default=0), 0, -1):
             for ident in by_depth.get(depth, ()):
                 parent = tree.domains[ident].parent
                 if parent is None:
                     continue
-                total = sums.get(parent.id)
+                child_base, child_extra = base_sums[ident], gain_sums.get(ident)
+                total = base_sums.get(parent.id)
                 if total is None:
-                    sums[parent.id] = list(sums[ident])
+                    base_sums[parent.id] = list(child_base)
                     by_depth.setdefault(depth - 1, []).append(parent.id)
                 else:
-                    child = sums[ident]
-                    for i in range(flat_len):
-                        total[i] += child[i]
-        self.domain_base: dict[int, list[int]] = {ident: flat[:width] for ident, flat in sums.items()}
-        self.domain_tiers: dict[int, list[list[int]]] = {
-            ident: [flat[width * (t + 1):width * (t + 2)] for t in range(tiers)] for ident, flat in sums.items()}
+                    for i in range(width):
+                        total[i] += child_base[i]
+                if child_extra is not None:
+                    extra = gain_sums.get(parent.id)
+                    if extra is None:
+                        gain_sums[parent.id] = list(child_extra)
+                    else:
+                        for i in range(width * tiers):
+                            extra[i] += child_extra[i]
+        self.domain_base: dict[int, list[int]] = base_sums
+        self.domain_tiers: dict[int, list[list[int]]] = {}
+        for ident, base in base_sums.items():
+            extra = gain_sums.get(ident)
+            if extra is None:
+                self.domain_tiers[ident] = [list(base) for _ in range(tiers)]
+            else:
+                self.domain_tiers[ident] = [[b + extra[width * t + i] for i, b in enumerate(base)]
+                                            for t in range(tiers)]
         self.domain_max: dict[int, list[int]] = {ident: bounds[-1] for ident, bounds in self.domain_tiers.items()}
 
     def lowest_tier(self, domain_id: int, need: Sequence[int]) -> int | None:
@@ -131,29 +187,45 @@ class Room:
                 return index
         return None
 
-    def slots_with(self, node: str, freed: Mapping[str, int] | None) -> list[int]:
-        """Slots per shape on `node` once `freed` (summed requests of victims there) is given back."""
+    def vector(self, requests: Mapping[str, int]) -> Vector:
+        """`requests` (a pod's, or a sum of them) as a vector over `resources`."""
+        return [requests.get(resource, 0) for resource in self.resources]
+
+    def _vector(self, pod: PodInfo) -> Vector:
+        """The pod's requests as a vector (pods asking the same share one requests dict, and one vector)."""
+        requests = pod.requests
+        found = self._vectors.get(id(requests))
+        if found is None:
+            found = self._vectors[id(requests)] = self.vector(requests)
+        return found
+
+    def add_pod(self, total: Vector, pod: PodInfo, sign: int = 1) -> None:
+        """Add (`sign` -1: take away) the pod's requests into `total`."""
+        for i, amount in enumerate(self._vector(pod)):
+            total[i] += sign * amount
+
+    def slots_with(self, node: str, freed: Sequence[int] | None) -> list[int]:
+        """Slots per shape on `node` once `freed` (summed requests of victims there, a vector) is given back."""
         free = self.base_free.get(node)
         if free is None:
             return [0] * len(self.shapes)
-        if not freed:
+        if not freed or not any(freed):
             return self.base_slots[node]
-        total = dict(free)
-        for resource, amount in freed.items():
-            total[resource] = total.get(resource, 0) + amount
-        return [slots_in(total, shape.requests) if ok else 0
-                for shape, ok in zip(self.shapes, self.admitted[node], strict=True)]
+        total = [have + more for have, more in zip(free, freed, strict=True)]
+        return [_slots(total, wanted) if ok else 0
+                for wanted, ok in zip(self._requests, self.admitted[node], strict=True)]
 
     def alone(self, unit: VictimUnit) -> dict[str, int]:
         """Per node, the slots (all shapes summed) that evicting `unit` alone would add there."""
         found = self._alone.get(unit.index)
         if found is None:
-            freed: dict[str, Resources] = {}
+            freed: dict[str, Vector] = {}
             for pod in unit.pods:
                 if pod.counted_on in self.base_free:
-                    bucket = freed.setdefault(pod.counted_on, {})
-                    for resource, amount in pod.requests.items():
-                        bucket[resource] = bucket.get(resource, 0) + amount
+                    bucket = freed.get(pod.counted_on)
+                    if bucket is None:
+                        bucket = freed[pod.counted_on] = [0] * len(self.resources)
+                    self.add_pod(bucket, pod)
             found = {}
             for node, amounts in freed.items():
                 gained = sum(self.slots_with(node, amounts)) - sum(self.base_slots[node])
@@ -161,3 +233,20 @@ class Room:
                     found[node] = gained
             self._alone[unit.index] = found
         return found
+
+
+def _priority(pod: PodInfo) -> int:
+    return pod.priority
+
+
+def _slots(free: Sequence[int], wanted: Sequence[tuple[int, int]]) -> int:
+    """`placement.fit.slots_in` over vectors: how many copies of `wanted` fit in `free`."""
+    best = UNLIMITED
+    for index, amount in wanted:
+        have = free[index]
+        if have < amount:
+            return 0
+        count = have // amount
+        if count < best:
+            best = count
+    return best

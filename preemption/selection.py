@@ -33,7 +33,6 @@ from collections.abc import Sequence
 
 from preemption.room import Room
 from preemption.victims import Gate, VictimUnit
-from state.resources import Resources
 from state.topology import Domain
 
 
@@ -58,7 +57,7 @@ class _Tally:
         self.need = list(need)
         self.within = within
         self.slots = list(room.domain_base.get(domain.id, [0] * len(need)))
-        self.freed: dict[str, Resources] = {}
+        self.freed: dict[str, list[int]] = {}  # node -> requests freed there (`Room.vector`)
         self.node_slots: dict[str, list[int]] = {}
         self.pod_refs: dict[str, int] = {}
 
@@ -66,6 +65,7 @@ class _Tally:
         return sum(max(0, n - s) for n, s in zip(self.need, self.slots, strict=True))
 
     def _apply(self, unit: VictimUnit, sign: int) -> None:
+        room = self.room
         touched: set[str] = set()
         for pod in unit.pods:
             refs = self.pod_refs.get(pod.key, 0) + sign
@@ -75,13 +75,14 @@ class _Tally:
             node = pod.counted_on
             if node not in self.within:
                 continue
-            freed = self.freed.setdefault(node, {})
-            for resource, amount in pod.requests.items():
-                freed[resource] = freed.get(resource, 0) + sign * amount
+            freed = self.freed.get(node)
+            if freed is None:
+                freed = self.freed[node] = [0] * len(room.resources)
+            room.add_pod(freed, pod, sign)
             touched.add(node)
         for node in touched:
-            before = self.node_slots.get(node) or self.room.base_slots.get(node)
-            after = self.room.slots_with(node, self.freed[node])
+            before = self.node_slots.get(node) or room.base_slots.get(node)
+            after = room.slots_with(node, self.freed[node])
             if before is None:
                 continue
             for i, (old, new) in enumerate(zip(before, after, strict=True)):
@@ -90,27 +91,23 @@ class _Tally:
 
     def gain(self, unit: VictimUnit) -> int:
         """How much of what is missing evicting `unit` now would provide (pods freed already count once)."""
-        extra: dict[str, Resources] = {}
+        room = self.room
+        extra: dict[str, list[int]] = {}
         for pod in unit.pods:
             node = pod.counted_on
-            if self.pod_refs.get(pod.key, 0) > 0 or node not in self.within or node not in self.room.base_free:
+            if self.pod_refs.get(pod.key, 0) > 0 or node not in self.within or node not in room.base_free:
                 continue
-            bucket = extra.setdefault(node, {})
-            for resource, amount in pod.requests.items():
-                bucket[resource] = bucket.get(resource, 0) + amount
+            bucket = extra.get(node)
+            if bucket is None:
+                freed = self.freed.get(node)
+                bucket = extra[node] = list(freed) if freed else [0] * len(room.resources)
+            room.add_pod(bucket, pod)
         if not extra:
             return 0
         delta = [0] * len(self.need)
-        for node, amounts in extra.items():
-            freed = self.freed.get(node)
-            if freed:
-                merged = dict(freed)
-                for resource, amount in amounts.items():
-                    merged[resource] = merged.get(resource, 0) + amount
-            else:
-                merged = amounts
-            before = self.node_slots.get(node) or self.room.base_slots[node]
-            for i, (old, new) in enumerate(zip(before, self.room.slots_with(node, merged), strict=True)):
+        for node, merged in extra.items():
+            before = self.node_slots.get(node) or room.base_slots[node]
+            for i, (old, new) in enumerate(zip(before, room.slots_with(node, merged), strict=True)):
                 delta[i] += new - old
         return sum(min(max(0, n - s), d) for n, s, d in zip(self.need, self.slots, delta, strict=True))
 

@@ -33,7 +33,7 @@ from collections.abc import Set as AbstractSet
 from typing import Protocol
 
 from preemption.plan import LONE_POD, SURPLUS, WHOLE_GANG
-from state.cluster import ClusterState, PodInfo
+from state.cluster import TERMINAL_PHASES, ClusterState, PodInfo
 from state.gangs import GangSpec
 from state.resources import Resources
 
@@ -148,15 +148,6 @@ class Candidates:
         self.leaving.sort()
 
 
-def _evictable(pod: PodInfo) -> bool:
-    return (bool(pod.counted_on) and bool(pod.node_name) and not pod.terminal and not pod.terminating
-            and not pod.eviction_requested and not pod.removed)
-
-
-def _leaving(pod: PodInfo) -> bool:
-    return bool(pod.counted_on) and not pod.terminal and (pod.terminating or pod.eviction_requested)
-
-
 def _surplus(pods: list[PodInfo], spec: GangSpec | None, staying: int) -> list[PodInfo]:
     """The pods (most recently started first) that can go while minMember and every task minimum stay
     running, `staying` other members (not preemptable) counted as staying."""
@@ -185,20 +176,26 @@ def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own
     by_gang: dict[str, list[PodInfo]] = {}
     blocked_gangs: set[str] = set()
     kept_aside: dict[str, int] = {}  # gang -> its running pods that may never be preempted
-    for name in sorted(state.nodes):
-        node = state.nodes[name]
+    all_pods = state.pods
+    # Every pod counted on a node, in any order: what is collected is sorted below, so the order of
+    # the scan never shows (it runs over every pod at every preemption attempt, hence inline).
+    for name, node in state.nodes.items():
         for key in node.pods:
-            pod = state.pods.get(key)
-            if pod is None or key in own_pods or (pod.gang and pod.gang in own_gangs):
+            pod = all_pods.get(key)
+            if pod is None or key in own_pods or (pod.gang and pod.gang in own_gangs) or not pod.counted_on:
                 continue
-            if _leaving(pod):
+            obj = pod.obj
+            if obj.status.phase in TERMINAL_PHASES:
+                continue  # neither leaving nor evictable
+            if pod.eviction_requested or obj.metadata.deletion_timestamp is not None:
+                # already on its way out: its room comes for free, without choosing it again
                 out.leaving.append(key)
                 freed = out.leaving_on.setdefault(name, {})
                 for resource, amount in pod.requests.items():
                     freed[resource] = freed.get(resource, 0) + amount
                 continue
-            if not _evictable(pod):
-                continue
+            if pod.removed or not (obj.spec.node_name or pod.bound_node):
+                continue  # assumed but not bound: not evictable through the API
             if not pod.preemptable:
                 if pod.gang:
                     kept_aside[pod.gang] = kept_aside.get(pod.gang, 0) + 1
