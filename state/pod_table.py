@@ -72,33 +72,45 @@ PodEntry = tuple[Pod, float, float | None, bool, str]  # pod, first_seen, bound_
 
 
 def pod_table(entries: Iterable[PodEntry]) -> PodTable:
-    """The table of `entries` (in the order given, which is the order `pods_of` gives them back)."""
+    """The table of `entries` (in the order given, which is the order `pods_of` gives them back). Parts are
+    told apart by value (their encoding); a part object already seen (pods built on shared parts, as the
+    fold and the restore build them) is found by identity first, without encoding it again."""
     encode = msgspec.msgpack.encode
     heads: dict[bytes, int] = {}
     specs: dict[bytes, int] = {}
     statuses: dict[bytes, int] = {}
+    # By identity: `kept` holds every pod until the end of the call, so no id is reused meanwhile.
+    kept: list[Pod] = []
+    head_ids: dict[tuple[int, int, str, str, str], int] = {}
+    spec_ids: dict[int, int] = {}
+    status_ids: dict[int, int] = {}
     head_list: list[PodHead] = []
     spec_list: list[PodSpec] = []
     status_list: list[PodStatus] = []
     rows: list[PodRow] = []
     for obj, first_seen, bound_at, eviction_requested, bound_node in entries:
+        kept.append(obj)
         meta = obj.metadata
-        head = PodHead(obj.api_version, obj.kind, meta.namespace, meta.labels, meta.annotations)
-        head_key = encode(head)
-        head_index = heads.get(head_key)
+        head_id = (id(meta.labels), id(meta.annotations), meta.namespace, obj.api_version, obj.kind)
+        head_index = head_ids.get(head_id)
         if head_index is None:
-            head_index = heads[head_key] = len(head_list)
-            head_list.append(head)
-        spec_key = encode(obj.spec)
-        spec_index = specs.get(spec_key)
+            head = PodHead(obj.api_version, obj.kind, meta.namespace, meta.labels, meta.annotations)
+            head_index = heads.setdefault(encode(head), len(head_list))
+            if head_index == len(head_list):
+                head_list.append(head)
+            head_ids[head_id] = head_index
+        spec_index = spec_ids.get(id(obj.spec))
         if spec_index is None:
-            spec_index = specs[spec_key] = len(spec_list)
-            spec_list.append(obj.spec)
-        status_key = encode(obj.status)
-        status_index = statuses.get(status_key)
+            spec_index = specs.setdefault(encode(obj.spec), len(spec_list))
+            if spec_index == len(spec_list):
+                spec_list.append(obj.spec)
+            spec_ids[id(obj.spec)] = spec_index
+        status_index = status_ids.get(id(obj.status))
         if status_index is None:
-            status_index = statuses[status_key] = len(status_list)
-            status_list.append(obj.status)
+            status_index = statuses.setdefault(encode(obj.status), len(status_list))
+            if status_index == len(status_list):
+                status_list.append(obj.status)
+            status_ids[id(obj.status)] = status_index
         rows.append(PodRow(meta.name, meta.uid, meta.resource_version, head_index, spec_index, status_index,
                            first_seen, bound_at, eviction_requested, bound_node, meta.deletion_timestamp,
                            meta.deletion_grace_period_seconds))
