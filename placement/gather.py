@@ -43,9 +43,10 @@ call has tentatively taken), never the state.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
-from placement.fit import Capacity, Shape, admits, prefer_no_schedule_count, slots_in
+from placement.fit import Capacity, Shape, prefer_no_schedule_count, slots_in
+from placement.slots import multiples_key, refusal, slot_table, tally
 from state.cluster import ClusterState
 from state.resources import Resources
 from state.topology import Domain, TopologyTree
@@ -154,6 +155,11 @@ class Solver:
     Holds per-shape memos of node offerslots and domain offerslots, and `taken`: explicit free
     vectors of nodes that earlier commits of this call (other shapes, other sub-group partitions)
     have tentatively filled. Commits can be rolled back with `mark` / `rollback`.
+
+    Figures of nodes and domains nothing special to this call touches come from the state's offerslot
+    table (`placement/slots.py`); *live* nodes are counted here: those holding a nomination, those
+    whose pods the call treats as gone, and those its commits filled (`taken`). `_live_domains` are
+    the domains holding a live node (of the cluster's tree; on another tree every domain is summed here).
     """
 
     def __init__(self, state: ClusterState, capacity: Capacity, tree: TopologyTree | None = None) -> None:
@@ -163,21 +169,23 @@ class Solver:
         self.taken: dict[str, Resources] = {}
         self._journal: list[tuple[str, Resources | None]] = []
         self._node_memo: dict[bytes, dict[str, int]] = {}
-        self._admit_memo: dict[bytes, dict[str, str]] = {}
         self._domain_memo: dict[tuple[bytes, int], dict[int, tuple[int, int]]] = {}
         self._freed_by_domain: dict[int, Resources] | None = None
         self._ancestry_memo: dict[tuple[int, str], tuple[int, ...]] = {}
+        self.table = table = slot_table(state)
+        self._live: set[str] = table.nominated | capacity.ignored_on.keys() if capacity.ignored_on else table.nominated
+        self._base_domains = self.tree is state.topology
+        self._live_domains: set[int] = set()
+        if self._base_domains:
+            self._live_domains = set(table.nominated_domains())
+            for node in capacity.ignored_on:
+                for domain in self.tree.path(node):
+                    self._live_domains.add(domain.id)
 
     # ------------------------------------------------------------------ offerslots
 
     def reason(self, shape: Shape, node: str) -> str:
-        memo = self._admit_memo.setdefault(shape.key, {})
-        found = memo.get(node)
-        if found is None:
-            info = self.state.nodes.get(node)
-            found = "node not found" if info is None else admits(shape, info)
-            memo[node] = found
-        return found
+        return self.table.reason(self.table.entry(shape), node)
 
     def node_slots(self, shape: Shape, node: str) -> int:
         memo = self._node_memo.get(shape.key)
@@ -186,13 +194,16 @@ class Solver:
         count = memo.get(node)
         if count is not None:
             return count
-        info = self.state.nodes.get(node)
-        if info is None or ((info.unschedulable or info.taints or not shape.unconstrained)
-                            and self.reason(shape, node)):
-            count = 0
+        taken = self.taken.get(node)
+        if taken is None and node not in self._live:
+            count = self.table.node_slots(self.table.entry(shape), node)
         else:
-            taken = self.taken.get(node)
-            count = slots_in(taken, shape.requests) if taken is not None else self.capacity.slots(shape, info)
+            info = self.state.nodes.get(node)
+            if info is None or ((info.unschedulable or info.taints or not shape.unconstrained)
+                                and self.reason(shape, node)):
+                count = 0
+            else:
+                count = slots_in(taken, shape.requests) if taken is not None else self.capacity.slots(shape, info)
         memo[node] = count
         return count
 
@@ -209,6 +220,10 @@ class Solver:
                memo: dict[int, tuple[int, int]]) -> tuple[int, int]:
         found = memo.get(domain.id)
         if found is not None:
+            return found
+        if self._base_domains and domain.id not in self._live_domains:
+            found = self.table.offer(self.table.entry(shape), multiples_key(multiples), multiples, domain)
+            memo[domain.id] = found
             return found
         raw = strict = 0
         if domain.direct_nodes:
@@ -265,6 +280,8 @@ class Solver:
                 memo.pop(node, None)
             for domain in self.tree.path(node):
                 domain_ids.add(domain.id)
+        if self._base_domains:
+            self._live_domains |= domain_ids  # a taken node's domains are summed here from now on
         if domain_ids:
             for dmemo in self._domain_memo.values():
                 for ident in domain_ids:
@@ -590,30 +607,44 @@ class Solver:
         return sum(min(len(demand.pods), self.offer(demand.shape, demand.multiples, domain)[1])
                    for demand in job.demands)
 
-    def rejections(self, shape: Shape, nodes: Iterable[str]) -> dict[str, int]:
+    def rejections(self, shape: Shape, nodes: Collection[str]) -> dict[str, int]:
         """kube-scheduler style: how many nodes turned the shape away, per reason."""
-        counts: dict[str, int] = {}
+        table = self.table
+        entry = table.entry(shape)
         infos = self.state.nodes
-        memo = self._node_memo.get(shape.key, {})
-        checked = not shape.unconstrained
-        capacity = self.capacity
+        if nodes is infos or (len(nodes) == len(infos) and nodes is self.tree.root.nodes):
+            # Every node of the state (a tree holds no node the state lacks): the table's counts as the
+            # nodes stand, corrected for the nodes special to this call.
+            counts = dict(table.refusals(entry))
+            for node in self._live | self.taken.keys():
+                if node in infos:
+                    before = table.refused(entry, node)
+                    if before:
+                        tally(counts, before, -1)
+                    now = self._refused(shape, node)
+                    if now:
+                        tally(counts, now, 1)
+            return counts
+        counts = {}
+        live, taken = self._live, self.taken
         for node in nodes:
-            info = infos.get(node)
-            if info is None:
-                continue
-            if checked or info.unschedulable or info.taints:
-                why = self.reason(shape, node)
-                if why:
-                    counts[why] = counts.get(why, 0) + 1
-                    continue
-            if memo.get(node, 0) > 0:
-                continue
-            taken = self.taken.get(node)
-            short = _short_in(taken, shape) if taken is not None else capacity.short_of(shape, info)
-            if short:
-                why = "Too many pods" if short == "pods" else f"Insufficient {short}"
+            why = self._refused(shape, node) if node in live or node in taken else table.refused(entry, node)
+            if why:
                 counts[why] = counts.get(why, 0) + 1
         return counts
+
+    def _refused(self, shape: Shape, node: str) -> str:
+        """Why `node` takes not one pod of `shape` in this call ("" when it takes one or is not a node)."""
+        info = self.state.nodes.get(node)
+        if info is None:
+            return ""
+        if not shape.unconstrained or info.unschedulable or info.taints:
+            why = self.reason(shape, node)
+            if why:
+                return why
+        taken = self.taken.get(node)
+        short = _short_in(taken, shape) if taken is not None else self.capacity.short_of(shape, info)
+        return refusal(short) if short else ""
 
 
 def _short_in(free: Mapping[str, int], shape: Shape) -> str:

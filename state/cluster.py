@@ -109,6 +109,7 @@ from state.gangs import (
     preemptable_of,
     volcano_gang_spec,
 )
+from state.node_changes import NodeChanges
 from state.pod_gangs import annotation_gang_spec, defines_gang, membership, workload_of_gang
 from state.pod_table import PodTable, pod_of, pod_table, pods_of, shared_parts
 from state.quota import IDLE_UNLESS_ACTIVE, QuotaBook
@@ -431,6 +432,10 @@ class ClusterState:
         self._shapes: dict[tuple[int, int], _Derivation] = {}  # see `_derive_pod`; emptied when priorities change
         self._compactor = Compactor()
         self._largest: Resources | None = None  # cache of `largest_allocatable`, dropped when a node changes
+        # Nodes whose capacity picture changed, in order, and what readers derive from them between calls
+        # (placement's offerslot table): see state/node_changes.py. Neither is part of the state's meaning.
+        self.node_changes = NodeChanges()
+        self.reader_caches: dict[str, object] = {}
         # Kubernetes topology keys that are not layers of `topology`: one tree per key, its domains the
         # label's values, kept like `topology` (nodes, usage) while some gang asks for the key.
         self.label_trees: dict[str, TopologyTree] = {}
@@ -552,6 +557,7 @@ class ClusterState:
         if oversized is not None:  # an accounting core (events.objects.node_core): unschedulable already
             problems.append(Problem("Node", name, "object", oversized, RECORD_TOO_LARGE))
         self._set_problems("Node", name, problems)
+        self.node_changes.add(name)
         info = self.nodes.get(name)
         if info is None or info.allocatable != allocatable:
             self._largest = None
@@ -584,6 +590,7 @@ class ClusterState:
         if info is None:
             return
         self._largest = None
+        self.node_changes.add(event.name)
         self._set_problems("Node", event.name, [])
         # Pods stay placed on the name (the API deletes them separately); their usage leaves with the node.
         for key in list(info.pods):
@@ -1131,6 +1138,7 @@ class ClusterState:
                 for name, amount in requests.items():
                     used[name] = used.get(name, 0) + amount
                 target_node.pods.add(pod.key)
+                self.node_changes.add(target)
                 self.topology.usage_changed(target, requests, 1)
                 if self.label_trees:
                     for tree in self.label_trees.values():
@@ -1155,6 +1163,7 @@ class ClusterState:
         if node is not None:
             add_into(node.used, pod.requests, -1)
             node.pods.discard(pod.key)
+            self.node_changes.add(node.name)
             self.topology.usage_changed(node.name, pod.requests, -1)
             for tree in self.label_trees.values():
                 tree.usage_changed(node.name, pod.requests, -1)
@@ -1167,8 +1176,10 @@ class ClusterState:
                 old = self.nodes.get(pod.nominated_on)
                 if old is not None:
                     old.nominated.pop(pod.key, None)
+                    self.node_changes.add(pod.nominated_on)
             if target:
                 self.nodes[target].nominated[pod.key] = pod
+                self.node_changes.add(target)
             pod.nominated_on = target
 
     def _place(self, pod: PodInfo, target: str) -> None:

@@ -1,0 +1,284 @@
+"""The offerslot table: how many pods of a shape each node and each domain offers, kept between
+planning calls and re-derived only where the cluster changed.
+
+Every planning call used to count, node by node, what the nodes it looked at offer; a gang that does
+not fit looks at every node, at every attempt. Between two attempts only the nodes some event
+touched can offer differently, and the fold names them (`state.node_changes`). So the table keeps,
+per shape (its requests and filters; priority aside), the *base* figures of `placement/fit.py`:
+- per node: `admits` (the filters' reason), the offerslots, and the first resource short of one pod;
+- per domain of the cluster's topology tree (per podCountMultiple rule): the (raw, strict) offerslots
+  `Solver.offer` would sum from those nodes;
+- over all nodes: the kube-scheduler style refusal counts of `Solver.rejections`.
+Base means "as the node stands": allocatable - used, no nomination held on it. A planning call
+still counts live (as before) every node that holds a nomination, every node whose pods it treats
+as gone (`ignore_pods`) and every node its own tentative commits filled; a domain holding any such
+node is summed from its nodes. Everything else is read from the table, so a call costs what changed
+since the last one, plus the nodes that are special to it.
+
+Every figure equals what recounting gives (tests/property/test_slot_table.py checks it against a
+fresh count after random folds). The table lives in `state.reader_caches` and is brought up to date
+from `state.node_changes` when a planning call starts (`slot_table`): a changed node loses its
+figures and so do the domains above it; a rebuilt topology tree (a new root) loses every domain
+figure; a record too far behind (`since` is None) drops everything.
+
+Pure: no I/O, no clock. It never changes the state's meaning, only what planning remembers of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from placement.fit import UNLIMITED, Shape, admits
+from state.cluster import ClusterState
+from state.topology import Domain
+
+CACHE_KEY = "placement.slots"
+TOO_MANY_PODS = "Too many pods"
+
+MultiplesKey = tuple[tuple[int, int], ...]
+
+_encoder = msgspec.msgpack.Encoder(order="deterministic")
+
+
+def refusal(short: str) -> str:
+    """kube-scheduler's words for a node short of `short` for one more pod."""
+    return TOO_MANY_PODS if short == "pods" else f"Insufficient {short}"
+
+
+class ShapeSlots:
+    """The base figures of one shape (see the module docstring)."""
+
+    __slots__ = ("domains", "refusals", "refused", "shape", "slots", "stale", "why")
+
+    def __init__(self, shape: Shape) -> None:
+        self.shape = shape  # the first Shape seen with these requests and filters
+        self.why: dict[str, str] = {}  # node -> admits() ("" when the filters pass)
+        self.slots: dict[str, int] = {}  # node -> base offerslots (0 when the filters turn it away)
+        self.domains: dict[MultiplesKey, dict[int, tuple[int, int]]] = {}  # multiples -> domain id -> (raw, strict)
+        self.refused: dict[str, str] = {}  # node -> why it takes not one pod ("" when it takes one)
+        self.refusals: dict[str, int] | None = None  # over every node of the state: refusal -> nodes
+        self.stale: set[str] = set()  # nodes whose refusal left `refusals` and must be counted back in
+
+
+class SlotTable:
+    """See the module docstring. Get it with `slot_table(state)`, never construct it for a shared state."""
+
+    __slots__ = ("_filter_keys", "_nominated_domains", "nominated", "position", "root", "shapes", "state")
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.position = state.node_changes.end
+        self.shapes: dict[bytes, ShapeSlots] = {}
+        self._filter_keys: dict[bytes, bytes] = {}  # Shape.key -> the key of its requests and filters
+        self.nominated: set[str] = {name for name, info in state.nodes.items() if info.nominated}
+        self.root: Domain = state.topology.root
+        self._nominated_domains: set[int] | None = None
+
+    # ------------------------------------------------------------------ keeping up with the state
+
+    def sync(self) -> None:
+        """Forget the figures of every node changed since the last call, and of the domains above them."""
+        state = self.state
+        root = state.topology.root
+        if root is not self.root:
+            self.root = root
+            self._nominated_domains = None
+            for entry in self.shapes.values():
+                entry.domains.clear()
+        changes = state.node_changes
+        if changes.end == self.position:
+            return
+        names = changes.since(self.position)
+        self.position = changes.end
+        if names is None:
+            self.shapes.clear()
+            self.nominated = {name for name, info in state.nodes.items() if info.nominated}
+            self._nominated_domains = None
+            return
+        changed = set(names)
+        nodes = state.nodes
+        tree = state.topology
+        domain_ids: set[int] = set()
+        for name in changed:
+            info = nodes.get(name)
+            if info is not None and info.nominated:
+                if name not in self.nominated:
+                    self.nominated.add(name)
+                    self._nominated_domains = None
+            elif name in self.nominated:
+                self.nominated.discard(name)
+                self._nominated_domains = None
+            for domain in tree.path(name):
+                domain_ids.add(domain.id)
+        for entry in self.shapes.values():
+            why, slots, refused = entry.why, entry.slots, entry.refused
+            counts, stale = entry.refusals, entry.stale
+            for name in changed:
+                why.pop(name, None)
+                slots.pop(name, None)
+                previous = refused.pop(name, None)
+                if counts is not None:
+                    # Take the node's refusal out of the counts (unless it is out already) until the next read.
+                    if previous and name not in stale:
+                        tally(counts, previous, -1)
+                    stale.add(name)
+            for memo in entry.domains.values():
+                for ident in domain_ids:
+                    memo.pop(ident, None)
+
+    def nominated_domains(self) -> set[int]:
+        """Ids of the domains of the cluster's tree holding a node with a nomination on it."""
+        found = self._nominated_domains
+        if found is None:
+            tree = self.state.topology
+            found = {domain.id for name in self.nominated for domain in tree.path(name)}
+            self._nominated_domains = found
+        return found
+
+    # ------------------------------------------------------------------ base figures
+
+    def entry(self, shape: Shape) -> ShapeSlots:
+        key = self._filter_keys.get(shape.key)
+        if key is None:
+            key = _filter_key(shape)
+            self._filter_keys[shape.key] = key
+        found = self.shapes.get(key)
+        if found is None:
+            found = self.shapes[key] = ShapeSlots(shape)
+        return found
+
+    def reason(self, entry: ShapeSlots, node: str) -> str:
+        found = entry.why.get(node)
+        if found is None:
+            info = self.state.nodes.get(node)
+            found = "node not found" if info is None else admits(entry.shape, info)
+            entry.why[node] = found
+        return found
+
+    def node_slots(self, entry: ShapeSlots, node: str) -> int:
+        """Base offerslots of `node` for the entry's shape: 0 when its filters turn the shape away."""
+        count = entry.slots.get(node)
+        if count is not None:
+            return count
+        shape = entry.shape
+        info = self.state.nodes.get(node)
+        if info is None or ((info.unschedulable or info.taints or not shape.unconstrained)
+                            and self.reason(entry, node)):
+            count = 0
+        else:
+            allocatable, used = info.allocatable, info.used
+            count = UNLIMITED
+            for name, amount in shape.requests:
+                have = allocatable.get(name, 0) - used.get(name, 0)
+                if have < amount:
+                    count = 0
+                    break
+                fit = have // amount
+                if fit < count:
+                    count = fit
+        entry.slots[node] = count
+        return count
+
+    def offer(self, entry: ShapeSlots, multiples_key: MultiplesKey, multiples: Mapping[int, int],
+              domain: Domain) -> tuple[int, int]:
+        """Base (raw, strict) offerslots of a domain of the cluster's tree (see `Solver.offer`)."""
+        memo = entry.domains.get(multiples_key)
+        if memo is None:
+            memo = entry.domains[multiples_key] = {}
+        return self._offer(entry, multiples, domain, memo)
+
+    def _offer(self, entry: ShapeSlots, multiples: Mapping[int, int], domain: Domain,
+               memo: dict[int, tuple[int, int]]) -> tuple[int, int]:
+        found = memo.get(domain.id)
+        if found is not None:
+            return found
+        raw = strict = 0
+        if domain.direct_nodes:
+            slots = entry.slots
+            for node in domain.direct_nodes:
+                count = slots.get(node)
+                raw += count if count is not None else self.node_slots(entry, node)
+            strict = raw
+        for child in domain.children:
+            child_raw, child_strict = self._offer(entry, multiples, child, memo)
+            raw += child_raw
+            k = multiples.get(child.level, 1) if multiples else 1
+            strict += child_strict - child_strict % k if k > 1 else child_strict
+        memo[domain.id] = found = (raw, strict)
+        return found
+
+    def refused(self, entry: ShapeSlots, node: str) -> str:
+        """Why `node` as it stands takes not one pod of the shape: the filters' reason, else
+        "Insufficient <resource>" / "Too many pods"; "" when it takes one (or is not a node)."""
+        found = entry.refused.get(node)
+        if found is not None:
+            return found
+        info = self.state.nodes.get(node)
+        shape = entry.shape
+        found = ""
+        if info is not None:
+            if shape.terms is not None or shape.node_selector or info.unschedulable or info.taints:
+                found = self.reason(entry, node)
+            if not found and self.node_slots(entry, node) == 0:
+                allocatable, used = info.allocatable, info.used
+                for name, amount in shape.requests:
+                    if allocatable.get(name, 0) - used.get(name, 0) < amount:
+                        found = refusal(name)
+                        break
+        entry.refused[node] = found
+        return found
+
+    def refusals(self, entry: ShapeSlots) -> dict[str, int]:
+        """Refusal -> how many of the state's nodes, as they stand, give it (read-only: copy to change)."""
+        counts = entry.refusals
+        if counts is None:
+            counts = {}
+            for node in self.state.nodes:
+                why = self.refused(entry, node)
+                if why:
+                    counts[why] = counts.get(why, 0) + 1
+            entry.refusals = counts
+            entry.stale.clear()
+        elif entry.stale:
+            nodes = self.state.nodes
+            for node in entry.stale:
+                if node in nodes:
+                    why = self.refused(entry, node)
+                    if why:
+                        tally(counts, why, 1)
+            entry.stale.clear()
+        return counts
+
+
+def slot_table(state: ClusterState) -> SlotTable:
+    """The state's table, brought up to date (made on first use)."""
+    table = state.reader_caches.get(CACHE_KEY)
+    if not isinstance(table, SlotTable):
+        table = SlotTable(state)
+        state.reader_caches[CACHE_KEY] = table
+    else:
+        table.sync()
+    return table
+
+
+def multiples_key(multiples: Mapping[int, int]) -> MultiplesKey:
+    return tuple(sorted(multiples.items())) if multiples else ()
+
+
+def _filter_key(shape: Shape) -> bytes:
+    # What Shape.key encodes but its priority: the base figures do not depend on priority (only
+    # nominations do, and those never enter the table), so shapes differing only in priority share one
+    # entry. Encoded once per distinct Shape.key.
+    spelled = tuple((name, str(amount)) for name, amount in shape.requests)
+    return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms))
+
+
+def tally(counts: dict[str, int], why: str, delta: int) -> None:
+    """Add `delta` nodes to the refusal `why` (dropped at 0)."""
+    left = counts.get(why, 0) + delta
+    if left:
+        counts[why] = left
+    else:
+        counts.pop(why, None)

@@ -1,0 +1,46 @@
+"""Which nodes changed, in order: what lets a reader keep figures derived per node between calls.
+
+Placement counts how many pods of a shape each node and each topology domain offers; between two
+planning calls only the nodes some event touched can offer differently. The fold notes the name of
+every node whose capacity picture changes (`used`: a pod counted on or off it; `nominated`; the
+Node object itself: labels, taints, allocatable, spec.unschedulable; the node appearing or going)
+here, and a reader keeps its position in this record and re-derives only the nodes named since.
+
+The record is bounded: past `LIMIT` names it forgets the oldest ones all at once, and a reader whose
+position falls before what is kept (`since` returns None) must re-derive everything. `ClusterState`
+also offers `reader_caches`, where a reader keeps what it derived; neither is part of what the state
+means (never in a snapshot, never compared).
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+
+class NodeChanges:
+    """Append-only names of changed nodes; `end` is the position after the last one."""
+
+    __slots__ = ("names", "start")
+
+    LIMIT = 1 << 16
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.start = 0  # position of names[0]
+
+    def add(self, name: str) -> None:
+        names = self.names
+        if len(names) >= self.LIMIT:
+            self.start += len(names)
+            names.clear()
+        names.append(name)
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.names)
+
+    def since(self, position: int) -> list[str] | None:
+        """The names noted from `position` on (repeats included); None when some were forgotten."""
+        if position < self.start:
+            return None
+        return self.names[position - self.start:]
