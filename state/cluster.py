@@ -1382,38 +1382,54 @@ class ClusterState:
         self._settle_restored(restored)
 
     def _settle_restored(self, restored: list[PodInfo]) -> None:
-        """`_settle` of pods just restored (counted nowhere, placed nowhere), with the usage added per node."""
-        nodes, pods_by_node, pending = self.nodes, self.pods_by_node, self.pending
-        added: dict[str, Resources] = {}
+        """`_settle` of pods just restored (counted nowhere, placed nowhere), node by node: each node's pods
+        join its sets at once and its usage grows by each distinct requests vector times its pods."""
+        pending = self.pending
+        on_node: dict[str, list[PodInfo]] = {}
         for pod in restored:
             obj = pod.obj
-            gone = obj.status.phase in TERMINAL_PHASES
-            target = "" if gone else (obj.spec.node_name or pod.bound_node)
-            key = pod.key
-            if target:
-                placed = pods_by_node.get(target)
-                if placed is None:
-                    placed = pods_by_node[target] = set()
-                placed.add(key)
-                pod.placed_on = target
-                node = nodes.get(target)
-                if node is not None:
-                    node.pods.add(key)
-                    pod.counted_on = target
-                    delta = added.get(target)
-                    if delta is None:
-                        delta = added[target] = {}
-                    for name, amount in pod.requests.items():
-                        delta[name] = delta.get(name, 0) + amount
-            elif pod.ours and not gone and obj.metadata.deletion_timestamp is None:
-                pending.add(key)
+            if obj.status.phase not in TERMINAL_PHASES:
+                target = obj.spec.node_name or pod.bound_node
+                if target:
+                    placed = on_node.get(target)
+                    if placed is None:
+                        on_node[target] = [pod]
+                    else:
+                        placed.append(pod)
+                elif pod.ours and obj.metadata.deletion_timestamp is None:
+                    pending.add(pod.key)
             if pod.nominated_node:
                 self._settle_nomination(pod)
-        for name, delta in added.items():
-            add_into(nodes[name].used, delta)
-            self.topology.usage_changed(name, delta, 1)
+        nodes, pods_by_node = self.nodes, self.pods_by_node
+        for target, placed in on_node.items():
+            keys = [pod.key for pod in placed]
+            indexed = pods_by_node.get(target)
+            if indexed is None:
+                pods_by_node[target] = set(keys)
+            else:
+                indexed.update(keys)
+            for pod in placed:
+                pod.placed_on = target
+            node = nodes.get(target)
+            if node is None:
+                continue
+            node.pods.update(keys)
+            vectors: dict[int, list[Any]] = {}  # id of a (shared) requests vector -> [vector, pods asking it]
+            for pod in placed:
+                pod.counted_on = target
+                seen = vectors.get(id(pod.requests))
+                if seen is None:
+                    vectors[id(pod.requests)] = [pod.requests, 1]
+                else:
+                    seen[1] += 1
+            delta: Resources = {}
+            for requests, count in vectors.values():
+                for name, amount in requests.items():
+                    delta[name] = delta.get(name, 0) + amount * count
+            add_into(node.used, delta)
+            self.topology.usage_changed(target, delta, 1)
             for tree in self.label_trees.values():
-                tree.usage_changed(name, delta, 1)
+                tree.usage_changed(target, delta, 1)
 
     def canonical(self) -> bytes:
         """A byte string equal for two states exactly when they hold the same knowledge."""
