@@ -1414,6 +1414,7 @@ class ClusterState:
             if node is None:
                 continue
             node.pods.update(keys)
+            self.node_changes.add(target)
             vectors: dict[int, list[Any]] = {}  # id of a (shared) requests vector -> [vector, pods asking it]
             for pod in placed:
                 pod.counted_on = target
