@@ -44,6 +44,7 @@ call has tentatively taken), never the state.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 from placement.fit import Capacity, Shape, prefer_no_schedule_count, slots_in
 from placement.slots import multiples_key, refusal, slot_table, tally
@@ -367,17 +368,40 @@ class Solver:
         wanted = list(total.items())
         deepest = len(self.tree.levels) - 1
         top = max(job.top_level, root.level)
+        viable = self._viable_levels(job, root, deepest)
+        if not viable:
+            return None
         if job.size > 1 and self._one_node_may_hold(wanted):
-            found = self._search_node(job, root, wanted, primary, keep)
+            found = self._search_node(job, root, wanted, primary, keep, viable)
             if found is not None:
                 return found
         for level in range(deepest, top - 1, -1):
+            if level not in viable:
+                continue
             ranked = self._ranked(job, root, level, wanted, primary, keep_short=level == top)
             for leftover, domain in self._tie_broken(ranked, primary):
                 assignments = self.place(job, domain, keep=keep)
                 if assignments is not None:
                     return Found(domain, assignments, leftover, primary, len(ranked))
         return None
+
+    def _viable_levels(self, job: Job, root: Domain, deepest: int) -> set[int]:
+        """The levels where some domain inside `root` offers every demand at least its pods (raw
+        offerslots, each demand alone): no domain elsewhere can hold the job, so `search` ranks no
+        candidate there (it would only see each fail). A subtree is entered while a level below is
+        still undecided; a domain short of room rules out its whole subtree."""
+        demands = [demand for demand in job.demands if demand.pods]
+        levels: set[int] = set()
+        stack = [root]
+        while stack:
+            domain = stack.pop()
+            if any(self.offer(demand.shape, demand.multiples, domain)[0] < len(demand.pods) for demand in demands):
+                continue
+            levels.add(domain.level)
+            for child in domain.children:
+                if any(level not in levels for level in range(child.level, deepest + 1)):
+                    stack.append(child)
+        return levels
 
     def _ranked(self, job: Job, root: Domain, level: int, wanted: Sequence[tuple[str, int]], primary: str, *,
                 keep_short: bool) -> list[tuple[bool, int, int, str, Domain]]:
@@ -419,7 +443,7 @@ class Solver:
         return all(largest.get(name, 0) >= amount for name, amount in wanted)
 
     def _search_node(self, job: Job, root: Domain, wanted: Sequence[tuple[str, int]], primary: str,
-                     keep: bool) -> Found | None:
+                     keep: bool, viable: AbstractSet[int]) -> Found | None:
         """Rule 2's node layer: the node of the first domain (in rule 3's order, lowest level first)
         that holds the whole job alone."""
         if job.running_nodes:
@@ -432,6 +456,8 @@ class Solver:
             return self._take_node(job, domain, [home], primary, keep, 1)
         considered = 0
         for level in range(len(self.tree.levels) - 1, root.level - 1, -1):
+            if level not in viable:
+                continue  # no domain there offers the job's pods: none of its nodes holds them all
             for _, domain in self._tie_broken(self._ranked(job, root, level, wanted, primary, keep_short=False),
                                               primary):
                 if not domain.direct_nodes:
