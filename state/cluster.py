@@ -542,6 +542,12 @@ class ClusterState:
         Raises as `decode_event`."""
         return self._compactor.decode
 
+    def forget_record_parts(self) -> None:
+        """Drop the tables `record_decoder` keeps (once a log is folded: the live fold decodes nothing), and
+        the derivations numbered by them. The parts stay shared by the pods that hold them."""
+        self._compactor.forget_parts()
+        self._shapes.clear()
+
     def apply_all(self, events: Iterable[Event]) -> None:
         for event in events:
             self.apply(event)

@@ -97,6 +97,13 @@ class Compactor:
         self.built_shape = (head[5], spec_entry[1])
         return PodUpserted(pod=pod, seq=event.seq, time=event.time)
 
+    def forget_parts(self) -> None:
+        """Drop the tables of record parts `decode` keeps (numbering starts again)."""
+        self.heads = {}
+        self.specs = {}
+        self.statuses = {}
+        self.built = None
+
     def pod(self, obj: Pod) -> None:
         """Make `obj` (just decoded, not yet shared with any reader) point at shared copies of its parts."""
         if obj is self.built:  # built by `decode` on shared parts

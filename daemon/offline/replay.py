@@ -91,6 +91,7 @@ def fold_log(log: EventLog, *, until: int | None = None, use_snapshot: bool = Tr
             if failure is not None and len(failures) < MAX_KEPT_FAILURES:
                 failures.append((event, failure))
             folded += 1
+        start_state.forget_record_parts()  # the daemon folds on event by event, decoding nothing
     return FoldResult(start_state, snapshot_seq, folded, tuple(failures))
 
 
