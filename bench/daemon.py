@@ -236,32 +236,33 @@ async def run(args: argparse.Namespace) -> int:
             # ---------------------------------------------------------------- one 3,000-pod gang
             single_rate = args.pods / wall
             gang_rate = gang_cpu = 0.0
-            if args.gang > args.nodes:
-                print(f"\n(skipping the {args.gang}-pod gang: it needs one 8-GPU node per pod, there are {args.nodes})")
-                return 0
-            before = await asyncio.to_thread(scrape, port)
-            gang_names = {f"gang-{index:05d}" for index in range(args.gang)}
-            group = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
-                     "metadata": {"name": "big", "namespace": NAMESPACE},
-                     "spec": {"minMember": args.gang, "scheduleTimeoutSeconds": 600}}
-            cpu = started_cpu = _cpu_pair(daemon.pid)
-            created = time.perf_counter()
-            cluster.load_objects([group, *(pod(name, {"cpu": "4", "nvidia.com/gpu": "8"}, gang="big")
-                                           for name in sorted(gang_names))])
-            creation = time.perf_counter() - created
-            last = await counter.wait_for(gang_names, within=600)
-            wall = last - created
-            cpu = _cpu_pair(daemon.pid, since=cpu)
-            after = await asyncio.to_thread(scrape, port)
-            first_bind = wall  # all of a gang's binds are issued together after Permit
-            print(f"\none {args.gang}-pod gang: {wall:.2f} s from creation to all bound = "
-                  f"{args.gang / wall:.0f} pods/s (creating it took {creation:.2f} s of it)")
-            for line in where_the_time_goes(before, after, first_bind):
-                print(line)
-            print(_cpu_words(cpu, wall, args.gang))
-            print(await _events_written(port, before, after, args.gang, last))
-            gang_cpu = _cpu_pair(daemon.pid, since=started_cpu)[0] / args.gang
-            gang_rate = args.gang / wall
+            if args.gang <= 0 or args.gang > args.nodes:
+                print(f"\n(skipping the {args.gang}-pod gang: it needs one 8-GPU node per pod, there are {args.nodes})"
+                      if args.gang > 0 else "\n(no gang phase: --gang 0)")
+            else:
+                before = await asyncio.to_thread(scrape, port)
+                gang_names = {f"gang-{index:05d}" for index in range(args.gang)}
+                group = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
+                         "metadata": {"name": "big", "namespace": NAMESPACE},
+                         "spec": {"minMember": args.gang, "scheduleTimeoutSeconds": 600}}
+                cpu = started_cpu = _cpu_pair(daemon.pid)
+                created = time.perf_counter()
+                cluster.load_objects([group, *(pod(name, {"cpu": "4", "nvidia.com/gpu": "8"}, gang="big")
+                                               for name in sorted(gang_names))])
+                creation = time.perf_counter() - created
+                last = await counter.wait_for(gang_names, within=600)
+                wall = last - created
+                cpu = _cpu_pair(daemon.pid, since=cpu)
+                after = await asyncio.to_thread(scrape, port)
+                first_bind = wall  # all of a gang's binds are issued together after Permit
+                print(f"\none {args.gang}-pod gang: {wall:.2f} s from creation to all bound = "
+                      f"{args.gang / wall:.0f} pods/s (creating it took {creation:.2f} s of it)")
+                for line in where_the_time_goes(before, after, first_bind):
+                    print(line)
+                print(_cpu_words(cpu, wall, args.gang))
+                print(await _events_written(port, before, after, args.gang, last))
+                gang_cpu = _cpu_pair(daemon.pid, since=started_cpu)[0] / args.gang
+                gang_rate = args.gang / wall
         finally:
             for sampler in samplers:
                 sampler.send_signal(signal.SIGINT)
