@@ -323,59 +323,43 @@ class PodRecord(msgspec.Struct, frozen=True, array_like=True):
     bound_node: str = ""
 
 
-class StateSnapshot(msgspec.Struct, frozen=True):
+class _SnapshotObjects(msgspec.Struct, frozen=True, kw_only=True):
+    """What both snapshot formats hold besides the pods."""
+
+    version: int
+    scheduler_name: str
+    last_seq: int
+    last_time: float
+    nodes: list[Node]
+    pod_groups: list[PodGroup]
+    volcano_pod_groups: list[VolcanoPodGroup]
+    network_topologies: list[ClusterNetworkTopology]
+    hyper_nodes: list[HyperNode]
+    priority_classes: list[PriorityClass]
+    assumed: list[DecisionRecord]
+    nominated: list[DecisionRecord]
+    gangs: list[GangRecord]
+    undecodable: list[Problem]
+    fold_failures: list[Problem] = []
+    scheduler_plugins_pod_groups: list[PodGroup] = []
+    kube_pod_groups: list[KubePodGroup] = []
+    workloads: list[Workload] = []
+    elastic_quotas: list[ElasticQuota] = []
+    capacity_quotas: list[CapacityElasticQuota] = []
+    queues: list[Queue] = []
+
+
+class StateSnapshot(_SnapshotObjects, frozen=True, kw_only=True):
     """Everything needed to rebuild a `ClusterState`: the objects, plus the scheduler's own decisions.
     The pods are tables (`state.pod_table`): each shared part once, a row per pod."""
 
-    version: int
-    scheduler_name: str
-    last_seq: int
-    last_time: float
-    nodes: list[Node]
     pod_table: PodTable
-    pod_groups: list[PodGroup]
-    volcano_pod_groups: list[VolcanoPodGroup]
-    network_topologies: list[ClusterNetworkTopology]
-    hyper_nodes: list[HyperNode]
-    priority_classes: list[PriorityClass]
-    assumed: list[DecisionRecord]
-    nominated: list[DecisionRecord]
-    gangs: list[GangRecord]
-    undecodable: list[Problem]
-    fold_failures: list[Problem] = []
-    scheduler_plugins_pod_groups: list[PodGroup] = []
-    kube_pod_groups: list[KubePodGroup] = []
-    workloads: list[Workload] = []
-    elastic_quotas: list[ElasticQuota] = []
-    capacity_quotas: list[CapacityElasticQuota] = []
-    queues: list[Queue] = []
 
 
-class StateSnapshotV1(msgspec.Struct, frozen=True):
+class StateSnapshotV1(_SnapshotObjects, frozen=True, kw_only=True):
     """The snapshot format before the pod tables (version 1): every pod written whole. Still restored."""
 
-    version: int
-    scheduler_name: str
-    last_seq: int
-    last_time: float
-    nodes: list[Node]
     pods: list[PodRecord]
-    pod_groups: list[PodGroup]
-    volcano_pod_groups: list[VolcanoPodGroup]
-    network_topologies: list[ClusterNetworkTopology]
-    hyper_nodes: list[HyperNode]
-    priority_classes: list[PriorityClass]
-    assumed: list[DecisionRecord]
-    nominated: list[DecisionRecord]
-    gangs: list[GangRecord]
-    undecodable: list[Problem]
-    fold_failures: list[Problem] = []
-    scheduler_plugins_pod_groups: list[PodGroup] = []
-    kube_pod_groups: list[KubePodGroup] = []
-    workloads: list[Workload] = []
-    elastic_quotas: list[ElasticQuota] = []
-    capacity_quotas: list[CapacityElasticQuota] = []
-    queues: list[Queue] = []
 
 
 class _SnapshotVersion(msgspec.Struct):

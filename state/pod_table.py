@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import msgspec
 
@@ -32,6 +32,7 @@ from events.objects import Int64, ObjectMeta, Pod, PodSpec, PodStatus
 from state.compact import Compactor
 
 Index = Annotated[int, msgspec.Meta(ge=0)]
+_Part = TypeVar("_Part")
 
 
 class PodHead(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -101,20 +102,22 @@ def pod_table(entries: Iterable[PodEntry]) -> PodTable:
             head_ids[head_id] = head_index
         spec_index = spec_ids.get(id(obj.spec))
         if spec_index is None:
-            spec_index = specs.setdefault(encode(obj.spec), len(spec_list))
-            if spec_index == len(spec_list):
-                spec_list.append(obj.spec)
-            spec_ids[id(obj.spec)] = spec_index
+            spec_index = spec_ids[id(obj.spec)] = _number(obj.spec, specs, spec_list)
         status_index = status_ids.get(id(obj.status))
         if status_index is None:
-            status_index = statuses.setdefault(encode(obj.status), len(status_list))
-            if status_index == len(status_list):
-                status_list.append(obj.status)
-            status_ids[id(obj.status)] = status_index
+            status_index = status_ids[id(obj.status)] = _number(obj.status, statuses, status_list)
         rows.append(PodRow(meta.name, meta.uid, meta.resource_version, head_index, spec_index, status_index,
                            first_seen, bound_at, eviction_requested, bound_node, meta.deletion_timestamp,
                            meta.deletion_grace_period_seconds))
     return PodTable(head_list, spec_list, status_list, rows)
+
+
+def _number(part: _Part, numbers: dict[bytes, int], parts: list[_Part]) -> int:
+    """The number of `part` in `parts` by its value (its encoding), appended if new."""
+    number = numbers.setdefault(msgspec.msgpack.encode(part), len(parts))
+    if number == len(parts):
+        parts.append(part)
+    return number
 
 
 def shared_parts(table: PodTable, compactor: Compactor) -> tuple[list[PodHead], list[PodSpec], list[PodStatus]]:
