@@ -147,21 +147,18 @@ class _Planner:
         everything, minimum = self._needs()
         shapes = everything.shapes
         domains = self._domains(top_level, anchor)
+        levels = self._levels_text(top_level)
+        if not domains:  # running members span more than the job may: no domain can hold it
+            return self._nowhere(minimum if minimum is not None else everything, levels)
         # the room model over the nodes the job may go on: below its anchor when it has one, else everywhere
-        on: Sequence[str] | None = None
-        if anchor is not None:
-            on = domains[-1].nodes if domains else ()
-        room = Room(self.state, shapes, own_gangs, candidates, self.tree, on)
+        room = Room(self.state, shapes, own_gangs, candidates, self.tree, domains[-1] if anchor is not None else None)
         need = everything
         viable = [d for d in domains if self._could_fit(room, d, need.counts)]
         if not viable and minimum is not None:
             need = minimum
             viable = [d for d in domains if self._could_fit(room, d, need.counts)]
-        levels = self._levels_text(top_level)
         if not viable:
-            return NoPreemption(p.key, NO_CANDIDATES,
-                                f"no {rule.action}: even with every {rule.pods} gone, no domain "
-                                f"at {levels} could hold its {need.pods} pod(s)")
+            return self._nowhere(need, levels)
         # Domains grouped by the lowest priority tier that could make room there: a group is only
         # looked at while it could still beat the best plan on the highest victim priority.
         groups: dict[int, list[Domain]] = {}
@@ -211,6 +208,12 @@ class _Planner:
             victim_jobs=tuple(job.key for job in jobs), jobs=tuple(jobs),
             nominations=plan.assignments, clear_nominations=tuple(clear), domain=plan.domain,
             level=plan.level, explanation=explanation, reclaim_from=rule.sources(victims))
+
+    def _nowhere(self, need: _Need, levels: str) -> NoPreemption:
+        rule = self.rule
+        return NoPreemption(self.preemptor.key, NO_CANDIDATES,
+                            f"no {rule.action}: even with every {rule.pods} gone, no domain "
+                            f"at {levels} could hold its {need.pods} pod(s)")
 
     def _limits(self) -> tuple[int | NoPreemption, Domain | None]:
         """The highest level the job may span, and the domain its running members already anchor."""

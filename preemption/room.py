@@ -19,13 +19,13 @@ Pure: no I/O, no clock; reads `ClusterState`, never mutates it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from placement.fit import UNLIMITED, Capacity, Shape, admits
 from preemption.victims import Candidates, VictimUnit
 from state.cluster import ClusterState, PodInfo
-from state.topology import TopologyTree
+from state.topology import Domain, TopologyTree
 
 MAX_TIERS = 16
 
@@ -41,15 +41,16 @@ class Room:
     the last of them (every candidate gone). `lowest_tier(d, need)` is the first tier at which the
     bound covers the need: no victim set of `d` has a highest priority below that tier's reach.
 
-    `nodes` (default: every node of the state) limits the model to the nodes the preemptor may be
-    placed on (its candidate domains); bounds and slots elsewhere read as none.
+    Only nodes of `tree` are modelled (no bound counts a node outside it, no selection looks there);
+    `within` (a domain of it) limits the model to the nodes below, those the preemptor may be placed
+    on when its running members anchor it: bounds and slots elsewhere read as none.
     """
 
     __slots__ = ("_alone", "_requests", "_vectors", "admitted", "base_free", "base_slots", "domain_base",
                  "domain_max", "domain_tiers", "resources", "shapes", "state", "tiers")
 
     def __init__(self, state: ClusterState, shapes: Sequence[Shape], own_gangs: AbstractSet[str],
-                 candidates: Candidates, tree: TopologyTree | None = None, nodes: Iterable[str] | None = None) -> None:
+                 candidates: Candidates, tree: TopologyTree | None = None, within: Domain | None = None) -> None:
         self.state = state
         self.shapes = list(shapes)
         self.resources: list[str] = sorted({name for shape in shapes for name, _ in shape.requests})
@@ -80,68 +81,57 @@ class Room:
         units_on = candidates.units_on
         ignored_on = capacity.ignored_on
         all_nodes = state.nodes
-        domain_of = tree.domain_of
+        base_free, base_slots, admitted_on = self.base_free, self.base_slots, self.admitted
         everywhere = all(shape.unconstrained for shape in shapes)
         all_admitted = [True] * width
-        for name in (all_nodes if nodes is None else nodes):
-            node = all_nodes.get(name)
-            if node is None:
-                continue
-            leaf = domain_of(name)
-            if leaf is None:
-                continue  # outside the tree the job is planned on: no domain bound counts it, no selection looks at it
-            if everywhere and not node.unschedulable and not node.taints:
-                admitted = all_admitted  # the common case: no shape filters nodes, and nothing turns pods away
-            else:
-                admitted = [not admits(shape, node) for shape in shapes]
-                if not any(admitted):
+        for leaf, names in _leaves(tree, within):
+            leaf_base: list[int] | None = None
+            leaf_gains: list[int] | None = None
+            for name in names:
+                node = all_nodes.get(name)
+                if node is None:
                     continue
-            allocatable, used = node.allocatable, node.used
-            free = [allocatable.get(resource, 0) - used.get(resource, 0) for resource in resources]
-            if node.nominated:
-                held = capacity.held_by_others(node, priority)
-                if held:
-                    free = [have - held.get(resource, 0) for have, resource in zip(free, resources, strict=True)]
-            freed = ignored_on.get(name) if ignored_on else None
-            if freed is not None:
-                free = [have + freed.get(resource, 0) for have, resource in zip(free, resources, strict=True)]
-            base = [_slots(free, wanted) if ok else 0 for wanted, ok in zip(requests, admitted, strict=True)]
-            self.base_free[name] = free
-            self.base_slots[name] = base
-            self.admitted[name] = admitted
-            units = units_on.get(name)
-            gains: list[int] | None = None
-            if units:
-                pods = {pod.key: pod for unit in units for pod in unit.pods if pod.counted_on == name}
-                ordered = sorted(pods.values(), key=_priority)
-                most = list(free)
-                gains = []
-                index = 0
-                for tier in self.tiers:
-                    while index < len(ordered) and ordered[index].priority <= tier:
-                        for i, amount in enumerate(self._vector(ordered[index])):
-                            most[i] += amount
-                        index += 1
-                    gains.extend(_slots(most, wanted) - b if ok else 0
-                                 for wanted, ok, b in zip(requests, admitted, base, strict=True))
-                if not any(gains) and not any(base):
-                    continue
-            elif not any(base):
-                continue
-            ident = leaf.id
-            total = base_sums.get(ident)
-            if total is None:
-                base_sums[ident] = list(base)
-            else:
-                for i in range(width):
-                    total[i] += base[i]
-            if gains is not None and any(gains):
-                extra = gain_sums.get(ident)
-                if extra is None:
-                    gain_sums[ident] = gains
+                if everywhere and not node.unschedulable and not node.taints:
+                    admitted = all_admitted  # the common case: no shape filters nodes, nothing turns pods away
                 else:
-                    for i in range(width * tiers):
-                        extra[i] += gains[i]
+                    admitted = [not admits(shape, node) for shape in shapes]
+                    if not any(admitted):
+                        continue
+                allocatable, used = node.allocatable, node.used
+                free = [allocatable.get(resource, 0) - used.get(resource, 0) for resource in resources]
+                if node.nominated:
+                    held = capacity.held_by_others(node, priority)
+                    if held:
+                        free = [have - held.get(resource, 0) for have, resource in zip(free, resources, strict=True)]
+                freed = ignored_on.get(name) if ignored_on else None
+                if freed is not None:
+                    free = [have + freed.get(resource, 0) for have, resource in zip(free, resources, strict=True)]
+                base = [_slots(free, wanted) if ok else 0 for wanted, ok in zip(requests, admitted, strict=True)]
+                base_free[name] = free
+                base_slots[name] = base
+                admitted_on[name] = admitted
+                units = units_on.get(name)
+                if units:
+                    gains = self._gains(name, units, free, base, admitted)
+                    if any(gains):
+                        if leaf_gains is None:
+                            leaf_gains = gains
+                        else:
+                            for i in range(width * tiers):
+                                leaf_gains[i] += gains[i]
+                    elif not any(base):
+                        continue
+                elif not any(base):
+                    continue
+                if leaf_base is None:
+                    leaf_base = list(base)
+                else:
+                    for i in range(width):
+                        leaf_base[i] += base[i]
+            if leaf_base is not None:
+                base_sums[leaf.id] = leaf_base
+                if leaf_gains is not None:
+                    gain_sums[leaf.id] = leaf_gains
         # carry the sums up the tree once per domain, deepest level first
         by_depth: dict[int, list[int]] = {}
         for ident in base_sums:
@@ -176,6 +166,23 @@ class Room:
                 self.domain_tiers[ident] = [[b + extra[width * t + i] for i, b in enumerate(base)]
                                             for t in range(tiers)]
         self.domain_max: dict[int, list[int]] = {ident: bounds[-1] for ident, bounds in self.domain_tiers.items()}
+
+    def _gains(self, name: str, units: list[VictimUnit], free: Vector, base: list[int],
+               admitted: list[bool]) -> list[int]:
+        """Per tier then shape, the slots the candidates on `name` up to that tier's priority add to `base`."""
+        pods = {pod.key: pod for unit in units for pod in unit.pods if pod.counted_on == name}
+        ordered = sorted(pods.values(), key=_priority)
+        most = list(free)
+        gains: list[int] = []
+        index = 0
+        for tier in self.tiers:
+            while index < len(ordered) and ordered[index].priority <= tier:
+                for i, amount in enumerate(self._vector(ordered[index])):
+                    most[i] += amount
+                index += 1
+            gains.extend(_slots(most, wanted) - b if ok else 0
+                         for wanted, ok, b in zip(self._requests, admitted, base, strict=True))
+        return gains
 
     def lowest_tier(self, domain_id: int, need: Sequence[int]) -> int | None:
         """Index of the first tier whose bound covers `need` in the domain (None: not even the last)."""
@@ -233,6 +240,21 @@ class Room:
                     found[node] = gained
             self._alone[unit.index] = found
         return found
+
+
+def _leaves(tree: TopologyTree, within: Domain | None) -> Iterator[tuple[Domain, list[str]]]:
+    """Every domain of the tree (below `within` when given) that has nodes of its own, with them."""
+    if within is None:
+        for domain in tree.domains:
+            if domain.direct_nodes:
+                yield domain, domain.direct_nodes
+        return
+    stack = [within]
+    while stack:
+        domain = stack.pop()
+        if domain.direct_nodes:
+            yield domain, domain.direct_nodes
+        stack.extend(domain.children)
 
 
 def _priority(pod: PodInfo) -> int:
