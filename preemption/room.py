@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from placement.fit import UNLIMITED, Capacity, Shape, admits
+from placement.slots import slot_table
 from preemption.victims import Candidates, VictimUnit
 from state.cluster import ClusterState, PodInfo
 from state.topology import Domain, TopologyTree
@@ -46,8 +47,9 @@ class Room:
     on when its running members anchor it: bounds and slots elsewhere read as none.
     """
 
-    __slots__ = ("_alone", "_requests", "_vectors", "admitted", "base_free", "base_slots", "domain_base",
-                 "domain_max", "domain_tiers", "resources", "shapes", "state", "tiers")
+    __slots__ = ("_all_admitted", "_alone", "_capacity", "_everywhere", "_priority", "_requests", "_units_on",
+                 "_vectors", "_width", "admitted", "base_free", "base_slots", "domain_base", "domain_max",
+                 "domain_tiers", "resources", "shapes", "state", "tiers")
 
     def __init__(self, state: ClusterState, shapes: Sequence[Shape], own_gangs: AbstractSet[str],
                  candidates: Candidates, tree: TopologyTree | None = None, within: Domain | None = None) -> None:
@@ -71,56 +73,81 @@ class Room:
         self.base_slots: dict[str, list[int]] = {}
         self.admitted: dict[str, list[bool]] = {}
         tree = tree if tree is not None else state.topology  # the tree the job is planned on
-        width = len(shapes)
+        self._width = len(shapes)
+        self._capacity = capacity
+        self._priority = priority
+        self._everywhere = all(shape.unconstrained for shape in shapes)
+        self._all_admitted = [True] * self._width
+        self._units_on = candidates.units_on
+        if tree is state.topology:
+            base_sums, gain_sums = self._from_table(tree, within)
+        else:
+            base_sums, gain_sums = self._node_by_node(tree, within)
+        width = self._width
         tiers = len(self.tiers)
-        # Per leaf domain: base slots per shape summed, and per tier what the candidates there add to it.
+        self.domain_base: dict[int, list[int]] = base_sums
+        self.domain_tiers: dict[int, list[list[int]]] = {}
+        for ident, base in base_sums.items():
+            extra = gain_sums.get(ident)
+            if extra is None:
+                self.domain_tiers[ident] = [list(base) for _ in range(tiers)]
+            else:
+                self.domain_tiers[ident] = [[b + extra[width * t + i] for i, b in enumerate(base)]
+                                            for t in range(tiers)]
+        self.domain_max: dict[int, list[int]] = {ident: bounds[-1] for ident, bounds in self.domain_tiers.items()}
+
+    def _model(self, name: str) -> tuple[list[int], list[int] | None] | None:
+        """Model one node: its base slots per shape, and (when candidates run there) per tier then
+        shape the slots they add; None when no shape may go there at all (or it is not a node)."""
+        node = self.state.nodes.get(name)
+        if node is None:
+            return None
+        shapes = self.shapes
+        if self._everywhere and not node.unschedulable and not node.taints:
+            admitted = self._all_admitted  # the common case: no shape filters nodes, nothing turns pods away
+        else:
+            admitted = [not admits(shape, node) for shape in shapes]
+            if not any(admitted):
+                return None
+        resources = self.resources
+        allocatable, used = node.allocatable, node.used
+        free = [allocatable.get(resource, 0) - used.get(resource, 0) for resource in resources]
+        if node.nominated:
+            held = self._capacity.held_by_others(node, self._priority)
+            if held:
+                free = [have - held.get(resource, 0) for have, resource in zip(free, resources, strict=True)]
+        ignored_on = self._capacity.ignored_on
+        freed = ignored_on.get(name) if ignored_on else None
+        if freed is not None:
+            free = [have + freed.get(resource, 0) for have, resource in zip(free, resources, strict=True)]
+        base = [_slots(free, wanted) if ok else 0 for wanted, ok in zip(self._requests, admitted, strict=True)]
+        self.base_free[name] = free
+        self.base_slots[name] = base
+        self.admitted[name] = admitted
+        units = self._units_on.get(name)
+        return base, (self._gains(name, units, free, base, admitted) if units else None)
+
+    def _node_by_node(self, tree: TopologyTree, within: Domain | None) -> tuple[dict[int, list[int]],
+                                                                                  dict[int, list[int]]]:
+        """Per domain, base slots and what candidates add per tier: every node modelled, summed up the tree."""
+        width = self._width
+        span = width * len(self.tiers)
         base_sums: dict[int, list[int]] = {}
         gain_sums: dict[int, list[int]] = {}
-        resources = self.resources
-        requests = self._requests
-        units_on = candidates.units_on
-        ignored_on = capacity.ignored_on
-        all_nodes = state.nodes
-        base_free, base_slots, admitted_on = self.base_free, self.base_slots, self.admitted
-        everywhere = all(shape.unconstrained for shape in shapes)
-        all_admitted = [True] * width
         for leaf, names in _leaves(tree, within):
             leaf_base: list[int] | None = None
             leaf_gains: list[int] | None = None
             for name in names:
-                node = all_nodes.get(name)
-                if node is None:
+                found = self._model(name)
+                if found is None:
                     continue
-                if everywhere and not node.unschedulable and not node.taints:
-                    admitted = all_admitted  # the common case: no shape filters nodes, nothing turns pods away
-                else:
-                    admitted = [not admits(shape, node) for shape in shapes]
-                    if not any(admitted):
-                        continue
-                allocatable, used = node.allocatable, node.used
-                free = [allocatable.get(resource, 0) - used.get(resource, 0) for resource in resources]
-                if node.nominated:
-                    held = capacity.held_by_others(node, priority)
-                    if held:
-                        free = [have - held.get(resource, 0) for have, resource in zip(free, resources, strict=True)]
-                freed = ignored_on.get(name) if ignored_on else None
-                if freed is not None:
-                    free = [have + freed.get(resource, 0) for have, resource in zip(free, resources, strict=True)]
-                base = [_slots(free, wanted) if ok else 0 for wanted, ok in zip(requests, admitted, strict=True)]
-                base_free[name] = free
-                base_slots[name] = base
-                admitted_on[name] = admitted
-                units = units_on.get(name)
-                if units:
-                    gains = self._gains(name, units, free, base, admitted)
-                    if any(gains):
-                        if leaf_gains is None:
-                            leaf_gains = gains
-                        else:
-                            for i in range(width * tiers):
-                                leaf_gains[i] += gains[i]
-                    elif not any(base):
-                        continue
+                base, gains = found
+                if gains is not None and any(gains):
+                    if leaf_gains is None:
+                        leaf_gains = gains
+                    else:
+                        for i in range(span):
+                            leaf_gains[i] += gains[i]
                 elif not any(base):
                     continue
                 if leaf_base is None:
@@ -154,18 +181,65 @@ class Room:
                     if extra is None:
                         gain_sums[parent.id] = list(child_extra)
                     else:
-                        for i in range(width * tiers):
+                        for i in range(span):
                             extra[i] += child_extra[i]
-        self.domain_base: dict[int, list[int]] = base_sums
-        self.domain_tiers: dict[int, list[list[int]]] = {}
-        for ident, base in base_sums.items():
-            extra = gain_sums.get(ident)
-            if extra is None:
-                self.domain_tiers[ident] = [list(base) for _ in range(tiers)]
-            else:
-                self.domain_tiers[ident] = [[b + extra[width * t + i] for i, b in enumerate(base)]
-                                            for t in range(tiers)]
-        self.domain_max: dict[int, list[int]] = {ident: bounds[-1] for ident, bounds in self.domain_tiers.items()}
+        return base_sums, gain_sums
+
+    def _from_table(self, tree: TopologyTree, within: Domain | None) -> tuple[dict[int, list[int]],
+                                                                                dict[int, list[int]]]:
+        """The same sums on the cluster's own tree, from placement's offerslot table: a node as it
+        stands (allocatable - used) offers there what it offers here, so only the nodes special to
+        this preemptor are modelled (those holding nominations or pods already leaving: their base
+        differs; those running candidates: they add per tier), and each corrects the table's
+        domain sums on its path. Every other node is read, summed, from the table."""
+        state = self.state
+        table = slot_table(state)
+        entries = [table.entry(shape) for shape in self.shapes]
+        width = self._width
+        span = width * len(self.tiers)
+        special = set(self._units_on) | table.nominated
+        if self._capacity.ignored_on:
+            special.update(self._capacity.ignored_on)
+        corrections: dict[int, list[int]] = {}
+        gain_sums: dict[int, list[int]] = {}
+        for name in special:
+            path = tree.path(name)
+            if not path or (within is not None and within not in path):
+                continue  # outside the tree, or outside the subtree modelled
+            found = self._model(name)
+            if found is None:
+                continue  # no shape goes there: the table's figure is 0 too
+            base, gains = found
+            delta = [b - table.node_slots(entry, name) for b, entry in zip(base, entries, strict=True)]
+            if any(delta):
+                for domain in path:
+                    total = corrections.get(domain.id)
+                    if total is None:
+                        corrections[domain.id] = list(delta)
+                    else:
+                        for i in range(width):
+                            total[i] += delta[i]
+            if gains is not None and any(gains):
+                for domain in path:
+                    extra = gain_sums.get(domain.id)
+                    if extra is None:
+                        gain_sums[domain.id] = list(gains)
+                    else:
+                        for i in range(span):
+                            extra[i] += gains[i]
+        top = within if within is not None else tree.root
+        base_sums: dict[int, list[int]] = {}
+        stack = [top]
+        while stack:
+            domain = stack.pop()
+            base = [table.offer(entry, (), {}, domain)[0] for entry in entries]
+            fix = corrections.get(domain.id)
+            if fix is not None:
+                base = [b + f for b, f in zip(base, fix, strict=True)]
+            if any(base) or domain.id in gain_sums:
+                base_sums[domain.id] = base
+            stack.extend(domain.children)
+        return base_sums, gain_sums
 
     def _gains(self, name: str, units: list[VictimUnit], free: Vector, base: list[int],
                admitted: list[bool]) -> list[int]:
