@@ -47,8 +47,8 @@ class Room:
     on when its running members anchor it: bounds and slots elsewhere read as none.
     """
 
-    __slots__ = ("_all_admitted", "_alone", "_capacity", "_everywhere", "_priority", "_requests", "_units_on",
-                 "_vectors", "_width", "admitted", "base_free", "base_slots", "domain_base", "domain_max",
+    __slots__ = ("_all_admitted", "_alone", "_capacity", "_everywhere", "_pods_on", "_priority", "_requests",
+                 "_units_on", "_vectors", "_width", "admitted", "base_free", "base_slots", "domain_base", "domain_max",
                  "domain_tiers", "resources", "shapes", "state", "tiers")
 
     def __init__(self, state: ClusterState, shapes: Sequence[Shape], own_gangs: AbstractSet[str],
@@ -79,6 +79,7 @@ class Room:
         self._everywhere = all(shape.unconstrained for shape in shapes)
         self._all_admitted = [True] * self._width
         self._units_on = candidates.units_on
+        self._pods_on = candidates.pods_on
         if tree is state.topology:
             base_sums, gain_sums = self._from_table(tree, within)
         else:
@@ -124,8 +125,8 @@ class Room:
         self.base_free[name] = free
         self.base_slots[name] = base
         self.admitted[name] = admitted
-        units = self._units_on.get(name)
-        return base, (self._gains(name, units, free, base, admitted) if units else None)
+        pods = self._pods_on.get(name)
+        return base, (self._gains(pods, free, base, admitted) if pods else None)
 
     def _node_by_node(self, tree: TopologyTree, within: Domain | None) -> tuple[dict[int, list[int]],
                                                                                   dict[int, list[int]]]:
@@ -241,10 +242,8 @@ class Room:
             stack.extend(domain.children)
         return base_sums, gain_sums
 
-    def _gains(self, name: str, units: list[VictimUnit], free: Vector, base: list[int],
-               admitted: list[bool]) -> list[int]:
-        """Per tier then shape, the slots the candidates on `name` up to that tier's priority add to `base`."""
-        pods = {pod.key: pod for unit in units for pod in unit.pods if pod.counted_on == name}
+    def _gains(self, pods: Mapping[str, PodInfo], free: Vector, base: list[int], admitted: list[bool]) -> list[int]:
+        """Per tier then shape, the slots the candidate `pods` on a node up to that tier's priority add to `base`."""
         ordered = sorted(pods.values(), key=_priority)
         most = list(free)
         gains: list[int] = []
@@ -290,7 +289,7 @@ class Room:
         free = self.base_free.get(node)
         if free is None:
             return [0] * len(self.shapes)
-        if not freed or not any(freed):
+        if not freed:
             return self.base_slots[node]
         total = [have + more for have, more in zip(free, freed, strict=True)]
         return [_slots(total, wanted) if ok else 0

@@ -50,7 +50,7 @@ class Selection:
 class _Tally:
     """Running room in a domain as victims are added and removed (pods counted once each)."""
 
-    __slots__ = ("freed", "need", "node_slots", "pod_refs", "room", "slots", "within")
+    __slots__ = ("alone", "freed", "need", "node_slots", "pod_refs", "room", "slots", "within")
 
     def __init__(self, room: Room, domain: Domain, need: Sequence[int], within: set[str]) -> None:
         self.room = room
@@ -60,6 +60,8 @@ class _Tally:
         self.freed: dict[str, list[int]] = {}  # node -> requests freed there (`Room.vector`)
         self.node_slots: dict[str, list[int]] = {}
         self.pod_refs: dict[str, int] = {}
+        # One shape only: unit index -> the slots it frees in the domain on its own (`Room.alone`)
+        self.alone: dict[int, int] | None = {} if len(need) == 1 else None
 
     def missing(self) -> int:
         return sum(max(0, n - s) for n, s in zip(self.need, self.slots, strict=True))
@@ -92,6 +94,12 @@ class _Tally:
     def gain(self, unit: VictimUnit) -> int:
         """How much of what is missing evicting `unit` now would provide (pods freed already count once)."""
         room = self.room
+        alone = self.alone.get(unit.index) if self.alone is not None else None
+        if alone is not None:
+            touched, refs = self.freed, self.pod_refs
+            if not any(pod.counted_on in touched or refs.get(pod.key) for pod in unit.pods):
+                # nothing of it is freed yet, and no node of it is touched: what it frees on its own
+                return min(max(0, self.need[0] - self.slots[0]), alone)
         extra: dict[str, list[int]] = {}
         for pod in unit.pods:
             node = pod.counted_on
@@ -133,6 +141,8 @@ def select(room: Room, domain: Domain, units: Sequence[VictimUnit], need: Sequen
         if any(pod.counted_on in within for pod in unit.pods):
             alone = sum(gained for node, gained in room.alone(unit).items() if node in within)
             classes.setdefault((unit.priority, 1 if unit.broken else 0), []).append((alone, unit))
+            if tally.alone is not None:
+                tally.alone[unit.index] = alone
     chosen: list[VictimUnit] = []
     for class_key in sorted(classes):
         members = classes[class_key]

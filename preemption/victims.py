@@ -118,27 +118,40 @@ class VictimRule:
 class Candidates:
     """Every victim unit for one preemptor, plus the pods already leaving (free room, no cost)."""
 
-    __slots__ = ("leaving", "leaving_on", "protected", "units", "units_on")
+    __slots__ = ("leaving", "leaving_on", "pods_on", "protected", "units", "units_on")
 
     def __init__(self) -> None:
         self.units: list[VictimUnit] = []
         self.protected: list[str] = []  # lower-priority pods marked not preemptable (never candidates)
         self.units_on: dict[str, list[VictimUnit]] = {}  # node -> units with a pod counted there
+        self.pods_on: dict[str, dict[str, PodInfo]] = {}  # node -> the pods of those units counted there
         self.leaving: list[str] = []
         self.leaving_on: dict[str, Resources] = {}
+
+    def index(self) -> None:
+        """List each unit under the nodes its pods are counted on, and its pods there, in unit order."""
+        units_on: dict[str, list[VictimUnit]] = {}
+        pods_on: dict[str, dict[str, PodInfo]] = {}
+        for unit in self.units:
+            seen: set[str] = set()
+            for pod in unit.pods:
+                node = pod.counted_on
+                if node not in seen:
+                    seen.add(node)
+                    units_on.setdefault(node, []).append(unit)
+                found = pods_on.get(node)
+                if found is None:
+                    found = pods_on[node] = {}
+                found[pod.key] = pod
+        self.units_on = units_on
+        self.pods_on = pods_on
 
     def set_aside(self, chosen: list[VictimUnit]) -> None:
         """Take `chosen` out of the candidates and count their pods as leaving (victims already
         decided: their room is free for the rest of the plan, at no further cost)."""
         pods = {pod.key: pod for unit in chosen for pod in unit.pods}
         self.units = [unit for unit in self.units if not any(pod.key in pods for pod in unit.pods)]
-        self.units_on = {}
-        for unit in self.units:
-            seen: set[str] = set()
-            for pod in unit.pods:
-                if pod.counted_on not in seen:
-                    seen.add(pod.counted_on)
-                    self.units_on.setdefault(pod.counted_on, []).append(unit)
+        self.index()
         for key in sorted(pods):
             pod = pods[key]
             self.leaving.append(key)
@@ -227,11 +240,7 @@ def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own
     out.units.sort(key=VictimUnit.sort_key)
     for index, unit in enumerate(out.units):
         unit.index = index
-        seen: set[str] = set()
-        for pod in unit.pods:
-            if pod.counted_on not in seen:
-                seen.add(pod.counted_on)
-                out.units_on.setdefault(pod.counted_on, []).append(unit)
+    out.index()
     out.leaving.sort()
     out.protected.sort()
     return out
