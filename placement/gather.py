@@ -392,15 +392,20 @@ class Solver:
         still undecided; a domain short of room rules out its whole subtree."""
         demands = [demand for demand in job.demands if demand.pods]
         levels: set[int] = set()
+        undecided = deepest - root.level + 1  # levels root.level..deepest not yet known to have one
         stack = [root]
         while stack:
             domain = stack.pop()
+            if all(level in levels for level in range(domain.level, deepest + 1)):
+                continue  # nothing left to learn below it
             if any(self.offer(demand.shape, demand.multiples, domain)[0] < len(demand.pods) for demand in demands):
                 continue
-            levels.add(domain.level)
-            for child in domain.children:
-                if any(level not in levels for level in range(child.level, deepest + 1)):
-                    stack.append(child)
+            if domain.level not in levels:
+                levels.add(domain.level)
+                undecided -= 1
+                if not undecided:
+                    break
+            stack.extend(domain.children)
         return levels
 
     def _ranked(self, job: Job, root: Domain, level: int, wanted: Sequence[tuple[str, int]], primary: str, *,
