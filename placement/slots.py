@@ -19,7 +19,8 @@ Every figure equals what recounting gives (tests/property/test_slot_table.py che
 fresh count after random folds). The table lives in `state.reader_caches` and is brought up to date
 from `state.node_changes` when a planning call starts (`slot_table`): a changed node loses its
 figures and so do the domains above it; a rebuilt topology tree (a new root) loses every domain
-figure; a record too far behind (`since` is None) drops everything.
+figure; a record too far behind (`since` is None) drops everything. At most `MAX_SHAPES` shapes are
+kept (the oldest goes first), so a cluster of many pod shapes does not grow it without bound.
 
 Pure: no I/O, no clock. It never changes the state's meaning, only what planning remembers of it.
 """
@@ -35,6 +36,7 @@ from state.cluster import ClusterState
 from state.topology import Domain
 
 CACHE_KEY = "placement.slots"
+MAX_SHAPES = 64  # shapes kept (each up to a few figures per node); past it the oldest is dropped
 TOO_MANY_PODS = "Too many pods"
 
 MultiplesKey = tuple[tuple[int, int], ...]
@@ -142,10 +144,14 @@ class SlotTable:
     def entry(self, shape: Shape) -> ShapeSlots:
         key = self._filter_keys.get(shape.key)
         if key is None:
+            if len(self._filter_keys) >= MAX_SHAPES * 4:
+                self._filter_keys.clear()
             key = _filter_key(shape)
             self._filter_keys[shape.key] = key
         found = self.shapes.get(key)
         if found is None:
+            if len(self.shapes) >= MAX_SHAPES:  # the oldest shape goes: a cluster asks for a few at a time
+                del self.shapes[next(iter(self.shapes))]
             found = self.shapes[key] = ShapeSlots(shape)
         return found
 
