@@ -81,7 +81,8 @@ def plan_gang(state: ClusterState, gang: str, *,
         if short:
             return Unschedulable(gangs=group, constraint=MEMBERS, reason=f"{label}: gang {spec.key}: {short}")
         minimum.extend(needed)
-        extras.extend(key for key in pending[spec.key] if key not in set(needed))
+        chosen = set(needed)
+        extras.extend(key for key in pending[spec.key] if key not in chosen)
     quota_note = ""
     if pending_count:  # quota admission comes first, as a PreFilter: all of minMember or nothing
         admitted = admitted_pending(state, group, label, minimum, extras, ignore_pods=ignore_pods,
