@@ -17,7 +17,7 @@ from manifests.quantity import FORMAT_ERROR, SUFFIX_ERROR, QuantityError, canoni
     ("100M", "100M"), ("1000E", "1000E"), ("250u", "250u"), ("0", "0"), ("0Gi", "0"), ("0.0000000001", "1n"),
     ("1.0000000001", "1000000001n"),
     ("64Gi", "64Gi"), ("2048Mi", "2Gi"), ("0.5Gi", "512Mi"), ("1.5Ki", "1536"), ("0.5Ki", "512"),
-    ("1024Ki", "1Mi"), ("1.1Mi", "1153433600m"),
+    ("1024Ki", "1Mi"), ("1.1Mi", "1153433600m"), ("562.5Ki", "576000"), ("576000", "576k"),
     ("1e3", "1e3"), ("1E3", "1e3"), ("12e2", "1200"), ("1e-3", "1e-3"), (1e20, "100e18"),
 ])
 def test_quantity_is_stored_in_canonical_form(written: str | int | float, stored: str) -> None:
@@ -41,7 +41,12 @@ _SUFFIXES = ["", "m", "k", "M", "G", "Ki", "Mi", "Gi", "e3", "e-2"]
 def test_canonical_form_keeps_the_value_and_is_a_fixed_point(digits: int, scale: int, suffix: str) -> None:
     text = f"{digits // 10**scale}.{digits % 10**scale:0{scale}d}{suffix}" if scale else f"{digits}{suffix}"
     stored = canonical(text)
-    assert canonical(stored) == stored
+    # apimachinery keeps the binary format of "562.5Ki" but writes it without a suffix ("576000", no
+    # power of 1024 divides it), which reads back as decimal and is written "576k" on the next store:
+    # the second store is the fixed point.
+    restored = canonical(stored)
+    assert canonical(restored) == restored
+    assert stored == restored or (suffix.endswith("i") and stored.isdigit())
     assert value_of(stored) == value_of(text) or value_of(text).denominator > 10**9
 
 
