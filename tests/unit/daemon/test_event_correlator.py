@@ -199,8 +199,26 @@ async def test_an_event_a_caller_waits_for_lands_after_every_event_recorded_befo
     assert sink.started.index("Preempted") == 10  # not even sent before the others were answered
 
 
+class HoldingSink(Sink):
+    """Holds its first `hold` Event writes until they are cancelled; answers the rest at once."""
+
+    def __init__(self, hold: int) -> None:
+        super().__init__()
+        self.hold = hold
+        self.started = 0
+        self.all_held = anyio.Event()
+
+    async def send_event(self, method: str, path: str, body: Mapping[str, Any], content_type: str) -> Response:
+        self.started += 1
+        if self.started <= self.hold:
+            if self.started == self.hold:
+                self.all_held.set()
+            await anyio.sleep_forever()
+        return await super().send_event(method, path, body, content_type)
+
+
 async def test_a_drain_finishes_what_a_stopped_writer_left() -> None:
-    sink = SlowSink({"Scheduled": 0.05})
+    sink = HoldingSink(hold=2)
     recorder = EventRecorder(sink, "toposched", now=lambda: 50.0, concurrency=2)
     pods = [ObjectRef(api_version="v1", kind="Pod", namespace="team", name=f"p{i}") for i in range(6)]
     with anyio.fail_after(10):
@@ -208,7 +226,7 @@ async def test_a_drain_finishes_what_a_stopped_writer_left() -> None:
             leader.start_soon(recorder.run)
             for pod in pods:
                 recorder.record(pod, "Normal", "Scheduled", "bound")
-            await anyio.sleep(0.01)  # run()'s writers are busy with their first Events
+            await sink.all_held.wait()  # run()'s writers are busy with their first Events, held there
             outer.start_soon(recorder.drain)  # waits on their lanes
             await anyio.wait_all_tasks_blocked()
             leader.cancel_scope.cancel()  # run() stops with its writers (the lease is lost)
