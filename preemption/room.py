@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from placement.fit import UNLIMITED, Capacity, Shape, admits
-from placement.slots import slot_table
+from placement.slots import SlotTable, slot_table
 from preemption.victims import Candidates, VictimUnit
 from state.cluster import ClusterState, PodInfo
 from state.topology import Domain, TopologyTree
@@ -80,9 +80,15 @@ class Room:
         self._all_admitted = [True] * self._width
         self._units_on = candidates.units_on
         self._pods_on = candidates.pods_on
+        base_sums = gain_sums = None
         if tree is state.topology:
-            base_sums, gain_sums = self._from_table(tree, within)
-        else:
+            table = slot_table(state)
+            special = set(self._units_on) | table.nominated
+            if capacity.ignored_on:
+                special.update(capacity.ignored_on)
+            if 2 * len(special) < len(within.nodes if within is not None else tree.root.nodes):
+                base_sums, gain_sums = self._from_table(tree, within, table, special)
+        if base_sums is None or gain_sums is None:  # most nodes are special: as cheap to model them all
             base_sums, gain_sums = self._node_by_node(tree, within)
         width = self._width
         tiers = len(self.tiers)
@@ -186,21 +192,16 @@ class Room:
                             extra[i] += child_extra[i]
         return base_sums, gain_sums
 
-    def _from_table(self, tree: TopologyTree, within: Domain | None) -> tuple[dict[int, list[int]],
-                                                                                dict[int, list[int]]]:
+    def _from_table(self, tree: TopologyTree, within: Domain | None, table: SlotTable,
+                    special: AbstractSet[str]) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
         """The same sums on the cluster's own tree, from placement's offerslot table: a node as it
-        stands (allocatable - used) offers there what it offers here, so only the nodes special to
+        stands (allocatable - used) offers there what it offers here, so only the nodes `special` to
         this preemptor are modelled (those holding nominations or pods already leaving: their base
         differs; those running candidates: they add per tier), and each corrects the table's
         domain sums on its path. Every other node is read, summed, from the table."""
-        state = self.state
-        table = slot_table(state)
         entries = [table.entry(shape) for shape in self.shapes]
         width = self._width
         span = width * len(self.tiers)
-        special = set(self._units_on) | table.nominated
-        if self._capacity.ignored_on:
-            special.update(self._capacity.ignored_on)
         corrections: dict[int, list[int]] = {}
         gain_sums: dict[int, list[int]] = {}
         for name in special:

@@ -98,7 +98,8 @@ def test_a_room_limited_to_one_domain_agrees_with_the_whole_one_there(s: Scenari
         # (above the subtree, the limited model's sums are partial: the planner never looks there)
         assert {ident: b for ident, b in part.domain_tiers.items() if ident in below} == {
             ident: b for ident, b in whole.domain_tiers.items() if ident in below}
-        for name in spine.nodes:
-            assert part.base_slots.get(name) == whole.base_slots.get(name)
+        for name in spine.nodes:  # what selection reads: the nodes running candidates
+            if name in candidates.units_on:
+                assert part.base_slots.get(name) == whole.base_slots.get(name)
         for unit in candidates.units:
             assert part.alone(unit) == {n: g for n, g in whole.alone(unit).items() if n in spine.nodes}
