@@ -68,6 +68,10 @@ class _Tally:
 
     def _apply(self, unit: VictimUnit, sign: int) -> None:
         room = self.room
+        # One shape, a unit none of whose pods is freed and none of whose nodes is touched yet: each of
+        # its nodes then offers what the unit frees there on its own (`Room.alone`), no recount needed.
+        fresh = (sign > 0 and self.alone is not None and unit.index in self.alone
+                 and not any(pod.counted_on in self.freed or self.pod_refs.get(pod.key) for pod in unit.pods))
         touched: set[str] = set()
         for pod in unit.pods:
             refs = self.pod_refs.get(pod.key, 0) + sign
@@ -82,11 +86,12 @@ class _Tally:
                 freed = self.freed[node] = [0] * len(room.resources)
             room.add_pod(freed, pod, sign)
             touched.add(node)
+        alone = room.alone(unit) if fresh else None
         for node in touched:
             before = self.node_slots.get(node) or room.base_slots.get(node)
-            after = room.slots_with(node, self.freed[node])
             if before is None:
                 continue
+            after = [before[0] + alone.get(node, 0)] if alone is not None else room.slots_with(node, self.freed[node])
             for i, (old, new) in enumerate(zip(before, after, strict=True)):
                 self.slots[i] += new - old
             self.node_slots[node] = after
