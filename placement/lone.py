@@ -44,8 +44,6 @@ from state.cluster import ClusterState
 from state.resources import Resources, fits
 from state.topology import Domain
 
-LOOSE = None  # a domain's directly hanging nodes, as a group beside its children
-
 
 def _share(used: float, total: float) -> float:
     return min(max(used / total, 0.0), 1.0) if total > 0 else 0.0
@@ -80,13 +78,27 @@ class _Descent:
         children = domain.children
         if not children:
             return self.best_node(domain.direct_nodes, allowed)
-        primary = self.primary
-        ranked: list[tuple[bool, float, int, str, Domain | None]] = []
-        for child in children:
+        primary, requests, freed_by_domain = self.primary, self.requests, self.freed
+        # (short, -busy, 0 for a child / 1 for the loose nodes, name, index): the index only keeps
+        # equal ranks in the children's order, so min() and sort() need no key function.
+        ranked: list[tuple[bool, float, int, str, int]] = []
+        for index, child in enumerate(children):
             allocatable, used = child.allocatable, child.used
-            short = self._short(allocatable, used, self.freed.get(child.id) if self.freed else None)
-            busy = _share(used.get(primary, 0), allocatable.get(primary, 0))
-            ranked.append((short, -busy, 0, child.name, child))
+            if freed_by_domain:
+                short = self._short(allocatable, used, freed_by_domain.get(child.id))
+            else:  # `_short` without ignored pods, inline: this loop runs for every child on the way down
+                short = False
+                for name, amount in requests:
+                    if allocatable.get(name, 0) - used.get(name, 0) < amount:
+                        short = True
+                        break
+            total = allocatable.get(primary, 0)
+            if total > 0:  # `_share`, inline
+                busy = used.get(primary, 0) / total
+                busy = 0.0 if busy < 0.0 else 1.0 if busy > 1.0 else busy
+            else:
+                busy = 0.0
+            ranked.append((short, -busy, 0, child.name, index))
         if domain.direct_nodes:
             # the loose nodes' aggregate: the domain's minus its children's
             loose_allocatable = dict(domain.allocatable)
@@ -97,21 +109,32 @@ class _Descent:
                 for name, amount in child.used.items():
                     loose_used[name] = loose_used.get(name, 0) - amount
             freed: Resources | None = None
-            if self.freed:
-                freed = dict(self.freed.get(domain.id, {}))
+            if freed_by_domain:
+                freed = dict(freed_by_domain.get(domain.id, {}))
                 for child in children:
-                    for name, amount in self.freed.get(child.id, {}).items():
+                    for name, amount in freed_by_domain.get(child.id, {}).items():
                         freed[name] = freed.get(name, 0) - amount
             short = self._short(loose_allocatable, loose_used, freed)
             busy = _share(loose_used.get(primary, 0), loose_allocatable.get(primary, 0))
-            ranked.append((short, -busy, 1, "", LOOSE))
-        ranked.sort(key=_rank)
+            ranked.append((short, -busy, 1, "", len(children)))
+        # The first group usually holds the node: rank the rest only when it does not.
+        first = min(ranked)
+        found = self._visit(domain, first[4], allowed)
+        if found:
+            return found
+        ranked.sort()
         for item in ranked:
-            group = item[4]
-            found = self.best_node(domain.direct_nodes, allowed) if group is None else self.search(group, allowed)
-            if found:
-                return found
+            if item is not first:
+                found = self._visit(domain, item[4], allowed)
+                if found:
+                    return found
         return ""
+
+    def _visit(self, domain: Domain, index: int, allowed: int) -> str:
+        children = domain.children
+        if index < len(children):
+            return self.search(children[index], allowed)
+        return self.best_node(domain.direct_nodes, allowed)  # the loose nodes
 
     def best_node(self, names: list[str], allowed: int) -> str:
         """The busiest node of `names` the pod fits on, with at most `allowed` penalties; ties to the name."""
@@ -133,10 +156,6 @@ class _Descent:
             if busy > best_busy:  # names come sorted: the first of equals stays
                 best, best_busy = name, busy
         return best
-
-
-def _rank(item: tuple[bool, float, int, str, Domain | None]) -> tuple[bool, float, int, str]:
-    return item[0], item[1], item[2], item[3]
 
 
 def _freed_by_domain(state: ClusterState, capacity: Capacity) -> dict[int, Resources]:
