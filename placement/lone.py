@@ -24,6 +24,12 @@ at (a handful out of thousands), which is what makes a lone pod cheap on a big c
 case is a pod whose filters turn away most nodes (a nodeSelector naming one node in a quiet domain)
 or that fits nowhere: the descent then reaches every group, as a full scan would.
 
+A child's rank (its shortness and busyness for the pod's requests) depends only on the nodes below
+it, so it is kept between calls, per requests, in `state.reader_caches` (`RankTable`) and dropped for
+the domains above every node `state.node_changes` names since (all of it when the tree is rebuilt
+or the record is too far behind): between two pods only the ranks on the changed nodes' paths are
+summed again. A call that treats pods as gone (`ignore_pods`) ranks from the live sums instead.
+
 A pod nominated to a node (room preemption freed for it) goes there when it fits. A pod that
 names a gang is planned with its gang (`plan_gang`).
 
@@ -34,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
 
-from placement.fit import Capacity, Shape, prefer_no_schedule_count, shape_of
+from placement.fit import Capacity, Requests, Shape, prefer_no_schedule_count, shape_of
 from placement.gang import plan_gang
 from placement.gather import Solver, primary_resource
 from placement.members import domain_label, where
@@ -44,6 +50,11 @@ from state.cluster import ClusterState
 from state.resources import Resources, fits
 from state.topology import Domain
 
+CACHE_KEY = "placement.lone"
+MAX_REQUESTS = 64  # request vectors whose ranks are kept; past it the oldest is dropped
+
+Rank = tuple[bool, float, int, str, int]  # (short, -busy, 0 child / 1 loose nodes, name, index among the children)
+
 
 def _share(used: float, total: float) -> float:
     return min(max(used / total, 0.0), 1.0) if total > 0 else 0.0
@@ -52,11 +63,12 @@ def _share(used: float, total: float) -> float:
 class _Descent:
     """One best-first search for one pod (see the module docstring)."""
 
-    __slots__ = ("freed", "min_penalty", "primary", "requests", "shape", "solver", "state")
+    __slots__ = ("freed", "min_penalty", "primary", "ranks", "requests", "shape", "solver", "state")
 
     def __init__(self, state: ClusterState, solver: Solver, shape: Shape, primary: str,
-                 freed: dict[int, Resources]) -> None:
+                 freed: dict[int, Resources], ranks: dict[int, Rank] | None) -> None:
         self.state = state
+        self.ranks = ranks  # child domain id -> its rank, kept between calls (None: rank from live sums)
         self.solver = solver
         self.shape = shape
         self.primary = primary
@@ -78,11 +90,15 @@ class _Descent:
         children = domain.children
         if not children:
             return self.best_node(domain.direct_nodes, allowed)
-        primary, requests, freed_by_domain = self.primary, self.requests, self.freed
-        # (short, -busy, 0 for a child / 1 for the loose nodes, name, index): the index only keeps
-        # equal ranks in the children's order, so min() and sort() need no key function.
-        ranked: list[tuple[bool, float, int, str, int]] = []
+        primary, requests, freed_by_domain, ranks = self.primary, self.requests, self.freed, self.ranks
+        # The index only keeps equal ranks in the children's order, so min() and sort() need no key function.
+        ranked: list[Rank] = []
         for index, child in enumerate(children):
+            if ranks is not None:
+                rank = ranks.get(child.id)
+                if rank is not None:
+                    ranked.append(rank)
+                    continue
             allocatable, used = child.allocatable, child.used
             if freed_by_domain:
                 short = self._short(allocatable, used, freed_by_domain.get(child.id))
@@ -98,7 +114,10 @@ class _Descent:
                 busy = 0.0 if busy < 0.0 else 1.0 if busy > 1.0 else busy
             else:
                 busy = 0.0
-            ranked.append((short, -busy, 0, child.name, index))
+            rank = (short, -busy, 0, child.name, index)
+            if ranks is not None:
+                ranks[child.id] = rank
+            ranked.append(rank)
         if domain.direct_nodes:
             # the loose nodes' aggregate: the domain's minus its children's
             loose_allocatable = dict(domain.allocatable)
@@ -158,6 +177,60 @@ class _Descent:
         return best
 
 
+class RankTable:
+    """Ranks of the cluster tree's domains as children of their parents, per request vector (see the
+    module docstring). Get it with `rank_table(state)`."""
+
+    __slots__ = ("by_requests", "position", "root", "state")
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.position = state.node_changes.end
+        self.root = state.topology.root
+        self.by_requests: dict[Requests, dict[int, Rank]] = {}
+
+    def sync(self) -> None:
+        """Drop the ranks of every domain above a node changed since the last call."""
+        state = self.state
+        tree = state.topology
+        root = tree.root
+        if root is not self.root:
+            self.root = root
+            self.by_requests.clear()
+        changes = state.node_changes
+        if changes.end == self.position:
+            return
+        names = changes.since(self.position)
+        self.position = changes.end
+        if names is None:
+            self.by_requests.clear()
+        if not self.by_requests or names is None:
+            return
+        domain_ids = {domain.id for name in set(names) for domain in tree.path(name)}
+        for ranks in self.by_requests.values():
+            for ident in domain_ids:
+                ranks.pop(ident, None)
+
+    def ranks(self, requests: Requests) -> dict[int, Rank]:
+        found = self.by_requests.get(requests)
+        if found is None:
+            if len(self.by_requests) >= MAX_REQUESTS:
+                del self.by_requests[next(iter(self.by_requests))]
+            found = self.by_requests[requests] = {}
+        return found
+
+
+def rank_table(state: ClusterState) -> RankTable:
+    """The state's rank table, brought up to date (made on first use)."""
+    table = state.reader_caches.get(CACHE_KEY)
+    if not isinstance(table, RankTable):
+        table = RankTable(state)
+        state.reader_caches[CACHE_KEY] = table
+    else:
+        table.sync()
+    return table
+
+
 def _freed_by_domain(state: ClusterState, capacity: Capacity) -> dict[int, Resources]:
     """What `ignore_pods` give back, summed up every domain of their nodes' paths."""
     freed: dict[int, Resources] = {}
@@ -192,7 +265,8 @@ def plan_pod(state: ClusterState, pod: str, *,
         home = tree.domain_of(nominated) or tree.root
         return GangPlan(gangs=(), assignments=(Assignment(pod=pod, node=nominated),), domain=domain_label(home),
                         level=home.layer, explanation=f"pod {pod}: node {nominated}, nominated for it, has room")
-    descent = _Descent(state, solver, shape, primary, _freed_by_domain(state, capacity) if ignore_pods else {})
+    freed = _freed_by_domain(state, capacity) if ignore_pods else {}
+    descent = _Descent(state, solver, shape, primary, freed, None if freed else rank_table(state).ranks(shape.requests))
     best_node = descent.search(tree.root, 0)
     if not best_node and descent.min_penalty:
         best_node = descent.search(tree.root, descent.min_penalty)
