@@ -24,11 +24,11 @@ at (a handful out of thousands), which is what makes a lone pod cheap on a big c
 case is a pod whose filters turn away most nodes (a nodeSelector naming one node in a quiet domain)
 or that fits nowhere: the descent then reaches every group, as a full scan would.
 
-A child's rank (its shortness and busyness for the pod's requests) depends only on the nodes below
-it, so it is kept between calls, per requests, in `state.reader_caches` (`RankTable`) and dropped for
-the domains above every node `state.node_changes` names since (all of it when the tree is rebuilt
-or the record is too far behind): between two pods only the ranks on the changed nodes' paths are
-summed again. A call that treats pods as gone (`ignore_pods`) ranks from the live sums instead.
+A group's rank (its shortness and busyness for the pod's requests) depends only on its nodes, so it
+is kept between calls, per requests, in `state.reader_caches` (`RankTable`) and dropped for the
+domains above every node `state.node_changes` names since (all of it when the tree is rebuilt or the
+record is too far behind): between two pods only the ranks on the changed nodes' paths are summed
+again. A call that treats pods as gone (`ignore_pods`) ranks from the live sums instead.
 
 A pod nominated to a node (room preemption freed for it) goes there when it fits. A pod that
 names a gang is planned with its gang (`plan_gang`).
@@ -119,23 +119,12 @@ class _Descent:
                 ranks[child.id] = rank
             ranked.append(rank)
         if domain.direct_nodes:
-            # the loose nodes' aggregate: the domain's minus its children's
-            loose_allocatable = dict(domain.allocatable)
-            loose_used = dict(domain.used)
-            for child in children:
-                for name, amount in child.allocatable.items():
-                    loose_allocatable[name] = loose_allocatable.get(name, 0) - amount
-                for name, amount in child.used.items():
-                    loose_used[name] = loose_used.get(name, 0) - amount
-            freed: Resources | None = None
-            if freed_by_domain:
-                freed = dict(freed_by_domain.get(domain.id, {}))
-                for child in children:
-                    for name, amount in freed_by_domain.get(child.id, {}).items():
-                        freed[name] = freed.get(name, 0) - amount
-            short = self._short(loose_allocatable, loose_used, freed)
-            busy = _share(loose_used.get(primary, 0), loose_allocatable.get(primary, 0))
-            ranked.append((short, -busy, 1, "", len(children)))
+            rank = ranks.get(_loose(domain.id)) if ranks is not None else None
+            if rank is None:
+                rank = self._loose_rank(domain)
+                if ranks is not None:
+                    ranks[_loose(domain.id)] = rank
+            ranked.append(rank)
         # The first group usually holds the node: rank the rest only when it does not.
         first = min(ranked)
         found = self._visit(domain, first[4], allowed)
@@ -148,6 +137,27 @@ class _Descent:
                 if found:
                     return found
         return ""
+
+    def _loose_rank(self, domain: Domain) -> Rank:
+        """The rank of the nodes hanging directly in `domain` (beside its children), as one group."""
+        children, freed_by_domain, primary = domain.children, self.freed, self.primary
+        # the loose nodes' aggregate: the domain's minus its children's
+        loose_allocatable = dict(domain.allocatable)
+        loose_used = dict(domain.used)
+        for child in children:
+            for name, amount in child.allocatable.items():
+                loose_allocatable[name] = loose_allocatable.get(name, 0) - amount
+            for name, amount in child.used.items():
+                loose_used[name] = loose_used.get(name, 0) - amount
+        freed: Resources | None = None
+        if freed_by_domain:
+            freed = dict(freed_by_domain.get(domain.id, {}))
+            for child in children:
+                for name, amount in freed_by_domain.get(child.id, {}).items():
+                    freed[name] = freed.get(name, 0) - amount
+        short = self._short(loose_allocatable, loose_used, freed)
+        busy = _share(loose_used.get(primary, 0), loose_allocatable.get(primary, 0))
+        return short, -busy, 1, "", len(children)
 
     def _visit(self, domain: Domain, index: int, allowed: int) -> str:
         children = domain.children
@@ -178,8 +188,9 @@ class _Descent:
 
 
 class RankTable:
-    """Ranks of the cluster tree's domains as children of their parents, per request vector (see the
-    module docstring). Get it with `rank_table(state)`."""
+    """Ranks of the cluster tree's domains as children of their parents, and of each domain's loose
+    nodes as a group (key `_loose(id)`), per request vector (see the module docstring). Get it with
+    `rank_table(state)`."""
 
     __slots__ = ("by_requests", "position", "root", "state")
 
@@ -210,6 +221,7 @@ class RankTable:
         for ranks in self.by_requests.values():
             for ident in domain_ids:
                 ranks.pop(ident, None)
+                ranks.pop(_loose(ident), None)
 
     def ranks(self, requests: Requests) -> dict[int, Rank]:
         found = self.by_requests.get(requests)
@@ -218,6 +230,11 @@ class RankTable:
                 del self.by_requests[next(iter(self.by_requests))]
             found = self.by_requests[requests] = {}
         return found
+
+
+def _loose(ident: int) -> int:
+    """The key of the rank of domain `ident`'s loose nodes (domain ids are >= 0)."""
+    return -1 - ident
 
 
 def rank_table(state: ClusterState) -> RankTable:
