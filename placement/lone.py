@@ -46,6 +46,7 @@ from placement.gather import Solver, primary_resource
 from placement.members import domain_label, where
 from placement.plan import CAPACITY, INVALID, POD_FIT, QUOTA, Assignment, GangPlan, Unschedulable
 from placement.quota import admit
+from placement.slots import kept_table
 from state.cluster import ClusterState
 from state.resources import Resources, fits
 from state.topology import Domain
@@ -239,13 +240,7 @@ def _loose(ident: int) -> int:
 
 def rank_table(state: ClusterState) -> RankTable:
     """The state's rank table, brought up to date (made on first use)."""
-    table = state.reader_caches.get(CACHE_KEY)
-    if not isinstance(table, RankTable):
-        table = RankTable(state)
-        state.reader_caches[CACHE_KEY] = table
-    else:
-        table.sync()
-    return table
+    return kept_table(state, CACHE_KEY, RankTable)
 
 
 def _freed_by_domain(state: ClusterState, capacity: Capacity) -> dict[int, Resources]:

@@ -28,6 +28,7 @@ Pure: no I/O, no clock. It never changes the state's meaning, only what planning
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol, TypeVar
 
 import msgspec
 
@@ -258,15 +259,32 @@ class SlotTable:
         return counts
 
 
-def slot_table(state: ClusterState) -> SlotTable:
-    """The state's table, brought up to date (made on first use)."""
-    table = state.reader_caches.get(CACHE_KEY)
-    if not isinstance(table, SlotTable):
-        table = SlotTable(state)
-        state.reader_caches[CACHE_KEY] = table
+class KeptTable(Protocol):
+    """A table planning keeps in `state.reader_caches`, made from the state and brought up to date
+    from `state.node_changes` by `sync()`."""
+
+    def __init__(self, state: ClusterState) -> None: ...
+
+    def sync(self) -> None: ...
+
+
+Table = TypeVar("Table", bound=KeptTable)
+
+
+def kept_table(state: ClusterState, key: str, kind: type[Table]) -> Table:
+    """The state's table of `kind` under `key`, brought up to date (made on first use)."""
+    table = state.reader_caches.get(key)
+    if not isinstance(table, kind):
+        table = kind(state)
+        state.reader_caches[key] = table
     else:
         table.sync()
     return table
+
+
+def slot_table(state: ClusterState) -> SlotTable:
+    """The state's offerslot table, brought up to date (made on first use)."""
+    return kept_table(state, CACHE_KEY, SlotTable)
 
 
 def multiples_key(multiples: Mapping[int, int]) -> MultiplesKey:

@@ -200,8 +200,6 @@ class Room:
         differs; those running candidates: they add per tier), and each corrects the table's
         domain sums on its path. Every other node is read, summed, from the table."""
         entries = [table.entry(shape) for shape in self.shapes]
-        width = self._width
-        span = width * len(self.tiers)
         corrections: dict[int, list[int]] = {}
         gain_sums: dict[int, list[int]] = {}
         for name in special:
@@ -214,21 +212,9 @@ class Room:
             base, gains = found
             delta = [b - table.node_slots(entry, name) for b, entry in zip(base, entries, strict=True)]
             if any(delta):
-                for domain in path:
-                    total = corrections.get(domain.id)
-                    if total is None:
-                        corrections[domain.id] = list(delta)
-                    else:
-                        for i in range(width):
-                            total[i] += delta[i]
+                _add_along(path, corrections, delta)
             if gains is not None and any(gains):
-                for domain in path:
-                    extra = gain_sums.get(domain.id)
-                    if extra is None:
-                        gain_sums[domain.id] = list(gains)
-                    else:
-                        for i in range(span):
-                            extra[i] += gains[i]
+                _add_along(path, gain_sums, gains)
         top = within if within is not None else tree.root
         base_sums: dict[int, list[int]] = {}
         stack = [top]
@@ -333,6 +319,17 @@ def _leaves(tree: TopologyTree, within: Domain | None) -> Iterator[tuple[Domain,
 
 def _priority(pod: PodInfo) -> int:
     return pod.priority
+
+
+def _add_along(path: Sequence[Domain], sums: dict[int, list[int]], vector: Sequence[int]) -> None:
+    """Add `vector` to the sums of every domain on `path`."""
+    for domain in path:
+        total = sums.get(domain.id)
+        if total is None:
+            sums[domain.id] = list(vector)
+        else:
+            for i, amount in enumerate(vector):
+                total[i] += amount
 
 
 def _slots(free: Sequence[int], wanted: Sequence[tuple[int, int]]) -> int:

@@ -624,9 +624,11 @@ class ClusterState:
             pod.obj = obj
             # Most updates are status or binding changes: re-derive only what the change can affect.
             old_spec, spec = old.spec, obj.spec
-            if old_spec is spec and old.metadata.labels is meta.labels and old.metadata.annotations is meta.annotations:
-                pass  # the same shared parts (`decode_record`): nothing derived can differ
-            elif (old_spec.containers != spec.containers or old_spec.init_containers != spec.init_containers
+            # The same shared parts (`decode_record`) cannot derive differently: skip the comparison.
+            same_parts = (old_spec is spec and old.metadata.labels is meta.labels
+                          and old.metadata.annotations is meta.annotations)
+            if not same_parts and (
+                    old_spec.containers != spec.containers or old_spec.init_containers != spec.init_containers
                     or old_spec.overhead != spec.overhead or old_spec.priority != spec.priority
                     or old_spec.priority_class_name != spec.priority_class_name
                     or old_spec.preemption_policy != spec.preemption_policy
