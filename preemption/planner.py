@@ -53,7 +53,8 @@ from preemption.plan import (
 )
 from preemption.room import Room
 from preemption.selection import Selection, select
-from preemption.victims import Candidates, VictimRule, VictimUnit, collect
+from preemption.victim_index import victim_index
+from preemption.victims import Candidates, VictimRule, VictimUnit
 from state.cluster import ClusterState
 from state.topology import Domain, TopologyError, TopologyTree
 
@@ -127,7 +128,7 @@ class _Planner:
         own_pods = frozenset(m for g in p.gangs if (info := self.state.gangs.get(g)) is not None
                              for m in info.members) | {p.key}
         rule = self.rule
-        candidates = collect(self.state, p.priority, own_gangs, own_pods, rule.eligible)
+        candidates = victim_index(self.state).candidates(p.priority, own_gangs, own_pods, rule.eligible, rule.below)
         if not candidates.units and not candidates.leaving:
             if candidates.protected and rule.action == "preemption":
                 return NoPreemption(p.key, NO_CANDIDATES,

@@ -84,13 +84,15 @@ class VictimRule:
     room is looked at (a reclaim freeing quota under a parent's max), or returns the reason it cannot.
     """
 
-    __slots__ = ("action", "eligible", "forced", "gate", "job", "jobs", "note", "pods", "source_of", "verb")
+    __slots__ = ("action", "below", "eligible", "forced", "gate", "job", "jobs", "note", "pods", "source_of", "verb")
 
     def __init__(self, eligible: Callable[[PodInfo], bool], *, pods: str, job: str, jobs: str,
                  action: str = "preemption", verb: str = "preempts", note: str = "", gate: Gate | None = None,
                  source_of: Callable[[str], str] | None = None,
-                 forced: Callable[[list[VictimUnit]], list[VictimUnit] | str] | None = None) -> None:
+                 forced: Callable[[list[VictimUnit]], list[VictimUnit] | str] | None = None,
+                 below: int | None = None) -> None:
         self.eligible = eligible
+        self.below = below  # when set, `eligible` admits exactly the pods of priority below it
         self.forced = forced
         self.pods = pods
         self.job = job
@@ -106,7 +108,8 @@ class VictimRule:
                        eligible: Callable[[PodInfo], bool] | None = None) -> VictimRule:
         """Priority preemption: running pods below `priority` (`where`: " in quota x", when limited)."""
         return cls(eligible or (lambda pod: pod.priority < priority), pods=f"pod of priority below {priority}{where}",
-                   job=f"lower-priority job{where}", jobs=f"lower-priority jobs{where}")
+                   job=f"lower-priority job{where}", jobs=f"lower-priority jobs{where}",
+                   below=priority if eligible is None else None)
 
     def sources(self, victims: Iterable[str]) -> tuple[str, ...]:
         """The quotas the victims are taken from (a reclaim), sorted; () for priority preemption."""
@@ -181,6 +184,18 @@ def _surplus(pods: list[PodInfo], spec: GangSpec | None, staying: int) -> list[P
     return out
 
 
+def _gang_units(gang_key: str, running: Iterable[PodInfo], spec: GangSpec | None, kept: int) -> list[VictimUnit]:
+    """The units of a gang whose preemptable running pods are `running`, `kept` more not preemptable."""
+    units: list[VictimUnit] = []
+    pods = sorted(running, key=lambda p: (-(p.bound_at or 0.0), p.key))
+    if spec is None or not spec.disrupt_whole:
+        for pod in _surplus(pods, spec, kept):
+            units.append(VictimUnit(gang_key, SURPLUS, [pod], broken=False))
+    if not kept:
+        units.append(VictimUnit(gang_key, WHOLE_GANG, sorted(pods, key=lambda p: p.key), broken=True))
+    return units
+
+
 def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own_pods: AbstractSet[str],
             eligible: Callable[[PodInfo], bool] | None = None) -> Candidates:
     """Victim units below `priority` (or, given `eligible`, of the pods it accepts), each listed under
@@ -231,12 +246,7 @@ def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own
         if spec is not None and not spec.preemptable:
             out.protected.extend(pod.key for pod in by_gang[gang_key])
             continue
-        pods = sorted(by_gang[gang_key], key=lambda p: (-(p.bound_at or 0.0), p.key))
-        if spec is None or not spec.disrupt_whole:
-            for pod in _surplus(pods, spec, kept_aside.get(gang_key, 0)):
-                out.units.append(VictimUnit(gang_key, SURPLUS, [pod], broken=False))
-        if gang_key not in kept_aside:
-            out.units.append(VictimUnit(gang_key, WHOLE_GANG, sorted(pods, key=lambda p: p.key), broken=True))
+        out.units.extend(_gang_units(gang_key, by_gang[gang_key], spec, kept_aside.get(gang_key, 0)))
     out.units.sort(key=VictimUnit.sort_key)
     for index, unit in enumerate(out.units):
         unit.index = index

@@ -419,6 +419,7 @@ class ClusterState:
         # Nodes whose capacity picture changed, in order, and what readers derive from them between calls
         # (placement's offerslot table): see state/node_changes.py. Neither is part of the state's meaning.
         self.node_changes = NodeChanges()
+        self.pod_changes = NodeChanges()  # likewise the pods whose own figures changed (preemption's victim index)
         self.reader_caches: dict[str, object] = {}
         # Kubernetes topology keys that are not layers of `topology`: one tree per key, its domains the
         # label's values, kept like `topology` (nodes, usage) while some gang asks for the key.
@@ -813,6 +814,7 @@ class ClusterState:
         pod = self._decision_target(event.pod, event.uid)
         if pod is not None:
             pod.eviction_requested = True
+            self.pod_changes.add(pod.key)
 
     def _gang_pending(self, event: GangPending) -> None:
         gang = self.gangs.get(event.gang)
@@ -1048,6 +1050,7 @@ class ClusterState:
             # The pod's problems as a fresh derivation lists them (in its order: a restored state equals
             # this one), with the priority class's now.
             _, _, _, pod.priority, pod.preemption_policy, _, _, _, problems = self._derivation(pod.obj, key)
+            self.pod_changes.add(key)
             self._set_problems("Pod", key, problems)
 
     def _network_topology_upserted(self, event: NetworkTopologyUpserted) -> None:
@@ -1116,6 +1119,7 @@ class ClusterState:
     def _settle(self, pod: PodInfo) -> None:
         """Move the pod's usage to the node it should be counted on, and keep the indexes true."""
         # The fold's hottest function: locals instead of repeated attribute and property lookups.
+        self.pod_changes.add(pod.key)
         obj = pod.obj
         gone = pod.removed or obj.status.phase in TERMINAL_PHASES
         target = "" if gone else (obj.spec.node_name or pod.bound_node or pod.assumed_node)

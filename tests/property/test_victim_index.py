@@ -1,0 +1,191 @@
+"""The victim index kept between preemption attempts (`preemption/victim_index.py`) always says what a
+fresh scan (`collect`) says, and plans made with it are the plans made without it.
+
+A small cluster goes through random events: pods (lone or of two gangs, of several priorities, some
+marked not preemptable, some finished or being deleted) created, re-created, bound, assumed,
+forgotten, asked to leave and deleted; PodGroups re-sized or marked not preemptable; a priority
+class re-valued; nodes deleted and re-added. After every event the index, carried over from the
+previous step, must give for several preemptors (priorities, own gangs, pods of their own in other
+gangs, a priority rule or any other rule) exactly the candidates `collect` gives: units in order with
+their pods, protected and leaving pods, and the units and pods listed per node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from unittest import mock
+
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
+from events.model import (
+    Event,
+    EvictionRequested,
+    NodeDeleted,
+    PodAssumed,
+    PodBound,
+    PodDeleted,
+    PodForgotten,
+    PriorityClassUpserted,
+    with_seq,
+)
+from events.objects import ObjectMeta, PriorityClass
+from placement import Unschedulable, plan_gang
+from preemption import plan_preemption
+from preemption.victim_index import victim_index
+from preemption.victims import Candidates, VictimRule, collect
+from state.cluster import ClusterState, PodInfo
+
+NODES = [f"n{spine}{block}{i}" for spine in range(2) for block in range(1) for i in range(2)]
+PODS = [f"p{i}" for i in range(8)]
+GANGS = ["g0", "g1"]
+HOME = {name: ["", "", *GANGS * 3][i] for i, name in enumerate(PODS)}  # the gang a pod is mostly of
+NOT_PREEMPTABLE = {"volcano.sh/preemptable": "false"}
+
+
+def _node(name: str) -> Event:
+    return node_event(node(name, spine=f"s{name[1]}", block=f"s{name[1]}b{name[2]}"))
+
+
+def _pod(name: str, moved: str, priority: int, gpus: int, where: str, flavour: str, uid: int) -> Event:
+    gang = HOME[name] if moved == "home" else moved
+    kept, deleting = flavour == "kept", flavour == "deleting"
+    phase = "Succeeded" if flavour == "done" else "Running"
+    obj = pod(name, gang=gang or None, gpus=gpus, uid=f"uid-{name}-{uid}",
+              priority=None if priority < 0 else priority, priority_class="pc" if priority < 0 else "",
+              annotations=NOT_PREEMPTABLE if kept else None)
+    if where:
+        obj = bound(obj, where, phase=phase)
+    if deleting:
+        obj = msgspec.structs.replace(obj, metadata=msgspec.structs.replace(obj.metadata,
+                                                                            deletion_timestamp="2024-01-01T00:00:00Z"))
+    return pod_event(obj, time=float(uid))
+
+
+def _decision(kind: str, name: str, where: str, uid: int) -> Event:
+    key, pod_uid = f"default/{name}", f"uid-{name}-{uid}"
+    if kind == "assume":
+        return PodAssumed(pod=key, uid=pod_uid, node=where)
+    if kind == "bind":
+        return PodBound(pod=key, uid=pod_uid, node=where)
+    if kind == "forget":
+        return PodForgotten(pod=key, uid=pod_uid)
+    if kind == "evict":
+        return EvictionRequested(pod=key, uid=pod_uid, preemptor="default/pre")
+    return PodDeleted(key=key, uid=pod_uid)
+
+
+def _group(name: str, min_member: int, kept: bool) -> Event:
+    return group_event(pod_group(name, min_member=min_member, annotations=NOT_PREEMPTABLE if kept else None))
+
+
+def _priority_class(value: int) -> Event:
+    return PriorityClassUpserted(priority_class=PriorityClass(metadata=ObjectMeta(name="pc"), value=value))
+
+
+UIDS = st.integers(0, 2)
+POD_EVENTS = st.builds(_pod, st.sampled_from(PODS), st.sampled_from(["home"] * 4 + ["", *GANGS]),
+                       st.sampled_from([-1, 1, 5, 10]), st.sampled_from([1, 2, 4, 8]),
+                       st.sampled_from(["", *NODES, *NODES]),
+                       st.sampled_from(["plain", "plain", "plain", "kept", "deleting", "done"]), UIDS)
+# Every node, both PodGroups, and every pod running (two per node; half of priority class `pc`, not
+# there yet) before the random events.
+START = [*(_node(name) for name in NODES), *(_group(gang, 1, False) for gang in GANGS),
+         *(_pod(name, "home", -1 if i % 2 else 1, 2, NODES[i % len(NODES)], "plain", 0) for i, name in enumerate(PODS))]
+events_strategy = st.lists(
+    st.one_of(
+        POD_EVENTS, POD_EVENTS, POD_EVENTS,
+        st.builds(_decision, st.sampled_from(["assume", "bind", "forget", "evict", "delete"]), st.sampled_from(PODS),
+                  st.sampled_from(NODES), UIDS),
+        st.builds(_group, st.sampled_from(GANGS), st.integers(1, 3), st.booleans()),
+        st.builds(_priority_class, st.sampled_from([1, 5, 10])),
+        st.builds(lambda name: NodeDeleted(name=name), st.sampled_from(NODES)),
+        st.builds(_node, st.sampled_from(NODES)),
+    ),
+    min_size=1, max_size=40,
+).map(lambda evs: [with_seq(e, i + 1) for i, e in enumerate([*START, *evs])])
+
+
+class Preemptor(msgspec.Struct, frozen=True):
+    priority: int
+    own_gangs: frozenset[str]
+    own_pods: frozenset[str]
+    rule: int  # 0: the priority rule (`below`), 1: the same as any rule, 2: another rule, 3: no rule
+
+
+preemptors = st.lists(
+    st.builds(Preemptor, st.sampled_from([1, 5, 10, 100]),
+              st.frozensets(st.sampled_from(GANGS), max_size=1).map(lambda gs: frozenset(f"default/{g}" for g in gs)),
+              st.frozensets(st.sampled_from(PODS), max_size=2).map(lambda ps: frozenset(f"default/{p}" for p in ps)),
+              st.integers(0, 3)),
+    min_size=1, max_size=3)
+
+
+def _eligible(p: Preemptor) -> tuple[Callable[[PodInfo], bool] | None, int | None]:
+    if p.rule == 0:
+        return VictimRule.lower_priority(p.priority).eligible, p.priority
+    if p.rule == 1:
+        return VictimRule.lower_priority(p.priority).eligible, None
+    if p.rule == 2:
+        return (lambda pod: pod.priority < p.priority and not pod.key.endswith(("1", "4"))), None
+    return None, None
+
+
+def _view(c: Candidates) -> object:
+    return (
+        [(u.job, u.kind, [pod.key for pod in u.pods], u.broken, u.priority, u.started_at, u.index) for u in c.units],
+        c.protected, c.leaving, sorted((node, sorted(freed.items())) for node, freed in c.leaving_on.items()),
+        [(node, [u.index for u in units]) for node, units in c.units_on.items()],
+        [(node, list(pods)) for node, pods in c.pods_on.items()],
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(events_strategy, preemptors)
+def test_the_kept_index_gives_what_a_fresh_scan_gives_after_any_events(events: list[Event],
+                                                                         asks: list[Preemptor]) -> None:
+    state = ClusterState()
+    for event in events:
+        state.apply(event)
+        for p in asks:
+            eligible, below = _eligible(p)
+            kept = victim_index(state).candidates(p.priority, p.own_gangs, p.own_pods, eligible, below)
+            fresh = collect(state, p.priority, p.own_gangs, p.own_pods, eligible)
+            assert _view(kept) == _view(fresh), event
+
+
+def _plans(events: list[Event], fresh: bool) -> list[str]:
+    """Every step's preemption plan for the gang `pre` (its pods pending), the index kept or not."""
+    state = ClusterState()
+    out: list[str] = []
+    pre = [_group("pre", 3, False), *(pod_event(pod(f"pre-{i}", gang="pre", priority=10, gpus=8)) for i in range(3))]
+    for event in [*pre, *events]:
+        state.apply(event)
+        failure = plan_gang(state, "default/pre")
+        if isinstance(failure, Unschedulable):
+            if fresh:
+                with mock.patch("preemption.planner.victim_index", _Scan):
+                    result = plan_preemption(state, "default/pre", failure)
+            else:
+                result = plan_preemption(state, "default/pre", failure)
+            out.append(repr(result))
+    return out
+
+
+class _Scan:
+    """Stands in for the kept index: every answer a fresh scan."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+
+    def candidates(self, priority: int, own_gangs: frozenset[str], own_pods: frozenset[str],
+                   eligible: Callable[[PodInfo], bool] | None = None, below: int | None = None) -> Candidates:
+        return collect(self.state, priority, own_gangs, own_pods, eligible)
+
+
+@settings(max_examples=60, deadline=None)
+@given(events_strategy)
+def test_plans_with_the_kept_index_are_the_plans_without_it(events: list[Event]) -> None:
+    assert _plans(events, fresh=False) == _plans(events, fresh=True)
