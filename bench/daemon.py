@@ -4,7 +4,10 @@ Two processes, one per core, as in a real deployment (API server and scheduler a
 serves devcluster (in-process, so pods are created straight into its store and bindings are counted
 by a store listener, not by polling over HTTP), and `toposched run` runs as a subprocess talking to it
 over HTTP exactly as it would to a real cluster (list+watch, event log, Binding calls). No fake
-kubelet: as in kube-scheduler's scheduler_perf, pods stay bound, not Running.
+kubelet: as in kube-scheduler's scheduler_perf, pods stay bound, not Running. Both serving processes
+run as `toposched run` does: on uvloop where it is installed (`--server-loop asyncio` for asyncio's
+own loop), with the cyclic collector's thresholds raised and the loaded cluster frozen out of it
+(`daemon.cli.run.GC_THRESHOLDS`); the ceiling's client process is left as it was (plain asyncio).
 
 Measured:
 1. 10,000 single pods (100m CPU each, created at once) from creation to the last one bound: pods/s.
@@ -33,6 +36,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
+import importlib.util
 import os
 import pstats
 import re
@@ -49,6 +54,7 @@ from typing import Any
 
 from bench import targets
 from bench.devcluster import _cpu_seconds, bind_ceiling
+from daemon.cli.run import GC_THRESHOLDS
 from devcluster.cluster import DevCluster
 from devcluster.watch import WatchEvent
 from events.objects import POD_GROUP_LABEL
@@ -194,6 +200,7 @@ async def run(args: argparse.Namespace) -> int:
         kubeconfig = cluster.write_kubeconfig(workdir / "kubeconfig")
         started = time.perf_counter()
         cluster.load_objects(nodes(args.nodes))
+        gc.freeze()  # as the daemon does after its first list: the loaded cluster is long-lived
         cluster.store.subscribe(counter)
         print(f"devcluster: {args.nodes} nodes loaded in {time.perf_counter() - started:.1f}s", flush=True)
         port = _free_port()
@@ -397,6 +404,9 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="run the daemon under cProfile and summarise")
     parser.add_argument("--py-spy", metavar="OUT", help="sample the daemon and devcluster with py-spy (if installed) "
                         "into OUT.daemon and OUT.devcluster (collapsed stacks, for flame graph tools)")
+    parser.add_argument("--server-loop", choices=("uvloop", "asyncio"), default=None,
+                        help="devcluster's event loop: uvloop (the default where installed, as `toposched run` does) "
+                        "or asyncio's own")
     parser.add_argument("--ceiling-client", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument("--ceiling-prefix", default="ceiling-", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -406,7 +416,15 @@ def main() -> int:
                                            "node-{:05d}"))
         print(seconds)
         return 0
-    print(f"bench.daemon: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}", flush=True)
+    use_uvloop = args.server_loop != "asyncio" and importlib.util.find_spec("uvloop") is not None
+    print(f"bench.daemon: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, devcluster on "
+          f"{'uvloop' if use_uvloop else 'asyncio'}", flush=True)
+    gc.set_threshold(*GC_THRESHOLDS)  # devcluster's heap is the store, long-lived, as the daemon's is its state
+    if use_uvloop:
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(run(args))
     return asyncio.run(run(args))
 
 

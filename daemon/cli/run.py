@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import errno
+import gc
 import importlib.util
 import os
 import signal
@@ -114,8 +115,9 @@ class Daemon:
     """One scheduler process (see the module docstring). Attributes are for embedding callers to read."""
 
     def __init__(self, config: DaemonConfig, *, metrics: Metrics | None = None, tracing: Tracing | None = None,
-                 shutdown_grace_seconds: float = 20.0) -> None:
+                 shutdown_grace_seconds: float = 20.0, freeze_heap: bool = False) -> None:
         self.config = config
+        self.freeze_heap = freeze_heap  # the process is ours (`main`): `gc.freeze()` once the cache is synced
         self.metrics = metrics or Metrics()
         self.tracing = tracing or Tracing()
         self.health = Health()
@@ -266,6 +268,8 @@ class Daemon:
             group.start_soon(LoopLagMonitor(self.metrics.loop_lag.observe).run)
             group.start_soon(self._stop_when, stop, group.cancel_scope)
             await self.watchers.synced.wait()
+            if self.freeze_heap:
+                gc.freeze()  # the listed cluster is long-lived: full collections need not walk it again
             self.health.synced = True
             self.metrics.cache_synced.set(1)
             try:
@@ -460,7 +464,7 @@ def config_from_args(args: argparse.Namespace) -> DaemonConfig:
 
 async def _run_until_signal(config: DaemonConfig) -> int:
     stop = anyio.Event()
-    daemon = Daemon(config)
+    daemon = Daemon(config, freeze_heap=True)
     failure: CommandError | None = None
     async with anyio.create_task_group() as group:
 
@@ -491,6 +495,14 @@ async def _run_until_signal(config: DaemonConfig) -> int:
     return daemon.exit_code
 
 
+# The cyclic collector's thresholds: a young collection every 10,000 allocations instead of 700, a full
+# one after 50 x 100 of them (and, as always, only once the heap grew by a quarter). The daemon's heap is
+# mostly long-lived state; with the defaults a full collection walked it every few thousand pods
+# (measured at 5,000 nodes / 10,000 pods: 0.8 s of the daemon's 7 s of CPU in the collector, 0.3 s with
+# these). Memory is still freed by reference counting at once; only garbage in cycles waits longer.
+GC_THRESHOLDS = (10_000, 50, 100)
+
+
 @reporting("run")
 def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
@@ -505,4 +517,5 @@ def main(argv: Sequence[str]) -> int:
         print("toposched run: --event-loop uvloop: uvloop is not installed on this platform", file=sys.stderr)
         return EXIT_USAGE
     configure_logging(args.log_level)
+    gc.set_threshold(*GC_THRESHOLDS)
     return anyio.run(_run_until_signal, config, backend_options={"use_uvloop": use_uvloop})
