@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from placement.fit import UNLIMITED, Capacity, Shape, admits
-from placement.slots import SlotTable, slot_table
+from placement.slots import SlotTable, kept_table, slot_table
 from preemption.victims import Candidates, VictimUnit
 from state.cluster import ClusterState, PodInfo
 from state.topology import Domain, TopologyTree
@@ -47,7 +47,7 @@ class Room:
     on when its running members anchor it: bounds and slots elsewhere read as none.
     """
 
-    __slots__ = ("_all_admitted", "_alone", "_capacity", "_everywhere", "_pods_on", "_priority", "_requests",
+    __slots__ = ("_all_admitted", "_alone", "_capacity", "_everywhere", "_kept", "_pods_on", "_priority", "_requests",
                  "_units_on", "_vectors", "_width", "admitted", "base_free", "base_slots", "domain_base", "domain_max",
                  "domain_tiers", "resources", "shapes", "state", "tiers")
 
@@ -80,6 +80,7 @@ class Room:
         self._all_admitted = [True] * self._width
         self._units_on = candidates.units_on
         self._pods_on = candidates.pods_on
+        self._kept = kept_table(state, CACHE_KEY, NodeModels).models((*(shape.key for shape in shapes), *self.tiers))
         base_sums = gain_sums = None
         if tree is state.topology:
             table = slot_table(state)
@@ -105,16 +106,35 @@ class Room:
 
     def _model(self, name: str) -> tuple[list[int], list[int] | None] | None:
         """Model one node: its base slots per shape, and (when candidates run there) per tier then
-        shape the slots they add; None when no shape may go there at all (or it is not a node)."""
+        shape the slots they add; None when no shape may go there at all (or it is not a node).
+        Kept between calls (`NodeModels`) for a node holding no nomination and no leaving pod."""
         node = self.state.nodes.get(name)
         if node is None:
             return None
+        pods = self._pods_on.get(name)
+        ignored_on = self._capacity.ignored_on
+        freed = ignored_on.get(name) if ignored_on else None
+        keep = not node.nominated and freed is None
+        if keep:
+            victims = tuple(pods) if pods else ()
+            kept = self._kept.get(name)
+            if kept is not None and kept[0] == victims:
+                model = kept[1]
+                if model is None:
+                    return None
+                free, base, gains, admitted = model
+                self.base_free[name] = free
+                self.base_slots[name] = base
+                self.admitted[name] = admitted
+                return base, gains
         shapes = self.shapes
         if self._everywhere and not node.unschedulable and not node.taints:
             admitted = self._all_admitted  # the common case: no shape filters nodes, nothing turns pods away
         else:
             admitted = [not admits(shape, node) for shape in shapes]
             if not any(admitted):
+                if keep:
+                    self._kept[name] = (victims, None)
                 return None
         resources = self.resources
         allocatable, used = node.allocatable, node.used
@@ -123,16 +143,16 @@ class Room:
             held = self._capacity.held_by_others(node, self._priority)
             if held:
                 free = [have - held.get(resource, 0) for have, resource in zip(free, resources, strict=True)]
-        ignored_on = self._capacity.ignored_on
-        freed = ignored_on.get(name) if ignored_on else None
         if freed is not None:
             free = [have + freed.get(resource, 0) for have, resource in zip(free, resources, strict=True)]
         base = [_slots(free, wanted) if ok else 0 for wanted, ok in zip(self._requests, admitted, strict=True)]
         self.base_free[name] = free
         self.base_slots[name] = base
         self.admitted[name] = admitted
-        pods = self._pods_on.get(name)
-        return base, (self._gains(pods, free, base, admitted) if pods else None)
+        gains = self._gains(pods, free, base, admitted) if pods else None
+        if keep:
+            self._kept[name] = (victims, (free, base, gains, admitted))
+        return base, gains
 
     def _node_by_node(self, tree: TopologyTree, within: Domain | None) -> tuple[dict[int, list[int]],
                                                                                   dict[int, list[int]]]:
@@ -151,7 +171,7 @@ class Room:
                 base, gains = found
                 if gains is not None and any(gains):
                     if leaf_gains is None:
-                        leaf_gains = gains
+                        leaf_gains = list(gains)
                     else:
                         for i in range(span):
                             leaf_gains[i] += gains[i]
@@ -343,3 +363,56 @@ def _slots(free: Sequence[int], wanted: Sequence[tuple[int, int]]) -> int:
         if count < best:
             best = count
     return best
+
+
+CACHE_KEY = "preemption.room"
+MAX_MODELS = 16  # kinds of question kept (shapes and tiers); past it the least recently asked goes
+
+# per node: the victims' pod keys it was modelled with, and (free, base slots, gains, admitted) or None
+Kept = tuple[tuple[str, ...], tuple[Vector, list[int], list[int] | None, list[bool]] | None]
+
+
+class NodeModels:
+    """`Room._model`'s answers kept between calls, per question (the shapes' keys and the tiers), dropped
+    for every node the fold changed (`state.node_changes`) or holding a pod it changed
+    (`state.pod_changes`). An answer is used only for the same victims on the node, and never for a
+    node holding a nomination or a leaving pod (those depend on the preemptor's gangs and victims).
+    Every figure equals a fresh model (tests/property/test_room_properties.py)."""
+
+    __slots__ = ("_kinds", "_nodes_at", "_pods_at", "state")
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self._kinds: dict[tuple[object, ...], dict[str, Kept]] = {}
+        self._nodes_at = state.node_changes.end
+        self._pods_at = state.pod_changes.end
+
+    def sync(self) -> None:
+        state = self.state
+        nodes = state.node_changes.since(self._nodes_at)
+        pods = state.pod_changes.since(self._pods_at)
+        self._nodes_at = state.node_changes.end
+        self._pods_at = state.pod_changes.end
+        if nodes is None or pods is None:
+            self._kinds.clear()
+            return
+        if not self._kinds or (not nodes and not pods):
+            return
+        changed = set(nodes)
+        for key in set(pods):
+            pod = state.pods.get(key)
+            if pod is not None and pod.counted_on:
+                changed.add(pod.counted_on)
+        for kept in self._kinds.values():
+            for name in changed:
+                kept.pop(name, None)
+
+    def models(self, kind: tuple[object, ...]) -> dict[str, Kept]:
+        """The kept answers to the question `kind` (made empty on first use)."""
+        kept = self._kinds.pop(kind, None)
+        if kept is None:
+            kept = {}
+            if len(self._kinds) >= MAX_MODELS:
+                del self._kinds[next(iter(self._kinds))]
+        self._kinds[kind] = kept
+        return kept

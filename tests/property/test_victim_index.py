@@ -1,5 +1,7 @@
-"""The victim index kept between preemption attempts (`preemption/victim_index.py`) always says what a
-fresh scan (`collect`) says, and plans made with it are the plans made without it.
+"""What preemption keeps between attempts always says what a fresh count says: the victim index
+(`preemption/victim_index.py`) what a scan (`collect`) says, the room model's kept node models
+(`preemption/room.py`, `NodeModels`) what modelling every node afresh says, and plans made with
+them are the plans made without them.
 
 A small cluster goes through random events: pods (lone or of two gangs, of several priorities, some
 marked not preemptable, some finished or being deleted) created, re-created, bound, assumed,
@@ -7,7 +9,9 @@ forgotten, asked to leave and deleted; PodGroups re-sized or marked not preempta
 class re-valued; nodes deleted and re-added. After every event the index, carried over from the
 previous step, must give for several preemptors (priorities, own gangs, pods of their own in other
 gangs, a priority rule or any other rule) exactly the candidates `collect` gives: units in order with
-their pods, protected and leaving pods, and the units and pods listed per node.
+their pods, protected and leaving pods, and the units and pods listed per node; and a room model
+for a preemptor of one or two pod shapes, built with the kept models, the same figures as one built
+with nothing kept.
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ from events.model import (
 )
 from events.objects import ObjectMeta, PriorityClass
 from placement import Unschedulable, plan_gang
+from placement.fit import shape_of
 from preemption import plan_preemption
+from preemption.room import Room
 from preemption.victim_index import victim_index
 from preemption.victims import Candidates, VictimRule, collect
 from state.cluster import ClusterState, PodInfo
@@ -166,6 +172,7 @@ def _plans(events: list[Event], fresh: bool) -> list[str]:
         failure = plan_gang(state, "default/pre")
         if isinstance(failure, Unschedulable):
             if fresh:
+                state.reader_caches.clear()  # nothing kept: every table made afresh
                 with mock.patch("preemption.planner.victim_index", _Scan):
                     result = plan_preemption(state, "default/pre", failure)
             else:
@@ -189,3 +196,29 @@ class _Scan:
 @given(events_strategy)
 def test_plans_with_the_kept_index_are_the_plans_without_it(events: list[Event]) -> None:
     assert _plans(events, fresh=False) == _plans(events, fresh=True)
+
+
+def _room(room: Room) -> object:
+    return (room.tiers, room.base_free, room.base_slots, room.admitted, room.domain_base, room.domain_tiers,
+            room.domain_max)
+
+
+@settings(max_examples=100, deadline=None)
+@given(events_strategy, st.sampled_from([1, 5, 10, 100]), st.sampled_from([(8,), (4,), (8, 2)]))
+def test_a_room_model_with_kept_node_models_is_the_one_made_afresh(events: list[Event], priority: int,
+                                                                    sizes: tuple[int, ...]) -> None:
+    state = ClusterState()
+    pre = [pod_event(pod(f"pre-{i}", gang="pre", priority=priority, gpus=gpus)) for i, gpus in enumerate(sizes)]
+    own = frozenset({"default/pre"})
+    pods = frozenset(f"default/pre-{i}" for i in range(len(sizes)))
+    for event in [*pre, *events]:
+        state.apply(event)
+        shapes = sorted({shape_of(info).key: shape_of(info) for key in pods if (info := state.pods.get(key))}.items())
+        if not shapes:
+            continue
+        candidates = collect(state, priority, own, pods)
+        kept = Room(state, [shape for _, shape in shapes], own, candidates)
+        caches, state.reader_caches = state.reader_caches, {}  # nothing kept: every table made afresh
+        fresh = Room(state, [shape for _, shape in shapes], own, candidates)
+        state.reader_caches = caches
+        assert _room(kept) == _room(fresh)
