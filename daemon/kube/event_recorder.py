@@ -10,8 +10,10 @@ hands events to its broadcaster and returns.
 Writing, in lanes: an Event object's writes go to the lane of the object it is about (`concurrency`,
 8 lanes), and each lane is written in order by at most one task, so one Event object is never
 written by two writers at once, and the Events of one object land in the order they were recorded (a
-pod's `Scheduled` before its `Preempted`). `run()` (the leader's task) starts a lane's writer when
-something is queued there, which writes until the lane is empty: a few tasks, not one per Event.
+pod's `Scheduled` before its `Preempted`). `run()` (the leader's task) keeps one writer per lane,
+which sleeps while its lane is empty and is woken by the `record()` that queues there: a task per
+lane for the recorder's life, none started per Event (Scheduled Events trickle in one per binding,
+so a writer that ended with its lane empty was started again for most of them).
 `drain()` returns once everything recorded before it was called is written (whatever the lane);
 `post()` drains, records its occurrence, and drains again, so an Event a caller waits for (a gang's
 report) lands after every Event recorded before it. `flush()` is `drain()`, and writes by itself
@@ -90,7 +92,7 @@ class EventRecorder:
         self._seq = 0  # the last seq given to a lane entry
         self._barriers: list[tuple[int, anyio.Event]] = []  # drain() waiters: (seq, set once written)
         self._failures: dict[str, str] = {}  # Event name -> why its last write failed (read by `post`)
-        self._wake = anyio.Event()
+        self._lane_wakes = [anyio.Event() for _ in self._lanes]  # set when something is queued on the lane
         self._source = {"component": component, **({"host": host} if host else {})}
         self.written = 0  # Event writes the API accepted
         self.failed = 0
@@ -115,8 +117,9 @@ class EventRecorder:
             return ""
         self._queued[write.name] = write
         self._seq += 1
-        self._lanes[hash((involved.namespace, involved.name)) % len(self._lanes)].append((self._seq, write.name))
-        self._wake.set()
+        lane = hash((involved.namespace, involved.name)) % len(self._lanes)
+        self._lanes[lane].append((self._seq, write.name))
+        self._lane_wakes[lane].set()
         return write.name
 
     async def post(self, involved: ObjectRef, event_type: EventType, reason: str, message: str) -> str:
@@ -134,12 +137,21 @@ class EventRecorder:
     # ------------------------------------------------------------------ writing
 
     async def run(self) -> None:
-        """Until cancelled: write whatever is queued, as soon as it is, a writer per busy lane."""
+        """Until cancelled: write whatever is queued, as soon as it is, by one writer per lane."""
         async with anyio.create_task_group() as group:
-            while True:
-                await self._wake.wait()
-                self._wake = anyio.Event()
-                self._start_writers(group, until=None)
+            for lane in range(len(self._lanes)):
+                group.start_soon(self._lane_writer, lane)
+
+    async def _lane_writer(self, lane: int) -> None:
+        """`run()`'s writer of one lane: writes it whenever it has entries and no drain is writing it."""
+        entries = self._lanes[lane]
+        while True:
+            if not entries or self._writing[lane]:  # nothing to write, or a drain's writer is on it
+                wake = self._lane_wakes[lane] = anyio.Event()
+                await wake.wait()
+                continue
+            self._writing[lane] = entries[0][0]
+            await self._write_lane(lane, until=None)
 
     async def flush(self) -> None:
         """Write every Event queued now; return when done (`drain`)."""
@@ -190,7 +202,7 @@ class EventRecorder:
         finally:
             self._writing[lane] = 0
             if entries:
-                self._wake.set()  # the rest is run()'s (or the next drain's)
+                self._lane_wakes[lane].set()  # the rest is run()'s lane writer's (or the next drain's)
             if self._barriers:
                 self._release_barriers(everyone=True)
 
