@@ -50,7 +50,7 @@ class Selection:
 class _Tally:
     """Running room in a domain as victims are added and removed (pods counted once each)."""
 
-    __slots__ = ("alone", "freed", "need", "node_slots", "pod_refs", "room", "slots", "within")
+    __slots__ = ("alone", "clean", "freed", "need", "node_slots", "pod_refs", "room", "slots", "users", "within")
 
     def __init__(self, room: Room, domain: Domain, need: Sequence[int], within: set[str]) -> None:
         self.room = room
@@ -60,6 +60,10 @@ class _Tally:
         self.freed: dict[str, list[int]] = {}  # node -> requests freed there (`Room.vector`)
         self.node_slots: dict[str, list[int]] = {}
         self.pod_refs: dict[str, int] = {}
+        # node -> how many units in the tally have a pod counted there (in the domain); and for a unit
+        # whose nodes had none when it was added, the slots per shape adding it gave (`contribution`)
+        self.users: dict[str, int] = {}
+        self.clean: dict[int, list[int]] = {}
         # One shape only: unit index -> the slots it frees in the domain on its own (`Room.alone`)
         self.alone: dict[int, int] | None = {} if len(need) == 1 else None
 
@@ -73,6 +77,13 @@ class _Tally:
         fresh = (sign > 0 and self.alone is not None and unit.index in self.alone
                  and not any(pod.counted_on in self.freed or self.pod_refs.get(pod.key) for pod in unit.pods))
         touched: set[str] = set()
+        within, users = self.within, self.users
+        nodes = {node for pod in unit.pods if (node := pod.counted_on) in within}
+        clean = sign > 0 and not any(users.get(node) for node in nodes)
+        for node in nodes:
+            users[node] = users.get(node, 0) + sign
+        if sign < 0:
+            self.clean.pop(unit.index, None)
         for pod in unit.pods:
             refs = self.pod_refs.get(pod.key, 0) + sign
             self.pod_refs[pod.key] = refs
@@ -87,6 +98,7 @@ class _Tally:
             room.add_pod(freed, pod, sign)
             touched.add(node)
         alone = room.alone(unit) if fresh else None
+        added = [0] * len(self.slots)
         for node in touched:
             before = self.node_slots.get(node) or room.base_slots.get(node)
             if before is None:
@@ -94,7 +106,23 @@ class _Tally:
             after = [before[0] + alone.get(node, 0)] if alone is not None else room.slots_with(node, self.freed[node])
             for i, (old, new) in enumerate(zip(before, after, strict=True)):
                 self.slots[i] += new - old
+                if clean:
+                    added[i] += new - old
             self.node_slots[node] = after
+        if clean:
+            self.clean[unit.index] = added
+
+    def contribution(self, unit: VictimUnit) -> list[int] | None:
+        """The slots per shape the tally would lose without `unit`, when no other unit in it has a pod
+        on the unit's nodes, nor had when it was added (the nodes' freed room is then the unit's
+        own, exactly as when it was added); None otherwise (only removing it tells)."""
+        added = self.clean.get(unit.index)
+        if added is None:
+            return None
+        users, within = self.users, self.within
+        if any(users[node] != 1 for pod in unit.pods if (node := pod.counted_on) in within):
+            return None
+        return added
 
     def gain(self, unit: VictimUnit) -> int:
         """How much of what is missing evicting `unit` now would provide (pods freed already count once)."""
@@ -209,13 +237,19 @@ def select(room: Room, domain: Domain, units: Sequence[VictimUnit], need: Sequen
                 gate.release(unit)
         return None
     for unit in reversed(list(chosen)):
-        tally.remove(unit)
-        if tally.missing() <= 0:
-            chosen.remove(unit)
-            if gate is not None:
-                gate.release(unit)
+        lost = tally.contribution(unit)
+        if lost is not None:  # what removing it would leave, without removing it
+            if sum(max(0, n - (s - d)) for n, s, d in zip(tally.need, tally.slots, lost, strict=True)) > 0:
+                continue  # needed: kept
+            tally.remove(unit)
         else:
-            tally.add(unit)
+            tally.remove(unit)
+            if tally.missing() > 0:
+                tally.add(unit)
+                continue
+        chosen.remove(unit)
+        if gate is not None:
+            gate.release(unit)
     if gate is not None:
         for unit in chosen:
             gate.release(unit)  # the gate holds nothing between selections
