@@ -555,9 +555,10 @@ class ClusterState:
         if info is None:
             info = NodeInfo(node, allocatable)
             self.nodes[name] = info
-            self.topology.node_upserted(name, info.labels, allocatable)
+            # The trees share the node's `used` (the fold keeps it; they are told with `usage_noted`).
+            self.topology.node_upserted(name, info.labels, allocatable, info.used)
             for label_key, tree in self.label_trees.items():
-                tree.node_upserted(name, _only(info.labels, label_key), allocatable)
+                tree.node_upserted(name, _only(info.labels, label_key), allocatable, info.used)
             for key in sorted(self.pods_by_node.get(name, ())):
                 pod = self.pods.get(key)
                 if pod is not None:
@@ -1019,9 +1020,9 @@ class ClusterState:
             ])))
         for name in sorted(self.nodes):
             info = self.nodes[name]
-            tree.node_upserted(name, _only(info.labels, label_key), info.allocatable)
+            tree.node_upserted(name, _only(info.labels, label_key), info.allocatable, info.used)
             if info.used:
-                tree.usage_changed(name, info.used, 1)
+                tree.usage_noted(name)
         self.label_trees[label_key] = tree
 
     def _label_tree_unused(self, label_key: str, gang: str) -> None:
@@ -1135,13 +1136,27 @@ class ClusterState:
                     used[name] = used.get(name, 0) + amount
                 target_node.pods.add(pod.key)
                 self.node_changes.add(target)
-                self.topology.usage_changed(target, requests, 1)
+                self.topology.usage_noted(target)  # it shares `used`
                 if self.label_trees:
                     for tree in self.label_trees.values():
-                        tree.usage_changed(target, requests, 1)
+                        tree.usage_noted(target)
             pod.counted_on = counted
-        if pod.placed_on != target:
-            self._place(pod, target)
+        placed_on = pod.placed_on
+        if placed_on != target:  # keep `pods_by_node` true (inline: once a bind)
+            key = pod.key
+            by_node = self.pods_by_node
+            if placed_on:
+                keys = by_node[placed_on]
+                keys.discard(key)
+                if not keys:
+                    del by_node[placed_on]
+            if target:
+                keys = by_node.get(target)
+                if keys is None:
+                    by_node[target] = {key}
+                else:
+                    keys.add(key)
+            pod.placed_on = target
         if pod.nominated_node or pod.nominated_on:
             if obj.spec.node_name or pod.bound_node:
                 pod.nominated_node = ""  # a bound pod needs no reservation
@@ -1160,9 +1175,9 @@ class ClusterState:
             add_into(node.used, pod.requests, -1)
             node.pods.discard(pod.key)
             self.node_changes.add(node.name)
-            self.topology.usage_changed(node.name, pod.requests, -1)
+            self.topology.usage_noted(node.name)
             for tree in self.label_trees.values():
-                tree.usage_changed(node.name, pod.requests, -1)
+                tree.usage_noted(node.name)
         pod.counted_on = ""
 
     def _settle_nomination(self, pod: PodInfo) -> None:
@@ -1177,18 +1192,6 @@ class ClusterState:
                 self.nodes[target].nominated[pod.key] = pod
                 self.node_changes.add(target)
             pod.nominated_on = target
-
-    def _place(self, pod: PodInfo, target: str) -> None:
-        if pod.placed_on == target:
-            return
-        if pod.placed_on:
-            keys = self.pods_by_node[pod.placed_on]
-            keys.discard(pod.key)
-            if not keys:
-                del self.pods_by_node[pod.placed_on]
-        if target:
-            self.pods_by_node.setdefault(target, set()).add(pod.key)
-        pod.placed_on = target
 
     def _set_problems(self, kind: str, key: str, problems: list[Problem]) -> None:
         current = self.problems.get((kind, key))
@@ -1424,9 +1427,9 @@ class ClusterState:
                 for name, amount in requests.items():
                     delta[name] = delta.get(name, 0) + amount * count
             add_into(node.used, delta)
-            self.topology.usage_changed(target, delta, 1)
+            self.topology.usage_noted(target)
             for tree in self.label_trees.values():
-                tree.usage_changed(target, delta, 1)
+                tree.usage_noted(target)
 
     def canonical(self) -> bytes:
         """A byte string equal for two states exactly when they hold the same knowledge."""

@@ -69,7 +69,8 @@ Query API (for placement and preemption):
   HyperNode name -> `status.nodeCount`.
 
 Aggregates: `usage_changed` (every pod bind/unbind) updates only the node's own vector and notes
-the node; the first read of any domain's `used` afterwards carries each noted node's difference up
+the node (or, for a node whose vector is the caller's own, passed as `used` to `node_upserted`: the
+caller updates it, `usage_noted` only notes the node, as the fold does with `NodeInfo.used`); the first read of any domain's `used` afterwards carries each noted node's difference up
 its path (a few dict updates per node, however many pods moved). So folding stays cheap and reads
 are always current; `allocatable` changes are applied along the path at once.
 
@@ -80,7 +81,7 @@ events costs one build, and the result depends only on the objects folded so far
 name), never on their order (except for the last good versions above, which are history).
 
 Pure: no I/O, no clock, no logging. Mutated only through the `*_upserted` / `*_deleted` /
-`usage_changed` calls made by `state/cluster.py`.
+`usage_changed` / `usage_noted` calls made by `state/cluster.py`.
 """
 
 from __future__ import annotations
@@ -271,10 +272,15 @@ class TopologyTree:
 
     # ------------------------------------------------------------------ fold inputs
 
-    def node_upserted(self, name: str, labels: Mapping[str, str], allocatable: Resources) -> None:
+    def node_upserted(self, name: str, labels: Mapping[str, str], allocatable: Resources,
+                      used: Resources | None = None) -> None:
+        """A node added or changed. `used`: a new node's usage vector is this one, kept current by the caller
+        (who then reports changes with `usage_noted`, not `usage_changed`); ignored for a node already held."""
         record = self._nodes.get(name)
         if record is None:
-            self._nodes[name] = _NodeRecord(labels, allocatable)
+            record = self._nodes[name] = _NodeRecord(labels, allocatable)
+            if used is not None:
+                record.used = used
             self._touched.add(name)
             self._built = None
             return
@@ -312,6 +318,12 @@ class TopologyTree:
         for key, amount in delta.items():
             used[key] = used.get(key, 0) + sign * amount
         self._pending.nodes.add(node)
+
+    def usage_noted(self, node: str) -> None:
+        """The node's usage vector (the caller's own, see `node_upserted`) changed: its domains follow at the
+        next read."""
+        if node in self._nodes:
+            self._pending.nodes.add(node)
 
     def network_topology_upserted(self, cnt: ClusterNetworkTopology) -> None:
         if cnt.metadata.name != DEFAULT_CNT_NAME:
