@@ -425,6 +425,7 @@ class ClusterState:
         # label's values, kept like `topology` (nodes, usage) while some gang asks for the key.
         self.label_trees: dict[str, TopologyTree] = {}
         self._label_tree_users: dict[str, set[str]] = {}
+        self._binds: list[PodInfo] | None = None  # bindings not yet counted (`batching_binds`), None: count each
 
     # ------------------------------------------------------------------ queries
 
@@ -501,6 +502,8 @@ class ClusterState:
         kind = type(event)
         handler = _HANDLERS[kind]
         try:
+            if self._binds and kind is not PodBound:
+                self._flush_binds()  # a run of bindings ends (`batching_binds`)
             if handler is not None:
                 handler(self, event)
             quotas = self.quotas
@@ -793,11 +796,48 @@ class ClusterState:
             return
         # The API accepted the binding; the watch will confirm. Until then (and against any stale update
         # from before the binding: a binding is never undone) the pod is bound here.
-        pod.bound_node = event.node
+        pod.bound_node = target = event.node
         pod.assumed_node = ""
         if pod.bound_at is None:
             pod.bound_at = event.time
+        binds = self._binds
+        if binds is not None:
+            if (not (pod.counted_on or pod.placed_on or pod.nominated_node or pod.nominated_on or pod.removed)
+                    and target in self.nodes and obj.status.phase not in TERMINAL_PHASES and not self.quotas.active):
+                binds.append(pod)  # what `_settle` would do, for `_count_group` (`batching_binds`)
+                return
+            if binds:
+                self._flush_binds()
         self._settle(pod)
+
+    @contextlib.contextmanager
+    def batching_binds(self) -> Iterator[None]:
+        """Within the block, nothing reads the state (a log being folded): a run of bindings of waiting pods
+        to nodes held is counted at once, node by node (`_count_group`), when the run ends (the next other
+        event, or the block's end). The state is then the same as folding the bindings one by one."""
+        self._binds = []
+        try:
+            yield
+        finally:
+            if self._binds:
+                self._flush_binds()
+            self._binds = None
+
+    def _flush_binds(self) -> None:
+        binds, self._binds = self._binds or [], []
+        on_node: dict[str, list[PodInfo]] = {}
+        for pod in binds:
+            placed = on_node.get(pod.bound_node)
+            if placed is None:
+                on_node[pod.bound_node] = [pod]
+            else:
+                placed.append(pod)
+        for target, placed in on_node.items():
+            self._count_group(target, placed)
+        pending = self.pending
+        if pending:
+            for pod in binds:  # one by one, as `_settle` does (`difference_update` may resize: another order)
+                pending.discard(pod.key)
 
     def _pod_nominated(self, event: PodNominated) -> None:
         pod = self._decision_target(event.pod, event.uid)
@@ -1399,37 +1439,42 @@ class ClusterState:
                     pending.add(pod.key)
             if pod.nominated_node:
                 self._settle_nomination(pod)
-        nodes, pods_by_node = self.nodes, self.pods_by_node
         for target, placed in on_node.items():
-            keys = [pod.key for pod in placed]
-            indexed = pods_by_node.get(target)
-            if indexed is None:
-                pods_by_node[target] = set(keys)
+            self._count_group(target, placed)
+
+    def _count_group(self, target: str, placed: list[PodInfo]) -> None:
+        """`_settle` of pods counted nowhere and placed nowhere that belong on `target` (bound there, not
+        terminal, holding no nomination), at once: they join its sets together, and its usage grows by each
+        distinct requests vector times its pods, in the order `_settle` one by one would grow it."""
+        keys = [pod.key for pod in placed]
+        indexed = self.pods_by_node.get(target)
+        if indexed is None:
+            self.pods_by_node[target] = set(keys)
+        else:
+            indexed.update(keys)
+        for pod in placed:
+            pod.placed_on = target
+        node = self.nodes.get(target)
+        if node is None:
+            return
+        node.pods.update(keys)
+        self.node_changes.add(target)
+        vectors: dict[int, list[Any]] = {}  # id of a (shared) requests vector -> [vector, pods asking it]
+        for pod in placed:
+            pod.counted_on = target
+            seen = vectors.get(id(pod.requests))
+            if seen is None:
+                vectors[id(pod.requests)] = [pod.requests, 1]
             else:
-                indexed.update(keys)
-            for pod in placed:
-                pod.placed_on = target
-            node = nodes.get(target)
-            if node is None:
-                continue
-            node.pods.update(keys)
-            self.node_changes.add(target)
-            vectors: dict[int, list[Any]] = {}  # id of a (shared) requests vector -> [vector, pods asking it]
-            for pod in placed:
-                pod.counted_on = target
-                seen = vectors.get(id(pod.requests))
-                if seen is None:
-                    vectors[id(pod.requests)] = [pod.requests, 1]
-                else:
-                    seen[1] += 1
-            delta: Resources = {}
-            for requests, count in vectors.values():
-                for name, amount in requests.items():
-                    delta[name] = delta.get(name, 0) + amount * count
-            add_into(node.used, delta)
-            self.topology.usage_noted(target)
-            for tree in self.label_trees.values():
-                tree.usage_noted(target)
+                seen[1] += 1
+        delta: Resources = {}
+        for requests, count in vectors.values():
+            for name, amount in requests.items():
+                delta[name] = delta.get(name, 0) + amount * count
+        add_into(node.used, delta)
+        self.topology.usage_noted(target)
+        for tree in self.label_trees.values():
+            tree.usage_noted(target)
 
     def canonical(self) -> bytes:
         """A byte string equal for two states exactly when they hold the same knowledge."""

@@ -79,18 +79,19 @@ def fold_log(log: EventLog, *, until: int | None = None, use_snapshot: bool = Tr
         start_state, snapshot_seq = start_of(log, until=until, use_snapshot=use_snapshot,
                                              scheduler_name=scheduler_name)
         decode, apply = start_state.record_decoder(), start_state.apply
-        for seq, payload in log.read_raw(snapshot_seq + 1):
-            if until is not None and seq > until:
-                break
-            try:
-                event = decode(payload)  # each distinct part of the pods decoded once
-            except (msgspec.DecodeError, msgspec.ValidationError) as error:
-                raise LogDamagedError(f"record seq {seq} has a valid checksum but does not decode as an event: "
-                                      f"{error}") from error
-            failure = apply(event)
-            if failure is not None and len(failures) < MAX_KEPT_FAILURES:
-                failures.append((event, failure))
-            folded += 1
+        with start_state.batching_binds():  # nothing reads the state until the log is folded
+            for seq, payload in log.read_raw(snapshot_seq + 1):
+                if until is not None and seq > until:
+                    break
+                try:
+                    event = decode(payload)  # each distinct part of the pods decoded once
+                except (msgspec.DecodeError, msgspec.ValidationError) as error:
+                    raise LogDamagedError(f"record seq {seq} has a valid checksum but does not decode as an event: "
+                                          f"{error}") from error
+                failure = apply(event)
+                if failure is not None and len(failures) < MAX_KEPT_FAILURES:
+                    failures.append((event, failure))
+                folded += 1
         start_state.forget_record_parts()  # the daemon folds on event by event, decoding nothing
     return FoldResult(start_state, snapshot_seq, folded, tuple(failures))
 
