@@ -69,10 +69,11 @@ Query API (for placement and preemption):
   HyperNode name -> `status.nodeCount`.
 
 Aggregates: `usage_changed` (every pod bind/unbind) updates only the node's own vector and notes
-the node (or, for a node whose vector is the caller's own, passed as `used` to `node_upserted`: the
-caller updates it, `usage_noted` only notes the node, as the fold does with `NodeInfo.used`); the first read of any domain's `used` afterwards carries each noted node's difference up
-its path (a few dict updates per node, however many pods moved). So folding stays cheap and reads
-are always current; `allocatable` changes are applied along the path at once.
+the node; a node whose vector is the caller's own (passed as `used` to `node_upserted`, as the fold
+passes `NodeInfo.used`) is updated by the caller, and `usage_noted` only notes it. The first read of
+any domain's `used` afterwards carries each noted node's difference up its path (a few dict updates
+per node, however many pods moved). So folding stays cheap and reads are always current;
+`allocatable` changes are applied along the path at once.
 
 Domain objects are replaced when the structure is rebuilt (node added, removed or relabelled,
 topology object changed): hold them only within one scheduling cycle, never across fold events.

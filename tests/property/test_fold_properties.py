@@ -9,8 +9,8 @@ from events.builders import bound, group_event, node, node_event, pod, pod_event
 from events.model import (
     BindFailed,
     Event,
-    NodeUpserted,
     NodeDeleted,
+    NodeUpserted,
     NominationCleared,
     PodAssumed,
     PodBound,
