@@ -1186,16 +1186,16 @@ class ClusterState:
             key = pod.key
             by_node = self.pods_by_node
             if placed_on:
-                keys = by_node[placed_on]
-                keys.discard(key)
-                if not keys:
+                left = by_node[placed_on]
+                left.discard(key)
+                if not left:
                     del by_node[placed_on]
             if target:
-                keys = by_node.get(target)
-                if keys is None:
+                joined = by_node.get(target)
+                if joined is None:
                     by_node[target] = {key}
                 else:
-                    keys.add(key)
+                    joined.add(key)
             pod.placed_on = target
         if pod.nominated_node or pod.nominated_on:
             if obj.spec.node_name or pod.bound_node:
