@@ -805,6 +805,7 @@ class ClusterState:
             if (not (pod.counted_on or pod.placed_on or pod.nominated_node or pod.nominated_on or pod.removed)
                     and target in self.nodes and obj.status.phase not in TERMINAL_PHASES and not self.quotas.active):
                 binds.append(pod)  # what `_settle` would do, for `_count_group` (`batching_binds`)
+                self.pod_changes.add(pod.key)  # as `_settle` notes it
                 return
             if binds:
                 self._flush_binds()

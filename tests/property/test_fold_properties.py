@@ -123,7 +123,8 @@ def test_fold_is_deterministic(events: list[Event]) -> None:
 
 def _everything(state: ClusterState) -> object:
     """What `canonical` compares and more: the order of every index and vector as well, the pods' own fields,
-    and the topology's aggregates."""
+    the topology's aggregates and the pods the fold noted as changed (`node_changes` may differ: a run of
+    bindings notes each node once)."""
     return (
         state.canonical(),
         [(name, list(info.used.items()), list(info.pods), list(info.nominated)) for name, info in state.nodes.items()],
@@ -132,6 +133,7 @@ def _everything(state: ClusterState) -> object:
         [(key, p.counted_on, p.placed_on, p.bound_node, p.assumed_node, p.bound_at, p.nominated_on)
          for key, p in state.pods.items()],
         [(domain.name, list(domain.used.items())) for domain in state.topology.domains],
+        state.pod_changes.since(0),
     )
 
 
