@@ -47,9 +47,9 @@ class Room:
     on when its running members anchor it: bounds and slots elsewhere read as none.
     """
 
-    __slots__ = ("_all_admitted", "_alone", "_capacity", "_everywhere", "_kept", "_pods_on", "_priority", "_requests",
-                 "_units_on", "_vectors", "_width", "admitted", "base_free", "base_slots", "domain_base", "domain_max",
-                 "domain_tiers", "resources", "shapes", "state", "tiers")
+    __slots__ = ("_all_admitted", "_alone", "_capacity", "_everywhere", "_gains_of", "_kept", "_pods_on", "_priority",
+                 "_requests", "_units_on", "_vectors", "_width", "admitted", "base_free", "base_slots", "domain_base",
+                 "domain_max", "domain_tiers", "resources", "shapes", "state", "tiers")
 
     def __init__(self, state: ClusterState, shapes: Sequence[Shape], own_gangs: AbstractSet[str],
                  candidates: Candidates, tree: TopologyTree | None = None, within: Domain | None = None) -> None:
@@ -69,6 +69,7 @@ class Room:
                               | {distinct[-1]})
         self.tiers: list[int] = distinct or [-(1 << 62)]
         self._alone: dict[int, dict[str, int]] = {}
+        self._gains_of: dict[str, list[int]] = {}  # node -> its candidates' gains per tier then shape
         self.base_free: dict[str, Vector] = {}
         self.base_slots: dict[str, list[int]] = {}
         self.admitted: dict[str, list[bool]] = {}
@@ -126,6 +127,8 @@ class Room:
                 self.base_free[name] = free
                 self.base_slots[name] = base
                 self.admitted[name] = admitted
+                if gains is not None:
+                    self._gains_of[name] = gains
                 return base, gains
         shapes = self.shapes
         if self._everywhere and not node.unschedulable and not node.taints:
@@ -150,6 +153,8 @@ class Room:
         self.base_slots[name] = base
         self.admitted[name] = admitted
         gains = self._gains(pods, free, base, admitted) if pods else None
+        if gains is not None:
+            self._gains_of[name] = gains
         if keep:
             self._kept[name] = (victims, (free, base, gains, admitted))
         return base, gains
@@ -306,16 +311,29 @@ class Room:
         """Per node, the slots (all shapes summed) that evicting `unit` alone would add there."""
         found = self._alone.get(unit.index)
         if found is None:
-            freed: dict[str, Vector] = {}
+            # A node where no other unit has a pod: its candidates are the unit's pods there, and what
+            # they add with every tier open (the last: the highest priority) is what the unit adds alone.
+            freed: dict[str, Vector | None] = {}  # node -> the unit's requests there (None: such a node)
+            base_free, units_on = self.base_free, self._units_on
             for pod in unit.pods:
-                if pod.counted_on in self.base_free:
-                    bucket = freed.get(pod.counted_on)
-                    if bucket is None:
-                        bucket = freed[pod.counted_on] = [0] * len(self.resources)
+                node = pod.counted_on
+                if node not in base_free:
+                    continue
+                if node in freed:
+                    bucket = freed[node]
+                elif len(units_on[node]) == 1:
+                    bucket = freed[node] = None
+                else:
+                    bucket = freed[node] = [0] * len(self.resources)
+                if bucket is not None:
                     self.add_pod(bucket, pod)
             found = {}
+            width = self._width
             for node, amounts in freed.items():
-                gained = sum(self.slots_with(node, amounts)) - sum(self.base_slots[node])
+                if amounts is None:
+                    gained = sum(self._gains_of[node][-width:])
+                else:
+                    gained = sum(self.slots_with(node, amounts)) - sum(self.base_slots[node])
                 if gained > 0:
                     found[node] = gained
             self._alone[unit.index] = found

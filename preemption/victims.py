@@ -41,7 +41,7 @@ from state.resources import Resources
 class VictimUnit:
     """One candidate victim unit (see the module docstring). `order` is its rank in the cost order."""
 
-    __slots__ = ("broken", "index", "job", "kind", "pods", "priority", "started_at")
+    __slots__ = ("broken", "index", "job", "kind", "placed", "pods", "priority", "started_at")
 
     def __init__(self, job: str, kind: str, pods: list[PodInfo], broken: bool) -> None:
         self.job = job
@@ -51,6 +51,15 @@ class VictimUnit:
         self.priority = max(p.priority for p in pods)
         self.started_at = max((p.bound_at or 0.0) for p in pods)
         self.index = 0
+        # its pods by the node each is counted on, nodes in the order their first pod comes
+        placed: dict[str, list[PodInfo]] = {}
+        for pod in pods:
+            on = placed.get(pod.counted_on)
+            if on is None:
+                placed[pod.counted_on] = [pod]
+            else:
+                on.append(pod)
+        self.placed = list(placed.items())
 
     def sort_key(self) -> tuple[int, int, float, int, str]:
         """Cheapest first: lower priority, not breaking a job, most recently started, fewer pods, name."""
@@ -136,16 +145,16 @@ class Candidates:
         units_on: dict[str, list[VictimUnit]] = {}
         pods_on: dict[str, dict[str, PodInfo]] = {}
         for unit in self.units:
-            seen: set[str] = set()
-            for pod in unit.pods:
-                node = pod.counted_on
-                if node not in seen:
-                    seen.add(node)
-                    units_on.setdefault(node, []).append(unit)
-                found = pods_on.get(node)
-                if found is None:
-                    found = pods_on[node] = {}
-                found[pod.key] = pod
+            for node, pods in unit.placed:
+                listed = units_on.get(node)
+                if listed is None:
+                    units_on[node] = [unit]
+                    pods_on[node] = {pod.key: pod for pod in pods}
+                    continue
+                listed.append(unit)
+                found = pods_on[node]
+                for pod in pods:
+                    found[pod.key] = pod
         self.units_on = units_on
         self.pods_on = pods_on
 

@@ -4,8 +4,8 @@ The model is built over thousands of nodes at each attempt of a job that cannot 
 free room as vectors over the requested resources and walks the tree's domains rather than the
 nodes. Whatever the cluster, it must say what the definition says, node by node with placement's
 own dicts (`Capacity.free`, `slots_in`): the slots a node offers now and with victims gone, every
-domain's bound at every priority tier, and a model limited to one domain's subtree (an anchored
-job's) must agree with the whole one there.
+domain's bound at every priority tier, and what evicting one victim unit alone adds node by node;
+and a model limited to one domain's subtree (an anchored job's) must agree with the whole one there.
 """
 
 from __future__ import annotations
@@ -84,6 +84,25 @@ def test_room_bounds_are_the_node_by_node_definition_summed_up_the_tree(s: Scena
         ident: bounds for ident, bounds in expected.items() if any(any(b) for b in bounds)}
     for ident, bounds in room.domain_tiers.items():
         assert room.domain_max[ident] == bounds[-1]
+    # what evicting one unit alone adds on each node: placement's dicts, the unit's pods there given back
+    shape = shape_of(state.pods[pre[0]])
+    capacity = Capacity(state, frozenset({"default/pre"}), frozenset(candidates.leaving))
+    for unit in candidates.units:
+        alone: dict[str, int] = {}
+        for name in dict.fromkeys(p.counted_on for p in unit.pods):
+            info = state.nodes[name]
+            if name not in room.base_free or admits(shape, info):
+                continue
+            free = capacity.free(info, shape.priority)
+            more = dict(free)
+            for victim in unit.pods:
+                if victim.counted_on == name:
+                    for resource, amount in victim.requests.items():
+                        more[resource] = more.get(resource, 0) + amount
+            gained = slots_in(more, shape.requests) - slots_in(free, shape.requests)
+            if gained > 0:
+                alone[name] = gained
+        assert room.alone(unit) == alone, unit
 
 
 @given(scenarios())

@@ -41,7 +41,7 @@ from placement.fit import shape_of
 from preemption import plan_preemption
 from preemption.room import Room
 from preemption.victim_index import victim_index
-from preemption.victims import Candidates, VictimRule, collect
+from preemption.victims import Candidates, VictimRule, VictimUnit, collect
 from state.cluster import ClusterState, PodInfo
 
 NODES = [f"n{spine}{block}{i}" for spine in range(2) for block in range(1) for i in range(2)]
@@ -139,6 +139,22 @@ def _eligible(p: Preemptor) -> tuple[Callable[[PodInfo], bool] | None, int | Non
     return None, None
 
 
+def _listed(c: Candidates) -> object:
+    """Units and their pods per node by the definition: each unit under every node a pod of it is counted
+    on, in unit order; the pods there in unit order, then pod order."""
+    units_on: dict[str, list[VictimUnit]] = {}
+    pods_on: dict[str, list[str]] = {}
+    for unit in c.units:
+        for member in unit.pods:
+            listed = units_on.setdefault(member.counted_on, [])
+            if unit not in listed:
+                listed.append(unit)
+            keys = pods_on.setdefault(member.counted_on, [])
+            if member.key not in keys:
+                keys.append(member.key)
+    return list(units_on.items()), list(pods_on.items())
+
+
 def _view(c: Candidates) -> object:
     return (
         [(u.job, u.kind, [pod.key for pod in u.pods], u.broken, u.priority, u.started_at, u.index) for u in c.units],
@@ -160,6 +176,7 @@ def test_the_kept_index_gives_what_a_fresh_scan_gives_after_any_events(events: l
             kept = victim_index(state).candidates(p.priority, p.own_gangs, p.own_pods, eligible, below)
             fresh = collect(state, p.priority, p.own_gangs, p.own_pods, eligible)
             assert _view(kept) == _view(fresh), event
+            assert _listed(kept) == (list(kept.units_on.items()), [(n, list(pods)) for n, pods in kept.pods_on.items()])
 
 
 def _plans(events: list[Event], fresh: bool) -> list[str]:
