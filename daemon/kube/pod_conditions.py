@@ -223,32 +223,42 @@ class PendingPodConditions:
                     complete = False
                     self._pods.add(key)
 
+        # A task only for a pod that needs a patch now: most checks (a gang's pods arriving before it
+        # has a reason, echoes of our own patches) need none, and a task each cost more than the check.
+        due = [key for key in sorted(checks) if self._condition_due(key, checks[key]) is not None]
         async with anyio.create_task_group() as group:
-            for key in sorted(checks):
+            for key in due:
                 group.start_soon(check, key, checks[key])
         return complete
 
-    async def _write_if_needed(self, key: str, swept: bool) -> bool:
+    def _condition_due(self, key: str, swept: bool) -> dict[str, Any] | None:
+        """The condition to patch onto the pod now, or None when none is (its bookkeeping done)."""
         message = desired_message(self.state, key)
         if not message:
             self._written.pop(key, None)
-            return True
+            return None
         pod = self.state.pods[key]
         same, transition = shows(self.state, key, message)
         if same:
             self._written.pop(key, None)
-            return True
+            return None
         if self._written.get(key) == (pod.uid, message):
-            return True  # written; the watch has not brought it back yet
+            return None  # written; the watch has not brought it back yet
         if not swept and (transition is not None or key in self._written):
             # It already says Unschedulable, with an older reason of its gang: the gang's next sweep
             # rewrites it (at most one per refresh_seconds), not every echo of a pod update.
             self._gangs.add(pod.gang)
+            return None
+        return {"type": POD_SCHEDULED, "status": "False", "reason": UNSCHEDULABLE, "message": message,
+                "lastTransitionTime": transition or _timestamp(self._wall())}
+
+    async def _write_if_needed(self, key: str, swept: bool) -> bool:
+        """Asked again when its turn comes: the pod or its gang's reason may have changed meanwhile."""
+        condition = self._condition_due(key, swept)
+        if condition is None:
             return True
-        condition: dict[str, Any] = {
-            "type": POD_SCHEDULED, "status": "False", "reason": UNSCHEDULABLE, "message": message,
-            "lastTransitionTime": transition or _timestamp(self._wall()),
-        }
+        pod = self.state.pods[key]
+        message = condition["message"]
         outcome = await self.writer.set_pod_condition(key, pod.uid, condition)
         if outcome.ok:
             self.patches += 1
