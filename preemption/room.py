@@ -109,17 +109,14 @@ class Room:
         """Model one node: its base slots per shape, and (when candidates run there) per tier then
         shape the slots they add; None when no shape may go there at all (or it is not a node).
         Kept between calls (`NodeModels`) for a node holding no nomination and no leaving pod."""
-        node = self.state.nodes.get(name)
-        if node is None:
-            return None
         pods = self._pods_on.get(name)
         ignored_on = self._capacity.ignored_on
         freed = ignored_on.get(name) if ignored_on else None
-        keep = not node.nominated and freed is None
-        if keep:
+        # (a kept model is of a node that was there and held no nomination: any change since dropped it)
+        kept = self._kept.get(name) if freed is None else None
+        if kept is not None:
             victims = tuple(pods) if pods else ()
-            kept = self._kept.get(name)
-            if kept is not None and kept[0] == victims:
+            if kept[0] == victims:
                 model = kept[1]
                 if model is None:
                     return None
@@ -130,6 +127,12 @@ class Room:
                 if gains is not None:
                     self._gains_of[name] = gains
                 return base, gains
+        node = self.state.nodes.get(name)
+        if node is None:
+            return None
+        keep = not node.nominated and freed is None
+        if keep:
+            victims = tuple(pods) if pods else ()
         shapes = self.shapes
         if self._everywhere and not node.unschedulable and not node.taints:
             admitted = self._all_admitted  # the common case: no shape filters nodes, nothing turns pods away
