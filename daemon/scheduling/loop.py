@@ -237,6 +237,7 @@ class Scheduler:
         self._binding: dict[str, _Binding] = {}  # unit -> its binds queued or in flight
         self._bind_queue: deque[tuple[_Binding, str, str, str]] = deque()  # (binding, pod, uid, node)
         self._bind_workers = 0
+        self._idle_binders: deque[anyio.Event] = deque()  # run()'s bind workers waiting for work
         self._nominated: dict[str, NominationWait] = self._waits.nominated  # units holding nominations
         self._node_shapes: dict[str, tuple[object, ...]] = {}
         self._pod_shapes: dict[str, tuple[object, ...]] = {}  # pending pods: what of them placement reads
@@ -381,6 +382,7 @@ class Scheduler:
         """Stop taking new units; `run()` returns after in-flight binds finish and waiting groups roll back."""
         self._stopping = True
         self._wake.set()
+        self._wake_binders(len(self._idle_binders))  # idle bind workers end (those busy finish first)
 
     @property
     def stopping(self) -> bool:
@@ -563,41 +565,62 @@ class Scheduler:
     # ------------------------------------------------------------------ binding
 
     def _start_binds(self, bind: Bind, group: anyio.abc.TaskGroup) -> None:
-        """Queue the members of a `Bind` for the bind workers, and start workers for them (at most
+        """Queue the members of a `Bind` for the bind workers, wake idle ones and start more (at most
         `bind_concurrency` at once): the pipeline keeps up to that many Binding calls in flight while
-        the cycle goes on planning, without a task per pod."""
+        the cycle goes on planning, without a task per pod. Under `run()` the workers stay for the
+        next binds once the queue is empty (lone pods come one `Bind` each: a task started per pod
+        otherwise); under a `run_once()` of its own they end with the queue, as its task group must."""
         binding = _Binding(bind)
         self._binding[bind.unit] = binding
         self._bind_queue.extend((binding, key, uid, node) for key, uid, node in bind.binds)
+        self._wake_binders(len(bind.binds))
         for _ in range(min(self.config.bind_concurrency, len(self._bind_queue)) - self._bind_workers):
             self._bind_workers += 1
-            group.start_soon(self._bind_worker)
+            group.start_soon(self._bind_worker, group is self._background)
 
-    async def _bind_worker(self) -> None:
+    def _wake_binders(self, count: int) -> None:
+        for _ in range(min(count, len(self._idle_binders))):
+            self._idle_binders.popleft().set()
+
+    async def _bind_worker(self, stay: bool = False) -> None:
         """Bind queued members one after the other until the queue is empty; settle each `Bind` whose
         last member came back (`decisions.bind_settled`). Once a member of a `Bind` failed, its members
-        still queued are not sent."""
+        still queued are not sent. `stay`: then wait for more (woken by `_start_binds`) until stopping."""
         queue = self._bind_queue
+        idle: anyio.Event | None = None
         try:
             await anyio.lowlevel.checkpoint()  # let the cycle that queued the binds go on planning first
-            while queue:
-                binding, key, uid, node = queue.popleft()
-                if not binding.failure:
-                    outcome = await self._call_bind(binding.bind.unit, key, uid, node)
-                    if outcome.placed:
-                        self.stats.binds += 1
-                        self.journal.record(PodBound(pod=key, uid=uid, node=outcome.node or node))
-                    else:
-                        self.stats.bind_failures += 1
-                        self.journal.record(BindFailed(pod=key, uid=uid, node=node, reason=outcome.reason))
-                        if not binding.failure:
-                            binding.failure = f"binding pod {key} to node {node} failed: {outcome.reason}"
-                            binding.retriable = outcome.retriable
-                binding.left -= 1
-                if binding.left == 0:
-                    await self._settle(binding)
+            while True:
+                await self._bind_queued(queue)
+                if not stay or self._stopping:
+                    return
+                idle = anyio.Event()
+                self._idle_binders.append(idle)
+                await idle.wait()
+                idle = None
         finally:
             self._bind_workers -= 1
+            if idle is not None and idle in self._idle_binders:  # cancelled while idle
+                self._idle_binders.remove(idle)
+
+    async def _bind_queued(self, queue: deque[tuple[_Binding, str, str, str]]) -> None:
+        """`_bind_worker`'s work: the queued members, until the queue is empty."""
+        while queue:
+            binding, key, uid, node = queue.popleft()
+            if not binding.failure:
+                outcome = await self._call_bind(binding.bind.unit, key, uid, node)
+                if outcome.placed:
+                    self.stats.binds += 1
+                    self.journal.record(PodBound(pod=key, uid=uid, node=outcome.node or node))
+                else:
+                    self.stats.bind_failures += 1
+                    self.journal.record(BindFailed(pod=key, uid=uid, node=node, reason=outcome.reason))
+                    if not binding.failure:
+                        binding.failure = f"binding pod {key} to node {node} failed: {outcome.reason}"
+                        binding.retriable = outcome.retriable
+            binding.left -= 1
+            if binding.left == 0:
+                await self._settle(binding)
 
     async def _settle(self, binding: _Binding) -> None:
         bind = binding.bind
