@@ -50,7 +50,8 @@ import anyio
 import msgspec
 
 from bench import targets
-from daemon.offline.replay import bulk_fold, fold_log
+from daemon.offline.bulk import paused_gc
+from daemon.offline.replay import fold_log
 from daemon.scheduling.clock import WallClock
 from daemon.scheduling.journal import Journal
 from daemon.telemetry.looplag import LoopLagMonitor
@@ -307,7 +308,7 @@ def _child_restart(directory: Path) -> dict[str, float]:
     del result
     gc.collect()
     started, ceiling_cpu = time.perf_counter(), time.process_time()
-    with bulk_fold(), EventLog.open_readonly(directory) as log:  # the restore runs without the cyclic GC too
+    with paused_gc(freeze=True), EventLog.open_readonly(directory) as log:  # the restore runs without the cyclic GC too
         found = log.latest_snapshot()
         assert found is not None
         seq, payload = found

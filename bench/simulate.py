@@ -30,6 +30,7 @@ import anyio
 import yaml
 
 from bench import targets
+from daemon.offline.bulk import paused_gc
 from daemon.offline.simulator import Simulation
 from events.scenario import load_scenario
 
@@ -112,7 +113,8 @@ def generate(jobs: int = 300, seed: int = 7, nodes: int = 512, pods: int | None 
 
 async def _run(path: Path) -> tuple[Simulation, float, float, float]:
     started, cpu_started = time.perf_counter(), time.process_time()
-    scenario = load_scenario(path)
+    with paused_gc(freeze=True):  # as `toposched simulate` loads it
+        scenario = load_scenario(path)
     loaded = time.perf_counter()
     simulation = Simulation(scenario)
     await simulation.run()

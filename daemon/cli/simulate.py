@@ -35,6 +35,7 @@ from daemon.cli.exits import (
     exit_codes_epilog,
     reporting,
 )
+from daemon.offline.bulk import paused_gc
 from daemon.offline.simulator import Simulation, SimulationError, SimulationProgress
 from daemon.scheduling.loop import SchedulerError
 from events.log import EventLog, EventLogError, LogLockedError
@@ -118,7 +119,8 @@ def main(argv: Sequence[str]) -> int:
         raise CommandError("--until must be a number of seconds >= 0", EXIT_USAGE)
     started = time.perf_counter()
     try:
-        scenario = load_scenario(args.scenario)
+        with paused_gc(freeze=True):  # the scenario lives on for the whole run
+            scenario = load_scenario(args.scenario)
     except ScenarioError as error:
         raise CommandError(str(error), EXIT_USAGE) from error
     except RecursionError as error:  # JSON nested thousands deep: the decoder's recursion, not a bug of ours

@@ -36,7 +36,7 @@ from typing import Any
 
 import msgspec
 
-from daemon.offline.replay import bulk_fold
+from daemon.offline.bulk import paused_gc
 from daemon.scheduling import decisions
 from daemon.scheduling.decisions import (
     DecisionConfig,
@@ -327,7 +327,7 @@ def verify_decisions(events: list[Event], *, scheduler_name: str = DEFAULT_SCHED
             checker.position += 1
         index = checker.position
 
-    with bulk_fold():
+    with paused_gc(freeze=True):
         while index < total:
             event = events[index]
             starts = _STARTS[type(event)]
