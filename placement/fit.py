@@ -267,6 +267,20 @@ def slots_in(free: Mapping[str, int], requests: Requests) -> int:
     return best
 
 
+def slots_left(allocatable: Mapping[str, int], used: Mapping[str, int], requests: Requests) -> int:
+    """`slots_in` what is left of `allocatable` once `used` is taken, without building that vector
+    (the queueing hints ask it of every domain of a level at every parked unit's release)."""
+    best = UNLIMITED
+    for name, amount in requests:
+        have = allocatable.get(name, 0) - used.get(name, 0)
+        if have < amount:
+            return 0
+        count = have // amount
+        if count < best:
+            best = count
+    return best
+
+
 def take(free: Resources, shape: Shape, count: int) -> None:
     """Consume `count` pods of `shape` from an explicit free vector."""
     for name, amount in shape.requests:

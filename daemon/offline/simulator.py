@@ -34,10 +34,9 @@ from __future__ import annotations
 import heapq
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import msgspec
@@ -169,12 +168,14 @@ class Report(msgspec.Struct, frozen=True):
 # --------------------------------------------------------------------------- the world
 
 
-@dataclass(order=True)
-class _Happening:
+class _Happening(NamedTuple):
+    """Ordered as a tuple (in C, not by a generated `__lt__`): `scheduled` is unique, so `action` is never compared."""
+
     time: float
     phase: int  # RELEASE before CREATION at one time
     order: int  # document order for creations, scheduling order for releases
-    action: Callable[[], None] = field(compare=False)
+    scheduled: int  # the counter when it was scheduled
+    action: Callable[[], None]
 
 
 class World:
@@ -191,7 +192,8 @@ class World:
 
     def at(self, time: float, phase: int, action: Callable[[], None], order: int | None = None) -> None:
         self._counter += 1
-        heapq.heappush(self._heap, _Happening(time, phase, self._counter if order is None else order, action))
+        count = self._counter
+        heapq.heappush(self._heap, _Happening(time, phase, count if order is None else order, count, action))
 
     def next_time(self) -> float | None:
         return self._heap[0].time if self._heap else None

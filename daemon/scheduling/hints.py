@@ -41,7 +41,7 @@ import msgspec
 
 from daemon.scheduling.queue import Unit
 from placement.constraints import InvalidConstraint, resolve
-from placement.fit import Requests, slots_in
+from placement.fit import Requests, slots_in, slots_left
 from placement.members import counted, is_running
 from state.cluster import ClusterState
 from state.gangs import GangSpec
@@ -130,9 +130,7 @@ def room_now(state: ClusterState, need: Need) -> int:
     room = 0
     requests = need.requests
     for domain in state.topology.domains_at(need.level):
-        allocatable = domain.allocatable
-        used = domain.used
-        fit = slots_in({name: allocatable.get(name, 0) - used.get(name, 0) for name, _ in requests}, requests)
+        fit = slots_left(domain.allocatable, domain.used, requests)
         if fit > room:
             room = fit
     return room
