@@ -43,27 +43,45 @@ _SEQ = "tag:yaml.org,2002:seq"
 _MERGE = "tag:yaml.org,2002:merge"
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
 _PLAIN_TAGS: dict[str, str] = {}
+_NO_PATHS: dict[Any, None] = {}  # stays empty: see `_ManifestLoader`
 _SCALARS = {tag: yaml.SafeLoader.yaml_constructors[tag] for tag in (
     "tag:yaml.org,2002:null", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
     "tag:yaml.org,2002:binary")}  # plain scalar text -> resolved tag; manifests repeat the same scalars
 
 
 class _ManifestLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """libyaml's parser and composer; tag resolution cached, construction by `_construct` below."""
+    """libyaml's parser and composer; tag resolution cached, construction by `_construct` below.
+
+    The composer calls `descend_resolver` / `ascend_resolver` around every node and `resolve` for
+    every node. This loader has no path resolvers (its own empty table, so none added to another
+    loader class reaches it), which leaves those two nothing to do: they are C-level no-ops here
+    instead of Python calls, and `resolve` answers PyYAML's `BaseResolver.resolve` without them.
+    """
+
+    yaml_path_resolvers: dict[Any, Any] = {}
+    descend_resolver = _NO_PATHS.get  # (node, index) -> None, in C
+    ascend_resolver = tuple  # () -> (), in C
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-        if kind is yaml.ScalarNode and implicit[0]:
+        if kind is yaml.ScalarNode:
+            if not implicit[0]:  # quoted, or a plain scalar not to be resolved: a string
+                return _STR
             tag = _PLAIN_TAGS.get(value)
             if tag is None:
                 tag = super().resolve(kind, value, implicit)
                 if len(_PLAIN_TAGS) < 100_000:
                     _PLAIN_TAGS[value] = tag
             return tag
-        return super().resolve(kind, value, implicit)
+        return _MAP if kind is yaml.MappingNode else _SEQ
+
+
+_ScalarNode, _SequenceNode, _MappingNode = yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode
 
 
 def _construct(loader: Any, node: yaml.Node, built: dict[int, Any]) -> Any:
-    if type(node) is yaml.ScalarNode:
+    """The value of one node; strings (most of a manifest) are taken in line, without a call each."""
+    kind = type(node)
+    if kind is _ScalarNode:
         tag = node.tag
         if tag in (_STR, _TIMESTAMP):
             return node.value
@@ -72,22 +90,30 @@ def _construct(loader: Any, node: yaml.Node, built: dict[int, Any]) -> Any:
     done = built.get(id(node))
     if done is not None:  # an alias: the same node again
         return done
-    if type(node) is yaml.SequenceNode:
+    if kind is _SequenceNode:
         if node.tag != _SEQ:
             return loader.construct_object(node, deep=True)
         items: list[Any] = []
         built[id(node)] = items
-        items.extend(_construct(loader, child, built) for child in node.value)
+        for child in node.value:
+            items.append(child.value if type(child) is _ScalarNode and child.tag == _STR
+                         else _construct(loader, child, built))
         return items
-    if type(node) is yaml.MappingNode and node.tag == _MAP:
-        if any(key.tag == _MERGE for key, _ in node.value):
-            loader.flatten_mapping(node)  # `<<: *anchor` merges the anchor's keys, as YAML 1.1 says
+    if kind is _MappingNode and node.tag == _MAP:
+        pairs = node.value
+        for key_node, _ in pairs:
+            if key_node.tag == _MERGE:
+                loader.flatten_mapping(node)  # `<<: *anchor` merges the anchor's keys, as YAML 1.1 says
+                pairs = node.value
+                break
         mapping: dict[Any, Any] = {}
         built[id(node)] = mapping
-        for key_node, value_node in node.value:
-            key = _construct(loader, key_node, built)
+        for key_node, value_node in pairs:
+            key = (key_node.value if type(key_node) is _ScalarNode and key_node.tag == _STR
+                   else _construct(loader, key_node, built))
             try:
-                mapping[key] = _construct(loader, value_node, built)
+                mapping[key] = (value_node.value if type(value_node) is _ScalarNode and value_node.tag == _STR
+                                else _construct(loader, value_node, built))
             except TypeError:
                 raise yaml.constructor.ConstructorError(
                     "while constructing a mapping", node.start_mark, "found unhashable key",

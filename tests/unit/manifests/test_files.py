@@ -62,6 +62,35 @@ numbers: [8, 0.5, 0x10, 1_000, .inf, ~, yes, "8"]
     assert {k: v for k, v in value.items() if k != "stamp"} == {k: v for k, v in safe.items() if k != "stamp"}
 
 
+def test_yaml_builds_what_the_safe_loader_builds_but_timestamps(tmp_path: Path) -> None:
+    path = tmp_path / "features.yaml"
+    path.write_text("""
+a: &a {x: 1, y: [1, 2, {z: null}]}
+b: &b {y: 3, w: !!str 8}
+m1: {<<: *a, y: 4}
+m2: {<<: [*a, *b], q: yes}
+seq: &s [on, off, 0o17, 017, 1:20, -.inf, "str", 'single', !!int "42", !!float "1", ! plain]
+again: *s
+1: int key
+true: bool key
+~: null key
+"quoted key": |
+  block
+  text
+folded: >
+  folded
+  text
+empty:
+nested: [[1, [2, [3]]], {k: [a, b]}]
+bin: !!binary aGVsbG8=
+day: 2001-12-14
+""")
+    (_, value), = read_manifests(path)
+    safe = yaml.safe_load(path.read_text())
+    assert value.pop("day") == "2001-12-14" and str(safe.pop("day")) == "2001-12-14"
+    assert value == safe
+
+
 @pytest.mark.parametrize(("name", "text", "problem"), [
     ("bad.yaml", "a: [1, 2\n", "not valid YAML"),
     ("bad.json", "{", "not valid JSON"),
