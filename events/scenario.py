@@ -28,7 +28,7 @@ import msgspec
 from events.ingest import KindInfo, KubeObject, decode_object, kind_of
 from events.model import ObjectUndecodable, object_key
 from events.objects import SIMULATION_ANNOTATION_PREFIX
-from manifests import ManifestFileError, Rejected, load_object, read_manifests
+from manifests import ManifestFileError, Rejected, SpecMemo, load_object, read_manifests
 
 # Kept when objects are slimmed (`events.objects.slim` keeps the whole SIMULATION_ANNOTATION_PREFIX family).
 AT_ANNOTATION = SIMULATION_ANNOTATION_PREFIX + "at"
@@ -104,14 +104,18 @@ def _admit_in_creation_order(documents: list[_Document]) -> None:
     against the PriorityClasses that exist at that moment (deletions at a time come before creations)."""
     classes: dict[str, tuple[int, dict[str, Any]]] = {}  # name -> (index of its document, admitted object)
     removals: list[tuple[float, str, int]] = []  # (delete-at, class name, index of the class document)
+    existing: dict[str, dict[str, Any]] = {}  # name -> admitted object: what a pod created now resolves against
+    memo = SpecMemo()  # pod specs loaded against `existing` as it is
     for document in sorted(documents, key=lambda d: (d.at, d.index)):
         for when, name, index in [r for r in removals if r[0] <= document.at]:
             if name in classes and classes[name][0] == index:
                 del classes[name]
+                existing = {name: pc for name, (_, pc) in classes.items()}
+                memo.clear()
             removals.remove((when, name, index))
         api_version, kind = str(document.raw.get("apiVersion", "")), str(document.raw.get("kind", ""))
         try:
-            loaded = load_object(api_version, kind, document.raw, {name: pc for name, (_, pc) in classes.items()})
+            loaded = load_object(api_version, kind, document.raw, existing, memo)
         except Rejected as refusal:
             document.problems.append(f"{_describe(document)}: {refusal.message}; skipped")
             continue
@@ -120,6 +124,8 @@ def _admit_in_creation_order(documents: list[_Document]) -> None:
         if (api_version, kind) == PRIORITY_CLASS:
             name = str(_dict(loaded.obj.get("metadata")).get("name") or "")
             classes[name] = (document.index, loaded.obj)
+            existing = {name: pc for name, (_, pc) in classes.items()}
+            memo.clear()
             if document.delete_at is not None:
                 removals.append((document.delete_at, name, document.index))
 

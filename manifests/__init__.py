@@ -19,13 +19,14 @@ packages and the standalone API server can both use it without depending on each
 like a third-party library would be). Everything but `files` is pure: no I/O, no clock.
 """
 
-from manifests.admission import Loaded, Rejected, admit_create, admit_update, load_object
+from manifests.admission import Loaded, Rejected, SpecMemo, admit_create, admit_update, load_object
 from manifests.files import ManifestFileError, read_manifests
 
 __all__ = [
     "Loaded",
     "ManifestFileError",
     "Rejected",
+    "SpecMemo",
     "admit_create",
     "admit_update",
     "load_object",

@@ -29,8 +29,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+import msgspec
+
 from manifests.defaulting import UndecodableQuantity, apply_defaults
-from manifests.validation import Cause, validate
+from manifests.validation import Cause, validate, validate_metadata, validate_pod
 
 Obj = dict[str, Any]
 PriorityClasses = Mapping[str, Obj]  # name -> PriorityClass object
@@ -191,18 +193,67 @@ def admit_update(api_version: str, kind: str, obj: Obj, old: Obj, classes: Prior
     return obj
 
 
-def load_object(api_version: str, kind: str, obj: Obj, classes: PriorityClasses) -> Loaded:
-    """An object read from a scenario, as a cluster would hold it; Rejected only if it cannot be decoded."""
-    obj = decode(api_version, kind, obj)
-    warnings: list[str] = []
-    if (api_version, kind) == ("v1", "Pod"):
-        spec = _dict(obj.get("spec"))
-        if spec.get("priority") is None or spec.get("priorityClassName"):
-            try:
-                obj = resolve_priority(obj, classes)
-            except Rejected as refusal:
-                warnings.append(f"a real API server refuses it: {refusal.message.partition(': ')[2]}")
-        obj = default_toleration_seconds(obj)
-    warnings += [f"a real API server refuses it: {field}: {message}" for _, field, message in
-                 validate(api_version, kind, obj)]
-    return Loaded(obj, warnings)
+class SpecMemo:
+    """Pod specs `load_object` already loaded, for the next pod with the very same spec (a scenario's
+    pods are copies of a few templates, so defaulting, priority, tolerations and the spec's validation
+    run once per template, not once per pod): the spec as stored and the warnings the spec alone earns,
+    by the spec's msgpack bytes (which keep every type apart: 1, 1.0, "1" and True differ). Only valid
+    for one set of PriorityClasses: whoever passes it calls `clear()` when they change. The specs it
+    hands out are shared between the pods: like everything here, nobody mutates them."""
+
+    def __init__(self) -> None:
+        self._specs: dict[bytes, tuple[Obj, list[str], list[str]]] = {}
+
+    def clear(self) -> None:
+        self._specs.clear()
+
+    def get(self, spec: Any) -> tuple[bytes | None, tuple[Obj, list[str], list[str]] | None]:
+        try:
+            key = _msgpack.encode(spec)
+        except (TypeError, ValueError, OverflowError, RecursionError):  # a value msgpack cannot hold: not remembered
+            return None, None
+        return key, self._specs.get(key)
+
+    def put(self, key: bytes, loaded: tuple[Obj, list[str], list[str]]) -> None:
+        self._specs[key] = loaded
+
+
+_msgpack = msgspec.msgpack.Encoder()
+
+
+def _refusals(causes: list[Cause]) -> list[str]:
+    return [f"a real API server refuses it: {field}: {message}" for _, field, message in causes]
+
+
+def _load_pod_spec(pod: Obj, classes: PriorityClasses) -> tuple[Obj, list[str], list[str]]:
+    """A pod's spec as stored (defaults, priority, default tolerations), the priority plugin's refusal
+    as a warning, and the spec's validation as warnings: what depends on the spec alone (the name only
+    shows in the refusal's prefix, which the warning drops)."""
+    obj = decode("v1", "Pod", pod)
+    priority_warnings: list[str] = []
+    spec = _dict(obj.get("spec"))
+    if spec.get("priority") is None or spec.get("priorityClassName"):
+        try:
+            obj = resolve_priority(obj, classes)
+        except Rejected as refusal:
+            priority_warnings.append(f"a real API server refuses it: {refusal.message.partition(': ')[2]}")
+    obj = default_toleration_seconds(obj)
+    spec = obj["spec"]
+    return spec, priority_warnings, _refusals(validate_pod(spec))
+
+
+def load_object(api_version: str, kind: str, obj: Obj, classes: PriorityClasses,
+                memo: SpecMemo | None = None) -> Loaded:
+    """An object read from a scenario, as a cluster would hold it; Rejected only if it cannot be decoded.
+    `memo` (pods only) remembers specs already loaded against the same `classes` (`SpecMemo`)."""
+    if (api_version, kind) != ("v1", "Pod"):
+        obj = decode(api_version, kind, obj)
+        return Loaded(obj, _refusals(validate(api_version, kind, obj)))
+    raw = obj.get("spec")
+    key, loaded = memo.get(raw) if memo is not None and ": " not in _name(obj) else (None, None)
+    if loaded is None:
+        loaded = _load_pod_spec({"metadata": obj.get("metadata"), "spec": raw}, classes)
+        if key is not None and memo is not None:
+            memo.put(key, loaded)
+    spec, priority_warnings, spec_warnings = loaded
+    return Loaded({**obj, "spec": spec}, priority_warnings + _refusals(validate_metadata(obj)) + spec_warnings)

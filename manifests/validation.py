@@ -327,9 +327,14 @@ def validate_pod_spec(spec: Obj, field: str = "spec") -> list[Cause]:
     return causes
 
 
+def validate_pod(spec: Obj) -> list[Cause]:
+    """A pod's spec on create: every rule but metadata's."""
+    return validate_pod_spec(spec) + _pod_workload_fields(spec)
+
+
 def _pod(obj: Obj, old: Obj | None) -> list[Cause]:
     spec = _dict(obj.get("spec"))
-    causes = validate_pod_spec(spec) + _pod_workload_fields(spec)
+    causes = validate_pod(spec)
     if old is not None:
         old_spec = _dict(old.get("spec"))
         for name in ("workloadRef", "schedulingGroup"):

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from manifests.admission import Rejected, admit_create, admit_update, load_object
+from manifests.admission import Rejected, SpecMemo, admit_create, admit_update, load_object
 
 GPU = "nvidia.com/gpu"
 
@@ -151,3 +151,22 @@ def test_a_scenario_load_keeps_what_a_server_refuses_and_says_why() -> None:
     assert stated.obj["spec"]["priority"] == 500 and stated.warnings == []
     with pytest.raises(Rejected):
         load_object("v1", "Pod", pod(resources={"limits": {GPU: "lots"}}), {})
+
+
+def test_pods_loaded_with_a_spec_memo_are_stored_and_warned_about_as_without_it() -> None:
+    memo = SpecMemo()
+    gold = {"gold": create(priority_class("gold", 1000))}
+    bad_label = pod("b", priorityClassName="gold")
+    bad_label["metadata"]["labels"] = {"bad key!": "v"}
+    same_spec = [pod("a", priorityClassName="gold"), bad_label, pod("c", priorityClassName="gold"),
+                 pod("d", resources={"requests": {GPU: "8"}}), pod("e", resources={"requests": {GPU: "8"}}),
+                 pod("f: g", priorityClassName="gone"), pod("h", priorityClassName="gone")]
+    for obj in same_spec:
+        assert load_object("v1", "Pod", obj, gold, memo) == load_object("v1", "Pod", obj, gold)
+    assert load_object("v1", "Pod", bad_label, gold, memo).warnings[0].startswith(
+        "a real API server refuses it: metadata.labels: Invalid value: \"bad key!\"")
+    memo.clear()  # the classes changed: the same spec resolves to another priority
+    silver = {"gold": create(priority_class("gold", 7))}
+    assert load_object("v1", "Pod", pod("a", priorityClassName="gold"), silver, memo).obj["spec"]["priority"] == 7
+    with pytest.raises(Rejected):
+        load_object("v1", "Pod", pod(resources={"limits": {GPU: "lots"}}), {}, memo)
