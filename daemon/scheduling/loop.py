@@ -243,6 +243,8 @@ class Scheduler:
         self._pod_shapes: dict[str, tuple[object, ...]] = {}  # pending pods: what of them placement reads
         self._gang_of: dict[str, str] = {}  # pod -> its gang, to know whose membership a deletion changes
         self._room_cache: dict[tuple[int, Requests], int] = {}
+        self._room_now_cache: dict[tuple[int, Requests], int] = {}  # `_room_now`'s, as of event `_room_now_seq`
+        self._room_now_seq = -1
         self._min_placed: int | None = None  # lowest priority of a placed pod (per cycle, lazily)
         # unit -> (its pods, the tree's version, need_of): a need names a level, which a new tree renumbers
         self._needs: dict[str, tuple[tuple[str, ...], int, Need | None]] = {}
@@ -768,7 +770,20 @@ class Scheduler:
         premise = self._premises.get(unit.key)
         if premise is not None and premise != premise_of(self.state, need, self._room_cache):
             return False
-        return room_now(self.state, need) < need.pods
+        return self._room_now(need) < need.pods
+
+    def _room_now(self, need: Need) -> int:
+        """`room_now`, kept until the next event is folded: the units a release brings back at one
+        cycle mostly share their need (layer and pod shape), and nothing moves between their checks."""
+        seq = self.state.last_seq
+        if seq != self._room_now_seq:
+            self._room_now_seq = seq
+            self._room_now_cache.clear()
+        key = (need.level, need.requests)
+        room = self._room_now_cache.get(key)
+        if room is None:
+            room = self._room_now_cache[key] = room_now(self.state, need)
+        return room
 
     def _need(self, unit: Unit) -> Need | None:
         """`need_of(state, unit)`, kept while the unit's pods and the tree stay the same."""
