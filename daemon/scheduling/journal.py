@@ -118,12 +118,10 @@ class Journal:
 
     def record(self, event: Event) -> Event:
         """Stamp, append, fold, notify; returns the event as stored (with its seq and time)."""
-        now = self.clock.now()
-        stamped = msgspec.structs.replace(event, time=now)
         if self.log is not None:
-            stored = self._append(self.log, stamped)
+            stored = self._append(self.log, msgspec.structs.replace(event, time=self.clock.now()))
         else:
-            stored = msgspec.structs.replace(stamped, seq=self._next_seq)
+            stored = msgspec.structs.replace(event, time=self.clock.now(), seq=self._next_seq)
         self._next_seq = stored.seq + 1
         failure = self.state.apply(stored)
         self.recorded += 1
