@@ -390,21 +390,30 @@ class Solver:
         offerslots, each demand alone): no domain elsewhere can hold the job, so `search` ranks no
         candidate there (it would only see each fail). A subtree is entered while a level below is
         still undecided; a domain short of room rules out its whole subtree."""
-        demands = [demand for demand in job.demands if demand.pods]
+        demands = [(demand.shape, demand.multiples, len(demand.pods)) for demand in job.demands if demand.pods]
         levels: set[int] = set()
         undecided = deepest - root.level + 1  # levels root.level..deepest not yet known to have one
+        known_from = deepest + 1  # every level from this one to `deepest` is known to have one
+        offer = self.offer
         stack = [root]
         while stack:
             domain = stack.pop()
-            if all(level in levels for level in range(domain.level, deepest + 1)):
+            if domain.level >= known_from:
                 continue  # nothing left to learn below it
-            if any(self.offer(demand.shape, demand.multiples, domain)[0] < len(demand.pods) for demand in demands):
+            short = False
+            for shape, multiples, count in demands:
+                if offer(shape, multiples, domain)[0] < count:
+                    short = True
+                    break
+            if short:
                 continue
             if domain.level not in levels:
                 levels.add(domain.level)
                 undecided -= 1
                 if not undecided:
                     break
+                while known_from - 1 in levels:
+                    known_from -= 1
             stack.extend(domain.children)
         return levels
 
