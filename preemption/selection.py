@@ -77,26 +77,29 @@ class _Tally:
         fresh = (sign > 0 and self.alone is not None and unit.index in self.alone
                  and not any(pod.counted_on in self.freed or self.pod_refs.get(pod.key) for pod in unit.pods))
         touched: set[str] = set()
-        within, users = self.within, self.users
-        nodes = {node for pod in unit.pods if (node := pod.counted_on) in within}
-        clean = sign > 0 and not any(users.get(node) for node in nodes)
-        for node in nodes:
-            users[node] = users.get(node, 0) + sign
+        within, users, pod_refs, all_freed = self.within, self.users, self.pod_refs, self.freed
+        clean = sign > 0
         if sign < 0:
             self.clean.pop(unit.index, None)
-        for pod in unit.pods:
-            refs = self.pod_refs.get(pod.key, 0) + sign
-            self.pod_refs[pod.key] = refs
-            if (sign > 0 and refs != 1) or (sign < 0 and refs != 0):
-                continue  # already freed by another chosen unit (a surplus pod inside a whole gang)
-            node = pod.counted_on
-            if node not in self.within:
+        for node, pods in unit.placed:
+            if node not in within:
+                for pod in pods:
+                    pod_refs[pod.key] = pod_refs.get(pod.key, 0) + sign
                 continue
-            freed = self.freed.get(node)
-            if freed is None:
-                freed = self.freed[node] = [0] * len(room.resources)
-            room.add_pod(freed, pod, sign)
-            touched.add(node)
+            count = users.get(node, 0)
+            if count:
+                clean = False
+            users[node] = count + sign
+            for pod in pods:
+                refs = pod_refs.get(pod.key, 0) + sign
+                pod_refs[pod.key] = refs
+                if (sign > 0 and refs != 1) or (sign < 0 and refs != 0):
+                    continue  # already freed by another chosen unit (a surplus pod inside a whole gang)
+                freed = all_freed.get(node)
+                if freed is None:
+                    freed = all_freed[node] = [0] * len(room.resources)
+                room.add_pod(freed, pod, sign)
+                touched.add(node)
         alone = room.alone(unit) if fresh else None
         added = [0] * len(self.slots)
         for node in touched:

@@ -239,7 +239,6 @@ class VictimIndex:
         out.units = [unit for _, unit in ordered]
         for index, unit in enumerate(out.units):
             unit.index = index
-        out.index()
         out.leaving.sort()
         out.protected.sort()
         return out

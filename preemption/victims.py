@@ -130,18 +130,34 @@ class VictimRule:
 class Candidates:
     """Every victim unit for one preemptor, plus the pods already leaving (free room, no cost)."""
 
-    __slots__ = ("leaving", "leaving_on", "pods_on", "protected", "units", "units_on")
+    __slots__ = ("_pods_on", "_units_on", "leaving", "leaving_on", "protected", "units")
 
     def __init__(self) -> None:
         self.units: list[VictimUnit] = []
         self.protected: list[str] = []  # lower-priority pods marked not preemptable (never candidates)
-        self.units_on: dict[str, list[VictimUnit]] = {}  # node -> units with a pod counted there
-        self.pods_on: dict[str, dict[str, PodInfo]] = {}  # node -> the pods of those units counted there
+        self._units_on: dict[str, list[VictimUnit]] | None = None
+        self._pods_on: dict[str, dict[str, PodInfo]] = {}
         self.leaving: list[str] = []
         self.leaving_on: dict[str, Resources] = {}
 
+    @property
+    def units_on(self) -> dict[str, list[VictimUnit]]:
+        """Node -> the units with a pod counted there, in unit order (listed on first use)."""
+        if self._units_on is None:
+            self.index()
+        assert self._units_on is not None
+        return self._units_on
+
+    @property
+    def pods_on(self) -> dict[str, dict[str, PodInfo]]:
+        """Node -> the pods of those units counted there (listed on first use)."""
+        if self._units_on is None:
+            self.index()
+        return self._pods_on
+
     def index(self) -> None:
-        """List each unit under the nodes its pods are counted on, and its pods there, in unit order."""
+        """List each unit under the nodes its pods are counted on, and its pods there, in unit order
+        (again: after `units` changed)."""
         units_on: dict[str, list[VictimUnit]] = {}
         pods_on: dict[str, dict[str, PodInfo]] = {}
         for unit in self.units:
@@ -155,15 +171,15 @@ class Candidates:
                 found = pods_on[node]
                 for pod in pods:
                     found[pod.key] = pod
-        self.units_on = units_on
-        self.pods_on = pods_on
+        self._units_on = units_on
+        self._pods_on = pods_on
 
     def set_aside(self, chosen: list[VictimUnit]) -> None:
         """Take `chosen` out of the candidates and count their pods as leaving (victims already
         decided: their room is free for the rest of the plan, at no further cost)."""
         pods = {pod.key: pod for unit in chosen for pod in unit.pods}
         self.units = [unit for unit in self.units if not any(pod.key in pods for pod in unit.pods)]
-        self.index()
+        self._units_on = None  # listed again on first use
         for key in sorted(pods):
             pod = pods[key]
             self.leaving.append(key)
@@ -259,7 +275,6 @@ def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own
     out.units.sort(key=VictimUnit.sort_key)
     for index, unit in enumerate(out.units):
         unit.index = index
-    out.index()
     out.leaving.sort()
     out.protected.sort()
     return out
