@@ -238,17 +238,21 @@ class PlacedPriorities(_PodIndex):
             self.pod_changed(key)
 
     def pod_changed(self, key: str) -> None:
-        old = self._of.pop(key, None)
+        pod = self.state.pods.get(key)
+        new = pod.priority if pod is not None and pod.placed_node else None
+        old = self._of.get(key)
+        if old == new:
+            return  # most events: a placed pod stays placed at its priority, or one not placed stays so
         if old is not None:
+            del self._of[key]
             left = self._count[old] - 1
             if left:
                 self._count[old] = left
             else:
                 del self._count[old]
-        pod = self.state.pods.get(key)
-        if pod is not None and pod.placed_node:
-            self._of[key] = pod.priority
-            self._count[pod.priority] = self._count.get(pod.priority, 0) + 1
+        if new is not None:
+            self._of[key] = new
+            self._count[new] = self._count.get(new, 0) + 1
 
     def lowest(self) -> int:
         return min(self._count, default=1 << 62)
