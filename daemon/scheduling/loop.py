@@ -171,7 +171,7 @@ log = structlog.get_logger("toposched.scheduler")
 SCHEDULED_REASON = decisions.SCHEDULED_REASON
 UNSCHEDULABLE_REASON = decisions.UNSCHEDULABLE_REASON
 TIMEOUT_REASON = decisions.TIMEOUT_REASON
-
+UNITS_PER_TURN = 16  # units a daemon's cycle decides before other tasks get a turn (`_cycle`)
 
 
 class SchedulerError(Exception):
@@ -483,6 +483,11 @@ class Scheduler:
         if self._raised:
             self._raised.intersection_update(live)
         self._min_placed = None
+        # Under run(), other tasks (bind workers, watches) get their turn every UNITS_PER_TURN units, not
+        # after each: the binds of a batch go out together and their answers and watch events come back
+        # together, which costs less per pod than one at a time. run_once() of its own yields after each.
+        per_turn = UNITS_PER_TURN if group is self._background else 1
+        since_turn = 0
         for unit in self.queue.ordered(units, now):
             if self._stopping:
                 break
@@ -517,6 +522,11 @@ class Scheduler:
                 self._unit_failed(unit.key, unit.gangs, step.stage, error, now, group)
                 if attempting:
                     self.instruments.attempt_finished(unit.key, "error", "")
+            since_turn += 1
+            if since_turn >= per_turn:
+                since_turn = 0
+                await anyio.lowlevel.checkpoint()
+        if since_turn:
             await anyio.lowlevel.checkpoint()
 
     # ------------------------------------------------------------------ carrying decisions out
