@@ -6,6 +6,9 @@ every node whose capacity picture changes (`used`: a pod counted on or off it; `
 Node object itself: labels, taints, allocatable, spec.unschedulable; the node appearing or going)
 here, and a reader keeps its position in this record and re-derives only the nodes named since.
 
+`ClusterState.pod_changes` is the same record for pods: the key of every pod the fold settles, asks
+to leave or re-prioritises (preemption's victim index re-derives only those).
+
 The record is bounded: past `LIMIT` names it forgets the oldest ones all at once, and a reader whose
 position falls before what is kept (`since` returns None) must re-derive everything. `ClusterState`
 also offers `reader_caches`, where a reader keeps what it derived; neither is part of what the state
