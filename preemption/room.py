@@ -47,7 +47,8 @@ class Room:
     on when its running members anchor it: bounds and slots elsewhere read as none.
     """
 
-    __slots__ = ("_all_admitted", "_alone", "_capacity", "_everywhere", "_gains_of", "_kept", "_pods_on", "_priority",
+    __slots__ = ("_all_admitted", "_alone", "_capacity", "_everywhere", "_gains_of", "_kept", "_kind", "_pods_on",
+                 "_priority",
                  "_requests", "_units_on", "_vectors", "_width", "admitted", "base_free", "base_slots", "domain_base",
                  "domain_max", "domain_tiers", "resources", "shapes", "state", "tiers")
 
@@ -81,7 +82,8 @@ class Room:
         self._all_admitted = [True] * self._width
         self._units_on = candidates.units_on
         self._pods_on = candidates.pods_on
-        self._kept = kept_table(state, CACHE_KEY, NodeModels).models((*(shape.key for shape in shapes), *self.tiers))
+        self._kind = kept_table(state, CACHE_KEY, NodeModels).models((*(shape.key for shape in shapes), *self.tiers))
+        self._kept = self._kind.nodes
         base_sums = gain_sums = None
         if tree is state.topology:
             table = slot_table(state)
@@ -112,27 +114,20 @@ class Room:
         pods = self._pods_on.get(name)
         ignored_on = self._capacity.ignored_on
         freed = ignored_on.get(name) if ignored_on else None
+        victims = self._units_on.get(name)  # (units are kept alike between calls: compared one by one)
         # (a kept model is of a node that was there and held no nomination: any change since dropped it)
         kept = self._kept.get(name) if freed is None else None
-        if kept is not None:
-            victims = tuple(pods) if pods else ()
-            if kept[0] == victims:
-                model = kept[1]
-                if model is None:
-                    return None
-                free, base, gains, admitted = model
-                self.base_free[name] = free
-                self.base_slots[name] = base
-                self.admitted[name] = admitted
-                if gains is not None:
-                    self._gains_of[name] = gains
-                return base, gains
+        if kept is not None and kept[0] == victims:
+            model = kept[1]
+            if model is None:
+                return None
+            if victims:
+                self._known(name, model)
+            return model[1], model[2]
         node = self.state.nodes.get(name)
         if node is None:
             return None
         keep = not node.nominated and freed is None
-        if keep:
-            victims = tuple(pods) if pods else ()
         shapes = self.shapes
         if self._everywhere and not node.unschedulable and not node.taints:
             admitted = self._all_admitted  # the common case: no shape filters nodes, nothing turns pods away
@@ -152,15 +147,22 @@ class Room:
         if freed is not None:
             free = [have + freed.get(resource, 0) for have, resource in zip(free, resources, strict=True)]
         base = [_slots(free, wanted) if ok else 0 for wanted, ok in zip(self._requests, admitted, strict=True)]
+        gains = self._gains(pods, free, base, admitted) if pods else None
+        model = (free, base, gains, admitted)
+        if victims:
+            self._known(name, model)
+        if keep:
+            self._kept[name] = (victims, model)
+        return base, gains
+
+    def _known(self, name: str, model: Model) -> None:
+        """Note what selection reads of a node running candidates (the only nodes it looks at)."""
+        free, base, gains, admitted = model
         self.base_free[name] = free
         self.base_slots[name] = base
         self.admitted[name] = admitted
-        gains = self._gains(pods, free, base, admitted) if pods else None
         if gains is not None:
             self._gains_of[name] = gains
-        if keep:
-            self._kept[name] = (victims, (free, base, gains, admitted))
-        return base, gains
 
     def _node_by_node(self, tree: TopologyTree, within: Domain | None) -> tuple[dict[int, list[int]],
                                                                                   dict[int, list[int]]]:
@@ -169,7 +171,23 @@ class Room:
         span = width * len(self.tiers)
         base_sums: dict[int, list[int]] = {}
         gain_sums: dict[int, list[int]] = {}
+        # A leaf whose nodes all keep their models keeps its sums too, while none of them changes and
+        # each runs the same candidates (and none holds a leaving pod this time).
+        keep = tree is self.state.topology
+        kind, kept, units_on, ignored_on = self._kind, self._kept, self._units_on, self._capacity.ignored_on
         for leaf, names in _leaves(tree, within):
+            if keep:
+                stored = kind.leaves.get(leaf.id)
+                if (stored is not None and stored[0] is tree.root and stored[1] == names
+                        and (not ignored_on or not any(name in ignored_on for name in names))
+                        and stored[2] == [units_on.get(name) for name in names]):
+                    for name, model in stored[5]:
+                        self._known(name, model)
+                    if stored[3] is not None:
+                        base_sums[leaf.id] = list(stored[3])
+                        if stored[4] is not None:
+                            gain_sums[leaf.id] = list(stored[4])
+                    continue
             leaf_base: list[int] | None = None
             leaf_gains: list[int] | None = None
             for name in names:
@@ -194,6 +212,15 @@ class Room:
                 base_sums[leaf.id] = leaf_base
                 if leaf_gains is not None:
                     gain_sums[leaf.id] = leaf_gains
+            if keep and not (ignored_on and any(name in ignored_on for name in names)):
+                victims = [units_on.get(name) for name in names]
+                models = [kept.get(name) for name in names]
+                if all(found is not None and found[0] == on for found, on in zip(models, victims, strict=True)):
+                    known = [(name, found[1]) for name, found, on in zip(names, models, victims, strict=True)
+                             if on and found is not None and found[1] is not None]
+                    kind.keep_leaf(leaf.id, names, (tree.root, list(names), victims,
+                                                    None if leaf_base is None else list(leaf_base),
+                                                    None if leaf_gains is None else list(leaf_gains), known))
         # carry the sums up the tree once per domain, deepest level first
         by_depth: dict[int, list[int]] = {}
         for ident in base_sums:
@@ -389,22 +416,50 @@ def _slots(free: Sequence[int], wanted: Sequence[tuple[int, int]]) -> int:
 CACHE_KEY = "preemption.room"
 MAX_MODELS = 16  # kinds of question kept (shapes and tiers); past it the least recently asked goes
 
-# per node: the victims' pod keys it was modelled with, and (free, base slots, gains, admitted) or None
-Kept = tuple[tuple[str, ...], tuple[Vector, list[int], list[int] | None, list[bool]] | None]
+Model = tuple[Vector, list[int], list[int] | None, list[bool]]  # free, base slots, gains, admitted
+# per node: the victim units on it it was modelled with, and its model (None: no shape may go there)
+Kept = tuple[list[VictimUnit] | None, Model | None]
+# per leaf domain: the tree's root, its nodes, the victim units on each, its base and gain sums, and
+# the models of its nodes running candidates
+KeptLeaf = tuple[Domain, list[str], list[list[VictimUnit] | None], list[int] | None, list[int] | None,
+                 list[tuple[str, Model]]]
+
+
+class _Kind:
+    """What is kept for one question: node models, and leaf sums (with the leaf each node was kept in)."""
+
+    __slots__ = ("leaf_of", "leaves", "nodes")
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, Kept] = {}
+        self.leaves: dict[int, KeptLeaf] = {}
+        self.leaf_of: dict[str, int] = {}
+
+    def keep_leaf(self, ident: int, names: list[str], kept: KeptLeaf) -> None:
+        self.leaves[ident] = kept
+        for name in names:
+            self.leaf_of[name] = ident
+
+    def drop(self, name: str) -> None:
+        self.nodes.pop(name, None)
+        leaf = self.leaf_of.pop(name, None)
+        if leaf is not None:
+            self.leaves.pop(leaf, None)
 
 
 class NodeModels:
     """`Room._model`'s answers kept between calls, per question (the shapes' keys and the tiers), dropped
     for every node the fold changed (`state.node_changes`) or holding a pod it changed
-    (`state.pod_changes`). An answer is used only for the same victims on the node, and never for a
-    node holding a nomination or a leaving pod (those depend on the preemptor's gangs and victims).
-    Every figure equals a fresh model (tests/property/test_room_properties.py)."""
+    (`state.pod_changes`), with the sums of the leaf domain it is in. An answer is used only for the
+    same victim units on the node, and never for a node holding a nomination or a leaving pod (those
+    depend on the preemptor's gangs and victims). Every figure equals a fresh model
+    (tests/property/test_room_properties.py, tests/property/test_victim_index.py)."""
 
     __slots__ = ("_kinds", "_nodes_at", "_pods_at", "state")
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
-        self._kinds: dict[tuple[object, ...], dict[str, Kept]] = {}
+        self._kinds: dict[tuple[object, ...], _Kind] = {}
         self._nodes_at = state.node_changes.end
         self._pods_at = state.pod_changes.end
 
@@ -424,15 +479,15 @@ class NodeModels:
             pod = state.pods.get(key)
             if pod is not None and pod.counted_on:
                 changed.add(pod.counted_on)
-        for kept in self._kinds.values():
+        for kind in self._kinds.values():
             for name in changed:
-                kept.pop(name, None)
+                kind.drop(name)
 
-    def models(self, kind: tuple[object, ...]) -> dict[str, Kept]:
-        """The kept answers to the question `kind` (made empty on first use)."""
+    def models(self, kind: tuple[object, ...]) -> _Kind:
+        """What is kept for the question `kind` (made empty on first use)."""
         kept = self._kinds.pop(kind, None)
         if kept is None:
-            kept = {}
+            kept = _Kind()
             if len(self._kinds) >= MAX_MODELS:
                 del self._kinds[next(iter(self._kinds))]
         self._kinds[kind] = kept

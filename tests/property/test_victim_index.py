@@ -233,7 +233,7 @@ def test_a_room_model_with_kept_node_models_is_the_one_made_afresh(events: list[
         shapes = sorted({shape_of(info).key: shape_of(info) for key in pods if (info := state.pods.get(key))}.items())
         if not shapes:
             continue
-        candidates = collect(state, priority, own, pods)
+        candidates = victim_index(state).candidates(priority, own, pods, below=priority)  # units kept alike
         kept = Room(state, [shape for _, shape in shapes], own, candidates)
         caches, state.reader_caches = state.reader_caches, {}  # nothing kept: every table made afresh
         fresh = Room(state, [shape for _, shape in shapes], own, candidates)
