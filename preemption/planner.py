@@ -289,8 +289,9 @@ class _Planner:
             return candidates.units
         seen: set[int] = set()
         out: list[VictimUnit] = []
+        units_on = candidates.units_on
         for node in domain.nodes:
-            for unit in candidates.units_on.get(node, ()):
+            for unit in units_on.get(node, ()):
                 if unit.index not in seen:
                     seen.add(unit.index)
                     out.append(unit)

@@ -321,6 +321,10 @@ class Room:
             found = self._vectors[id(requests)] = self.vector(requests)
         return found
 
+    def requests_of(self, pod: PodInfo) -> Vector:
+        """The pod's requests as a new vector (the caller's to change)."""
+        return list(self._vector(pod))
+
     def add_pod(self, total: Vector, pod: PodInfo, sign: int = 1) -> None:
         """Add (`sign` -1: take away) the pod's requests into `total`."""
         for i, amount in enumerate(self._vector(pod)):

@@ -96,9 +96,12 @@ class _Tally:
                 if (sign > 0 and refs != 1) or (sign < 0 and refs != 0):
                     continue  # already freed by another chosen unit (a surplus pod inside a whole gang)
                 freed = all_freed.get(node)
-                if freed is None:
-                    freed = all_freed[node] = [0] * len(room.resources)
-                room.add_pod(freed, pod, sign)
+                if freed is None and sign > 0:
+                    all_freed[node] = room.requests_of(pod)  # a copy: the first pod freed there
+                else:
+                    if freed is None:
+                        freed = all_freed[node] = [0] * len(room.resources)
+                    room.add_pod(freed, pod, sign)
                 touched.add(node)
         alone = room.alone(unit) if fresh else None
         added = [0] * len(self.slots)
