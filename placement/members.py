@@ -20,13 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from events.objects import Pod
 from placement.fit import Shape, shape_of, topology_index
 from placement.gather import Demand
 from state.cluster import ClusterState, PodInfo
 from state.gangs import ONCE_SATISFIED, ONLY_WAITING, GangSpec
+from state.resources import Resources
 from state.topology import Domain
 
 ROOT_DOMAIN = ""
+SHAPES_KEY = "placement.members.shapes"
 
 
 def pod_order(pod: PodInfo) -> tuple[int, int, str]:
@@ -107,23 +110,60 @@ def where(domain: Domain) -> str:
     return "the whole cluster" if domain.parent is None else f"{domain.layer} {domain.name}"
 
 
+class PodShapes:
+    """Each pod's `shape_of` and `pod_order`, kept in `state.reader_caches` between planning calls: a
+    gang that does not fit is grouped again at every attempt, pod by pod. An entry holds while the
+    pod keeps its object, requests and priority (the fold replaces the object and the requests on
+    any change, never mutates them), which are all the two read."""
+
+    __slots__ = ("entries", "state")
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.entries: dict[str, tuple[Pod, Resources, int, Shape, tuple[int, int, str]]] = {}
+
+    def of(self, pod: PodInfo) -> tuple[Shape, tuple[int, int, str]]:
+        entry = self.entries.get(pod.key)
+        if entry is not None and entry[0] is pod.obj and entry[1] is pod.requests and entry[2] == pod.priority:
+            return entry[3], entry[4]
+        if len(self.entries) > 2 * len(self.state.pods) + 1024:  # pods gone since: start again
+            self.entries.clear()
+        shape, order = shape_of(pod), pod_order(pod)
+        self.entries[pod.key] = (pod.obj, pod.requests, pod.priority, shape, order)
+        return shape, order
+
+
+def pod_shapes(state: ClusterState) -> PodShapes:
+    """The state's `PodShapes` (made on first use)."""
+    found = state.reader_caches.get(SHAPES_KEY)
+    if not isinstance(found, PodShapes):
+        found = PodShapes(state)
+        state.reader_caches[SHAPES_KEY] = found
+    return found
+
+
 def demands_for(state: ClusterState, pods: Sequence[str],
                 multiples: Mapping[str, dict[int, int]]) -> list[Demand]:
     """Group pods by (gang, shape): pods of one group share offerslots; order pods for adjacency."""
-    groups: dict[tuple[str, bytes], tuple[Shape, list[PodInfo]]] = {}
+    known = pod_shapes(state)
+    groups: dict[tuple[str, bytes], tuple[Shape, list[tuple[tuple[int, int, str], str]]]] = {}
     for key in pods:
         pod = state.pods[key]
-        shape = shape_of(pod)
+        shape, order = known.of(pod)
         group = groups.get((pod.gang, shape.key))
         if group is None:
-            groups[(pod.gang, shape.key)] = (shape, [pod])
+            groups[(pod.gang, shape.key)] = (shape, [(order, key)])
         else:
-            group[1].append(pod)
-    demands: list[Demand] = []
+            group[1].append((order, key))
+    ordered: list[tuple[str, tuple[int, int, str], Demand]] = []
     for (gang, _), (shape, members) in groups.items():
-        members.sort(key=pod_order)
-        demands.append(Demand(shape, [p.key for p in members], gang, multiples.get(gang)))
-    demands.sort(key=lambda d: (d.gang, pod_order(state.pods[d.pods[0]])))
-    return demands
+        members.sort()  # by pod_order, whose last field is the key: no two members tie
+        ordered.append((gang, members[0][0], Demand(shape, [key for _, key in members], gang, multiples.get(gang))))
+    ordered.sort(key=_by_gang_then_first)
+    return [demand for _, _, demand in ordered]
+
+
+def _by_gang_then_first(item: tuple[str, tuple[int, int, str], Demand]) -> tuple[str, tuple[int, int, str]]:
+    return item[0], item[1]
 
 
