@@ -164,7 +164,7 @@ from placement.fit import Requests
 from placement.plan import Unschedulable
 from preemption.plan import PreemptionPlan
 from preemption.reclaim import may_reclaim
-from state.cluster import ClusterState, PodInfo
+from state.cluster import ClusterState, PodInfo, subject_of
 
 log = structlog.get_logger("toposched.scheduler")
 
@@ -265,8 +265,9 @@ class Scheduler:
 
     def observe(self, event: Event) -> None:
         """Journal listener: note changes that may let parked units fit, and wake the loop."""
-        self._units.observe(event)
-        self._placed_priorities.observe(event)
+        kind, key = subject_of(event)
+        self._units.observe_subject(kind, key)
+        self._placed_priorities.observe_subject(kind, key)
         handler = _OBSERVERS[type(event)]
         if handler is not None and handler(self, event):
             self._dirty = True

@@ -128,7 +128,10 @@ class _PodIndex(abc.ABC):
         """Read one pod again."""
 
     def observe(self, event: Event) -> None:
-        kind, key = subject_of(event)
+        self.observe_subject(*subject_of(event))
+
+    def observe_subject(self, kind: str, key: str) -> None:
+        """`observe` for an event whose `subject_of` the caller has already found."""
         if kind == "Pod":
             self.pod_changed(key)
         elif kind == "PriorityClass":
