@@ -126,8 +126,10 @@ class PodShapes:
         entry = self.entries.get(pod.key)
         if entry is not None and entry[0] is pod.obj and entry[1] is pod.requests and entry[2] == pod.priority:
             return entry[3], entry[4]
-        if len(self.entries) > 2 * len(self.state.pods) + 1024:  # pods gone since: start again
-            self.entries.clear()
+        if len(self.entries) > 2 * len(self.state.pending) + 1024:
+            # Only pending pods are planned: let go of the rest (and of the objects they keep alive).
+            pending = self.state.pending
+            self.entries = {key: entry for key, entry in self.entries.items() if key in pending}
         shape, order = shape_of(pod), pod_order(pod)
         self.entries[pod.key] = (pod.obj, pod.requests, pod.priority, shape, order)
         return shape, order
