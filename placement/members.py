@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from events.objects import Pod
+from events.objects import PodSpec
 from placement.fit import Shape, shape_of, topology_index
 from placement.gather import Demand
 from state.cluster import ClusterState, PodInfo
@@ -113,25 +113,29 @@ def where(domain: Domain) -> str:
 class PodShapes:
     """Each pod's `shape_of` and `pod_order`, kept in `state.reader_caches` between planning calls: a
     gang that does not fit is grouped again at every attempt, pod by pod. An entry holds while the
-    pod keeps its object, requests and priority (the fold replaces the object and the requests on
-    any change, never mutates them), which are all the two read."""
+    pod keeps its spec and annotations objects, requests and priority, which are all the two read:
+    the fold replaces these on any change, never mutates what they say (a status update, such as
+    the scheduler's own PodScheduled condition, keeps the spec and the metadata's annotations)."""
 
     __slots__ = ("entries", "state")
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
-        self.entries: dict[str, tuple[Pod, Resources, int, Shape, tuple[int, int, str]]] = {}
+        self.entries: dict[str, tuple[PodSpec, dict[str, str], Resources, int, Shape, tuple[int, int, str]]] = {}
 
     def of(self, pod: PodInfo) -> tuple[Shape, tuple[int, int, str]]:
+        obj = pod.obj
+        spec, annotations = obj.spec, obj.metadata.annotations
         entry = self.entries.get(pod.key)
-        if entry is not None and entry[0] is pod.obj and entry[1] is pod.requests and entry[2] == pod.priority:
-            return entry[3], entry[4]
+        if (entry is not None and entry[0] is spec and entry[1] is annotations and entry[2] is pod.requests
+                and entry[3] == pod.priority):
+            return entry[4], entry[5]
         if len(self.entries) > 2 * len(self.state.pending) + 1024:
             # Only pending pods are planned: let go of the rest (and of the objects they keep alive).
             pending = self.state.pending
             self.entries = {key: entry for key, entry in self.entries.items() if key in pending}
         shape, order = shape_of(pod), pod_order(pod)
-        self.entries[pod.key] = (pod.obj, pod.requests, pod.priority, shape, order)
+        self.entries[pod.key] = (spec, annotations, pod.requests, pod.priority, shape, order)
         return shape, order
 
 
