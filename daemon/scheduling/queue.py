@@ -156,8 +156,6 @@ class PendingUnits(_PodIndex):
         self._ordered: dict[str, tuple[tuple[str, ...], int]] = {}  # gang -> (its pending pods sorted, top priority)
         self._lone: dict[str, Unit] = {}  # pending pod of no gang -> its unit
         self._of: dict[str, str] = {}  # pending pod -> its gang ("" for none)
-        # gang planned alone -> (its `_ordered` entry, GangInfo, spec, first_seen, its unit) when last made
-        self._made: dict[str, tuple[tuple[tuple[str, ...], int], object, object, float, Unit]] = {}
         self.rebuild()
 
     def rebuild(self) -> None:
@@ -165,7 +163,6 @@ class PendingUnits(_PodIndex):
         self._ordered.clear()
         self._lone.clear()
         self._of.clear()
-        self._made.clear()
         for key in self.state.pending:
             self.pod_changed(key)
 
@@ -179,7 +176,6 @@ class PendingUnits(_PodIndex):
                 self._ordered.pop(old, None)
                 if not members:
                     del self._gangs[old]
-                    self._made.pop(old, None)
             else:
                 del self._lone[key]
         if key not in self.state.pending:
@@ -201,27 +197,9 @@ class PendingUnits(_PodIndex):
         for gang in self._gangs:
             groups.setdefault(unit_of_gang(state, gang), []).append(gang)
         units: list[Unit] = []
-        made = self._made
         for group, gangs in groups.items():
             if len(gangs) == 1:
-                gang = gangs[0]
-                ordered = self._sorted(gang)
-                if len(group) == 1 and group[0] == gang:
-                    # A gang planned alone: its unit stays while nothing it is made of changes.
-                    info = state.gangs.get(gang)
-                    spec = info.spec if info is not None else None
-                    first_seen = info.first_seen if info is not None else 0.0
-                    entry = made.get(gang)
-                    if (entry is not None and entry[0] is ordered and entry[1] is info and entry[2] is spec
-                            and entry[3] == first_seen):
-                        units.append(entry[4])
-                        continue
-                    unit = Unit(key=gang, gangs=group, target=gang, pods=ordered[0], priority=ordered[1],
-                                first_seen=first_seen)
-                    made[gang] = (ordered, info, spec, first_seen, unit)
-                    units.append(unit)
-                    continue
-                members, priority = ordered
+                members, priority = self._sorted(gangs[0])
             else:
                 parts = [self._sorted(gang) for gang in gangs]
                 members = tuple(sorted(key for part in parts for key in part[0]))
