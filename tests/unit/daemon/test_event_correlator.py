@@ -220,7 +220,15 @@ class HoldingSink(Sink):
 async def test_a_drain_finishes_what_a_stopped_writer_left() -> None:
     sink = HoldingSink(hold=2)
     recorder = EventRecorder(sink, "toposched", now=lambda: 50.0, concurrency=2)
-    pods = [ObjectRef(api_version="v1", kind="Pod", namespace="team", name=f"p{i}") for i in range(6)]
+    # An object's lane comes from a string hash, which differs per process: pick names that fill both
+    # lanes, or a run where all six share one lane would hold one write and wait for the second forever.
+    names = (f"p{i}" for i in range(1000))
+    by_lane: dict[int, list[str]] = {0: [], 1: []}
+    while min(len(found) for found in by_lane.values()) < 3:
+        name = next(names)
+        by_lane[hash(("team", name)) % 2].append(name)
+    pods = [ObjectRef(api_version="v1", kind="Pod", namespace="team", name=name)
+            for name in by_lane[0][:3] + by_lane[1][:3]]
     with anyio.fail_after(10):
         async with anyio.create_task_group() as outer, anyio.create_task_group() as leader:
             leader.start_soon(recorder.run)
