@@ -172,6 +172,8 @@ SCHEDULED_REASON = decisions.SCHEDULED_REASON
 UNSCHEDULABLE_REASON = decisions.UNSCHEDULABLE_REASON
 TIMEOUT_REASON = decisions.TIMEOUT_REASON
 UNITS_PER_TURN = 16  # units a daemon's cycle decides before other tasks get a turn (`_cycle`)
+TURN_SECONDS = 0.01  # ... or fewer, once deciding them has taken this long (big gangs), so watches and
+# the lease renewal are never held up for sixteen slow units in a row
 
 
 class SchedulerError(Exception):
@@ -487,8 +489,11 @@ class Scheduler:
         # Under run(), other tasks (bind workers, watches) get their turn every UNITS_PER_TURN units, not
         # after each: the binds of a batch go out together and their answers and watch events come back
         # together, which costs less per pod than one at a time. run_once() of its own yields after each.
+        # A turn also ends once it has taken TURN_SECONDS, whatever the count.
         per_turn = UNITS_PER_TURN if group is self._background else 1
         since_turn = 0
+        clock = self.clock
+        turn_ends = now + TURN_SECONDS
         for unit in self.queue.ordered(units, now):
             if self._stopping:
                 break
@@ -524,9 +529,10 @@ class Scheduler:
                 if attempting:
                     self.instruments.attempt_finished(unit.key, "error", "")
             since_turn += 1
-            if since_turn >= per_turn:
+            if since_turn >= per_turn or clock.now() >= turn_ends:
                 since_turn = 0
                 await anyio.lowlevel.checkpoint()
+                turn_ends = clock.now() + TURN_SECONDS
         if since_turn:
             await anyio.lowlevel.checkpoint()
 

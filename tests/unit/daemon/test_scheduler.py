@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import anyio
@@ -10,7 +11,7 @@ import msgspec
 
 from daemon.offline.simulator import VirtualClock
 from daemon.scheduling.journal import Journal
-from daemon.scheduling.loop import Scheduler, SchedulerConfig
+from daemon.scheduling.loop import TURN_SECONDS, UNITS_PER_TURN, Scheduler, SchedulerConfig
 from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase, Instruments, Preemptee
 from daemon.scheduling.queue import SchedulingQueue, Unit
 from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
@@ -450,6 +451,50 @@ async def test_daemon_loop_wakes_on_new_work_and_stops_on_request() -> None:
         h.add(pod_event(pod("late", gpus=1)))
         await wait_for(lambda: "default/late" in h.bound_pods())
         h.scheduler.request_stop()
+
+
+class TickingClock(StillClock):
+    """Each reading of the clock finds it `tick` seconds later: every unit is slow to decide."""
+
+    def __init__(self, tick: float) -> None:
+        super().__init__()
+        self.tick = tick
+
+    def now(self) -> float:
+        self.time += self.tick
+        return self.time
+
+
+async def decided_between_turns(h: Harness, pods: int) -> list[int]:
+    """Under the daemon's loop, how many pods were decided between two turns of another task."""
+    h.add(*nodes(8), *(pod_event(pod(f"solo-{i}", gpus=1)) for i in range(pods)))
+    seen: list[int] = []
+
+    async def other_task() -> None:  # a watch or the lease renewal: it only needs a turn now and then
+        while True:
+            seen.append(len(h.pods(PodAssumed)))
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(other_task)
+        group.start_soon(h.scheduler.run)
+        await wait_for(lambda: len(h.bound_pods()) == pods)
+        h.scheduler.request_stop()
+        group.cancel_scope.cancel()
+    return [later - earlier for earlier, later in itertools.pairwise(seen)]
+
+
+async def test_the_daemon_loop_decides_pods_in_batches_and_still_lets_other_tasks_run_between_them() -> None:
+    gaps = await decided_between_turns(Harness(config=SchedulerConfig()), 40)
+    assert max(gaps) == UNITS_PER_TURN  # a batch's binds go out together
+    assert sum(gaps) == 40
+
+
+async def test_slow_decisions_give_other_tasks_a_turn_after_each_one() -> None:
+    h = Harness(config=SchedulerConfig())
+    h.clock = h.scheduler.clock = h.journal.clock = TickingClock(tick=TURN_SECONDS)
+    gaps = await decided_between_turns(h, 40)
+    assert max(gaps) == 1 and sum(gaps) == 40
 
 
 async def test_gang_missing_its_podgroup_waits_with_a_reason_until_it_appears() -> None:
