@@ -193,11 +193,11 @@ class RankTable:
     nodes as a group (key `_loose(id)`), per request vector (see the module docstring). Get it with
     `rank_table(state)`."""
 
-    __slots__ = ("by_requests", "position", "root", "state")
+    __slots__ = ("by_requests", "changes", "root", "state")
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
-        self.position = state.node_changes.end
+        self.changes = state.node_changes.cursor()
         self.root = state.topology.root
         self.by_requests: dict[Requests, dict[int, Rank]] = {}
 
@@ -209,14 +209,10 @@ class RankTable:
         if root is not self.root:
             self.root = root
             self.by_requests.clear()
-        changes = state.node_changes
-        if changes.end == self.position:
-            return
-        names = changes.since(self.position)
-        self.position = changes.end
-        if names is None:
+        names = self.changes.take()
+        if names is None:  # some changes were forgotten: every rank may be stale
             self.by_requests.clear()
-        if not self.by_requests or names is None:
+        if not names or not self.by_requests:
             return
         domain_ids = {domain.id for name in set(names) for domain in tree.path(name)}
         for ranks in self.by_requests.values():

@@ -68,11 +68,11 @@ class ShapeSlots:
 class SlotTable:
     """See the module docstring. Get it with `slot_table(state)`, never construct it for a shared state."""
 
-    __slots__ = ("_filter_keys", "_nominated_domains", "nominated", "position", "root", "shapes", "state")
+    __slots__ = ("_filter_keys", "_nominated_domains", "changes", "nominated", "root", "shapes", "state")
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
-        self.position = state.node_changes.end
+        self.changes = state.node_changes.cursor()
         self.shapes: dict[bytes, ShapeSlots] = {}
         self._filter_keys: dict[bytes, bytes] = {}  # Shape.key -> the key of its requests and filters
         self.nominated: set[str] = {name for name, info in state.nodes.items() if info.nominated}
@@ -90,15 +90,12 @@ class SlotTable:
             self._nominated_domains = None
             for entry in self.shapes.values():
                 entry.domains.clear()
-        changes = state.node_changes
-        if changes.end == self.position:
-            return
-        names = changes.since(self.position)
-        self.position = changes.end
-        if names is None:
-            self.shapes.clear()
-            self.nominated = {name for name, info in state.nodes.items() if info.nominated}
-            self._nominated_domains = None
+        names = self.changes.take()
+        if not names:
+            if names is None:  # some changes were forgotten: count everything afresh
+                self.shapes.clear()
+                self.nominated = {name for name, info in state.nodes.items() if info.nominated}
+                self._nominated_domains = None
             return
         changed = set(names)
         nodes = state.nodes

@@ -459,20 +459,18 @@ class NodeModels:
     depend on the preemptor's gangs and victims). Every figure equals a fresh model
     (tests/property/test_room_properties.py, tests/property/test_victim_index.py)."""
 
-    __slots__ = ("_kinds", "_nodes_at", "_pods_at", "state")
+    __slots__ = ("_kinds", "_node_changes", "_pod_changes", "state")
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         self._kinds: dict[tuple[object, ...], _Kind] = {}
-        self._nodes_at = state.node_changes.end
-        self._pods_at = state.pod_changes.end
+        self._node_changes = state.node_changes.cursor()
+        self._pod_changes = state.pod_changes.cursor()
 
     def sync(self) -> None:
         state = self.state
-        nodes = state.node_changes.since(self._nodes_at)
-        pods = state.pod_changes.since(self._pods_at)
-        self._nodes_at = state.node_changes.end
-        self._pods_at = state.pod_changes.end
+        nodes = self._node_changes.take()
+        pods = self._pod_changes.take()
         if nodes is None or pods is None:
             self._kinds.clear()
             return

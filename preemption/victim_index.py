@@ -54,7 +54,7 @@ class _Gang:
 class VictimIndex:
     """Every running pod's class for preemption, kept up to date from the fold's change records."""
 
-    __slots__ = ("_gangs", "_kept", "_leaving", "_lone", "_lone_units", "_nodes_at", "_on_node", "_pods_at",
+    __slots__ = ("_gangs", "_kept", "_leaving", "_lone", "_lone_units", "_node_changes", "_on_node", "_pod_changes",
                  "_where", "state")
 
     def __init__(self, state: ClusterState) -> None:
@@ -63,8 +63,8 @@ class VictimIndex:
 
     def _rebuild(self) -> None:
         state = self.state
-        self._nodes_at = state.node_changes.end
-        self._pods_at = state.pod_changes.end
+        self._node_changes = state.node_changes.cursor()
+        self._pod_changes = state.pod_changes.cursor()
         self._where: dict[str, tuple[str, int, str]] = {}  # pod key -> (node, class, gang)
         self._on_node: dict[str, set[str]] = {}  # node -> keys indexed there
         self._leaving: dict[str, PodInfo] = {}
@@ -78,13 +78,11 @@ class VictimIndex:
 
     def sync(self) -> None:
         state = self.state
-        pods = state.pod_changes.since(self._pods_at)
-        nodes = state.node_changes.since(self._nodes_at)
+        pods = self._pod_changes.take()
+        nodes = self._node_changes.take()
         if pods is None or nodes is None:
             self._rebuild()
             return
-        self._pods_at = state.pod_changes.end
-        self._nodes_at = state.node_changes.end
         if not pods and not nodes:
             return
         keys = set(pods)

@@ -14,6 +14,9 @@ position falls before what is kept (`since` returns None) must re-derive everyth
 also offers `reader_caches`, where a reader keeps what it derived; neither is part of what the state
 means (never in a snapshot, never compared).
 
+A reader follows a record with a `ChangeCursor` (`record.cursor()`): `take()` returns what was noted
+since its last call and moves past it.
+
 Pure: no I/O, no clock.
 """
 
@@ -47,3 +50,24 @@ class NodeChanges:
         if position < self.start:
             return None
         return self.names[position - self.start:]
+
+    def cursor(self) -> ChangeCursor:
+        """A reader's place in this record, at its end now."""
+        return ChangeCursor(self)
+
+
+class ChangeCursor:
+    """One reader's place in a `NodeChanges` record."""
+
+    __slots__ = ("position", "record")
+
+    def __init__(self, record: NodeChanges) -> None:
+        self.record = record
+        self.position = record.end
+
+    def take(self) -> list[str] | None:
+        """The names noted since the last call (repeats included; empty when none) and move past them;
+        None when some were forgotten: the reader must re-derive everything."""
+        record = self.record
+        position, self.position = self.position, record.end
+        return record.since(position)
