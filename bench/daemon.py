@@ -50,6 +50,7 @@ import tempfile
 import time
 import urllib.request
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -235,23 +236,12 @@ async def run(args: argparse.Namespace) -> int:
                 await asyncio.sleep(1.0)
 
             # ---------------------------------------------------------------- 10,000 single pods
-            before = await asyncio.to_thread(scrape, port)
             names = {f"single-{index:05d}" for index in range(args.pods)}
-            cpu = started_cpu = _cpu_pair(daemon.pid)
-            created = time.perf_counter()
-            await create(cluster, [pod(name, {"cpu": "100m", "memory": "128Mi"}) for name in sorted(names)])
-            creation = time.perf_counter() - created
-            last = await counter.wait_for(names, within=600)
-            wall = last - created
-            cpu = _cpu_pair(daemon.pid, since=cpu)
-            after = await asyncio.to_thread(scrape, port)
-            print(f"\n{args.pods} single pods on {args.nodes} nodes: {args.pods / wall:.0f} pods/s "
-                  f"({wall:.2f} s from creation to the last binding; creating them took {creation:.2f} s of it)")
-            for line in where_the_time_goes(before, after, wall):
-                print(line)
-            print(_cpu_words(cpu, wall, args.pods))
-            print(await _events_written(port, before, after, args.pods, last))
-            single_cpu = _cpu_pair(daemon.pid, since=started_cpu)[0] / args.pods  # its Events included
+            wall, single_cpu = await _phase(
+                cluster, counter, daemon.pid, port,
+                [pod(name, {"cpu": "100m", "memory": "128Mi"}) for name in sorted(names)], names,
+                lambda wall, creation: f"\n{args.pods} single pods on {args.nodes} nodes: {args.pods / wall:.0f} "
+                f"pods/s ({wall:.2f} s from creation to the last binding; creating them took {creation:.2f} s of it)")
 
             # ---------------------------------------------------------------- one 3,000-pod gang
             single_rate = args.pods / wall
@@ -260,28 +250,16 @@ async def run(args: argparse.Namespace) -> int:
                 print(f"\n(skipping the {args.gang}-pod gang: it needs one 8-GPU node per pod, there are {args.nodes})"
                       if args.gang > 0 else "\n(no gang phase: --gang 0)")
             else:
-                before = await asyncio.to_thread(scrape, port)
                 gang_names = {f"gang-{index:05d}" for index in range(args.gang)}
                 group = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
                          "metadata": {"name": "big", "namespace": NAMESPACE},
                          "spec": {"minMember": args.gang, "scheduleTimeoutSeconds": 600}}
-                cpu = started_cpu = _cpu_pair(daemon.pid)
-                created = time.perf_counter()
-                await create(cluster, [group, *(pod(name, {"cpu": "4", "nvidia.com/gpu": "8"}, gang="big")
-                                                for name in sorted(gang_names))])
-                creation = time.perf_counter() - created
-                last = await counter.wait_for(gang_names, within=600)
-                wall = last - created
-                cpu = _cpu_pair(daemon.pid, since=cpu)
-                after = await asyncio.to_thread(scrape, port)
-                first_bind = wall  # all of a gang's binds are issued together after Permit
-                print(f"\none {args.gang}-pod gang: {wall:.2f} s from creation to all bound = "
-                      f"{args.gang / wall:.0f} pods/s (creating it took {creation:.2f} s of it)")
-                for line in where_the_time_goes(before, after, first_bind):
-                    print(line)
-                print(_cpu_words(cpu, wall, args.gang))
-                print(await _events_written(port, before, after, args.gang, last))
-                gang_cpu = _cpu_pair(daemon.pid, since=started_cpu)[0] / args.gang
+                wall, gang_cpu = await _phase(
+                    cluster, counter, daemon.pid, port,
+                    [group, *(pod(name, {"cpu": "4", "nvidia.com/gpu": "8"}, gang="big")
+                              for name in sorted(gang_names))], gang_names,
+                    lambda wall, creation: f"\none {args.gang}-pod gang: {wall:.2f} s from creation to all bound = "
+                    f"{args.gang / wall:.0f} pods/s (creating it took {creation:.2f} s of it)")
                 gang_rate = args.gang / wall
         finally:
             for sampler in samplers:
@@ -312,6 +290,29 @@ async def run(args: argparse.Namespace) -> int:
                 print(line)
     print(f"\n(work files in {workdir})")
     return 0
+
+
+async def _phase(cluster: DevCluster, counter: BindCounter, daemon_pid: int, port: int,
+                 objects: list[dict[str, Any]], names: set[str], headline: Callable[[float, float], str]
+                 ) -> tuple[float, float]:
+    """Create `objects`, wait until every pod of `names` is bound, and print where the time and the CPU
+    went (`headline(wall, creation seconds)` first). Returns the wall seconds from creation to the last
+    binding, and the daemon's CPU seconds per pod once its Scheduled Events are written too."""
+    before = await asyncio.to_thread(scrape, port)
+    cpu = started_cpu = _cpu_pair(daemon_pid)
+    created = time.perf_counter()
+    await create(cluster, objects)
+    creation = time.perf_counter() - created
+    last = await counter.wait_for(names, within=600)
+    wall = last - created
+    cpu = _cpu_pair(daemon_pid, since=cpu)
+    after = await asyncio.to_thread(scrape, port)
+    print(headline(wall, creation))
+    for line in where_the_time_goes(before, after, wall):  # a gang's binds all go out after Permit
+        print(line)
+    print(_cpu_words(cpu, wall, len(names)))
+    print(await _events_written(port, before, after, len(names), last))
+    return wall, _cpu_pair(daemon_pid, since=started_cpu)[0] / len(names)
 
 
 async def _events_written(port: int, before: dict[str, float], after: dict[str, float], pods: int,
