@@ -65,6 +65,7 @@ from events.model import (
     VolcanoPodGroupUpserted,
     WorkloadDeleted,
     WorkloadUpserted,
+    decode_event,
     object_key,
 )
 from events.objects import (
@@ -91,6 +92,7 @@ from events.objects import (
     VolcanoPodGroup,
     Workload,
 )
+from events.parts import PodUpsertedParts, decode_parts
 from state.compact import Compactor
 from state.gangs import (
     INTERNAL_ERROR,
@@ -159,6 +161,9 @@ class NodeInfo:
         self.nominated: dict[str, PodInfo] = {}  # pods holding a nomination on this node
 
 
+_NO_REQUESTS: Resources = {}  # what a pod asks before it is derived (shared, like every requests vector)
+
+
 class PodInfo:
     """A pod as the scheduler sees it. Mutated only by `ClusterState`."""
 
@@ -190,7 +195,7 @@ class PodInfo:
         self.key = key
         self.obj = obj
         self.first_seen = first_seen
-        self.requests: Resources = {}  # shared by pods asking the same (`_RequestsMemo`): never mutate
+        self.requests: Resources = _NO_REQUESTS  # shared by pods asking the same (`_RequestsMemo`): never mutate
         self.priority = 0
         self.preemption_policy = PREEMPT_LOWER_PRIORITY
         self.gang = ""
@@ -386,6 +391,14 @@ def decode_state_snapshot(payload: bytes) -> StateSnapshot | StateSnapshotV1:
                      f"({SNAPSHOT_VERSION_V1} or {SNAPSHOT_VERSION})")
 
 
+class UndecodableRecord(Exception):
+    """An event log record that does not decode as an event (`ClusterState.fold_records`)."""
+
+    def __init__(self, seq: int, error: msgspec.DecodeError | msgspec.ValidationError) -> None:
+        super().__init__(f"record seq {seq} has a valid checksum but does not decode as an event: {error}")
+        self.seq = seq
+
+
 class ClusterState:
     def __init__(self, scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> None:
         self.scheduler_name = scheduler_name
@@ -524,14 +537,121 @@ class ClusterState:
             self.last_time = event.time
         return failure
 
-    def record_decoder(self) -> Callable[[bytes], Event]:
-        """Decodes an event log record (as `events.model.decode_event`), a pod in it built on the parts this
-        state's pods share, each distinct part decoded once: the fast way to fold a log into this state.
-        Raises as `decode_event`."""
-        return self._compactor.decode
+    def fold_records(self, records: Iterable[tuple[int, bytes]], *, until: int | None = None,
+                     failures: list[tuple[Event, Exception]] | None = None, keep: int = 0) -> int:
+        """Decode event log records (seq, payload) as `events.model.decode_event` would and fold them, up to
+        seq `until`: the fast way to fold a log into this state. A pod in a record is built on the parts this
+        state's pods share, each distinct part decoded once (`Compactor.pod_of`); a new pod of a shape folded
+        before, placed nowhere, is added without building its event (`_add_new_pod`); a binding is folded
+        without the dispatch. Up to `keep` (event, exception) of events that failed to fold are added to
+        `failures`. Returns how many records were folded; raises `UndecodableRecord` for a record that does
+        not decode (those before it are folded)."""
+        compactor, quotas = self._compactor, self.quotas
+        folded = 0
+        quiet = not (self.fold_failures or self.undecodable or quotas.active)  # see the bindings below
+        for seq, payload in records:
+            if until is not None and seq > until:
+                break
+            try:
+                parts = decode_parts(payload)
+                kind = type(parts)
+                obj = compactor.pod_of(parts.pod) if type(parts) is PodUpsertedParts else None
+            except (msgspec.DecodeError, msgspec.ValidationError) as error:
+                raise UndecodableRecord(seq, error) from error
+            folded += 1
+            event: Event
+            failure: Exception | None = None
+            if kind is PodBound and quiet:
+                event = parts  # type: ignore[assignment]  # a binding, which the quota fold does not look at
+                try:  # `apply`, without the steps that find nothing to do
+                    self._pod_bound(event)  # type: ignore[arg-type]
+                except Exception as error:  # as `apply`: a bug costs one object, never the fold
+                    failure = error
+                    self._fold_failed(event, error)
+                    quiet = False
+            elif kind is PodUpsertedParts:
+                record: PodUpsertedParts = parts  # type: ignore[assignment]
+                if obj is None:
+                    try:
+                        event = decode_event(payload)  # a table is full: decoded whole
+                    except (msgspec.DecodeError, msgspec.ValidationError) as error:
+                        raise UndecodableRecord(seq, error) from error
+                    failure = self.apply(event)
+                    quiet = not (self.fold_failures or self.undecodable or quotas.active)
+                else:
+                    try:
+                        added = quiet and self._add_new_pod(obj, compactor.built_shape, record.time)
+                    except Exception as error:  # as `apply`: a bug costs one object, never the fold
+                        added, failure = False, error
+                    if added:  # no event built
+                        compactor.built = None
+                        if record.seq > self.last_seq:
+                            self.last_seq = record.seq
+                        if record.time > self.last_time:
+                            self.last_time = record.time
+                        continue
+                    event = PodUpserted(pod=obj, seq=record.seq, time=record.time)
+                    if failure is not None:
+                        self._fold_failed(event, failure)
+                        quiet = False
+                    else:
+                        failure = self.apply(event)
+                        quiet = not (self.fold_failures or self.undecodable or quotas.active)
+            else:
+                event = parts  # type: ignore[assignment]  # every other record is the Event itself
+                failure = self.apply(event)
+                quiet = not (self.fold_failures or self.undecodable or quotas.active)
+            if event.seq > self.last_seq:  # as `apply` (which did it already when it ran)
+                self.last_seq = event.seq
+            if event.time > self.last_time:
+                self.last_time = event.time
+            if failure is not None and failures is not None and len(failures) < keep:
+                failures.append((event, failure))
+        return folded
+
+    def _add_new_pod(self, obj: Pod, shape: tuple[int, int], time: float) -> bool:
+        """`apply(PodUpserted)` for a pod that is new, of a shape derived before without problems (see
+        `_derive_pod`), bound nowhere, nominated nowhere, not terminal nor terminating (the caller knows no
+        quota is known and nothing failed to fold): what folding it does, without the steps that find
+        nothing to do. False (and nothing done) when the pod is not such a pod."""
+        derived = self._shapes.get(shape)
+        meta, status = obj.metadata, obj.status
+        if (derived is None or self._binds or obj.spec.node_name or status.nominated_node_name
+                or status.phase in TERMINAL_PHASES or meta.deletion_timestamp is not None):
+            return False
+        key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+        if key in self.pods:
+            return False
+        pod = self._hold_new_pod(key, obj, time, derived, GANG_MIN_AVAILABLE_ANNOTATION in meta.annotations
+                                 or LIGHTWEIGHT_MIN_AVAILABLE_LABEL in meta.labels)
+        if self.problems and ("Pod", key) in self.problems:
+            self._set_problems("Pod", key, [])
+        # `_settle`, for a pod counted nowhere and placed nowhere that stays so
+        self.pod_changes.add(key)
+        if pod.ours:
+            self.pending.add(key)
+        elif self.pending:
+            self.pending.discard(key)
+        return True
+
+    def _hold_new_pod(self, key: str, obj: Pod, first_seen: float, derived: _Derivation, defines: bool) -> PodInfo:
+        """A pod the state does not hold yet, of a known derivation, held and a member of its gang (as
+        `_derive_pod` makes it, its problems aside); `defines`: its annotations or labels may define a gang.
+        Not settled yet."""
+        pod = self.pods[key] = PodInfo(key, obj, first_seen)
+        (pod.requests, pod.invalid, pod.ours, pod.priority, pod.preemption_policy, pod.task, pod.preemptable,
+         gang_key, _) = derived
+        if gang_key:
+            gang = self.gangs.get(gang_key)
+            if gang is None or defines or gang.definer == key:
+                self._join_gang(pod, gang_key)
+            else:  # `_join_gang` of a member that defines nothing
+                pod.gang = gang_key
+                gang.members.add(key)
+        return pod
 
     def forget_record_parts(self) -> None:
-        """Drop the tables `record_decoder` keeps (once a log is folded: the live fold decodes nothing), and
+        """Drop the tables `fold_records` keeps (once a log is folded: the live fold decodes nothing), and
         the derivations numbered by them. The parts stay shared by the pods that hold them."""
         self._compactor.forget_parts()
         self._shapes.clear()
@@ -805,7 +925,6 @@ class ClusterState:
             if (not (pod.counted_on or pod.placed_on or pod.nominated_node or pod.nominated_on or pod.removed)
                     and target in self.nodes and obj.status.phase not in TERMINAL_PHASES and not self.quotas.active):
                 binds.append(pod)  # what `_settle` would do, for `_count_group` (`batching_binds`)
-                self.pod_changes.add(pod.key)  # as `_settle` notes it
                 return
             if binds:
                 self._flush_binds()
@@ -826,6 +945,7 @@ class ClusterState:
 
     def _flush_binds(self) -> None:
         binds, self._binds = self._binds or [], []
+        self.pod_changes.extend([pod.key for pod in binds])  # as `_settle` notes each, in order
         on_node: dict[str, list[PodInfo]] = {}
         for pod in binds:
             placed = on_node.get(pod.bound_node)
@@ -1372,7 +1492,7 @@ class ClusterState:
             for obj, row in pods_of(table, self._compactor):
                 self._restore_pod(obj, row.first_seen, row.bound_at, row.eviction_requested, row.bound_node)
             return
-        pods, gangs = self.pods, self.gangs
+        pods = self.pods
         heads, specs, statuses = shared_parts(table, self._compactor)
         # Per (head, spec): its derivation, and whether its annotations or labels may define a gang.
         shapes: dict[tuple[int, int], tuple[_Derivation, bool]] = {}
@@ -1398,19 +1518,9 @@ class ClusterState:
                 self._restore_pod(obj, row.first_seen, row.bound_at, row.eviction_requested, row.bound_node)
                 continue
             derived, defines = known
-            pod = PodInfo(key, obj, row.first_seen)
-            (pod.requests, pod.invalid, pod.ours, pod.priority, pod.preemption_policy, pod.task, pod.preemptable,
-             gang_key, problems) = derived
-            pods[key] = pod
-            if gang_key:
-                gang = gangs.get(gang_key)
-                if gang is None or defines or gang.definer == key:
-                    self._join_gang(pod, gang_key)
-                else:  # `_join_gang` of a member that defines nothing
-                    pod.gang = gang_key
-                    gang.members.add(key)
-            if problems:
-                self._set_problems("Pod", key, problems)
+            pod = self._hold_new_pod(key, obj, row.first_seen, derived, defines)
+            if derived[8]:
+                self._set_problems("Pod", key, derived[8])
             pod.bound_at = row.bound_at
             pod.eviction_requested = row.eviction_requested
             if not spec.node_name:
@@ -1453,19 +1563,20 @@ class ClusterState:
             self.pods_by_node[target] = set(keys)
         else:
             indexed.update(keys)
-        for pod in placed:
-            pod.placed_on = target
         node = self.nodes.get(target)
         if node is None:
+            for pod in placed:
+                pod.placed_on = target
             return
         node.pods.update(keys)
         self.node_changes.add(target)
         vectors: dict[int, list[Any]] = {}  # id of a (shared) requests vector -> [vector, pods asking it]
         for pod in placed:
-            pod.counted_on = target
-            seen = vectors.get(id(pod.requests))
+            pod.placed_on = pod.counted_on = target
+            requests = pod.requests
+            seen = vectors.get(id(requests))
             if seen is None:
-                vectors[id(pod.requests)] = [pod.requests, 1]
+                vectors[id(requests)] = [requests, 1]
             else:
                 seen[1] += 1
         delta: Resources = {}

@@ -24,9 +24,8 @@ from typing import Any, TypeVar
 
 from msgspec.structs import force_setattr
 
-from events.model import Event, PodUpserted, decode_event
 from events.objects import Container, Node, Pod, PodSpec, PodStatus, Toleration
-from events.parts import PodUpsertedParts, decode_map, decode_parts, decode_spec, decode_status, parts_pod
+from events.parts import PodParts, decode_map, decode_spec, decode_status, parts_pod
 
 _Key = TypeVar("_Key")
 _Value = TypeVar("_Value")
@@ -58,20 +57,29 @@ class Compactor:
         self.built: Pod | None = None
         self.built_shape = (0, 0)
 
-    def decode(self, payload: bytes) -> Event:
-        """A log record, as `events.model.decode_event` gives it, but a pod update built on the parts this
-        compactor holds: each distinct spec, status and head is decoded once (`events.parts`). The pod is
-        left in `built` (so `pod` knows it has nothing to share). Raises as `decode_event` does."""
-        event = decode_parts(payload)
-        if type(event) is not PodUpsertedParts:
-            return event  # type: ignore[return-value]  # every other record is the Event itself
-        parts = event.pod
+    def pod_of(self, parts: PodParts) -> Pod | None:
+        """The pod of a record decoded in parts (`events.parts.decode_parts`), built on the parts this
+        compactor holds: each distinct spec, status and head is decoded once. The pod is left in `built`
+        with its shape in `built_shape` (so `pod` knows it has nothing to share). None when a table is full:
+        decode the record whole then (`pod` shares what it can). Raises as `decode_event` does for a part
+        that does not decode."""
+        shared = self.shared_parts(parts)
+        if shared is None:
+            return None
+        head, (spec, spec_number), status = shared
+        pod = parts_pod(parts, head[0], head[1], head[2], head[3], head[4], spec, status)
+        self.built = pod
+        self.built_shape = (head[5], spec_number)
+        return pod
+
+    def shared_parts(self, parts: PodParts) -> tuple[_Head, tuple[PodSpec, int], PodStatus] | None:
+        """The shared head, spec (with its number) and status of a pod record in parts (`pod_of`)."""
         meta = parts.metadata
         head_key = (parts.api_version, parts.kind, meta.namespace, bytes(meta.labels), bytes(meta.annotations))
         head = self.heads.get(head_key)
         if head is None:
             if len(self.heads) >= self.LIMIT:
-                return decode_event(payload)  # decoded whole; `pod` shares what it can
+                return None
             intern = sys.intern
             head = (intern(parts.api_version), intern(parts.kind), intern(meta.namespace),
                     self.labels_of(decode_map(head_key[3])), self.annotations_of(decode_map(head_key[4])),
@@ -81,7 +89,7 @@ class Compactor:
         spec_entry = self.specs.get(spec_key)
         if spec_entry is None:
             if len(self.specs) >= self.LIMIT:
-                return decode_event(payload)
+                return None
             spec = decode_spec(spec_key)
             self.spec(spec)
             spec_entry = self.specs[spec_key] = (spec, len(self.specs))
@@ -89,13 +97,10 @@ class Compactor:
         status = self.statuses.get(status_key)
         if status is None:
             if len(self.statuses) >= self.LIMIT:
-                return decode_event(payload)
+                return None
             status = self.statuses[status_key] = decode_status(status_key)
             self.status(status)
-        pod = parts_pod(parts, head[0], head[1], head[2], head[3], head[4], spec_entry[0], status)
-        self.built = pod
-        self.built_shape = (head[5], spec_entry[1])
-        return PodUpserted(pod=pod, seq=event.seq, time=event.time)
+        return head, spec_entry, status
 
     def forget_parts(self) -> None:
         """Drop the tables of record parts `decode` keeps (numbering starts again)."""

@@ -20,7 +20,7 @@ from daemon.offline.bulk import paused_gc
 from events.log import EventLog, LogDamagedError
 from events.model import Event
 from events.objects import DEFAULT_SCHEDULER_NAME
-from state.cluster import ClusterState
+from state.cluster import ClusterState, UndecodableRecord
 
 MAX_KEPT_FAILURES = 100
 
@@ -54,25 +54,16 @@ def start_of(log: EventLog, *, until: int | None = None, use_snapshot: bool = Tr
 
 def fold_log(log: EventLog, *, until: int | None = None, use_snapshot: bool = True,
              scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> FoldResult:
-    folded = 0
     failures: list[tuple[Event, Exception]] = []
     with paused_gc(freeze=True):  # the folded state lives on
         start_state, snapshot_seq = start_of(log, until=until, use_snapshot=use_snapshot,
                                              scheduler_name=scheduler_name)
-        decode, apply = start_state.record_decoder(), start_state.apply
         with start_state.batching_binds():  # nothing reads the state until the log is folded
-            for seq, payload in log.read_raw(snapshot_seq + 1):
-                if until is not None and seq > until:
-                    break
-                try:
-                    event = decode(payload)  # each distinct part of the pods decoded once
-                except (msgspec.DecodeError, msgspec.ValidationError) as error:
-                    raise LogDamagedError(f"record seq {seq} has a valid checksum but does not decode as an event: "
-                                          f"{error}") from error
-                failure = apply(event)
-                if failure is not None and len(failures) < MAX_KEPT_FAILURES:
-                    failures.append((event, failure))
-                folded += 1
+            try:
+                folded = start_state.fold_records(log.read_raw(snapshot_seq + 1), until=until, failures=failures,
+                                                  keep=MAX_KEPT_FAILURES)
+            except UndecodableRecord as error:
+                raise LogDamagedError(str(error)) from error
         start_state.forget_record_parts()  # the daemon folds on event by event, decoding nothing
     return FoldResult(start_state, snapshot_seq, folded, tuple(failures))
 

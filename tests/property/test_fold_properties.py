@@ -142,10 +142,8 @@ def test_folding_a_log_record_by_record_gives_the_state_of_applying_its_events_o
     """The fast fold (`fold_log`: records decoded on shared parts, runs of bindings counted at once) against
     the reference: every event applied as it is."""
     folded = ClusterState()
-    decode = folded.record_decoder()
     with folded.batching_binds():
-        for event in [node_event(node("n0")), *events]:
-            folded.apply(decode(encode_event(event)))
+        folded.fold_records((seq, encode_event(event)) for seq, event in enumerate([node_event(node("n0")), *events]))
     folded.forget_record_parts()
     reference = _fold([node_event(node("n0")), *events])
     assert _everything(folded) == _everything(reference)
