@@ -193,6 +193,14 @@ class SlotTable:
             memo = entry.domains[multiples_key] = {}
         return self._offer(entry, multiples, domain, memo)
 
+    def domain_offers(self, entry: ShapeSlots) -> dict[int, tuple[int, int]]:
+        """The (raw, strict) offerslots `offer` has summed so far without multiples, by domain id
+        (read-only: a domain missing is asked of `offer`)."""
+        memo = entry.domains.get(())
+        if memo is None:
+            memo = entry.domains[()] = {}
+        return memo
+
     def _offer(self, entry: ShapeSlots, multiples: Mapping[int, int], domain: Domain,
                memo: dict[int, tuple[int, int]]) -> tuple[int, int]:
         found = memo.get(domain.id)

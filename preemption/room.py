@@ -273,14 +273,17 @@ class Room:
         top = within if within is not None else tree.root
         base_sums: dict[int, list[int]] = {}
         stack = [top]
+        offers = [(entry, table.domain_offers(entry)) for entry in entries]
         while stack:
             domain = stack.pop()
-            base = [table.offer(entry, (), {}, domain)[0] for entry in entries]
-            fix = corrections.get(domain.id)
+            ident = domain.id
+            base = [offered[0] if (offered := memo.get(ident)) is not None else table.offer(entry, (), {}, domain)[0]
+                    for entry, memo in offers]
+            fix = corrections.get(ident)
             if fix is not None:
                 base = [b + f for b, f in zip(base, fix, strict=True)]
-            if any(base) or domain.id in gain_sums:
-                base_sums[domain.id] = base
+            if any(base) or ident in gain_sums:
+                base_sums[ident] = base
             stack.extend(domain.children)
         return base_sums, gain_sums
 
@@ -323,7 +326,8 @@ class Room:
 
     def requests_of(self, pod: PodInfo) -> Vector:
         """The pod's requests as a new vector (the caller's to change)."""
-        return list(self._vector(pod))
+        found = self._vectors.get(id(pod.requests))
+        return (found if found is not None else self._vector(pod)).copy()
 
     def add_pod(self, total: Vector, pod: PodInfo, sign: int = 1) -> None:
         """Add (`sign` -1: take away) the pod's requests into `total`."""
@@ -365,7 +369,8 @@ class Room:
             width = self._width
             for node, amounts in freed.items():
                 if amounts is None:
-                    gained = sum(self._gains_of[node][-width:])
+                    gains = self._gains_of[node]
+                    gained = gains[-1] if width == 1 else sum(gains[-width:])
                 else:
                     gained = sum(self.slots_with(node, amounts)) - sum(self.base_slots[node])
                 if gained > 0:

@@ -59,7 +59,7 @@ class _Tally:
         self.slots = list(room.domain_base.get(domain.id, [0] * len(need)))
         self.freed: dict[str, list[int]] = {}  # node -> requests freed there (`Room.vector`)
         self.node_slots: dict[str, list[int]] = {}
-        self.pod_refs: dict[str, int] = {}
+        self.pod_refs: dict[str, int] = {}  # pod -> how many units in the tally hold it (none: not there)
         # node -> how many units in the tally have a pod counted there (in the domain); and for a unit
         # whose nodes had none when it was added, the slots per shape adding it gave (`contribution`)
         self.users: dict[str, int] = {}
@@ -75,16 +75,21 @@ class _Tally:
         # One shape, a unit none of whose pods is freed and none of whose nodes is touched yet: each of
         # its nodes then offers what the unit frees there on its own (`Room.alone`), no recount needed.
         fresh = (sign > 0 and self.alone is not None and unit.index in self.alone
-                 and not any(pod.counted_on in self.freed or self.pod_refs.get(pod.key) for pod in unit.pods))
+                 and self.freed.keys().isdisjoint(unit.nodes) and self.pod_refs.keys().isdisjoint(unit.keys))
         touched: set[str] = set()
         within, users, pod_refs, all_freed = self.within, self.users, self.pod_refs, self.freed
+        requests_of = room.requests_of
         clean = sign > 0
         if sign < 0:
             self.clean.pop(unit.index, None)
         for node, pods in unit.placed:
             if node not in within:
                 for pod in pods:
-                    pod_refs[pod.key] = pod_refs.get(pod.key, 0) + sign
+                    refs = pod_refs.get(pod.key, 0) + sign
+                    if refs:
+                        pod_refs[pod.key] = refs
+                    else:
+                        del pod_refs[pod.key]
                 continue
             count = users.get(node, 0)
             if count:
@@ -92,29 +97,47 @@ class _Tally:
             users[node] = count + sign
             for pod in pods:
                 refs = pod_refs.get(pod.key, 0) + sign
-                pod_refs[pod.key] = refs
+                if refs:
+                    pod_refs[pod.key] = refs
+                else:
+                    del pod_refs[pod.key]
                 if (sign > 0 and refs != 1) or (sign < 0 and refs != 0):
                     continue  # already freed by another chosen unit (a surplus pod inside a whole gang)
                 freed = all_freed.get(node)
                 if freed is None and sign > 0:
-                    all_freed[node] = room.requests_of(pod)  # a copy: the first pod freed there
+                    all_freed[node] = requests_of(pod)  # a copy: the first pod freed there
                 else:
                     if freed is None:
                         freed = all_freed[node] = [0] * len(room.resources)
                     room.add_pod(freed, pod, sign)
                 touched.add(node)
         alone = room.alone(unit) if fresh else None
-        added = [0] * len(self.slots)
+        slots, node_slots, base_slots = self.slots, self.node_slots, room.base_slots
+        if len(slots) == 1:  # one shape (the common case): the same sums over single figures
+            total = 0
+            for node in touched:
+                before = node_slots.get(node) or base_slots.get(node)
+                if before is None:
+                    continue
+                after = ([before[0] + alone.get(node, 0)] if alone is not None
+                         else room.slots_with(node, all_freed[node]))
+                total += after[0] - before[0]
+                node_slots[node] = after
+            slots[0] += total
+            if clean:
+                self.clean[unit.index] = [total]
+            return
+        added = [0] * len(slots)
         for node in touched:
-            before = self.node_slots.get(node) or room.base_slots.get(node)
+            before = node_slots.get(node) or base_slots.get(node)
             if before is None:
                 continue
-            after = [before[0] + alone.get(node, 0)] if alone is not None else room.slots_with(node, self.freed[node])
+            after = room.slots_with(node, all_freed[node])
             for i, (old, new) in enumerate(zip(before, after, strict=True)):
-                self.slots[i] += new - old
+                slots[i] += new - old
                 if clean:
                     added[i] += new - old
-            self.node_slots[node] = after
+            node_slots[node] = after
         if clean:
             self.clean[unit.index] = added
 
@@ -134,11 +157,10 @@ class _Tally:
         """How much of what is missing evicting `unit` now would provide (pods freed already count once)."""
         room = self.room
         alone = self.alone.get(unit.index) if self.alone is not None else None
-        if alone is not None:
-            touched, refs = self.freed, self.pod_refs
-            if not any(pod.counted_on in touched or refs.get(pod.key) for pod in unit.pods):
-                # nothing of it is freed yet, and no node of it is touched: what it frees on its own
-                return min(max(0, self.need[0] - self.slots[0]), alone)
+        if (alone is not None and self.freed.keys().isdisjoint(unit.nodes)
+                and self.pod_refs.keys().isdisjoint(unit.keys)):
+            # nothing of it is freed yet, and no node of it is touched: what it frees on its own
+            return min(max(0, self.need[0] - self.slots[0]), alone)
         extra: dict[str, list[int]] = {}
         for pod in unit.pods:
             node = pod.counted_on
@@ -178,7 +200,11 @@ def select(room: Room, domain: Domain, units: Sequence[VictimUnit], need: Sequen
     classes: dict[tuple[int, int], list[tuple[int, VictimUnit]]] = {}
     for unit in units:
         if any(pod.counted_on in within for pod in unit.pods):
-            alone = sum(gained for node, gained in room.alone(unit).items() if node in within)
+            gains = room.alone(unit)
+            # the unit's gains inside the domain, read from the smaller side (a leaf of a few nodes, or
+            # a unit on a few nodes of a large domain)
+            alone = (sum([gains.get(node, 0) for node in domain.nodes]) if len(domain.nodes) < len(gains)
+                     else sum([gained for node, gained in gains.items() if node in within]))
             classes.setdefault((unit.priority, 1 if unit.broken else 0), []).append((alone, unit))
             if tally.alone is not None:
                 tally.alone[unit.index] = alone

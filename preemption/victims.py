@@ -41,7 +41,7 @@ from state.resources import Resources
 class VictimUnit:
     """One candidate victim unit (see the module docstring). `order` is its rank in the cost order."""
 
-    __slots__ = ("broken", "index", "job", "kind", "placed", "pods", "priority", "started_at")
+    __slots__ = ("_keys", "_nodes", "broken", "index", "job", "kind", "placed", "pods", "priority", "started_at")
 
     def __init__(self, job: str, kind: str, pods: list[PodInfo], broken: bool) -> None:
         self.job = job
@@ -60,6 +60,24 @@ class VictimUnit:
             else:
                 on.append(pod)
         self.placed = list(placed.items())
+        self._nodes: frozenset[str] | None = None
+        self._keys: frozenset[str] | None = None
+
+    @property
+    def nodes(self) -> frozenset[str]:
+        """The nodes its pods are counted on."""
+        found = self._nodes
+        if found is None:
+            found = self._nodes = frozenset(node for node, _ in self.placed)
+        return found
+
+    @property
+    def keys(self) -> frozenset[str]:
+        """Its pods' keys."""
+        found = self._keys
+        if found is None:
+            found = self._keys = frozenset(pod.key for pod in self.pods)
+        return found
 
     def sort_key(self) -> tuple[int, int, float, int, str]:
         """Cheapest first: lower priority, not breaking a job, most recently started, fewer pods, name."""
