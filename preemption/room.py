@@ -47,10 +47,10 @@ class Room:
     on when its running members anchor it: bounds and slots elsewhere read as none.
     """
 
-    __slots__ = ("_all_admitted", "_alone", "_capacity", "_everywhere", "_gains_of", "_kept", "_kind", "_pods_on",
+    __slots__ = ("_all_admitted", "_alone", "_capacity", "_everywhere", "_kept", "_kind", "_pods_on",
                  "_priority",
-                 "_requests", "_units_on", "_vectors", "_width", "admitted", "base_free", "base_slots", "domain_base",
-                 "domain_max", "domain_tiers", "resources", "shapes", "state", "tiers")
+                 "_requests", "_units_on", "_vectors", "_width", "domain_base",
+                 "domain_max", "domain_tiers", "models", "resources", "shapes", "state", "tiers")
 
     def __init__(self, state: ClusterState, shapes: Sequence[Shape], own_gangs: AbstractSet[str],
                  candidates: Candidates, tree: TopologyTree | None = None, within: Domain | None = None) -> None:
@@ -70,10 +70,9 @@ class Room:
                               | {distinct[-1]})
         self.tiers: list[int] = distinct or [-(1 << 62)]
         self._alone: dict[int, dict[str, int]] = {}
-        self._gains_of: dict[str, list[int]] = {}  # node -> its candidates' gains per tier then shape
-        self.base_free: dict[str, Vector] = {}
-        self.base_slots: dict[str, list[int]] = {}
-        self.admitted: dict[str, list[bool]] = {}
+        # node running candidates -> its model (free vector, base slots per shape, its candidates' gains
+        # per tier then shape, the shapes admitted): what selection reads, the only nodes it looks at
+        self.models: dict[str, Model] = {}
         tree = tree if tree is not None else state.topology  # the tree the job is planned on
         self._width = len(shapes)
         self._capacity = capacity
@@ -81,7 +80,7 @@ class Room:
         self._everywhere = all(shape.unconstrained for shape in shapes)
         self._all_admitted = [True] * self._width
         self._units_on = candidates.units_on
-        self._pods_on = candidates.pods_on
+        self._pods_on = candidates.pods_at
         self._kind = kept_table(state, CACHE_KEY, NodeModels).models((*(shape.key for shape in shapes), *self.tiers))
         self._kept = self._kind.nodes
         base_sums = gain_sums = None
@@ -111,7 +110,7 @@ class Room:
         """Model one node: its base slots per shape, and (when candidates run there) per tier then
         shape the slots they add; None when no shape may go there at all (or it is not a node).
         Kept between calls (`NodeModels`) for a node holding no nomination and no leaving pod."""
-        pods = self._pods_on.get(name)
+        pods = self._pods_on(name)
         ignored_on = self._capacity.ignored_on
         freed = ignored_on.get(name) if ignored_on else None
         victims = self._units_on.get(name)  # (units are kept alike between calls: compared one by one)
@@ -157,12 +156,22 @@ class Room:
 
     def _known(self, name: str, model: Model) -> None:
         """Note what selection reads of a node running candidates (the only nodes it looks at)."""
-        free, base, gains, admitted = model
-        self.base_free[name] = free
-        self.base_slots[name] = base
-        self.admitted[name] = admitted
-        if gains is not None:
-            self._gains_of[name] = gains
+        self.models[name] = model
+
+    @property
+    def base_free(self) -> dict[str, Vector]:
+        """Node running candidates -> its free vector (before any victim goes)."""
+        return {name: model[0] for name, model in self.models.items()}
+
+    @property
+    def base_slots(self) -> dict[str, list[int]]:
+        """Node running candidates -> its slots per shape before any victim goes."""
+        return {name: model[1] for name, model in self.models.items()}
+
+    @property
+    def admitted(self) -> dict[str, list[bool]]:
+        """Node running candidates -> per shape, whether its filters let the shape there."""
+        return {name: model[3] for name, model in self.models.items()}
 
     def _node_by_node(self, tree: TopologyTree, within: Domain | None) -> tuple[dict[int, list[int]],
                                                                                   dict[int, list[int]]]:
@@ -181,8 +190,7 @@ class Room:
                 if (stored is not None and stored[0] is tree.root and stored[1] == names
                         and (not ignored_on or not any(name in ignored_on for name in names))
                         and stored[2] == [units_on.get(name) for name in names]):
-                    for name, model in stored[5]:
-                        self._known(name, model)
+                    self.models.update(stored[5])
                     if stored[3] is not None:
                         base_sums[leaf.id] = list(stored[3])
                         if stored[4] is not None:
@@ -336,14 +344,14 @@ class Room:
 
     def slots_with(self, node: str, freed: Sequence[int] | None) -> list[int]:
         """Slots per shape on `node` once `freed` (summed requests of victims there, a vector) is given back."""
-        free = self.base_free.get(node)
-        if free is None:
+        model = self.models.get(node)
+        if model is None:
             return [0] * len(self.shapes)
         if not freed:
-            return self.base_slots[node]
-        total = [have + more for have, more in zip(free, freed, strict=True)]
+            return model[1]
+        total = [have + more for have, more in zip(model[0], freed, strict=True)]
         return [_slots(total, wanted) if ok else 0
-                for wanted, ok in zip(self._requests, self.admitted[node], strict=True)]
+                for wanted, ok in zip(self._requests, model[3], strict=True)]
 
     def alone(self, unit: VictimUnit) -> dict[str, int]:
         """Per node, the slots (all shapes summed) that evicting `unit` alone would add there."""
@@ -352,10 +360,10 @@ class Room:
             # A node where no other unit has a pod: its candidates are the unit's pods there, and what
             # they add with every tier open (the last: the highest priority) is what the unit adds alone.
             freed: dict[str, Vector | None] = {}  # node -> the unit's requests there (None: such a node)
-            base_free, units_on = self.base_free, self._units_on
+            models, units_on = self.models, self._units_on
             for pod in unit.pods:
                 node = pod.counted_on
-                if node not in base_free:
+                if node not in models:
                     continue
                 if node in freed:
                     bucket = freed[node]
@@ -369,10 +377,11 @@ class Room:
             width = self._width
             for node, amounts in freed.items():
                 if amounts is None:
-                    gains = self._gains_of[node]
+                    gains = models[node][2]
+                    assert gains is not None  # a node running candidates has their gains
                     gained = gains[-1] if width == 1 else sum(gains[-width:])
                 else:
-                    gained = sum(self.slots_with(node, amounts)) - sum(self.base_slots[node])
+                    gained = sum(self.slots_with(node, amounts)) - sum(models[node][1])
                 if gained > 0:
                     found[node] = gained
             self._alone[unit.index] = found

@@ -112,13 +112,16 @@ class _Tally:
                     room.add_pod(freed, pod, sign)
                 touched.add(node)
         alone = room.alone(unit) if fresh else None
-        slots, node_slots, base_slots = self.slots, self.node_slots, room.base_slots
+        slots, node_slots, models = self.slots, self.node_slots, room.models
         if len(slots) == 1:  # one shape (the common case): the same sums over single figures
             total = 0
             for node in touched:
-                before = node_slots.get(node) or base_slots.get(node)
+                before = node_slots.get(node)
                 if before is None:
-                    continue
+                    model = models.get(node)
+                    if model is None:
+                        continue
+                    before = model[1]
                 after = ([before[0] + alone.get(node, 0)] if alone is not None
                          else room.slots_with(node, all_freed[node]))
                 total += after[0] - before[0]
@@ -129,9 +132,12 @@ class _Tally:
             return
         added = [0] * len(slots)
         for node in touched:
-            before = node_slots.get(node) or base_slots.get(node)
+            before = node_slots.get(node)
             if before is None:
-                continue
+                model = models.get(node)
+                if model is None:
+                    continue
+                before = model[1]
             after = room.slots_with(node, all_freed[node])
             for i, (old, new) in enumerate(zip(before, after, strict=True)):
                 slots[i] += new - old
@@ -164,7 +170,7 @@ class _Tally:
         extra: dict[str, list[int]] = {}
         for pod in unit.pods:
             node = pod.counted_on
-            if self.pod_refs.get(pod.key, 0) > 0 or node not in self.within or node not in room.base_free:
+            if self.pod_refs.get(pod.key, 0) > 0 or node not in self.within or node not in room.models:
                 continue
             bucket = extra.get(node)
             if bucket is None:
@@ -175,7 +181,7 @@ class _Tally:
             return 0
         delta = [0] * len(self.need)
         for node, merged in extra.items():
-            before = self.node_slots.get(node) or room.base_slots[node]
+            before = self.node_slots.get(node) or room.models[node][1]
             for i, (old, new) in enumerate(zip(before, room.slots_with(node, merged), strict=True)):
                 delta[i] += new - old
         return sum(min(max(0, n - s), d) for n, s, d in zip(self.need, self.slots, delta, strict=True))

@@ -41,7 +41,7 @@ from state.resources import Resources
 class VictimUnit:
     """One candidate victim unit (see the module docstring). `order` is its rank in the cost order."""
 
-    __slots__ = ("_keys", "_nodes", "broken", "index", "job", "kind", "placed", "pods", "priority", "started_at")
+    __slots__ = ("_keys", "_nodes", "_on", "broken", "index", "job", "kind", "placed", "pods", "priority", "started_at")
 
     def __init__(self, job: str, kind: str, pods: list[PodInfo], broken: bool) -> None:
         self.job = job
@@ -60,6 +60,7 @@ class VictimUnit:
             else:
                 on.append(pod)
         self.placed = list(placed.items())
+        self._on = placed
         self._nodes: frozenset[str] | None = None
         self._keys: frozenset[str] | None = None
 
@@ -70,6 +71,10 @@ class VictimUnit:
         if found is None:
             found = self._nodes = frozenset(node for node, _ in self.placed)
         return found
+
+    def pods_on(self, node: str) -> list[PodInfo]:
+        """Its pods counted on `node` (none: not there)."""
+        return self._on.get(node) or []
 
     @property
     def keys(self) -> frozenset[str]:
@@ -168,29 +173,33 @@ class Candidates:
 
     @property
     def pods_on(self) -> dict[str, dict[str, PodInfo]]:
-        """Node -> the pods of those units counted there (listed on first use)."""
-        if self._units_on is None:
-            self.index()
-        return self._pods_on
+        """Node -> the pods of those units counted there (`pods_at` of every node listed)."""
+        return {node: self.pods_at(node) or {} for node in self.units_on}
+
+    def pods_at(self, node: str) -> dict[str, PodInfo] | None:
+        """The pods of the units counted on `node`, in unit order (None: no unit there); listed when
+        first asked: the room model asks it of the few nodes it models afresh, not of every node."""
+        found = self._pods_on.get(node)
+        if found is None:
+            units = self.units_on.get(node)
+            if units is None:
+                return None
+            found = self._pods_on[node] = {pod.key: pod for unit in units for pod in unit.pods_on(node)}
+        return found
 
     def index(self) -> None:
-        """List each unit under the nodes its pods are counted on, and its pods there, in unit order
-        (again: after `units` changed)."""
+        """List each unit under the nodes its pods are counted on, in unit order (again: after `units`
+        changed)."""
         units_on: dict[str, list[VictimUnit]] = {}
-        pods_on: dict[str, dict[str, PodInfo]] = {}
         for unit in self.units:
-            for node, pods in unit.placed:
+            for node, _ in unit.placed:
                 listed = units_on.get(node)
                 if listed is None:
                     units_on[node] = [unit]
-                    pods_on[node] = {pod.key: pod for pod in pods}
-                    continue
-                listed.append(unit)
-                found = pods_on[node]
-                for pod in pods:
-                    found[pod.key] = pod
+                else:
+                    listed.append(unit)
         self._units_on = units_on
-        self._pods_on = pods_on
+        self._pods_on = {}
 
     def set_aside(self, chosen: list[VictimUnit]) -> None:
         """Take `chosen` out of the candidates and count their pods as leaving (victims already
