@@ -47,7 +47,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from placement.fit import Capacity, Shape, prefer_no_schedule_count, slots_in
-from placement.slots import multiples_key, refusal, slot_table, tally
+from placement.slots import MultiplesKey, ShapeSlots, multiples_key, refusal, slot_table, tally
 from state.cluster import ClusterState
 from state.resources import Resources
 from state.topology import Domain, TopologyTree
@@ -107,6 +107,10 @@ class Job:
             for name, amount in demand.shape.requests:
                 total[name] = total.get(name, 0) + amount * count
         return total
+
+
+# per shape and multiples: the call's domain memo, the table's entry, multiples key and domain memo
+_Offers = tuple[dict[int, tuple[int, int]], ShapeSlots, MultiplesKey, dict[int, tuple[int, int]]]
 
 
 class Found:
@@ -171,6 +175,7 @@ class Solver:
         self._journal: list[tuple[str, Resources | None]] = []
         self._node_memo: dict[bytes, dict[str, int]] = {}
         self._domain_memo: dict[tuple[bytes, int], dict[int, tuple[int, int]]] = {}
+        self._offers: dict[tuple[bytes, int], _Offers] = {}
         self._freed_by_domain: dict[int, Resources] | None = None
         self._ancestry_memo: dict[tuple[int, str], tuple[int, ...]] = {}
         self.table = table = slot_table(state)
@@ -211,19 +216,34 @@ class Solver:
     def offer(self, shape: Shape, multiples: Mapping[int, int], domain: Domain) -> tuple[int, int]:
         """(raw, strict) offerslots of `domain`: raw sums children as they are (an upper bound);
         strict rounds each child domain down to its layer's podCountMultiple."""
+        offers = self.offers(shape, multiples)
+        found = offers[0].get(domain.id)
+        return found if found is not None else self._offer(shape, multiples, domain, offers)
+
+    def offers(self, shape: Shape, multiples: Mapping[int, int]) -> _Offers:
+        """What `offer` reads for one shape and multiples: this call's memo (domain id -> (raw, strict)),
+        and the offerslot table's entry, multiples key and memo for the domains it answers."""
         memo_key = (shape.key, id(multiples) if multiples else 0)
-        memo = self._domain_memo.get(memo_key)
-        if memo is None:
-            memo = self._domain_memo[memo_key] = {}
-        return self._offer(shape, multiples, domain, memo)
+        found = self._offers.get(memo_key)
+        if found is None:
+            memo = self._domain_memo.get(memo_key)
+            if memo is None:
+                memo = self._domain_memo[memo_key] = {}
+            entry = self.table.entry(shape)
+            key = multiples_key(multiples)
+            found = self._offers[memo_key] = (memo, entry, key, self.table.domain_offers(entry, key))
+        return found
 
     def _offer(self, shape: Shape, multiples: Mapping[int, int], domain: Domain,
-               memo: dict[int, tuple[int, int]]) -> tuple[int, int]:
+               offers: _Offers) -> tuple[int, int]:
+        memo = offers[0]
         found = memo.get(domain.id)
         if found is not None:
             return found
         if self._base_domains and domain.id not in self._live_domains:
-            found = self.table.offer(self.table.entry(shape), multiples_key(multiples), multiples, domain)
+            found = offers[3].get(domain.id)
+            if found is None:
+                found = self.table.offer(offers[1], offers[2], multiples, domain)
             memo[domain.id] = found
             return found
         raw = strict = 0
@@ -237,7 +257,7 @@ class Solver:
                 raw += count
             strict += raw
         for child in domain.children:
-            child_raw, child_strict = self._offer(shape, multiples, child, memo)
+            child_raw, child_strict = self._offer(shape, multiples, child, offers)
             raw += child_raw
             k = multiples.get(child.level, 1) if multiples else 1
             strict += child_strict - child_strict % k if k > 1 else child_strict
@@ -394,15 +414,17 @@ class Solver:
         levels: set[int] = set()
         undecided = deepest - root.level + 1  # levels root.level..deepest not yet known to have one
         known_from = deepest + 1  # every level from this one to `deepest` is known to have one
-        offer = self.offer
+        asked = [(shape, multiples, count, self.offers(shape, multiples)) for shape, multiples, count in demands]
+        offer = self._offer
         stack = [root]
         while stack:
             domain = stack.pop()
             if domain.level >= known_from:
                 continue  # nothing left to learn below it
             short = False
-            for shape, multiples, count in demands:
-                if offer(shape, multiples, domain)[0] < count:
+            for shape, multiples, count, offers in asked:
+                found = offers[0].get(domain.id)
+                if (found if found is not None else offer(shape, multiples, domain, offers))[0] < count:
                     short = True
                     break
             if short:

@@ -188,17 +188,14 @@ class SlotTable:
     def offer(self, entry: ShapeSlots, multiples_key: MultiplesKey, multiples: Mapping[int, int],
               domain: Domain) -> tuple[int, int]:
         """Base (raw, strict) offerslots of a domain of the cluster's tree (see `Solver.offer`)."""
-        memo = entry.domains.get(multiples_key)
-        if memo is None:
-            memo = entry.domains[multiples_key] = {}
-        return self._offer(entry, multiples, domain, memo)
+        return self._offer(entry, multiples, domain, self.domain_offers(entry, multiples_key))
 
-    def domain_offers(self, entry: ShapeSlots) -> dict[int, tuple[int, int]]:
-        """The (raw, strict) offerslots `offer` has summed so far without multiples, by domain id
+    def domain_offers(self, entry: ShapeSlots, key: MultiplesKey = ()) -> dict[int, tuple[int, int]]:
+        """The (raw, strict) offerslots `offer` has summed so far for the multiples `key`, by domain id
         (read-only: a domain missing is asked of `offer`)."""
-        memo = entry.domains.get(())
+        memo = entry.domains.get(key)
         if memo is None:
-            memo = entry.domains[()] = {}
+            memo = entry.domains[key] = {}
         return memo
 
     def _offer(self, entry: ShapeSlots, multiples: Mapping[int, int], domain: Domain,

@@ -119,6 +119,7 @@ class _Planner:
         self.rule = rule
         self.validations = 0
         self.considered: list[Considered] = []
+        self._by_domain: dict[int, list[VictimUnit]] | None = None  # domain id -> `_units_in`, when asked
 
     # ------------------------------------------------------------------ the steps
 
@@ -283,20 +284,29 @@ class _Planner:
                 ranked[cost.victims] = (cost, selection)
         return sorted(ranked.values(), key=lambda item: item[0])
 
-    @staticmethod
-    def _units_in(candidates: Candidates, domain: Domain) -> list[VictimUnit]:
+    def _units_in(self, candidates: Candidates, domain: Domain) -> list[VictimUnit]:
+        """The candidate units with a pod on a node of `domain`, in unit order."""
         if domain.parent is None:
             return candidates.units
-        seen: set[int] = set()
-        out: list[VictimUnit] = []
-        units_on = candidates.units_on
-        for node in domain.nodes:
-            for unit in units_on.get(node, ()):
-                if unit.index not in seen:
-                    seen.add(unit.index)
-                    out.append(unit)
-        out.sort(key=lambda u: u.index)
-        return out
+        by_domain = self._by_domain
+        if by_domain is None:
+            # each unit listed under every domain above its nodes: a walk up a few short paths per unit,
+            # not a walk over every node of each domain asked
+            by_domain = self._by_domain = {}
+            path = self.tree.path
+            for unit in candidates.units:
+                listed: set[int] = set()
+                for node in unit.nodes:
+                    for domain_above in path(node):
+                        ident = domain_above.id
+                        if ident not in listed:
+                            listed.add(ident)
+                            found = by_domain.get(ident)
+                            if found is None:
+                                by_domain[ident] = [unit]
+                            else:
+                                found.append(unit)
+        return list(by_domain.get(domain.id, ()))
 
     def _choose(self, room: Room, candidates: Candidates, ranked: Sequence[tuple[Cost, Selection]],
                 need: _Need, best: tuple[list[VictimUnit], GangPlan, Considered] | None

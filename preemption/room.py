@@ -188,8 +188,8 @@ class Room:
             if keep:
                 stored = kind.leaves.get(leaf.id)
                 if (stored is not None and stored[0] is tree.root and stored[1] == names
-                        and (not ignored_on or not any(name in ignored_on for name in names))
-                        and stored[2] == [units_on.get(name) for name in names]):
+                        and (not ignored_on or ignored_on.keys().isdisjoint(names))
+                        and stored[2] == list(map(units_on.get, names))):
                     self.models.update(stored[5])
                     if stored[3] is not None:
                         base_sums[leaf.id] = list(stored[3])
@@ -220,8 +220,8 @@ class Room:
                 base_sums[leaf.id] = leaf_base
                 if leaf_gains is not None:
                     gain_sums[leaf.id] = leaf_gains
-            if keep and not (ignored_on and any(name in ignored_on for name in names)):
-                victims = [units_on.get(name) for name in names]
+            if keep and (not ignored_on or ignored_on.keys().isdisjoint(names)):
+                victims = list(map(units_on.get, names))
                 models = [kept.get(name) for name in names]
                 if all(found is not None and found[0] == on for found, on in zip(models, victims, strict=True)):
                     known = [(name, found[1]) for name, found, on in zip(names, models, victims, strict=True)

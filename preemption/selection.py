@@ -205,7 +205,7 @@ def select(room: Room, domain: Domain, units: Sequence[VictimUnit], need: Sequen
         return Selection(domain, [], list(tally.slots))
     classes: dict[tuple[int, int], list[tuple[int, VictimUnit]]] = {}
     for unit in units:
-        if any(pod.counted_on in within for pod in unit.pods):
+        if not unit.nodes.isdisjoint(within):
             gains = room.alone(unit)
             # the unit's gains inside the domain, read from the smaller side (a leaf of a few nodes, or
             # a unit on a few nodes of a large domain)

@@ -205,7 +205,8 @@ class VictimIndex:
             if mine:
                 victims = {key: pod for key, pod in victims.items() if key not in own_pods}
                 kept = {key: pod for key, pod in kept.items() if key not in own_pods}
-            out.protected.extend(key for key, pod in kept.items() if pod.priority < priority)
+            if kept:
+                out.protected.extend(key for key, pod in kept.items() if pod.priority < priority)
             if not victims:
                 continue
             if below is not None:
