@@ -164,6 +164,13 @@ class NodeInfo:
 _NO_REQUESTS: Resources = {}  # what a pod asks before it is derived (shared, like every requests vector)
 
 
+# What `ClusterState._derivation` gives: requests, invalid, ours, priority, preemption policy, task,
+# preemptable, gang key, problems.
+_Derivation = tuple[Resources, str, bool, int, str, str, bool, str, list[Problem]]
+# What a pod not derived yet holds (`PodInfo`): no requests, not ours, priority 0, the default policy.
+_UNDERIVED: _Derivation = (_NO_REQUESTS, "", False, 0, PREEMPT_LOWER_PRIORITY, "", True, "", [])
+
+
 class PodInfo:
     """A pod as the scheduler sees it. Mutated only by `ClusterState`."""
 
@@ -191,15 +198,13 @@ class PodInfo:
         "task",
     )
 
-    def __init__(self, key: str, obj: Pod, first_seen: float) -> None:
+    def __init__(self, key: str, obj: Pod, first_seen: float, derived: _Derivation | None = None) -> None:
+        """`derived`: what `ClusterState._derivation` gave for it (its gang and problems aside), else the
+        figures of a pod not derived yet."""
         self.key = key
         self.obj = obj
         self.first_seen = first_seen
-        self.requests: Resources = _NO_REQUESTS  # shared by pods asking the same (`_RequestsMemo`): never mutate
-        self.priority = 0
-        self.preemption_policy = PREEMPT_LOWER_PRIORITY
         self.gang = ""
-        self.ours = False
         self.assumed_node = ""
         self.bound_node = ""  # the API accepted our binding here; the watch has not shown it yet
         self.nominated_node = ""
@@ -210,9 +215,14 @@ class PodInfo:
         self.bound_at: float | None = None
         self.eviction_requested = False
         self.broken = ""  # why its latest event could not be folded or its latest version decoded ("" if not)
-        self.invalid = ""  # the first of its requests that is not a quantity, and why ("" when all are)
-        self.task = ""  # its Volcano task (volcano.sh/task-spec), for minTaskMember
-        self.preemptable = True  # False: never a preemption victim (volcano.sh/preemptable: "false")
+        # requests: shared by pods asking the same (`_RequestsMemo`), never mutated; invalid: the first of its
+        # requests that is not a quantity, and why ("" when all are); task: its Volcano task
+        # (volcano.sh/task-spec), for minTaskMember; preemptable: False, never a preemption victim
+        # (volcano.sh/preemptable: "false").
+        self.requests: Resources
+        self.priority: int
+        (self.requests, self.invalid, self.ours, self.priority, self.preemption_policy, self.task, self.preemptable,
+         _, _) = derived or _UNDERIVED
 
     @property
     def uid(self) -> str:
@@ -255,11 +265,6 @@ class PodInfo:
         """Ours, not bound, not assumed, not on its way out: the scheduler still has to place it."""
         return (self.ours and not self.removed and not self.obj.spec.node_name and not self.bound_node
                 and not self.assumed_node and not self.terminating and not self.terminal)
-
-
-# What `ClusterState._derivation` gives: requests, invalid, ours, priority, preemption policy, task,
-# preemptable, gang key, problems.
-_Derivation = tuple[Resources, str, bool, int, str, str, bool, str, list[Problem]]
 
 
 class GangInfo:
@@ -564,7 +569,7 @@ class ClusterState:
             if kind is PodBound and quiet:
                 event = parts  # type: ignore[assignment]  # a binding, which the quota fold does not look at
                 try:  # `apply`, without the steps that find nothing to do
-                    self._pod_bound(event)  # type: ignore[arg-type]
+                    self._pod_bound(event, quiet=True)  # type: ignore[arg-type]
                 except Exception as error:  # as `apply`: a bug costs one object, never the fold
                     failure = error
                     self._fold_failed(event, error)
@@ -578,12 +583,15 @@ class ClusterState:
                         raise UndecodableRecord(seq, error) from error
                     failure = self.apply(event)
                     quiet = not (self.fold_failures or self.undecodable or quotas.active)
-                else:
-                    try:
-                        added = quiet and self._add_new_pod(obj, compactor.built_shape, record.time)
+                elif quiet:
+                    try:  # `apply`, for a pod update the quota fold does not look at while no quota is known
+                        if self._binds:
+                            self._flush_binds()  # a run of bindings ends
+                        if not self._add_new_pod(obj, compactor.built_shape, record.time):
+                            self._upsert_pod(obj, record.time)
                     except Exception as error:  # as `apply`: a bug costs one object, never the fold
-                        added, failure = False, error
-                    if added:  # no event built
+                        failure = error
+                    if failure is None:  # no event built
                         compactor.built = None
                         if record.seq > self.last_seq:
                             self.last_seq = record.seq
@@ -591,12 +599,12 @@ class ClusterState:
                             self.last_time = record.time
                         continue
                     event = PodUpserted(pod=obj, seq=record.seq, time=record.time)
-                    if failure is not None:
-                        self._fold_failed(event, failure)
-                        quiet = False
-                    else:
-                        failure = self.apply(event)
-                        quiet = not (self.fold_failures or self.undecodable or quotas.active)
+                    self._fold_failed(event, failure)
+                    quiet = False
+                else:
+                    event = PodUpserted(pod=obj, seq=record.seq, time=record.time)
+                    failure = self.apply(event)
+                    quiet = not (self.fold_failures or self.undecodable or quotas.active)
             else:
                 event = parts  # type: ignore[assignment]  # every other record is the Event itself
                 failure = self.apply(event)
@@ -610,13 +618,12 @@ class ClusterState:
         return folded
 
     def _add_new_pod(self, obj: Pod, shape: tuple[int, int], time: float) -> bool:
-        """`apply(PodUpserted)` for a pod that is new, of a shape derived before without problems (see
-        `_derive_pod`), bound nowhere, nominated nowhere, not terminal nor terminating (the caller knows no
-        quota is known and nothing failed to fold): what folding it does, without the steps that find
-        nothing to do. False (and nothing done) when the pod is not such a pod."""
+        """`_upsert_pod` of a pod that is new, of a shape derived before without problems (see `_derive_pod`),
+        bound nowhere, nominated nowhere, not terminal nor terminating: what folding it does, without the
+        steps that find nothing to do. False (and nothing done) when the pod is not such a pod."""
         derived = self._shapes.get(shape)
         meta, status = obj.metadata, obj.status
-        if (derived is None or self._binds or obj.spec.node_name or status.nominated_node_name
+        if (derived is None or obj.spec.node_name or status.nominated_node_name
                 or status.phase in TERMINAL_PHASES or meta.deletion_timestamp is not None):
             return False
         key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
@@ -638,9 +645,8 @@ class ClusterState:
         """A pod the state does not hold yet, of a known derivation, held and a member of its gang (as
         `_derive_pod` makes it, its problems aside); `defines`: its annotations or labels may define a gang.
         Not settled yet."""
-        pod = self.pods[key] = PodInfo(key, obj, first_seen)
-        (pod.requests, pod.invalid, pod.ours, pod.priority, pod.preemption_policy, pod.task, pod.preemptable,
-         gang_key, _) = derived
+        pod = self.pods[key] = PodInfo(key, obj, first_seen, derived)
+        gang_key = derived[7]
         if gang_key:
             gang = self.gangs.get(gang_key)
             if gang is None or defines or gang.definer == key:
@@ -907,7 +913,8 @@ class ClusterState:
             pod.assumed_node = ""
             self._settle(pod)
 
-    def _pod_bound(self, event: PodBound) -> None:
+    def _pod_bound(self, event: PodBound, quiet: bool = False) -> None:
+        """`quiet`: the caller knows no quota is known (`fold_records`)."""
         pod = self.pods.get(event.pod)  # `_decision_target` and `node_name`, inline: one per binding
         if pod is None:
             return
@@ -923,7 +930,8 @@ class ClusterState:
         binds = self._binds
         if binds is not None:
             if (not (pod.counted_on or pod.placed_on or pod.nominated_node or pod.nominated_on or pod.removed)
-                    and target in self.nodes and obj.status.phase not in TERMINAL_PHASES and not self.quotas.active):
+                    and target in self.nodes and obj.status.phase not in TERMINAL_PHASES
+                    and (quiet or not self.quotas.active)):
                 binds.append(pod)  # what `_settle` would do, for `_count_group` (`batching_binds`)
                 return
             if binds:
@@ -945,20 +953,21 @@ class ClusterState:
 
     def _flush_binds(self) -> None:
         binds, self._binds = self._binds or [], []
-        self.pod_changes.extend([pod.key for pod in binds])  # as `_settle` notes each, in order
+        keys: list[str] = []
         on_node: dict[str, list[PodInfo]] = {}
+        discard = self.pending.discard  # one by one, as `_settle` does (`difference_update` may resize: another order)
         for pod in binds:
+            key = pod.key
+            keys.append(key)
+            discard(key)
             placed = on_node.get(pod.bound_node)
             if placed is None:
                 on_node[pod.bound_node] = [pod]
             else:
                 placed.append(pod)
+        self.pod_changes.extend(keys)  # as `_settle` notes each, in order
         for target, placed in on_node.items():
             self._count_group(target, placed)
-        pending = self.pending
-        if pending:
-            for pod in binds:  # one by one, as `_settle` does (`difference_update` may resize: another order)
-                pending.discard(pod.key)
 
     def _pod_nominated(self, event: PodNominated) -> None:
         pod = self._decision_target(event.pod, event.uid)

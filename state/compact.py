@@ -63,17 +63,6 @@ class Compactor:
         with its shape in `built_shape` (so `pod` knows it has nothing to share). None when a table is full:
         decode the record whole then (`pod` shares what it can). Raises as `decode_event` does for a part
         that does not decode."""
-        shared = self.shared_parts(parts)
-        if shared is None:
-            return None
-        head, (spec, spec_number), status = shared
-        pod = parts_pod(parts, head[0], head[1], head[2], head[3], head[4], spec, status)
-        self.built = pod
-        self.built_shape = (head[5], spec_number)
-        return pod
-
-    def shared_parts(self, parts: PodParts) -> tuple[_Head, tuple[PodSpec, int], PodStatus] | None:
-        """The shared head, spec (with its number) and status of a pod record in parts (`pod_of`)."""
         meta = parts.metadata
         head_key = (parts.api_version, parts.kind, meta.namespace, bytes(meta.labels), bytes(meta.annotations))
         head = self.heads.get(head_key)
@@ -100,7 +89,9 @@ class Compactor:
                 return None
             status = self.statuses[status_key] = decode_status(status_key)
             self.status(status)
-        return head, spec_entry, status
+        pod = self.built = parts_pod(parts, head[0], head[1], head[2], head[3], head[4], spec_entry[0], status)
+        self.built_shape = (head[5], spec_entry[1])
+        return pod
 
     def forget_parts(self) -> None:
         """Drop the tables of record parts `decode` keeps (numbering starts again)."""
