@@ -206,15 +206,18 @@ class KubeClient:
         content_type: str = JSON,
         time_limit: float | None = None,
         gate: WriteGate | None = None,
+        pipelined: bool = False,
     ) -> Response:
         """One HTTP call, no retries. Transport errors and timeouts raise `KubeApiError(status=0)`.
 
         With a `gate`, it is asked at the last moment, when the request's bytes are about to be written:
-        closed by then, nothing is sent and `NotLeader` is raised.
+        closed by then, nothing is sent and `NotLeader` is raised. `pipelined`: it may share a connection
+        (and a write) with the other pipelined calls of this event-loop turn, and wait behind them for
+        its answer (`daemon.kube.http1`): for calls nothing waits on, such as Events.
         """
         timeout = time_limit or self.timeouts.request_seconds
         if self.http is not None:
-            return await self._send(self.http, method, path, query, body, content_type, timeout, gate)
+            return await self._send(self.http, method, path, query, body, content_type, timeout, gate, pipelined)
         if gate is not None:
             token = _sending_under.set(gate)
             try:
@@ -242,7 +245,7 @@ class KubeClient:
 
     async def _send(self, http: Http1Pool, method: str, path: str, query: Sequence[tuple[str, str]],
                     body: Mapping[str, Any] | None, content_type: str, seconds: float,
-                    gate: WriteGate | None) -> Response:
+                    gate: WriteGate | None, pipelined: bool) -> Response:
         """`request` over the lean HTTP/1.1 pool: the gate asked before a connection is taken and again
         just before the bytes are written."""
         target = http.target(path, urlencode(query) if query else "")
@@ -250,7 +253,7 @@ class KubeClient:
         headers = await self._headers(content_type)
         try:
             raw = await http.request(method, target, headers, payload, seconds=seconds,
-                                     check=None if gate is None else gate.check)
+                                     check=None if gate is None else gate.check, pipelined=pipelined)
         except (OSError, TimeoutError, HttpProtocolError) as error:
             raise KubeApiError(method, path, 0, f"{type(error).__name__}: {error}") from error
         return Response(raw.status, raw.body, _retry_after(raw.headers.get("retry-after")))
@@ -287,18 +290,21 @@ class KubeClient:
         attempts: int | None = None,
         gate: WriteGate | None = None,
         on_attempt: AttemptObserver | None = None,
+        pipelined: bool = False,
     ) -> Response:
         """`request` with the shared retry policy; returns the first non-retryable response.
 
         With a `gate`: raises `NotLeader` (and sends nothing more) as soon as the gate is closed, before
         any attempt, during one, or while backing off between two. `on_attempt` hears the outcome of
         each attempt (module docstring), a write refused before its first attempt included.
+        `pipelined`: as for `request`.
         """
         entered = False
         try:
             with gate.writing() if gate is not None else nullcontext():
                 entered = True
-                return await self._retried(method, path, query, body, content_type, attempts or 0, gate, on_attempt)
+                return await self._retried(method, path, query, body, content_type, attempts or 0, gate, on_attempt,
+                                           pipelined)
         except NotLeader:
             if not entered and on_attempt is not None:
                 on_attempt(REFUSED)
@@ -306,7 +312,7 @@ class KubeClient:
 
     async def _retried(self, method: str, path: str, query: Sequence[tuple[str, str]], body: Mapping[str, Any] | None,
                        content_type: str, attempts: int, gate: WriteGate | None,
-                       on_attempt: AttemptObserver | None) -> Response:
+                       on_attempt: AttemptObserver | None, pipelined: bool = False) -> Response:
         tries = attempts or self.timeouts.bind_retry_attempts
         last = "no attempt"
         last_status = 0
@@ -316,7 +322,7 @@ class KubeClient:
                 if gate is not None:
                     gate.check()  # before every attempt: a process woken past its deadline learns it here
                 response = await self.request(method, path, query=query, body=body, content_type=content_type,
-                                              gate=gate)
+                                              gate=gate, pipelined=pipelined)
             except NotLeader:
                 outcome = REFUSED
                 raise

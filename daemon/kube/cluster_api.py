@@ -179,7 +179,8 @@ class KubeClusterAPI:
     # ------------------------------------------------------------------ plumbing
 
     async def _write(self, verb: str, resource: str, method: str, path: str, *,
-                     body: Mapping[str, Any] | None = None, content_type: str = "application/json") -> Response:
+                     body: Mapping[str, Any] | None = None, content_type: str = "application/json",
+                     pipelined: bool = False) -> Response:
         counters = self._attempt_counters
 
         def count(code: str) -> None:  # every attempt: retries, and those the lease gate refused
@@ -191,7 +192,7 @@ class KubeClusterAPI:
         started = time.monotonic()
         try:
             return await self.client.call(method, path, body=body, content_type=content_type, gate=self.gate,
-                                          on_attempt=count)
+                                          on_attempt=count, pipelined=pipelined)
         finally:
             histogram = self._durations.get((verb, resource))
             if histogram is None:
@@ -562,9 +563,10 @@ class KubeClusterAPI:
         self.events.record(_involved(key, api_version, kind, uid, cluster_scoped), event_type, reason, message)
 
     async def send_event(self, method: str, path: str, body: Mapping[str, Any], content_type: str) -> Response:
-        """`EventSink`: one Event create or patch, through the write gate."""
+        """`EventSink`: one Event create or patch, through the write gate; pipelined with the other
+        writes of Events in the same turn (`KubeClient.request`: nothing waits for an Event)."""
         verb = "create" if method == "POST" else "patch"
-        return await self._write(verb, "events", method, path, body=body, content_type=content_type)
+        return await self._write(verb, "events", method, path, body=body, content_type=content_type, pipelined=True)
 
 
 def _object_path(api_version: str, plural: str, key: str) -> str:

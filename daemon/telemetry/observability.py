@@ -104,6 +104,30 @@ def configure_logging(level: str = "info", stream: TextIO | None = None, json: b
     logging.captureWarnings(True)
 
 
+def log_enabled(level: int) -> bool:
+    """Whether structlog as configured now lets a line at `level` through, asked without making a logger
+    (a module-level `structlog.get_logger()` proxy builds one, a PrintLogger included, on every use:
+    ~3 us per filtered line on the per-pod path)."""
+    wrapper = structlog.get_config()["wrapper_class"]
+    floor = _level_floors.get(wrapper)
+    if floor is None:
+        floor = _level_floors[wrapper] = _level_floor(wrapper)
+    return level >= floor
+
+
+_level_floors: dict[type, int] = {}
+
+
+def _level_floor(wrapper: type) -> int:
+    """The lowest level a wrapper class lets through: its own (`make_filtering_bound_logger`'s classes
+    filter by level without looking at the logger), else 0 (anything else asks the logger: let it)."""
+    try:
+        probe = wrapper(None, [], {})
+        return next(level for level in range(logging.NOTSET, logging.CRITICAL + 1) if probe.is_enabled_for(level))
+    except Exception:
+        return logging.NOTSET
+
+
 def silence_logging() -> None:
     """Only errors (the demo's own display replaces the log)."""
     configure_logging("error")

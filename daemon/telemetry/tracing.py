@@ -63,6 +63,7 @@ from opentelemetry.semconv.attributes.k8s_attributes import (
 from opentelemetry.trace import Span, SpanContext, Status, StatusCode
 
 from daemon.telemetry.metrics import RESULT_ERROR, RESULT_SCHEDULED, RESULT_UNSCHEDULABLE, Metrics
+from daemon.telemetry.observability import log_enabled
 from events.dispatch import each, exhaustive
 from events.model import (
     BindFailed,
@@ -266,7 +267,7 @@ class SchedulingObserver:
             return
         if pod.gang:
             self._gang_seen(pod.gang)
-        elif pod.first_seen == event.time and pod.key in self.state.pending:
+        elif pod.first_seen == event.time and pod.key in self.state.pending and log_enabled(logging.DEBUG):
             log.debug("pod.arrived", pod=pod.key, priority=pod.priority)
 
     def _group_upserted(self, event: PodGroupUpserted | VolcanoPodGroupUpserted | SchedulerPluginsPodGroupUpserted
@@ -548,7 +549,8 @@ class SchedulingObserver:
             self.metrics.pod_e2e.observe(max(0.0, event.time - pod.first_seen))
         if pod is None or not pod.gang:
             return  # a lone pod's `pod.bound` is its attempt's (`binds_settled`)
-        log.debug("pod.bound", gang=pod.gang, pod=event.pod, node=event.node)
+        if log_enabled(logging.DEBUG):
+            log.debug("pod.bound", gang=pod.gang, pod=event.pod, node=event.node)
         gang = self.state.gangs.get(pod.gang)
         if gang is None or gang.spec is None:
             return
@@ -659,9 +661,9 @@ class SchedulingObserver:
         """One line (with the attempt's number) per gang of the unit, each with its group; one for a lone pod."""
         if about.lone and step in _LONE_DETAIL and level == logging.INFO:
             level = logging.DEBUG
-        logger = log.bind()  # resolved once (the proxy resolves the configuration on every use)
-        if not logger.is_enabled_for(level):
+        if not log_enabled(level):
             return
+        logger = log.bind()  # resolved once (the proxy resolves the configuration on every use)
         present = {"attempt": about.number, **{name: value for name, value in (fields or {}).items()
                                                if value is not None}}
         if about.lone:
@@ -676,9 +678,9 @@ class SchedulingObserver:
 
     def _say_placed(self, attempt: _Attempt) -> None:
         level = logging.DEBUG if attempt.lone else logging.INFO
-        logger = log.bind()
-        if not logger.is_enabled_for(level):
+        if not log_enabled(level):
             return
+        logger = log.bind()
         pods = self.state.pods
         for key in attempt.gangs or (attempt.unit,):
             plan = attempt.plans.get(key)

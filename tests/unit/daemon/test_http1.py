@@ -175,3 +175,126 @@ async def test_a_connection_the_server_closed_is_replaced() -> None:
         for _ in range(2):
             assert (await pool.request("GET", pool.target("/"), b"", seconds=5)).status == 200
         assert pool.opened == 2
+
+
+def echo(request: bytes) -> bytes:
+    path = request.split(b" ")[1]
+    return b"HTTP/1.1 200 OK\r\nContent-Length: " + str(len(path)).encode() + b"\r\n\r\n" + path
+
+
+def test_answers_read_in_order_from_one_stream_however_their_bytes_are_split() -> None:
+    stream = (b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"
+              b"HTTP/1.1 100 Continue\r\n\r\n"
+              b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nb\r\n0\r\n\r\n"
+              b"HTTP/1.1 404 Not Found\r\nContent-Length: 1\r\n\r\nc")
+    for step in (1, 7, len(stream)):
+        reader = ResponseReader(pipelined=True)
+        answers = []
+        for start in range(0, len(stream), step):
+            read_now, failure = reader.feed_answers(stream[start:start + step])
+            assert failure is None
+            answers += read_now
+        assert [(answer.status, answer.body) for answer in answers] == [(200, b"a"), (201, b"b"), (404, b"c")]
+        assert reader.between_answers
+
+
+class EchoProtocol(asyncio.Protocol):
+    """Answers each request with its path (`echo`), and keeps the bytes of each read apart (`chunks`)."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+        self.buffer = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.chunks.append(data)
+        self.buffer += data
+        while b"\r\n\r\n" in self.buffer:
+            head, _, rest = self.buffer.partition(b"\r\n\r\n")
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
+            self.buffer = rest[length:]
+            assert self.transport is not None
+            self.transport.write(echo(head))
+
+
+async def test_the_calls_of_one_turn_leave_in_one_write_and_each_gets_its_own_answer() -> None:
+    chunks: list[bytes] = []
+    listener = await asyncio.get_running_loop().create_server(lambda: EchoProtocol(chunks), "127.0.0.1", 0)
+    pool = Http1Pool(f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}", limit=8)
+    try:
+        paths = [f"/call/{index}" for index in range(4)]
+        answers = await asyncio.gather(*(pool.request("POST", pool.target(path), b"", b"{}", seconds=5,
+                                                      pipelined=True) for path in paths))
+        assert [answer.body for answer in answers] == [path.encode() for path in paths]
+        assert pool.opened == 1
+        assert len(chunks) == 1 and chunks[0].count(b"POST /call/") == 4  # the four requests in one write
+    finally:
+        pool.close()
+        listener.close()
+
+
+async def test_after_an_answer_that_closes_the_connection_the_calls_behind_it_fail_as_transport_errors() -> None:
+    def answer(request: bytes) -> bytes:
+        if b"/first" in request:
+            return b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+        return echo(request)
+
+    async with serving(answer) as (_server, pool):
+        first, second = await asyncio.gather(
+            pool.request("GET", pool.target("/first"), b"", seconds=5, pipelined=True),
+            pool.request("GET", pool.target("/second"), b"", seconds=5, pipelined=True), return_exceptions=True)
+        assert isinstance(first, RawResponse) and first.status == 200 and not first.keep_alive
+        assert isinstance(second, ConnectionResetError)
+        assert (await pool.request("GET", pool.target("/again"), b"", seconds=5)).body == b"/prefix/again"
+        assert pool.opened == 2
+
+
+async def test_a_call_refused_at_the_last_moment_leaves_its_turn_mates_to_be_sent() -> None:
+    class Closed(Exception):
+        pass
+
+    def refuse() -> None:
+        if refusing:
+            raise Closed
+
+    refusing = False
+    async with serving(echo) as (server, pool):
+        refused = pool.request("POST", pool.target("/refused"), b"", b"{}", seconds=5, check=refuse, pipelined=True)
+        sent = pool.request("POST", pool.target("/sent"), b"", b"{}", seconds=5, pipelined=True)
+        task = asyncio.ensure_future(asyncio.gather(refused, sent, return_exceptions=True))
+        await asyncio.sleep(0)  # both calls are queued for the turn's write, the first one's check passed
+        refusing = True
+        outcome, answer = await task
+        assert isinstance(outcome, Closed)
+        assert isinstance(answer, RawResponse) and answer.body == b"/prefix/sent"
+        assert [request.split(b" ")[1] for request in server.received] == [b"/prefix/sent"]
+        assert pool.opened == 1
+
+
+async def test_a_call_cancelled_before_its_turn_write_is_not_sent_and_costs_no_connection() -> None:
+    async with serving(echo) as (server, pool):
+        cancelled = asyncio.ensure_future(pool.request("POST", pool.target("/gone"), b"", b"{}", seconds=5,
+                                                       pipelined=True))
+        kept = asyncio.ensure_future(pool.request("POST", pool.target("/kept"), b"", b"{}", seconds=5, pipelined=True))
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        assert (await kept).body == b"/prefix/kept"
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        assert [request.split(b" ")[1] for request in server.received] == [b"/prefix/kept"]
+        assert (await pool.request("GET", pool.target("/next"), b"", seconds=5)).status == 200
+        assert pool.opened == 1
+
+
+async def test_a_call_not_pipelined_has_a_connection_to_itself_so_a_slow_answer_holds_up_no_other() -> None:
+    async with serving(lambda request: None if b"/slow" in request else echo(request)) as (_server, pool):
+        slow = asyncio.ensure_future(pool.request("POST", pool.target("/slow"), b"", b"{}", seconds=5))
+        answers = await asyncio.gather(*(pool.request("POST", pool.target(f"/fast/{index}"), b"", b"{}", seconds=5)
+                                         for index in range(2)))
+        assert [answer.body for answer in answers] == [b"/prefix/fast/0", b"/prefix/fast/1"]
+        assert not slow.done() and pool.opened == 3
+        slow.cancel()
