@@ -93,7 +93,7 @@ from events.objects import (
     Workload,
 )
 from events.parts import PodUpsertedParts, decode_parts
-from state.compact import Compactor
+from state.compact import Compactor, Shape
 from state.gangs import (
     INTERNAL_ERROR,
     INVALID_QUANTITY,
@@ -431,7 +431,8 @@ class ClusterState:
         self.quotas = QuotaBook()  # quota trees and usage: a second fold over the same events (state/quota.py)
         self._default_priority_class = ""
         self._requests_memo = _RequestsMemo()
-        self._shapes: dict[tuple[int, int], _Derivation] = {}  # see `_derive_pod`; emptied when priorities change
+        self._shapes: dict[Shape, _Derivation] = {}  # see `_derive_pod`; emptied when priorities change
+        self._unlabelled: dict[tuple[int, int], _Derivation] = {}  # likewise, by head without labels and spec
         self._compactor = Compactor()
         self._largest: Resources | None = None  # cache of `largest_allocatable`, dropped when a node changes
         # Nodes whose capacity picture changed, in order, and what readers derive from them between calls
@@ -617,18 +618,30 @@ class ClusterState:
                 failures.append((event, failure))
         return folded
 
-    def _add_new_pod(self, obj: Pod, shape: tuple[int, int], time: float) -> bool:
+    def _add_new_pod(self, obj: Pod, shape: Shape, time: float) -> bool:
         """`_upsert_pod` of a pod that is new, of a shape derived before without problems (see `_derive_pod`),
         bound nowhere, nominated nowhere, not terminal nor terminating: what folding it does, without the
         steps that find nothing to do. False (and nothing done) when the pod is not such a pod."""
-        derived = self._shapes.get(shape)
         meta, status = obj.metadata, obj.status
-        if (derived is None or obj.spec.node_name or status.nominated_node_name
-                or status.phase in TERMINAL_PHASES or meta.deletion_timestamp is not None):
+        if (obj.spec.node_name or status.nominated_node_name or status.phase in TERMINAL_PHASES
+                or meta.deletion_timestamp is not None):
             return False
         key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
         if key in self.pods:
             return False
+        derived = self._shapes.get(shape)
+        if derived is None:
+            # A pod of a new head: derived alike a pod of its head without labels and its spec (its labels
+            # decide only its gang, and whether it may be preempted when it says so there), but for its gang.
+            unlabelled = self._unlabelled.get((shape[2], shape[1]))
+            if unlabelled is None or VOLCANO_PREEMPTABLE_ANNOTATION in meta.labels:
+                return False
+            gang_key, gang_problems = membership(obj, key)
+            if gang_problems:
+                return False
+            derived = (*unlabelled[:7], gang_key, [])
+            if len(self._shapes) < _RequestsMemo.LIMIT * 10:
+                self._shapes[shape] = derived
         pod = self._hold_new_pod(key, obj, time, derived, GANG_MIN_AVAILABLE_ANNOTATION in meta.annotations
                                  or LIGHTWEIGHT_MIN_AVAILABLE_LABEL in meta.labels)
         if self.problems and ("Pod", key) in self.problems:
@@ -661,6 +674,7 @@ class ClusterState:
         the derivations numbered by them. The parts stay shared by the pods that hold them."""
         self._compactor.forget_parts()
         self._shapes.clear()
+        self._unlabelled.clear()
 
     def apply_all(self, events: Iterable[Event]) -> None:
         for event in events:
@@ -733,7 +747,7 @@ class ClusterState:
         """A pod as the API shows it; `bound_node`: and bound there by our binding (a snapshot's record),
         folded as `PodUpserted` then `PodBound` are, with one settling instead of two."""
         compactor = self._compactor
-        shape: tuple[int, int] | None = None
+        shape: Shape | None = None
         if obj is compactor.built:  # decoded on shared parts (`decode_record`): nothing to share
             shape = compactor.built_shape
             compactor.built = None
@@ -783,15 +797,18 @@ class ClusterState:
             pod.nominated_node = nominated
         self._settle(pod)
 
-    def _derive_pod(self, pod: PodInfo, obj: Pod, shape: tuple[int, int] | None = None) -> None:
+    def _derive_pod(self, pod: PodInfo, obj: Pod, shape: Shape | None = None) -> None:
         """Derive what the fold reads of the pod. `shape`: the pod is built on the decoder's shared parts
-        (`Compactor.decode`) numbered so; pods of one shape derive alike when they have no problems."""
+        (`Compactor.pod_of`) numbered so; pods of one shape derive alike when they have no problems, and
+        so do pods of one head without labels and spec, but for their gang (`_add_new_pod`)."""
         key = pod.key
         derived = self._shapes.get(shape) if shape is not None else None
         if derived is None:
             derived = self._derivation(obj, key)
             if shape is not None and not derived[8] and len(self._shapes) < _RequestsMemo.LIMIT * 10:
                 self._shapes[shape] = derived
+                if VOLCANO_PREEMPTABLE_ANNOTATION not in obj.metadata.labels:
+                    self._unlabelled[(shape[2], shape[1])] = derived
         (pod.requests, pod.invalid, pod.ours, pod.priority, pod.preemption_policy, pod.task, pod.preemptable,
          gang_key, problems) = derived
         self._join_gang(pod, gang_key)
@@ -1214,6 +1231,7 @@ class ClusterState:
 
     def _refresh_priorities(self) -> None:
         self._shapes.clear()
+        self._unlabelled.clear()
         defaults = sorted(name for name, pc in self.priority_classes.items() if pc.global_default)
         self._default_priority_class = defaults[0] if defaults else ""
         for key in sorted(self.pods):

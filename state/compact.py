@@ -34,12 +34,17 @@ _EMPTY_DICT: dict[str, str] = {}  # shared: the objects are frozen, nothing adds
 _EMPTY_LIST: list[Any] = []
 
 
-# A pod's head: apiVersion, kind, namespace, labels, annotations (shared), and its number in the table.
-_Head = tuple[str, str, str, dict[str, str], dict[str, str], int]
+# A pod's head: apiVersion, kind, namespace, labels, annotations (shared), its number in the table, and the
+# number of its head without its labels (apiVersion, kind, namespace, annotations).
+_Head = tuple[str, str, str, dict[str, str], dict[str, str], int, int]
+# Which pods derive alike (see `ClusterState._derive_pod`): the numbers of a pod's head, its spec and its
+# head without labels.
+Shape = tuple[int, int, int]
 
 
 class Compactor:
-    __slots__ = ("built", "built_shape", "containers", "heads", "labels", "specs", "statuses", "tolerations")
+    __slots__ = ("built", "built_shape", "containers", "heads", "labels", "specs", "statuses", "tolerations",
+                 "unlabelled")
 
     LIMIT = 50_000
 
@@ -50,12 +55,12 @@ class Compactor:
         # Parts of pod records by their bytes (`decode`): the head's key is (apiVersion, kind, namespace,
         # labels bytes, annotations bytes); a spec's is its bytes, with its number in the table.
         self.heads: dict[tuple[str, str, str, bytes, bytes], _Head] = {}
+        self.unlabelled: dict[tuple[str, str, str, bytes], int] = {}  # heads without labels, numbered
         self.specs: dict[bytes, tuple[PodSpec, int]] = {}
         self.statuses: dict[bytes, PodStatus] = {}
-        # The pod `decode` built last, already on shared parts, and its shape (head and spec numbers: pods
-        # of one shape derive alike, see `ClusterState._derive_pod`).
+        # The pod `pod_of` built last, already on shared parts, and its shape.
         self.built: Pod | None = None
-        self.built_shape = (0, 0)
+        self.built_shape: Shape = (0, 0, 0)
 
     def pod_of(self, parts: PodParts) -> Pod | None:
         """The pod of a record decoded in parts (`events.parts.decode_parts`), built on the parts this
@@ -70,9 +75,13 @@ class Compactor:
             if len(self.heads) >= self.LIMIT:
                 return None
             intern = sys.intern
+            unlabelled_key = (parts.api_version, parts.kind, meta.namespace, head_key[4])
+            unlabelled = self.unlabelled.get(unlabelled_key)
+            if unlabelled is None:
+                unlabelled = self.unlabelled[unlabelled_key] = len(self.unlabelled)
             head = (intern(parts.api_version), intern(parts.kind), intern(meta.namespace),
                     self.labels_of(decode_map(head_key[3])), self.annotations_of(decode_map(head_key[4])),
-                    len(self.heads))
+                    len(self.heads), unlabelled)
             self.heads[head_key] = head
         spec_key = bytes(parts.spec)
         spec_entry = self.specs.get(spec_key)
@@ -90,12 +99,13 @@ class Compactor:
             status = self.statuses[status_key] = decode_status(status_key)
             self.status(status)
         pod = self.built = parts_pod(parts, head[0], head[1], head[2], head[3], head[4], spec_entry[0], status)
-        self.built_shape = (head[5], spec_entry[1])
+        self.built_shape = (head[5], spec_entry[1], head[6])
         return pod
 
     def forget_parts(self) -> None:
-        """Drop the tables of record parts `decode` keeps (numbering starts again)."""
+        """Drop the tables of record parts `pod_of` keeps (numbering starts again)."""
         self.heads = {}
+        self.unlabelled = {}
         self.specs = {}
         self.statuses = {}
         self.built = None

@@ -23,6 +23,7 @@ from events.model import (
 from events.objects import Container, ObjectMeta, Pod, PriorityClass, ResourceRequirements
 from placement import Unschedulable, plan_pod
 from state.cluster import ClusterState, PodInfo
+from state.compact import Shape
 from state.resources import MAX_MILLI
 
 GPU = "nvidia.com/gpu"
@@ -182,7 +183,7 @@ def break_the_fold_for(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     """Make folding pod `name` raise (a stand-in for a bug) while it carries the label bug=yes."""
     derive = ClusterState._derive_pod
 
-    def derive_pod(self: ClusterState, info: PodInfo, obj: Pod, shape: tuple[int, int] | None = None) -> None:
+    def derive_pod(self: ClusterState, info: PodInfo, obj: Pod, shape: Shape | None = None) -> None:
         derive(self, info, obj, shape)
         if obj.metadata.name == name and obj.metadata.labels.get("bug") == "yes":
             raise RuntimeError("a bug in the fold")
