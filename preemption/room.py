@@ -359,29 +359,22 @@ class Room:
         if found is None:
             # A node where no other unit has a pod: its candidates are the unit's pods there, and what
             # they add with every tier open (the last: the highest priority) is what the unit adds alone.
-            freed: dict[str, Vector | None] = {}  # node -> the unit's requests there (None: such a node)
             models, units_on = self.models, self._units_on
-            for pod in unit.pods:
-                node = pod.counted_on
-                if node not in models:
-                    continue
-                if node in freed:
-                    bucket = freed[node]
-                elif len(units_on[node]) == 1:
-                    bucket = freed[node] = None
-                else:
-                    bucket = freed[node] = [0] * len(self.resources)
-                if bucket is not None:
-                    self.add_pod(bucket, pod)
-            found = {}
             width = self._width
-            for node, amounts in freed.items():
-                if amounts is None:
-                    gains = models[node][2]
+            found = {}
+            for node, pods in unit.placed:
+                model = models.get(node)
+                if model is None:
+                    continue
+                if len(units_on[node]) == 1:
+                    gains = model[2]
                     assert gains is not None  # a node running candidates has their gains
                     gained = gains[-1] if width == 1 else sum(gains[-width:])
                 else:
-                    gained = sum(self.slots_with(node, amounts)) - sum(models[node][1])
+                    amounts = [0] * len(self.resources)  # the unit's requests there
+                    for pod in pods:
+                        self.add_pod(amounts, pod)
+                    gained = sum(self.slots_with(node, amounts)) - sum(model[1])
                 if gained > 0:
                     found[node] = gained
             self._alone[unit.index] = found
