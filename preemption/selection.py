@@ -59,7 +59,7 @@ class _Tally:
         self.slots = list(room.domain_base.get(domain.id, [0] * len(need)))
         self.freed: dict[str, list[int]] = {}  # node -> requests freed there (`Room.vector`)
         self.node_slots: dict[str, list[int]] = {}
-        self.pod_refs: dict[str, int] = {}  # pod -> how many units in the tally hold it (none: not there)
+        self.pod_refs: dict[str, int] = {}  # pod in the domain -> how many units in the tally hold it (none: not there)
         # node -> how many units in the tally have a pod counted there (in the domain); and for a unit
         # whose nodes had none when it was added, the slots per shape adding it gave (`contribution`)
         self.users: dict[str, int] = {}
@@ -84,13 +84,7 @@ class _Tally:
             self.clean.pop(unit.index, None)
         for node, pods in unit.placed:
             if node not in within:
-                for pod in pods:
-                    refs = pod_refs.get(pod.key, 0) + sign
-                    if refs:
-                        pod_refs[pod.key] = refs
-                    else:
-                        del pod_refs[pod.key]
-                continue
+                continue  # room elsewhere is not this domain's (pods are counted inside it only)
             count = users.get(node, 0)
             if count:
                 clean = False
