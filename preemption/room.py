@@ -47,10 +47,9 @@ class Room:
     on when its running members anchor it: bounds and slots elsewhere read as none.
     """
 
-    __slots__ = ("_all_admitted", "_alone", "_capacity", "_everywhere", "_kept", "_kind", "_pods_on",
-                 "_priority",
-                 "_requests", "_units_on", "_vectors", "_width", "domain_base",
-                 "domain_max", "domain_tiers", "models", "resources", "shapes", "state", "tiers")
+    __slots__ = ("_all_admitted", "_alone", "_capacity", "_everywhere", "_gain_sums", "_kept", "_kind", "_pods_on",
+                 "_priority", "_requests", "_units_on", "_vectors", "_width", "domain_base", "domain_max", "models",
+                 "resources", "shapes", "state", "tiers")
 
     def __init__(self, state: ClusterState, shapes: Sequence[Shape], own_gangs: AbstractSet[str],
                  candidates: Candidates, tree: TopologyTree | None = None, within: Domain | None = None) -> None:
@@ -93,18 +92,13 @@ class Room:
                 base_sums, gain_sums = self._from_table(tree, within, table, special)
         if base_sums is None or gain_sums is None:  # most nodes are special: as cheap to model them all
             base_sums, gain_sums = self._node_by_node(tree, within)
-        width = self._width
-        tiers = len(self.tiers)
+        last = self._width * (len(self.tiers) - 1)  # where the last tier's gains start
         self.domain_base: dict[int, list[int]] = base_sums
-        self.domain_tiers: dict[int, list[list[int]]] = {}
+        self._gain_sums = gain_sums
+        self.domain_max: dict[int, list[int]] = {}
         for ident, base in base_sums.items():
             extra = gain_sums.get(ident)
-            if extra is None:
-                self.domain_tiers[ident] = [list(base) for _ in range(tiers)]
-            else:
-                self.domain_tiers[ident] = [[b + extra[width * t + i] for i, b in enumerate(base)]
-                                            for t in range(tiers)]
-        self.domain_max: dict[int, list[int]] = {ident: bounds[-1] for ident, bounds in self.domain_tiers.items()}
+            self.domain_max[ident] = list(base) if extra is None else [b + extra[last + i] for i, b in enumerate(base)]
 
     def _model(self, name: str) -> tuple[list[int], list[int] | None] | None:
         """Model one node: its base slots per shape, and (when candidates run there) per tier then
@@ -278,12 +272,9 @@ class Room:
                 _add_along(path, corrections, delta)
             if gains is not None and any(gains):
                 _add_along(path, gain_sums, gains)
-        top = within if within is not None else tree.root
         base_sums: dict[int, list[int]] = {}
-        stack = [top]
         offers = [(entry, table.domain_offers(entry)) for entry in entries]
-        while stack:
-            domain = stack.pop()
+        for domain in _below(tree, within):
             ident = domain.id
             base = [offered[0] if (offered := memo.get(ident)) is not None else table.offer(entry, (), {}, domain)[0]
                     for entry, memo in offers]
@@ -292,7 +283,6 @@ class Room:
                 base = [b + f for b, f in zip(base, fix, strict=True)]
             if any(base) or ident in gain_sums:
                 base_sums[ident] = base
-            stack.extend(domain.children)
         return base_sums, gain_sums
 
     def _gains(self, pods: Mapping[str, PodInfo], free: Vector, base: list[int], admitted: list[bool]) -> list[int]:
@@ -310,13 +300,26 @@ class Room:
                          for wanted, ok, b in zip(self._requests, admitted, base, strict=True))
         return gains
 
+    def _bound(self, domain_id: int, tier: int) -> list[int]:
+        """`domain_tiers[domain_id][tier]` (the domain has base sums)."""
+        base = self.domain_base[domain_id]
+        extra = self._gain_sums.get(domain_id)
+        if extra is None:
+            return list(base)
+        start = self._width * tier
+        return [b + extra[start + i] for i, b in enumerate(base)]
+
+    @property
+    def domain_tiers(self) -> dict[int, list[list[int]]]:
+        """Domain id -> per tier, the bound on its slots per shape (see the class docstring)."""
+        return {ident: [self._bound(ident, tier) for tier in range(len(self.tiers))] for ident in self.domain_base}
+
     def lowest_tier(self, domain_id: int, need: Sequence[int]) -> int | None:
         """Index of the first tier whose bound covers `need` in the domain (None: not even the last)."""
-        bounds = self.domain_tiers.get(domain_id)
-        if bounds is None:
+        if domain_id not in self.domain_base:
             return None
-        for index, bound in enumerate(bounds):
-            if all(b >= n for b, n in zip(bound, need, strict=True)):
+        for index in range(len(self.tiers)):
+            if all(b >= n for b, n in zip(self._bound(domain_id, index), need, strict=True)):
                 return index
         return None
 
@@ -393,6 +396,18 @@ def _leaves(tree: TopologyTree, within: Domain | None) -> Iterator[tuple[Domain,
         domain = stack.pop()
         if domain.direct_nodes:
             yield domain, domain.direct_nodes
+        stack.extend(domain.children)
+
+
+def _below(tree: TopologyTree, within: Domain | None) -> Iterator[Domain]:
+    """Every domain of the tree (`within` and those below it, when given)."""
+    if within is None:
+        yield from tree.domains
+        return
+    stack = [within]
+    while stack:
+        domain = stack.pop()
+        yield domain
         stack.extend(domain.children)
 
 
