@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -58,7 +58,7 @@ from daemon.kube.event_correlator import ObjectRef
 from daemon.kube.event_recorder import EventRecorder
 from daemon.kube.leader import NotLeader, WriteGate
 from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase
-from daemon.telemetry.metrics import Metrics
+from daemon.telemetry.metrics import Metrics, observer
 from events.ingest import KINDS
 from events.objects import (
     CLUSTER_NETWORK_TOPOLOGY_API,
@@ -174,30 +174,41 @@ class KubeClusterAPI:
         self._status_subresource: dict[tuple[str, str], bool] = {}  # (API version, plural) -> has /status
         # The metrics' children by label values, looked up once (two lookups per call otherwise).
         self._attempt_counters: dict[tuple[str, str, str], Any] = {}
-        self._durations: dict[tuple[str, str], Any] = {}
+        self._durations: dict[tuple[str, str], Callable[[float], None]] = {}
+        self._counting: dict[tuple[str, str], Callable[[str], None]] = {}
+        self._binds_by_result = {result: self.metrics.binds.labels(result) for result in ("bound", "failed")}
 
     # ------------------------------------------------------------------ plumbing
 
     async def _write(self, verb: str, resource: str, method: str, path: str, *,
                      body: Mapping[str, Any] | None = None, content_type: str = "application/json",
                      pipelined: bool = False) -> Response:
-        counters = self._attempt_counters
-
-        def count(code: str) -> None:  # every attempt: retries, and those the lease gate refused
-            counter = counters.get((verb, resource, code))
-            if counter is None:
-                counter = counters[verb, resource, code] = self.metrics.api_requests.labels(verb, resource, code)
-            counter.inc()
-
+        count = self._counting.get((verb, resource))
+        if count is None:
+            count = self._counting[verb, resource] = self._counter(verb, resource)
         started = time.monotonic()
         try:
             return await self.client.call(method, path, body=body, content_type=content_type, gate=self.gate,
                                           on_attempt=count, pipelined=pipelined)
         finally:
-            histogram = self._durations.get((verb, resource))
-            if histogram is None:
-                histogram = self._durations[verb, resource] = self.metrics.api_duration.labels(verb, resource)
-            histogram.observe(time.monotonic() - started)
+            observe = self._durations.get((verb, resource))
+            if observe is None:
+                observe = self._durations[verb, resource] = observer(self.metrics.api_duration.labels(verb, resource))
+            observe(time.monotonic() - started)
+
+    def _counter(self, verb: str, resource: str) -> Callable[[str], None]:
+        """What counts the attempts of one kind of call, by outcome: retries, and those the lease gate
+        refused (`toposched_api_requests_total`)."""
+        counters = self._attempt_counters
+        requests = self.metrics.api_requests
+
+        def count(code: str) -> None:
+            counter = counters.get((verb, resource, code))
+            if counter is None:
+                counter = counters[verb, resource, code] = requests.labels(verb, resource, code)
+            counter.inc()
+
+        return count
 
     async def _read_pod(self, key: str) -> _PodReadBack | None:
         namespace, name = _split(key)
@@ -220,7 +231,7 @@ class KubeClusterAPI:
                 outcome = BindOutcome("failed", reason=str(error), retriable=True)
             finally:
                 self.metrics.binds_in_flight.dec()
-        self.metrics.binds.labels("bound" if outcome.placed else "failed").inc()
+        self._binds_by_result["bound" if outcome.placed else "failed"].inc()
         if outcome.status == "bound":  # ours (a 409 read back on another node is not)
             namespace, name = _split(pod)
             self.event(pod, "v1", "Pod", uid, "Normal", SCHEDULED,

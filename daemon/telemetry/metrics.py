@@ -64,8 +64,10 @@ Must never: be read to make a scheduling decision (metrics observe, they do not 
 
 from __future__ import annotations
 
+import bisect
 import platform
 import time
+from collections.abc import Callable
 
 from prometheus_client import (
     CollectorRegistry,
@@ -234,6 +236,28 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+def observer(histogram: Histogram) -> Callable[[float], None]:
+    """`histogram.observe` for a call made several times per pod (`histogram`: one without labels, or
+    a child): the same sum and bucket counts, the bucket found by bisection instead of a scan through
+    `Histogram.observe`'s checks (~1 us less each). A histogram not built the way this expects (an
+    exemplar-carrying or otherwise different prometheus_client) keeps its own `observe`."""
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total = getattr(histogram, "_sum", None)
+    if (not isinstance(bounds, list) or not isinstance(buckets, list) or total is None
+            or len(bounds) != len(buckets) or not bounds or bounds[-1] != float("inf")):
+        return histogram.observe
+    add = total.inc
+    counters = [bucket.inc for bucket in buckets]
+    find = bisect.bisect_left
+
+    def observe(amount: float) -> None:
+        add(amount)
+        counters[find(bounds, amount)](1)  # the first bucket whose upper bound is >= amount, as observe finds
+
+    return observe
+
+
 class MeteredEventLog(EventLog):
     """The event log, timing appends and fsyncs into `metrics` (open with `MeteredEventLog.open(...)`).
 
@@ -251,10 +275,13 @@ class MeteredEventLog(EventLog):
     def metrics(self, metrics: Metrics | None) -> None:
         self._metrics = metrics
         self.fsync_observer = metrics.fsync_duration.observe if metrics is not None else None
+        self._observe_append = observer(metrics.append_duration) if metrics is not None else None
+
+    _observe_append: Callable[[float], None] | None = None
 
     def append(self, event: Event, *, max_bytes: int = MAX_RECORD_BYTES) -> Event:
         started = time.perf_counter()
         stored = super().append(event, max_bytes=max_bytes)
-        if self._metrics is not None:
-            self._metrics.append_duration.observe(time.perf_counter() - started)
+        if self._observe_append is not None:
+            self._observe_append(time.perf_counter() - started)
         return stored

@@ -62,7 +62,7 @@ from opentelemetry.semconv.attributes.k8s_attributes import (
 )
 from opentelemetry.trace import Span, SpanContext, Status, StatusCode
 
-from daemon.telemetry.metrics import RESULT_ERROR, RESULT_SCHEDULED, RESULT_UNSCHEDULABLE, Metrics
+from daemon.telemetry.metrics import RESULT_ERROR, RESULT_SCHEDULED, RESULT_UNSCHEDULABLE, Metrics, observer
 from daemon.telemetry.observability import log_enabled
 from events.dispatch import each, exhaustive
 from events.model import (
@@ -222,6 +222,8 @@ class SchedulingObserver:
         self.state = state
         self.metrics = metrics
         self.tracer = tracer or trace.get_tracer("toposched")
+        # No span is ever recorded (no exporter configured): none is made, and no attributes for one.
+        self._spans = not isinstance(self.tracer, trace.NoOpTracer)
         self._attempts: dict[str, _Attempt] = {}  # unit -> its open attempt
         self._current: _Attempt | None = None  # the attempt whose decision is being made now
         self._unit_of: dict[str, str] = {}  # gang -> unit, for gangs with an open attempt
@@ -239,6 +241,7 @@ class SchedulingObserver:
             cls: metrics.watch_events.labels(kind, kind_type) for cls, (kind, kind_type) in _WATCHED.items()
         }
         self._appends = metrics.log_appends
+        self._observe_pod_e2e = observer(metrics.pod_e2e)
 
     # ------------------------------------------------------------------ what it holds (tests, memory)
 
@@ -379,7 +382,7 @@ class SchedulingObserver:
     @_guarded
     def bind_started(self, unit: str, pod: str, node: str) -> None:
         attempt = self._attempts.get(unit)
-        if attempt is None:
+        if attempt is None or not self._spans:
             return
         if attempt.bind_span is None:
             attempt.bind_span = self._child(attempt, "bind")
@@ -546,7 +549,7 @@ class SchedulingObserver:
     def _bound(self, event: PodBound) -> None:
         pod = self.state.pods.get(event.pod)
         if pod is not None:
-            self.metrics.pod_e2e.observe(max(0.0, event.time - pod.first_seen))
+            self._observe_pod_e2e(max(0.0, event.time - pod.first_seen))
         if pod is None or not pod.gang:
             return  # a lone pod's `pod.bound` is its attempt's (`binds_settled`)
         if log_enabled(logging.DEBUG):
@@ -585,6 +588,12 @@ class SchedulingObserver:
     def _open(self, unit: str, gangs: tuple[str, ...]) -> _Attempt:
         number = self._numbers.get(unit, 0) + 1
         self._numbers[unit] = number
+        if not self._spans:
+            attempt = _Attempt(unit, gangs, number, trace.INVALID_SPAN, trace.INVALID_SPAN)
+            self._attempts[unit] = attempt
+            for gang in gangs:
+                self._unit_of[gang] = unit
+            return attempt
         kind = "gang" if gangs else "pod"
         attributes: dict[str, str | int | bool] = {"toposched.attempt": number}
         namespace, _, name = unit.rpartition("/")
@@ -607,6 +616,8 @@ class SchedulingObserver:
         return attempt
 
     def _child(self, attempt: _Attempt, phase: str) -> Span:
+        if not self._spans:
+            return trace.INVALID_SPAN
         context = trace.set_span_in_context(attempt.span)
         return self.tracer.start_span(f"{'pod' if attempt.lone else 'gang'}.{phase}", context=context)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from daemon.telemetry.metrics import MeteredEventLog, Metrics
+from daemon.telemetry.metrics import MeteredEventLog, Metrics, observer
 from events.builders import node, node_event
 
 
@@ -38,3 +38,21 @@ def test_fsyncs_of_the_interval_flusher_are_timed_too(tmp_path: Path) -> None:
     log.sync()
     log.close()
     assert _count(metrics, "toposched_event_log_fsync_duration_seconds") >= 1
+
+
+def test_the_hot_path_observer_exports_what_histogram_observe_does() -> None:
+    fast, plain = Metrics(), Metrics()
+    amounts = [0.0, 0.00005, 0.00007, 0.001, 0.3, 2.0, 1e9, -1.0]
+    observe = observer(fast.append_duration)
+    child = observer(fast.api_duration.labels("create", "pods/binding"))
+    for amount in amounts:
+        observe(amount)
+        child(amount)
+        plain.append_duration.observe(amount)
+        plain.api_duration.labels("create", "pods/binding").observe(amount)
+
+    def series(metrics: Metrics) -> list[str]:
+        return [line for line in generate_latest(metrics.registry).decode().splitlines()
+                if line.startswith(("toposched_event_log_append_duration", "toposched_api_request_duration"))]
+
+    assert series(fast) == series(plain) and len(series(fast)) > 2 * len(amounts)
