@@ -431,6 +431,7 @@ class ClusterState:
         self.quotas = QuotaBook()  # quota trees and usage: a second fold over the same events (state/quota.py)
         self._default_priority_class = ""
         self._requests_memo = _RequestsMemo()
+        self._allocatables: dict[tuple[tuple[str, str], ...], Resources] = {}  # parsed node allocatables, shared
         self._shapes: dict[Shape, _Derivation] = {}  # see `_derive_pod`; emptied when priorities change
         self._unlabelled: dict[tuple[int, int], _Derivation] = {}  # likewise, by head without labels and spec
         self._compactor = Compactor()
@@ -686,7 +687,15 @@ class ClusterState:
         node = event.node
         self._compactor.node(node)
         name = node.metadata.name
-        allocatable, problems = _parse_resources(node.status.allocatable, "Node", name, "status.allocatable")
+        raw = node.status.allocatable
+        memo_key = tuple(raw.items())
+        allocatable = self._allocatables.get(memo_key)
+        if allocatable is not None:  # shared by the nodes that have the same (never mutated, as `requests`)
+            problems: list[Problem] = []
+        else:
+            allocatable, problems = _parse_resources(raw, "Node", name, "status.allocatable")
+            if not problems and len(self._allocatables) < _RequestsMemo.LIMIT:
+                self._allocatables[memo_key] = allocatable
         oversized = node.metadata.annotations.get(OVERSIZED_ANNOTATION) if node.metadata.annotations else None
         if oversized is not None:  # an accounting core (events.objects.node_core): unschedulable already
             problems.append(Problem("Node", name, "object", oversized, RECORD_TOO_LARGE))
