@@ -290,22 +290,17 @@ class _Planner:
             return candidates.units
         by_domain = self._by_domain
         if by_domain is None:
-            # each unit listed under every domain above its nodes: a walk up a few short paths per unit,
+            # each unit listed under every domain above its nodes (which the unit keeps between calls),
             # not a walk over every node of each domain asked
             by_domain = self._by_domain = {}
-            path = self.tree.path
+            tree = self.tree
             for unit in candidates.units:
-                listed: set[int] = set()
-                for node in unit.nodes:
-                    for domain_above in path(node):
-                        ident = domain_above.id
-                        if ident not in listed:
-                            listed.add(ident)
-                            found = by_domain.get(ident)
-                            if found is None:
-                                by_domain[ident] = [unit]
-                            else:
-                                found.append(unit)
+                for ident in unit.domains_above(tree):
+                    found = by_domain.get(ident)
+                    if found is None:
+                        by_domain[ident] = [unit]
+                    else:
+                        found.append(unit)
         return list(by_domain.get(domain.id, ()))
 
     def _choose(self, room: Room, candidates: Candidates, ranked: Sequence[tuple[Cost, Selection]],

@@ -36,12 +36,14 @@ from preemption.plan import LONE_POD, SURPLUS, WHOLE_GANG
 from state.cluster import TERMINAL_PHASES, ClusterState, PodInfo
 from state.gangs import GangSpec
 from state.resources import Resources
+from state.topology import Domain, TopologyTree
 
 
 class VictimUnit:
     """One candidate victim unit (see the module docstring). `order` is its rank in the cost order."""
 
-    __slots__ = ("_keys", "_nodes", "_on", "broken", "index", "job", "kind", "placed", "pods", "priority", "started_at")
+    __slots__ = ("_above", "_keys", "_nodes", "_on", "broken", "index", "job", "kind", "placed", "pods", "priority",
+                 "started_at")
 
     def __init__(self, job: str, kind: str, pods: list[PodInfo], broken: bool) -> None:
         self.job = job
@@ -62,6 +64,7 @@ class VictimUnit:
         self.placed = list(placed.items())
         self._on = placed
         self._nodes: frozenset[str] | None = None
+        self._above: tuple[Domain, frozenset[int]] | None = None
         self._keys: frozenset[str] | None = None
 
     @property
@@ -71,6 +74,16 @@ class VictimUnit:
         if found is None:
             found = self._nodes = frozenset(node for node, _ in self.placed)
         return found
+
+    def domains_above(self, tree: TopologyTree) -> frozenset[int]:
+        """Ids of the domains of `tree` holding one of its nodes (kept while the tree keeps its root:
+        a tree rebuilt, as when a node changes its labels, has a new one)."""
+        root = tree.root
+        found = self._above
+        if found is None or found[0] is not root:
+            path = tree.path
+            found = self._above = (root, frozenset(domain.id for node in self.nodes for domain in path(node)))
+        return found[1]
 
     def pods_on(self, node: str) -> list[PodInfo]:
         """Its pods counted on `node` (none: not there)."""
