@@ -92,6 +92,8 @@ async def test_leader_writes_cnt_detail_status_in_koordinators_shape_and_follows
             # A gang's pods come and go: no status write for that.
             status = running.daemon.topology_status
             assert status is not None
+            # The server stores the write before the daemon counts it: count from after the first write.
+            await wait_until(lambda: status.writes >= 1, what="the first write counted")
             writes = status.writes
             job = gang("job", 4)
             cluster.load_objects(job)
@@ -100,7 +102,7 @@ async def test_leader_writes_cnt_detail_status_in_koordinators_shape_and_follows
             cluster.store.patch("nodes", "node-007", {"metadata": {"labels": {BLOCK: "block-2"}}})
             await wait_until(lambda: [d["nodeNum"] for d in status_of(cluster, CNT, "default")["detailStatus"]]
                              == [8, 8, 4, 3, 1], what="detailStatus after the relabel")
-            # The server stores the write before the daemon counts it: wait for the count, then check it is one.
+            # Likewise for the relabel's write: wait for the count, then check it is one.
             await wait_until(lambda: status.writes > writes, what="the relabel's write counted")
             assert status.writes == writes + 1
             # Our own write, once it comes back by watch, is not written again.
