@@ -72,9 +72,9 @@ async def test_jq_select_by_gang_returns_each_gangs_story_in_order(tmp_path: Pat
     # Deleting the GangGroup object by object lets it try again meanwhile: its story goes on after the
     # timeout, as a new gang once its PodGroup is gone, whose attempts are numbered from 1 again.
     for key in ("default/trainer", "default/evaluator"):
-        story = select(lines, gang=key)
-        timed_out = next(index for index, line in enumerate(story) if line["event"] == "gang.timed_out")
-        waited = settled(story[: timed_out + 1])
+        told = select(lines, gang=key)
+        timed_out = next(index for index, line in enumerate(told) if line["event"] == "gang.timed_out")
+        waited = settled(told[: timed_out + 1])
         assert steps(waited) == ["gang.arrived", "gang.attempt", "gang.placed", "gang.waiting_at_permit",
                                  "gang.timed_out"]
         assert waited[1]["outcome"] == "planned" and waited[1]["group"] == ["default/evaluator", "default/trainer"]
