@@ -68,7 +68,10 @@ class _Tally:
         self.alone: dict[int, int] | None = {} if len(need) == 1 else None
 
     def missing(self) -> int:
-        return sum(max(0, n - s) for n, s in zip(self.need, self.slots, strict=True))
+        need, slots = self.need, self.slots
+        if len(need) == 1:
+            return max(0, need[0] - slots[0])
+        return sum(max(0, n - s) for n, s in zip(need, slots, strict=True))
 
     def _apply(self, unit: VictimUnit, sign: int) -> None:
         room = self.room
@@ -107,23 +110,7 @@ class _Tally:
                 touched.add(node)
         alone = room.alone(unit) if fresh else None
         slots, node_slots, models = self.slots, self.node_slots, room.models
-        if len(slots) == 1:  # one shape (the common case): the same sums over single figures
-            total = 0
-            for node in touched:
-                before = node_slots.get(node)
-                if before is None:
-                    model = models.get(node)
-                    if model is None:
-                        continue
-                    before = model[1]
-                after = ([before[0] + alone.get(node, 0)] if alone is not None
-                         else room.slots_with(node, all_freed[node]))
-                total += after[0] - before[0]
-                node_slots[node] = after
-            slots[0] += total
-            if clean:
-                self.clean[unit.index] = [total]
-            return
+        one = len(slots) == 1  # one shape (the common case): single figures, no loop over shapes
         added = [0] * len(slots)
         for node in touched:
             before = node_slots.get(node)
@@ -132,12 +119,16 @@ class _Tally:
                 if model is None:
                     continue
                 before = model[1]
-            after = room.slots_with(node, all_freed[node])
-            for i, (old, new) in enumerate(zip(before, after, strict=True)):
-                slots[i] += new - old
-                if clean:
-                    added[i] += new - old
+            after = ([before[0] + alone.get(node, 0)] if alone is not None
+                     else room.slots_with(node, all_freed[node]))
             node_slots[node] = after
+            if one:
+                added[0] += after[0] - before[0]
+            else:
+                for i, (old, new) in enumerate(zip(before, after, strict=True)):
+                    added[i] += new - old
+        for i, gained in enumerate(added):
+            slots[i] += gained
         if clean:
             self.clean[unit.index] = added
 
@@ -149,7 +140,7 @@ class _Tally:
         if added is None:
             return None
         users, within = self.users, self.within
-        if any(users[node] != 1 for pod in unit.pods if (node := pod.counted_on) in within):
+        if any(users[node] != 1 for node in unit.nodes if node in within):
             return None
         return added
 
