@@ -40,11 +40,13 @@ BENCHES := eventlog topology placement preemption quota simulate devcluster daem
 
 BENCH_TARGETS := $(VENV)/bench-targets.txt
 
-# Every benchmark, then each figure against its target in one table (bench/targets.py).
+# Every benchmark, then each figure against its target in one table (bench/targets.py). BEFORE=DIR:
+# a checkout of the code before (1ccf0dd), run alternately with the large simulate trace.
 bench: $(STAMP)
 	rm -f $(BENCH_TARGETS)
 	for b in $(BENCHES); do echo "== python -m bench.$$b"; \
-		TOPOSCHED_BENCH_TARGETS=$(BENCH_TARGETS) $(BIN)/python -m bench.$$b || exit 1; done
+		TOPOSCHED_BENCH_TARGETS=$(BENCH_TARGETS) $(BIN)/python -m bench.$$b \
+			$$(if [ "$$b" = simulate ] && [ -n "$(BEFORE)" ]; then echo --before "$(BEFORE)"; fi) || exit 1; done
 	@echo "== every figure against its target (python -m bench.targets)"
 	$(BIN)/python -m bench.targets $(BENCH_TARGETS)
 
