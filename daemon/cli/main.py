@@ -32,6 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "completion": ("daemon.cli.completion", "print a bash or zsh completion script (see its --help to install)"),
 }
 
+# Commands that set up logging themselves (`run`: a level option and JSON lines; `demo`: quiet under its
+# display); the others log warnings and errors to standard error.
+CONFIGURE_OWN_LOGGING = frozenset({"run", "demo"})
+
 
 class _CommandModule(Protocol):
     def main(self, argv: Sequence[str]) -> int: ...
@@ -65,6 +69,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     name = namespace.command
     module_name, _ = COMMANDS[name]
+    if name not in CONFIGURE_OWN_LOGGING:
+        # Logs go to standard error and only from warning up: structlog's own default prints every level
+        # to standard output, where `simulate` writes its report (a snapshot's debug line landed in it).
+        from daemon.telemetry.observability import configure_logging
+
+        configure_logging("warning", json=False)
     try:
         module = cast(_CommandModule, importlib.import_module(module_name))
         return module.main(arguments[1:])
