@@ -14,12 +14,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_code_before_runs_on_the_same_trace_one_run_before_each_of_ours() -> None:
     trace = generate(6, nodes=32)
-    (wall, _load, _simulate, cpu, simulation), befores = _measure(trace, 2, before=ROOT)
-    assert len(befores) == 2
+    (wall, _load, _simulate, cpu, simulation), befores, ours = _measure(trace, 2, before=ROOT)
+    assert len(befores) == len(ours) == 2
     assert simulation.report is not None
-    # this checkout compared with itself: the same report, and a run that took time and CPU
-    assert all(run.report == simulation.report.to_json() for run in befores)
-    assert all(run.wall > 0 and run.cpu > 0 for run in befores)
+    # this checkout compared with itself: the same report, and runs that took time and CPU
+    assert all(run.report == simulation.report.to_json() for run in [*befores, *ours])
+    assert all(run.wall > 0 and run.cpu > 0 for run in [*befores, *ours])
     assert wall > 0 and cpu > 0
 
 
