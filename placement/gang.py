@@ -57,13 +57,13 @@ def plan_gang(state: ClusterState, gang: str, *,
                                  constraint=MEMBERS)
         infos.append(member)
         specs.append(member.spec)
-    pending, members_running, nominated, unusable = _roster(state, infos, ignore_pods)
+    waiting_pods, members_running, nominated, unusable = _roster(state, infos, ignore_pods)
     running = {key: [pod.placed_node for pod in pods] for key, pods in members_running.items()}
     label = job_label(group)
     if unusable:
         return Unschedulable(gangs=group, constraint=INVALID, reason=f"{label}: {unusable}")
     min_total = sum(spec.min_member for spec in specs)
-    pending_count = sum(len(v) for v in pending.values())
+    pending_count = sum(len(v) for v in waiting_pods.values())
     running_count = sum(len(v) for v in running.values())
     have = sum(counted(spec, members_running[spec.key]) for spec in specs)
     if pending_count + have < min_total:
@@ -73,6 +73,7 @@ def plan_gang(state: ClusterState, gang: str, *,
             gangs=group, constraint=MEMBERS, needed=min_total, fit=pending_count + have,
             reason=(f"{label}: {pending_count + have} of minMember {min_total} pods exist "
                     f"({have} running, {pending_count} pending){only_waiting}: {missing} missing"))
+    pending = _in_order(waiting_pods)
     minimum: list[str] = []
     extras: list[str] = []
     for spec in specs:
@@ -154,11 +155,11 @@ def _place_admitted(state: ClusterState, group: tuple[str, ...], label: str, spe
 
 
 def _roster(state: ClusterState, infos: list[GangInfo], ignore_pods: AbstractSet[str]
-            ) -> tuple[dict[str, list[str]], dict[str, list[PodInfo]], list[str], str]:
-    """Per gang: pending pods in placement order, and the running members; plus the nodes nominated
+            ) -> tuple[dict[str, list[PodInfo]], dict[str, list[PodInfo]], list[str], str]:
+    """Per gang: pending pods (`_in_order` sorts them), and the running members; plus the nodes nominated
     for the pending ones, and why the first pending pod that must not be placed cannot ("" when
     every one may). Pods in `ignore_pods` are left out."""
-    pending: dict[str, list[str]] = {}
+    pending: dict[str, list[PodInfo]] = {}
     running: dict[str, list[PodInfo]] = {}
     nominated: list[str] = []
     unusable = ""
@@ -179,11 +180,16 @@ def _roster(state: ClusterState, infos: list[GangInfo], ignore_pods: AbstractSet
                     unusable = key
             elif is_running(pod):
                 placed.append(pod)
-        waiting.sort(key=pod_order)
-        pending[member.key] = [p.key for p in waiting]
+        pending[member.key] = waiting
         running[member.key] = placed
     why = f"pod {unusable}: {state.pods[unusable].unusable}" if unusable else ""
     return pending, running, nominated, why
+
+
+def _in_order(waiting: dict[str, list[PodInfo]]) -> dict[str, list[str]]:
+    """Per gang, its pending pods' keys in placement order (sorted only once the gang has enough pods:
+    while it waits for its members, each arrival tries it again)."""
+    return {key: [pod.key for pod in sorted(pods, key=pod_order)] for key, pods in waiting.items()}
 
 
 def _largest_fitting(solver: Solver, job_of: Callable[[int], Job], low: int, high: int

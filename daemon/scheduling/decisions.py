@@ -238,18 +238,22 @@ class DecisionConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 
 EventSink = Callable[[Event], object]
+BatchSink = Callable[[Sequence[Event]], object]
 
 
 class Step:
     """One decision: the state and time it decides on, where its events go, and the effects it leaves."""
 
-    __slots__ = ("config", "effects", "memory", "now", "preemptor", "room_cache", "sink", "stage", "state")
+    __slots__ = ("config", "effects", "memory", "now", "preemptor", "room_cache", "sink", "sink_many", "stage",
+                 "state")
 
     def __init__(self, state: ClusterState, now: float, sink: EventSink, memory: Memory, *,
-                 config: DecisionConfig, preemptor: Preemptor, room_cache: dict[tuple[int, Requests], int]) -> None:
+                 config: DecisionConfig, preemptor: Preemptor, room_cache: dict[tuple[int, Requests], int],
+                 sink_many: BatchSink | None = None) -> None:
         self.state = state
         self.now = now
         self.sink = sink
+        self.sink_many = sink_many  # records several events as `sink` would one by one, in one go
         self.memory = memory
         self.config = config
         self.preemptor = preemptor
@@ -259,6 +263,14 @@ class Step:
 
     def record(self, event: Event) -> None:
         self.sink(event)
+
+    def record_all(self, events: Sequence[Event]) -> None:
+        """Record `events` in order, each folded before the next (in one append when the sink takes batches)."""
+        if self.sink_many is not None:
+            self.sink_many(events)
+        else:
+            for event in events:
+                self.sink(event)
 
     def do(self, effect: Effect) -> None:
         self.effects.append(effect)
@@ -292,12 +304,16 @@ def _assume(step: Step, unit: Unit, plan: GangPlan) -> None:
         step.record(GangPlanned(gang=gang, domain=plan.domain, layer=plan.level, pods=len(plan.assignments),
                                 explanation=plan.explanation, attempt=(info.attempts if info is not None else 0) + 1))
     assumed: list[str] = []
+    assumptions: list[Event] = []
+    chosen: set[str] = set()  # recorded together, so a pod named twice is still pending the second time
     for assignment in plan.assignments:
         pod = state.pods.get(assignment.pod)
-        if pod is None or assignment.pod not in state.pending:
+        if pod is None or assignment.pod not in state.pending or assignment.pod in chosen:
             continue
-        step.record(PodAssumed(pod=pod.key, uid=pod.uid, node=assignment.node, gang=pod.gang))
+        chosen.add(assignment.pod)
+        assumptions.append(PodAssumed(pod=pod.key, uid=pod.uid, node=assignment.node, gang=pod.gang))
         assumed.append(pod.key)
+    step.record_all(assumptions)
     if not gangs:
         if assumed:
             _start_binds(step, unit.key, (), assumed)
@@ -334,8 +350,7 @@ def permit(step: Step, unit_key: str, gangs: tuple[str, ...], order: Sequence[st
 def _start_binds(step: Step, unit_key: str, gangs: tuple[str, ...], order: Sequence[str]) -> None:
     pods = step.state.pods
     binds = tuple((key, pods[key].uid, pods[key].assumed_node) for key in order)
-    for key, uid, node in binds:
-        step.record(BindRequested(pod=key, uid=uid, node=node))
+    step.record_all([BindRequested(pod=key, uid=uid, node=node) for key, uid, node in binds])
     step.do(Bind(unit_key, gangs, binds))
 
 

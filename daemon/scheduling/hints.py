@@ -45,6 +45,7 @@ from placement.fit import Requests, slots_in, slots_left
 from placement.members import counted, is_running
 from state.cluster import ClusterState
 from state.gangs import GangSpec
+from state.resources import Resources
 
 
 class Need(msgspec.Struct, frozen=True):
@@ -56,18 +57,23 @@ class Need(msgspec.Struct, frozen=True):
 
 def need_of(state: ClusterState, unit: Unit) -> Need | None:
     """The unit's lower-bound need; None when it cannot be bounded (unknown spec, no requests)."""
-    smallest: dict[str, int] = {}
-    first = True
     pods = state.pods
+    # Pods of one shape share their requests (`ClusterState`'s derivations): a gang of 3,000 has a few
+    # distinct ones, so the smallest is taken over those, first seen first.
+    distinct: dict[int, Resources] = {}
     for key in unit.pods:
         info = pods.get(key)
-        if info is None:
-            continue
+        if info is not None:
+            requests = info.requests
+            distinct.setdefault(id(requests), requests)
+    smallest: dict[str, int] = {}
+    first = True
+    for requests in distinct.values():
         if first:
-            smallest = {name: amount for name, amount in info.requests.items() if amount > 0}
+            smallest = {name: amount for name, amount in requests.items() if amount > 0}
             first = False
         else:
-            smallest = {name: min(amount, info.requests.get(name, 0)) for name, amount in smallest.items()}
+            smallest = {name: min(amount, requests.get(name, 0)) for name, amount in smallest.items()}
             smallest = {name: amount for name, amount in smallest.items() if amount > 0}
     if not smallest:
         return None

@@ -540,7 +540,7 @@ class Scheduler:
 
     def _step(self, now: float) -> Step:
         return Step(self.state, now, self._record, self, config=self.decisions, preemptor=self._timed_preemptor,
-                    room_cache=self._room_cache)
+                    room_cache=self._room_cache, sink_many=self.journal.record_many)
 
     def _record(self, event: Event) -> None:
         self.journal.record(event)

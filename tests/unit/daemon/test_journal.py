@@ -94,6 +94,39 @@ def test_a_snapshot_is_written_every_n_events(tmp_path: Path) -> None:
         assert sorted(restored.nodes) == [f"n{i}" for i in range(6)]
 
 
+def test_a_decision_s_events_are_appended_together_then_each_folded_and_heard_in_order(tmp_path: Path) -> None:
+    with EventLog.open(tmp_path, fsync="never") as log:
+        state = LogCheckingState(log)
+        journal = Journal(state, VirtualClock(5.0), log, snapshot_every=4)
+        journal.record(node_event(node("n0", gpus=8)))
+        for name in ("a", "b"):
+            journal.record(pod_event(pod(name, gpus=1)))
+        heard: list[tuple[int, bool]] = []
+        journal.subscribe(lambda e: heard.append((e.seq, isinstance(e, PodAssumed)
+                                                  and state.pods[e.pod].assumed_node == "n0")))
+        stored = journal.record_many([PodAssumed(pod=f"default/{name}", uid=f"uid-default-{name}", node="n0")
+                                      for name in ("a", "b")])
+        assert [(e.seq, e.time) for e in stored] == [(4, 5.0), (5, 5.0)]
+        assert [e.seq for e in log.read(1)] == [1, 2, 3, 4, 5]
+        assert heard == [(4, True), (5, True)]
+        assert not state.pending and journal.recorded == 5
+        # The snapshot due inside the batch is taken after it, of the state that folded all of it.
+        latest = log.latest_snapshot()
+        assert latest is not None and latest[0] == 5
+        assert sorted(ClusterState.restore(latest[1]).pods) == ["default/a", "default/b"]
+        assert not ClusterState.restore(latest[1]).pending
+
+
+def test_a_batch_without_a_log_continues_the_seqs() -> None:
+    state = ClusterState()
+    journal = Journal(state, VirtualClock(1.0))
+    journal.record(node_event(node("n0", gpus=8)))
+    journal.record(pod_event(pod("a", gpus=1)))
+    stored = journal.record_many([PodAssumed(pod="default/a", uid="uid-default-a", node="n0"),
+                                  PodAssumed(pod="default/a", uid="uid-default-a", node="n0")])
+    assert [e.seq for e in stored] == [3, 4]
+    assert journal.record(pod_event(pod("b"))).seq == 5
+
 async def test_the_watch_recorder_records_through_the_journal() -> None:
     state = ClusterState()
     journal = Journal(state, VirtualClock())

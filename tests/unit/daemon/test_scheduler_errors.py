@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -153,14 +154,20 @@ async def test_a_preemption_planner_that_raises_parks_the_preemptor_and_the_rest
 async def test_failing_to_append_to_the_log_is_not_swallowed(monkeypatch: pytest.MonkeyPatch) -> None:
     h = Harness()
     h.add(*nodes(4), *gang("job", 2))
-    record = h.journal.record
+    record, record_many = h.journal.record, h.journal.record_many
 
     def failing_record(event: Event) -> Event:
         if isinstance(event, PodAssumed):
             raise EventLogError("No space left on device")
         return record(event)
 
+    def failing_record_many(events: Sequence[Event]) -> list[Event]:
+        if any(isinstance(event, PodAssumed) for event in events):
+            raise EventLogError("No space left on device")
+        return record_many(events)
+
     monkeypatch.setattr(h.journal, "record", failing_record)
+    monkeypatch.setattr(h.journal, "record_many", failing_record_many)
     with pytest.raises(BaseExceptionGroup) as caught:
         await h.settle()
     assert caught.group_contains(EventLogError)
