@@ -266,7 +266,7 @@ class Step:
 
     def record_all(self, events: Sequence[Event]) -> None:
         """Record `events` in order, each folded before the next (in one append when the sink takes batches)."""
-        if self.sink_many is not None:
+        if self.sink_many is not None and len(events) > 1:
             self.sink_many(events)
         else:
             for event in events:
