@@ -58,7 +58,7 @@ from daemon.kube.event_correlator import ObjectRef
 from daemon.kube.event_recorder import EventRecorder
 from daemon.kube.leader import NotLeader, WriteGate
 from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase
-from daemon.telemetry.metrics import Metrics, observer
+from daemon.telemetry.metrics import Metrics
 from events.ingest import KINDS
 from events.objects import (
     CLUSTER_NETWORK_TOPOLOGY_API,
@@ -193,7 +193,7 @@ class KubeClusterAPI:
         finally:
             observe = self._durations.get((verb, resource))
             if observe is None:
-                observe = self._durations[verb, resource] = observer(self.metrics.api_duration.labels(verb, resource))
+                observe = self._durations[verb, resource] = self.metrics.api_duration.labels(verb, resource).observe
             observe(time.monotonic() - started)
 
     def _counter(self, verb: str, resource: str) -> Callable[[str], None]:

@@ -59,6 +59,12 @@ Also on the same registry: prometheus_client's process collector (`process_cpu_s
 limit), platform collector (`python_info`) and garbage-collector collector (`python_gc_*`). No
 `*_created` series are exported (`disable_created_metrics`).
 
+The series bumped several times per pod (appends, watch events, API writes, binds, attempts, pod
+end to end) are `LoopCounter` / `LoopGauge` / `LoopHistogram`: written only from the event loop's
+thread, so a plain addition each instead of prometheus_client's lock per increment (~0.3 us against
+~0.05; ~7 us per pod in all), read on /metrics exactly as prometheus_client's own would be. What
+another thread writes (the flusher's fsyncs, the snapshot writer) stays prometheus_client's.
+
 Must never: be read to make a scheduling decision (metrics observe, they do not steer).
 """
 
@@ -67,7 +73,7 @@ from __future__ import annotations
 import bisect
 import platform
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from prometheus_client import (
     CollectorRegistry,
@@ -80,6 +86,8 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
 
 from daemon.version import package_version
 from events.log import MAX_RECORD_BYTES, EventLog
@@ -150,12 +158,13 @@ class Metrics:
         )
         self.build_info.labels(package_version(), platform.python_version(), platform.python_implementation(),
                                f"{platform.system().lower()}/{platform.machine()}").set(1)
-        self.attempt_duration = Histogram(
+        self.attempt_duration = LoopHistogram(
             "toposched_scheduling_attempt_duration_seconds", "Scheduling attempt latency by result.",
             ["result"], buckets=_ATTEMPT_BUCKETS, registry=r,
         )
-        self.attempts = Counter("toposched_schedule_attempts", "Scheduling attempts by result.", ["result"], registry=r)
-        self.pod_e2e = Histogram(
+        self.attempts = LoopCounter("toposched_schedule_attempts", "Scheduling attempts by result.", ["result"],
+                                    registry=r)
+        self.pod_e2e = LoopHistogram(
             "toposched_pod_scheduling_duration_seconds", "Pod end to end: first seen until bound.",
             buckets=_E2E_BUCKETS, registry=r,
         )
@@ -176,24 +185,24 @@ class Metrics:
                                    quota_labels, registry=r)
         self.quota_pending_gangs = Gauge("toposched_quota_pending_gangs", "Gangs of a quota waiting to be placed.",
                                          ["dialect", "quota"], registry=r)
-        self.binds_in_flight = Gauge("toposched_binds_in_flight", "Binding calls in flight.", registry=r)
-        self.binds = Counter("toposched_binds", "Binding calls by result.", ["result"], registry=r)
-        self.api_requests = Counter(
+        self.binds_in_flight = LoopGauge("toposched_binds_in_flight", "Binding calls in flight.", registry=r)
+        self.binds = LoopCounter("toposched_binds", "Binding calls by result.", ["result"], registry=r)
+        self.api_requests = LoopCounter(
             "toposched_api_requests", "API writes by verb, resource and status code.", ["verb", "resource", "code"],
             registry=r,
         )
-        self.api_duration = Histogram(
+        self.api_duration = LoopHistogram(
             "toposched_api_request_duration_seconds", "API write latency, retries included.", ["verb", "resource"],
             buckets=_ATTEMPT_BUCKETS, registry=r,
         )
         self.preemption_attempts = Counter("toposched_preemption_attempts", "Preemption plans carried out.", registry=r)
         self.preemption_victims = Counter("toposched_preemption_victims", "Pods evicted as victims.", registry=r)
         self.gang_timeouts = Counter("toposched_gang_timeouts", "Gangs that timed out.", registry=r)
-        self.log_appends = Counter("toposched_event_log_appends", "Events appended to the log.", registry=r)
+        self.log_appends = LoopCounter("toposched_event_log_appends", "Events appended to the log.", registry=r)
         self.fsync_duration = Histogram(
             "toposched_event_log_fsync_duration_seconds", "Event log fsync latency.", buckets=_IO_BUCKETS, registry=r,
         )
-        self.append_duration = Histogram(
+        self.append_duration = LoopHistogram(
             "toposched_event_log_append_duration_seconds", "Event log append latency.", buckets=_IO_BUCKETS,
             registry=r,
         )
@@ -215,7 +224,8 @@ class Metrics:
             "toposched_topology_build_duration_seconds", "Topology tree build time.", buckets=(*_IO_BUCKETS, 2.5, 5.0),
             registry=r,
         )
-        self.watch_events = Counter("toposched_watch_events", "Watch events received.", ["kind", "type"], registry=r)
+        self.watch_events = LoopCounter("toposched_watch_events", "Watch events received.", ["kind", "type"],
+                                        registry=r)
         self.watch_relists = Counter("toposched_watch_relists", "Full relists.", ["kind"], registry=r)
         self.loop_lag = Histogram(
             "toposched_event_loop_lag_seconds", "How late a 50 ms timer fires: how long the event loop was held.",
@@ -236,26 +246,124 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-def observer(histogram: Histogram) -> Callable[[float], None]:
-    """`histogram.observe` for a call made several times per pod (`histogram`: one without labels, or
-    a child): the same sum and bucket counts, the bucket found by bisection instead of a scan through
-    `Histogram.observe`'s checks (~1 us less each). A histogram not built the way this expects (an
-    exemplar-carrying or otherwise different prometheus_client) keeps its own `observe`."""
-    bounds = getattr(histogram, "_upper_bounds", None)
-    buckets = getattr(histogram, "_buckets", None)
-    total = getattr(histogram, "_sum", None)
-    if (not isinstance(bounds, list) or not isinstance(buckets, list) or total is None
-            or len(bounds) != len(buckets) or not bounds or bounds[-1] != float("inf")):
-        return histogram.observe
-    add = total.inc
-    counters = [bucket.inc for bucket in buckets]
-    find = bisect.bisect_left
+class LoopCounter:
+    """A counter family written only from the event loop's thread, for series bumped several times per pod:
+    a plain addition each (prometheus_client's `Counter` takes a lock per increment), exported like a
+    `Counter` when scraped. `labels(...)` gives one series; a family without labels counts itself."""
 
-    def observe(amount: float) -> None:
-        add(amount)
-        counters[find(bounds, amount)](1)  # the first bucket whose upper bound is >= amount, as observe finds
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str] = (), *,
+                 registry: CollectorRegistry) -> None:
+        self.name, self.documentation, self.labelnames = name, documentation, tuple(labelnames)
+        self.value = 0.0
+        self._children: dict[tuple[str, ...], LoopCounter] = {}
+        registry.register(self)  # a Collector: it has collect() and describe()
 
-    return observe
+    def labels(self, *values: str) -> LoopCounter:
+        child = self._children.get(values)
+        if child is None:
+            _check_labels(self.name, self.labelnames, values)
+            child = self._children[values] = LoopCounter.__new__(LoopCounter)
+            child.value = 0.0
+        return child
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.value += amount
+
+    def describe(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        if self.labelnames:
+            for values, child in self._children.items():
+                family.add_metric(values, child.value)
+        else:
+            family.add_metric((), self.value)
+        yield family
+
+
+class LoopGauge:
+    """A gauge without labels written only from the event loop's thread (`LoopCounter`'s reasons)."""
+
+    def __init__(self, name: str, documentation: str, *, registry: CollectorRegistry) -> None:
+        self.name, self.documentation = name, documentation
+        self.value = 0.0
+        registry.register(self)
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.value += amount
+
+    def dec(self, amount: float = 1.0) -> None:
+        self.value -= amount
+
+    def set(self, value: float) -> None:
+        self.value = float(value)
+
+    def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(self.name, self.documentation)
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(self.name, self.documentation, value=self.value)
+
+
+class LoopHistogram:
+    """A histogram family observed only from the event loop's thread, several times per pod: the bucket
+    found by bisection and plain additions (prometheus_client's `Histogram.observe` scans the buckets
+    and takes two locks), exported like a `Histogram` when scraped."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str] = (), *,
+                 buckets: Sequence[float], registry: CollectorRegistry) -> None:
+        self.name, self.documentation, self.labelnames = name, documentation, tuple(labelnames)
+        bounds = [float(bound) for bound in buckets]
+        if bounds != sorted(bounds):
+            raise ValueError(f"{name}: buckets must be in increasing order")
+        if not bounds or bounds[-1] != float("inf"):
+            bounds.append(float("inf"))
+        self._bounds = bounds
+        self._les = [floatToGoString(bound) for bound in bounds]  # type: ignore[no-untyped-call]
+        self._counts = [0] * len(bounds)
+        self._sum = 0.0
+        self._children: dict[tuple[str, ...], LoopHistogram] = {}
+        registry.register(self)
+
+    def labels(self, *values: str) -> LoopHistogram:
+        child = self._children.get(values)
+        if child is None:
+            _check_labels(self.name, self.labelnames, values)
+            child = self._children[values] = LoopHistogram.__new__(LoopHistogram)
+            child._bounds, child._les = self._bounds, self._les
+            child._counts = [0] * len(self._bounds)
+            child._sum = 0.0
+        return child
+
+    def observe(self, amount: float) -> None:
+        self._sum += amount
+        self._counts[bisect.bisect_left(self._bounds, amount)] += 1  # the first bucket whose bound is >= amount
+
+    def _add_to(self, family: HistogramMetricFamily, values: tuple[str, ...]) -> None:
+        cumulative, buckets = 0, []
+        for le, count in zip(self._les, self._counts, strict=True):
+            cumulative += count
+            buckets.append((le, float(cumulative)))
+        family.add_metric(values, buckets, self._sum)
+
+    def describe(self) -> Iterator[Metric]:
+        yield HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        if self.labelnames:
+            for values, child in self._children.items():
+                child._add_to(family, values)
+        else:
+            self._add_to(family, ())
+        yield family
+
+
+def _check_labels(name: str, labelnames: tuple[str, ...], values: tuple[str, ...]) -> None:
+    if len(values) != len(labelnames):
+        raise ValueError(f"{name}: {len(labelnames)} label values expected ({', '.join(labelnames)}), "
+                         f"got {len(values)}")
 
 
 class MeteredEventLog(EventLog):
@@ -275,7 +383,7 @@ class MeteredEventLog(EventLog):
     def metrics(self, metrics: Metrics | None) -> None:
         self._metrics = metrics
         self.fsync_observer = metrics.fsync_duration.observe if metrics is not None else None
-        self._observe_append = observer(metrics.append_duration) if metrics is not None else None
+        self._observe_append = metrics.append_duration.observe if metrics is not None else None
 
     _observe_append: Callable[[float], None] | None = None
 

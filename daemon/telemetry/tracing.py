@@ -62,7 +62,7 @@ from opentelemetry.semconv.attributes.k8s_attributes import (
 )
 from opentelemetry.trace import Span, SpanContext, Status, StatusCode
 
-from daemon.telemetry.metrics import RESULT_ERROR, RESULT_SCHEDULED, RESULT_UNSCHEDULABLE, Metrics, observer
+from daemon.telemetry.metrics import RESULT_ERROR, RESULT_SCHEDULED, RESULT_UNSCHEDULABLE, Metrics
 from daemon.telemetry.observability import log_enabled
 from events.dispatch import each, exhaustive
 from events.model import (
@@ -241,7 +241,7 @@ class SchedulingObserver:
             cls: metrics.watch_events.labels(kind, kind_type) for cls, (kind, kind_type) in _WATCHED.items()
         }
         self._appends = metrics.log_appends
-        self._observe_pod_e2e = observer(metrics.pod_e2e)
+        self._observe_pod_e2e = metrics.pod_e2e.observe
 
     # ------------------------------------------------------------------ what it holds (tests, memory)
 

@@ -41,7 +41,7 @@ async def test_only_the_leader_binds_and_the_standby_takes_over_when_it_dies(tmp
             # answers and logs PodBound: kill it only once it has logged all four.
             await wait_until(lambda: leader_bound >= {f"default/{name}" for name in pod_names(first)},
                              what="the leader to record the first gang bound")
-            assert standby.daemon.metrics.binds.labels("bound")._value.get() == 0
+            assert standby.daemon.metrics.binds.labels("bound").value == 0
             assert not standby.is_leader
 
             leader.kill()

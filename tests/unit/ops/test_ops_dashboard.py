@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from daemon.telemetry.metrics import METRIC_NAMES, Metrics
 
@@ -31,10 +33,13 @@ def own_families() -> dict[str, tuple[str, set[str]]]:
     metrics = Metrics()
     families: dict[str, tuple[str, set[str]]] = {}
     for value in vars(metrics).values():
-        name = getattr(value, "_name", None)
-        kind = getattr(value, "_type", None)
-        if isinstance(name, str) and isinstance(kind, str):
-            families[name] = (kind, set(getattr(value, "_labelnames", ())))
+        describe = getattr(value, "describe", None)
+        if describe is None or isinstance(value, CollectorRegistry):
+            continue
+        # prometheus_client's metrics keep their label names in `_labelnames`; the loop families in `labelnames`
+        labelnames: Iterable[str] = getattr(value, "labelnames", ()) or getattr(value, "_labelnames", ())
+        for family in describe():
+            families[family.name] = (family.type, set(labelnames))
     return families
 
 
