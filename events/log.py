@@ -667,13 +667,14 @@ class EventLog:
                 self._write_out()
         return stored
 
-    def append_many(self, events: Iterable[Event]) -> list[Event]:
-        """Store several events with consecutive seqs, all or none; one fsync for all of them under `always`."""
+    def append_many(self, events: Iterable[Event], *, max_bytes: int = MAX_RECORD_BYTES) -> list[Event]:
+        """Store several events with consecutive seqs, all or none; one fsync for all of them under `always`.
+        One record over `max_bytes` refuses them all with `RecordTooLargeError`."""
         with self._lock:
             self._check_writable()
             first = self._next_seq
             stored = [with_seq(event, seq) for seq, event in enumerate(events, start=first)]
-            payloads = [_encode_checked(event, MAX_RECORD_BYTES) for event in stored]
+            payloads = [_encode_checked(event, max_bytes) for event in stored]
             for seq, payload in enumerate(payloads, start=first):
                 self._add_locked(seq, payload)
                 if len(self._buffer) >= self._write_threshold:

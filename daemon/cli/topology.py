@@ -80,6 +80,10 @@ class _Fold:
     async def record(self, event: Event) -> None:
         self.state.apply(event)
 
+    async def record_many(self, events: Sequence[Event]) -> None:
+        for event in events:
+            self.state.apply(event)
+
 
 LIVE_KINDS = ("Node", "ClusterNetworkTopology", "HyperNode", "Pod")  # nodes first: pods count on them
 TREE_KINDS = LIVE_KINDS[:3]  # what the tree is built from (generate needs no pods: it writes no free capacity)

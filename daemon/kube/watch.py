@@ -24,7 +24,7 @@ Must never: write to the API, or fold an event that was not first handed to the 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Protocol
 
 import aiohttp
@@ -49,6 +49,10 @@ class Recorder(Protocol):
     """Where watched events go: appended to the log, then folded."""
 
     async def record(self, event: Event) -> None: ...
+
+    async def record_many(self, events: Sequence[Event]) -> None:
+        """`record` each, in order (a chunk of a watch stream, a page of a list: appended in one go)."""
+        ...
 
 
 class _ListMeta(msgspec.Struct, frozen=True):
@@ -108,21 +112,29 @@ class ByteSource(Protocol):
 
 async def split_lines(reader: ByteSource) -> AsyncIterator[bytes]:
     """Yield newline-terminated lines of any length from a byte stream."""
+    async for lines in split_line_batches(reader):
+        for line in lines:
+            yield line
+
+
+async def split_line_batches(reader: ByteSource) -> AsyncIterator[list[bytes]]:
+    """Yield the lines (of any length) each chunk of a byte stream completes, as one list per chunk: the
+    watch events that arrived together are recorded together."""
     buffer = bytearray()
     while True:
         chunk = await reader.readany()
         if not chunk:
             if buffer.strip():
-                yield bytes(buffer)
+                yield [bytes(buffer)]
             return
-        start = 0
         newline = chunk.find(b"\n")
         if newline < 0:
             buffer += chunk
             continue
+        lines: list[bytes] = []
         buffer += chunk[:newline]
         if buffer.strip():
-            yield bytes(buffer)
+            lines.append(bytes(buffer))
         buffer.clear()
         start = newline + 1
         while True:
@@ -132,8 +144,10 @@ async def split_lines(reader: ByteSource) -> AsyncIterator[bytes]:
                 break
             line = chunk[start:newline]
             if line.strip():
-                yield line
+                lines.append(line)
             start = newline + 1
+        if lines:
+            yield lines
 
 
 class KindWatcher:
@@ -188,11 +202,14 @@ class KindWatcher:
             # Recorded page by page, not after the whole list: 100,000 decoded pods held at once, and
             # then slimmed down by the fold, left ~100 MiB of holes the process never returned. An
             # upsert recorded before a 410 restarts the list is still true (and recorded again).
+            upserts: list[Event] = []
             for raw in page.items:
                 body = bytes(raw)
                 key, uid = _identity(body)
                 seen[key] = uid
-                await self.recorder.record(upsert_event(self.info, body))
+                upserts.append(upsert_event(self.info, body))
+            await self.recorder.record_many(upserts)
+            del upserts
             continue_token = page.metadata.continue_
             resource_version = page.metadata.resourceVersion or resource_version
             del page
@@ -227,16 +244,30 @@ class KindWatcher:
                 if status == 404 and self.info.group:
                     raise CrdMissing(path)
                 raise KubeApiError("GET", path, status, decode_status(body).message)
-            async for line in split_lines(body):
-                await self._handle_line(line)
+            async for lines in split_line_batches(body):
+                await self._handle_lines(lines)
 
-    async def _handle_line(self, line: bytes) -> None:
+    async def _handle_lines(self, lines: list[bytes]) -> None:
+        """Record the events of lines that arrived together, in one go; an ERROR line raises once the
+        events before it are recorded."""
+        events: list[Event] = []
+        try:
+            for line in lines:
+                event = self._event_of(line)
+                if event is not None:
+                    events.append(event)
+        finally:
+            if events:
+                await self.recorder.record_many(events)
+
+    def _event_of(self, line: bytes) -> Event | None:
+        """The event one watch line says (None: a bookmark, or a line that is not JSON, logged)."""
         self.lines_seen += 1
         try:
             event = _event_decoder.decode(line)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
             log.warning("watch.bad_line", kind=self.info.name, error=str(error), line=line[:200])
-            return
+            return None
         raw = bytes(event.object)
         if event.type == "ERROR":
             status = decode_status(raw)
@@ -247,15 +278,15 @@ class KindWatcher:
         if meta.resource_version:
             self.resource_version = meta.resource_version
         if event.type == "BOOKMARK":
-            return
+            return None
         key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
         if event.type == "DELETED":
             self.known.pop(key, None)
-            await self.recorder.record(
-                delete_event(self.info, ObjectMeta(name=meta.name, namespace=meta.namespace, uid=meta.uid)))
-        elif event.type in ("ADDED", "MODIFIED"):
+            return delete_event(self.info, ObjectMeta(name=meta.name, namespace=meta.namespace, uid=meta.uid))
+        if event.type in ("ADDED", "MODIFIED"):
             self.known[key] = meta.uid
-            await self.recorder.record(upsert_event(self.info, raw))
+            return upsert_event(self.info, raw)
+        return None
 
     # ------------------------------------------------------------------ the loop
 

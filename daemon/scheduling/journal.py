@@ -129,14 +129,20 @@ class Journal:
         return stored
 
     def record_many(self, events: Sequence[Event]) -> list[Event]:
-        """`record` each of `events`, in order, as one decision's: stamped with one time and appended with
-        one call (one fsync under `always`), then each folded and its listeners told. Observed objects
-        (whose records the cap may replace) go through `record` one by one. Returns the events as stored."""
-        if len(events) < 2 or any(isinstance(event, _OBSERVED) for event in events):
+        """`record` each of `events`, in order, as what arrived or was decided together (a chunk of a
+        watch stream, one decision's records): stamped with one time and appended with one call (one
+        fsync under `always`), then each folded and its listeners told. When an observed object's record
+        is over the cap, nothing of the batch is appended then, and each goes through `record` (which
+        logs that one's replacement). Returns the events as stored."""
+        if len(events) < 2:
             return [self.record(event) for event in events]
         now = self.clock.now()
         if self.log is not None:
-            stored_all = self.log.append_many([msgspec.structs.replace(event, time=now) for event in events])
+            try:
+                stored_all = self.log.append_many([msgspec.structs.replace(event, time=now) for event in events],
+                                                  max_bytes=self.policy.max_record_bytes)
+            except RecordTooLargeError:  # all or none: none was appended
+                return [self.record(event) for event in events]
         else:
             stored_all = [msgspec.structs.replace(event, time=now, seq=seq)
                           for seq, event in enumerate(events, start=self._next_seq)]
@@ -269,3 +275,6 @@ class WatchRecorder:
 
     async def record(self, event: Event) -> None:
         self.journal.record(event)
+
+    async def record_many(self, events: Sequence[Event]) -> None:
+        self.journal.record_many(events)

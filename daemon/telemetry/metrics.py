@@ -394,9 +394,9 @@ class MeteredEventLog(EventLog):
             self._observe_append(time.perf_counter() - started)
         return stored
 
-    def append_many(self, events: Iterable[Event]) -> list[Event]:
+    def append_many(self, events: Iterable[Event], *, max_bytes: int = MAX_RECORD_BYTES) -> list[Event]:
         started = time.perf_counter()
-        stored = super().append_many(events)
+        stored = super().append_many(events, max_bytes=max_bytes)
         if self._observe_append is not None:  # one call, one observation, as for `append`
             self._observe_append(time.perf_counter() - started)
         return stored
