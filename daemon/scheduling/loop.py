@@ -267,6 +267,8 @@ class Scheduler:
 
     def observe(self, event: Event) -> None:
         """Journal listener: note changes that may let parked units fit, and wake the loop."""
+        if type(event) is BindRequested:  # changes nothing the queue reads (PodAssumed took the pod out)
+            return
         kind, key = subject_of(event)
         self._units.observe_subject(kind, key)
         self._placed_priorities.observe_subject(kind, key)
