@@ -40,10 +40,10 @@ from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
 
-from placement.fit import Capacity, Requests, Shape, prefer_no_schedule_count, shape_of
+from placement.fit import Capacity, Requests, Shape, prefer_no_schedule_count
 from placement.gang import plan_gang
 from placement.gather import Solver, primary_resource
-from placement.members import domain_label, where
+from placement.members import domain_label, pod_shapes, where
 from placement.plan import CAPACITY, INVALID, POD_FIT, QUOTA, Assignment, GangPlan, Unschedulable
 from placement.quota import admit
 from placement.slots import kept_table
@@ -263,7 +263,7 @@ def plan_pod(state: ClusterState, pod: str, *,
     refusal = admit(state, [pod], ignore_pods=ignore_pods)
     if refusal:
         return Unschedulable(gangs=(), constraint=QUOTA, needed=1, fit=0, reason=f"pod {pod}: {refusal}")
-    shape = shape_of(info)
+    shape = pod_shapes(state).shape(info)
     capacity = Capacity(state, frozenset(), ignore_pods, frozenset({pod}))
     solver = Solver(state, capacity)
     tree = state.topology

@@ -117,11 +117,29 @@ class PodShapes:
     the fold replaces these on any change, never mutates what they say (a status update, such as
     the scheduler's own PodScheduled condition, keeps the spec and the metadata's annotations)."""
 
-    __slots__ = ("entries", "state")
+    __slots__ = ("entries", "parts", "state")
+
+    PARTS_LIMIT = 4096
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         self.entries: dict[str, tuple[PodSpec, dict[str, str], Resources, int, Shape, tuple[int, int, str]]] = {}
+        # (spec, requests, priority) -> shape: pods of one kind share their spec and requests objects (the
+        # fold interns them), so a gang of 3,000 or a burst of lone pods computes its shape once
+        self.parts: dict[tuple[int, int, int], tuple[PodSpec, Resources, Shape]] = {}
+
+    def shape(self, pod: PodInfo) -> Shape:
+        """`shape_of(pod)`, computed once for the pods that share their spec and requests objects."""
+        spec, requests = pod.obj.spec, pod.requests
+        key = (id(spec), id(requests), pod.priority)
+        hit = self.parts.get(key)
+        if hit is not None and hit[0] is spec and hit[1] is requests:
+            return hit[2]
+        shape = shape_of(pod)
+        if len(self.parts) >= self.PARTS_LIMIT:
+            self.parts.clear()
+        self.parts[key] = (spec, requests, shape)  # holding the objects keeps their ids from being reused
+        return shape
 
     def of(self, pod: PodInfo) -> tuple[Shape, tuple[int, int, str]]:
         obj = pod.obj
@@ -134,7 +152,7 @@ class PodShapes:
             # Only pending pods are planned: let go of the rest (and of the objects they keep alive).
             pending = self.state.pending
             self.entries = {key: entry for key, entry in self.entries.items() if key in pending}
-        shape, order = shape_of(pod), pod_order(pod)
+        shape, order = self.shape(pod), pod_order(pod)
         self.entries[pod.key] = (spec, annotations, pod.requests, pod.priority, shape, order)
         return shape, order
 

@@ -340,7 +340,7 @@ def permit(step: Step, unit_key: str, gangs: tuple[str, ...], order: Sequence[st
     listed = set(binds)
     for gang in gangs:
         info = step.state.gangs.get(gang)
-        if info is not None:
+        if info is not None and not listed.issuperset(info.members):  # members assumed earlier, elsewhere
             binds += [key for key in sorted(info.members) if key not in listed and _is_assumed(step.state, key)]
     if binds:
         _start_binds(step, unit_key, gangs, binds)
