@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from events.objects import PodSpec
+from events.objects import Affinity, PodSpec, Toleration
 from placement.fit import Shape, shape_of, topology_index
 from placement.gather import Demand
 from state.cluster import ClusterState, PodInfo
@@ -110,6 +110,9 @@ def where(domain: Domain) -> str:
     return "the whole cluster" if domain.parent is None else f"{domain.layer} {domain.name}"
 
 
+_ShapeParts = tuple[Resources, dict[str, str], list[Toleration], Affinity | None, Shape]
+
+
 class PodShapes:
     """Each pod's `shape_of` and `pod_order`, kept in `state.reader_caches` between planning calls: a
     gang that does not fit is grouped again at every attempt, pod by pod. An entry holds while the
@@ -124,21 +127,25 @@ class PodShapes:
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         self.entries: dict[str, tuple[PodSpec, dict[str, str], Resources, int, Shape, tuple[int, int, str]]] = {}
-        # (spec, requests, priority) -> shape: pods of one kind share their spec and requests objects (the
-        # fold interns them), so a gang of 3,000 or a burst of lone pods computes its shape once
-        self.parts: dict[tuple[int, int, int], tuple[PodSpec, Resources, Shape]] = {}
+        # What a shape is made of, by identity -> those objects and the shape: the fold shares the parts of
+        # pods of one kind (requests, tolerations, an empty selector), so a gang of 3,000 or a burst of lone
+        # pods computes its shape once
+        self.parts: dict[tuple[int, int, int, int, int], _ShapeParts] = {}
 
     def shape(self, pod: PodInfo) -> Shape:
-        """`shape_of(pod)`, computed once for the pods that share their spec and requests objects."""
-        spec, requests = pod.obj.spec, pod.requests
-        key = (id(spec), id(requests), pod.priority)
+        """`shape_of(pod)`, computed once for the pods that share the objects it is made of."""
+        spec = pod.obj.spec
+        requests, selector, tolerations, affinity = pod.requests, spec.node_selector, spec.tolerations, spec.affinity
+        key = (id(requests), id(selector), id(tolerations), id(affinity), pod.priority)
         hit = self.parts.get(key)
-        if hit is not None and hit[0] is spec and hit[1] is requests:
-            return hit[2]
+        if (hit is not None and hit[0] is requests and hit[1] is selector and hit[2] is tolerations
+                and hit[3] is affinity):
+            return hit[4]
         shape = shape_of(pod)
         if len(self.parts) >= self.PARTS_LIMIT:
             self.parts.clear()
-        self.parts[key] = (spec, requests, shape)  # holding the objects keeps their ids from being reused
+        # Holding the objects keeps their ids from being reused while the entry stands.
+        self.parts[key] = (requests, selector, tolerations, affinity, shape)
         return shape
 
     def of(self, pod: PodInfo) -> tuple[Shape, tuple[int, int, str]]:

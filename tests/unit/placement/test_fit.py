@@ -6,6 +6,7 @@ import msgspec
 import pytest
 
 from events.builders import node, node_event, pod, pod_event
+from events.ingest import KIND_BY_NAME, upsert_event
 from events.objects import (
     Affinity,
     NodeAffinity,
@@ -16,7 +17,8 @@ from events.objects import (
     Toleration,
 )
 from placement import plan_gang, plan_pod
-from placement.fit import requirement_matches
+from placement.fit import requirement_matches, shape_of
+from placement.members import pod_shapes
 from placement.plan import CAPACITY, POD_FIT
 from state.cluster import ClusterState
 from tests.unit.placement.builders import fabric, gang, nodes_of, nominate, occupy, planned, refused
@@ -155,3 +157,20 @@ def test_ignore_pods_frees_nominated_room_too() -> None:
     gang(state, "train", 1, priority=100)
     assert refused(plan_gang(state, "default/train")).constraint == CAPACITY
     assert planned(plan_gang(state, "default/train", ignore_pods=frozenset(other)))
+
+
+def test_pods_whose_shapes_are_made_of_the_same_objects_share_one_shape_and_others_get_their_own() -> None:
+    tolerant = pod("d", gpus=8)
+    tolerant = msgspec.structs.replace(tolerant, spec=msgspec.structs.replace(
+        tolerant.spec, tolerations=[Toleration(key="k", operator="Exists")]))
+    state = ClusterState()
+    for obj in (pod("a", gpus=8), pod("b", gpus=8), pod("c", gpus=4), tolerant):
+        # decoded from JSON and folded as the watch does: the fold shares the parts pods have in common
+        body = msgspec.json.encode({"apiVersion": "v1", "kind": "Pod", **msgspec.to_builtins(obj)})
+        state.apply(upsert_event(KIND_BY_NAME["Pod"], body))
+    shapes = pod_shapes(state)
+    a, b, c, d = (state.pods[f"default/{name}"] for name in "abcd")
+    assert shapes.shape(a) is shapes.shape(b)
+    assert shapes.shape(c) is not shapes.shape(a) and shapes.shape(d) is not shapes.shape(a)
+    for info in (a, b, c, d):
+        assert shapes.shape(info) == shape_of(info)
