@@ -74,6 +74,7 @@ import bisect
 import platform
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Self
 
 from prometheus_client import (
     CollectorRegistry,
@@ -246,7 +247,48 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-class LoopCounter:
+class _LoopFamily:
+    """What the loop families share: a series per label values (or the family itself when it has no
+    labels), turned into a prometheus_client metric family when scraped."""
+
+    name: str
+    documentation: str
+    labelnames: tuple[str, ...]
+    _children: dict[tuple[str, ...], Self]
+
+    def labels(self, *values: str) -> Self:
+        child = self._children.get(values)
+        if child is None:
+            if len(values) != len(self.labelnames):
+                raise ValueError(f"{self.name}: {len(self.labelnames)} label values expected "
+                                 f"({', '.join(self.labelnames)}), got {len(values)}")
+            child = self._children[values] = self._series()
+        return child
+
+    def _series(self) -> Self:
+        """A new series of this family (what `labels` hands out)."""
+        raise NotImplementedError
+
+    def _family(self) -> Metric:
+        raise NotImplementedError
+
+    def _add_to(self, family: Metric, values: tuple[str, ...]) -> None:
+        raise NotImplementedError
+
+    def describe(self) -> Iterator[Metric]:
+        yield self._family()
+
+    def collect(self) -> Iterator[Metric]:
+        family = self._family()
+        if self.labelnames:
+            for values, child in self._children.items():
+                child._add_to(family, values)
+        else:
+            self._add_to(family, ())
+        yield family
+
+
+class LoopCounter(_LoopFamily):
     """A counter family written only from the event loop's thread, for series bumped several times per pod:
     a plain addition each (prometheus_client's `Counter` takes a lock per increment), exported like a
     `Counter` when scraped. `labels(...)` gives one series; a family without labels counts itself."""
@@ -255,31 +297,23 @@ class LoopCounter:
                  registry: CollectorRegistry) -> None:
         self.name, self.documentation, self.labelnames = name, documentation, tuple(labelnames)
         self.value = 0.0
-        self._children: dict[tuple[str, ...], LoopCounter] = {}
+        self._children = {}
         registry.register(self)  # a Collector: it has collect() and describe()
 
-    def labels(self, *values: str) -> LoopCounter:
-        child = self._children.get(values)
-        if child is None:
-            _check_labels(self.name, self.labelnames, values)
-            child = self._children[values] = LoopCounter.__new__(LoopCounter)
-            child.value = 0.0
-        return child
+    def _series(self) -> Self:
+        series = object.__new__(type(self))
+        series.value = 0.0
+        return series
 
     def inc(self, amount: float = 1.0) -> None:
         self.value += amount
 
-    def describe(self) -> Iterator[Metric]:
-        yield CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+    def _family(self) -> Metric:
+        return CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
 
-    def collect(self) -> Iterator[Metric]:
-        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        if self.labelnames:
-            for values, child in self._children.items():
-                family.add_metric(values, child.value)
-        else:
-            family.add_metric((), self.value)
-        yield family
+    def _add_to(self, family: Metric, values: tuple[str, ...]) -> None:
+        assert isinstance(family, CounterMetricFamily)
+        family.add_metric(values, self.value)
 
 
 class LoopGauge:
@@ -306,7 +340,7 @@ class LoopGauge:
         yield GaugeMetricFamily(self.name, self.documentation, value=self.value)
 
 
-class LoopHistogram:
+class LoopHistogram(_LoopFamily):
     """A histogram family observed only from the event loop's thread, several times per pod: the bucket
     found by bisection and plain additions (prometheus_client's `Histogram.observe` scans the buckets
     and takes two locks), exported like a `Histogram` when scraped."""
@@ -323,47 +357,30 @@ class LoopHistogram:
         self._les = [floatToGoString(bound) for bound in bounds]  # type: ignore[no-untyped-call]
         self._counts = [0] * len(bounds)
         self._sum = 0.0
-        self._children: dict[tuple[str, ...], LoopHistogram] = {}
+        self._children = {}
         registry.register(self)
 
-    def labels(self, *values: str) -> LoopHistogram:
-        child = self._children.get(values)
-        if child is None:
-            _check_labels(self.name, self.labelnames, values)
-            child = self._children[values] = LoopHistogram.__new__(LoopHistogram)
-            child._bounds, child._les = self._bounds, self._les
-            child._counts = [0] * len(self._bounds)
-            child._sum = 0.0
-        return child
+    def _series(self) -> Self:
+        series = object.__new__(type(self))
+        series._bounds, series._les = self._bounds, self._les
+        series._counts = [0] * len(self._bounds)
+        series._sum = 0.0
+        return series
 
     def observe(self, amount: float) -> None:
         self._sum += amount
         self._counts[bisect.bisect_left(self._bounds, amount)] += 1  # the first bucket whose bound is >= amount
 
-    def _add_to(self, family: HistogramMetricFamily, values: tuple[str, ...]) -> None:
+    def _family(self) -> Metric:
+        return HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+
+    def _add_to(self, family: Metric, values: tuple[str, ...]) -> None:
+        assert isinstance(family, HistogramMetricFamily)
         cumulative, buckets = 0, []
         for le, count in zip(self._les, self._counts, strict=True):
             cumulative += count
             buckets.append((le, float(cumulative)))
         family.add_metric(values, buckets, self._sum)
-
-    def describe(self) -> Iterator[Metric]:
-        yield HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
-
-    def collect(self) -> Iterator[Metric]:
-        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        if self.labelnames:
-            for values, child in self._children.items():
-                child._add_to(family, values)
-        else:
-            self._add_to(family, ())
-        yield family
-
-
-def _check_labels(name: str, labelnames: tuple[str, ...], values: tuple[str, ...]) -> None:
-    if len(values) != len(labelnames):
-        raise ValueError(f"{name}: {len(labelnames)} label values expected ({', '.join(labelnames)}), "
-                         f"got {len(values)}")
 
 
 class MeteredEventLog(EventLog):
