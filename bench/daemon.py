@@ -24,10 +24,11 @@ between machines; the ratio does not). Each phase is also timed against kube-sch
 for 5,000 nodes / 10,000 pods (>= 680 pods/s).
 
 Where the time goes: the daemon's own metrics (API write latency, attempts, appends) are read from
-its /metrics after each phase; `--profile` runs the daemon under cProfile and prints the functions
-and packages that took its CPU. `--nodes 100` shows the pipeline's ceiling when placement is cheap
-(watch, log, fold, loop, Binding calls): the difference per pod between the two runs is the cost of
-placing one pod among 5,000 nodes.
+its /metrics after each phase; the gang's stages (its pods arriving, the attempt that places it, its
+Bindings) are read from the daemon's event log once it has stopped, by the daemon's own clock;
+`--profile` runs the daemon under cProfile and prints the functions and packages that took its CPU.
+`--nodes 100` shows the pipeline's ceiling when placement is cheap (watch, log, fold, loop, Binding
+calls): the difference per pod between the two runs is the cost of placing one pod among 5,000 nodes.
 
     python -m bench.daemon [--nodes 5000] [--pods 10000] [--gang 3000] [--profile]
 """
@@ -50,7 +51,8 @@ import tempfile
 import time
 import urllib.request
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,8 @@ from bench.devcluster import _cpu_seconds, bind_ceiling
 from daemon.cli.run import GC_THRESHOLDS
 from devcluster.cluster import DevCluster
 from devcluster.watch import WatchEvent
+from events.log import EventLog
+from events.model import BindRequested, Event, PodBound, PodUpserted
 from events.objects import POD_GROUP_LABEL
 
 NAMESPACE = "bench"
@@ -174,6 +178,43 @@ def where_the_time_goes(before: dict[str, float], after: dict[str, float], wall:
     return lines
 
 
+@dataclass(frozen=True)
+class GangStages:
+    """Where a gang's time went, by the daemon's own clock (its event log): its pods arriving, then the
+    attempt that placed it (planning, PodAssumed and BindRequested for every pod), then its Bindings."""
+
+    pods: int
+    arriving: float  # the first member's PodUpserted -> the last member's
+    placing: float  # the last member's PodUpserted -> the last BindRequested
+    binding: float  # the last BindRequested -> the last PodBound
+
+    def words(self) -> str:
+        return (f"  where the gang's time went (the daemon's event log): its {self.pods} pods seen over "
+                f"{1000 * self.arriving:.0f} ms; the attempt that placed it, {1000 * self.placing:.0f} ms to the last "
+                f"BindRequested; then {1000 * self.binding:.0f} ms of Bindings to the last PodBound "
+                f"({self.pods / max(self.binding, 1e-9):.0f}/s)")
+
+
+def gang_stages(events: Iterable[Event], namespace: str, gang: str) -> GangStages | None:
+    """`GangStages` of the pods of `namespace` labelled into `gang`, from the events of a log (None when
+    none of them was bound)."""
+    seen: dict[str, float] = {}  # member -> when first seen
+    requested = bound = 0.0
+    for event in events:
+        if isinstance(event, PodUpserted):
+            meta = event.pod.metadata
+            if meta.namespace == namespace and meta.labels.get(POD_GROUP_LABEL) == gang:
+                seen.setdefault(f"{namespace}/{meta.name}", event.time)
+        elif isinstance(event, BindRequested) and event.pod in seen:
+            requested = max(requested, event.time)
+        elif isinstance(event, PodBound) and event.pod in seen:
+            bound = max(bound, event.time)
+    if not seen or not requested or not bound:
+        return None
+    first, last = min(seen.values()), max(seen.values())
+    return GangStages(pods=len(seen), arriving=last - first, placing=requested - last, binding=bound - requested)
+
+
 def profile_summary(path: Path, top: int = 18) -> list[str]:
     stats = pstats.Stats(str(path))
     raw: Any = stats.stats  # type: ignore[attr-defined]
@@ -271,6 +312,11 @@ async def run(args: argparse.Namespace) -> int:
                 await asyncio.to_thread(daemon.wait, 60)
             except subprocess.TimeoutExpired:
                 daemon.kill()
+        if gang_rate:
+            with EventLog.open_readonly(workdir / "log") as event_log:
+                stages = gang_stages(event_log.read(1), NAMESPACE, "big")
+            if stages is not None:
+                print(stages.words())
         ceiling, server_cpu = await _ceiling(cluster, args)
         print(f"one core each (from CPU time, whatever the machine's load): devcluster binds at most "
               f"{1 / server_cpu:.0f}/s ({1e6 * server_cpu:.0f} us per binding); the daemon places and binds at most "
