@@ -110,13 +110,6 @@ class ByteSource(Protocol):
     async def readany(self) -> bytes: ...
 
 
-async def split_lines(reader: ByteSource) -> AsyncIterator[bytes]:
-    """Yield newline-terminated lines of any length from a byte stream."""
-    async for lines in split_line_batches(reader):
-        for line in lines:
-            yield line
-
-
 async def split_line_batches(reader: ByteSource) -> AsyncIterator[list[bytes]]:
     """Yield the lines (of any length) each chunk of a byte stream completes, as one list per chunk: the
     watch events that arrived together are recorded together."""

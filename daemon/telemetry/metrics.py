@@ -70,6 +70,7 @@ Must never: be read to make a scheduling decision (metrics observe, they do not 
 
 from __future__ import annotations
 
+import abc
 import bisect
 import platform
 import time
@@ -247,7 +248,7 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-class _LoopFamily:
+class _LoopFamily(abc.ABC):
     """What the loop families share: a series per label values (or the family itself when it has no
     labels), turned into a prometheus_client metric family when scraped."""
 
@@ -265,15 +266,17 @@ class _LoopFamily:
             child = self._children[values] = self._series()
         return child
 
+    @abc.abstractmethod
     def _series(self) -> Self:
         """A new series of this family (what `labels` hands out)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _family(self) -> Metric:
-        raise NotImplementedError
+        """An empty prometheus_client family of this family's name, help and labels."""
 
+    @abc.abstractmethod
     def _add_to(self, family: Metric, values: tuple[str, ...]) -> None:
-        raise NotImplementedError
+        """Add this series' samples to `family`, under the label values `values`."""
 
     def describe(self) -> Iterator[Metric]:
         yield self._family()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from daemon.kube.watch import split_lines
+from daemon.kube.watch import split_line_batches
 
 
 class Chunks:
@@ -14,7 +14,7 @@ class Chunks:
 
 
 async def collect(chunks: list[bytes]) -> list[bytes]:
-    return [line async for line in split_lines(Chunks(chunks))]
+    return [line async for lines in split_line_batches(Chunks(chunks)) for line in lines]
 
 
 async def test_lines_split_across_chunks_are_joined() -> None:
