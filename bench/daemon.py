@@ -470,6 +470,8 @@ def main() -> int:
     parser.add_argument("--ceiling-client", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument("--ceiling-prefix", default="ceiling-", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.pods < 1:
+        parser.error(f"--pods {args.pods}: the single-pod phase and the ceiling need at least one pod")
     if args.ceiling_client:
         names = [f"{args.ceiling_prefix}{index:05d}" for index in range(args.pods)]
         seconds = asyncio.run(bind_ceiling(args.ceiling_client, names, args.nodes, args.bind_concurrency,

@@ -239,6 +239,7 @@ class Scheduler:
         self._binding: dict[str, _Binding] = {}  # unit -> its binds queued or in flight
         self._bind_queue: deque[tuple[_Binding, str, str, str]] = deque()  # (binding, pod, uid, node)
         self._bind_workers = 0
+        self._bound: list[PodBound] = []  # binds answered this loop turn, not yet recorded (`_bind_queued`)
         self._idle_binders: deque[anyio.Event] = deque()  # run()'s bind workers waiting for work
         self._nominated: dict[str, NominationWait] = self._waits.nominated  # units holding nominations
         self._node_shapes: dict[str, tuple[object, ...]] = {}
@@ -632,16 +633,31 @@ class Scheduler:
                 outcome = await self._call_bind(binding.bind.unit, key, uid, node)
                 if outcome.placed:
                     self.stats.binds += 1
-                    self.journal.record(PodBound(pod=key, uid=uid, node=outcome.node or node))
+                    bound = self._bound
+                    bound.append(PodBound(pod=key, uid=uid, node=outcome.node or node))
+                    if len(bound) == 1 and binding.left > 1:
+                        # The first answer of this turn for a gang: the other workers whose answers came in
+                        # the same read add theirs meanwhile, and all are recorded together (one append).
+                        # A lone pod's is recorded as it settles, below: waiting a turn would cost it more.
+                        await anyio.lowlevel.cancel_shielded_checkpoint()
+                        self._record_bound()
                 else:
                     self.stats.bind_failures += 1
+                    self._record_bound()
                     self.journal.record(BindFailed(pod=key, uid=uid, node=node, reason=outcome.reason))
                     if not binding.failure:
                         binding.failure = f"binding pod {key} to node {node} failed: {outcome.reason}"
                         binding.retriable = outcome.retriable
             binding.left -= 1
             if binding.left == 0:
+                self._record_bound()  # settling reads them
                 await self._settle(binding)
+
+    def _record_bound(self) -> None:
+        """Record the binds answered and not yet recorded, in the order they were answered."""
+        if self._bound:
+            bound, self._bound = self._bound, []
+            self.journal.record_many(bound)
 
     async def _settle(self, binding: _Binding) -> None:
         bind = binding.bind
@@ -670,6 +686,7 @@ class Scheduler:
     def _abandon_binds(self) -> None:
         """The loop was cancelled with binds queued or in flight: release their members still assumed."""
         self._bind_queue.clear()
+        self._record_bound()
         for unit_key in sorted(self._binding):
             bind = self._binding.pop(unit_key).bind
             decisions.forget_members(self._step(self.clock.now()), bind.gangs, [b[0] for b in bind.binds],

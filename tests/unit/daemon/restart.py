@@ -64,20 +64,36 @@ async def decide(setup: Sequence[Event]) -> list[Event]:
 
 
 def cut_after_binds(log: Sequence[Event], binds: int) -> list[Event]:
-    """What a kill leaves once `binds` bindings were answered: the prefix ending at the `binds`-th PodBound
-    (0: right after the first BindRequested batch, nothing bound yet)."""
-    seen = 0
+    """What a kill leaves once the API had bound `binds` of the requested pods: the prefix ending at the
+    `binds`-th record that shows one bound, its PodBound or the watch event showing it on its node,
+    whichever came first (the loop records a turn's answered binds together, so the watch can come
+    first). 0: right after the first BindRequested batch, nothing bound yet."""
+    requested: set[str] = set()
+    shown: set[str] = set()
     for index, event in enumerate(log):
         if binds == 0 and isinstance(event, BindRequested):
             end = index
             while end + 1 < len(log) and isinstance(log[end + 1], BindRequested):
                 end += 1
             return list(log[:end + 1])
-        if isinstance(event, PodBound):
-            seen += 1
-            if seen == binds:
+        if isinstance(event, BindRequested):
+            requested.add(event.pod)
+        key = _bound(event)[0]
+        if key in requested and key not in shown:
+            shown.add(key)
+            if len(shown) == binds:
                 return list(log[:index + 1])
-    raise AssertionError(f"the log has only {seen} PodBound records, not {binds}")
+    raise AssertionError(f"the log shows only {len(shown)} requested pods bound, not {binds}")
+
+
+def _bound(event: Event) -> tuple[str, str]:
+    """The pod `event` shows bound and its node (("", "") for none)."""
+    if isinstance(event, PodBound):
+        return event.pod, event.node
+    if isinstance(event, PodUpserted) and event.pod.spec.node_name:
+        meta = event.pod.metadata
+        return f"{meta.namespace}/{meta.name}", event.pod.spec.node_name
+    return "", ""
 
 
 async def restart(prefix: Sequence[Event], changes: Sequence[Event] = ()) -> Run:
@@ -95,7 +111,8 @@ def assumed_nodes(log: Sequence[Event]) -> dict[str, str]:
 
 
 def bound_nodes(log: Sequence[Event]) -> dict[str, str]:
-    return {e.pod: e.node for e in log if isinstance(e, PodBound)}
+    """pod -> its node, for the pods the log shows bound (by a PodBound or a watch event)."""
+    return dict(shown for event in log if (shown := _bound(event))[0])
 
 
 # --------------------------------------------------------------------------- what changes while it is down

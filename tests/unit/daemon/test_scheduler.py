@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import anyio
 import anyio.lowlevel
@@ -306,6 +306,42 @@ async def test_lone_pods_are_all_planned_while_their_binds_are_in_flight_within_
         h.api.gate.set()
     assert h.api.max_in_flight == 4
     assert len(h.bound_pods()) == 10
+
+
+async def test_a_gangs_binds_answered_in_one_turn_are_recorded_together_and_all_before_it_is_scheduled() -> None:
+    h = Harness(config=SchedulerConfig(retry_parked_seconds=None, bind_concurrency=4))
+    h.add(*nodes(8), *gang("train", 8))
+    batches: list[list[str]] = []
+    record_many = h.journal.record_many
+
+    def spy(events: Sequence[Event]) -> list[Event]:
+        batches.append([e.pod for e in events if isinstance(e, PodBound)])
+        return record_many(events)
+
+    h.journal.record_many = spy  # type: ignore[method-assign]
+    h.api.gate = anyio.Event()
+    async with anyio.create_task_group() as group:
+        group.start_soon(h.scheduler.run_once)
+        await wait_for(lambda: h.api.in_flight >= 4)
+        scheduled_before = [r for r in h.api.reports if r[1] == "Scheduled"]
+        h.api.gate.set()  # the four answers come in one turn
+    assert scheduled_before == []
+    bound_batches = [batch for batch in batches if batch]
+    assert len(bound_batches[0]) == 4
+    assert sorted(pod for batch in bound_batches for pod in batch) == [f"default/train-{i}" for i in range(8)]
+    assert len(h.bound_pods()) == 8
+    assert ("default/train", "Scheduled") in {(g, p) for g, p, _ in h.api.reports}
+
+
+async def test_a_failed_bind_is_recorded_after_the_binds_answered_before_it() -> None:
+    h = Harness(config=SchedulerConfig(retry_parked_seconds=None, bind_concurrency=4))
+    h.add(*nodes(4), *gang("train", 4))
+    h.api.fail["default/train-3"] = BindOutcome(status="failed", reason="node gone", retriable=True)
+    await h.settle()
+    outcomes = [(type(e).__name__, e.pod) for e in h.events if isinstance(e, PodBound | BindFailed)]
+    failed_at = outcomes.index(("BindFailed", "default/train-3"))
+    assert all(kind == "PodBound" for kind, _ in outcomes[:failed_at]) and failed_at >= 1
+    assert "node gone" in h.state.gangs["default/train"].last_reason
 
 
 async def test_already_bound_answer_counts_as_bound_where_the_api_says() -> None:
