@@ -304,15 +304,15 @@ class Daemon:
         self.scheduler = scheduler
         # The topology objects' status and problem Events: the leader's too, stopped with the lease.
         topology_status = TopologyStatus(self.journal.state, self.api, metrics=self.metrics)
-        self.journal.subscribe(topology_status.notice)
+        self.journal.subscribe_batches(topology_status.notice_all)
         self.topology_status = topology_status
         # PodScheduled=False on every pending gang member, as cluster-autoscaler and Karpenter read it.
         pod_conditions = PendingPodConditions(self.journal.state, self.api)
-        self.journal.subscribe(pod_conditions.notice)
+        self.journal.subscribe_batches(pod_conditions.notice_all)
         self.pod_conditions = pod_conditions
         # Each quota's usage where its dialect keeps it (status.used, status.allocated, runtime).
         quota_status = QuotaStatus(self.journal.state, self.api)
-        self.journal.subscribe(quota_status.notice)
+        self.journal.subscribe_batches(quota_status.notice_all)
         self.quota_status = quota_status
         log.info("daemon.leading", scheduler_name=self.config.scheduler_name)
         async with anyio.create_task_group() as group:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
 import anyio
@@ -151,10 +151,16 @@ class PendingPodConditions:
     # ------------------------------------------------------------------ observations
 
     def notice(self, event: Event) -> None:
-        """Journal listener: note the pods and gangs whose condition may have to change."""
-        handler = _NOTICED[type(event)]
-        if handler is not None:
-            handler(self, event)
+        """`notice_all` of one event."""
+        self.notice_all((event,))
+
+    def notice_all(self, events: Sequence[Event]) -> None:
+        """Journal listener (per batch: `Journal.subscribe_batches`): note the pods and gangs whose
+        condition may have to change, as the state is once the batch is folded."""
+        for event in events:
+            handler = _NOTICED[type(event)]
+            if handler is not None:
+                handler(self, event)
 
     def _gang_reason(self, event: GangPending | GangTimedOut) -> None:
         if event.gang in self.state.gangs:

@@ -33,7 +33,7 @@ object already holds, or stop the daemon over a failed write.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Final, Protocol
 
 import anyio
@@ -266,12 +266,17 @@ class QuotaStatus:
         self.writes = 0
 
     def notice(self, event: Event) -> None:
-        """Journal listener: mark dirty when the event can change what this module writes."""
+        """`notice_all` of one event."""
+        self.notice_all((event,))
+
+    def notice_all(self, events: Sequence[Event]) -> None:
+        """Journal listener (per batch: `Journal.subscribe_batches`): mark dirty when an event can
+        change what this module writes."""
         book = self.state.quotas
         if book.version != self._version:
             self._version = book.version
             self._dirty.set()
-        elif _MARKS[type(event)] and book.active:
+        elif book.active and any(_MARKS[type(event)] for event in events):
             self._dirty.set()
 
     async def run(self) -> None:

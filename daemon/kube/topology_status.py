@@ -325,17 +325,24 @@ class TopologyStatus:
         self.events_posted = 0
 
     def notice(self, event: Event) -> None:
-        """Journal listener: mark dirty when the event can change what this module writes."""
+        """`notice_all` of one event."""
+        self.notice_all((event,))
+
+    def notice_all(self, events: Sequence[Event]) -> None:
+        """Journal listener (per batch: `Journal.subscribe_batches`): mark dirty when an event can
+        change what this module writes."""
         if self.state.problems_version != self._problems_version:  # e.g. a pod whose request is not a quantity
             self._problems_version = self.state.problems_version
             self._dirty.set()
             self._state_problems_changed = True
             return
-        change = _CHANGES[type(event)]
-        if change is not None:
-            self._dirty.set()
-            if change == _PROBLEMS:
-                self._state_problems_changed = True
+        for event in events:
+            change = _CHANGES[type(event)]
+            if change is not None:
+                self._dirty.set()
+                if change == _PROBLEMS:
+                    self._state_problems_changed = True
+                    return
 
     async def run(self) -> None:
         """Until cancelled: one pass whenever something changed, at most one per `interval`."""

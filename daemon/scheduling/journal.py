@@ -66,6 +66,7 @@ DEFAULT_SNAPSHOT_EVERY = 50_000
 DEFAULT_SNAPSHOT_BYTES = 256 * 1024 * 1024
 
 Listener = Callable[[Event], None]
+BatchListener = Callable[[Sequence[Event]], None]
 
 FOLD_STAGE = "fold"
 LISTENER_STAGE = "listener"
@@ -97,6 +98,7 @@ class Journal:
         self._snapshot_at_bytes = log.appended_bytes if log is not None else 0
         self._snapshot_at_seq = state.last_seq  # what the state was restored from is in a snapshot or the log
         self._listeners: list[Listener] = []
+        self._batch_listeners: list[BatchListener] = []
         self.internal_errors: dict[str, int] = {}  # stage -> count, since this journal was made
         self._writer: SnapshotWriter | None = None
         if log is not None:
@@ -107,6 +109,13 @@ class Journal:
     def subscribe(self, listener: Listener) -> None:
         """Call `listener(stored_event)` after each event is folded (in subscription order)."""
         self._listeners.append(listener)
+
+    def subscribe_batches(self, listener: BatchListener) -> None:
+        """Call `listener(stored_events)` once per `record` or `record_many`, with what it recorded,
+        after every one of those events is folded and heard by the `subscribe` listeners. For listeners
+        that only note that something changed and read the state as it is then: a watch chunk or a
+        decision's thousands of records cost them one call, not one each."""
+        self._batch_listeners.append(listener)
 
     def report_error(self, stage: str, subject: str, error: BaseException) -> None:
         """Processing one object failed with `error` at `stage`: log it with its traceback and count it."""
@@ -126,6 +135,8 @@ class Journal:
         self._fold(stored)
         self._snapshot_if_due()
         self._notify(stored)
+        if self._batch_listeners:
+            self._notify_batch((stored,))
         return stored
 
     def record_many(self, events: Sequence[Event]) -> list[Event]:
@@ -152,6 +163,8 @@ class Journal:
         for stored in stored_all:
             self._fold(stored)
             self._notify(stored)
+        if self._batch_listeners:
+            self._notify_batch(stored_all)
         self._snapshot_if_due()
         return stored_all
 
@@ -173,6 +186,14 @@ class Journal:
                 listener(stored)
             except Exception as error:  # one listener's bug must not cost the others (or the caller) this event
                 self.report_error(LISTENER_STAGE, f"{_name_of(listener)} on event seq {stored.seq}", error)
+
+    def _notify_batch(self, stored: Sequence[Event]) -> None:
+        for listener in self._batch_listeners:
+            try:
+                listener(stored)
+            except Exception as error:  # as `_notify`: one listener's bug costs nobody else the batch
+                self.report_error(LISTENER_STAGE, f"{_name_of(listener)} on events seq {stored[0].seq}-"
+                                  f"{stored[-1].seq}", error)
 
     def _append(self, event_log: EventLog, event: Event) -> Event:
         if not isinstance(event, _OBSERVED):
@@ -263,7 +284,7 @@ def _identify(event: _ObservedEvent) -> tuple[str, str]:
     return subject_of(event)
 
 
-def _name_of(listener: Listener) -> str:
+def _name_of(listener: Listener | BatchListener) -> str:
     return getattr(listener, "__qualname__", None) or type(listener).__qualname__
 
 

@@ -404,14 +404,18 @@ class MeteredEventLog(EventLog):
         self._metrics = metrics
         self.fsync_observer = metrics.fsync_duration.observe if metrics is not None else None
         self._observe_append = metrics.append_duration.observe if metrics is not None else None
+        self._count_appends = metrics.log_appends.inc if metrics is not None else None
 
     _observe_append: Callable[[float], None] | None = None
+    _count_appends: Callable[[float], None] | None = None
 
     def append(self, event: Event, *, max_bytes: int = MAX_RECORD_BYTES) -> Event:
         started = time.perf_counter()
         stored = super().append(event, max_bytes=max_bytes)
         if self._observe_append is not None:
             self._observe_append(time.perf_counter() - started)
+        if self._count_appends is not None:
+            self._count_appends(1)
         return stored
 
     def append_many(self, events: Iterable[Event], *, max_bytes: int = MAX_RECORD_BYTES) -> list[Event]:
@@ -419,4 +423,6 @@ class MeteredEventLog(EventLog):
         stored = super().append_many(events, max_bytes=max_bytes)
         if self._observe_append is not None:  # one call, one observation, as for `append`
             self._observe_append(time.perf_counter() - started)
+        if self._count_appends is not None:
+            self._count_appends(len(stored))
         return stored

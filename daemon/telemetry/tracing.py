@@ -240,7 +240,6 @@ class SchedulingObserver:
         self._watch_counters = {
             cls: metrics.watch_events.labels(kind, kind_type) for cls, (kind, kind_type) in _WATCHED.items()
         }
-        self._appends = metrics.log_appends
         self._observe_pod_e2e = metrics.pod_e2e.observe
 
     # ------------------------------------------------------------------ what it holds (tests, memory)
@@ -254,7 +253,6 @@ class SchedulingObserver:
     # ------------------------------------------------------------------ the journal listener
 
     def __call__(self, event: Event) -> None:
-        self._appends.inc()
         handler = _OBSERVED[type(event)]
         if handler is not None:
             handler(self, event)

@@ -58,6 +58,25 @@ def test_listeners_see_the_stored_event_after_it_is_folded() -> None:
     assert seen == [(1, True)]
 
 
+def test_batch_listeners_hear_what_was_recorded_together_once_all_of_it_is_folded_and_heard() -> None:
+    state = ClusterState()
+    journal = Journal(state, VirtualClock())
+    heard: list[int] = []
+    batches: list[tuple[list[int], list[int], bool]] = []
+    journal.subscribe(lambda e: heard.append(e.seq))
+    journal.subscribe_batches(lambda events: batches.append(
+        ([e.seq for e in events], list(heard), all(f"default/{n}" in state.pods for n in ("a", "b", "c")))))
+
+    def broken(events: object) -> None:
+        raise RuntimeError("a listener bug")
+
+    journal.subscribe_batches(broken)
+    journal.record(node_event(node("n0")))
+    journal.record_many([pod_event(pod(name)) for name in ("a", "b", "c")])
+    assert batches == [([1], [1], False), ([2, 3, 4], [1, 2, 3, 4], True)]
+    assert journal.internal_errors == {"listener": 2}  # the broken one cost the others nothing
+
+
 def test_seqs_continue_a_restored_state_without_a_log() -> None:
     state = ClusterState()
     state.apply(NodeUpserted(node=node("n0"), seq=41))

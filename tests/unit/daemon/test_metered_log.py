@@ -30,6 +30,19 @@ def test_appends_and_fsyncs_are_timed(tmp_path: Path) -> None:
     assert _count(metrics, "toposched_event_log_fsync_duration_seconds") >= 3
 
 
+def test_every_event_appended_is_counted_also_when_appended_together(tmp_path: Path) -> None:
+    metrics = Metrics()
+    log = MeteredEventLog.open(tmp_path, fsync="never")
+    assert isinstance(log, MeteredEventLog)
+    log.metrics = metrics
+    log.append(node_event(node("n0")))
+    log.append_many([node_event(node(f"n{index}")) for index in range(1, 4)])
+    log.close()
+    text = generate_latest(metrics.registry).decode()
+    assert "toposched_event_log_appends_total 4.0" in text.splitlines()
+    assert _count(metrics, "toposched_event_log_append_duration_seconds") == 2  # one per call
+
+
 def test_fsyncs_of_the_interval_flusher_are_timed_too(tmp_path: Path) -> None:
     metrics = Metrics()
     log = MeteredEventLog.open(tmp_path, fsync="interval:5ms")
