@@ -756,15 +756,15 @@ class ClusterState:
         """A pod as the API shows it; `bound_node`: and bound there by our binding (a snapshot's record),
         folded as `PodUpserted` then `PodBound` are, with one settling instead of two."""
         compactor = self._compactor
-        meta = obj.metadata
-        key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
-        pod = self.pods.get(key)
         shape: Shape | None = None
         if obj is compactor.built:  # decoded on shared parts (`decode_record`): nothing to share
             shape = compactor.built_shape
             compactor.built = None
         else:
-            compactor.pod(obj, pod.obj if pod is not None else None)
+            compactor.pod(obj)
+        meta = obj.metadata
+        key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+        pod = self.pods.get(key)
         if pod is not None and meta.uid and pod.uid != meta.uid:
             # A re-created pod of the same name: nothing of the old one carries over.
             self._remove_pod(pod)

@@ -110,10 +110,8 @@ class Compactor:
         self.statuses = {}
         self.built = None
 
-    def pod(self, obj: Pod, previous: Pod | None = None) -> None:
-        """Make `obj` (just decoded, not yet shared with any reader) point at shared copies of its parts.
-        `previous`: the version of the pod the state holds (already shared); the parts of `obj` equal to
-        its (most updates change only the status or the node) are taken from it, found without a lookup."""
+    def pod(self, obj: Pod) -> None:
+        """Make `obj` (just decoded, not yet shared with any reader) point at shared copies of its parts."""
         if obj is self.built:  # built by `decode` on shared parts
             return
         intern = sys.intern
@@ -121,22 +119,14 @@ class Compactor:
         force_setattr(obj, "kind", intern(obj.kind))
         meta = obj.metadata
         force_setattr(meta, "namespace", intern(meta.namespace))
+        force_setattr(meta, "labels", self.labels_of(meta.labels))
         if not meta.annotations:
             force_setattr(meta, "annotations", _EMPTY_DICT)
-        if previous is None:
-            force_setattr(meta, "labels", self.labels_of(meta.labels))
-            self.spec(obj.spec)
-        else:
-            labels = previous.metadata.labels
-            force_setattr(meta, "labels", labels if meta.labels == labels else self.labels_of(meta.labels))
-            self.spec(obj.spec, previous.spec)
+        self.spec(obj.spec)
         self.status(obj.status)
 
-    def spec(self, spec: PodSpec, previous: PodSpec | None = None) -> None:
+    def spec(self, spec: PodSpec) -> None:
         """As `pod`, for a pod's spec alone (a snapshot's table holds specs, each shared by its pods)."""
-        if previous is not None and spec.containers == previous.containers:
-            self._spec_like(spec, previous)
-            return
         intern = sys.intern
         force_setattr(spec, "node_name", intern(spec.node_name))
         force_setattr(spec, "scheduler_name", intern(spec.scheduler_name))
@@ -154,29 +144,6 @@ class Compactor:
             force_setattr(spec, "init_containers", self._containers(spec.init_containers))
         else:
             force_setattr(spec, "init_containers", _EMPTY_LIST)
-
-    def _spec_like(self, spec: PodSpec, previous: PodSpec) -> None:
-        """`spec` as `spec()` makes it, given an earlier version of the pod's spec with equal containers."""
-        force_setattr(spec, "node_name", previous.node_name if spec.node_name == previous.node_name
-                      else sys.intern(spec.node_name))
-        force_setattr(spec, "scheduler_name", previous.scheduler_name if spec.scheduler_name == previous.scheduler_name
-                      else sys.intern(spec.scheduler_name))
-        force_setattr(spec, "priority_class_name", sys.intern(spec.priority_class_name))
-        force_setattr(spec, "node_selector", spec.node_selector or _EMPTY_DICT)
-        force_setattr(spec, "overhead", spec.overhead or _EMPTY_DICT)
-        if not spec.tolerations:
-            force_setattr(spec, "tolerations", _EMPTY_LIST)
-        elif spec.tolerations == previous.tolerations:
-            force_setattr(spec, "tolerations", previous.tolerations)
-        else:
-            force_setattr(spec, "tolerations", self._tolerations(spec.tolerations))
-        force_setattr(spec, "containers", previous.containers)
-        if not spec.init_containers:
-            force_setattr(spec, "init_containers", _EMPTY_LIST)
-        elif spec.init_containers == previous.init_containers:
-            force_setattr(spec, "init_containers", previous.init_containers)
-        else:
-            force_setattr(spec, "init_containers", self._containers(spec.init_containers))
 
     def status(self, status: PodStatus) -> None:
         """As `pod`, for a pod's status alone."""

@@ -35,19 +35,6 @@ def test_pods_asking_the_same_share_one_container_one_requests_vector_and_their_
     assert first.obj.spec.scheduler_name is second.obj.spec.scheduler_name
 
 
-def test_a_pods_update_shares_what_its_previous_version_holds() -> None:
-    state = ClusterState()
-    state.apply(node_event(node("n1")))
-    state.apply(decode_event(encode_event(pod_event(pod("p", gpus=2, gang="g")))))
-    before = state.pods["default/p"].obj
-    state.apply(PodUpserted(pod=decoded(pod("p", gpus=2, gang="g", node_name="n1"))))
-    after = state.pods["default/p"].obj
-    assert after.spec.node_name == "n1" and state.pods["default/p"].node_name == "n1"
-    assert after.spec.containers is before.spec.containers and after.metadata.labels is before.metadata.labels
-    state.apply(PodUpserted(pod=decoded(pod("p", gpus=4, gang="g", node_name="n1"))))
-    assert state.pods["default/p"].requests["nvidia.com/gpu"] == 4000  # a changed part is not taken over
-
-
 def test_a_pod_with_a_bad_request_does_not_share_its_vector() -> None:
     state = ClusterState()
     bad = msgspec.structs.replace(pod("bad"), spec=msgspec.structs.replace(
@@ -87,13 +74,6 @@ def test_compacting_never_changes_a_value(batch: list[Pod]) -> None:
         compactor.pod(copy)
         assert copy == original
         assert msgspec.msgpack.encode(copy) == msgspec.msgpack.encode(original)
-    previous: Pod | None = None
-    for original in batch:  # each as the next version of the one before, as an update is folded
-        copy = decoded(original)
-        compactor.pod(copy, previous)
-        assert copy == original
-        assert msgspec.msgpack.encode(copy) == msgspec.msgpack.encode(original)
-        previous = copy
     node_copy = decode_event(encode_event(node_event(node("n1", block="b1"))))
     assert isinstance(node_copy, NodeUpserted)
     compactor.node(node_copy.node)
