@@ -304,7 +304,7 @@ def _assume(step: Step, unit: Unit, plan: GangPlan) -> None:
         step.record(GangPlanned(gang=gang, domain=plan.domain, layer=plan.level, pods=len(plan.assignments),
                                 explanation=plan.explanation, attempt=(info.attempts if info is not None else 0) + 1))
     assumed: list[str] = []
-    assumptions: list[Event] = []
+    assumptions: list[PodAssumed] = []
     chosen: set[str] = set()  # recorded together, so a pod named twice is still pending the second time
     for assignment in plan.assignments:
         pod = state.pods.get(assignment.pod)
@@ -313,11 +313,12 @@ def _assume(step: Step, unit: Unit, plan: GangPlan) -> None:
         chosen.add(assignment.pod)
         assumptions.append(PodAssumed(pod=pod.key, uid=pod.uid, node=assignment.node, gang=pod.gang))
         assumed.append(pod.key)
-    step.record_all(assumptions)
-    if not gangs:
-        if assumed:
-            _start_binds(step, unit.key, (), assumed)
+    if not gangs:  # a lone pod passes Permit at once: its PodAssumed and BindRequested go in one append
+        if assumptions:
+            _request_binds(step, unit.key, (), tuple((event.pod, event.uid, event.node) for event in assumptions),
+                           assumptions)
         return
+    step.record_all(assumptions)
     waiting = step.memory.waiting(unit.key)
     order = (list(waiting.order) if waiting is not None else []) + assumed
     step.do(Hold(unit.key, gangs, tuple(assumed), step.now + timeout_of(step, gangs)))
@@ -349,8 +350,14 @@ def permit(step: Step, unit_key: str, gangs: tuple[str, ...], order: Sequence[st
 
 def _start_binds(step: Step, unit_key: str, gangs: tuple[str, ...], order: Sequence[str]) -> None:
     pods = step.state.pods
-    binds = tuple((key, pods[key].uid, pods[key].assumed_node) for key in order)
-    step.record_all([BindRequested(pod=key, uid=uid, node=node) for key, uid, node in binds])
+    _request_binds(step, unit_key, gangs, tuple((key, pods[key].uid, pods[key].assumed_node) for key in order))
+
+
+def _request_binds(step: Step, unit_key: str, gangs: tuple[str, ...], binds: tuple[tuple[str, str, str], ...],
+                   before: Sequence[Event] = ()) -> None:
+    """Record a BindRequested for each (pod, uid, node) of `binds` (after `before`, in the same append)
+    and leave their Bindings to the loop."""
+    step.record_all([*before, *(BindRequested(pod=key, uid=uid, node=node) for key, uid, node in binds)])
     step.do(Bind(unit_key, gangs, binds))
 
 

@@ -333,6 +333,24 @@ async def test_a_gangs_binds_answered_in_one_turn_are_recorded_together_and_all_
     assert ("default/train", "Scheduled") in {(g, p) for g, p, _ in h.api.reports}
 
 
+async def test_a_lone_pods_assumption_and_bind_request_are_recorded_together_then_bound() -> None:
+    h = Harness()
+    h.add(*nodes(1), pod_event(pod("solo", gpus=1)))
+    batches: list[list[str]] = []
+    record_many = h.journal.record_many
+
+    def spy(events: Sequence[Event]) -> list[Event]:
+        batches.append([type(e).__name__ for e in events])
+        return record_many(events)
+
+    h.journal.record_many = spy  # type: ignore[method-assign]
+    await h.settle()
+    assert ["PodAssumed", "BindRequested"] in batches
+    assert h.bound_pods() == {"default/solo": "n0"}
+    kinds = [type(e).__name__ for e in h.events if isinstance(e, PodAssumed | BindRequested | PodBound)]
+    assert kinds == ["PodAssumed", "BindRequested", "PodBound"]
+
+
 async def test_a_failed_bind_is_recorded_after_the_binds_answered_before_it() -> None:
     h = Harness(config=SchedulerConfig(retry_parked_seconds=None, bind_concurrency=4))
     h.add(*nodes(4), *gang("train", 4))
