@@ -18,11 +18,17 @@ def _count(metrics: Metrics, name: str) -> float:
     raise AssertionError(f"{name} not exported")
 
 
-def test_appends_and_fsyncs_are_timed(tmp_path: Path) -> None:
+def _metered(path: Path, fsync: str) -> tuple[MeteredEventLog, Metrics]:
+    """A metered log opened as the daemon opens it, and the metrics it reports to."""
     metrics = Metrics()
-    log = MeteredEventLog.open(tmp_path, fsync="always")
+    log = MeteredEventLog.open(path, fsync=fsync)
     assert isinstance(log, MeteredEventLog)
     log.metrics = metrics
+    return log, metrics
+
+
+def test_appends_and_fsyncs_are_timed(tmp_path: Path) -> None:
+    log, metrics = _metered(tmp_path, "always")
     for index in range(3):
         log.append(node_event(node(f"n{index}")))
     log.close()
@@ -31,10 +37,7 @@ def test_appends_and_fsyncs_are_timed(tmp_path: Path) -> None:
 
 
 def test_every_event_appended_is_counted_also_when_appended_together(tmp_path: Path) -> None:
-    metrics = Metrics()
-    log = MeteredEventLog.open(tmp_path, fsync="never")
-    assert isinstance(log, MeteredEventLog)
-    log.metrics = metrics
+    log, metrics = _metered(tmp_path, "never")
     log.append(node_event(node("n0")))
     log.append_many([node_event(node(f"n{index}")) for index in range(1, 4)])
     log.close()
@@ -44,10 +47,7 @@ def test_every_event_appended_is_counted_also_when_appended_together(tmp_path: P
 
 
 def test_fsyncs_of_the_interval_flusher_are_timed_too(tmp_path: Path) -> None:
-    metrics = Metrics()
-    log = MeteredEventLog.open(tmp_path, fsync="interval:5ms")
-    assert isinstance(log, MeteredEventLog)
-    log.metrics = metrics
+    log, metrics = _metered(tmp_path, "interval:5ms")
     log.append(node_event(node("n0")))
     log.sync()
     log.close()
