@@ -20,10 +20,12 @@ in queue order and, for each:
    `PodBound` or `BindFailed`. Binds are pipelined, as kube-scheduler binds asynchronously while it
    plans the next pod: the members go into one FIFO queue served by at most `bind_concurrency`
    worker tasks, so the cycle goes on planning while up to that many Binding calls are in flight,
-   with no task per pod. If one member fails, its unit's binds not yet sent are not sent, and every
-   member still assumed is released: members the API already bound stay bound (Kubernetes cannot
-   unbind; the next attempt places the missing ones next to them). A pod is never bound twice: bound
-   pods are never pending and never re-assumed.
+   with no task per pod. A gang's answers that come in one loop turn are recorded together (one
+   append), before the last one settles the gang; a lone pod's `PodAssumed` and `BindRequested` go in
+   one append, and its `PodBound` as it settles. If one member fails, its unit's binds not yet sent
+   are not sent, and every member still assumed is released: members the API already bound stay
+   bound (Kubernetes cannot unbind; the next attempt places the missing ones next to them). A pod is
+   never bound twice: bound pods are never pending and never re-assumed.
 5. No plan. `GangPending(reason)` is recorded and the reason reported (`report_gang`, or
    `report_pod` for a lone pod) only when it changed, the preemption hook is asked for a plan
    (job-level preemption: evict the victims, nominate the preemptor's pods, clear lower-priority
