@@ -81,8 +81,7 @@ class _Fold:
         self.state.apply(event)
 
     async def record_many(self, events: Sequence[Event]) -> None:
-        for event in events:
-            self.state.apply(event)
+        self.state.apply_all(events)
 
 
 LIVE_KINDS = ("Node", "ClusterNetworkTopology", "HyperNode", "Pod")  # nodes first: pods count on them

@@ -150,10 +150,6 @@ class PendingPodConditions:
 
     # ------------------------------------------------------------------ observations
 
-    def notice(self, event: Event) -> None:
-        """`notice_all` of one event."""
-        self.notice_all((event,))
-
     def notice_all(self, events: Sequence[Event]) -> None:
         """Journal listener (per batch: `Journal.subscribe_batches`): note the pods and gangs whose
         condition may have to change, as the state is once the batch is folded."""

@@ -18,8 +18,8 @@ counts it, but no dialect reports it as used). Quantities are written as users w
 resources the quota counts are written (those its tree names in min/max, capability, deserved or
 guarantee).
 
-When: the journal tells `notice()` about every folded event; only quota objects, nodes (the runtime's
-total) and events after which the quota book's `version` moved mark the pass dirty. `run()` makes
+When: the journal tells `notice_all()` about every batch of events it folded; only quota objects, nodes
+(the runtime's total) and batches after which the quota book's `version` moved mark the pass dirty. `run()` makes
 one pass as soon as something is dirty, then waits `interval` before the next: pod churn costs at
 most one pass per interval. A pass compares what it would write with what the folded object says
 (quantities parsed, zeros dropped, so "1000m" and "1" are one value) and writes only what differs;
@@ -264,10 +264,6 @@ class QuotaStatus:
         self._written: dict[tuple[str, str], tuple[str, QuotaWrite]] = {}  # (kind, key) -> (resourceVersion, write)
         self.passes = 0
         self.writes = 0
-
-    def notice(self, event: Event) -> None:
-        """`notice_all` of one event."""
-        self.notice_all((event,))
 
     def notice_all(self, events: Sequence[Event]) -> None:
         """Journal listener (per batch: `Journal.subscribe_batches`): mark dirty when an event can

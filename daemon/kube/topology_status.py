@@ -27,9 +27,9 @@ reports the problems still present once more. The tree keeps its last good struc
 with an unusable request is not placed (its gang waits with the field in its reason), so
 scheduling goes on meanwhile.
 
-When: the journal tells `notice()` about every folded event; only kinds that can change the tree,
-the topology objects or their problems (nodes, topology objects, PodGroups, undecodable objects),
-or an event after which the state's `problems_version` moved (a pod whose problems changed) mark
+When: the journal tells `notice_all()` about every batch of events it folded; only kinds that can change
+the tree, the topology objects or their problems (nodes, topology objects, PodGroups, undecodable
+objects), or a batch after which the state's `problems_version` moved (a pod whose problems changed) mark
 the status dirty, so pod churn costs nothing; a pass finding the tree's `version` unchanged
 (a node heartbeat) and no PodGroup, topology object or problem changed returns at once (10,000 nodes in 4
 layers: a full pass with nothing to write takes ~9 ms, a heartbeat pass ~0). `run()` makes one
@@ -323,10 +323,6 @@ class TopologyStatus:
         self.passes = 0
         self.writes = 0
         self.events_posted = 0
-
-    def notice(self, event: Event) -> None:
-        """`notice_all` of one event."""
-        self.notice_all((event,))
 
     def notice_all(self, events: Sequence[Event]) -> None:
         """Journal listener (per batch: `Journal.subscribe_batches`): mark dirty when an event can

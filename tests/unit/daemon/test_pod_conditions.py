@@ -55,7 +55,7 @@ class Harness:
                                                sweep_pods_per_second=sweep_rate, concurrency=concurrency,
                                                clock=lambda: self.now[0],
                                                wall=lambda: 1_700_000_000.0)
-        self.journal.subscribe(self.conditions.notice)
+        self.journal.subscribe_batches(self.conditions.notice_all)
 
     def gang(self, name: str, size: int, start: int = 0) -> None:
         if start == 0:

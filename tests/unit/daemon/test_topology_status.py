@@ -126,7 +126,7 @@ async def test_detail_status_is_written_again_when_the_tree_changes_or_someone_o
     fold_back(state, writer, "3")
     cleared = cnt("4", [])  # someone cleared the status
     state.apply(cleared)
-    keeper.notice(cleared)  # as the journal does for every recorded event
+    keeper.notice_all([cleared])  # as the journal does for every batch it records
     await keeper.sync_once()
     assert len(writer.details) == 3 and writer.details[-1] == state.topology.detail_status()
 
@@ -209,7 +209,7 @@ async def test_passes_are_debounced_and_pod_events_do_not_wake_the_keeper() -> N
         for index in range(50):  # a burst of tree changes while the keeper waits out its interval
             event = node_event(node(f"x{index}", block="b9"))
             state.apply(event)
-            keeper.notice(event)
+            keeper.notice_all([event])
         assert keeper.passes == 1
         tick.set()
         tick = anyio.Event()
@@ -223,7 +223,7 @@ async def test_passes_are_debounced_and_pod_events_do_not_wake_the_keeper() -> N
         for index in range(20):  # pod churn: no pass at all
             churn = pod_event(pod(f"p{index}", gpus=1))
             state.apply(churn)
-            keeper.notice(churn)
+            keeper.notice_all([churn])
         await anyio.wait_all_tasks_blocked()
         assert keeper.passes == 2
         group.cancel_scope.cancel()
@@ -245,12 +245,12 @@ async def test_a_node_heartbeat_pass_does_not_recompute_anything(monkeypatch: py
     monkeypatch.setattr(topology_status, "plan_status", counting_plan)
     heartbeat = node_event(node("n0", block="b0"))
     state.apply(heartbeat)
-    keeper.notice(heartbeat)
+    keeper.notice_all([heartbeat])
     assert await keeper.sync_once()
     assert planned == []
     moved = node_event(node("n0", block="b1"))
     state.apply(moved)
-    keeper.notice(moved)
+    keeper.notice_all([moved])
     assert await keeper.sync_once()
     assert planned == [1] and len(writer.details) == 2
 
@@ -263,13 +263,13 @@ async def test_a_bad_podgroup_annotation_is_reported_on_the_podgroup_once_even_w
     assert writer.events == []
     bad = group_event(pod_group("job", gather=[{"layer": "NoSuchLayer", "strategy": "Sometimes"}]))
     state.apply(bad)
-    keeper.notice(bad)
+    keeper.notice_all([bad])
     assert await keeper.sync_once()
     assert {(kind, key, uid, reason) for kind, key, uid, reason, _ in writer.events} == {
         ("PodGroup", "default/job", "uid-pg-default-job", "InvalidPodGroup")}
     assert any("strategy" in message for *_, message in writer.events)
     count = len(writer.events)
-    keeper.notice(bad)
+    keeper.notice_all([bad])
     assert await keeper.sync_once()
     assert len(writer.events) == count
 
@@ -307,7 +307,7 @@ async def test_a_pod_request_that_is_not_a_quantity_and_an_undecodable_pod_each_
     for event in (upsert_event(pods, raw_pod("bad-request", containers=containers)),
                   upsert_event(pods, raw_pod("undecodable", priority="high"))):
         state.apply(event)
-        keeper.notice(event)
+        keeper.notice_all([event])
     assert await keeper.sync_once()
     assert {(kind, key, uid, reason) for kind, key, uid, reason, _ in writer.events} == {
         ("Pod", "default/bad-request", "uid-bad-request", "InvalidQuantity"),
@@ -323,7 +323,7 @@ async def test_a_pod_request_that_is_not_a_quantity_and_an_undecodable_pod_each_
 
     again = pod_event(pod("churn", gpus=1))  # churn of good pods: no new pass, nothing posted or counted
     state.apply(again)
-    keeper.notice(again)
+    keeper.notice_all([again])
     assert await keeper.sync_once()
     assert len(writer.events) == 2 and counted.labels("Pod", "InvalidQuantity")._value.get() == 1
 
@@ -336,11 +336,11 @@ async def test_a_pod_problem_wakes_the_keeper_but_pods_without_problems_do_not()
     keeper._dirty = anyio.Event()  # as `run()` leaves it after its pass
     good = pod_event(pod("good", gpus=1))
     state.apply(good)
-    keeper.notice(good)
+    keeper.notice_all([good])
     assert not keeper._dirty.is_set()
     bad = pod_event(pod("bad", cpu="many"))
     state.apply(bad)
-    keeper.notice(bad)
+    keeper.notice_all([bad])
     assert keeper._dirty.is_set()
 
 
@@ -365,7 +365,7 @@ async def test_fields_read_but_not_implemented_get_one_warning_on_the_object_of_
     ]
     for event in events:
         state.apply(event)
-        keeper.notice(event)
+        keeper.notice_all([event])
     assert await keeper.sync_once()
     assert {(kind, key, uid, reason) for kind, key, uid, reason, _ in writer.events} == {
         ("Pod", "default/a-0", "uid-default-a-0", "UnsupportedField"),  # the member whose annotations define it
@@ -374,7 +374,7 @@ async def test_fields_read_but_not_implemented_get_one_warning_on_the_object_of_
     }
     count = len(writer.events)
     for event in events:
-        keeper.notice(event)
+        keeper.notice_all([event])
     assert await keeper.sync_once()
     assert len(writer.events) == count
 
