@@ -33,6 +33,11 @@ def test_demo_runs_places_every_gang_and_keeps_a_replayable_log(tmp_path: Path) 
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
+def written(output: Path) -> str:
+    """What the demo wrote so far: read while it writes, so a character may be cut at the end of a buffer."""
+    return output.read_bytes().decode("utf-8", errors="replace")
+
+
 def test_keep_running_writes_the_kubeconfig_where_asked_and_the_cluster_answers_there(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "demo" / "kubeconfig"
     kubeconfig.parent.mkdir()
@@ -42,17 +47,17 @@ def test_keep_running_writes_the_kubeconfig_where_asked_and_the_cluster_answers_
                                  str(kubeconfig), "--timeout", "40"], stdout=handle, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 60
-            while "press Ctrl-C" not in output.read_text():
-                assert demo.poll() is None and time.monotonic() < deadline, output.read_text()
+            while "press Ctrl-C" not in written(output):
+                assert demo.poll() is None and time.monotonic() < deadline, written(output)
                 time.sleep(0.1)
-            assert f"kubectl --kubeconfig {kubeconfig} get pods" in output.read_text()
+            assert f"kubectl --kubeconfig {kubeconfig} get pods" in written(output)
             shown = subprocess.run([sys.executable, "-m", "daemon", "topology", "show", "--kubeconfig",
                                     str(kubeconfig), "--json"], capture_output=True, text=True, timeout=60,
                                    check=False)
             assert shown.returncode == 0, shown.stderr
             assert json.loads(shown.stdout)["root"]["nodeCount"] == 48
             demo.send_signal(signal.SIGINT)
-            assert demo.wait(timeout=30) == 0, output.read_text()
+            assert demo.wait(timeout=30) == 0, written(output)
         finally:
             if demo.poll() is None:
                 demo.kill()
