@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import msgspec
 import pytest
 
@@ -313,6 +315,25 @@ async def test_a_renewal_moves_the_deadline_of_writes_in_flight() -> None:
             await anyio.sleep(0.6)
             release.set()
     assert finished == [True]
+
+
+def test_a_gate_used_on_a_new_event_loop_still_cancels_its_writes_at_the_deadline() -> None:
+    """The deadline is one timer of the gate's, armed on the loop of the write that needs it: one armed on
+    a loop that has since closed never fires, so the next loop's writes arm their own."""
+    gate = WriteGate(renew_deadline=0.2)
+
+    async def quick_write() -> None:
+        gate.renewed(time.monotonic())
+        with gate.writing():
+            await anyio.lowlevel.checkpoint()
+
+    async def stuck_write() -> None:
+        gate.renewed(time.monotonic())
+        with anyio.fail_after(5), pytest.raises(NotLeader, match="in flight"), gate.writing():
+            await anyio.sleep_forever()
+
+    asyncio.run(quick_write())
+    asyncio.run(stuck_write())
 
 
 async def test_a_renewal_that_lands_after_the_deadline_does_not_reopen_the_gate() -> None:
