@@ -167,6 +167,7 @@ from placement.plan import Unschedulable
 from preemption.plan import PreemptionPlan
 from preemption.reclaim import may_reclaim
 from state.cluster import ClusterState, PodInfo, subject_of
+from state.resources import Resources
 
 log = structlog.get_logger("toposched.scheduler")
 
@@ -176,6 +177,7 @@ TIMEOUT_REASON = decisions.TIMEOUT_REASON
 UNITS_PER_TURN = 16  # units a daemon's cycle decides before other tasks get a turn (`_cycle`)
 TURN_SECONDS = 0.01  # ... or fewer, once deciding them has taken this long (big gangs), so watches and
 # the lease renewal are never held up for sixteen slow units in a row
+LONE_NEEDS_KEPT = 256  # distinct request vectors whose lone-pod need `_need` keeps (all dropped past it)
 
 
 class SchedulerError(Exception):
@@ -253,6 +255,9 @@ class Scheduler:
         self._min_placed: int | None = None  # lowest priority of a placed pod (per cycle, lazily)
         # unit -> (its pods, the tree's version, need_of): a need names a level, which a new tree renumbers
         self._needs: dict[str, tuple[tuple[str, ...], int, Need | None]] = {}
+        # A lone pod's need depends on its requests alone, which pods of one shape share (one object, see
+        # `ClusterState`'s derivations): kept by that object (held here, so its id is not reused).
+        self._lone_needs: dict[int, tuple[Resources, Need | None]] = {}
         self._premises: dict[str, Premise] = {}  # unit -> what of the tree its last attempt's reason rests on
         self._raised: set[str] = set()  # units whose last attempt raised: their reason is the error, not a fact
         self._adopted = False
@@ -829,7 +834,19 @@ class Scheduler:
         cached = self._needs.get(unit.key)
         if cached is not None and cached[0] == unit.pods and cached[1] == version:
             return cached[2]
-        need = need_of(self.state, unit)
+        info = self.state.pods.get(unit.pods[0]) if not unit.gangs and len(unit.pods) == 1 else None
+        if info is not None:
+            requests = info.requests
+            known = self._lone_needs.get(id(requests))
+            if known is not None and known[0] is requests:
+                need = known[1]
+            else:
+                need = need_of(self.state, unit)
+                if len(self._lone_needs) >= LONE_NEEDS_KEPT:
+                    self._lone_needs.clear()
+                self._lone_needs[id(requests)] = (requests, need)
+        else:
+            need = need_of(self.state, unit)
         self._needs[unit.key] = (unit.pods, version, need)
         return need
 

@@ -357,11 +357,13 @@ class SchedulingObserver:
         attempt.plan_span = None
         self._end_preempt(attempt)
         keys = attempt.gangs or (attempt.unit,)
-        fields: dict[str, object] = {"outcome": outcome, "duration_ms": round(attempt.elapsed * 1000, 3)}
         if constraint:
-            fields["constraint"] = constraint
             attempt.span.set_attribute("toposched.constraint", constraint)
-        self._say(attempt, "attempt", fields)
+        if self._says(attempt, "attempt"):
+            fields: dict[str, object] = {"outcome": outcome, "duration_ms": round(attempt.elapsed * 1000, 3)}
+            if constraint:
+                fields["constraint"] = constraint
+            self._say(attempt, "attempt", fields)
         self._say_victims(attempt)
         if outcome == "planned":
             self._say_placed(attempt)
@@ -415,9 +417,10 @@ class SchedulingObserver:
             return
         for key in keys:
             self._reasons.pop(key, None)
-        where: dict[str, object] = ({"node": next(iter(attempt.assumed.values()), None)} if attempt.lone
-                                    else {"pods": len(attempt.assumed) or None})
-        self._say(attempt, "bound", {**where, "duration_ms": round(attempt.elapsed * 1000, 3)})
+        if self._says(attempt, "bound"):
+            where: dict[str, object] = ({"node": next(iter(attempt.assumed.values()), None)} if attempt.lone
+                                        else {"pods": len(attempt.assumed) or None})
+            self._say(attempt, "bound", {**where, "duration_ms": round(attempt.elapsed * 1000, 3)})
         self._finish(attempt, RESULT_SCHEDULED)
         if attempt.lone:  # a bound pod is never attempted again: only its deletion is left to see
             self._numbers.pop(unit, None)
@@ -638,20 +641,21 @@ class SchedulingObserver:
                 del self._unit_of[gang]
         if self._current is attempt:
             self._current = None
-        for span in attempt.pod_spans.values():
+        if self._spans:  # (without, every span of the attempt is the invalid one: nothing to end)
+            for span in attempt.pod_spans.values():
+                span.end()
+            attempt.pod_spans.clear()
+            for phase in (attempt.plan_span, attempt.permit_span, attempt.bind_span):
+                self._end(phase)
+            self._end_preempt(attempt)
+            span = attempt.span
+            span.set_attribute("toposched.result", detail if detail in (_SUPERSEDED, _DELETED) else result)
+            if result == RESULT_ERROR:
+                span.set_attribute(ERROR_TYPE, error_type or "error")
+                span.set_status(Status(StatusCode.ERROR, detail[:_TEXT_LIMIT]))
+            elif detail:
+                span.set_attribute("toposched.detail", detail[:_TEXT_LIMIT])
             span.end()
-        attempt.pod_spans.clear()
-        for phase in (attempt.plan_span, attempt.permit_span, attempt.bind_span):
-            self._end(phase)
-        self._end_preempt(attempt)
-        span = attempt.span
-        span.set_attribute("toposched.result", detail if detail in (_SUPERSEDED, _DELETED) else result)
-        if result == RESULT_ERROR:
-            span.set_attribute(ERROR_TYPE, error_type or "error")
-            span.set_status(Status(StatusCode.ERROR, detail[:_TEXT_LIMIT]))
-        elif detail:
-            span.set_attribute("toposched.detail", detail[:_TEXT_LIMIT])
-        span.end()
         self.metrics.attempt_duration.labels(result).observe(attempt.elapsed)
         self.metrics.attempts.labels(result).inc()
 
@@ -664,6 +668,13 @@ class SchedulingObserver:
         return attributes
 
     # ------------------------------------------------------------------ the story's lines
+
+    @staticmethod
+    def _says(about: _Attempt, step: str, level: int = logging.INFO) -> bool:
+        """Whether `_say` would write this line now (so its fields are only built when it will)."""
+        if about.lone and step in _LONE_DETAIL and level == logging.INFO:
+            level = logging.DEBUG
+        return log_enabled(level)
 
     def _say(self, about: _Attempt, step: str, fields: dict[str, object] | None = None, *,
              level: int = logging.INFO) -> None:
