@@ -29,6 +29,12 @@ traceback (`internal_error`, with the stage and the object) and counted
 (`toposched_internal_errors_total{stage}`). A failure to append to the log is not one of them: it
 propagates, since nothing can be decided that cannot be recorded.
 
+A batch (`record_many`) is appended whole before its first event is folded, so an event recorded by
+a `subscribe` listener while the batch's events are folded and heard would be logged after the batch
+but folded inside it, and a replay would fold it elsewhere. That is refused (`RecordedMidBatch`,
+raised in the listener, so reported as its internal error); a batch listener, which hears the batch
+once it is all folded, may record.
+
 Must never: decide anything, call the cluster API, or fold an event it did not first append.
 """
 
@@ -79,6 +85,10 @@ _OBSERVED: tuple[type[_ObservedEvent], ...] = (
 )
 
 
+class RecordedMidBatch(RuntimeError):
+    """A listener recorded an event while a batch was being folded and heard (module docstring)."""
+
+
 class Journal:
     def __init__(self, state: ClusterState, clock: Clock, log: EventLog | None = None, *,
                  snapshot_every: int = DEFAULT_SNAPSHOT_EVERY, snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES,
@@ -100,6 +110,7 @@ class Journal:
         self._listeners: list[Listener] = []
         self._batch_listeners: list[BatchListener] = []
         self.internal_errors: dict[str, int] = {}  # stage -> count, since this journal was made
+        self._batch_folding: tuple[int, int] | None = None  # seqs of the batch being folded and heard now
         self._writer: SnapshotWriter | None = None
         if log is not None:
             self._writer = (FoldedSnapshots(log, self._written, on_failed=self._failed,
@@ -127,6 +138,8 @@ class Journal:
 
     def record(self, event: Event) -> Event:
         """Stamp, append, fold, notify; returns the event as stored (with its seq and time)."""
+        if self._batch_folding is not None:
+            self._refuse_mid_batch(event)
         if self.log is not None:
             stored = self._append(self.log, msgspec.structs.replace(event, time=self.clock.now()))
         else:
@@ -147,6 +160,8 @@ class Journal:
         logs that one's replacement). Returns the events as stored."""
         if len(events) < 2:
             return [self.record(event) for event in events]
+        if self._batch_folding is not None:
+            self._refuse_mid_batch(events[0])
         now = self.clock.now()
         if self.log is not None:
             try:
@@ -160,13 +175,24 @@ class Journal:
         self._next_seq = stored_all[-1].seq + 1
         # Every event is folded and heard before the snapshot check, which snapshots the log's last
         # seq: the state must have folded the whole batch by then.
-        for stored in stored_all:
-            self._fold(stored)
-            self._notify(stored)
+        self._batch_folding = (stored_all[0].seq, stored_all[-1].seq)
+        try:
+            for stored in stored_all:
+                self._fold(stored)
+                self._notify(stored)
+        finally:
+            self._batch_folding = None
         if self._batch_listeners:
             self._notify_batch(stored_all)
         self._snapshot_if_due()
         return stored_all
+
+    def _refuse_mid_batch(self, event: Event) -> None:
+        assert self._batch_folding is not None
+        first, last = self._batch_folding
+        raise RecordedMidBatch(f"{type(event).__name__} recorded while events seq {first}-{last} were being folded "
+                               "and heard: it would be logged after them but folded among them; record it from a "
+                               "batch listener (subscribe_batches) instead")
 
     def _fold(self, stored: Event) -> None:
         failure = self.state.apply(stored)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -75,6 +76,39 @@ def test_batch_listeners_hear_what_was_recorded_together_once_all_of_it_is_folde
     journal.record_many([pod_event(pod(name)) for name in ("a", "b", "c")])
     assert batches == [([1], [1], False), ([2, 3, 4], [1, 2, 3, 4], True)]
     assert journal.internal_errors == {"listener": 2}  # the broken one cost the others nothing
+
+
+def test_a_listener_cannot_record_while_a_batch_is_folded_but_a_batch_listener_can(tmp_path: Path) -> None:
+    """Recorded mid-batch, an event would be logged after the batch and folded inside it: a replay would
+    fold it elsewhere. It is refused and reported as the listener's error; from a batch listener it lands."""
+    log = EventLog.open(tmp_path / "log", fsync="never")
+    state = ClusterState()
+    journal = Journal(state, VirtualClock(), log)
+    journal.record(node_event(node("n0", gpus=8)))
+
+    def nested(event: Event) -> None:
+        if isinstance(event, PodAssumed):
+            journal.record(GangPending(gang="default/a", reason="recorded by a listener"))
+
+    def after_batch(events: Sequence[Event]) -> None:
+        if len(events) > 1:
+            journal.record(GangPending(gang="default/b", reason="after the batch"))
+
+    journal.subscribe(nested)
+    journal.subscribe_batches(after_batch)
+    journal.record(pod_event(pod("a", gpus=1)))
+    journal.record(pod_event(pod("b", gpus=1)))
+    with capture_logs() as logs:
+        journal.record_many([PodAssumed(pod="default/a", uid="uid-default-a", node="n0"),
+                             PodAssumed(pod="default/b", uid="uid-default-b", node="n0")])
+    assert journal.internal_errors == {"listener": 2}
+    assert "seq 4-5 were being folded" in logs[0]["error"]
+    kinds = [type(stored).__name__ for stored in log.read(1)]
+    assert kinds == ["NodeUpserted", "PodUpserted", "PodUpserted", "PodAssumed", "PodAssumed", "GangPending"]
+    after = next(iter(log.read(6)))
+    assert isinstance(after, GangPending) and after.gang == "default/b"  # the batch listener's, after the batch
+    assert fold_log(log).state.canonical() == state.canonical()
+    log.close()
 
 
 def test_seqs_continue_a_restored_state_without_a_log() -> None:
