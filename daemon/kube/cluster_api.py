@@ -16,7 +16,9 @@ What each write is, and how its answer is read:
   GangTimeout, Preempted; on the first pending pod of a gang with no PodGroup object).
 - a bound pod gets kube-scheduler's `Scheduled` Event ("Successfully assigned ns/pod to node"), an
   evicted victim its `Preempted` Event ("Preempted by pod <uid> on node <node>", then the job and
-  why), both written in the background.
+  why), both written in the background. While a gang's Bindings are out (`hold_scheduled_events`) its
+  pods' `Scheduled` Events are held and recorded when the gang settles (`release_scheduled_events`),
+  or before any other Event recorded meanwhile, so Events keep the order of what they report.
 - Events: through `events` (`daemon.kube.event_recorder`), correlated as client-go's recorder does
   (similar messages aggregated, repeats counted, a spam filter per object) and written in the
   background; `record_event` waits for the write, `event` does not.
@@ -177,6 +179,8 @@ class KubeClusterAPI:
         self._durations: dict[tuple[str, str], Callable[[float], None]] = {}
         self._counting: dict[tuple[str, str], Callable[[str], None]] = {}
         self._binds_by_result = {result: self.metrics.binds.labels(result) for result in ("bound", "failed")}
+        self._holds = 0  # `hold_scheduled_events` not yet released
+        self._held: list[tuple[str, str, str]] = []  # (pod, uid, node) bound while held: their Events to write
 
     # ------------------------------------------------------------------ plumbing
 
@@ -233,12 +237,32 @@ class KubeClusterAPI:
                 self.metrics.binds_in_flight.dec()
         self._binds_by_result["bound" if outcome.placed else "failed"].inc()
         if outcome.status == "bound":  # ours (a 409 read back on another node is not)
-            namespace, name = _split(pod)
-            self.event(pod, "v1", "Pod", uid, "Normal", SCHEDULED,
-                       f"Successfully assigned {namespace}/{name} to {outcome.node or node}")
+            if self._holds:
+                self._held.append((pod, uid, outcome.node or node))
+            else:
+                self._scheduled(pod, uid, outcome.node or node)
         if not outcome.placed:
             log.warning("bind.failed", pod=pod, node=node, reason=outcome.reason, retriable=outcome.retriable)
         return outcome
+
+    def hold_scheduled_events(self) -> None:
+        """`ClusterAPI.hold_scheduled_events`: a gang's Bindings start."""
+        self._holds += 1
+
+    def release_scheduled_events(self) -> None:
+        """`ClusterAPI.release_scheduled_events`: the held Events are written once no hold is left."""
+        self._holds = max(0, self._holds - 1)
+        if not self._holds:
+            self._write_held()
+
+    def _write_held(self) -> None:
+        held, self._held = self._held, []
+        for pod, uid, node in held:
+            self._scheduled(pod, uid, node)
+
+    def _scheduled(self, pod: str, uid: str, node: str) -> None:
+        namespace, name = _split(pod)
+        self.event(pod, "v1", "Pod", uid, "Normal", SCHEDULED, f"Successfully assigned {namespace}/{name} to {node}")
 
     async def _bind(self, pod: str, uid: str, node: str) -> BindOutcome:
         namespace, name = _split(pod)
@@ -563,6 +587,8 @@ class KubeClusterAPI:
                            cluster_scoped: bool = False) -> None:
         """A core/v1 Event on the object, correlated as client-go does (`daemon.kube.event_recorder`),
         and written before this returns (with whatever else was waiting); KubeApiError if it was not."""
+        if self._held:
+            self._write_held()  # as `event`: the Events keep the order of what they report
         failure = await self.events.post(_involved(key, api_version, kind, uid, cluster_scoped), event_type, reason,
                                          message)
         if failure:
@@ -570,7 +596,10 @@ class KubeClusterAPI:
 
     def event(self, key: str, api_version: str, kind: str, uid: str, event_type: Literal["Normal", "Warning"],
               reason: str, message: str, *, cluster_scoped: bool = False) -> None:
-        """A core/v1 Event on the object, written in the background (never waits)."""
+        """A core/v1 Event on the object, written in the background (never waits). Scheduled Events held
+        for a gang's Bindings are recorded first, so Events keep the order of what they report."""
+        if self._held:
+            self._write_held()
         self.events.record(_involved(key, api_version, kind, uid, cluster_scoped), event_type, reason, message)
 
     async def send_event(self, method: str, path: str, body: Mapping[str, Any], content_type: str) -> Response:

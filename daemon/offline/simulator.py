@@ -316,6 +316,12 @@ class InMemoryCluster:
         self.world.pod_bound(pod, node)
         return BindOutcome(status=BOUND, node=node)
 
+    def hold_scheduled_events(self) -> None:
+        pass  # the virtual world writes no Events
+
+    def release_scheduled_events(self) -> None:
+        pass
+
     async def evict(self, pod: str, uid: str, *, preemptor: str, message: str,
                     grace_seconds: int | None) -> ApiOutcome:
         self.calls.append(("evict", pod))

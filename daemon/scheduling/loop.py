@@ -22,7 +22,10 @@ in queue order and, for each:
    worker tasks, so the cycle goes on planning while up to that many Binding calls are in flight,
    with no task per pod. A gang's answers that come in one loop turn are recorded together (one
    append), before the last one settles the gang; a lone pod's `PodAssumed` and `BindRequested` go in
-   one append, and its `PodBound` as it settles. If one member fails, its unit's binds not yet sent
+   one append, and its `PodBound` as it settles. While a gang's Bindings are out, the API holds the
+   `Scheduled` Events of the pods they bind (`hold_scheduled_events`) and writes them once the gang
+   settles or is abandoned: with one core, every microsecond spent on an Event while the gang binds
+   delays the gang (measured: 6-9 % of its time). If one member fails, its unit's binds not yet sent
    are not sent, and every member still assumed is released: members the API already bound stay
    bound (Kubernetes cannot unbind; the next attempt places the missing ones next to them). A pod is
    never bound twice: bound pods are never pending and never re-assumed.
@@ -210,13 +213,14 @@ class _Binding:
     """One `Bind` effect in the bind pipeline: how many of its members are still to come back, and the
     first failure (after which its members still queued are not sent)."""
 
-    __slots__ = ("bind", "failure", "left", "retriable")
+    __slots__ = ("bind", "failure", "holds_events", "left", "retriable")
 
     def __init__(self, bind: Bind) -> None:
         self.bind = bind
         self.left = len(bind.binds)
         self.failure = ""
         self.retriable = True
+        self.holds_events = False  # holds the API's Scheduled Events until it settles (a gang's)
 
 
 class Scheduler:
@@ -601,6 +605,12 @@ class Scheduler:
         otherwise); under a `run_once()` of its own they end with the queue, as its task group must."""
         binding = _Binding(bind)
         self._binding[bind.unit] = binding
+        if len(bind.binds) > 1:
+            try:
+                self.api.hold_scheduled_events()
+                binding.holds_events = True
+            except Exception:  # an adapter bug costs the hold, never the binds
+                log.exception("scheduler.hold_events_raised", unit=bind.unit)
         self._bind_queue.extend((binding, key, uid, node) for key, uid, node in bind.binds)
         self._wake_binders(len(bind.binds))
         for _ in range(min(self.config.bind_concurrency, len(self._bind_queue)) - self._bind_workers):
@@ -669,6 +679,7 @@ class Scheduler:
     async def _settle(self, binding: _Binding) -> None:
         bind = binding.bind
         self._binding.pop(bind.unit, None)
+        self._release_events(binding)
         now = self.clock.now()
         step = self._step(now)
         decisions.bind_settled(step, bind.unit, bind.gangs, len(bind.binds), [b[0] for b in bind.binds],
@@ -695,10 +706,20 @@ class Scheduler:
         self._bind_queue.clear()
         self._record_bound()
         for unit_key in sorted(self._binding):
-            bind = self._binding.pop(unit_key).bind
+            binding = self._binding.pop(unit_key)
+            self._release_events(binding)
+            bind = binding.bind
             decisions.forget_members(self._step(self.clock.now()), bind.gangs, [b[0] for b in bind.binds],
                                      "scheduler stopped while binding")
             self.instruments.binds_settled(unit_key, "scheduler stopped while binding")
+
+    def _release_events(self, binding: _Binding) -> None:
+        if binding.holds_events:
+            binding.holds_events = False
+            try:
+                self.api.release_scheduled_events()
+            except Exception:  # an adapter bug must not keep the gang from settling
+                log.exception("scheduler.release_events_raised", unit=binding.bind.unit)
 
     async def _call_bind(self, unit_key: str, key: str, uid: str, node: str) -> BindOutcome:
         self.instruments.bind_started(unit_key, key, node)

@@ -91,6 +91,16 @@ class ClusterAPI(Protocol):
 
     async def bind(self, pod: str, uid: str, node: str) -> BindOutcome: ...
 
+    def hold_scheduled_events(self) -> None:
+        """A gang's Bindings start: hold the `Scheduled` Events of the pods bound from now on until the
+        matching `release_scheduled_events` (holds nest). Binding is the gang's critical path; the Events
+        about it can wait the fraction of a second its Bindings take."""
+        ...
+
+    def release_scheduled_events(self) -> None:
+        """One hold is over: once none is left, the Events held are written, in the order of the binds."""
+        ...
+
     async def evict(self, pod: str, uid: str, *, preemptor: str, message: str,
                     grace_seconds: int | None) -> ApiOutcome:
         """Evict through the Eviction API with `grace_seconds` (None: the pod's own; delete if no Eviction API)."""

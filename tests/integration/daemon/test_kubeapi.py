@@ -96,6 +96,34 @@ async def test_nominated_node_is_written_and_cleared(tmp_path: Path) -> None:
             assert "nominatedNodeName" not in cluster.store.get("pods", "p", "default")["status"]
 
 
+async def test_scheduled_events_held_for_a_gang_are_written_on_release_in_bind_order(tmp_path: Path) -> None:
+    async with DevCluster(kubelet=False) as cluster:
+        cluster.load_objects([*nodes(3), pod("a"), pod("b"), pod("c"), pod("d")])
+        async with adapter(cluster, tmp_path) as api:
+            api.hold_scheduled_events()
+            api.hold_scheduled_events()  # two gangs binding at once: the Events wait for both
+            for name, node in (("a", "node-000"), ("b", "node-001")):
+                assert (await api.bind(f"default/{name}", uid_of(cluster, name), node)).status == "bound"
+            api.release_scheduled_events()
+            assert api.events.queued == 0  # held: nothing recorded while a gang binds
+            api.release_scheduled_events()
+            await api.events.flush()
+            written = [(e["involvedObject"]["name"], e["reason"], e["message"])
+                       for e in sorted(cluster.store.list("events", "default"), key=lambda e: e["metadata"]["name"])]
+            assert written == [("a", "Scheduled", "Successfully assigned default/a to node-000"),
+                               ("b", "Scheduled", "Successfully assigned default/b to node-001")]
+            # Another Event while some are held: the held ones are recorded first, so they keep their order.
+            api.hold_scheduled_events()
+            assert (await api.bind("default/c", uid_of(cluster, "c"), "node-002")).status == "bound"
+            api.event("default/d", "v1", "Pod", uid_of(cluster, "d"), "Warning", "FailedScheduling", "no room")
+            assert api.events.queued == 2
+            api.release_scheduled_events()
+            assert api.events.queued == 2  # nothing more was held
+            await api.events.flush()
+            reasons = {e["involvedObject"]["name"]: e["reason"] for e in cluster.store.list("events", "default")}
+            assert reasons == {"a": "Scheduled", "b": "Scheduled", "c": "Scheduled", "d": "FailedScheduling"}
+
+
 async def test_a_repeated_event_bumps_its_count_instead_of_piling_up(tmp_path: Path) -> None:
     async with DevCluster(kubelet=False) as cluster:
         cluster.load_objects([pod("p")])

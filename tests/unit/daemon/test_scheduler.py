@@ -53,6 +53,16 @@ class FakeAPI:
         self.slow_reports: dict[str, anyio.Event] = {}  # phase -> its report_gang calls wait for this first
         self.in_flight = 0
         self.max_in_flight = 0
+        self.holds = 0  # Scheduled Events held (hold_scheduled_events minus release_scheduled_events)
+
+    def hold_scheduled_events(self) -> None:
+        self.calls.append(("hold", ""))
+        self.holds += 1
+
+    def release_scheduled_events(self) -> None:
+        self.calls.append(("release", ""))
+        assert self.holds > 0, "released more than held"
+        self.holds -= 1
 
     async def bind(self, pod: str, uid: str, node: str) -> BindOutcome:
         self.calls.append(("bind", pod))
@@ -494,6 +504,29 @@ async def test_cancelling_the_loop_mid_bind_releases_what_was_not_bound() -> Non
         group.cancel_scope.cancel()
     assert h.bound_pods() == {}
     assert sorted(h.pods(PodForgotten)) == ["default/train-0", "default/train-1"]
+    assert h.api.holds == 0  # the gang's hold on its Scheduled Events went with it
+
+
+async def test_a_gang_holds_its_scheduled_events_while_it_binds_and_a_lone_pod_does_not() -> None:
+    h = Harness(config=SchedulerConfig(retry_parked_seconds=None))
+    h.add(*nodes(4), *gang("train", 3), pod_event(pod("solo", gpus=1)))
+    await h.settle()
+    assert len(h.bound_pods()) == 4
+    calls = [call for call in h.api.calls if call[0] in ("hold", "release", "bind")]
+    gang_binds = [i for i, (call, pod_key) in enumerate(calls) if call == "bind" and "train" in pod_key]
+    hold, release = calls.index(("hold", "")), calls.index(("release", ""))
+    assert calls.count(("hold", "")) == calls.count(("release", "")) == 1  # one Bind of three: one hold
+    assert hold < min(gang_binds) and max(gang_binds) < release
+    assert h.api.holds == 0
+
+
+async def test_a_gang_whose_bind_fails_releases_its_hold_as_it_settles() -> None:
+    h = Harness(config=SchedulerConfig(retry_parked_seconds=None, bind_concurrency=1))
+    h.add(*nodes(2), *gang("train", 2))
+    h.api.fail["default/train-1"] = BindOutcome(status="failed", reason="node gone", retriable=False)
+    await h.settle()
+    assert h.pods(BindFailed) == ["default/train-1"]
+    assert h.api.holds == 0 and h.api.calls.count(("release", "")) == 1
 
 
 async def test_daemon_loop_wakes_on_new_work_and_stops_on_request() -> None:
