@@ -18,7 +18,8 @@ What each write is, and how its answer is read:
   evicted victim its `Preempted` Event ("Preempted by pod <uid> on node <node>", then the job and
   why), both written in the background. While a gang's Bindings are out (`hold_scheduled_events`) its
   pods' `Scheduled` Events are held and recorded when the gang settles (`release_scheduled_events`),
-  or before any other Event recorded meanwhile, so Events keep the order of what they report.
+  stamped with the time of their binding, or before another Event on one of those pods recorded
+  meanwhile, so a pod's Events keep the order of what they report.
 - Events: through `events` (`daemon.kube.event_recorder`), correlated as client-go's recorder does
   (similar messages aggregated, repeats counted, a spam filter per object) and written in the
   background; `record_event` waits for the write, `event` does not.
@@ -180,7 +181,9 @@ class KubeClusterAPI:
         self._counting: dict[tuple[str, str], Callable[[str], None]] = {}
         self._binds_by_result = {result: self.metrics.binds.labels(result) for result in ("bound", "failed")}
         self._holds = 0  # `hold_scheduled_events` not yet released
-        self._held: list[tuple[str, str, str]] = []  # (pod, uid, node) bound while held: their Events to write
+        # (pod, uid, node, when) bound while held: their Events to record; and those pods' keys
+        self._held: list[tuple[str, str, str, float]] = []
+        self._held_pods: set[str] = set()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -238,9 +241,10 @@ class KubeClusterAPI:
         self._binds_by_result["bound" if outcome.placed else "failed"].inc()
         if outcome.status == "bound":  # ours (a 409 read back on another node is not)
             if self._holds:
-                self._held.append((pod, uid, outcome.node or node))
+                self._held.append((pod, uid, outcome.node or node, self.events.now()))
+                self._held_pods.add(pod)
             else:
-                self._scheduled(pod, uid, outcome.node or node)
+                self._scheduled(pod, uid, outcome.node or node, None)
         if not outcome.placed:
             log.warning("bind.failed", pod=pod, node=node, reason=outcome.reason, retriable=outcome.retriable)
         return outcome
@@ -257,12 +261,15 @@ class KubeClusterAPI:
 
     def _write_held(self) -> None:
         held, self._held = self._held, []
-        for pod, uid, node in held:
-            self._scheduled(pod, uid, node)
+        self._held_pods.clear()
+        for pod, uid, node, when in held:
+            self._scheduled(pod, uid, node, when)
 
-    def _scheduled(self, pod: str, uid: str, node: str) -> None:
+    def _scheduled(self, pod: str, uid: str, node: str, when: float | None) -> None:
+        """kube-scheduler's `Scheduled` Event for a pod our Binding bound (`when`: the time of the binding)."""
         namespace, name = _split(pod)
-        self.event(pod, "v1", "Pod", uid, "Normal", SCHEDULED, f"Successfully assigned {namespace}/{name} to {node}")
+        self.events.record(_involved(pod, "v1", "Pod", uid, False), "Normal", SCHEDULED,
+                           f"Successfully assigned {namespace}/{name} to {node}", at=when)
 
     async def _bind(self, pod: str, uid: str, node: str) -> BindOutcome:
         namespace, name = _split(pod)
@@ -587,8 +594,8 @@ class KubeClusterAPI:
                            cluster_scoped: bool = False) -> None:
         """A core/v1 Event on the object, correlated as client-go does (`daemon.kube.event_recorder`),
         and written before this returns (with whatever else was waiting); KubeApiError if it was not."""
-        if self._held:
-            self._write_held()  # as `event`: the Events keep the order of what they report
+        if key in self._held_pods:
+            self._write_held()  # as `event`: a pod's Events keep the order of what they report
         failure = await self.events.post(_involved(key, api_version, kind, uid, cluster_scoped), event_type, reason,
                                          message)
         if failure:
@@ -596,9 +603,10 @@ class KubeClusterAPI:
 
     def event(self, key: str, api_version: str, kind: str, uid: str, event_type: Literal["Normal", "Warning"],
               reason: str, message: str, *, cluster_scoped: bool = False) -> None:
-        """A core/v1 Event on the object, written in the background (never waits). Scheduled Events held
-        for a gang's Bindings are recorded first, so Events keep the order of what they report."""
-        if self._held:
+        """A core/v1 Event on the object, written in the background (never waits). On a pod whose Scheduled
+        Event is held for its gang's Bindings, the held ones are recorded first, so a pod's Events keep
+        the order of what they report (its Scheduled before its Preempted)."""
+        if key in self._held_pods:
             self._write_held()
         self.events.record(_involved(key, api_version, kind, uid, cluster_scoped), event_type, reason, message)
 

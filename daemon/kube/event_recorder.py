@@ -100,10 +100,17 @@ class EventRecorder:
 
     # ------------------------------------------------------------------ recording
 
-    def record(self, involved: ObjectRef, event_type: EventType, reason: str, message: str) -> str:
-        """Note one occurrence; it is written later (or merged into a write already waiting). The name of
-        the Event it goes to ("" when the spam filter or a full queue dropped it)."""
-        write = self.correlator.correlate(involved, event_type, reason, message[:MESSAGE_LIMIT], self._now())
+    def now(self) -> float:
+        """The recorder's clock (seconds since the epoch): the time an occurrence is stamped with."""
+        return self._now()
+
+    def record(self, involved: ObjectRef, event_type: EventType, reason: str, message: str, *,
+               at: float | None = None) -> str:
+        """Note one occurrence (that happened `at`, by `now()`; default: now); it is written later (or merged
+        into a write already waiting). The name of the Event it goes to ("" when the spam filter or a full
+        queue dropped it)."""
+        write = self.correlator.correlate(involved, event_type, reason, message[:MESSAGE_LIMIT],
+                                          self._now() if at is None else at)
         if write is None:
             return ""
         waiting = self._queued.get(write.name)

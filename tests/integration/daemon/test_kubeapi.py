@@ -9,7 +9,8 @@ from pathlib import Path
 
 from daemon.config import decode_config
 from daemon.kube.client import connect
-from daemon.kube.cluster_api import API_CALLS, KubeClusterAPI
+from daemon.kube.cluster_api import API_CALLS, COMPONENT, KubeClusterAPI
+from daemon.kube.event_recorder import EventRecorder
 from daemon.kube.leader import AlwaysOpen, WriteGate
 from devcluster.cluster import DevCluster
 from tests.integration.daemon.harness import config_for, nodes, pod
@@ -96,32 +97,45 @@ async def test_nominated_node_is_written_and_cleared(tmp_path: Path) -> None:
             assert "nominatedNodeName" not in cluster.store.get("pods", "p", "default")["status"]
 
 
-async def test_scheduled_events_held_for_a_gang_are_written_on_release_in_bind_order(tmp_path: Path) -> None:
+async def test_scheduled_events_held_for_a_gang_are_written_on_release_stamped_at_their_binding(
+        tmp_path: Path) -> None:
     async with DevCluster(kubelet=False) as cluster:
         cluster.load_objects([*nodes(3), pod("a"), pod("b"), pod("c"), pod("d")])
         async with adapter(cluster, tmp_path) as api:
+            clock = [1_800_000_000.0]
+            api.events = EventRecorder(api, COMPONENT, now=lambda: clock[0])
             api.hold_scheduled_events()
             api.hold_scheduled_events()  # two gangs binding at once: the Events wait for both
             for name, node in (("a", "node-000"), ("b", "node-001")):
                 assert (await api.bind(f"default/{name}", uid_of(cluster, name), node)).status == "bound"
             api.release_scheduled_events()
             assert api.events.queued == 0  # held: nothing recorded while a gang binds
+            clock[0] += 60.0
             api.release_scheduled_events()
             await api.events.flush()
-            written = [(e["involvedObject"]["name"], e["reason"], e["message"])
-                       for e in sorted(cluster.store.list("events", "default"), key=lambda e: e["metadata"]["name"])]
-            assert written == [("a", "Scheduled", "Successfully assigned default/a to node-000"),
-                               ("b", "Scheduled", "Successfully assigned default/b to node-001")]
-            # Another Event while some are held: the held ones are recorded first, so they keep their order.
+            written = sorted((e["involvedObject"]["name"], e["reason"], e["message"], e["firstTimestamp"])
+                             for e in cluster.store.list("events", "default"))
+            bound_at = "2027-01-15T08:00:00Z"  # the clock when they were bound, not 60 s later
+            assert written == [("a", "Scheduled", "Successfully assigned default/a to node-000", bound_at),
+                               ("b", "Scheduled", "Successfully assigned default/b to node-001", bound_at)]
+
+
+async def test_an_event_on_a_pod_whose_scheduled_event_is_held_brings_the_held_ones_in_first(tmp_path: Path) -> None:
+    async with DevCluster(kubelet=False) as cluster:
+        cluster.load_objects([*nodes(3), pod("c"), pod("d")])
+        async with adapter(cluster, tmp_path) as api:
             api.hold_scheduled_events()
             assert (await api.bind("default/c", uid_of(cluster, "c"), "node-002")).status == "bound"
             api.event("default/d", "v1", "Pod", uid_of(cluster, "d"), "Warning", "FailedScheduling", "no room")
-            assert api.events.queued == 2
+            assert api.events.queued == 1  # another pod's Event: the held one still waits
+            api.event("default/c", "v1", "Pod", uid_of(cluster, "c"), "Normal", "Preempted", "by a bigger job")
+            assert api.events.queued == 3  # c's Scheduled first, then its Preempted
             api.release_scheduled_events()
-            assert api.events.queued == 2  # nothing more was held
+            assert api.events.queued == 3  # nothing more was held
             await api.events.flush()
-            reasons = {e["involvedObject"]["name"]: e["reason"] for e in cluster.store.list("events", "default")}
-            assert reasons == {"a": "Scheduled", "b": "Scheduled", "c": "Scheduled", "d": "FailedScheduling"}
+            on_c = sorted((int(e["metadata"]["resourceVersion"]), e["reason"])
+                          for e in cluster.store.list("events", "default") if e["involvedObject"]["name"] == "c")
+            assert [reason for _, reason in on_c] == ["Scheduled", "Preempted"]
 
 
 async def test_a_repeated_event_bumps_its_count_instead_of_piling_up(tmp_path: Path) -> None:
