@@ -75,6 +75,7 @@ from __future__ import annotations
 import bisect
 import errno
 import fcntl
+import mmap
 import os
 import re
 import shutil
@@ -262,7 +263,11 @@ def _segment_header(first_seq: int) -> bytes:
     return covered + struct.pack("<I", zlib.crc32(covered))
 
 
-def _check_segment_header(data: bytes, first_seq: int) -> str | None:
+# Segment bytes as read (`bytes`) or mapped (`mmap`, the last segment at open: only the pages scanned are read).
+_Bytes = bytes | memoryview | mmap.mmap
+
+
+def _check_segment_header(data: _Bytes, first_seq: int) -> str | None:
     if len(data) < _SEGMENT_HEADER.size:
         return f"segment header is torn ({len(data)} of {_SEGMENT_HEADER.size} bytes)"
     magic, version, _reserved, seq, crc = _SEGMENT_HEADER.unpack_from(data, 0)
@@ -283,7 +288,7 @@ def _frame(seq: int, payload: bytes) -> bytes:
     return _RECORD_HEADER.pack(RECORD_MAGIC, crc, len(payload), seq)
 
 
-def _record_at(data: bytes | memoryview, offset: int, end: int) -> tuple[int, int] | str:
+def _record_at(data: _Bytes, offset: int, end: int) -> tuple[int, int] | str:
     """(seq, payload length) of a valid record at `offset`, or why there is none."""
     if end - offset < _RECORD_HEADER.size:
         return "record header is torn"
@@ -297,7 +302,25 @@ def _record_at(data: bytes | memoryview, offset: int, end: int) -> tuple[int, in
     return seq, length
 
 
-def _valid_record_after(data: bytes, offset: int) -> int | None:
+@contextmanager
+def _mapped(path: Path) -> Iterator[bytes | mmap.mmap]:
+    """The file's bytes, mapped read-only; read whole where it cannot be mapped (an empty file, a file
+    system without mmap)."""
+    with open(path, "rb") as handle:
+        mapped: mmap.mmap | None = None
+        try:
+            if os.fstat(handle.fileno()).st_size:
+                mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            mapped = None
+        if mapped is None:
+            yield handle.read()
+            return
+        with mapped:
+            yield mapped
+
+
+def _valid_record_after(data: bytes | mmap.mmap, offset: int) -> int | None:
     """Offset of the first valid record that starts after `offset`, if any."""
     position = data.find(RECORD_MAGIC, offset + 1)
     while position != -1:
@@ -317,7 +340,7 @@ class _Scan(msgspec.Struct):
     problem: str = ""
 
 
-def _scan_records(path: Path, data: bytes, first_seq: int, start: _SegmentIndex | None = None) -> _Scan:
+def _scan_records(path: Path, data: _Bytes, first_seq: int, start: _SegmentIndex | None = None) -> _Scan:
     """Walk the records after the segment header (or after the prefix `start` vouches for); stops at the
     first bad one (checksum-level damage)."""
     if start is None:
@@ -560,11 +583,28 @@ class EventLog:
 
     def _load_last(self, segment: _Segment) -> bool:
         """Scan the last segment, cutting (writer) or stopping before (reader) a torn tail; False if it is gone."""
-        data = segment.path.read_bytes()
-        problem = _check_segment_header(data, segment.first_seq)
-        if problem is not None:
-            if _valid_record_after(data, -1) is not None:
-                raise LogCorruptError(segment.path, 0, problem)
+        # Scanned mapped, not read whole: past a checkpoint only the tail is touched (reading all of a
+        # 64 MiB segment took ~35 ms of a restart). Nothing is changed on disk until the map is closed.
+        checkpoint: _SegmentIndex | None = None
+        scan: _Scan | None = None
+        following: int | None = None
+        with _mapped(segment.path) as data:
+            size = len(data)
+            problem = _check_segment_header(data, segment.first_seq)
+            if problem is not None:
+                following = _valid_record_after(data, -1)
+            else:
+                checkpoint = _read_index(segment)
+                if checkpoint is not None and not _SEGMENT_HEADER.size <= checkpoint.size <= size:
+                    checkpoint = None  # written for a longer file than this one: no use
+                # The prefix a checkpoint vouches for was fsynced before the checkpoint was written; like a
+                # sealed segment's, it is checked again record by record whenever it is read.
+                scan = _scan_records(segment.path, data, segment.first_seq, checkpoint)
+                if scan.bad_offset is not None:
+                    following = _valid_record_after(data, scan.bad_offset)
+        if scan is None:  # the header is bad
+            if following is not None:
+                raise LogCorruptError(segment.path, 0, str(problem))
             if not self.readonly:
                 os.unlink(segment.path)
                 segment.index_path.unlink(missing_ok=True)
@@ -573,19 +613,12 @@ class EventLog:
                     "eventlog.torn_tail",
                     segment=str(segment.path),
                     offset=0,
-                    bytes_dropped=len(data),
+                    bytes_dropped=size,
                     problem=problem,
                     action="removed segment",
                 )
             return False
-        checkpoint = _read_index(segment)
-        if checkpoint is not None and not _SEGMENT_HEADER.size <= checkpoint.size <= len(data):
-            checkpoint = None  # written for a longer file than this one: no use
-        # The prefix a checkpoint vouches for was fsynced before the checkpoint was written; like a sealed
-        # segment's, it is checked again record by record whenever it is read.
-        scan = _scan_records(segment.path, data, segment.first_seq, checkpoint)
         if scan.bad_offset is not None:
-            following = _valid_record_after(data, scan.bad_offset)
             if following is not None:
                 raise LogCorruptError(
                     segment.path,
@@ -600,7 +633,7 @@ class EventLog:
                     "eventlog.torn_tail",
                     segment=str(segment.path),
                     offset=scan.bad_offset,
-                    bytes_dropped=len(data) - scan.bad_offset,
+                    bytes_dropped=size - scan.bad_offset,
                     problem=scan.problem,
                     last_seq=scan.last_seq,
                 )

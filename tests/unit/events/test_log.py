@@ -308,6 +308,18 @@ def test_a_last_segment_with_a_torn_header_and_no_records_is_removed(tmp_path: P
     assert any(entry["event"] == "eventlog.torn_tail" and entry["offset"] == 0 for entry in logs)
 
 
+def test_an_empty_last_segment_is_removed(tmp_path: Path) -> None:
+    """A crash right after the new segment's file was created: the last segment is scanned mapped into
+    memory, and an empty file, which cannot be mapped, is read instead and removed as a torn header."""
+    stored = fill(tmp_path, 300)
+    empty = tmp_path / f"{stored[-1].seq + 1:020d}.seg"
+    empty.write_bytes(b"")
+    with capture_logs() as logs, EventLog.open(tmp_path, fsync="always", segment_bytes=SMALL_SEGMENTS) as log:
+        assert not empty.exists()
+        assert log.append(bound(999)).seq == stored[-1].seq + 1
+    assert [entry["bytes_dropped"] for entry in logs if entry["event"] == "eventlog.torn_tail"] == [0]
+
+
 def test_an_empty_directory_opens_readonly_as_an_empty_log(tmp_path: Path) -> None:
     with EventLog.open_readonly(tmp_path) as log:
         assert log.next_seq == 1
