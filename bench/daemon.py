@@ -424,26 +424,27 @@ async def _ceiling(cluster: DevCluster, args: argparse.Namespace, runs: int = 3)
 
 
 async def _wait_ready(port: int, process: subprocess.Popen[bytes], within: float) -> float:
-    started = time.perf_counter()
-    while time.perf_counter() - started < within:
-        if process.poll() is not None:
-            raise RuntimeError(f"the daemon exited with {process.returncode}")
-        if await asyncio.to_thread(_ready, port):
-            return time.perf_counter() - started
-        await asyncio.sleep(0.1)
-    raise TimeoutError(f"the daemon was not ready after {within}s")
+    """Seconds until the daemon answers /readyz."""
+    return await _wait_for(_ready, port, process, within, f"the daemon was not ready after {within}s")
 
 
 async def _wait_leading(port: int, process: subprocess.Popen[bytes], within: float) -> float:
     """Seconds until the daemon holds the Lease (`toposched_leader` 1 on its /metrics)."""
+    return await _wait_for(_leading, port, process, within, f"the daemon did not take the Lease within {within}s")
+
+
+async def _wait_for(probe: Callable[[int], bool], port: int, process: subprocess.Popen[bytes], within: float,
+                    timed_out: str) -> float:
+    """Seconds until `probe(port)` (asked every 0.1 s, off the loop) is true; raises if the daemon exits first
+    or `within` seconds pass."""
     started = time.perf_counter()
     while time.perf_counter() - started < within:
         if process.poll() is not None:
             raise RuntimeError(f"the daemon exited with {process.returncode}")
-        if await asyncio.to_thread(_leading, port):
+        if await asyncio.to_thread(probe, port):
             return time.perf_counter() - started
         await asyncio.sleep(0.1)
-    raise TimeoutError(f"the daemon did not take the Lease within {within}s")
+    raise TimeoutError(timed_out)
 
 
 def _leading(port: int) -> bool:
