@@ -173,8 +173,12 @@ class _GatedWrite:
         self.scope = anyio.CancelScope()
 
     def __enter__(self) -> None:
-        self.scope.__enter__()
-        self.gate._enter(self.scope)
+        self.gate._enter(self.scope)  # (raises outside a running event loop, before the scope is entered)
+        try:
+            self.scope.__enter__()
+        except BaseException:
+            self.gate._writes.discard(self.scope)
+            raise
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> bool:
