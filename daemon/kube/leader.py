@@ -146,6 +146,9 @@ class WriteGate:
             self._arm(loop)
         self._writes.add(scope)
 
+    def _leave(self, scope: anyio.CancelScope) -> None:
+        self._writes.discard(scope)
+
     def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
         # The gate's clock may be a test's fake one; the timer runs on the event loop's clock.
         self._expiry_loop = loop
@@ -177,13 +180,13 @@ class _GatedWrite:
         try:
             self.scope.__enter__()
         except BaseException:
-            self.gate._writes.discard(self.scope)
+            self.gate._leave(self.scope)
             raise
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> bool:
         scope = self.scope
-        self.gate._writes.discard(scope)
+        self.gate._leave(scope)
         suppressed = scope.__exit__(kind, error, traceback)
         if scope.cancelled_caught:
             raise NotLeader("the lease ran out while the write was in flight: cancelled (it may or may not have "

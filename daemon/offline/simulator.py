@@ -317,10 +317,10 @@ class InMemoryCluster:
         return BindOutcome(status=BOUND, node=node)
 
     def hold_scheduled_events(self) -> None:
-        pass  # the virtual world writes no Events
+        """Nothing to hold: the virtual world writes no Events (`ClusterAPI.hold_scheduled_events`)."""
 
     def release_scheduled_events(self) -> None:
-        pass
+        """Nothing was held (`hold_scheduled_events`)."""
 
     async def evict(self, pod: str, uid: str, *, preemptor: str, message: str,
                     grace_seconds: int | None) -> ApiOutcome:

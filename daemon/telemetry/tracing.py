@@ -670,17 +670,18 @@ class SchedulingObserver:
     # ------------------------------------------------------------------ the story's lines
 
     @staticmethod
-    def _says(about: _Attempt, step: str, level: int = logging.INFO) -> bool:
+    def _level(about: _Attempt, step: str, level: int) -> int:
+        """The level `_say` writes a line at: a lone pod's detail lines are debug."""
+        return logging.DEBUG if about.lone and step in _LONE_DETAIL and level == logging.INFO else level
+
+    def _says(self, about: _Attempt, step: str, level: int = logging.INFO) -> bool:
         """Whether `_say` would write this line now (so its fields are only built when it will)."""
-        if about.lone and step in _LONE_DETAIL and level == logging.INFO:
-            level = logging.DEBUG
-        return log_enabled(level)
+        return log_enabled(self._level(about, step, level))
 
     def _say(self, about: _Attempt, step: str, fields: dict[str, object] | None = None, *,
              level: int = logging.INFO) -> None:
         """One line (with the attempt's number) per gang of the unit, each with its group; one for a lone pod."""
-        if about.lone and step in _LONE_DETAIL and level == logging.INFO:
-            level = logging.DEBUG
+        level = self._level(about, step, level)
         if not log_enabled(level):
             return
         logger = log.bind()  # resolved once (the proxy resolves the configuration on every use)
