@@ -998,7 +998,7 @@ class EventLog:
             self.sync()
         self._snapshots.write(seq, payload)
 
-    def latest_snapshot(self, *, at_most: int | None = None) -> tuple[int, bytes] | None:
+    def latest_snapshot(self, *, at_most: int | None = None) -> tuple[int, memoryview] | None:
         """(seq, payload) of the newest valid snapshot the log can go on from, not past `at_most`; None if none.
 
         Usable means: not ahead of the log, and not older than its first record (a snapshot whose tail
@@ -1011,7 +1011,7 @@ class EventLog:
         limit = self.last_seq if at_most is None else min(at_most, self.last_seq)
         return self._snapshots.latest(at_least=self.first_seq - 1, at_most=limit)
 
-    def base_snapshot(self, *, at_most: int | None = None) -> tuple[int, bytes] | None:
+    def base_snapshot(self, *, at_most: int | None = None) -> tuple[int, memoryview] | None:
         """Where a fold of the whole log starts: None for an unpruned log (fold from seq 1), else the
         oldest valid snapshot at or after the pruned prefix (not past `at_most`).
 

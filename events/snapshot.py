@@ -23,6 +23,7 @@ line and skipped in favour of the next older one.
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import re
 import struct
@@ -52,21 +53,37 @@ def encode_snapshot(seq: int, payload: bytes) -> bytes:
     return _HEADER.pack(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, 0, seq, len(payload), crc) + payload
 
 
-def decode_snapshot(data: bytes) -> tuple[int, bytes] | str:
-    """`(seq, payload)` for a valid snapshot file, else a short reason why it is not valid."""
-    if len(data) < _HEADER.size:
-        return f"file is {len(data)} bytes, shorter than the {_HEADER.size}-byte header"
-    magic, version, _reserved, seq, length, crc = _HEADER.unpack_from(data, 0)
+def decode_snapshot(data: bytes | memoryview) -> tuple[int, memoryview] | str:
+    """`(seq, payload)` for a valid snapshot file, else a short reason why it is not valid. The payload is a
+    view into `data`, not a copy (a snapshot is tens of MB)."""
+    view = memoryview(data)
+    if len(view) < _HEADER.size:
+        return f"file is {len(view)} bytes, shorter than the {_HEADER.size}-byte header"
+    magic, version, _reserved, seq, length, crc = _HEADER.unpack_from(view, 0)
     if magic != SNAPSHOT_MAGIC:
         return "bad magic"
     if version != SNAPSHOT_VERSION:
         return f"unsupported version {version}"
-    if len(data) != _HEADER.size + length:
-        return f"payload length {length} does not match file size {len(data)}"
-    payload = data[_HEADER.size :]
-    if zlib.crc32(payload, zlib.crc32(data[8:28])) != crc:
+    if len(view) != _HEADER.size + length:
+        return f"payload length {length} does not match file size {len(view)}"
+    payload = view[_HEADER.size :]
+    if zlib.crc32(payload, zlib.crc32(view[8:28])) != crc:
         return "checksum mismatch"
     return seq, payload
+
+
+def _contents(path: Path) -> memoryview:
+    """The file's bytes, mapped read-only rather than read into a fresh buffer (a restart touches every page
+    once; copying them first costs as much as checking them). Read whole where it cannot be mapped (an empty
+    file, a file system without mmap). The map lives as long as the view or a slice of it does: snapshot
+    files are replaced by rename and removed by unlink, never rewritten in place, so a map stays valid."""
+    with open(path, "rb") as handle:
+        try:
+            if os.fstat(handle.fileno()).st_size:
+                return memoryview(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
+        except (OSError, ValueError):
+            pass
+        return memoryview(handle.read())
 
 
 def fsync_directory(directory: Path) -> None:
@@ -124,11 +141,11 @@ class SnapshotStore:
                 stale.unlink()
         return final
 
-    def latest(self, *, at_least: int = 0, at_most: int | None = None) -> tuple[int, bytes] | None:
+    def latest(self, *, at_least: int = 0, at_most: int | None = None) -> tuple[int, memoryview] | None:
         """The newest valid snapshot with `at_least` <= seq <= `at_most`; corrupt ones are logged and skipped."""
         return self._first_valid(reversed(self._between(at_least, at_most)))
 
-    def oldest(self, *, at_least: int = 0, at_most: int | None = None) -> tuple[int, bytes] | None:
+    def oldest(self, *, at_least: int = 0, at_most: int | None = None) -> tuple[int, memoryview] | None:
         """The oldest valid snapshot with `at_least` <= seq <= `at_most`; corrupt ones are logged and skipped."""
         return self._first_valid(iter(self._between(at_least, at_most)))
 
@@ -146,11 +163,11 @@ class SnapshotStore:
     def _between(self, at_least: int, at_most: int | None) -> list[int]:
         return [seq for seq in self.sequence_numbers() if seq >= at_least and (at_most is None or seq <= at_most)]
 
-    def _first_valid(self, candidates: Iterator[int]) -> tuple[int, bytes] | None:
+    def _first_valid(self, candidates: Iterator[int]) -> tuple[int, memoryview] | None:
         for seq in candidates:
             path = self.directory / snapshot_name(seq)
             try:
-                data = path.read_bytes()
+                data = _contents(path)
             except FileNotFoundError:
                 continue
             decoded = decode_snapshot(data)

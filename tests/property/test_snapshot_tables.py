@@ -138,6 +138,21 @@ def test_a_snapshot_of_an_unknown_version_is_refused_by_name() -> None:
         ClusterState.restore(payload)
 
 
+def test_a_snapshot_is_read_by_its_version_wherever_its_map_holds_it() -> None:
+    state = ClusterState()
+    state.apply(node_event(node("n0")))
+    state.apply(pod_event(bound(pod("p0", gang="g"), "n0")))
+    for payload in (state.snapshot(), as_v1(state.snapshot())):
+        fields = msgspec.msgpack.decode(payload)
+        version = fields.pop("version")
+        moved = msgspec.msgpack.encode({**fields, "version": version})  # not the first entry, as written here
+        assert ClusterState.restore(moved).canonical() == state.canonical()
+    for unknown in ({"scheduler_name": "toposched", "version": 99}, {"version": 300, "scheduler_name": "toposched"},
+                    {"version": -1}):
+        with pytest.raises(ValueError, match=f"snapshot version {unknown['version']} "):
+            ClusterState.restore(msgspec.msgpack.encode(unknown))
+
+
 def test_a_pod_table_row_pointing_past_its_tables_is_refused_as_a_bad_snapshot() -> None:
     state = ClusterState()
     state.apply(pod_event(pod("p0")))

@@ -97,3 +97,25 @@ def test_latest_snapshot_can_be_limited_to_a_seq(tmp_path: Path) -> None:
         log.write_snapshot(8, b"at 8")
         assert log.latest_snapshot(at_most=7) == (4, b"at 4")
         assert log.latest_snapshot(at_most=3) is None
+
+
+def test_a_snapshot_read_stays_whole_after_its_file_is_pruned(tmp_path: Path) -> None:
+    # The payload is the file mapped, not a copy: it must outlive the file's removal by a newer snapshot.
+    payload = bytes(range(256)) * 64
+    with open_with(tmp_path, 10, kept=1) as log:
+        log.write_snapshot(3, payload)
+        found = log.latest_snapshot()
+        log.write_snapshot(6, b"newer")
+        assert not (tmp_path / snapshot_name(3)).exists()
+        assert found == (3, payload)
+        assert log.latest_snapshot() == (6, b"newer")
+
+
+def test_an_empty_snapshot_file_is_reported_and_an_older_one_used(tmp_path: Path) -> None:
+    with open_with(tmp_path, 10, kept=3) as log:
+        log.write_snapshot(5, b"older")
+    (tmp_path / snapshot_name(9)).write_bytes(b"")
+    with capture_logs() as logs, EventLog.open_readonly(tmp_path) as reader:
+        assert reader.latest_snapshot() == (5, b"older")
+    assert [entry["problem"] for entry in logs if entry["event"] == "eventlog.snapshot_corrupt"] == [
+        "file is 0 bytes, shorter than the 32-byte header"]
