@@ -10,6 +10,7 @@ from structlog.testing import capture_logs
 from events.log import EventLog, EventLogError
 from events.model import PodBound
 from events.snapshot import SnapshotStore, decode_snapshot, encode_snapshot, snapshot_name
+from tests.unit.events.stored import as_read
 
 
 def bound(i: int) -> PodBound:
@@ -26,10 +27,10 @@ def test_a_written_snapshot_is_the_latest_and_survives_reopening(tmp_path: Path)
     with open_with(tmp_path, 10) as log:
         assert log.latest_snapshot() is None
         log.write_snapshot(7, b"state at 7")
-        assert log.latest_snapshot() == (7, b"state at 7")
+        assert as_read(log.latest_snapshot()) == (7, b"state at 7")
         assert log.durable_seq >= 7
     with EventLog.open_readonly(tmp_path) as reader:
-        assert reader.latest_snapshot() == (7, b"state at 7")
+        assert as_read(reader.latest_snapshot()) == (7, b"state at 7")
     assert not list(tmp_path.glob("*.tmp"))
 
 
@@ -49,7 +50,7 @@ def test_a_corrupt_snapshot_is_reported_and_an_older_one_used(tmp_path: Path) ->
     data[-1] ^= 0xFF
     newest.write_bytes(bytes(data))
     with capture_logs() as logs, EventLog.open_readonly(tmp_path) as reader:
-        assert reader.latest_snapshot() == (5, b"older")
+        assert as_read(reader.latest_snapshot()) == (5, b"older")
     corrupt = [entry for entry in logs if entry["event"] == "eventlog.snapshot_corrupt"]
     assert len(corrupt) == 1 and corrupt[0]["snapshot"] == str(newest)
     assert corrupt[0]["problem"] == "checksum mismatch"
@@ -69,7 +70,7 @@ def test_a_snapshot_ahead_of_the_log_is_ignored(tmp_path: Path) -> None:
     # a snapshot covering records the log does not have cannot be trusted to fold the tail onto
     SnapshotStore(tmp_path).write(50, b"from elsewhere")
     with capture_logs() as logs, EventLog.open_readonly(tmp_path) as reader:
-        assert reader.latest_snapshot() == (3, b"at 3")
+        assert as_read(reader.latest_snapshot()) == (3, b"at 3")
     assert any(entry["event"] == "eventlog.snapshot_ahead_of_log" for entry in logs)
 
 
@@ -83,7 +84,7 @@ def test_a_snapshot_must_cover_records_the_log_has(tmp_path: Path) -> None:
 
 def test_snapshot_encoding_round_trips_and_rejects_damage() -> None:
     data = encode_snapshot(42, b"payload")
-    assert decode_snapshot(data) == (42, b"payload")
+    assert as_read(decode_snapshot(data)) == (42, b"payload")
     assert decode_snapshot(data[:-1]) == "payload length 7 does not match file size 38"
     for position in range(len(data)):
         damaged = bytearray(data)
@@ -95,7 +96,7 @@ def test_latest_snapshot_can_be_limited_to_a_seq(tmp_path: Path) -> None:
     with open_with(tmp_path, 10, kept=3) as log:
         log.write_snapshot(4, b"at 4")
         log.write_snapshot(8, b"at 8")
-        assert log.latest_snapshot(at_most=7) == (4, b"at 4")
+        assert as_read(log.latest_snapshot(at_most=7)) == (4, b"at 4")
         assert log.latest_snapshot(at_most=3) is None
 
 
@@ -107,8 +108,8 @@ def test_a_snapshot_read_stays_whole_after_its_file_is_pruned(tmp_path: Path) ->
         found = log.latest_snapshot()
         log.write_snapshot(6, b"newer")
         assert not (tmp_path / snapshot_name(3)).exists()
-        assert found == (3, payload)
-        assert log.latest_snapshot() == (6, b"newer")
+        assert as_read(found) == (3, payload)
+        assert as_read(log.latest_snapshot()) == (6, b"newer")
 
 
 def test_an_empty_snapshot_file_is_reported_and_an_older_one_used(tmp_path: Path) -> None:
@@ -116,6 +117,6 @@ def test_an_empty_snapshot_file_is_reported_and_an_older_one_used(tmp_path: Path
         log.write_snapshot(5, b"older")
     (tmp_path / snapshot_name(9)).write_bytes(b"")
     with capture_logs() as logs, EventLog.open_readonly(tmp_path) as reader:
-        assert reader.latest_snapshot() == (5, b"older")
+        assert as_read(reader.latest_snapshot()) == (5, b"older")
     assert [entry["problem"] for entry in logs if entry["event"] == "eventlog.snapshot_corrupt"] == [
         "file is 0 bytes, shorter than the 32-byte header"]
