@@ -923,5 +923,10 @@ _HANDLERS: dict[type, _Handler | None] = exhaustive("the quota fold", {
 })
 
 # Event types `QuotaBook.observe` does nothing with while the book is not active: the fold skips the call.
+# Among them the upserts of the PodGroups that outrank a Volcano one (state.cluster.GANG_SOURCES): after
+# one, a Volcano PodGroup of the same key does not define its gang, so its queue is not referenced, and an
+# idle book stays idle. (Their deletions can hand the gang to a Volcano PodGroup: those are observed.)
+OUTRANK_VOLCANO_UPSERTS: frozenset[type] = frozenset((PodGroupUpserted, SchedulerPluginsPodGroupUpserted))
 IDLE_UNLESS_ACTIVE: frozenset[type] = frozenset(
-    kind for kind, handler in _HANDLERS.items() if handler is None or handler is QuotaBook._pod_event)
+    kind for kind, handler in _HANDLERS.items() if handler is None or handler is QuotaBook._pod_event
+) | OUTRANK_VOLCANO_UPSERTS

@@ -13,6 +13,7 @@ from events.builders import (
     gpus,
     pod,
     pod_event,
+    pod_group,
     queue,
     volcano_pod_group,
 )
@@ -23,13 +24,16 @@ from events.model import (
     Event,
     PodAssumed,
     PodDeleted,
+    PodGroupDeleted,
+    PodGroupUpserted,
     PodNominated,
     QueueUpserted,
+    SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupUpserted,
 )
 from events.objects import QUOTA_NAME_LABEL, QUOTA_PREEMPTIBLE_LABEL, QUOTA_SHARED_WEIGHT_ANNOTATION
-from state.cluster import ClusterState
-from state.quota import KOORDINATOR, Quota, _water_fill
+from state.cluster import GANG_SOURCES, SIGS_SOURCE, VOLCANO_SOURCE, X_K8S_SOURCE, ClusterState
+from state.quota import KOORDINATOR, OUTRANK_VOLCANO_UPSERTS, Quota, _water_fill
 
 GPU = "nvidia.com/gpu"
 G = 1000  # one GPU in milli-units
@@ -93,6 +97,28 @@ def test_a_pod_naming_a_missing_quota_waits_with_a_reason_and_a_problem_on_the_p
     state.apply(eq(elastic_quota("team-aa", minimum=gpus(8), maximum=gpus(32))))
     assert state.quotas.refusal_of("default/typo") == ""
     assert state.problems_of("Pod", "default/typo") == []
+
+
+def test_a_volcano_podgroups_queue_counts_only_while_the_podgroup_defines_its_gang() -> None:
+    # The fold does not show an idle book the upserts of PodGroups that outrank a Volcano one: they
+    # must outrank it, or such an upsert could hand the gang (and its queue) to the Volcano PodGroup.
+    order = [name for name, _ in GANG_SOURCES]
+    assert order.index(SIGS_SOURCE) < order.index(VOLCANO_SOURCE)
+    assert order.index(X_K8S_SOURCE) < order.index(VOLCANO_SOURCE)
+    assert {PodGroupUpserted, SchedulerPluginsPodGroupUpserted} == OUTRANK_VOLCANO_UPSERTS
+    state = fold(
+        PodGroupUpserted(pod_group=pod_group("train", min_member=1)),
+        VolcanoPodGroupUpserted(pod_group=volcano_pod_group("train", queue="research")),
+        pod_event(pod("train-0", annotations={"scheduling.k8s.io/group-name": "train"})),
+        PodGroupUpserted(pod_group=pod_group("train", min_member=2)),
+    )
+    assert not state.quotas.active and state.quotas.refusal_of("default/train-0") == ""
+    state.apply(PodGroupDeleted(key="default/train"))  # the Volcano PodGroup defines the gang now
+    assert state.quotas.active
+    assert "queue research not found" in state.quotas.refusal_of("default/train-0")
+    state.apply(PodGroupUpserted(pod_group=pod_group("train", min_member=1)))
+    assert not state.quotas.active and state.quotas.refusal_of("default/train-0") == ""
+    assert ClusterState.restore(state.snapshot()).canonical() == state.canonical()
 
 
 def test_a_podgroup_naming_a_missing_queue_is_a_problem_on_its_spec_queue() -> None:
