@@ -42,11 +42,14 @@ BENCH_TARGETS := $(VENV)/bench-targets.txt
 
 # Every benchmark, then each figure against its target in one table (bench/targets.py). BEFORE=DIR:
 # a checkout of the code before (1ccf0dd), run alternately with the large simulate trace.
+# RESTART_BEFORE=DIR: a checkout of c06b3d1, whose restart runs alternately with this code's.
 bench: $(STAMP)
 	rm -f $(BENCH_TARGETS)
 	for b in $(BENCHES); do echo "== python -m bench.$$b"; \
 		TOPOSCHED_BENCH_TARGETS=$(BENCH_TARGETS) $(BIN)/python -m bench.$$b \
-			$$(if [ "$$b" = simulate ] && [ -n "$(BEFORE)" ]; then echo --before "$(BEFORE)"; fi) || exit 1; done
+			$$(if [ "$$b" = simulate ] && [ -n "$(BEFORE)" ]; then echo --before "$(BEFORE)"; fi) \
+			$$(if [ "$$b" = eventlog ] && [ -n "$(RESTART_BEFORE)" ]; then echo --before "$(RESTART_BEFORE)"; fi) \
+			|| exit 1; done
 	@echo "== every figure against its target (python -m bench.targets)"
 	$(BIN)/python -m bench.targets $(BENCH_TARGETS)
 
