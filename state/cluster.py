@@ -695,6 +695,23 @@ class ClusterState:
         self._shapes.clear()
         self._unlabelled.clear()
 
+    def holds_unchanged(self, event: Event) -> bool:
+        """Whether folding `event`, an upsert of an object, would change nothing: the state holds an equal
+        version (the same resourceVersion, and everything this code decodes of it), and nothing about the
+        object is marked broken (a later version that failed to decode or to fold). A relist lists every
+        object again, and after a restart nearly all of them are held as they are: those need not be
+        logged and folded again. False for any other event, and for an object the state does not hold."""
+        kind = type(event)
+        held = _HELD_OBJECTS.get(kind)
+        if held is None:
+            return False
+        subject = _UPDATE_SUBJECTS[kind](event)
+        if subject in self.fold_failures or subject in self.undecodable:
+            return False
+        holder, upserted = held
+        current = holder(self, subject[1])
+        return current is not None and current == upserted(event)
+
     def apply_all(self, events: Iterable[Event]) -> None:
         for event in events:
             self.apply(event)
@@ -1774,6 +1791,35 @@ _UPDATE_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = {
     CapacityElasticQuotaDeleted: lambda e: ("CapacityElasticQuota", e.key),
     QueueUpserted: lambda e: ("Queue", e.queue.metadata.name),
     QueueDeleted: lambda e: ("Queue", e.name),
+}
+
+
+def _held_pod(state: ClusterState, key: str) -> Pod | None:
+    pod = state.pods.get(key)
+    return pod.obj if pod is not None and not pod.removed and not pod.broken else None
+
+
+def _held_node(state: ClusterState, name: str) -> Node | None:
+    node = state.nodes.get(name)
+    return node.obj if node is not None else None
+
+
+# Per kind of upsert: the version of its object the state holds (by the key `_UPDATE_SUBJECTS` gives), and
+# the object the upsert carries (`ClusterState.holds_unchanged`).
+_HELD_OBJECTS: dict[type, tuple[Callable[[ClusterState, str], object], Callable[[Any], object]]] = {
+    NodeUpserted: (_held_node, lambda e: e.node),
+    PodUpserted: (_held_pod, lambda e: e.pod),
+    PodGroupUpserted: (lambda s, k: s.pod_groups.get(k), lambda e: e.pod_group),
+    VolcanoPodGroupUpserted: (lambda s, k: s.volcano_pod_groups.get(k), lambda e: e.pod_group),
+    SchedulerPluginsPodGroupUpserted: (lambda s, k: s.scheduler_plugins_pod_groups.get(k), lambda e: e.pod_group),
+    KubePodGroupUpserted: (lambda s, k: s.kube_pod_groups.get(k), lambda e: e.pod_group),
+    WorkloadUpserted: (lambda s, k: s.workloads.get(k), lambda e: e.workload),
+    NetworkTopologyUpserted: (lambda s, k: s.network_topologies.get(k), lambda e: e.topology),
+    HyperNodeUpserted: (lambda s, k: s.hyper_nodes.get(k), lambda e: e.hyper_node),
+    PriorityClassUpserted: (lambda s, k: s.priority_classes.get(k), lambda e: e.priority_class),
+    ElasticQuotaUpserted: (lambda s, k: s.quotas.elastic_quotas.get(k), lambda e: e.quota),
+    CapacityElasticQuotaUpserted: (lambda s, k: s.quotas.capacity_quotas.get(k), lambda e: e.quota),
+    QueueUpserted: (lambda s, k: s.quotas.queues.get(k), lambda e: e.queue),
 }
 
 

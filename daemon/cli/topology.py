@@ -83,6 +83,11 @@ class _Fold:
     async def record_many(self, events: Sequence[Event]) -> None:
         self.state.apply_all(events)
 
+    async def record_listed(self, events: Sequence[Event]) -> int:
+        changed = [event for event in events if not self.state.holds_unchanged(event)]
+        self.state.apply_all(changed)
+        return len(events) - len(changed)
+
 
 LIVE_KINDS = ("Node", "ClusterNetworkTopology", "HyperNode", "Pod")  # nodes first: pods count on them
 TREE_KINDS = LIVE_KINDS[:3]  # what the tree is built from (generate needs no pods: it writes no free capacity)

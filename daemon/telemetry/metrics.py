@@ -35,6 +35,7 @@ process never collide). The ops dashboard is built from this list:
 | `toposched_topology_build_duration_seconds` | histogram | - | a topology tree rebuild (see tracing) |
 | `toposched_watch_events_total` | counter | kind, type | watch events received |
 | `toposched_watch_relists_total` | counter | kind | full relists (first sync, 410 Gone, long outage) |
+| `toposched_watch_relist_unchanged_total` | counter | kind | listed objects held unchanged: not logged again |
 | `toposched_event_loop_lag_seconds` | histogram | - | how late a 50 ms timer fires: how long the event loop was held |
 | `toposched_leader` | gauge | - | 1 while this replica holds the lease |
 | `toposched_cache_synced` | gauge | - | 1 once every kind's first list is folded |
@@ -134,6 +135,7 @@ METRIC_NAMES = (
     "toposched_topology_build_duration_seconds",
     "toposched_watch_events_total",
     "toposched_watch_relists_total",
+    "toposched_watch_relist_unchanged_total",
     "toposched_event_loop_lag_seconds",
     "toposched_leader",
     "toposched_cache_synced",
@@ -229,6 +231,9 @@ class Metrics:
         self.watch_events = LoopCounter("toposched_watch_events", "Watch events received.", ["kind", "type"],
                                         registry=r)
         self.watch_relists = Counter("toposched_watch_relists", "Full relists.", ["kind"], registry=r)
+        self.watch_relist_unchanged = Counter(
+            "toposched_watch_relist_unchanged", "Objects a relist found held unchanged, so not logged or folded again.",
+            ["kind"], registry=r)
         self.loop_lag = Histogram(
             "toposched_event_loop_lag_seconds", "How late a 50 ms timer fires: how long the event loop was held.",
             buckets=_LAG_BUCKETS, registry=r,

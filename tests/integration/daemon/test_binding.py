@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from devcluster.cluster import DevCluster
+from events.log import EventLog
+from events.model import NodeUpserted, PodDeleted, PodUpserted, decode_event
+from state.cluster import ClusterState
 from tests.integration.daemon.harness import (
     bindings_in_logs,
     bound_count,
@@ -149,3 +152,48 @@ async def test_a_gang_whose_binds_partly_fail_is_completed_later_without_binding
             assert scheduler is not None and scheduler.stats.bind_failures >= 1
         counts = bindings_in_logs([tmp_path / "log-0"])
         assert sorted(counts[f"default/{name}"] for name in pod_names(job)) == [1, 1, 1, 1]
+
+
+async def test_a_restart_records_again_only_what_changed_while_the_daemon_was_down(tmp_path: Path) -> None:
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(8))
+        first = gang("first", 4)
+        cluster.load_objects(first)
+        first_keys = [f"default/{name}" for name in pod_names(first)]
+
+        def version(plural: str, name: str) -> str:
+            return str((cluster.store.find(plural, name, "default") or {}).get("metadata", {}).get("resourceVersion"))
+
+        def caught_up(state: ClusterState | None) -> bool:
+            """The daemon holds the gang's pods (bound, Running) and its PodGroup (its status written) as the
+            API shows them now."""
+            group = state.pod_groups.get("default/first") if state is not None else None
+            return (state is not None and group is not None and group.metadata.resource_version == version(
+                "podgroups.scheduling.sigs.k8s.io", "first") and all(
+                key in state.pods and state.pods[key].obj.status.phase == "Running"
+                and state.pods[key].obj.metadata.resource_version == version("pods", key.split("/")[1])
+                for key in first_keys))
+
+        async with daemons(cluster, tmp_path) as (running,):
+            await wait_until(lambda: caught_up(running.daemon.state), what="the daemon caught up with the first gang")
+        with EventLog.open_readonly(tmp_path / "log-0") as log:
+            stopped_at = log.last_seq
+        # While the daemon is down, one pod goes and another gang comes.
+        cluster.store.delete("pods", "first-3", "default", grace_period_seconds=0)
+        second = gang("second", 2)
+        cluster.load_objects(second)
+        async with daemons(cluster, tmp_path) as (running,):
+            await wait_until(lambda: bound_count(cluster, pod_names(second)) == 2, what="second gang bound")
+            watchers = running.daemon.watchers
+            assert watchers is not None
+            held = {watcher.info.name: watcher.unchanged_listed for watcher in watchers.watchers}
+            assert held["Node"] == 8 and held["Pod"] == 3 and held["PodGroup"] == 1  # as they were: left out
+            state = running.daemon.state
+            assert state is not None
+            assert "default/first-3" not in state.pods and all(key in state.pods for key in first_keys[:3])
+        with EventLog.open_readonly(tmp_path / "log-0") as log:
+            after = [decode_event(payload) for _, payload in log.read_raw(stopped_at + 1)]
+        upserted = {event.pod.metadata.name for event in after if isinstance(event, PodUpserted)}
+        assert upserted >= set(pod_names(second)) and not upserted & set(pod_names(first)[:3])
+        assert not any(isinstance(event, NodeUpserted) for event in after)
+        assert any(isinstance(event, PodDeleted) and event.key == "default/first-3" for event in after)
