@@ -1796,7 +1796,18 @@ _UPDATE_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = {
 
 def _held_pod(state: ClusterState, key: str) -> Pod | None:
     pod = state.pods.get(key)
-    return pod.obj if pod is not None and not pod.removed and not pod.broken else None
+    if pod is None or pod.removed or pod.broken:
+        return None
+    obj = pod.obj
+    # What `_upsert_pod` does with an unchanged object besides holding it: a bound pod drops the node we
+    # assumed or bound it to, and the API's nominatedNodeName replaces a nomination of ours made since.
+    # Folding such a pod again would change it: it is not held unchanged.
+    if obj.spec.node_name and (pod.bound_at is None or pod.assumed_node or pod.bound_node):
+        return None
+    nominated = obj.status.nominated_node_name
+    if nominated and nominated != pod.nominated_node and not pod.node_name:
+        return None
+    return obj
 
 
 def _held_node(state: ClusterState, name: str) -> Node | None:

@@ -40,8 +40,8 @@ import structlog
 from daemon.config import TimeoutConfig
 from daemon.kube.client import KubeApiError, KubeClient, backoff_delay, decode_status
 from daemon.telemetry.metrics import Metrics
-from events.ingest import KINDS, KindInfo, delete_event, upsert_event
-from events.model import Event
+from events.ingest import KINDS, KindInfo, decode_object, delete_event
+from events.model import Event, ObjectUndecodable
 from events.objects import ObjectMeta
 from state.cluster import ClusterState
 
@@ -94,6 +94,8 @@ class _Identity(msgspec.Struct, frozen=True):
     metadata: _IdentityMeta = _IdentityMeta()
 
 
+# Who an object is when not even its metadata decodes (its ObjectUndecodable names it as best it can).
+_UNNAMED = _IdentityMeta(name="<unnamed>")
 _list_decoder = msgspec.json.Decoder(_List)
 _event_decoder = msgspec.json.Decoder(_WatchEvent)
 _identity_decoder = msgspec.json.Decoder(_Identity)
@@ -211,10 +213,9 @@ class KindWatcher:
             # upsert recorded before a 410 restarts the list is still true (and recorded again).
             upserts: list[Event] = []
             for raw in page.items:
-                body = bytes(raw)
-                key, uid = _identity(body)
-                seen[key] = uid
-                upserts.append(upsert_event(self.info, body))
+                upsert, meta = self._upsert_of(bytes(raw))
+                seen[_key(meta)] = meta.uid
+                upserts.append(upsert)
             unchanged += await self.recorder.record_listed(upserts)
             del upserts
             continue_token = page.metadata.continue_
@@ -288,19 +289,33 @@ class KindWatcher:
             if status.code == 410:
                 raise Gone(status.message)
             raise KubeApiError("WATCH", collection_path(self.info), status.code, status.message)
-        meta = _identity_decoder.decode(raw).metadata if raw else _IdentityMeta()
+        upsert: Event | None = None
+        if event.type in ("ADDED", "MODIFIED"):
+            upsert, meta = self._upsert_of(raw)
+        else:
+            meta = _identity_decoder.decode(raw).metadata if raw else _IdentityMeta()
         if meta.resource_version:
             self.resource_version = meta.resource_version
         if event.type == "BOOKMARK":
             return None
-        key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+        key = _key(meta)
         if event.type == "DELETED":
             self.known.pop(key, None)
             return delete_event(self.info, ObjectMeta(name=meta.name, namespace=meta.namespace, uid=meta.uid))
-        if event.type in ("ADDED", "MODIFIED"):
+        if upsert is not None and meta is not _UNNAMED:
             self.known[key] = meta.uid
-            return upsert_event(self.info, raw)
-        return None
+        return upsert
+
+    def _upsert_of(self, raw: bytes) -> tuple[Event, ObjectMeta | _IdentityMeta]:
+        """The upsert of an object and its identity: read from the decoded object, so the JSON is walked once
+        (a pod's is kilobytes), or, when it does not decode, by the identity decoder alone."""
+        decoded = decode_object(self.info, raw)
+        if isinstance(decoded, ObjectUndecodable):
+            try:
+                return decoded, _identity_decoder.decode(raw).metadata
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return decoded, _UNNAMED
+        return self.info.upsert(decoded), decoded.metadata
 
     # ------------------------------------------------------------------ the loop
 
@@ -384,13 +399,8 @@ class KindWatcher:
                 await anyio.sleep(delay)
 
 
-def _identity(raw: bytes) -> tuple[str, str]:
-    try:
-        meta = _identity_decoder.decode(raw).metadata
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return "<unnamed>", ""
-    key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
-    return key, meta.uid
+def _key(meta: ObjectMeta | _IdentityMeta) -> str:
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
 
 
 class Watchers:

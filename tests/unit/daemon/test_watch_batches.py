@@ -19,7 +19,7 @@ from daemon.telemetry.metrics import MeteredEventLog, Metrics
 from events.builders import pod
 from events.ingest import KIND_BY_NAME
 from events.log import EventLog
-from events.model import Event, PodDeleted, PodUpserted
+from events.model import Event, ObjectUndecodable, PodDeleted, PodUpserted
 from state.cluster import ClusterState
 
 
@@ -108,3 +108,26 @@ async def test_a_pod_over_the_record_cap_in_a_chunk_is_logged_as_its_core_and_th
     assert isinstance(core, PodUpserted) and core.pod.metadata.name == "huge" and not core.pod.metadata.labels
     assert sorted(state.pending) == ["default/a", "default/b"]  # what is not read whole is never placed
     assert "over the 65536-byte record cap" in str(state.problems_of("Pod", "default/huge")[0])
+
+
+async def test_an_object_whose_metadata_does_not_decode_is_recorded_as_undecodable_and_the_watch_goes_on() -> None:
+    state = ClusterState()
+    journal = Journal(state, VirtualClock())
+    heard: list[Event] = []
+    journal.subscribe(heard.append)
+    nameless = pod_json("x", "12")
+    nameless["metadata"]["name"] = 5  # no API server stores this; the watch must not stall on it either
+    broken_spec = pod_json("y", "13")
+    broken_spec["spec"]["containers"] = "not a list"
+    chunk = (line("ADDED", pod_json("a", "11")) + line("MODIFIED", nameless) + line("ADDED", broken_spec)
+             + line("ADDED", pod_json("b", "14")))
+    kind = watcher([chunk], journal)
+    await kind.watch_once()
+    assert [type(e).__name__ for e in heard] == ["PodUpserted", "ObjectUndecodable", "ObjectUndecodable",
+                                                 "PodUpserted"]
+    undecodable = [e for e in heard if isinstance(e, ObjectUndecodable)]
+    assert undecodable[0].key == "<unnamed>" and undecodable[1].key == "default/y"
+    assert "spec.containers" in undecodable[1].problem
+    # the one whose identity decodes is known (a relist that misses it records its deletion); the other is not
+    assert kind.known == {"default/a": "uid-default-a", "default/y": "uid-default-y", "default/b": "uid-default-b"}
+    assert kind.resource_version == "14"
