@@ -293,7 +293,11 @@ class KindWatcher:
         if event.type in ("ADDED", "MODIFIED"):
             upsert, meta = self._upsert_of(raw)
         else:
-            meta = _identity_decoder.decode(raw).metadata if raw else _IdentityMeta()
+            try:
+                meta = _identity_decoder.decode(raw).metadata if raw else _IdentityMeta()
+            except (msgspec.DecodeError, msgspec.ValidationError) as error:  # no API server sends it; go on
+                log.warning("watch.bad_line", kind=self.info.name, error=str(error), line=line[:200])
+                return None
         if meta.resource_version:
             self.resource_version = meta.resource_version
         if event.type == "BOOKMARK":
