@@ -70,6 +70,15 @@ class _Target(msgspec.Struct):
     subresource: str
 
 
+def _list_items(resource: ResourceDef, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A list's items as kube-apiserver writes them: a built-in kind's without `apiVersion` and `kind`
+    (kubernetes/kubernetes#3030: only the list says what they are), a custom resource's as stored (their
+    own fields). A watch event's object and a single GET carry both either way."""
+    if resource.custom:
+        return items
+    return [{key: value for key, value in item.items() if key != "apiVersion" and key != "kind"} for item in items]
+
+
 def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(body=body, status=status, content_type=_JSON, headers=headers)
 
@@ -389,7 +398,7 @@ class ApiServer:
         if next_token:
             metadata.update({"continue": next_token, "remainingItemCount": remaining})
         return _json(_encode({"kind": f"{resource.kind}List", "apiVersion": resource.api_version,
-                              "metadata": metadata, "items": items}))
+                              "metadata": metadata, "items": _list_items(resource, items)}))
 
     async def _create(self, request: web.BaseRequest, target: _Target, query: dict[str, str]) -> web.Response:
         resource = target.resource
@@ -506,7 +515,8 @@ class ApiServer:
             if self.store.find(target.resource, meta["name"], meta.get("namespace", "")) is not None:
                 self.store.delete(target.resource, meta["name"], meta.get("namespace", ""), grace_period_seconds=grace)
         return _json(_encode({"kind": f"{target.resource.kind}List", "apiVersion": target.resource.api_version,
-                              "metadata": {"resourceVersion": str(self.store.resource_version)}, "items": items}))
+                              "metadata": {"resourceVersion": str(self.store.resource_version)},
+                              "items": _list_items(target.resource, items)}))
 
     async def _pod_action(self, request: web.BaseRequest, target: _Target) -> web.Response:
         body = await self._body(request)

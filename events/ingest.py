@@ -154,11 +154,19 @@ def decode_object(info: KindInfo, raw: bytes | Mapping[str, Any]) -> KubeObject 
     """Decode one object of a known kind from JSON bytes or a parsed dict, or say why it cannot be.
 
     The object comes back slimmed (`events.objects.slim`): annotations toposched never reads are gone.
+    Its apiVersion and kind are the kind's: the API server serves every object of an endpoint in that
+    version, and writes neither field on a list's items of a built-in kind (kubernetes/kubernetes#3030),
+    where the type's defaults would otherwise answer (a scheduler-plugins PodGroup shares its type with
+    the Koordinator one, whose group it would get).
     """
     try:
         if isinstance(raw, bytes | bytearray | memoryview):
-            return slim(msgspec.json.decode(raw, type=info.type))
-        return slim(msgspec.convert(raw, type=info.type))
+            decoded = msgspec.json.decode(raw, type=info.type)
+        else:
+            decoded = msgspec.convert(raw, type=info.type)
+        if decoded.api_version != info.api_version or decoded.kind != info.kind:
+            decoded = msgspec.structs.replace(decoded, api_version=info.api_version, kind=info.kind)
+        return slim(decoded)
     except msgspec.ValidationError as error:
         return ObjectUndecodable(kind=info.name, key=_best_effort_key(raw), problem=_field_message(error))
     except msgspec.DecodeError as error:

@@ -311,3 +311,24 @@ async def test_deleting_a_node_deletes_the_pods_bound_to_it(cluster: DevCluster,
     await eventually(lambda: cluster.store.find("pods", "on-n1", "default") is None)
     remaining = await core.list_namespaced_pod("default")
     assert sorted(p.metadata.name for p in remaining.items) == ["on-n2", "pending"]
+
+
+async def test_a_list_s_items_say_their_kind_only_for_custom_resources_as_kube_apiserver_writes_them(
+        cluster: DevCluster, api: Any) -> None:
+    group = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": "g", "namespace": "default"}, "spec": {"minMember": 1}}
+    cluster.load_objects([node("n1"), pod("p1"), group])
+    core: Any = client.CoreV1Api(api)
+    listed = json.loads(await (await core.list_namespaced_pod("default", _preload_content=False)).read())
+    assert listed["kind"] == "PodList" and listed["apiVersion"] == "v1"
+    assert [sorted(item) for item in listed["items"]] == [["metadata", "spec", "status"]]  # kubernetes#3030
+    got = json.loads(await (await core.read_namespaced_pod("p1", "default", _preload_content=False)).read())
+    assert (got["apiVersion"], got["kind"]) == ("v1", "Pod")
+    streamed = await core.list_namespaced_pod("default", watch=True, timeout_seconds=1, _preload_content=False)
+    first = json.loads(await streamed.content.readline())
+    assert first["type"] == "ADDED" and (first["object"]["apiVersion"], first["object"]["kind"]) == ("v1", "Pod")
+    streamed.release()
+    custom = await client.CustomObjectsApi(api).list_namespaced_custom_object(
+        "scheduling.sigs.k8s.io", "v1alpha1", "default", "podgroups")
+    assert [(item["apiVersion"], item["kind"]) for item in custom["items"]] == [
+        ("scheduling.sigs.k8s.io/v1alpha1", "PodGroup")]
