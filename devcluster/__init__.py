@@ -81,7 +81,9 @@ ClusterRole, RoleBinding, ClusterRoleBinding, apiextensions.k8s.io/v1 CustomReso
 (+ status): real scope, discovery (short names, categories), OpenAPI v3, strict validation and
 `kubectl get` tables, but no controller acts on them (a Deployment makes no pods, RBAC is not
 enforced, a Service gets no cluster IP, no scale subresource) and a created CRD serves nothing new
-(the custom resources above are built in). Every write goes through the API server pipeline of the
+(the custom resources above are built in). A list's items are written as kube-apiserver writes them:
+without apiVersion and kind for the kinds built into a real cluster (kubernetes/kubernetes#3030), with
+them for those that are custom resources there. Every write goes through the API server pipeline of the
 `manifests` package, shared with the scenario loader of `toposched simulate`: decoding (quantities in
 canonical form, JSON numbers accepted), defaulting (requests from limits, schedulerName, ...), the
 Priority and DefaultTolerationSeconds admission plugins (unknown PriorityClass: 403) and validation
