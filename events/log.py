@@ -93,7 +93,7 @@ import msgspec
 import structlog
 
 from events.model import Event, decode_event, encode_event, with_seq
-from events.snapshot import SnapshotStore, fsync_directory
+from events.snapshot import SnapshotStore, file_contents, fsync_directory
 
 SEGMENT_MAGIC = b"TSEVLOG\n"
 SEGMENT_VERSION = 1
@@ -304,20 +304,13 @@ def _record_at(data: _Bytes, offset: int, end: int) -> tuple[int, int] | str:
 
 @contextmanager
 def _mapped(path: Path) -> Iterator[bytes | mmap.mmap]:
-    """The file's bytes, mapped read-only; read whole where it cannot be mapped (an empty file, a file
-    system without mmap)."""
-    with open(path, "rb") as handle:
-        mapped: mmap.mmap | None = None
-        try:
-            if os.fstat(handle.fileno()).st_size:
-                mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):
-            mapped = None
-        if mapped is None:
-            yield handle.read()
-            return
-        with mapped:
-            yield mapped
+    """`file_contents`, the map closed on leaving (before the caller changes the file)."""
+    data = file_contents(path)
+    if isinstance(data, bytes):
+        yield data
+        return
+    with data:
+        yield data
 
 
 def _valid_record_after(data: bytes | mmap.mmap, offset: int) -> int | None:

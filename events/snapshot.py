@@ -72,18 +72,18 @@ def decode_snapshot(data: bytes | memoryview) -> tuple[int, memoryview] | str:
     return seq, payload
 
 
-def _contents(path: Path) -> memoryview:
-    """The file's bytes, mapped read-only rather than read into a fresh buffer (a restart touches every page
-    once; copying them first costs as much as checking them). Read whole where it cannot be mapped (an empty
-    file, a file system without mmap). The map lives as long as the view or a slice of it does: snapshot
-    files are replaced by rename and removed by unlink, never rewritten in place, so a map stays valid."""
+def file_contents(path: Path) -> bytes | mmap.mmap:
+    """The file's bytes, mapped read-only rather than read into a fresh buffer (a restart touches each page
+    once, or only the ones it scans; copying them first costs as much as checking them). Read whole where it
+    cannot be mapped (an empty file, a file system without mmap). The caller closes a map, or lets it go
+    with the last view of it; nothing may shorten the file meanwhile."""
     with open(path, "rb") as handle:
         try:
             if os.fstat(handle.fileno()).st_size:
-                return memoryview(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
+                return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError):
             pass
-        return memoryview(handle.read())
+        return handle.read()
 
 
 def fsync_directory(directory: Path) -> None:
@@ -167,7 +167,9 @@ class SnapshotStore:
         for seq in candidates:
             path = self.directory / snapshot_name(seq)
             try:
-                data = _contents(path)
+                # A valid snapshot's payload is a view of the map, which lives as long as it does: snapshot
+                # files are replaced by rename and removed by unlink, never rewritten in place.
+                data = memoryview(file_contents(path))
             except FileNotFoundError:
                 continue
             decoded = decode_snapshot(data)
