@@ -113,7 +113,7 @@ from state.gangs import (
 )
 from state.node_changes import NodeChanges
 from state.pod_gangs import annotation_gang_spec, defines_gang, membership, workload_of_gang
-from state.pod_table import PodTable, pod_of, pod_table, pods_of, shared_parts
+from state.pod_table import PodTable, pod_table, pods_of, shared_parts
 from state.quota import IDLE_UNLESS_ACTIVE, QuotaBook
 from state.resources import QUANTITY_CACHE, QuantityError, Resources, add_into, parse_quantity
 from state.topology import TopologyTree
@@ -1205,7 +1205,9 @@ class ClusterState:
         if len(gang.sources) == 1:  # the usual case, kept cheap: one object (or annotation set) per gang
             ((name, (spec, problems)),) = gang.sources.items()
             gang.spec = spec
-            filed[_PROBLEM_KIND_OF_SOURCE[name]] = problems
+            kind = _PROBLEM_KIND_OF_SOURCE[name]
+            if problems or gang.filed or (kind, gang.key) in self.problems:  # else nothing to file or clear
+                filed[kind] = problems
         else:
             winner = gang.source
             gang.spec = gang.sources[winner][0] if winner else None
@@ -1222,9 +1224,12 @@ class ClusterState:
         if gang.filed:
             for kind in gang.filed.difference(filed):
                 self._set_problems(kind, gang.key, [])
-        for kind, found in filed.items():
-            self._set_problems(kind, gang.key, found)
-        gang.filed = {kind for kind, found in filed.items() if found}
+        if filed:
+            for kind, found in filed.items():
+                self._set_problems(kind, gang.key, found)
+            gang.filed = {kind for kind, found in filed.items() if found}
+        elif gang.filed:
+            gang.filed = set()
         new_key = gang.spec.topology_key if gang.spec is not None else ""
         if new_key != old_key:
             self._label_tree_unused(old_key, gang.key)
@@ -1563,71 +1568,84 @@ class ClusterState:
             for obj, row in pods_of(table, self._compactor):
                 self._restore_pod(obj, row.first_seen, row.bound_at, row.eviction_requested, row.bound_node)
             return
-        pods = self.pods
+        pods, gangs, pending = self.pods, self.gangs, self.pending
         heads, specs, statuses = shared_parts(table, self._compactor)
-        # Per (head, spec): its derivation, and whether its annotations or labels may define a gang.
-        shapes: dict[tuple[int, int], tuple[_Derivation, bool]] = {}
-        restored: list[PodInfo] = []
+        # Per (head, spec), numbered head * len(specs) + spec: its derivation, and whether its annotations or
+        # labels may define a gang.
+        shapes: dict[int, tuple[_Derivation, bool]] = {}
+        spec_count = len(specs)
+        # `_settle` of each, gathered: the pods bound to each node are counted at the end, node by node, and
+        # those holding a nomination settled then.
+        on_node: dict[str, list[PodInfo]] = {}
+        nominating: list[PodInfo] = []
         for row in table.rows:
-            head, spec = heads[row.head], specs[row.spec]
-            obj = pod_of(row, head, spec, statuses[row.status])
-            key = f"{head.namespace}/{row.name}" if head.namespace else row.name
-            shape = (row.head, row.spec)
-            known = shapes.get(shape)
-            if known is None and key not in pods:
-                try:
-                    derived = self._derivation(obj, key)
-                except Exception:  # the per-pod way marks it
-                    pass
-                else:
-                    defines = GANG_MIN_AVAILABLE_ANNOTATION in head.annotations or (
-                        LIGHTWEIGHT_MIN_AVAILABLE_LABEL in head.labels)
-                    known = (derived, defines)
-                    if not derived[8]:  # problems name their pod: such a derivation is this pod's only
-                        shapes[shape] = known
-            if known is None or key in pods:
+            head, spec, status = heads[row.head], specs[row.spec], statuses[row.status]
+            name = row.name
+            namespace = head.namespace
+            # `pod_of`, inline: this loop runs once per pod of the cluster
+            obj = Pod(api_version=head.api_version, kind=head.kind, metadata=ObjectMeta(
+                name=name, namespace=namespace, uid=row.uid, resource_version=row.resource_version,
+                labels=head.labels, annotations=head.annotations, deletion_timestamp=row.deletion_timestamp,
+                deletion_grace_period_seconds=row.deletion_grace_period_seconds), spec=spec, status=status)
+            key = f"{namespace}/{name}" if namespace else name
+            if key in pods:
+                known = None
+            else:
+                shape = row.head * spec_count + row.spec
+                known = shapes.get(shape)
+                if known is None:
+                    try:
+                        derived = self._derivation(obj, key)
+                    except Exception:  # the per-pod way marks it
+                        pass
+                    else:
+                        known = (derived, GANG_MIN_AVAILABLE_ANNOTATION in head.annotations
+                                 or LIGHTWEIGHT_MIN_AVAILABLE_LABEL in head.labels)
+                        if not derived[8]:  # problems name their pod: such a derivation is this pod's only
+                            shapes[shape] = known
+            if known is None:
                 self._restore_pod(obj, row.first_seen, row.bound_at, row.eviction_requested, row.bound_node)
                 continue
             derived, defines = known
-            pod = self._hold_new_pod(key, obj, row.first_seen, derived, defines)
+            pod = pods[key] = PodInfo(key, obj, row.first_seen, derived)
+            gang_key = derived[7]
+            if gang_key:  # `_hold_new_pod`, inline
+                gang = gangs.get(gang_key)
+                if gang is None or defines or gang.definer == key:
+                    self._join_gang(pod, gang_key)
+                else:
+                    pod.gang = gang_key
+                    gang.members.add(key)
             if derived[8]:
                 self._set_problems("Pod", key, derived[8])
             pod.bound_at = row.bound_at
             pod.eviction_requested = row.eviction_requested
-            if not spec.node_name:
+            target = spec.node_name
+            if not target:
                 if row.bound_node:
-                    pod.bound_node = row.bound_node
-                elif obj.status.nominated_node_name:
-                    pod.nominated_node = obj.status.nominated_node_name
-            restored.append(pod)
-        self._settle_restored(restored)
-
-    def _settle_restored(self, restored: list[PodInfo]) -> None:
-        """`_settle` of pods just restored (counted nowhere, placed nowhere), node by node: each node's pods
-        join its sets at once and its usage grows by each distinct requests vector times its pods."""
-        pending = self.pending
-        on_node: dict[str, list[PodInfo]] = {}
-        for pod in restored:
-            obj = pod.obj
-            if obj.status.phase not in TERMINAL_PHASES:
-                target = obj.spec.node_name or pod.bound_node
+                    target = pod.bound_node = row.bound_node
+                elif status.nominated_node_name:
+                    pod.nominated_node = status.nominated_node_name
+                    nominating.append(pod)
+            if status.phase not in TERMINAL_PHASES:
                 if target:
                     placed = on_node.get(target)
                     if placed is None:
                         on_node[target] = [pod]
                     else:
                         placed.append(pod)
-                elif pod.ours and obj.metadata.deletion_timestamp is None:
-                    pending.add(pod.key)
-            if pod.nominated_node:
-                self._settle_nomination(pod)
+                elif pod.ours and row.deletion_timestamp is None:
+                    pending.add(key)
+        for pod in nominating:
+            self._settle_nomination(pod)
         for target, placed in on_node.items():
             self._count_group(target, placed)
 
     def _count_group(self, target: str, placed: list[PodInfo]) -> None:
         """`_settle` of pods counted nowhere and placed nowhere that belong on `target` (bound there, not
         terminal, holding no nomination), at once: they join its sets together, and its usage grows by each
-        distinct requests vector times its pods, in the order `_settle` one by one would grow it."""
+        run of pods asking the same (shared) requests vector at once, in the order `_settle` one by one would
+        grow it (a node's pods mostly ask one vector: one run)."""
         keys = [pod.key for pod in placed]
         indexed = self.pods_by_node.get(target)
         if indexed is None:
@@ -1641,20 +1659,17 @@ class ClusterState:
             return
         node.pods.update(keys)
         self.node_changes.add(target)
-        vectors: dict[int, list[Any]] = {}  # id of a (shared) requests vector -> [vector, pods asking it]
+        used = node.used
+        requests, count = placed[0].requests, 0
         for pod in placed:
             pod.placed_on = pod.counted_on = target
-            requests = pod.requests
-            seen = vectors.get(id(requests))
-            if seen is None:
-                vectors[id(requests)] = [requests, 1]
-            else:
-                seen[1] += 1
-        delta: Resources = {}
-        for requests, count in vectors.values():
-            for name, amount in requests.items():
-                delta[name] = delta.get(name, 0) + amount * count
-        add_into(node.used, delta)
+            if pod.requests is not requests:
+                for name, amount in requests.items():
+                    used[name] = used.get(name, 0) + amount * count
+                requests, count = pod.requests, 0
+            count += 1
+        for name, amount in requests.items():
+            used[name] = used.get(name, 0) + amount * count
         self.topology.usage_noted(target)
         for tree in self.label_trees.values():
             tree.usage_noted(target)
