@@ -345,17 +345,21 @@ def koordinator_gang_spec(group: PodGroup, key: str, *, kind: str = POD_GROUP_PR
         problems.append(Problem(kind, key, "spec.scheduleTimeoutSeconds", f"{timeout} is not positive; ignored"))
         timeout = None
     _unused_min_resources(group.spec.min_resources, kind, key, problems)
-    gang_group, group_problems = parse_gang_group(annotations.get(GANG_GROUPS_ANNOTATION), key, kind)
-    problems += group_problems
-    gather: tuple[GatherRule, ...] = ()
-    raw = annotations.get(NETWORK_TOPOLOGY_SPEC_ANNOTATION)
-    if raw is not None:
-        gather, gather_problems = parse_gather_rules(raw, kind, key, min_member)
-        problems += gather_problems
     default_policy = ONCE_SATISFIED if dialect == KOORDINATOR else WAITING_AND_RUNNING
-    policy = match_policy_of(annotations, kind, key, default_policy, problems)
-    check_gang_mode(annotations, kind, key, problems)
-    check_total_number(annotations, min_member, kind, key, problems)
+    gather: tuple[GatherRule, ...] = ()
+    if not annotations:  # most PodGroups: what each annotation below gives when it is absent
+        gang_group: tuple[str, ...] = (key,)
+        policy = default_policy
+    else:
+        gang_group, group_problems = parse_gang_group(annotations.get(GANG_GROUPS_ANNOTATION), key, kind)
+        problems += group_problems
+        raw = annotations.get(NETWORK_TOPOLOGY_SPEC_ANNOTATION)
+        if raw is not None:
+            gather, gather_problems = parse_gather_rules(raw, kind, key, min_member)
+            problems += gather_problems
+        policy = match_policy_of(annotations, kind, key, default_policy, problems)
+        check_gang_mode(annotations, kind, key, problems)
+        check_total_number(annotations, min_member, kind, key, problems)
     spec = GangSpec(
         key=key,
         dialect=dialect,
