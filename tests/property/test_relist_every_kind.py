@@ -4,7 +4,8 @@ kinds, as the API writes them (Koordinator and scheduler-plugins ElasticQuotas w
 Queues and PodGroups, HyperNodes, the ClusterNetworkTopology, upstream Workloads and PodGroups, pods
 joining each kind of gang), with deletions and versions that do not decode. Each object the state holds,
 listed again as JSON as a relist would decode it, is recognized unless it is marked broken; folding it
-again changes nothing; the next resourceVersion of it is never left out."""
+again changes nothing; the next resourceVersion of it is never left out. And what a restart rebuilds from
+such a history (a snapshot, then the log's records) is what folding it live gave."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events.ingest import KIND_BY_NAME, KINDS, KindInfo, delete_event, upsert_event
-from events.model import Event
+from events.model import Event, encode_event, with_seq
 from events.objects import (
     GANG_MIN_AVAILABLE_ANNOTATION,
     GANG_NAME_ANNOTATION,
@@ -219,3 +220,20 @@ def test_every_kind_held_unchanged_is_recognized_and_folding_it_again_changes_no
             before = state.canonical()
             state.apply(listed)
             assert state.canonical() == before, (info.name, subject)
+
+
+@settings(max_examples=120, deadline=None)
+@given(_histories(), st.integers(0, 60))
+def test_every_kind_restores_from_a_snapshot_and_folds_from_the_log_as_it_folded_live(events: list[Event],
+                                                                                     cut: int) -> None:
+    """What a restart rebuilds (a snapshot of the first `cut` events, then the rest of the log decoded from
+    its records) is the state folding every event live gave, for histories of every kind."""
+    events = [with_seq(event, seq) for seq, event in enumerate(events, start=1)]
+    cut = min(cut, len(events))
+    live = ClusterState()
+    live.apply_all(events)
+    head = ClusterState()
+    head.apply_all(events[:cut])
+    resumed = ClusterState.restore(head.snapshot())
+    resumed.fold_records((event.seq, encode_event(event)) for event in events[cut:])
+    assert resumed.canonical() == live.canonical()
