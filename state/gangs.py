@@ -332,6 +332,28 @@ def _unused_min_resources(min_resources: Mapping[str, str], kind: str, key: str,
                                 "pods' own requests", reason=UNSUPPORTED_FIELD))
 
 
+def koordinator_annotation_rules(annotations: Mapping[str, str], kind: str, key: str, min_member: int,
+                                 default_policy: str, problems: list[Problem]
+                                 ) -> tuple[tuple[str, ...], tuple[GatherRule, ...], str]:
+    """Koordinator's gang annotations, read alike on a PodGroup and on a pod that defines its gang: the
+    gangs placed together with it (groups), its gather rules (network-topology-spec), its match policy
+    (`default_policy` when unset), and the mode and total-number checked. Problems are added to
+    `problems`."""
+    if not annotations:  # most PodGroups: what each annotation below gives when it is absent
+        return (key,), (), default_policy
+    gang_group, group_problems = parse_gang_group(annotations.get(GANG_GROUPS_ANNOTATION), key, kind)
+    problems += group_problems
+    gather: tuple[GatherRule, ...] = ()
+    raw = annotations.get(NETWORK_TOPOLOGY_SPEC_ANNOTATION)
+    if raw is not None:
+        gather, gather_problems = parse_gather_rules(raw, kind, key, min_member)
+        problems += gather_problems
+    policy = match_policy_of(annotations, kind, key, default_policy, problems)
+    check_gang_mode(annotations, kind, key, problems)
+    check_total_number(annotations, min_member, kind, key, problems)
+    return gang_group, gather, policy
+
+
 def koordinator_gang_spec(group: PodGroup, key: str, *, kind: str = POD_GROUP_PROBLEM,
                           dialect: str = KOORDINATOR) -> tuple[GangSpec, list[Problem]]:
     """A scheduling.sigs.k8s.io PodGroup, or (kind SCHEDULER_PLUGINS_PROBLEM, dialect SCHEDULER_PLUGINS)
@@ -345,21 +367,9 @@ def koordinator_gang_spec(group: PodGroup, key: str, *, kind: str = POD_GROUP_PR
         problems.append(Problem(kind, key, "spec.scheduleTimeoutSeconds", f"{timeout} is not positive; ignored"))
         timeout = None
     _unused_min_resources(group.spec.min_resources, kind, key, problems)
-    default_policy = ONCE_SATISFIED if dialect == KOORDINATOR else WAITING_AND_RUNNING
-    gather: tuple[GatherRule, ...] = ()
-    if not annotations:  # most PodGroups: what each annotation below gives when it is absent
-        gang_group: tuple[str, ...] = (key,)
-        policy = default_policy
-    else:
-        gang_group, group_problems = parse_gang_group(annotations.get(GANG_GROUPS_ANNOTATION), key, kind)
-        problems += group_problems
-        raw = annotations.get(NETWORK_TOPOLOGY_SPEC_ANNOTATION)
-        if raw is not None:
-            gather, gather_problems = parse_gather_rules(raw, kind, key, min_member)
-            problems += gather_problems
-        policy = match_policy_of(annotations, kind, key, default_policy, problems)
-        check_gang_mode(annotations, kind, key, problems)
-        check_total_number(annotations, min_member, kind, key, problems)
+    gang_group, gather, policy = koordinator_annotation_rules(
+        annotations, kind, key, min_member, ONCE_SATISFIED if dialect == KOORDINATOR else WAITING_AND_RUNNING,
+        problems)
     spec = GangSpec(
         key=key,
         dialect=dialect,

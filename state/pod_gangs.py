@@ -34,13 +34,11 @@ from collections.abc import Sequence
 
 from events.model import object_key
 from events.objects import (
-    GANG_GROUPS_ANNOTATION,
     GANG_MIN_AVAILABLE_ANNOTATION,
     GANG_NAME_ANNOTATION,
     GANG_WAITING_TIME_ANNOTATION,
     LIGHTWEIGHT_GANG_NAME_LABEL,
     LIGHTWEIGHT_MIN_AVAILABLE_LABEL,
-    NETWORK_TOPOLOGY_SPEC_ANNOTATION,
     POD_GROUP_LABEL,
     SCHEDULER_PLUGINS_POD_GROUP_LABEL,
     VOLCANO_GROUP_ANNOTATION,
@@ -52,14 +50,9 @@ from state.gangs import (
     ONCE_SATISFIED,
     POD_GANG_PROBLEM,
     GangSpec,
-    GatherRule,
     Problem,
-    check_gang_mode,
-    check_total_number,
     go_int,
-    match_policy_of,
-    parse_gang_group,
-    parse_gather_rules,
+    koordinator_annotation_rules,
 )
 
 WORKLOAD_KEY_SEPARATOR = ":"
@@ -200,16 +193,8 @@ def annotation_gang_spec(pod: Pod, gang: str) -> tuple[GangSpec, list[Problem]]:
                                     f"{raw_wait!r} is not a positive duration like \"600s\" or \"1h\"{source}; "
                                     "the default schedule timeout applies"))
             timeout = None
-    gang_group, group_problems = parse_gang_group(annotations.get(GANG_GROUPS_ANNOTATION), gang, kind)
-    problems += group_problems
-    gather: tuple[GatherRule, ...] = ()
-    raw_gather = annotations.get(NETWORK_TOPOLOGY_SPEC_ANNOTATION)
-    if raw_gather is not None:
-        gather, gather_problems = parse_gather_rules(raw_gather, kind, gang, min_member)
-        problems += gather_problems
-    policy = match_policy_of(annotations, kind, gang, ONCE_SATISFIED, problems)
-    check_gang_mode(annotations, kind, gang, problems)
-    check_total_number(annotations, min_member, kind, gang, problems)
+    gang_group, gather, policy = koordinator_annotation_rules(annotations, kind, gang, min_member, ONCE_SATISFIED,
+                                                              problems)
     spec = GangSpec(key=gang, dialect=KOORDINATOR_PODS, min_member=min_member,
                     schedule_timeout_seconds=timeout, gang_group=gang_group, gather=gather, match_policy=policy)
     return spec, problems
