@@ -25,6 +25,18 @@ here a connection that fails fails every request unanswered on it, as a transpor
 answered 409 is read back; an Event create answered 409 was written). Real API servers (Go's
 net/http) and devcluster (aiohttp) read pipelined requests and answer them in order.
 
+Only while the server answers fast: Go's net/http serves one connection's requests one after another
+(golang/go#17799), so calls pipelined on one connection take the sum of their times where calls on
+connections of their own overlap. Against an API server that takes milliseconds per write (etcd),
+pipelining the Events of eight writers would write them eight times slower; on a loopback server
+answering in microseconds it only saves writes. So the pool watches how long each answer of a pipelined
+call took, divided by the calls it waited behind on its connection and itself (an average over the
+recent ones), and pipelines only while that stays under `slow_answer_seconds` (2 ms); above it, a call
+asking to be pipelined gets a connection of its own, as any other call, and pipelining resumes once
+those answers come back in under a quarter of it. A switch is logged (`http.pipelining`, at info once a
+minute at most: a loopback server busy with a burst of Bindings answers near the line and can make it
+switch back and forth, which costs nothing but log lines).
+
 The protocol, as RFC 9112 has it for a client that asks for no compression:
 - An answer is a status line, header lines and a blank line; 1xx interim answers are skipped.
 - Its body is `Transfer-Encoding: chunked` (chunks, a zero chunk, optional trailers), else
@@ -61,10 +73,19 @@ from urllib.parse import quote, urlsplit
 import anyio
 import httptools
 import msgspec
+import structlog
+
+log = structlog.get_logger("toposched.http")
 
 MAX_HEAD: Final = 64 * 1024
 MAX_BODY: Final = 256 * 1024 * 1024
 DEFAULT_DEPTH: Final = 32  # requests in flight on one connection at most
+# Seconds an answer per pipelined call above which pipelining stops (module docstring); it resumes below
+# half of it. A loopback server answers in tens of microseconds, an etcd-backed write takes milliseconds.
+SLOW_ANSWER_SECONDS: Final = 0.002
+_RESUME_FRACTION: Final = 0.25  # pipelining resumes below this fraction of it (a busy server hovers near it)
+_AVERAGE_WEIGHT: Final = 0.25  # of the newest answer in the running average
+_SWITCH_LOG_SECONDS: Final = 60.0  # a switch is logged at info at most this often
 _PATH_SAFE: Final = "/:@!$&'()*+,;=-._~%?"  # already-encoded paths and queries pass unchanged
 
 
@@ -392,16 +413,20 @@ class Http1Pool:
     most `limit` calls in flight at once; each call waits for a free slot beyond that.
 
     Which connection a call goes on: a pipelined call joins the connection taking this turn's
-    pipelined calls, while it has fewer than `depth` unanswered (so they leave in one write); else,
-    and for every other call, an idle connection; else a new one."""
+    pipelined calls, while it has fewer than `depth` unanswered (so they leave in one write) and while
+    the server answers them fast (`pipelining`, module docstring); else, and for every other call, an
+    idle connection; else a new one."""
 
     def __init__(self, base_url: str, *, ssl_context: ssl.SSLContext | None = None, server_hostname: str | None = None,
-                 limit: int = 100, depth: int = DEFAULT_DEPTH) -> None:
+                 limit: int = 100, depth: int = DEFAULT_DEPTH, slow_answer_seconds: float = SLOW_ANSWER_SECONDS
+                 ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
         if depth < 1:
             raise ValueError(f"depth must be at least 1, got {depth}")
+        if not slow_answer_seconds > 0:
+            raise ValueError(f"slow_answer_seconds must be positive, got {slow_answer_seconds}")
         self._host = parts.hostname
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
         self._ssl = _ssl_context(parts.scheme, ssl_context)
@@ -416,6 +441,11 @@ class Http1Pool:
         self._depth = depth
         self._slots = asyncio.Semaphore(limit)
         self.opened = 0  # connections opened so far (tests, benchmarks)
+        self._slow_answer = slow_answer_seconds
+        self.pipelining = True  # calls asking to be pipelined are (module docstring)
+        self.answer_seconds: float | None = None  # the running average that decides it (None: no answer yet)
+        self.switches = 0  # times `pipelining` changed
+        self._logged_at: float | None = None
 
     def target(self, path: str, query: str = "") -> str:
         """The request target for `path` (percent-encoded where it needs it) and an encoded `query`."""
@@ -445,13 +475,18 @@ class Http1Pool:
             await self._slots.acquire()  # free: returns at once
         try:
             head_only = method == "HEAD"
-            pipelined = pipelined and not head_only
+            asked = pipelined and not head_only
+            pipelined = asked and self.pipelining
             connection = self._connection(pipelined) or self._open()
             if pipelined:
                 self._filling = connection
             else:
                 connection.solo = True
             waiter = connection.send(data, check, head_only)
+            # Timed when it asked to be pipelined and its connection is open (a connection being opened
+            # would add its handshake): the calls it waits behind on its connection, itself included.
+            behind = connection.load if asked and connection.transport is not None else 0
+            sent_at = loop.time()
             timer = loop.call_at(deadline, connection.time_out, waiter)
             try:
                 response = await waiter
@@ -469,9 +504,37 @@ class Http1Pool:
             if not response.keep_alive:
                 connection.abort()
             self._rest(connection)
+            if behind:
+                self._answered((loop.time() - sent_at) / behind)
             return response
         finally:
             self._slots.release()
+
+    def _answered(self, seconds: float) -> None:
+        """A call that asked to be pipelined was answered in `seconds` per call on its connection up to it:
+        pipeline while the running average stays fast (module docstring)."""
+        average = self.answer_seconds
+        average = seconds if average is None else average + _AVERAGE_WEIGHT * (seconds - average)
+        self.answer_seconds = average
+        if self.pipelining and average >= self._slow_answer:
+            self.pipelining = False
+            self._switched(average, "the server answers one connection's requests one after another, this slowly: "
+                                    "calls get connections of their own")
+        elif not self.pipelining and average < self._slow_answer * _RESUME_FRACTION:
+            self.pipelining = True
+            self._switched(average, "the server answers fast again")
+
+    def _switched(self, average: float, why: str) -> None:
+        """Log a switch of `pipelining`: at info the first time and once a minute at most (a busy server
+        can make it switch back and forth), else at debug, with how many switches went unlogged."""
+        self.switches += 1
+        now = asyncio.get_running_loop().time()
+        quiet = self._logged_at is not None and now - self._logged_at < _SWITCH_LOG_SECONDS
+        emit = log.debug if quiet else log.info
+        emit("http.pipelining", pipelining=self.pipelining, server=self.host_header,
+             answer_ms=round(average * 1000, 2), switches=self.switches, why=why)
+        if not quiet:
+            self._logged_at = now
 
     def _connection(self, pipelined: bool) -> _Connection | None:
         """The connection for the next call (class docstring); None: open a new one."""

@@ -90,6 +90,7 @@ class Server:
         self.answer = answer
         self.received: list[bytes] = []
         self.connections = 0
+        self.seconds_each = 0.0  # how long each answer takes (one connection's requests one after another)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -101,6 +102,8 @@ class Server:
                 request = head + await reader.readexactly(length)
                 self.received.append(request)
                 reply = self.answer(request)
+                if self.seconds_each:
+                    await asyncio.sleep(self.seconds_each)
                 if reply is None:  # never answer
                     await asyncio.sleep(3600)
                     continue
@@ -113,11 +116,12 @@ class Server:
 
 
 @asynccontextmanager
-async def serving(answer: Callable[[bytes], bytes | None]) -> AsyncIterator[tuple[Server, Http1Pool]]:
+async def serving(answer: Callable[[bytes], bytes | None], *, limit: int = 4,
+                  slow_answer_seconds: float = 0.002) -> AsyncIterator[tuple[Server, Http1Pool]]:
     server = Server(answer)
     listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
     port = listener.sockets[0].getsockname()[1]
-    pool = Http1Pool(f"http://127.0.0.1:{port}/prefix", limit=4)
+    pool = Http1Pool(f"http://127.0.0.1:{port}/prefix", limit=limit, slow_answer_seconds=slow_answer_seconds)
     try:
         yield server, pool
     finally:
@@ -298,3 +302,43 @@ async def test_a_call_not_pipelined_has_a_connection_to_itself_so_a_slow_answer_
         assert [answer.body for answer in answers] == [b"/prefix/fast/0", b"/prefix/fast/1"]
         assert not slow.done() and pool.opened == 3
         slow.cancel()
+
+
+async def test_calls_asking_to_be_pipelined_get_connections_of_their_own_while_the_server_answers_slowly() -> None:
+    """Go's net/http (a real API server) serves one connection's requests one after another: eight Events
+    pipelined on one connection take eight times one Event's write. Once answers come slowly, each call
+    goes on a connection of its own; once they come fast again, the calls of a turn share one again."""
+    async def turn(pool: Http1Pool) -> None:
+        answers = await asyncio.gather(*(pool.request("POST", pool.target(f"/event/{index}"), b"", b"{}", seconds=10,
+                                                      pipelined=True) for index in range(8)))
+        assert [answer.body for answer in answers] == [f"/prefix/event/{index}".encode() for index in range(8)]
+
+    async with serving(echo, limit=16, slow_answer_seconds=0.01) as (server, pool):
+        server.seconds_each = 0.04
+        await turn(pool)  # on a connection being opened: not timed
+        await turn(pool)  # on that one connection, answered one after another: timed, slow
+        assert pool.opened == 1 and not pool.pipelining
+        await turn(pool)
+        assert pool.opened >= 8 and server.connections >= 8  # the turn's calls overlapped on connections of their own
+        server.seconds_each = 0.0
+        for _ in range(20):  # the running average falls below half the threshold within a few turns
+            if pool.pipelining:
+                break
+            await turn(pool)
+        opened = pool.opened
+        await turn(pool)
+        await turn(pool)
+        assert pool.pipelining and pool.opened == opened  # shared again: the turns opened no connection
+
+
+async def test_a_fast_server_keeps_the_calls_of_each_turn_on_one_connection() -> None:
+    async with serving(echo, limit=16, slow_answer_seconds=0.05) as (_server, pool):  # room for a loaded machine
+        for _ in range(5):
+            await asyncio.gather(*(pool.request("POST", pool.target("/event"), b"", b"{}", seconds=10, pipelined=True)
+                                   for _ in range(8)))
+        assert pool.pipelining and pool.opened == 1 and pool.answer_seconds is not None
+
+
+def test_the_slow_answer_threshold_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="slow_answer_seconds"):
+        Http1Pool("http://127.0.0.1:1", slow_answer_seconds=0)
