@@ -1568,7 +1568,7 @@ class ClusterState:
             for obj, row in pods_of(table, self._compactor):
                 self._restore_pod(obj, row.first_seen, row.bound_at, row.eviction_requested, row.bound_node)
             return
-        pods, gangs, pending = self.pods, self.gangs, self.pending
+        pods, pending = self.pods, self.pending
         heads, specs, statuses = shared_parts(table, self._compactor)
         # Per (head, spec), numbered head * len(specs) + spec: its derivation, and whether its annotations or
         # labels may define a gang.
@@ -1607,15 +1607,7 @@ class ClusterState:
                 self._restore_pod(obj, row.first_seen, row.bound_at, row.eviction_requested, row.bound_node)
                 continue
             derived, defines = known
-            pod = pods[key] = PodInfo(key, obj, row.first_seen, derived)
-            gang_key = derived[7]
-            if gang_key:  # `_hold_new_pod`, inline
-                gang = gangs.get(gang_key)
-                if gang is None or defines or gang.definer == key:
-                    self._join_gang(pod, gang_key)
-                else:
-                    pod.gang = gang_key
-                    gang.members.add(key)
+            pod = self._hold_new_pod(key, obj, row.first_seen, derived, defines)
             if derived[8]:
                 self._set_problems("Pod", key, derived[8])
             pod.bound_at = row.bound_at
@@ -1645,7 +1637,7 @@ class ClusterState:
         """`_settle` of pods counted nowhere and placed nowhere that belong on `target` (bound there, not
         terminal, holding no nomination), at once: they join its sets together, and its usage grows by each
         run of pods asking the same (shared) requests vector at once, in the order `_settle` one by one would
-        grow it (a node's pods mostly ask one vector: one run)."""
+        grow it (a node's pods mostly ask one vector: one run). `placed` is not empty."""
         keys = [pod.key for pod in placed]
         indexed = self.pods_by_node.get(target)
         if indexed is None:

@@ -80,8 +80,8 @@ log = structlog.get_logger("toposched.http")
 MAX_HEAD: Final = 64 * 1024
 MAX_BODY: Final = 256 * 1024 * 1024
 DEFAULT_DEPTH: Final = 32  # requests in flight on one connection at most
-# Seconds an answer per pipelined call above which pipelining stops (module docstring); it resumes below
-# half of it. A loopback server answers in tens of microseconds, an etcd-backed write takes milliseconds.
+# Seconds an answer per pipelined call above which pipelining stops (module docstring). A loopback server
+# answers in tens of microseconds, an etcd-backed write takes milliseconds.
 SLOW_ANSWER_SECONDS: Final = 0.002
 _RESUME_FRACTION: Final = 0.25  # pipelining resumes below this fraction of it (a busy server hovers near it)
 _AVERAGE_WEIGHT: Final = 0.25  # of the newest answer in the running average
@@ -526,7 +526,7 @@ class Http1Pool:
 
     def _switched(self, average: float, why: str) -> None:
         """Log a switch of `pipelining`: at info the first time and once a minute at most (a busy server
-        can make it switch back and forth), else at debug, with how many switches went unlogged."""
+        can make it switch back and forth), else at debug; each line counts the switches so far."""
         self.switches += 1
         now = asyncio.get_running_loop().time()
         quiet = self._logged_at is not None and now - self._logged_at < _SWITCH_LOG_SECONDS
