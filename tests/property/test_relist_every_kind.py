@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 import msgspec
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events.ingest import KIND_BY_NAME, KINDS, KindInfo, delete_event, upsert_event
@@ -200,7 +200,7 @@ def _listed(info: KindInfo, obj: Any, version_suffix: str = "") -> Event:
     return upsert_event(info, msgspec.json.encode(document))
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_histories())
 def test_every_kind_held_unchanged_is_recognized_and_folding_it_again_changes_nothing(events: list[Event]) -> None:
     state = ClusterState()
@@ -222,7 +222,7 @@ def test_every_kind_held_unchanged_is_recognized_and_folding_it_again_changes_no
             assert state.canonical() == before, (info.name, subject)
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_histories(), st.integers(0, 60))
 def test_every_kind_restores_from_a_snapshot_and_folds_from_the_log_as_it_folded_live(events: list[Event],
                                                                                      cut: int) -> None:
