@@ -21,6 +21,7 @@ The injector decides; the HTTP layer applies the decision. It never touches stor
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import random
 from collections.abc import Callable
@@ -117,6 +118,11 @@ class FaultInjector:
         self._random = random.Random(seed)
         self._ids = itertools.count(1)
         self.injected = 0
+        # Requests being delayed now, and the most at once: how many a client has in flight against a slow
+        # server. devcluster, like Go's net/http, serves one connection's requests one after another, so
+        # requests pipelined on one connection are never delayed together.
+        self.delaying = 0
+        self.most_delaying = 0
 
     def fail_next(self, count: int, status: int = 500, *, verb: str | None = None, path: str | None = None,
                   retry_after: int = 1) -> FaultRule:
@@ -175,6 +181,15 @@ class FaultInjector:
 
     def latency(self, verb: str, path: str) -> float:
         return sum(rule.latency for rule in self._latencies if rule.matches(verb, path))
+
+    async def delay(self, seconds: float) -> None:
+        """Hold a request `seconds` before it is served (`latency`), counted in `delaying`."""
+        self.delaying += 1
+        self.most_delaying = max(self.most_delaying, self.delaying)
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            self.delaying -= 1
 
     def _prune(self) -> None:
         """Drop the rules whose count ran out (a counted rule that also delays stops delaying too)."""

@@ -259,7 +259,7 @@ class ApiServer:
         if self.faults.active:
             delay = self.faults.latency(verb, request.path)
             if delay > 0:
-                await asyncio.sleep(delay)
+                await self.faults.delay(delay)
             injected = self.faults.decide(verb, request.path)
             if injected is not None:
                 return _error(injected)

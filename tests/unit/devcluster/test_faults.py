@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from devcluster.faults import FaultInjector, FaultSpec, FaultSpecError, parse_fault
@@ -42,3 +44,10 @@ def test_added_rules_get_ids_and_a_counted_rule_that_also_delays_stops_when_it_r
     assert faults.rules == [always]
     assert faults.remove_id(always.id) and not faults.remove_id(always.id)
     assert not faults.active
+
+
+async def test_requests_held_by_latency_are_counted_while_held_and_the_most_at_once_kept() -> None:
+    faults = FaultInjector(lambda: 0)
+    await asyncio.gather(faults.delay(0.01), faults.delay(0.01), faults.delay(0.01))
+    await faults.delay(0.001)
+    assert faults.delaying == 0 and faults.most_delaying == 3
