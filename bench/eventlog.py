@@ -536,15 +536,15 @@ def _start(command: list[str], log_path: Path) -> subprocess.Popen[bytes]:
 
 def _proc_status(pid: int) -> dict[str, float]:
     """RSS and peak RSS (bytes), and CPU time so far (seconds, user + system), of a running process."""
+    from bench.devcluster import _cpu_seconds  # with the server it measures (aiohttp): not in the children
+
     values: dict[str, float] = {}
     with open(f"/proc/{pid}/status") as status:
         for line in status:
             key, _, rest = line.partition(":")
             if key in ("VmRSS", "VmHWM"):
                 values[key] = float(rest.split()[0]) * 1024
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rpartition(")")[2].split()  # after the command name, which may hold spaces
-    values["cpu"] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    values["cpu"] = _cpu_seconds(pid)
     return values
 
 

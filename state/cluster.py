@@ -712,6 +712,10 @@ class ClusterState:
         current = holder(self, subject[1])
         return current is not None and current == upserted(event)
 
+    def not_held(self, events: Iterable[Event]) -> list[Event]:
+        """The events of a listed page that `holds_unchanged` does not leave out: those a relist records."""
+        return [event for event in events if not self.holds_unchanged(event)]
+
     def apply_all(self, events: Iterable[Event]) -> None:
         for event in events:
             self.apply(event)

@@ -84,7 +84,7 @@ class _Fold:
         self.state.apply_all(events)
 
     async def record_listed(self, events: Sequence[Event]) -> int:
-        changed = [event for event in events if not self.state.holds_unchanged(event)]
+        changed = self.state.not_held(events)
         self.state.apply_all(changed)
         return len(events) - len(changed)
 

@@ -329,7 +329,6 @@ class WatchRecorder:
     async def record_listed(self, events: Sequence[Event]) -> int:
         # Decided against the state as it is when the page is recorded: nothing runs between the check
         # and the append.
-        state = self.journal.state
-        changed = [event for event in events if not state.holds_unchanged(event)]
+        changed = self.journal.state.not_held(events)
         self.journal.record_many(changed)
         return len(events) - len(changed)
