@@ -17,6 +17,7 @@ from events.model import (
     PodBound,
     PodDeleted,
     PodNominated,
+    PodUpserted,
     PriorityClassDeleted,
     PriorityClassUpserted,
     with_seq,
@@ -24,6 +25,7 @@ from events.model import (
 from events.objects import (
     GANG_MIN_AVAILABLE_ANNOTATION,
     GANG_NAME_ANNOTATION,
+    SCHEDULER_PLUGINS_POD_GROUP_LABEL,
     VOLCANO_PREEMPTABLE_ANNOTATION,
     ObjectMeta,
     PriorityClass,
@@ -118,6 +120,51 @@ def test_restoring_the_tables_then_the_tail_equals_the_full_fold(events: list[Ev
         resumed = ClusterState.restore(payload)
         resumed.apply_all(events[cut:])
         assert resumed.canonical() == full
+
+
+def _labelled(event: Event, second_gang: str | None) -> Event:
+    """`event`'s pod, also naming `second_gang` with the scheduler-plugins label (None: not)."""
+    if second_gang is None:
+        return event
+    assert isinstance(event, PodUpserted)
+    meta = event.pod.metadata
+    labels = {**meta.labels, SCHEDULER_PLUGINS_POD_GROUP_LABEL: second_gang}
+    return msgspec.structs.replace(event, pod=msgspec.structs.replace(
+        event.pod, metadata=msgspec.structs.replace(meta, labels=labels)))
+
+
+# Pods of a few specs under many heads (one spec, a label set per gang, as a cluster's pods mostly are): a
+# restore derives what pods of one head and spec share once, and each pod must still get its own gang, and
+# its own problems where its labels say whether it may be preempted or name two gangs.
+alike_pods = st.builds(
+    _labelled,
+    st.builds(_shaped_pod, st.sampled_from(NAMES), st.sampled_from(["default", "ml"]), st.just(1),
+              st.sampled_from(["", "n0"]), st.just("Pending"), st.sampled_from([None, "g0", "g1", "g2", "ag"]),
+              st.booleans(), st.sampled_from(["", "", "", "missing"]), st.just("toposched"), st.just("8"),
+              st.sampled_from([None, None, None, "false", "maybe"]), st.just(""), st.just(False)),
+    st.sampled_from([None, None, None, "g0", "g1"]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(alike_pods, min_size=2, max_size=16))
+def test_pods_alike_but_for_their_labels_restore_as_the_fold_derives_them(made: list[Event]) -> None:
+    events = [with_seq(node_event(node("n0", gpus=16)), 1),
+              *(with_seq(event, index + 2) for index, event in enumerate(made))]
+    state = _fold(events)
+    for payload in (state.snapshot(), as_v1(state.snapshot())):
+        assert ClusterState.restore(payload).canonical() == state.canonical()
+
+
+def test_pods_whose_labels_name_two_gangs_or_doubt_their_preemption_keep_their_problems_after_a_restore() -> None:
+    plain = _shaped_pod("p0", "ml", 1, "", "Pending", "g0", False, "", "toposched", "8", None, "", False)
+    two_gangs = _labelled(_shaped_pod("p1", "ml", 1, "", "Pending", "g0", False, "", "toposched", "8", None, "",
+                                      False), "g1")
+    unsure = _shaped_pod("p2", "ml", 1, "", "Pending", "g2", False, "", "toposched", "8", "maybe", "", False)
+    state = _fold([with_seq(event, index + 1) for index, event in enumerate([plain, two_gangs, unsure])])
+    restored = ClusterState.restore(state.snapshot())
+    assert restored.canonical() == state.canonical()
+    assert [problem.key for problem in restored.all_problems()] == ["ml/p1", "ml/p2"]
 
 
 def test_pods_of_one_shape_share_their_parts_after_a_restore() -> None:
