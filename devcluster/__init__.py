@@ -37,8 +37,9 @@ with the HTTP code and reason a real server would answer):
     patch(resource, name, patch, namespace="", *, patch_type="merge"|"json"|"strategic", subresource="",
           check=None, dry_run=False) -> dict
     delete(resource, name, namespace="", *, grace_period_seconds=None, preconditions=None, dry_run=False) -> dict
-    bind(namespace, name, node, *, uid=None) -> dict     (409 if already bound or uid mismatch; sets
-                                                         PodScheduled=True, clears nominatedNodeName as 1.35 does)
+    bind(namespace, name, node, *, uid=None) -> dict     (409 on a uid mismatch, if being deleted, already bound
+                                                         or still gated, in that order; sets PodScheduled=True,
+                                                         clears nominatedNodeName as 1.35 does)
     evict(namespace, name, *, grace_period_seconds=None) -> dict
     load_objects(objs) -> list[dict]; count(resource) -> int
     resource_version -> int; oldest_resumable -> int
@@ -88,12 +89,15 @@ them for those that are custom resources there. Every write goes through the API
 canonical form, JSON numbers accepted), defaulting (requests from limits, schedulerName, ...), the
 Priority and DefaultTolerationSeconds admission plugins (unknown PriorityClass: 403) and validation
 (labels, annotations, resources: 422 naming each field); the system PriorityClasses exist from the
-start. Known differences from a real cluster: no authentication, no other admission plugins (no
-ServiceAccount token volumes, no LimitRange or ResourceQuota), managedFields kept only on objects a
-server-side apply touched (see apply.py), a namespace deleted at once with its contents (no
-Terminating phase), limit/continue pages from the current state (not a snapshot), and unknown fields
-under `fieldValidation=Strict` are 422 Invalid (the brief's choice; a real server says 400 for kinds
-compiled into it).
+start. Pod scheduling gates (`spec.schedulingGates`, GA in 1.30) as kube-apiserver treats them: a pod
+created with gates gets PodScheduled=False, reason SchedulingGated (`kubectl get` shows
+SchedulingGated); gate names are unique qualified names, `spec.nodeName` cannot come with gates at
+create, an update may only remove gates (each 422), and a Binding of a gated pod is 409. Known
+differences from a real cluster: no authentication, no other admission plugins (no ServiceAccount token
+volumes, no LimitRange or ResourceQuota), managedFields kept only on objects a server-side apply touched
+(see apply.py), a namespace deleted at once with its contents (no Terminating phase), limit/continue
+pages from the current state (not a snapshot), and unknown fields under `fieldValidation=Strict` are 422
+Invalid (the brief's choice; a real server says 400 for kinds compiled into it).
 
 Command line: `toposched devcluster [--port N] [--kubeconfig PATH] [--load SCENARIO] [--fault RULE ...]
 [--fault-seed N]` (see cli.py).

@@ -9,8 +9,9 @@ watches from before them get 410 Gone) and offers it to the open watchers of tha
 Semantics follow the real API server where a client can observe them: optimistic concurrency (a
 stale resourceVersion is 409), no-op updates keep the resourceVersion, the status subresource
 carries only status, graceful pod deletion (deletionTimestamp now, removal after the grace period;
-unscheduled pods go at once), finalizers, binding (409 if already bound, uid precondition), eviction,
-a Secret's stringData written into data.
+unscheduled pods go at once), finalizers, binding (409 if already bound, being deleted or still gated,
+uid precondition), scheduling gates (a created gated pod gets PodScheduled=False/SchedulingGated; gates
+unique, only removed, never with spec.nodeName at create), eviction, a Secret's stringData written into data.
 
 The store is driven from one event loop thread and never blocks. Deferred removals use the running
 loop's `call_later`; without a running loop a graceful deletion removes the object at once.
@@ -25,6 +26,7 @@ import asyncio
 import base64
 import datetime as dt
 import functools
+import json
 import random
 import string
 import time
@@ -41,6 +43,7 @@ from devcluster.resources import RESOURCES, ResourceDef, by_kind
 from devcluster.schemas import KIND_SCHEMAS
 from devcluster.watch import Predicate, Watcher, WatchEvent
 from manifests.admission import Rejected, admit_create, admit_update, decode, load_object
+from manifests.validation import Cause, forbidden, invalid, qualified_name_problems
 
 Obj = dict[str, Any]
 ResourceRef = ResourceDef | str
@@ -128,19 +131,78 @@ def _without_seconds(toleration: Any) -> Any:
         else toleration
 
 
+def _gate_name(gate: Any) -> str:
+    name = gate.get("name") if isinstance(gate, dict) else None
+    return "" if name is None else str(name)
+
+
+def _added_gate_causes(old_gates: list[Any], new_gates: list[Any]) -> list[Cause]:
+    """A pod update may only remove scheduling gates: one cause per gate name the old spec lacks (at the
+    index it last has in the new list, as the real server's map of new gates keeps it)."""
+    old_names = {_gate_name(g) for g in old_gates}
+    added: dict[str, int] = {}
+    for index, gate in enumerate(new_gates):
+        if _gate_name(gate) not in old_names:
+            added[_gate_name(gate)] = index
+    return [forbidden(f"spec.schedulingGates[{index}].name",
+                      f"only deletion is allowed, but found new scheduling gate '{gate_name}'")
+            for gate_name, index in sorted(added.items(), key=lambda item: item[1])]
+
+
 def _check_pod_spec_update(name: str, old: Obj, new: Obj) -> None:
-    """422 like the real server when an update changes an immutable pod spec field (e.g. spec.nodeName)."""
+    """422 like the real server when an update changes an immutable pod spec field (e.g. spec.nodeName),
+    modifies a toleration or adds a scheduling gate; every cause in one answer, in the real server's order."""
     if old == new:
         return
+    causes: list[Cause] = []
     old_tolerations, new_tolerations = old.get("tolerations") or [], new.get("tolerations") or []
     if not all(_without_seconds(t) in [_without_seconds(n) for n in new_tolerations] for t in old_tolerations):
-        raise errors.invalid("Pod", name, [("FieldValueForbidden", "spec.tolerations", "Forbidden: existing "
-                                            "toleration can not be modified except its tolerationSeconds")])
-    tolerations_ok = True
-    old_gates, new_gates = old.get("schedulingGates") or [], new.get("schedulingGates") or []
-    gates_ok = all(g in old_gates for g in new_gates)
-    if not (tolerations_ok and gates_ok and _mutable_masked(old) == _mutable_masked(new)):
-        raise errors.invalid("Pod", name, [("FieldValueForbidden", "spec", _POD_UPDATE_FORBIDDEN)])
+        causes.append(forbidden("spec.tolerations", "existing toleration can not be modified except its "
+                                                    "tolerationSeconds"))
+    causes += _added_gate_causes(old.get("schedulingGates") or [], new.get("schedulingGates") or [])
+    if _mutable_masked(old) != _mutable_masked(new):
+        causes.append(("FieldValueForbidden", "spec", _POD_UPDATE_FORBIDDEN))
+    if causes:
+        raise errors.invalid("Pod", name, causes)
+
+
+_SCHEDULING_GATED = "Scheduling is blocked due to non-empty scheduling gates"
+
+
+def _scheduling_gate_causes(pod: Obj, *, creating: bool) -> list[Cause]:
+    """The API server's rules on spec.schedulingGates that `manifests` validation does not apply: each name a
+    qualified name and unique (ValidatePodSpec, create and update) and, on create, no spec.nodeName while a
+    gate remains (ValidatePodCreate)."""
+    spec = pod.get("spec")
+    gates = spec.get("schedulingGates") if isinstance(spec, dict) else None
+    if not gates or not isinstance(gates, list):
+        return []
+    causes: list[Cause] = []
+    seen: set[str] = set()
+    for index, gate in enumerate(gates):
+        text = _gate_name(gate)
+        field = f"spec.schedulingGates[{index}]"
+        causes += [invalid(field, text, problem) for problem in qualified_name_problems(text)]
+        if text in seen:
+            causes.append(("FieldValueDuplicate", field, f"Duplicate value: {json.dumps(text)}"))
+        seen.add(text)
+    if creating and isinstance(spec, dict) and spec.get("nodeName"):
+        causes.append(forbidden("spec.nodeName", "cannot be set until all schedulingGates have been cleared"))
+    return causes
+
+
+def _mark_scheduling_gated(pod: Obj, now: str) -> None:
+    """A created pod with scheduling gates and no PodScheduled condition gets PodScheduled=False, reason
+    SchedulingGated, as the real server's PrepareForCreate adds it (`pod["status"]` is the pod's own dict)."""
+    if not (pod.get("spec") or {}).get("schedulingGates"):
+        return
+    status = pod["status"]
+    conditions = status.get("conditions") or []
+    if any(isinstance(c, dict) and c.get("type") == "PodScheduled" for c in conditions):
+        return
+    status["conditions"] = [*conditions, {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                                          "message": _SCHEDULING_GATED, "lastProbeTime": None,
+                                          "lastTransitionTime": now}]
 
 
 def _api_error(resource: ResourceDef, obj: Obj, refusal: Rejected) -> errors.ApiError:
@@ -290,6 +352,8 @@ class Store:
             stored.pop("status", None)
         stored = self._admit(resource, stored, strict=not keep_status, warnings=warnings)
         self._default(resource, stored)
+        if resource.kind == "Pod":
+            _mark_scheduling_gated(stored, now_rfc3339(self.clock))
         meta = stored["metadata"]
         if dry_run:
             return stored
@@ -457,18 +521,24 @@ class Store:
         return self._remove(resource, namespace, current)
 
     def bind(self, namespace: str, name: str, node: str, *, uid: str | None = None) -> Obj:
-        """Assign a pending pod to a node (the binding subresource); 409 if it is already assigned."""
+        """Assign a pending pod to a node (the binding subresource).
+
+        409 Conflict, checked in the real server's order: uid precondition, being deleted, already assigned,
+        scheduling gates left.
+        """
         pods = resolve("pods")
         current = self.get(pods, name, namespace)
         meta = current["metadata"]
         if uid and uid != meta.get("uid"):
             raise errors.conflict("pods/binding", name, f"Precondition failed: UID in precondition: {uid}, "
                                   f"UID in object meta: {meta.get('uid')}")
+        if meta.get("deletionTimestamp"):
+            raise errors.conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
         spec = current.get("spec") or {}
         if spec.get("nodeName"):
             raise errors.conflict("pods/binding", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"')
-        if meta.get("deletionTimestamp"):
-            raise errors.conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
+        if spec.get("schedulingGates"):  # a pod not ready for scheduling cannot be bound
+            raise errors.conflict("pods/binding", name, f"pod {name} has non-empty .spec.schedulingGates")
         status = dict(current.get("status") or {})
         # kube-apiserver clears the nomination of a pod it binds (ClearingNominatedNodeNameAfterBinding,
         # beta and on by default since 1.35): whoever nominated it, the pod now has a node.
@@ -569,20 +639,32 @@ class Store:
 
     def _admit(self, resource: ResourceDef, obj: Obj, *, strict: bool, old: Obj | None = None,
                warnings: Warnings | None = None) -> Obj:
-        """The shared API-server pipeline of `manifests` for this write (see `create` and `update_in`)."""
-        try:
-            if not strict and old is not None:
+        """The shared API-server pipeline of `manifests` for this write (see `create` and `update_in`), with
+        the scheduling gate rules of a pod (`_scheduling_gate_causes`) among its validation's causes."""
+        if not strict and old is not None:
+            try:
                 return decode(resource.api_version, resource.kind, obj)
+            except Rejected as refusal:
+                raise _api_error(resource, obj, refusal) from None
+        gates = _scheduling_gate_causes(obj, creating=old is None) if resource.kind == "Pod" else []
+        try:
             if not strict:
                 loaded = load_object(resource.api_version, resource.kind, obj, self.priority_classes)
                 if warnings is not None:
                     warnings.extend(loaded.warnings)
+                    warnings.extend(f"a real API server refuses it: {field}: {message}" for _, field, message in gates)
                 return loaded.obj
             if old is None:
-                return admit_create(resource.api_version, resource.kind, obj, self.priority_classes)
-            return admit_update(resource.api_version, resource.kind, obj, old, self.priority_classes)
+                admitted = admit_create(resource.api_version, resource.kind, obj, self.priority_classes)
+            else:
+                admitted = admit_update(resource.api_version, resource.kind, obj, old, self.priority_classes)
         except Rejected as refusal:
+            if refusal.code == 422 and gates:
+                refusal = Rejected(422, refusal.reason, refusal.message, refusal.causes + gates)
             raise _api_error(resource, obj, refusal) from None
+        if gates:
+            raise _api_error(resource, obj, Rejected(422, "Invalid", "", gates))
+        return admitted
 
     def _default(self, resource: ResourceDef, obj: Obj) -> None:
         if resource.kind == "Pod":

@@ -91,6 +91,10 @@ def _pod_status(obj: Obj, _: float) -> str:
     if obj.get("metadata", {}).get("deletionTimestamp"):
         return "Terminating"
     status = obj.get("status", {})
+    # kubectl's printer shows a pod the API server marked {PodScheduled, reason SchedulingGated} as SchedulingGated
+    if any(c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated"
+           for c in status.get("conditions") or [] if isinstance(c, dict)):
+        return "SchedulingGated"
     return str(status.get("reason") or status.get("phase") or "Unknown")
 
 
