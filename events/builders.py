@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
@@ -32,6 +32,7 @@ from events.objects import (
     QueueSpec,
     QueueStatus,
     ResourceRequirements,
+    SchedulingGate,
     Taint,
     VolcanoPodGroup,
     VolcanoPodGroupSpec,
@@ -84,6 +85,7 @@ def pod(
     uid: str | None = None,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
+    gates: Sequence[str] = (),
 ) -> Pod:
     all_labels = dict(labels or {})
     if gang is not None:
@@ -100,6 +102,7 @@ def pod(
             priority=priority,
             priority_class_name=priority_class,
             containers=[Container(name="main", resources=ResourceRequirements(requests=requests))],
+            scheduling_gates=[SchedulingGate(name=gate) for gate in gates],
         ),
         status=PodStatus(phase=phase),
     )

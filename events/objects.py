@@ -145,6 +145,13 @@ class WorkloadReference(_K8s, frozen=True):
     pod_group_replica_key: str = ""
 
 
+class SchedulingGate(_K8s, frozen=True):
+    """One of Pod.spec.schedulingGates (Pod Scheduling Readiness, GA in Kubernetes 1.30): while a pod
+    has any, no scheduler may place it (the API server refuses its Binding)."""
+
+    name: str = ""
+
+
 class PodSpec(_K8s, frozen=True):
     node_name: str = ""
     scheduler_name: str = ""
@@ -160,6 +167,7 @@ class PodSpec(_K8s, frozen=True):
     termination_grace_period_seconds: Int64 | None = None
     scheduling_group: SchedulingGroup | None = None
     workload_ref: WorkloadReference | None = None
+    scheduling_gates: list[SchedulingGate] = []
 
 
 class Condition(_K8s, frozen=True):

@@ -7,7 +7,9 @@ What a plan covers:
   stay where they are, and the job's domain must hold them too (a partly running gang grows next to
   its running members: their lowest common domain anchors the search, derived from state alone).
 - Members: if fewer pods exist (pending + running) than minMember summed over the group, nothing
-  is planned (constraint "members", saying how many are missing).
+  is planned (constraint "members", saying how many are missing, and how many more exist but are held
+  by scheduling gates: a gated pod is not pending, so it neither counts nor is placed until its gates
+  are all removed, as kube-scheduler and Koordinator treat it).
 - Subset rule: all pending pods are tried first. If they cannot all go anywhere the constraints
   allow, the planner places the largest set that fits and still reaches minMember: the *minimum*
   (for each gang the first `minMember - running` pending pods in network-topology-index order, then
@@ -57,7 +59,7 @@ def plan_gang(state: ClusterState, gang: str, *,
                                  constraint=MEMBERS)
         infos.append(member)
         specs.append(member.spec)
-    waiting_pods, members_running, nominated, unusable = _roster(state, infos, ignore_pods)
+    waiting_pods, members_running, nominated, unusable, gated = _roster(state, infos, ignore_pods)
     running = {key: [pod.placed_node for pod in pods] for key, pods in members_running.items()}
     label = job_label(group)
     if unusable:
@@ -69,10 +71,11 @@ def plan_gang(state: ClusterState, gang: str, *,
     if pending_count + have < min_total:
         missing = min_total - pending_count - have
         only_waiting = " (only-waiting: running members do not count)" if have < running_count else ""
+        held = f"; {gated} more held by their scheduling gates (spec.schedulingGates)" if gated else ""
         return Unschedulable(
             gangs=group, constraint=MEMBERS, needed=min_total, fit=pending_count + have,
             reason=(f"{label}: {pending_count + have} of minMember {min_total} pods exist "
-                    f"({have} running, {pending_count} pending){only_waiting}: {missing} missing"))
+                    f"({have} running, {pending_count} pending){only_waiting}: {missing} missing{held}"))
     pending = _in_order(waiting_pods)
     minimum: list[str] = []
     extras: list[str] = []
@@ -155,14 +158,16 @@ def _place_admitted(state: ClusterState, group: tuple[str, ...], label: str, spe
 
 
 def _roster(state: ClusterState, infos: list[GangInfo], ignore_pods: AbstractSet[str]
-            ) -> tuple[dict[str, list[PodInfo]], dict[str, list[PodInfo]], list[str], str]:
+            ) -> tuple[dict[str, list[PodInfo]], dict[str, list[PodInfo]], list[str], str, int]:
     """Per gang: pending pods (`_in_order` sorts them), and the running members; plus the nodes nominated
-    for the pending ones, and why the first pending pod that must not be placed cannot ("" when
-    every one may). Pods in `ignore_pods` are left out."""
+    for the pending ones, why the first pending pod that must not be placed cannot ("" when every one
+    may), and how many members of ours wait for their scheduling gates. Pods in `ignore_pods` are left
+    out."""
     pending: dict[str, list[PodInfo]] = {}
     running: dict[str, list[PodInfo]] = {}
     nominated: list[str] = []
     unusable = ""
+    gated = 0
     for member in infos:
         waiting: list[PodInfo] = []
         placed: list[PodInfo] = []
@@ -180,10 +185,12 @@ def _roster(state: ClusterState, infos: list[GangInfo], ignore_pods: AbstractSet
                     unusable = key
             elif is_running(pod):
                 placed.append(pod)
+            elif pod.ours and pod.gated and not (pod.terminating or pod.terminal):
+                gated += 1
         pending[member.key] = waiting
         running[member.key] = placed
     why = f"pod {unusable}: {state.pods[unusable].unusable}" if unusable else ""
-    return pending, running, nominated, why
+    return pending, running, nominated, why, gated
 
 
 def _in_order(waiting: dict[str, list[PodInfo]]) -> dict[str, list[str]]:

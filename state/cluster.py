@@ -262,9 +262,16 @@ class PodInfo:
 
     @property
     def pending(self) -> bool:
-        """Ours, not bound, not assumed, not on its way out: the scheduler still has to place it."""
+        """Ours, not bound, not assumed, not on its way out, not held by a scheduling gate: the scheduler
+        still has to place it."""
         return (self.ours and not self.removed and not self.obj.spec.node_name and not self.bound_node
-                and not self.assumed_node and not self.terminating and not self.terminal)
+                and not self.assumed_node and not self.terminating and not self.terminal and not self.gated)
+
+    @property
+    def gated(self) -> bool:
+        """It has scheduling gates (spec.schedulingGates): no scheduler may place it until they are all
+        removed (the API server refuses its Binding), so it waits outside `ClusterState.pending`."""
+        return bool(self.obj.spec.scheduling_gates)
 
 
 class GangInfo:
@@ -639,11 +646,11 @@ class ClusterState:
 
     def _add_new_pod(self, obj: Pod, shape: Shape, time: float) -> bool:
         """`_upsert_pod` of a pod that is new, of a shape derived before without problems (see `_derive_pod`),
-        bound nowhere, nominated nowhere, not terminal nor terminating: what folding it does, without the
-        steps that find nothing to do. False (and nothing done) when the pod is not such a pod."""
+        bound nowhere, nominated nowhere, not terminal nor terminating, not gated: what folding it does,
+        without the steps that find nothing to do. False (and nothing done) when the pod is not such a pod."""
         meta, status = obj.metadata, obj.status
         if (obj.spec.node_name or status.nominated_node_name or status.phase in TERMINAL_PHASES
-                or meta.deletion_timestamp is not None):
+                or meta.deletion_timestamp is not None or obj.spec.scheduling_gates):
             return False
         key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
         if key in self.pods:
@@ -1403,7 +1410,8 @@ class ClusterState:
                 pod.nominated_node = ""  # a bound pod needs no reservation
             self._settle_nomination(pod)
         # Same rule as PodInfo.pending: a pod with a target is bound or assumed, hence not pending.
-        if pod.ours and not target and not gone and obj.metadata.deletion_timestamp is None:
+        if (pod.ours and not target and not gone and obj.metadata.deletion_timestamp is None
+                and not obj.spec.scheduling_gates):
             self.pending.add(pod.key)
         elif self.pending:
             self.pending.discard(pod.key)
@@ -1630,7 +1638,7 @@ class ClusterState:
                         on_node[target] = [pod]
                     else:
                         placed.append(pod)
-                elif pod.ours and row.deletion_timestamp is None:
+                elif pod.ours and row.deletion_timestamp is None and not spec.scheduling_gates:
                     pending.add(key)
         for pod in nominating:
             self._settle_nomination(pod)

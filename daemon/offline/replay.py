@@ -130,6 +130,7 @@ def summarise(state: ClusterState) -> Summary:
         "Pod": len(state.pods),
         "Pod (toposched)": len(ours),
         "Pod (toposched, pending)": len(state.pending),
+        "Pod (toposched, held by scheduling gates)": sum(1 for p in ours if p.gated and not p.node_name),
         "PodGroup (scheduling.sigs.k8s.io)": len(state.pod_groups),
         "PodGroup (scheduling.volcano.sh)": len(state.volcano_pod_groups),
         "ClusterNetworkTopology": len(state.network_topologies),

@@ -320,7 +320,11 @@ class Scheduler:
             self.queue.unit_changed(pod.gang or pod.key)
         else:
             self._pod_shapes.pop(pod.key, None)
-            return False
+            if not (pod.gang and pod.ours and pod.gated and not pod.placed_node):
+                return False
+            # A member held by its scheduling gates came (or lost one of several gates): its gang's reason
+            # counts the members held so, and must say so now, not at its next attempt.
+            self.queue.unit_changed(pod.gang)
         return True
 
     def _node_upserted(self, event: NodeUpserted) -> bool:

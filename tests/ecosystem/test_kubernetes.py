@@ -96,3 +96,61 @@ spec:
     eco.wait_bound(["worker-1-0", "worker-1-1"], namespace)
     assert pod_scheduled(eco.find("pods", "worker-1-0", namespace))["status"] == "True"
     eco.delete_namespace_objects(namespace)
+
+
+# --------------------------------------------------------------------------- Pod Scheduling Readiness
+
+# Pods held by `spec.schedulingGates` (GA in Kubernetes 1.30), as Kueue and Volcano's queue admission
+# create them: no scheduler may place them (the API server refuses their Binding) until the controller
+# that set the gates removes the last one. The API server marks such a pod PodScheduled=False,
+# reason SchedulingGated, and that must stay: cluster-autoscaler and Karpenter provision nodes only for
+# reason Unschedulable, and must not for pods that wait for a quota.
+GATES = "\n  schedulingGates:\n  - name: kueue.x-k8s.io/admission"
+UNGATE = '[{"op": "remove", "path": "/spec/schedulingGates"}]'
+
+
+def _failed_scheduling(eco: Ecosystem, name: str, namespace: str) -> list[str]:
+    return [e["message"] for e in eco.events(namespace, name, "Pod") if e["reason"] == "FailedScheduling"]
+
+
+def test_a_gang_with_a_gated_member_waits_saying_so_and_binds_whole_once_the_gate_is_removed(
+    eco: Ecosystem,
+) -> None:
+    namespace = "k8s-gates-gang"
+    group = f"""apiVersion: scheduling.k8s.io/v1alpha2
+kind: PodGroup
+metadata:
+  name: gated-job
+  namespace: {namespace}
+spec:
+  schedulingPolicy:
+    gang:
+      minCount: 4
+"""
+    join = "\n  schedulingGroup:\n    podGroupName: gated-job"
+    names = [f"worker-{i}" for i in range(4)]
+    eco.apply(stream(namespace_yaml(namespace), group,
+                     *(pod_yaml(name, namespace, spec=join + (GATES if name == "worker-3" else "")) for name in names)))
+    messages = eco.wait_pending(names[:3], namespace, says="1 more held by their scheduling gates")
+    assert all("3 of minMember 4 pods exist" in message for message in messages.values())
+    gated = pod_scheduled(eco.find("pods", "worker-3", namespace))
+    assert (gated["status"], gated["reason"]) == ("False", "SchedulingGated")
+    assert not eco.node_of("worker-3", namespace) and not _failed_scheduling(eco, "worker-3", namespace)
+    eco.kubectl.run("patch", "pod", "worker-3", "-n", namespace, "--type=json", "-p", UNGATE)
+    eco.wait_bound(names, namespace)
+    eco.delete_namespace_objects(namespace)
+
+
+def test_a_lone_gated_pod_is_left_to_its_gate_then_bound_once_it_is_removed(eco: Ecosystem) -> None:
+    namespace = "k8s-gates-lone"
+    eco.apply(stream(namespace_yaml(namespace), pod_yaml("waits", namespace, spec=GATES),
+                     pod_yaml("free", namespace)))
+    eco.wait_bound(["free"], namespace)  # the daemon has seen both: it placed the one it may
+    eco.wait_for(lambda: bool(eco.events(namespace, "free", "Pod")), what="the Scheduled Event of free")
+    gated = pod_scheduled(eco.find("pods", "waits", namespace))
+    assert (gated["status"], gated["reason"]) == ("False", "SchedulingGated")
+    assert not eco.node_of("waits", namespace) and not _failed_scheduling(eco, "waits", namespace)
+    eco.kubectl.run("patch", "pod", "waits", "-n", namespace, "--type=json", "-p", UNGATE)
+    eco.wait_bound(["waits"], namespace)
+    assert pod_scheduled(eco.find("pods", "waits", namespace))["status"] == "True"
+    eco.delete_namespace_objects(namespace)

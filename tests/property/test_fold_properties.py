@@ -28,14 +28,18 @@ PODS = [f"p{i}" for i in range(6)]
 GANGS = ["g0", "g1"]
 
 
+# Some pods wait for scheduling gates (spec.schedulingGates): held, never pending until they are removed.
+GATES = st.sampled_from([(), (), (), ("example.com/quota",)])
+
+
 def _pod_events() -> st.SearchStrategy[Event]:
     return st.builds(
-        lambda name, gpus, node_name, phase, gang, uid: pod_event(
+        lambda name, gpus, node_name, phase, gang, uid, gates: pod_event(
             bound(pod(name, gpus=gpus, gang=gang, uid=uid), node_name, phase) if node_name
-            else pod(name, gpus=gpus, gang=gang, uid=uid, phase=phase)),
+            else pod(name, gpus=gpus, gang=gang, uid=uid, phase=phase, gates=gates)),
         st.sampled_from(PODS), st.integers(0, 8), st.sampled_from(["", *NODES]),
         st.sampled_from(["Pending", "Running", "Succeeded", "Failed"]), st.sampled_from([None, *GANGS]),
-        st.sampled_from(["u1", "u2"]),
+        st.sampled_from(["u1", "u2"]), GATES,
     )
 
 
@@ -74,8 +78,8 @@ def _bind_runs() -> st.SearchStrategy[list[Event]]:
 
 
 _waiting_pods = st.lists(st.builds(
-    lambda name, gpus, gang, uid: pod_event(pod(name, gpus=gpus, gang=gang, uid=uid)),
-    st.sampled_from(PODS), st.integers(0, 8), st.sampled_from([None, *GANGS]), st.sampled_from(["u1", "u2"])),
+    lambda name, gpus, gang, uid, gates: pod_event(pod(name, gpus=gpus, gang=gang, uid=uid, gates=gates)),
+    st.sampled_from(PODS), st.integers(0, 8), st.sampled_from([None, *GANGS]), st.sampled_from(["u1", "u2"]), GATES),
     max_size=6)
 # Pods waiting to be placed, then anything, often runs of bindings.
 logs_strategy = st.tuples(

@@ -46,11 +46,12 @@ NAMES = [f"p{i}" for i in range(8)]
 
 def _shaped_pod(name: str, namespace: str, gpus: int, node_name: str, phase: str, gang: str | None,
                 annotation_gang: bool, priority_class: str, scheduler: str, cpu: str, preemptable: str | None,
-                nominated: str, deleting: bool) -> Event:
+                nominated: str, deleting: bool, gated: bool = False) -> Event:
     annotations = {GANG_NAME_ANNOTATION: "ag", GANG_MIN_AVAILABLE_ANNOTATION: "2"} if annotation_gang else {}
     labels = {VOLCANO_PREEMPTABLE_ANNOTATION: preemptable} if preemptable is not None else {}
     made = pod(name, namespace=namespace, gpus=gpus, gang=gang, priority_class=priority_class, scheduler=scheduler,
-               cpu=cpu, phase=phase, labels=labels, annotations=annotations)
+               cpu=cpu, phase=phase, labels=labels, annotations=annotations,
+               gates=("example.com/quota",) if gated and not node_name else ())
     if node_name:
         made = bound(made, node_name, phase)
     if nominated:
@@ -66,7 +67,7 @@ pod_events = st.builds(
     st.sampled_from(["", *NODES, "gone"]), st.sampled_from(["Pending", "Running", "Succeeded"]),
     st.sampled_from([None, "g0", "g1"]), st.booleans(), st.sampled_from(["", "high", "missing"]),
     st.sampled_from(["toposched", "default-scheduler"]), st.sampled_from(["8", "8", "lots"]),
-    st.sampled_from([None, None, "false", "maybe"]), st.sampled_from(["", "", "n1"]), st.booleans(),
+    st.sampled_from([None, None, "false", "maybe"]), st.sampled_from(["", "", "n1"]), st.booleans(), st.booleans(),
 )
 
 decisions = st.one_of(
@@ -141,7 +142,7 @@ alike_pods = st.builds(
     st.builds(_shaped_pod, st.sampled_from(NAMES), st.sampled_from(["default", "ml"]), st.just(1),
               st.sampled_from(["", "n0"]), st.just("Pending"), st.sampled_from([None, "g0", "g1", "g2", "ag"]),
               st.booleans(), st.sampled_from(["", "", "", "missing"]), st.just("toposched"), st.just("8"),
-              st.sampled_from([None, None, None, "false", "maybe"]), st.just(""), st.just(False)),
+              st.sampled_from([None, None, None, "false", "maybe"]), st.just(""), st.just(False), st.booleans()),
     st.sampled_from([None, None, None, "g0", "g1"]),
 )
 

@@ -47,6 +47,17 @@ def test_replay_prints_objects_gangs_and_node_usage(tmp_path: Path, capsys: pyte
     assert "Permit (waiting)" in out or "Running" in out
 
 
+def test_replay_counts_the_pods_held_by_scheduling_gates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with EventLog.open(tmp_path, fsync=FsyncPolicy.never()) as log:
+        for event in (node_event(node("gpu-1")), pod_event(pod("quota-wait", gates=("kueue.x-k8s.io/admission",))),
+                      pod_event(pod("free"))):
+            log.append(event)
+    assert main([str(tmp_path)]) == 0
+    rows = [[cell.strip() for cell in line.split("│") if cell.strip()] for line in capsys.readouterr().out.splitlines()]
+    assert ["Pod (toposched, pending)", "1"] in rows
+    assert ["Pod (toposched, held by scheduling gates)", "1"] in rows
+
+
 def test_replay_until_stops_early(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _write_log(tmp_path)
     assert main([str(tmp_path), "--until", "2"]) == 0

@@ -194,3 +194,46 @@ def test_workload_replicas_are_planned_as_separate_gangs() -> None:
     assert len(planned(plan_gang(state, "default/training:workers:0")).assignments) == 2
     missing = refused(plan_gang(state, "default/training:workers:1"))
     assert "1 of minMember 2" in missing.reason
+
+
+# --------------------------------------------------------------------------- scheduling gates
+
+
+GATE = {"name": "example.com/quota"}
+
+
+def gated_annotation_pod(i: int, min_available: int, gates: list[dict[str, str]]) -> dict[str, Any]:
+    return gpu_pod(f"a-{i}", annotations={"gang.scheduling.koordinator.sh/name": "gang-a",
+                                          "gang.scheduling.koordinator.sh/min-available": str(min_available)},
+                   schedulingGates=gates)
+
+
+def test_a_pod_held_by_scheduling_gates_is_not_pending_until_the_last_one_is_removed() -> None:
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    apply(state, gpu_pod("lone", schedulingGates=[GATE, {"name": "example.com/image"}]))
+    assert state.pods["default/lone"].gated and "default/lone" not in state.pending
+    apply(state, gpu_pod("lone", schedulingGates=[GATE]))
+    assert "default/lone" not in state.pending
+    apply(state, gpu_pod("lone"))
+    assert not state.pods["default/lone"].gated and "default/lone" in state.pending
+
+
+def test_a_gang_waits_for_its_gated_members_and_says_they_are_held_by_their_gates() -> None:
+    state = fabric(blocks=2, nvlinks=2, nodes=2)
+    for i in range(4):
+        apply(state, gated_annotation_pod(i, 4, [GATE] if i == 3 else []))
+    waiting = refused(plan_gang(state, "default/gang-a"))
+    assert waiting.constraint == MEMBERS
+    assert waiting.reason.endswith("3 of minMember 4 pods exist (0 running, 3 pending): 1 missing; 1 more held by "
+                                   "their scheduling gates (spec.schedulingGates)")
+    apply(state, gated_annotation_pod(3, 4, []))  # its controller removes the gate
+    plan = planned(plan_gang(state, "default/gang-a"))
+    assert len(plan.assignments) == 4
+
+
+def test_a_gang_whose_minimum_is_met_without_its_gated_members_places_only_the_others() -> None:
+    state = fabric(blocks=2, nvlinks=2, nodes=2)
+    for i in range(4):
+        apply(state, gated_annotation_pod(i, 3, [GATE] if i == 0 else []))
+    plan = planned(plan_gang(state, "default/gang-a"))
+    assert sorted(nodes_of(plan)) == ["default/a-1", "default/a-2", "default/a-3"]
