@@ -94,9 +94,17 @@ class ResourceRequirements(_K8s, frozen=True):
     requests: dict[str, str] = {}
 
 
+class ContainerPort(_K8s, frozen=True):
+    """A container port as far as placement is concerned: the host port it holds on its node (0: none;
+    the API server sets it to the container port for a pod on the host network)."""
+
+    host_port: Int64 = 0
+
+
 class Container(_K8s, frozen=True):
     name: str = ""
     resources: ResourceRequirements = ResourceRequirements()
+    ports: list[ContainerPort] = []
 
 
 class Toleration(_K8s, frozen=True):
@@ -126,8 +134,30 @@ class NodeAffinity(_K8s, frozen=True):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
 
 
+class PodAffinityTerm(_K8s, frozen=True):
+    topology_key: str = ""
+
+
+class PodAffinity(_K8s, frozen=True):
+    """podAffinity or podAntiAffinity, as far as toposched reads it: whether it has required terms (it
+    does not place by them; the fold reports them, see `state.pod_constraints`)."""
+
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = []
+
+
 class Affinity(_K8s, frozen=True):
     node_affinity: NodeAffinity | None = None
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+
+
+class TopologySpreadConstraint(_K8s, frozen=True):
+    topology_key: str = ""
+    when_unsatisfiable: str = ""
+
+
+class PodResourceClaim(_K8s, frozen=True):
+    name: str = ""
 
 
 class SchedulingGroup(_K8s, frozen=True):
@@ -168,6 +198,8 @@ class PodSpec(_K8s, frozen=True):
     scheduling_group: SchedulingGroup | None = None
     workload_ref: WorkloadReference | None = None
     scheduling_gates: list[SchedulingGate] = []
+    topology_spread_constraints: list[TopologySpreadConstraint] = []
+    resource_claims: list[PodResourceClaim] = []
 
 
 class Condition(_K8s, frozen=True):

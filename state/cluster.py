@@ -112,6 +112,7 @@ from state.gangs import (
     volcano_gang_spec,
 )
 from state.node_changes import NodeChanges
+from state.pod_constraints import unconsidered
 from state.pod_gangs import annotation_gang_spec, defines_gang, membership, workload_of_gang
 from state.pod_table import PodTable, pod_table, pods_of, shared_parts
 from state.quota import IDLE_UNLESS_ACTIVE, QuotaBook
@@ -885,6 +886,8 @@ class ClusterState:
             ours = False
             problems.append(Problem("Pod", key, "object", oversized, RECORD_TOO_LARGE))
         priority, policy = self._resolve_priority(obj, key, problems)
+        if ours:
+            problems += unconsidered(obj, key)
         # The gang protocols' pod side (a hot path: plain lookups, functions only where something is set).
         task = annotations.get(VOLCANO_TASK_SPEC_ANNOTATION, "")
         preemptable = (True if VOLCANO_PREEMPTABLE_ANNOTATION not in annotations

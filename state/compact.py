@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from msgspec.structs import force_setattr
 
-from events.objects import Container, Node, Pod, PodSpec, PodStatus, Toleration
+from events.objects import Container, ContainerPort, Node, Pod, PodSpec, PodStatus, Toleration
 from events.parts import PodParts, decode_map, decode_spec, decode_status, parts_pod
 
 _Key = TypeVar("_Key")
@@ -50,7 +50,8 @@ class Compactor:
 
     def __init__(self) -> None:
         self.labels: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
-        self.containers: dict[tuple[tuple[str, tuple[tuple[str, str], ...]], ...], list[Container]] = {}
+        self.containers: dict[tuple[tuple[str, tuple[tuple[str, str], ...], tuple[ContainerPort, ...]], ...],
+                              list[Container]] = {}
         self.tolerations: dict[tuple[Toleration, ...], list[Toleration]] = {}
         # Parts of pod records by their bytes (`decode`): the head's key is (apiVersion, kind, namespace,
         # labels bytes, annotations bytes); a spec's is its bytes, with its number in the table.
@@ -185,10 +186,11 @@ class Compactor:
             return _EMPTY_LIST
         if len(containers) == 1:  # the usual pod: no generator for one container
             only = containers[0]
-            key: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
-                (only.name, tuple(only.resources.requests.items())),)
+            key: tuple[tuple[str, tuple[tuple[str, str], ...], tuple[ContainerPort, ...]], ...] = (
+                (only.name, tuple(only.resources.requests.items()), tuple(only.ports)),)
         else:
-            key = tuple((container.name, tuple(container.resources.requests.items())) for container in containers)
+            key = tuple((container.name, tuple(container.resources.requests.items()), tuple(container.ports))
+                        for container in containers)
         shared = self.containers.get(key)
         if shared is None:
             intern = sys.intern

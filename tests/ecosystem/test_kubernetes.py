@@ -154,3 +154,29 @@ def test_a_lone_gated_pod_is_left_to_its_gate_then_bound_once_it_is_removed(eco:
     eco.wait_bound(["waits"], namespace)
     assert pod_scheduled(eco.find("pods", "waits", namespace))["status"] == "True"
     eco.delete_namespace_objects(namespace)
+
+
+# --------------------------------------------------------------------------- rules toposched does not place by
+
+
+def test_a_pod_asking_for_a_rule_toposched_does_not_place_by_gets_a_warning_naming_the_field(eco: Ecosystem) -> None:
+    namespace = "k8s-unconsidered"
+    anti = """
+  affinity:
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - labelSelector:
+          matchLabels:
+            app: trainer
+        topologyKey: kubernetes.io/hostname"""
+    eco.apply(stream(namespace_yaml(namespace), pod_yaml("apart", namespace, gpus="1", spec=anti)))
+    eco.wait_bound(["apart"], namespace)  # placed as if it did not ask (the warning says so)
+
+    def warnings() -> list[str]:
+        return [e["message"] for e in eco.events(namespace, "apart", "Pod")
+                if e["type"] == "Warning" and e["reason"] == "UnsupportedField"]
+
+    eco.wait_for(lambda: bool(warnings()), what="the UnsupportedField Event of apart")
+    assert warnings()[0].startswith("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution: "
+                                    "required podAntiAffinity (topologyKey kubernetes.io/hostname) is not considered")
+    eco.delete_namespace_objects(namespace)

@@ -1,0 +1,80 @@
+"""What a pod asks of its placement that toposched reads but does not place by, reported per pod.
+
+Placement honours requests, priority, nodeSelector, required node affinity, tolerations and the
+nodes' taints and `unschedulable` (see the README's limits). A pod of ours that also asks for one of
+these would be placed as if it did not, and a user would learn it only from a pod that does not
+start or a job spread wrong; so the fold reports each as a problem of the pod (reason
+`UnsupportedField`: a Warning Event on the pod, a log line, a count), naming the field:
+
+- required pod affinity or anti-affinity (`spec.affinity.podAffinity` / `podAntiAffinity`,
+  `requiredDuringSchedulingIgnoredDuringExecution`);
+- a topology spread constraint with `whenUnsatisfiable: DoNotSchedule`;
+- a host port (`spec.containers[*].ports[*].hostPort`, which the API server also sets for a pod on
+  the host network): another pod holding it may be placed on the same node, and one will not start;
+- dynamic resource allocation (`spec.resourceClaims`): the devices claimed are not counted.
+
+Preferences (preferred affinities, `ScheduleAnyway` spreads) are not reported: ignoring a
+preference places a pod worse, never wrong. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from events.objects import Container, Pod
+from state.gangs import UNSUPPORTED_FIELD, Problem
+
+_NONE: Sequence[Problem] = ()
+DO_NOT_SCHEDULE = "DoNotSchedule"
+
+
+def unconsidered(pod: Pod, key: str) -> Sequence[Problem]:
+    """The constraints of `pod` (key `key`) that toposched does not place by, each a problem naming its
+    field; empty for the usual pod (a few attribute reads)."""
+    spec = pod.spec
+    affinity = spec.affinity
+    if ((affinity is None or (affinity.pod_affinity is None and affinity.pod_anti_affinity is None))
+            and not spec.topology_spread_constraints and not spec.resource_claims
+            and not _any_ports(spec.containers) and not (spec.init_containers and _any_ports(spec.init_containers))):
+        return _NONE
+    problems: list[Problem] = []
+
+    def report(field: str, message: str) -> None:
+        problems.append(Problem("Pod", key, field, message, reason=UNSUPPORTED_FIELD))
+
+    if affinity is not None:
+        for name, which, consequence in (
+                ("podAffinity", affinity.pod_affinity, "away from the pods it must join"),
+                ("podAntiAffinity", affinity.pod_anti_affinity, "next to the pods it excludes")):
+            terms = which.required_during_scheduling_ignored_during_execution if which is not None else []
+            if terms:
+                keys = ", ".join(sorted({term.topology_key for term in terms}))
+                report(f"spec.affinity.{name}.requiredDuringSchedulingIgnoredDuringExecution",
+                       f"required {name} (topologyKey {keys}) is not considered by toposched: the pod may be "
+                       f"placed {consequence}")
+    for index, spread in enumerate(spec.topology_spread_constraints):
+        if spread.when_unsatisfiable == DO_NOT_SCHEDULE:
+            report(f"spec.topologySpreadConstraints[{index}]",
+                   f"whenUnsatisfiable DoNotSchedule (topologyKey {spread.topology_key}) is not considered by "
+                   f"toposched: the pods may be placed more unevenly than maxSkew allows")
+            break
+    for field, containers in (("containers", spec.containers), ("initContainers", spec.init_containers)):
+        held = next(((index, number, port.host_port) for index, container in enumerate(containers)
+                     for number, port in enumerate(container.ports) if port.host_port), None)
+        if held is not None:
+            index, number, host_port = held
+            report(f"spec.{field}[{index}].ports[{number}].hostPort",
+                   f"host port {host_port} is not considered by toposched: a pod holding it may be placed on "
+                   f"the same node, and one of the two will not start")
+            break
+    if spec.resource_claims:
+        report("spec.resourceClaims",
+               "dynamic resource allocation is not considered by toposched: the devices claimed are not "
+               "counted (ask for them as extended resources, e.g. nvidia.com/gpu, to be placed by them)")
+    return problems
+
+
+def _any_ports(containers: list[Container]) -> bool:
+    if len(containers) == 1:  # the usual pod, on the path of every derivation: no generator
+        return bool(containers[0].ports)
+    return any(container.ports for container in containers)

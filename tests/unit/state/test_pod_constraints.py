@@ -1,0 +1,80 @@
+"""A pod of ours that asks for a placement rule toposched does not place by (required pod affinity or
+anti-affinity, a DoNotSchedule spread, a host port, dynamic resource allocation) is reported by field,
+and still placed; preferences and other schedulers' pods are not reported."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from events.ingest import kind_of, upsert_event
+from placement import GangPlan, plan_pod
+from state.cluster import ClusterState
+from state.gangs import UNSUPPORTED_FIELD
+from tests.unit.placement.builders import fabric
+
+TERM = {"labelSelector": {"matchLabels": {"app": "trainer"}}, "topologyKey": "kubernetes.io/hostname"}
+
+
+def apply_pod(state: ClusterState, name: str, scheduler: str = "toposched", **spec: Any) -> str:
+    manifest = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default", "uid": f"u-{name}", "labels": {"app": "trainer"}},
+                "spec": {"schedulerName": scheduler, "containers": [
+                    {"name": "main", "resources": {"requests": {"nvidia.com/gpu": "1"}}}], **spec}}
+    info = kind_of("v1", "Pod")
+    assert info is not None
+    state.apply(upsert_event(info, manifest))
+    return f"default/{name}"
+
+
+@pytest.mark.parametrize(("spec", "field", "says"), [
+    ({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]}}},
+     "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+     "required podAntiAffinity (topologyKey kubernetes.io/hostname) is not considered"),
+    ({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {**TERM, "topologyKey": "topology.kubernetes.io/zone"}]}}},
+     "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+     "required podAffinity (topologyKey topology.kubernetes.io/zone) is not considered"),
+    ({"topologySpreadConstraints": [
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}},
+        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}]},
+     "spec.topologySpreadConstraints[1]", "whenUnsatisfiable DoNotSchedule (topologyKey kubernetes.io/hostname)"),
+    ({"hostNetwork": True, "containers": [
+        {"name": "main", "resources": {"requests": {"nvidia.com/gpu": "1"}},
+         "ports": [{"containerPort": 8080}, {"containerPort": 29500, "hostPort": 29500}]}]},
+     "spec.containers[0].ports[1].hostPort", "host port 29500 is not considered"),
+    ({"resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "eight-gpus"}]},
+     "spec.resourceClaims", "dynamic resource allocation is not considered"),
+])
+def test_a_rule_toposched_does_not_place_by_is_reported_on_the_pod_by_field_and_the_pod_is_still_placed(
+        spec: dict[str, Any], field: str, says: str) -> None:
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    key = apply_pod(state, "asks", **spec)
+    problems = state.problems_of("Pod", key)
+    assert [(p.field, p.reason) for p in problems] == [(field, UNSUPPORTED_FIELD)]
+    assert says in problems[0].message
+    assert key in state.pending and isinstance(plan_pod(state, key), GangPlan)
+
+
+def test_preferences_plain_ports_and_other_schedulers_pods_are_not_reported() -> None:
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    preferred = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 10, "podAffinityTerm": TERM}]}}
+    keys = [
+        apply_pod(state, "prefers", affinity=preferred),
+        apply_pod(state, "spreads-softly", topologySpreadConstraints=[
+            {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]),
+        apply_pod(state, "serves", containers=[{"name": "main", "ports": [{"containerPort": 8080}]}]),
+        apply_pod(state, "theirs", scheduler="default-scheduler",
+                  affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]}}),
+    ]
+    assert not [p for key in keys for p in state.problems_of("Pod", key)]
+
+
+def test_pods_with_host_ports_of_one_shape_are_each_reported() -> None:
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    ports = [{"name": "main", "resources": {"requests": {"nvidia.com/gpu": "1"}},
+              "ports": [{"containerPort": 29500, "hostPort": 29500}]}]
+    keys = [apply_pod(state, f"worker-{index}", containers=ports) for index in range(3)]
+    assert [p.key for key in keys for p in state.problems_of("Pod", key)] == keys
