@@ -101,10 +101,16 @@ class ContainerPort(_K8s, frozen=True):
     host_port: Int64 = 0
 
 
+SIDECAR_RESTART_POLICY = "Always"  # an init container's restartPolicy that makes it a sidecar
+
+
 class Container(_K8s, frozen=True):
     name: str = ""
     resources: ResourceRequirements = ResourceRequirements()
     ports: list[ContainerPort] = []
+    # "Always" on an init container makes it a sidecar (native sidecars, GA in Kubernetes 1.33): it runs
+    # beside the containers, so its requests add to theirs (`state.cluster._pod_requests`).
+    restart_policy: str = ""
 
 
 class Toleration(_K8s, frozen=True):
@@ -649,7 +655,7 @@ def pod_core(pod: Pod, note: str) -> Pod:
     """What capacity accounting needs of a pod too large to log, marked `OVERSIZED_ANNOTATION: note`.
 
     Kept: identity, deletion, the node it is bound to, the scheduler and priority fields, every
-    request (containers, init containers, overhead) and the phase. Dropped: labels, annotations,
+    request (containers, init containers and which are sidecars, overhead) and the phase. Dropped: labels, annotations,
     node selector, affinity, tolerations, conditions: so the core is never placed (the fold treats
     a marked pod as not its own) but is counted on the node it runs on.
     """
@@ -682,4 +688,6 @@ def node_core(node: Node, note: str) -> Node:
 
 
 def _requests_only(container: Container) -> Container:
-    return Container(resources=ResourceRequirements(requests=container.resources.requests))
+    """What a container's requests count for: the requests, and whether it is a sidecar."""
+    return Container(resources=ResourceRequirements(requests=container.resources.requests),
+                     restart_policy=container.restart_policy)

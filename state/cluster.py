@@ -73,6 +73,7 @@ from events.objects import (
     GANG_MIN_AVAILABLE_ANNOTATION,
     LIGHTWEIGHT_MIN_AVAILABLE_LABEL,
     OVERSIZED_ANNOTATION,
+    SIDECAR_RESTART_POLICY,
     VOLCANO_PREEMPTABLE_ANNOTATION,
     VOLCANO_TASK_SPEC_ANNOTATION,
     CapacityElasticQuota,
@@ -1714,7 +1715,7 @@ def _undecodable_note(problem: str) -> str:
 
 
 def _add_requests(total: Resources, raw: Mapping[str, str], key: str, problems: list[Problem], field: str,
-                  index: int = -1, take_max: bool = False) -> None:
+                  index: int = -1) -> None:
     for name, text in raw.items():
         amount = QUANTITY_CACHE.get(text)
         if amount is None:
@@ -1725,22 +1726,37 @@ def _add_requests(total: Resources, raw: Mapping[str, str], key: str, problems: 
                 problems.append(Problem("Pod", key, f"{where}[{name}]", f"{error}; the pod is not placed",
                                         INVALID_QUANTITY))
                 continue
-        if take_max:
-            if amount > total.get(name, 0):
-                total[name] = amount
-        else:
-            total[name] = total.get(name, 0) + amount
+        total[name] = total.get(name, 0) + amount
 
 
 def _pod_requests(obj: Pod, key: str, problems: list[Problem]) -> Resources:
-    """Sum of containers, at least the largest init container per resource, plus overhead and one pod slot."""
+    """What the pod takes of a node, per resource, as kube-scheduler and the kubelet's admission count it
+    (KEP-753, native sidecars): the containers and the sidecars (init containers with restartPolicy
+    Always) run together, so their requests add up; each other init container runs alone beside the
+    sidecars declared before it, so it needs its own requests plus theirs; the pod takes the larger of
+    the two per resource, plus overhead and one pod slot."""
     spec = obj.spec
     total: Resources = {}
     for index, container in enumerate(spec.containers):
         _add_requests(total, container.resources.requests, key, problems, "spec.containers", index)
-    for index, container in enumerate(spec.init_containers):
-        _add_requests(total, container.resources.requests, key, problems, "spec.initContainers", index,
-                      take_max=True)
+    if spec.init_containers:
+        sidecars: Resources = {}  # the sidecars started so far
+        starting: Resources = {}  # the most any moment of the pod's start needs
+        for index, container in enumerate(spec.init_containers):
+            alone: Resources = {}
+            _add_requests(alone, container.resources.requests, key, problems, "spec.initContainers", index)
+            if container.restart_policy == SIDECAR_RESTART_POLICY:
+                add_into(total, alone)
+                add_into(sidecars, alone)
+                alone = sidecars
+            elif sidecars:
+                add_into(alone, sidecars)
+            for name, amount in alone.items():
+                if amount > starting.get(name, 0):
+                    starting[name] = amount
+        for name, amount in starting.items():
+            if amount > total.get(name, 0):
+                total[name] = amount
     if spec.overhead:
         _add_requests(total, spec.overhead, key, problems, "spec.overhead")
     total["pods"] = total.get("pods", 0) + POD_SLOT_MILLI

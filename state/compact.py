@@ -50,7 +50,8 @@ class Compactor:
 
     def __init__(self) -> None:
         self.labels: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
-        self.containers: dict[tuple[tuple[str, tuple[tuple[str, str], ...], tuple[ContainerPort, ...]], ...],
+        # By (name, requests, ports, restartPolicy) of each container.
+        self.containers: dict[tuple[tuple[str, tuple[tuple[str, str], ...], tuple[ContainerPort, ...], str], ...],
                               list[Container]] = {}
         self.tolerations: dict[tuple[Toleration, ...], list[Toleration]] = {}
         # Parts of pod records by their bytes (`decode`): the head's key is (apiVersion, kind, namespace,
@@ -186,11 +187,11 @@ class Compactor:
             return _EMPTY_LIST
         if len(containers) == 1:  # the usual pod: no generator for one container
             only = containers[0]
-            key: tuple[tuple[str, tuple[tuple[str, str], ...], tuple[ContainerPort, ...]], ...] = (
-                (only.name, tuple(only.resources.requests.items()), tuple(only.ports)),)
+            key: tuple[tuple[str, tuple[tuple[str, str], ...], tuple[ContainerPort, ...], str], ...] = (
+                (only.name, tuple(only.resources.requests.items()), tuple(only.ports), only.restart_policy),)
         else:
-            key = tuple((container.name, tuple(container.resources.requests.items()), tuple(container.ports))
-                        for container in containers)
+            key = tuple((container.name, tuple(container.resources.requests.items()), tuple(container.ports),
+                         container.restart_policy) for container in containers)
         shared = self.containers.get(key)
         if shared is None:
             intern = sys.intern

@@ -180,3 +180,43 @@ def test_a_pod_asking_for_a_rule_toposched_does_not_place_by_gets_a_warning_nami
     assert warnings()[0].startswith("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution: "
                                     "required podAntiAffinity (topologyKey kubernetes.io/hostname) is not considered")
     eco.delete_namespace_objects(namespace)
+
+
+# --------------------------------------------------------------------------- native sidecars
+
+
+def test_a_sidecars_requests_add_to_its_pods_so_two_pods_that_would_overfill_a_node_go_apart(eco: Ecosystem) -> None:
+    # A trainer of 40 CPUs with a log shipper of 20 as a native sidecar (restartPolicy Always, GA in 1.33)
+    # takes 60 of a node's 96 (KEP-753, as kube-scheduler and the kubelet's admission count it). Counted as
+    # an init container (the larger of 40 and 20) two would share a node, and the kubelet would refuse one.
+    namespace = "k8s-sidecars"
+
+    def trainer(name: str) -> str:
+        return f"""apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: {namespace}
+spec:
+  schedulerName: toposched
+  initContainers:
+  - name: log-shipper
+    image: registry.k8s.io/pause:3.10
+    restartPolicy: Always
+    resources:
+      requests:
+        cpu: "20"
+  containers:
+  - name: trainer
+    image: registry.k8s.io/pause:3.10
+    resources:
+      requests:
+        cpu: "40"
+"""
+
+    eco.apply(stream(namespace_yaml(namespace), trainer("first")))
+    eco.wait_bound(["first"], namespace)
+    eco.apply(trainer("second"))  # lone pods go to the busiest node that fits: next to the first if it fit
+    placed = eco.wait_bound(["first", "second"], namespace)
+    assert placed["first"] != placed["second"]
+    eco.delete_namespace_objects(namespace)

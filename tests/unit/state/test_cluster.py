@@ -94,6 +94,35 @@ def test_init_container_max_rule_and_pod_slot() -> None:
     assert state.pods["default/p"].requests["pods"] == 1000
 
 
+def _with_containers(containers: list[tuple[str, str]], init: list[tuple[str, str, str]]) -> Pod:
+    """A pod of containers (name, cpu) and init containers (name, cpu, restartPolicy), decoded from JSON."""
+    def spec_of(name: str, cpu: str, policy: str = "") -> dict[str, object]:
+        return {"name": name, "resources": {"requests": {"cpu": cpu}}, **({"restartPolicy": policy} if policy else {})}
+
+    manifest = {"metadata": {"name": "p", "namespace": "default", "uid": "u-p"},
+                "spec": {"schedulerName": "toposched", "containers": [spec_of(*c) for c in containers],
+                         "initContainers": [spec_of(*c) for c in init]}}
+    return msgspec.json.decode(msgspec.json.encode(manifest), type=Pod)
+
+
+@pytest.mark.parametrize(("containers", "init", "cpu"), [
+    # Sidecars (restartPolicy Always) run beside the containers: 1 + 2.
+    ([("main", "1")], [("proxy", "2", "Always")], 3),
+    # An init container after a sidecar runs beside it: 2 + 5 > 1 + 2.
+    ([("main", "1")], [("proxy", "2", "Always"), ("fetch", "5", "")], 7),
+    # Before it, alone: 5 > 1 + 2, and 3 + 2 = 5 after.
+    ([("main", "1")], [("fetch", "5", ""), ("proxy", "2", "Always"), ("warm", "3", "")], 5),
+    # Plain init containers: the largest, against the containers' sum (Volcano's documented example).
+    ([("c1", "2"), ("c2", "1")], [("ic1", "2", ""), ("ic2", "2", "")], 3),
+    # A training container with a log shipper as a sidecar: 40 + 20, where the max rule said 40.
+    ([("trainer", "40")], [("shipper", "20", "Always")], 60),
+])
+def test_a_pods_requests_count_sidecars_as_kube_scheduler_and_the_kubelet_do(
+        containers: list[tuple[str, str]], init: list[tuple[str, str, str]], cpu: int) -> None:
+    state = _state(pod_event(_with_containers(containers, init)))
+    assert state.pods["default/p"].requests["cpu"] == cpu * 1000
+
+
 def test_malformed_quantity_is_a_problem_naming_pod_and_field_not_a_crash() -> None:
     p = pod("p")
     bad = Container(name="c", resources=ResourceRequirements(requests={"cpu": "lots"}))
