@@ -206,6 +206,9 @@ class PodSpec(_K8s, frozen=True):
     scheduling_gates: list[SchedulingGate] = []
     topology_spread_constraints: list[TopologySpreadConstraint] = []
     resource_claims: list[PodResourceClaim] = []
+    # Pod-level resources (KEP-2837, beta and on by default since Kubernetes 1.34): where set, its cpu,
+    # memory and hugepages requests are the pod's, whatever its containers ask.
+    resources: ResourceRequirements | None = None
 
 
 class Condition(_K8s, frozen=True):
@@ -655,9 +658,9 @@ def pod_core(pod: Pod, note: str) -> Pod:
     """What capacity accounting needs of a pod too large to log, marked `OVERSIZED_ANNOTATION: note`.
 
     Kept: identity, deletion, the node it is bound to, the scheduler and priority fields, every
-    request (containers, init containers and which are sidecars, overhead) and the phase. Dropped: labels, annotations,
-    node selector, affinity, tolerations, conditions: so the core is never placed (the fold treats
-    a marked pod as not its own) but is counted on the node it runs on.
+    request (containers, init containers and which are sidecars, pod-level, overhead) and the phase.
+    Dropped: labels, annotations, node selector, affinity, tolerations, conditions: so the core is
+    never placed (the fold treats a marked pod as not its own) but is counted on the node it runs on.
     """
     meta, spec = pod.metadata, pod.spec
     return Pod(
@@ -667,7 +670,8 @@ def pod_core(pod: Pod, note: str) -> Pod:
         spec=PodSpec(node_name=spec.node_name, scheduler_name=spec.scheduler_name, priority=spec.priority,
                      priority_class_name=spec.priority_class_name, preemption_policy=spec.preemption_policy,
                      containers=[_requests_only(c) for c in spec.containers],
-                     init_containers=[_requests_only(c) for c in spec.init_containers], overhead=spec.overhead),
+                     init_containers=[_requests_only(c) for c in spec.init_containers], overhead=spec.overhead,
+                     resources=spec.resources),
         status=PodStatus(phase=pod.status.phase),
     )
 

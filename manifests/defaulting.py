@@ -12,7 +12,9 @@ a user reading the object meets:
   templates; schedulerName `default-scheduler`, terminationGracePeriodSeconds 30, restartPolicy
   `Always`, dnsPolicy `ClusterFirst`, securityContext `{}`, enableServiceLinks true; per container
   terminationMessagePath, terminationMessagePolicy `File`, imagePullPolicy (`Always` for `:latest`
-  or no tag, else `IfNotPresent`), port protocol `TCP`.
+  or no tag, else `IfNotPresent`), port protocol `TCP`, and on the host network each port's
+  `hostPort` its `containerPort`; pod-level requests (`spec.resources`, KEP-2837) of cpu, memory and
+  hugepages from the pod-level limits.
 - Node: canonical capacity and allocatable.
 - PriorityClass: preemptionPolicy `PreemptLowerPriority`.
 
@@ -92,7 +94,7 @@ def _image_pull_policy(image: Any) -> str:
     return "Always" if tag in ("", "latest") else "IfNotPresent"
 
 
-def _container(container: Any, field: str, pod: bool) -> Any:
+def _container(container: Any, field: str, pod: bool, host_network: bool) -> Any:
     if not isinstance(container, dict):
         return container
     result = dict(container)
@@ -103,9 +105,32 @@ def _container(container: Any, field: str, pod: bool) -> Any:
     if "image" in result:
         result.setdefault("imagePullPolicy", _image_pull_policy(result["image"]))
     if isinstance(result.get("ports"), list):
-        result["ports"] = [{**port, "protocol": port.get("protocol") or "TCP"} if isinstance(port, dict) else port
-                           for port in result["ports"]]
+        result["ports"] = [_port(port, host_network) for port in result["ports"]]
     return result
+
+
+def _port(port: Any, host_network: bool) -> Any:
+    """A container port: protocol TCP, and on the host network its host port the container port
+    (`defaultHostNetworkPorts`: the pod holds that port of its node)."""
+    if not isinstance(port, dict):
+        return port
+    result = {**port, "protocol": port.get("protocol") or "TCP"}
+    if host_network and not port.get("hostPort") and "containerPort" in port:
+        result["hostPort"] = port["containerPort"]
+    return result
+
+
+def _pod_level_requests(resources: Any) -> Any:
+    """Pod-level resources (KEP-2837): a request the pod-level limits set and the requests do not, for a
+    resource pod-level requests may set (cpu, memory, hugepages-*), defaults to the limit (the API
+    server's `defaultPodRequests`; its hugepages from the containers' requests are not done here)."""
+    if not isinstance(resources, dict) or not isinstance(resources.get("limits"), dict) or not resources["limits"]:
+        return resources
+    requests = dict(resources["requests"]) if isinstance(resources.get("requests"), dict) else {}
+    for name, limit in resources["limits"].items():
+        if name in ("cpu", "memory") or str(name).startswith("hugepages-"):
+            requests.setdefault(name, limit)
+    return {**resources, "requests": requests} if requests else resources
 
 
 def default_pod_spec(spec: Any, field: str = "spec", *, pod: bool = True) -> Any:
@@ -113,13 +138,17 @@ def default_pod_spec(spec: Any, field: str = "spec", *, pod: bool = True) -> Any
     if not isinstance(spec, dict):
         return spec
     result = dict(spec)
+    host_network = result.get("hostNetwork") is True
     for name in ("containers", "initContainers"):
         if isinstance(result.get(name), list):
-            result[name] = [_container(c, f"{field}.{name}[{i}]", pod) for i, c in enumerate(result[name])]
+            result[name] = [_container(c, f"{field}.{name}[{i}]", pod, host_network)
+                            for i, c in enumerate(result[name])]
     if "overhead" in result:
         result["overhead"] = canonical_quantities(result["overhead"], f"{field}.overhead")
     if "resources" in result:
         result["resources"] = _resources(result["resources"], f"{field}.resources", from_limits=False)
+        if pod:
+            result["resources"] = _pod_level_requests(result["resources"])
     result.setdefault("restartPolicy", "Always")
     result.setdefault("terminationGracePeriodSeconds", 30)
     result.setdefault("dnsPolicy", "ClusterFirst")

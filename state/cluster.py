@@ -1734,7 +1734,8 @@ def _pod_requests(obj: Pod, key: str, problems: list[Problem]) -> Resources:
     (KEP-753, native sidecars): the containers and the sidecars (init containers with restartPolicy
     Always) run together, so their requests add up; each other init container runs alone beside the
     sidecars declared before it, so it needs its own requests plus theirs; the pod takes the larger of
-    the two per resource, plus overhead and one pod slot."""
+    the two per resource. Pod-level requests (KEP-2837) of cpu, memory and hugepages replace that
+    figure for their resource. Plus overhead and one pod slot."""
     spec = obj.spec
     total: Resources = {}
     for index, container in enumerate(spec.containers):
@@ -1757,10 +1758,21 @@ def _pod_requests(obj: Pod, key: str, problems: list[Problem]) -> Resources:
         for name, amount in starting.items():
             if amount > total.get(name, 0):
                 total[name] = amount
+    if spec.resources is not None and spec.resources.requests:
+        pod_level: Resources = {}
+        _add_requests(pod_level, {name: text for name, text in spec.resources.requests.items()
+                                  if name in POD_LEVEL_RESOURCES or name.startswith(HUGEPAGES_PREFIX)},
+                      key, problems, "spec.resources.requests")
+        total.update(pod_level)
     if spec.overhead:
         _add_requests(total, spec.overhead, key, problems, "spec.overhead")
     total["pods"] = total.get("pods", 0) + POD_SLOT_MILLI
     return total
+
+
+# The resources pod-level requests may set (IsSupportedPodLevelResource): cpu, memory, hugepages-<size>.
+POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
+HUGEPAGES_PREFIX = "hugepages-"
 
 
 class _RequestsMemo:
@@ -1777,7 +1789,7 @@ class _RequestsMemo:
 
     def of(self, obj: Pod, key: str, problems: list[Problem]) -> Resources:
         spec = obj.spec
-        if len(spec.containers) != 1 or spec.init_containers or spec.overhead:
+        if len(spec.containers) != 1 or spec.init_containers or spec.overhead or spec.resources is not None:
             return _pod_requests(obj, key, problems)
         memo_key = tuple(spec.containers[0].resources.requests.items())
         shared = self.vectors.get(memo_key)

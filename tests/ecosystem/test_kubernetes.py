@@ -9,7 +9,8 @@ replica its own gang). devcluster serves both as a cluster with the feature on d
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -182,7 +183,56 @@ def test_a_pod_asking_for_a_rule_toposched_does_not_place_by_gets_a_warning_nami
     eco.delete_namespace_objects(namespace)
 
 
+def test_a_pod_on_the_host_network_is_warned_that_its_ports_are_host_ports_toposched_does_not_place_by(
+        eco: Ecosystem) -> None:
+    # torchrun's rendezvous port, on the host network as RDMA setups run: the API server makes every
+    # container port a host port of the node.
+    namespace = "k8s-host-network"
+    eco.apply(stream(namespace_yaml(namespace), f"""apiVersion: v1
+kind: Pod
+metadata:
+  name: rdzv
+  namespace: {namespace}
+spec:
+  schedulerName: toposched
+  hostNetwork: true
+  containers:
+  - name: trainer
+    image: registry.k8s.io/pause:3.10
+    ports:
+    - containerPort: 29500
+"""))
+    eco.wait_bound(["rdzv"], namespace)
+
+    def warnings() -> list[str]:
+        return [e["message"] for e in eco.events(namespace, "rdzv", "Pod") if e["reason"] == "UnsupportedField"]
+
+    eco.wait_for(lambda: bool(warnings()), what="the UnsupportedField Event of rdzv")
+    assert warnings()[0].startswith("spec.containers[0].ports[0].hostPort: host port 29500 is not considered")
+    eco.delete_namespace_objects(namespace)
+
+
 # --------------------------------------------------------------------------- native sidecars
+
+
+def _pod_of(name: str, namespace: str) -> str:
+    """A pod's manifest up to its spec's first line, for a test to write the rest of the spec."""
+    return f"apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n" \
+           "  schedulerName: toposched"
+
+
+def _two_go_apart(eco: Ecosystem, namespace: str, manifest: Callable[[str], str],
+                  stored: Callable[[dict[str, Any]], bool] = lambda _: True) -> None:
+    """Two pods, each more than half a node: the second, created once the first is bound, goes to another
+    node (lone pods go to the busiest node that fits: next to the first, had it fitted there). `stored`
+    checks the first as the API server stored it."""
+    eco.apply(stream(namespace_yaml(namespace), manifest("first")))
+    eco.wait_bound(["first"], namespace)
+    eco.apply(manifest("second"))
+    placed = eco.wait_bound(["first", "second"], namespace)
+    assert placed["first"] != placed["second"]
+    assert stored(eco.find("pods", "first", namespace) or {})
+    eco.delete_namespace_objects(namespace)
 
 
 def test_a_sidecars_requests_add_to_its_pods_so_two_pods_that_would_overfill_a_node_go_apart(eco: Ecosystem) -> None:
@@ -192,13 +242,7 @@ def test_a_sidecars_requests_add_to_its_pods_so_two_pods_that_would_overfill_a_n
     namespace = "k8s-sidecars"
 
     def trainer(name: str) -> str:
-        return f"""apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: {namespace}
-spec:
-  schedulerName: toposched
+        return _pod_of(name, namespace) + """
   initContainers:
   - name: log-shipper
     image: registry.k8s.io/pause:3.10
@@ -214,9 +258,25 @@ spec:
         cpu: "40"
 """
 
-    eco.apply(stream(namespace_yaml(namespace), trainer("first")))
-    eco.wait_bound(["first"], namespace)
-    eco.apply(trainer("second"))  # lone pods go to the busiest node that fits: next to the first if it fit
-    placed = eco.wait_bound(["first", "second"], namespace)
-    assert placed["first"] != placed["second"]
-    eco.delete_namespace_objects(namespace)
+    _two_go_apart(eco, namespace, trainer)
+
+
+def test_pod_level_requests_are_what_a_pod_takes_so_two_that_would_overfill_a_node_go_apart(eco: Ecosystem) -> None:
+    # Pod-level resources (KEP-2837, beta and on since 1.34): a pod-level limit of 60 CPUs (its request
+    # defaults to it) is the pod's, though its container asks for 10.
+    namespace = "k8s-pod-level"
+
+    def pod(name: str) -> str:
+        return _pod_of(name, namespace) + """
+  resources:
+    limits:
+      cpu: "60"
+  containers:
+  - name: trainer
+    image: registry.k8s.io/pause:3.10
+    resources:
+      requests:
+        cpu: "10"
+"""
+
+    _two_go_apart(eco, namespace, pod, stored=lambda first: first["spec"]["resources"]["requests"] == {"cpu": "60"})

@@ -46,6 +46,24 @@ def test_a_request_written_is_kept_and_only_missing_ones_come_from_limits() -> N
     assert created["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m", GPU: "1"}
 
 
+def test_a_pod_on_the_host_network_holds_its_container_ports_as_host_ports() -> None:
+    ports = [{"containerPort": 29500}, {"containerPort": 8080, "hostPort": 18080}]
+    created = create(pod(hostNetwork=True, containers=[{"name": "main", "image": "trainer:1.0", "ports": ports}]))
+    assert [(p["containerPort"], p["hostPort"], p["protocol"]) for p in created["spec"]["containers"][0]["ports"]] \
+        == [(29500, 29500, "TCP"), (8080, 18080, "TCP")]
+    plain = create(pod(containers=[{"name": "main", "image": "trainer:1.0", "ports": [{"containerPort": 29500}]}]))
+    assert "hostPort" not in plain["spec"]["containers"][0]["ports"][0]
+
+
+def test_pod_level_requests_default_to_the_pod_level_limits_of_cpu_memory_and_hugepages() -> None:
+    manifest = pod(resources={"requests": {"cpu": "1"}})
+    manifest["spec"]["resources"] = {"requests": {"cpu": "8"},
+                                     "limits": {"cpu": "16", "memory": "64Gi", "hugepages-2Mi": "1Gi"}}
+    created = create(manifest)
+    assert created["spec"]["resources"]["requests"] == {"cpu": "8", "memory": "64Gi", "hugepages-2Mi": "1Gi"}
+    assert "resources" not in create(pod())["spec"]
+
+
 def test_pod_defaults_placement_depends_on() -> None:
     spec = create(pod())["spec"]
     assert spec["schedulerName"] == "default-scheduler"

@@ -123,6 +123,22 @@ def test_a_pods_requests_count_sidecars_as_kube_scheduler_and_the_kubelet_do(
     assert state.pods["default/p"].requests["cpu"] == cpu * 1000
 
 
+def test_pod_level_requests_set_the_pods_cpu_memory_and_hugepages_and_nothing_else() -> None:
+    manifest = {"metadata": {"name": "p", "namespace": "default", "uid": "u-p"},
+                "spec": {"schedulerName": "toposched",
+                         "resources": {"requests": {"cpu": "10", "memory": "20Gi", "nvidia.com/gpu": "4"}},
+                         "containers": [{"name": "a", "resources": {"requests": {"cpu": "2", "nvidia.com/gpu": "1"}}},
+                                        {"name": "b", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}]}}
+    state = _state(pod_event(msgspec.json.decode(msgspec.json.encode(manifest), type=Pod)))
+    requests = state.pods["default/p"].requests
+    # cpu and memory are the pod's; a GPU cannot be asked for at pod level: the containers' count
+    assert (requests["cpu"], requests["memory"], requests["nvidia.com/gpu"]) == (10_000, 20 * 2**30 * 1000, 1000)
+    manifest["spec"]["resources"] = {"requests": {"cpu": "lots"}}  # type: ignore[index]
+    state = _state(pod_event(msgspec.json.decode(msgspec.json.encode(manifest), type=Pod)))
+    [problem] = state.problems_of("Pod", "default/p")
+    assert problem.field == "spec.resources.requests[cpu]" and state.pods["default/p"].unusable
+
+
 def test_malformed_quantity_is_a_problem_naming_pod_and_field_not_a_crash() -> None:
     p = pod("p")
     bad = Container(name="c", resources=ResourceRequirements(requests={"cpu": "lots"}))
