@@ -40,7 +40,9 @@ with the HTTP code and reason a real server would answer):
     bind(namespace, name, node, *, uid=None) -> dict     (409 on a uid mismatch, if being deleted, already bound
                                                          or still gated, in that order; sets PodScheduled=True,
                                                          clears nominatedNodeName as 1.35 does)
-    evict(namespace, name, *, grace_period_seconds=None) -> dict
+    evict(namespace, name, *, grace_period_seconds=None, preconditions=None) -> dict
+                                                         (under the PodDisruptionBudgets, see below; uid and
+                                                         resourceVersion preconditions 409)
     load_objects(objs) -> list[dict]; count(resource) -> int
     resource_version -> int; oldest_resumable -> int
     watch(resource, namespace="", predicate=None, resource_version="") -> (Watcher, backlog)
@@ -81,8 +83,9 @@ DaemonSet (+ status), policy/v1 PodDisruptionBudget (+ status), rbac.authorizati
 ClusterRole, RoleBinding, ClusterRoleBinding, apiextensions.k8s.io/v1 CustomResourceDefinition
 (+ status): real scope, discovery (short names, categories), OpenAPI v3, strict validation and
 `kubectl get` tables, but no controller acts on them (a Deployment makes no pods, RBAC is not
-enforced, a Service gets no cluster IP, no scale subresource) and a created CRD serves nothing new
-(the custom resources above are built in). A list's items are written as kube-apiserver writes them:
+enforced, a Service gets no cluster IP, no scale subresource, no budget status; evictions read the
+budgets, below) and a created CRD serves nothing new (the custom resources above are built in). A
+list's items are written as kube-apiserver writes them:
 without apiVersion and kind for the kinds built into a real cluster (kubernetes/kubernetes#3030), with
 them for those that are custom resources there. Every write goes through the API server pipeline of the
 `manifests` package, shared with the scenario loader of `toposched simulate`: decoding (quantities in
@@ -98,6 +101,14 @@ volumes, no LimitRange or ResourceQuota), managedFields kept only on objects a s
 (see apply.py), a namespace deleted at once with its contents (no Terminating phase), limit/continue
 pages from the current state (not a snapshot), and unknown fields under `fieldValidation=Strict` are 422
 Invalid (the brief's choice; a real server says 400 for kinds compiled into it).
+
+Evictions: the eviction subresource enforces policy/v1 PodDisruptionBudgets as kube-apiserver's eviction
+handler does (devcluster/disruption.py), the budget's status computed at the eviction as the disruption
+controller would (but expectedPods from the pods the budget selects, not from their controllers'
+scale). A Pending, terminal or terminating pod goes regardless; a refusal is 429 TooManyRequests with a
+DisruptionBudget cause ("The disruption budget NAME needs D healthy pods and has C currently") and no
+Retry-After; a pod two budgets select gets the handler's failure Status (code 500) with HTTP 201, as
+the real server answers it; the uid / resourceVersion preconditions of its deleteOptions are 409.
 
 Command line: `toposched devcluster [--port N] [--kubeconfig PATH] [--load SCENARIO] [--fault RULE ...]
 [--fault-seed N]` (see cli.py).

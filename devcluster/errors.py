@@ -12,11 +12,16 @@ from typing import Any
 
 
 class ApiError(Exception):
-    """An error answer: HTTP `code`, Status `reason`, human `message` and optional `details`."""
+    """An error answer: HTTP `code`, Status `reason`, human `message` and optional `details`.
+
+    `http_status`, when set, is the HTTP status the answer goes out with instead of `code`: a handler
+    of the real server may return a failure `Status` as its result, which is written with the verb's
+    success status while the body keeps its own `code` (see `multiple_disruption_budgets`).
+    """
 
     def __init__(
         self, code: int, reason: str, message: str, details: dict[str, Any] | None = None,
-        retry_after: int | None = None,
+        retry_after: int | None = None, http_status: int | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -24,9 +29,10 @@ class ApiError(Exception):
         self.message = message
         self.details = details
         self.retry_after = retry_after
+        self.http_status = http_status
 
     def status(self) -> dict[str, Any]:
-        """The `Status` object a real API server answers with."""
+        """The `Status` object a real API server answers with (no `reason` when it has none)."""
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
@@ -36,6 +42,8 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:
+            del body["reason"]
         if self.details is not None:
             body["details"] = self.details
         return body
@@ -107,3 +115,23 @@ def gone(message: str) -> ApiError:
 
 def path_not_found() -> ApiError:
     return ApiError(404, "NotFound", "the server could not find the requested resource", {})
+
+
+DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"  # policy/v1 DisruptionBudgetCause
+
+
+def disruption_budget_refused(cause: str) -> ApiError:
+    """429 of an eviction a PodDisruptionBudget refuses, as the eviction handler builds it
+    (NewTooManyRequests with no retry delay: no `Retry-After`, no `retryAfterSeconds`), `cause` in
+    `details.causes`."""
+    return ApiError(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
+                    {"causes": [{"reason": DISRUPTION_BUDGET_CAUSE, "message": cause}]})
+
+
+def multiple_disruption_budgets() -> ApiError:
+    """An eviction of a pod more than one PodDisruptionBudget selects. The eviction handler returns this
+    failure Status (code 500, no reason, no details) as its result rather than as an error, so the
+    answer goes out with the create's HTTP 201; clients read the body (client-go turns it into an error
+    with code 500)."""
+    return ApiError(500, "", "This pod has more than one PodDisruptionBudget, which the eviction subresource does "
+                    "not support.", http_status=201)

@@ -11,7 +11,8 @@ stored-only kinds (ConfigMap, Secret, ServiceAccount, Service, apps/v1 Deploymen
 DaemonSet, policy/v1 PodDisruptionBudget, RBAC, apiextensions.k8s.io/v1 CustomResourceDefinition) are
 served so that the manifests we ship (ops/) apply with kubectl: plain objects with the real scope,
 names, status subresource and discovery entries, and nothing acts on them (no controller creates a
-Deployment's pods, no RBAC is enforced, no Service gets a cluster IP). Creating a
+Deployment's pods, no RBAC is enforced, no Service gets a cluster IP, no disruption controller writes a
+PodDisruptionBudget's status; the eviction subresource reads the budgets themselves). Creating a
 CustomResourceDefinition object makes devcluster serve nothing new: the custom resources it serves are
 the rows of this table.
 

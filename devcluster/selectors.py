@@ -1,7 +1,9 @@
 """Label and field selectors, parsed from their query-string form and matched against objects.
 
 Label selectors follow the apimachinery grammar: comma-separated requirements, each one of
-`key`, `!key`, `key=value`, `key==value`, `key!=value`, `key in (a,b)`, `key notin (a,b)`.
+`key`, `!key`, `key=value`, `key==value`, `key!=value`, `key in (a,b)`, `key notin (a,b)`. A structured
+`LabelSelector` (an object's `matchLabels` / `matchExpressions`) becomes the same requirements, as
+`metav1.LabelSelectorAsSelector` converts it.
 Field selectors are `path=value`, `path==value` or `path!=value` over a per-kind set of supported
 paths (as the real server, an unsupported path is a 400).
 
@@ -58,6 +60,34 @@ def parse_label_selector(text: str) -> tuple[Requirement, ...]:
             requirements.append(Requirement(match.group(2), "!" if match.group(1) else "exists"))
         else:
             raise bad_request(f"unable to parse requirement: found '{term.strip()}', expected: label selector term")
+    return tuple(requirements)
+
+
+_SELECTOR_OPERATORS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
+
+
+def selector_requirements(selector: Any) -> tuple[Requirement, ...] | None:
+    """The requirements of a structured `LabelSelector`, or None when it selects nothing.
+
+    As `metav1.LabelSelectorAsSelector`: a null selector selects nothing, an empty one (`{}`) everything;
+    one it cannot convert (an unknown operator, `In`/`NotIn` without values, `Exists`/`DoesNotExist` with
+    some) is None too, since its users then match nothing by it.
+    """
+    if not isinstance(selector, dict):
+        return None
+    match_labels = selector.get("matchLabels") or {}
+    expressions = selector.get("matchExpressions") or []
+    if not isinstance(match_labels, dict) or not isinstance(expressions, list):
+        return None
+    requirements = [Requirement(str(key), "=", frozenset((str(value),))) for key, value in match_labels.items()]
+    for expression in expressions:
+        if not isinstance(expression, dict):
+            return None
+        operator = _SELECTOR_OPERATORS.get(str(expression.get("operator")))
+        values = expression.get("values") or []
+        if operator is None or not isinstance(values, list) or bool(values) != (operator in ("in", "notin")):
+            return None
+        requirements.append(Requirement(str(expression.get("key", "")), operator, frozenset(str(v) for v in values)))
     return tuple(requirements)
 
 

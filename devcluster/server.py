@@ -85,7 +85,7 @@ def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None)
 
 def _error(error: ApiError) -> web.Response:
     headers = {"Retry-After": str(error.retry_after)} if error.retry_after is not None else None
-    return _json(_encode(error.status()), error.code, headers)
+    return _json(_encode(error.status()), error.http_status or error.code, headers)
 
 
 def _parse_target(parts: list[str]) -> _Target | bytes | None:
@@ -540,8 +540,12 @@ class ApiServer:
             if findings is None or findings.wrong_type:
                 raise errors.bad_request("Eviction.deleteOptions must be a DeleteOptions object")
             grace = options.get("gracePeriodSeconds")
+            preconditions = options.get("preconditions") or {}
+            if not isinstance(preconditions, dict):
+                raise errors.bad_request("Eviction.deleteOptions.preconditions must be an object")
             self.store.evict(target.namespace, target.name,
-                             grace_period_seconds=int(grace) if grace is not None else None)
+                             grace_period_seconds=int(grace) if grace is not None else None,
+                             preconditions=preconditions)
         return _json(_SUCCESS_201, 201, headers or None)
 
     # ----------------------------------------------------------------------- watch

@@ -11,7 +11,9 @@ stale resourceVersion is 409), no-op updates keep the resourceVersion, the statu
 carries only status, graceful pod deletion (deletionTimestamp now, removal after the grace period;
 unscheduled pods go at once), finalizers, binding (409 if already bound, being deleted or still gated,
 uid precondition), scheduling gates (a created gated pod gets PodScheduled=False/SchedulingGated; gates
-unique, only removed, never with spec.nodeName at create), eviction, a Secret's stringData written into data.
+unique, only removed, never with spec.nodeName at create), eviction under the PodDisruptionBudgets (as the
+eviction handler enforces them, their status computed at the eviction: devcluster/disruption.py), a
+Secret's stringData written into data.
 
 The store is driven from one event loop thread and never blocks. Deferred removals use the running
 loop's `call_later`; without a running loop a graceful deletion removes the object at once.
@@ -36,7 +38,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from devcluster import apply as field_management
-from devcluster import errors
+from devcluster import disruption, errors
 from devcluster.conversion import to_storage, to_view
 from devcluster.patches import json_patch, merge_patch, strategic_merge
 from devcluster.resources import RESOURCES, ResourceDef, by_kind
@@ -550,8 +552,30 @@ class Store:
         new = {**current, "spec": {**spec, "nodeName": node}, "status": status}
         return self._replace(pods, namespace, current, new, changed=True)
 
-    def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None) -> Obj:
-        """The eviction subresource: delete the pod with its grace period (no disruption budgets here)."""
+    def evict(self, namespace: str, name: str, *, grace_period_seconds: int | None = None,
+              preconditions: dict[str, Any] | None = None) -> Obj:
+        """The eviction subresource: delete the pod with its grace period if its PodDisruptionBudget allows.
+
+        As kube-apiserver's eviction handler: a pod Pending, Succeeded, Failed or being deleted goes without
+        looking at budgets; otherwise the budgets of its namespace selecting it decide, with the status the
+        disruption controller would have written computed now (devcluster/disruption.py): 429 with a
+        DisruptionBudget cause when it refuses, an `ApiError` with code 500 answered as HTTP 201 when more
+        than one budget selects the pod. Then the uid / resourceVersion preconditions (409, in the
+        handler's words) and the deletion.
+        """
+        pod = self.get("pods", name, namespace)
+        budgets = self.list("poddisruptionbudgets.policy", namespace)
+        if budgets and not disruption.ignores_budgets(pod):
+            disruption.check_eviction(pod, budgets, lambda: self.list("pods", namespace))
+        meta = pod["metadata"]
+        uid, rv = (preconditions or {}).get("uid"), (preconditions or {}).get("resourceVersion")
+        if uid and uid != meta.get("uid"):
+            raise errors.conflict("Pod", name, f"the UID in the precondition ({uid}) does not match the UID in record "
+                                  f"({meta.get('uid')}). The object might have been deleted and then recreated")
+        if rv and rv != meta.get("resourceVersion"):
+            raise errors.conflict("Pod", name, f"the ResourceVersion in the precondition ({rv}) does not match the "
+                                  f"ResourceVersion in record ({meta.get('resourceVersion')}). The object might "
+                                  "have been modified")
         return self.delete("pods", name, namespace, grace_period_seconds=grace_period_seconds)
 
     def load_objects(self, objects: Iterable[Obj]) -> Objs:
