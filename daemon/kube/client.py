@@ -84,10 +84,17 @@ class KubeApiError(Exception):
         super().__init__(f"{method} {path}: {status or 'transport error'} {reason}".rstrip())
 
 
+class StatusCause(msgspec.Struct, kw_only=True):
+    reason: str = ""
+    message: str = ""
+    field: str = ""
+
+
 class StatusDetails(msgspec.Struct, kw_only=True):
     name: str = ""
     kind: str = ""
     retryAfterSeconds: int = 0
+    causes: list[StatusCause] = []
 
 
 class Status(msgspec.Struct, kw_only=True):
@@ -109,6 +116,19 @@ def decode_status(body: bytes) -> Status:
         return _status_decoder.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return Status(message=body[:200].decode("utf-8", "replace"))
+
+
+DISRUPTION_BUDGET = "DisruptionBudget"  # the cause of an eviction's 429 that a PodDisruptionBudget refused
+
+
+def disruption_budget_refusal(response: Response) -> str:
+    """The cause's message when `response` is an eviction a PodDisruptionBudget refused (429, cause
+    DisruptionBudget: "The disruption budget NAME needs D healthy pods and has C currently"), else ""."""
+    if response.status != 429 or DISRUPTION_BUDGET.encode() not in response.body:
+        return ""
+    details = decode_status(response.body).details
+    causes = details.causes if details is not None else []
+    return next((cause.message or response.reason() for cause in causes if cause.reason == DISRUPTION_BUDGET), "")
 
 
 class Response(msgspec.Struct, frozen=True):
@@ -332,8 +352,8 @@ class KubeClient:
                 delay = backoff_delay(attempt, self.timeouts.backoff_initial_seconds, self.timeouts.backoff_max_seconds)
             else:
                 outcome = str(response.status)
-                if response.status not in RETRYABLE_STATUS:
-                    return response
+                if response.status not in RETRYABLE_STATUS or disruption_budget_refusal(response):
+                    return response  # a budget's refusal is an answer, not a rate limit: the caller decides
                 last, last_status = response.reason(), response.status
                 if response.status == 429 and response.retry_after is not None:
                     delay = min(response.retry_after, self.timeouts.backoff_max_seconds)

@@ -7,7 +7,11 @@ What each write is, and how its answer is read:
   our node = success, anything else = failed. Never retried blindly, so no pod is bound twice.
 - evict: POST pods/NAME/eviction (policy/v1 Eviction, the pod's grace period, uid precondition); when
   the Eviction API is not served (404 not naming the pod, 405) the pod is deleted with its grace
-  period instead. A pod already gone counts as evicted.
+  period instead. A pod already gone counts as evicted. A PodDisruptionBudget's refusal (429, cause
+  DisruptionBudget; or, for a pod more than one budget selects, a failure Status answered with 201)
+  is not retried: preemption outranks budgets, as kube-scheduler's does (it deletes its victims), so
+  the victim is deleted with its grace period, and a `pod.evicted_over_disruption_budget` log line
+  names the budget.
 - nominate: merge patch of pods/NAME/status `status.nominatedNodeName` (null clears it).
 - disruption condition: strategic merge patch of pods/NAME/status adding the `DisruptionTarget`
   condition (reason `PreemptionByScheduler`, message naming the preemptor job and triggering pod).
@@ -56,7 +60,15 @@ import anyio
 import msgspec
 import structlog
 
-from daemon.kube.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeApiError, KubeClient, Response, decode_status
+from daemon.kube.client import (
+    MERGE_PATCH,
+    STRATEGIC_MERGE_PATCH,
+    KubeApiError,
+    KubeClient,
+    Response,
+    decode_status,
+    disruption_budget_refusal,
+)
 from daemon.kube.event_correlator import ObjectRef
 from daemon.kube.event_recorder import EventRecorder
 from daemon.kube.leader import NotLeader, WriteGate
@@ -125,6 +137,7 @@ _EVENT_REASON: dict[str, str] = {"Pending": FAILED_SCHEDULING, "TimedOut": "Gang
                                  "Preempted": PREEMPTED}
 _EVICTED = "evicted"
 _DELETED = "deleted (no Eviction API)"
+_DELETED_OVER_BUDGET = "deleted: its PodDisruptionBudget refused the eviction, and preemption outranks it"
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -327,7 +340,7 @@ class KubeClusterAPI:
         if outcome.ok:
             self.metrics.preemption_victims.inc()
             log.info("pod.evicted", pod=pod, preemptor=preemptor, detail=outcome.reason)
-            if outcome.reason in (_EVICTED, _DELETED):  # kube-scheduler posts nothing for a victim already gone
+            if outcome.reason in (_EVICTED, _DELETED, _DELETED_OVER_BUDGET):  # nothing for a victim already gone
                 self.event(pod, "v1", "Pod", uid, "Normal", PREEMPTED,
                            self._preempted_message(preemptor, node_of_victim, message))
         else:
@@ -365,8 +378,20 @@ class KubeClusterAPI:
         }
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
         response = await self._write("create", "pods/eviction", "POST", path, body=body)
-        if response.ok:
+        # A failure Status can come with a 201: the eviction handler's answer for a pod that more than one
+        # PodDisruptionBudget selects ("... which the eviction subresource does not support").
+        failed = response.ok and b'"Failure"' in response.body and decode_status(response.body).status == "Failure"
+        if response.ok and not failed:
             return ApiOutcome(ok=True, reason=_EVICTED)
+        budget = decode_status(response.body).message if failed else disruption_budget_refusal(response)
+        if budget:
+            # Preemption outranks a PodDisruptionBudget, as kube-scheduler's does (it deletes its victims;
+            # budgets are respected only where a choice of victims allows): the victim is deleted.
+            log.warning("pod.evicted_over_disruption_budget", pod=pod, budget=budget)
+            deleted = await self._delete(pod, delete_options)
+            if deleted.reason == _DELETED:
+                return ApiOutcome(ok=True, reason=_DELETED_OVER_BUDGET)
+            return deleted
         status = decode_status(response.body)
         if response.status == 404 and status.details is not None and status.details.kind == "pods":
             return ApiOutcome(ok=True, reason="already gone")

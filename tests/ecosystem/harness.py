@@ -217,6 +217,12 @@ spec:
 """
 
 
+def priority_classes_yaml(**values: int) -> str:
+    """PriorityClasses named by the keywords (underscores as dashes), each of its value."""
+    return stream(*(f"apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata:\n  name: "
+                    f"{name.replace('_', '-')}\nvalue: {value}\n" for name, value in values.items()))
+
+
 def namespace_yaml(namespace: str) -> str:
     return f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {namespace}\n"
 

@@ -21,6 +21,7 @@ from tests.ecosystem.harness import (
     namespace_yaml,
     pod_scheduled,
     pod_yaml,
+    priority_classes_yaml,
     running,
     stream,
 )
@@ -280,3 +281,39 @@ def test_pod_level_requests_are_what_a_pod_takes_so_two_that_would_overfill_a_no
 """
 
     _two_go_apart(eco, namespace, pod, stored=lambda first: first["spec"]["resources"]["requests"] == {"cpu": "60"})
+
+
+# --------------------------------------------------------------------------- disruption budgets
+
+
+def test_a_victim_whose_disruption_budget_allows_no_disruption_is_still_preempted(eco: Ecosystem) -> None:
+    # An inference service fills every node, its PodDisruptionBudget allowing no disruption; a pod of a
+    # higher priority needs a node. As kube-scheduler's, toposched's preemption outranks the budget: the
+    # API server refuses the eviction (429), and the victim is deleted instead.
+    namespace = "k8s-budgets"
+    classes = priority_classes_yaml(eco_k8s_serving=10, eco_k8s_training=1000)
+    budget = f"""apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: inference
+  namespace: {namespace}
+spec:
+  minAvailable: {len(NODES)}
+  selector:
+    matchLabels:
+      app: inference
+"""
+    serving = [f"inference-{index}" for index in range(len(NODES))]
+    low = "\n  priorityClassName: eco-k8s-serving\n  terminationGracePeriodSeconds: 0"
+    eco.apply(stream(classes, namespace_yaml(namespace), budget,
+                     *(pod_yaml(name, namespace, labels={"app": "inference"}, spec=low) for name in serving)))
+    eco.wait_bound(serving, namespace)
+    eco.wait_for(lambda: all(pod_scheduled(eco.find("pods", name, namespace)).get("status") == "True"
+                             and (eco.find("pods", name, namespace) or {}).get("status", {}).get("phase") == "Running"
+                             for name in serving), what="the inference pods running (healthy for their budget)")
+    eco.apply(pod_yaml("trainer", namespace, spec="\n  priorityClassName: eco-k8s-training"))
+    eco.wait_bound(["trainer"], namespace)
+    assert sum(1 for name in serving if eco.find("pods", name, namespace) is None) == 1
+    refused = [r for r in eco.call(lambda c: c.audit.since()) if r.path.endswith("/eviction") and r.status == 429]
+    assert refused, "the budget refused the eviction"
+    eco.delete_namespace_objects(namespace)

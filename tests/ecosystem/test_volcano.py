@@ -14,7 +14,16 @@ from typing import Any
 
 import pytest
 
-from tests.ecosystem.harness import Ecosystem, ecosystem, gpu_nodes, namespace_yaml, pod_yaml, running, stream
+from tests.ecosystem.harness import (
+    Ecosystem,
+    ecosystem,
+    gpu_nodes,
+    namespace_yaml,
+    pod_yaml,
+    priority_classes_yaml,
+    running,
+    stream,
+)
 
 pytestmark = ecosystem
 
@@ -216,18 +225,7 @@ def test_a_job_marked_not_preemptable_is_never_a_victim(eco: Ecosystem) -> None:
     # preempts batch (not serving, though both are as cheap), then binds; a second high gang of six
     # finds only serving's nodes busy and stays pending, with serving untouched.
     namespace = "preemptable"
-    classes = """apiVersion: scheduling.k8s.io/v1
-kind: PriorityClass
-metadata:
-  name: eco-volcano-low
-value: 10
----
-apiVersion: scheduling.k8s.io/v1
-kind: PriorityClass
-metadata:
-  name: eco-volcano-high
-value: 1000
-"""
+    classes = priority_classes_yaml(eco_volcano_low=10, eco_volcano_high=1000)
 
     def group(name: str, annotations: str = "") -> str:
         return f"""apiVersion: scheduling.volcano.sh/v1beta1

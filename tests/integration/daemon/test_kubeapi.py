@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
+
 from daemon.config import decode_config
 from daemon.kube.client import connect
 from daemon.kube.cluster_api import API_CALLS, COMPONENT, KubeClusterAPI
@@ -190,3 +192,26 @@ async def test_without_an_eviction_api_the_victim_is_deleted_with_its_grace_peri
                                       message="", grace_seconds=0)
             assert outcome.ok and "deleted" in outcome.reason
             assert cluster.store.find("pods", "victim", "default") is None
+
+
+@pytest.mark.parametrize(("budgets", "refused"), [(1, 429), (2, 201)])  # two: a failure Status, with a 201
+async def test_a_victim_whose_disruption_budget_refuses_its_eviction_is_deleted_as_kube_scheduler_preempts(
+        tmp_path: Path, budgets: int, refused: int) -> None:
+    async with DevCluster(kubelet=False) as cluster:
+        victim = pod("victim")
+        victim["spec"]["nodeName"] = "node-000"
+        victim["metadata"]["labels"] = {"app": "inference"}
+        cluster.load_objects([*nodes(1), victim, *(
+            {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+             "metadata": {"name": f"inference-{index}", "namespace": "default"},
+             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "inference"}}}}
+            for index in range(budgets))])
+        async with adapter(cluster, tmp_path) as api:
+            outcome = await api.evict("default/victim", uid_of(cluster, "victim"), preemptor="default/urgent",
+                                      message="", grace_seconds=0)
+            assert outcome.ok and "PodDisruptionBudget refused the eviction" in outcome.reason
+            assert cluster.store.find("pods", "victim", "default") is None
+            # The budget's 429 is an answer, not a rate limit: one eviction, then the deletion.
+            writes = [(record.method, record.path.rsplit("/", 1)[-1], record.status)
+                      for record in cluster.audit.since()]
+            assert writes == [("POST", "eviction", refused), ("DELETE", "victim", 200)]
