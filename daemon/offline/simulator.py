@@ -472,7 +472,9 @@ class Simulation:
     def _pending(self) -> list[PendingPod]:
         state = self.state
         keys = set(state.pending)
-        keys.update(key for key, pod in state.pods.items() if pod.assumed_node and not pod.node_name)
+        # assumed, not bound yet; and ours held by scheduling gates (a scenario cannot remove them)
+        keys.update(key for key, pod in state.pods.items() if (pod.assumed_node or (
+            pod.ours and pod.gated and not (pod.terminal or pod.terminating))) and not pod.node_name)
         return [PendingPod(pod=key, reason=self.scheduler.explain_pending(key)) for key in sorted(keys)]
 
     @property

@@ -889,6 +889,11 @@ class Scheduler:
         pod = self.state.pods.get(pod_key)
         if pod is None:
             return f"pod {pod_key}: not found"
+        if pod.gated and not pod.placed_node:
+            gates = ", ".join(gate.name for gate in pod.obj.spec.scheduling_gates)
+            held = (f"pod {pod_key}: held by its scheduling gates (spec.schedulingGates: {gates}); no scheduler "
+                    f"may place it until they are all removed")
+            return f"gang {pod.gang}: {held}" if pod.gang else held
         if not pod.gang:
             status = self.queue.status.get(pod_key)
             if status is not None and status.reason:

@@ -40,11 +40,12 @@ status:
 
 
 def pod(name: str, *, gpus: int = 8, gang: str = "", at: str | None = None, runtime: str | None = None,
-        node_name: str = "", delete_at: str | None = None, scheduler: str = "toposched") -> str:
+        node_name: str = "", delete_at: str | None = None, scheduler: str = "toposched", gate: str = "") -> str:
     annotations = {"sim.toposched.io/at": at, "sim.toposched.io/runtime": runtime,
                    "sim.toposched.io/delete-at": delete_at}
     lines = "".join(f'\n    {key}: "{value}"' for key, value in annotations.items() if value is not None)
     labels = f"\n  labels:\n    pod-group.scheduling.sigs.k8s.io: {gang}" if gang else ""
+    gates = f"\n  schedulingGates:\n  - name: {gate}" if gate else ""
     return f"""---
 apiVersion: v1
 kind: Pod
@@ -53,7 +54,7 @@ metadata:
   namespace: default{labels}""" + (f"\n  annotations:{lines}" if lines else "") + f"""
 spec:
   schedulerName: {scheduler}
-  nodeName: "{node_name}"
+  nodeName: "{node_name}"{gates}
   containers:
   - name: main
     resources:
@@ -134,6 +135,19 @@ def test_pods_of_other_schedulers_are_capacity_not_work(tmp_path: Path) -> None:
                       + pod("placed-by-them", scheduler="default-scheduler", node_name="n0") + pod("ours"))
     assert report["bindings"] == []
     assert [p["pod"] for p in report["pending"]] == ["default/ours"]
+
+
+def test_pods_held_by_scheduling_gates_are_reported_pending_with_their_gates(tmp_path: Path) -> None:
+    text = (node("n0") + node("n1") + pod("quota-wait", gate="kueue.x-k8s.io/admission") + pod("free")
+            + pod_group("w", 2) + pod("w-0", gang="w") + pod("w-1", gang="w", gate="example.com/image"))
+    report = simulate(tmp_path, text)
+    assert [b["pod"] for b in report["bindings"]] == ["default/free"]
+    reasons = {p["pod"]: p["reason"] for p in report["pending"]}
+    assert reasons["default/quota-wait"] == (
+        "pod default/quota-wait: held by its scheduling gates (spec.schedulingGates: kueue.x-k8s.io/admission); "
+        "no scheduler may place it until they are all removed")
+    assert reasons["default/w-1"].startswith("gang default/w: pod default/w-1: held by its scheduling gates")
+    assert "1 more held by their scheduling gates" in reasons["default/w-0"]
 
 
 def test_a_lost_node_takes_its_pods_and_a_recreated_member_rejoins_its_gang(tmp_path: Path) -> None:
