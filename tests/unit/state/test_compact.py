@@ -33,6 +33,10 @@ def test_pods_asking_the_same_share_one_container_one_requests_vector_and_their_
     assert first.obj.metadata.namespace is second.obj.metadata.namespace
     assert first.obj.metadata.labels is second.obj.metadata.labels  # the same gang label
     assert first.obj.spec.scheduler_name is second.obj.spec.scheduler_name
+    # the list fields a pod nearly never fills: one shared empty list, not one per pod
+    for field in ("tolerations", "init_containers", "scheduling_gates", "topology_spread_constraints",
+                  "resource_claims"):
+        assert getattr(first.obj.spec, field) is getattr(second.obj.spec, field) == [], field
 
 
 def test_a_pod_with_a_bad_request_does_not_share_its_vector() -> None:
