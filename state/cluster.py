@@ -1729,6 +1729,11 @@ def _add_requests(total: Resources, raw: Mapping[str, str], key: str, problems: 
         total[name] = total.get(name, 0) + amount
 
 
+# The resources pod-level requests may set (IsSupportedPodLevelResource): cpu, memory, hugepages-<size>.
+POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
+HUGEPAGES_PREFIX = "hugepages-"
+
+
 def _pod_requests(obj: Pod, key: str, problems: list[Problem]) -> Resources:
     """What the pod takes of a node, per resource, as kube-scheduler and the kubelet's admission count it
     (KEP-753, native sidecars): the containers and the sidecars (init containers with restartPolicy
@@ -1768,11 +1773,6 @@ def _pod_requests(obj: Pod, key: str, problems: list[Problem]) -> Resources:
         _add_requests(total, spec.overhead, key, problems, "spec.overhead")
     total["pods"] = total.get("pods", 0) + POD_SLOT_MILLI
     return total
-
-
-# The resources pod-level requests may set (IsSupportedPodLevelResource): cpu, memory, hugepages-<size>.
-POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
-HUGEPAGES_PREFIX = "hugepages-"
 
 
 class _RequestsMemo:
