@@ -1,4 +1,4 @@
-"""`toposched validate FILE...`: check HyperNode, ClusterNetworkTopology, PodGroup and Workload manifests offline.
+"""`toposched validate FILE...`: check topology, gang, quota and Pod manifests offline.
 
 Reads multi-document YAML files and applies the very rules the daemon applies to these objects
 (`state/topology_validation.py`, `state/hypernodes.py`, `state/gangs.py`, `state/topology_wishes.py`;
@@ -11,7 +11,11 @@ reported too. Quota objects (both ElasticQuota kinds, Volcano Queues) are folded
 and the Pods of the files as the daemon folds them (`state/quota.py`, the same rules and messages):
 min above max, a parent label naming no quota or looping, negative or malformed quantities, a pod
 (of this scheduler) naming a quota the files do not define, a PodGroup naming a missing queue; each
-message says the rule that then applies. Other kinds are skipped.
+message says the rule that then applies. Pods are read as the API server would store them (its
+defaulting: requests from limits, host ports of a pod on the host network, ...; a quantity it cannot
+decode is a problem), and a pod of this scheduler asking for a rule toposched does not place by
+(required pod affinity or anti-affinity, a DoNotSchedule spread, a host port, resource claims:
+`state/pod_constraints.py`, the daemon's own words) is reported. Other kinds are skipped.
 
 Prints one line per problem, `FILE#DOC: Kind name: field: message` (DOC counts documents from 1),
 and exits 1; prints a short OK line and exits 0 when everything is valid; exits 2, with one line,
@@ -33,19 +37,23 @@ import yaml
 from daemon.cli.exits import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CommandError, exit_codes_epilog, reporting
 from daemon.config import yaml_problem
 from events.ingest import KindInfo, KubeObject, decode_object, key_of, kind_of
-from events.model import ObjectUndecodable
+from events.model import ObjectUndecodable, object_key
 from events.objects import (
+    DEFAULT_SCHEDULER_NAME,
     ClusterNetworkTopology,
     HyperNode,
     KubePodGroup,
     Node,
+    Pod,
     PodGroup,
     VolcanoPodGroup,
     Workload,
 )
+from manifests.defaulting import UndecodableQuantity, default_pod
 from state.cluster import ClusterState
 from state.gangs import Problem
 from state.hypernodes import HYPERNODE_KIND
+from state.pod_constraints import unconsidered
 from state.resources import QuantityError, Resources, parse_quantity
 from state.topology import TopologyTree
 from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, NODE_KIND, validate_network_topology
@@ -55,6 +63,15 @@ _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  
 _GANG_OBJECTS = {"SchedulerPluginsPodGroup", "KubernetesPodGroup", "Workload"}
 _QUOTA_OBJECTS = {"ElasticQuota", "CapacityElasticQuota", "Queue"}
 _CHECKED = {"HyperNode", "ClusterNetworkTopology", "PodGroup", "VolcanoPodGroup", *_GANG_OBJECTS, *_QUOTA_OBJECTS}
+POD_KIND = "Pod"
+
+
+def _name_of(document: dict[str, Any]) -> str:
+    """A pod document's key as the API would store it (namespace `default` when it names none)."""
+    meta = document.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
+    return object_key(str(meta.get("namespace") or "default"), str(meta.get("name") or "<unnamed>"))
 
 
 @dataclass(frozen=True)
@@ -107,9 +124,16 @@ def _read(paths: Sequence[str]) -> _Documents:
                                                              "is not a Kubernetes object (a mapping)")))
                 continue
             info = kind_of(str(document.get("apiVersion", "")), str(document.get("kind", "")))
-            if info is None or (info.name not in _CHECKED and info.name not in (NODE_KIND, "Pod")):
+            if info is None or (info.name not in _CHECKED and info.name not in (NODE_KIND, POD_KIND)):
                 docs.skipped += 1
                 continue
+            if info.name == POD_KIND:  # as the API server stores it: requests from limits, host ports, ...
+                try:
+                    document = default_pod(document)
+                except UndecodableQuantity as error:
+                    docs.findings.append(Finding(source, Problem(
+                        POD_KIND, _name_of(document), error.field, f"{error.message} (the API server refuses it)")))
+                    continue
             decoded = decode_object(info, document)
             if isinstance(decoded, ObjectUndecodable):
                 field, _, message = decoded.problem.partition(": ")
@@ -209,6 +233,10 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
     for source, kind_name, obj in docs.gang_objects:
         findings += [Finding(source, p) for p in validate_gang_object(kind_name, obj, context)]
     findings += _quota_findings(docs)
+    ours = [(source, obj) for source, info, obj in docs.folded
+            if info.name == POD_KIND and isinstance(obj, Pod) and obj.spec.scheduler_name == DEFAULT_SCHEDULER_NAME]
+    for source, pod in ours:
+        findings += [Finding(source, p) for p in unconsidered(pod, key_of(pod.metadata))]
     order = {source: index for index, source in enumerate(_all_sources(docs))}
     findings.sort(key=lambda f: order.get(f.source, len(order)))
     counts = {HYPERNODE_KIND: len(docs.hypernodes), CNT_KIND: len(docs.cnts),
@@ -216,7 +244,7 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
               + sum(1 for _, name, _ in docs.gang_objects if name != "Workload"),
               "Workload": sum(1 for _, name, _ in docs.gang_objects if name == "Workload"),
               "ElasticQuota": sum(1 for _, info, _ in docs.folded if info.name in _QUOTA_OBJECTS - {"Queue"}),
-              "Queue": sum(1 for _, info, _ in docs.folded if info.name == "Queue")}
+              "Queue": sum(1 for _, info, _ in docs.folded if info.name == "Queue"), POD_KIND: len(ours)}
     return findings, counts
 
 

@@ -46,5 +46,5 @@ spec: {schedulerName: toposched, containers: [{name: main}]}
         f"{path}#2: Queue q1: spec.parent: parent 'q1' is the quota itself; it is a top quota instead",
         f"{path}#3: Pod default/trainer: metadata.labels[quota.scheduling.koordinator.sh/name]: "
         "ElasticQuota 'team-b' not found; the pod is not placed until it exists",
-        "5 problems in 2 objects",
+        "5 problems in 3 objects",  # the pod is checked too
     ]

@@ -1,0 +1,72 @@
+"""`toposched validate` on Pod manifests: read as the API server stores them, a pod of this scheduler
+asking for a rule toposched does not place by is reported in the daemon's words; others pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from daemon.cli.validate import main
+
+
+def validated(path: Path, manifests: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """What `toposched validate` prints for `manifests` written to `path` (it must find problems: exit 1)."""
+    path.write_text(manifests)
+    assert main([str(path)]) == 1
+    return capsys.readouterr().out.splitlines()
+
+
+def test_a_pod_asking_for_rules_toposched_does_not_place_by_is_reported_before_it_is_applied(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "job.yaml"
+    lines = validated(path, """
+apiVersion: v1
+kind: Pod
+metadata: {name: worker-0, namespace: ml, labels: {app: trainer}}
+spec:
+  schedulerName: toposched
+  hostNetwork: true
+  affinity:
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - {labelSelector: {matchLabels: {app: trainer}}, topologyKey: kubernetes.io/hostname}
+  containers:
+  - name: trainer
+    image: trainer:1.0
+    ports: [{containerPort: 29500}]
+    resources: {limits: {nvidia.com/gpu: "8"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: theirs}
+spec:
+  hostNetwork: true
+  containers: [{name: main, image: web:1.0, ports: [{containerPort: 80}]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: plain}
+spec: {schedulerName: toposched, containers: [{name: main, image: web:1.0, ports: [{containerPort: 80}]}]}
+""", capsys)
+    assert lines == [
+        f"{path}#1: Pod ml/worker-0: spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution: "
+        "required podAntiAffinity (topologyKey kubernetes.io/hostname) is not considered by toposched: the pod may "
+        "be placed next to the pods it excludes",
+        f"{path}#1: Pod ml/worker-0: spec.containers[0].ports[0].hostPort: host port 29500 is not considered by "
+        "toposched: a pod holding it may be placed on the same node, and one of the two will not start",
+        "2 problems in 2 objects",
+    ]
+
+
+def test_a_pod_quantity_the_api_server_cannot_decode_is_a_problem_naming_the_field(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.yaml"
+    [line, summary] = validated(path, """
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec: {schedulerName: toposched, containers: [{name: main, resources: {limits: {cpu: lots}}}]}
+""", capsys)
+    assert line.startswith(f"{path}#1: Pod default/p: spec.containers[0].resources.limits[cpu]: ")
+    assert line.endswith("(the API server refuses it)") and summary == "1 problem in 0 objects"
