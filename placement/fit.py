@@ -6,8 +6,9 @@ respect), its tolerations, nodeSelector and required node affinity. Pods of one 
 share one shape, so placement asks these questions once per shape per node, never per pod.
 
 Two questions, kept apart because they change at different speeds:
-- `admits(shape, node)`: the static filters (spec.unschedulable, NoSchedule/NoExecute taints not
-  tolerated, nodeSelector, required node affinity). Returns "" or the reason, in kube-scheduler's words.
+- `admits(shape, node)`: the static filters (spec.unschedulable unless the pod tolerates the
+  node.kubernetes.io/unschedulable taint, NoSchedule/NoExecute taints not tolerated, nodeSelector,
+  required node affinity). Returns "" or the reason, in kube-scheduler's words.
 - `Capacity.slots(shape, node)`: how many pods of the shape fit in what the node offers that priority:
   allocatable - used (bound + assumed) - nominations of priority >= p held by other gangs + the
   requests of the pods we were asked to treat as gone (`ignore_pods`).
@@ -146,9 +147,14 @@ def term_matches(term: NodeSelectorTerm, name: str, labels: Mapping[str, str]) -
     return True
 
 
+# A cordoned node admits the pods that tolerate this taint (kube-scheduler's NodeUnschedulable filter: a
+# pod tolerating it tolerates spec.unschedulable, as DaemonSet pods and node diagnostics do).
+UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect=NO_SCHEDULE)
+
+
 def admits(shape: Shape, node: NodeInfo) -> str:
     """"" when a pod of `shape` may go on `node` (capacity aside), else the reason it may not."""
-    if node.unschedulable:
+    if node.unschedulable and not tolerates(shape.tolerations, UNSCHEDULABLE_TAINT):
         return "node(s) were unschedulable"
     if node.taints:
         taint = untolerated_taint(shape, node.taints)

@@ -88,9 +88,20 @@ def test_prefer_no_schedule_taint_is_only_avoided() -> None:
     assert _node_of(alone, _lone(alone, "p")) == "a-spot"
 
 
-def test_cordoned_node_takes_nothing() -> None:
+def test_cordoned_node_takes_only_the_pods_that_tolerate_being_unschedulable() -> None:
     state = _cluster(node("cordoned", unschedulable=True), node("open"))
     assert _node_of(state, _lone(state)) == "open"
+    alone = _cluster(node("cordoned", unschedulable=True))
+    result = refused(plan_pod(alone, _lone(alone, "plain")))
+    assert result.constraint == POD_FIT and "node(s) were unschedulable" in result.reason
+    # kube-scheduler's NodeUnschedulable: tolerating the node.kubernetes.io/unschedulable taint (as DaemonSet
+    # pods and node diagnostics do) tolerates spec.unschedulable
+    diagnostic = _lone(alone, "dcgm-diag", tolerations=[
+        Toleration(key="node.kubernetes.io/unschedulable", operator="Exists", effect="NoSchedule")])
+    everything = _lone(alone, "tolerates-all", tolerations=[Toleration(operator="Exists")])
+    other = _lone(alone, "other", tolerations=[Toleration(key="nvidia.com/gpu", operator="Exists")])
+    assert _node_of(alone, diagnostic) == "cordoned" and _node_of(alone, everything) == "cordoned"
+    assert refused(plan_pod(alone, other)).constraint == POD_FIT
 
 
 def test_node_selector_must_match_every_label() -> None:
