@@ -120,6 +120,11 @@ def _port(port: Any, host_network: bool) -> Any:
     return result
 
 
+def pod_level_resource(name: str) -> bool:
+    """IsSupportedPodLevelResource: what pod-level requests may set (cpu, memory, hugepages-<size>)."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
 def _pod_level_requests(resources: Any) -> Any:
     """Pod-level resources (KEP-2837): a request the pod-level limits set and the requests do not, for a
     resource pod-level requests may set (cpu, memory, hugepages-*), defaults to the limit (the API
@@ -128,7 +133,7 @@ def _pod_level_requests(resources: Any) -> Any:
         return resources
     requests = dict(resources["requests"]) if isinstance(resources.get("requests"), dict) else {}
     for name, limit in resources["limits"].items():
-        if name in ("cpu", "memory") or str(name).startswith("hugepages-"):
+        if pod_level_resource(str(name)):
             requests.setdefault(name, limit)
     return {**resources, "requests": requests} if requests else resources
 

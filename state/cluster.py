@@ -94,6 +94,7 @@ from events.objects import (
     Workload,
 )
 from events.parts import PodUpsertedParts, decode_parts
+from manifests.defaulting import pod_level_resource
 from state.compact import Compactor, Shape
 from state.gangs import (
     INTERNAL_ERROR,
@@ -1729,11 +1730,6 @@ def _add_requests(total: Resources, raw: Mapping[str, str], key: str, problems: 
         total[name] = total.get(name, 0) + amount
 
 
-# The resources pod-level requests may set (IsSupportedPodLevelResource): cpu, memory, hugepages-<size>.
-POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
-HUGEPAGES_PREFIX = "hugepages-"
-
-
 def _pod_requests(obj: Pod, key: str, problems: list[Problem]) -> Resources:
     """What the pod takes of a node, per resource, as kube-scheduler and the kubelet's admission count it
     (KEP-753, native sidecars): the containers and the sidecars (init containers with restartPolicy
@@ -1766,8 +1762,7 @@ def _pod_requests(obj: Pod, key: str, problems: list[Problem]) -> Resources:
     if spec.resources is not None and spec.resources.requests:
         pod_level: Resources = {}
         _add_requests(pod_level, {name: text for name, text in spec.resources.requests.items()
-                                  if name in POD_LEVEL_RESOURCES or name.startswith(HUGEPAGES_PREFIX)},
-                      key, problems, "spec.resources.requests")
+                                  if pod_level_resource(name)}, key, problems, "spec.resources.requests")
         total.update(pod_level)
     if spec.overhead:
         _add_requests(total, spec.overhead, key, problems, "spec.overhead")

@@ -380,10 +380,12 @@ class KubeClusterAPI:
         response = await self._write("create", "pods/eviction", "POST", path, body=body)
         # A failure Status can come with a 201: the eviction handler's answer for a pod that more than one
         # PodDisruptionBudget selects ("... which the eviction subresource does not support").
-        failed = response.ok and b'"Failure"' in response.body and decode_status(response.body).status == "Failure"
-        if response.ok and not failed:
+        if response.ok and b'"Failure"' not in response.body:
             return ApiOutcome(ok=True, reason=_EVICTED)
-        budget = decode_status(response.body).message if failed else disruption_budget_refusal(response)
+        status = decode_status(response.body)
+        if response.ok and status.status != "Failure":
+            return ApiOutcome(ok=True, reason=_EVICTED)
+        budget = status.message if response.ok else disruption_budget_refusal(response)
         if budget:
             # Preemption outranks a PodDisruptionBudget, as kube-scheduler's does (it deletes its victims;
             # budgets are respected only where a choice of victims allows): the victim is deleted.
@@ -392,7 +394,6 @@ class KubeClusterAPI:
             if deleted.reason == _DELETED:
                 return ApiOutcome(ok=True, reason=_DELETED_OVER_BUDGET)
             return deleted
-        status = decode_status(response.body)
         if response.status == 404 and status.details is not None and status.details.kind == "pods":
             return ApiOutcome(ok=True, reason="already gone")
         if response.status == 409:  # uid precondition: the pod we meant is gone, a new one stands in its name
