@@ -20,6 +20,8 @@ import msgspec
 from events.model import (
     CapacityElasticQuotaDeleted,
     CapacityElasticQuotaUpserted,
+    ClaimDeleted,
+    ClaimUpserted,
     ElasticQuotaDeleted,
     ElasticQuotaUpserted,
     Event,
@@ -42,8 +44,12 @@ from events.model import (
     QueueUpserted,
     SchedulerPluginsPodGroupDeleted,
     SchedulerPluginsPodGroupUpserted,
+    StorageClassDeleted,
+    StorageClassUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
+    VolumeDeleted,
+    VolumeUpserted,
     WorkloadDeleted,
     WorkloadUpserted,
     object_key,
@@ -66,17 +72,21 @@ from events.objects import (
     KubePodGroup,
     Node,
     ObjectMeta,
+    PersistentVolume,
+    PersistentVolumeClaim,
     Pod,
     PodGroup,
     PriorityClass,
     Queue,
+    StorageClass,
     VolcanoPodGroup,
     Workload,
     slim,
 )
 
 KubeObject = (Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
-              | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue)
+              | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue | PersistentVolumeClaim | PersistentVolume
+              | StorageClass)
 
 
 @dataclass(frozen=True)
@@ -117,6 +127,13 @@ KINDS: tuple[KindInfo, ...] = (
              lambda k, u: CapacityElasticQuotaDeleted(key=k)),
     KindInfo("Queue", VOLCANO_QUEUE_API, "Queue", "queues", False, Queue,
              lambda o: QueueUpserted(queue=o), lambda k, u: QueueDeleted(name=k)),
+    # Volumes: what a pod's claims let it reach (state/volumes.py).
+    KindInfo("StorageClass", "storage.k8s.io/v1", "StorageClass", "storageclasses", False, StorageClass,
+             lambda o: StorageClassUpserted(storage_class=o), lambda k, u: StorageClassDeleted(name=k)),
+    KindInfo("PersistentVolume", "v1", "PersistentVolume", "persistentvolumes", False, PersistentVolume,
+             lambda o: VolumeUpserted(volume=o), lambda k, u: VolumeDeleted(name=k)),
+    KindInfo("PersistentVolumeClaim", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True,
+             PersistentVolumeClaim, lambda o: ClaimUpserted(claim=o), lambda k, u: ClaimDeleted(key=k)),
     KindInfo("Node", "v1", "Node", "nodes", False, Node,
              lambda o: NodeUpserted(node=o), lambda k, u: NodeDeleted(name=k)),
     KindInfo("PodGroup", KOORDINATOR_POD_GROUP_API, "PodGroup", "podgroups", True, PodGroup,

@@ -24,10 +24,13 @@ from events.objects import (
     HyperNode,
     KubePodGroup,
     Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
     Pod,
     PodGroup,
     PriorityClass,
     Queue,
+    StorageClass,
     VolcanoPodGroup,
     Workload,
 )
@@ -152,6 +155,37 @@ class QueueUpserted(EventBase, tag="queue", frozen=True):
 
 class QueueDeleted(EventBase, tag="queue-", frozen=True):
     name: str
+
+
+class ClaimUpserted(EventBase, tag="pvc", frozen=True):
+    """A v1 PersistentVolumeClaim: a pod using it may go only where its volume can be reached."""
+
+    claim: PersistentVolumeClaim
+
+
+class ClaimDeleted(EventBase, tag="pvc-", frozen=True):
+    key: str
+
+
+class VolumeUpserted(EventBase, tag="pv", frozen=True):
+    volume: PersistentVolume
+
+
+class VolumeDeleted(EventBase, tag="pv-", frozen=True):
+    name: str
+
+
+class StorageClassUpserted(EventBase, tag="sc", frozen=True):
+    storage_class: StorageClass
+
+
+class StorageClassDeleted(EventBase, tag="sc-", frozen=True):
+    name: str
+
+
+# The updates of the objects a pod's claims are made of (state/volumes.py), for the dispatch tables.
+VOLUME_EVENTS = (ClaimUpserted, ClaimDeleted, VolumeUpserted, VolumeDeleted, StorageClassUpserted,
+                 StorageClassDeleted)
 
 
 class ObjectUndecodable(EventBase, tag="bad", frozen=True):
@@ -289,6 +323,12 @@ Event: TypeAlias = (
     | CapacityElasticQuotaDeleted
     | QueueUpserted
     | QueueDeleted
+    | ClaimUpserted
+    | ClaimDeleted
+    | VolumeUpserted
+    | VolumeDeleted
+    | StorageClassUpserted
+    | StorageClassDeleted
     | ObjectUndecodable
     | PodAssumed
     | PodForgotten

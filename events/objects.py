@@ -188,6 +188,39 @@ class SchedulingGate(_K8s, frozen=True):
     name: str = ""
 
 
+class PersistentVolumeClaimVolumeSource(_K8s, frozen=True):
+    claim_name: str = ""
+
+
+class ClaimTemplateSpec(_K8s, frozen=True):
+    storage_class_name: str | None = None
+
+
+class ClaimTemplate(_K8s, frozen=True):
+    spec: ClaimTemplateSpec = ClaimTemplateSpec()
+
+
+class EphemeralVolumeSource(_K8s, frozen=True):
+    """A generic ephemeral volume: the ephemeral volume controller creates its claim from the template,
+    named `<pod name>-<volume name>` and controlled by the pod (the simulator, its own controller, reads
+    the template's class)."""
+
+    volume_claim_template: ClaimTemplate = ClaimTemplate()
+
+
+class Volume(_K8s, frozen=True):
+    """One of Pod.spec.volumes that is backed by a PersistentVolumeClaim (`slim()` drops the others:
+    configMap, secret, emptyDir and projected volumes never constrain where a pod may go)."""
+
+    name: str = ""
+    persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
+    ephemeral: EphemeralVolumeSource | None = None
+
+    @property
+    def uses_claim(self) -> bool:
+        return self.persistent_volume_claim is not None or self.ephemeral is not None
+
+
 class PodSpec(_K8s, frozen=True):
     node_name: str = ""
     scheduler_name: str = ""
@@ -209,6 +242,7 @@ class PodSpec(_K8s, frozen=True):
     # Pod-level resources (KEP-2837, beta and on by default since Kubernetes 1.34): where set, its cpu,
     # memory and hugepages requests are the pod's, whatever its containers ask.
     resources: ResourceRequirements | None = None
+    volumes: list[Volume] = []  # only those backed by a claim (see `Volume`)
 
 
 class Condition(_K8s, frozen=True):
@@ -231,6 +265,84 @@ class Pod(_K8s, frozen=True):
     metadata: ObjectMeta = ObjectMeta()
     spec: PodSpec = PodSpec()
     status: PodStatus = PodStatus()
+
+
+# --------------------------------------------------------------------------- persistent volumes
+
+
+class OwnerReference(_K8s, frozen=True):
+    uid: str = ""
+    controller: bool = False
+
+
+class ClaimMeta(ObjectMeta, frozen=True):
+    """A claim's metadata: its owner references too (a generic ephemeral volume's claim must be
+    controlled by the pod that uses it)."""
+
+    owner_references: list[OwnerReference] = []
+
+
+class PersistentVolumeClaimSpec(_K8s, frozen=True):
+    storage_class_name: str | None = None
+    volume_name: str = ""
+
+
+class PersistentVolumeClaimStatus(_K8s, frozen=True):
+    phase: str = ""
+
+
+class PersistentVolumeClaim(_K8s, frozen=True):
+    api_version: str = "v1"
+    kind: str = "PersistentVolumeClaim"
+    metadata: ClaimMeta = ClaimMeta()
+    spec: PersistentVolumeClaimSpec = PersistentVolumeClaimSpec()
+    status: PersistentVolumeClaimStatus = PersistentVolumeClaimStatus()
+
+
+class VolumeNodeAffinity(_K8s, frozen=True):
+    required: NodeSelector | None = None
+
+
+class ClaimReference(_K8s, frozen=True):
+    namespace: str = ""
+    name: str = ""
+    uid: str = ""
+
+
+class PersistentVolumeSpec(_K8s, frozen=True):
+    storage_class_name: str = ""
+    node_affinity: VolumeNodeAffinity | None = None
+    claim_ref: ClaimReference | None = None
+
+
+class PersistentVolumeStatus(_K8s, frozen=True):
+    phase: str = ""
+
+
+class PersistentVolume(_K8s, frozen=True):
+    api_version: str = "v1"
+    kind: str = "PersistentVolume"
+    metadata: ObjectMeta = ObjectMeta()  # its zone / region labels constrain nodes too (VolumeZone)
+    spec: PersistentVolumeSpec = PersistentVolumeSpec()
+    status: PersistentVolumeStatus = PersistentVolumeStatus()
+
+
+class TopologySelectorLabelRequirement(_K8s, frozen=True):
+    key: str = ""
+    values: list[str] = []
+
+
+class TopologySelectorTerm(_K8s, frozen=True):
+    match_label_expressions: list[TopologySelectorLabelRequirement] = []
+
+
+class StorageClass(_K8s, frozen=True):
+    api_version: str = "storage.k8s.io/v1"
+    kind: str = "StorageClass"
+    metadata: ObjectMeta = ObjectMeta()
+    provisioner: str = ""
+    volume_binding_mode: str = ""  # "" is Immediate, the API server's default
+    allowed_topologies: list[TopologySelectorTerm] = []
 
 
 # --------------------------------------------------------------------------- priority classes
@@ -590,6 +702,13 @@ QUOTA_RUNTIME_ANNOTATION = "quota.scheduling.koordinator.sh/runtime"
 QUOTA_REQUEST_ANNOTATION = "quota.scheduling.koordinator.sh/request"
 # Volcano: only pods marked preemptable "true" (annotation or label) may be reclaimed by another queue.
 VOLCANO_PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
+# Persistent volumes, as the PV controller and kube-scheduler's VolumeBinding plugin write and read them:
+# a claim is bound once the PV controller has marked the binding complete; the deprecated class
+# annotation still names a claim's StorageClass before spec.storageClassName; the scheduler writes the
+# node it chose on a WaitForFirstConsumer claim, which the provisioner then provisions for.
+BIND_COMPLETED_ANNOTATION = "pv.kubernetes.io/bind-completed"
+BETA_STORAGE_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
+SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 
 # Every annotation any part of toposched reads. An annotation not named here (or under
 # SIMULATION_ANNOTATION_PREFIX) is dropped when the object is decoded: a reader of a new annotation
@@ -611,6 +730,9 @@ KEPT_ANNOTATIONS: frozenset[str] = frozenset({
     QUOTA_RUNTIME_ANNOTATION,
     QUOTA_REQUEST_ANNOTATION,
     VOLCANO_PREEMPTABLE_ANNOTATION,
+    BIND_COMPLETED_ANNOTATION,
+    BETA_STORAGE_CLASS_ANNOTATION,
+    SELECTED_NODE_ANNOTATION,
 })
 
 KOORDINATOR_POD_GROUP_API = "scheduling.sigs.k8s.io/v1alpha1"
@@ -636,14 +758,16 @@ def keeps_annotation(key: str) -> bool:
 _Object = TypeVar(
     "_Object",
     bound=Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
-    | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue,
+    | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue | PersistentVolumeClaim | PersistentVolume
+    | StorageClass,
 )
 
 
 def slim(obj: _Object) -> _Object:
     """`obj` without what toposched never reads (the same object when there is nothing to drop): the
-    annotations not in `KEPT_ANNOTATIONS`, and a pod's status conditions (the kubelet rewrites them on
-    every status change; scheduling reads the phase)."""
+    annotations not in `KEPT_ANNOTATIONS`, a pod's status conditions (the kubelet rewrites them on
+    every status change; scheduling reads the phase) and its volumes that no claim backs (every pod
+    has its own `kube-api-access-<random>` volume: kept, it would make each pod's spec unique)."""
     slimmed = obj
     annotations = obj.metadata.annotations
     if annotations and not all(keeps_annotation(key) for key in annotations):
@@ -651,6 +775,9 @@ def slim(obj: _Object) -> _Object:
         slimmed = msgspec.structs.replace(slimmed, metadata=msgspec.structs.replace(obj.metadata, annotations=kept))
     if isinstance(slimmed, Pod) and slimmed.status.conditions:
         slimmed = msgspec.structs.replace(slimmed, status=msgspec.structs.replace(slimmed.status, conditions=[]))
+    if isinstance(slimmed, Pod) and slimmed.spec.volumes and not all(v.uses_claim for v in slimmed.spec.volumes):
+        claimed = [volume for volume in slimmed.spec.volumes if volume.uses_claim]
+        slimmed = msgspec.structs.replace(slimmed, spec=msgspec.structs.replace(slimmed.spec, volumes=claimed))
     return slimmed
 
 

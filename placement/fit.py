@@ -8,7 +8,8 @@ share one shape, so placement asks these questions once per shape per node, neve
 Two questions, kept apart because they change at different speeds:
 - `admits(shape, node)`: the static filters (spec.unschedulable unless the pod tolerates the
   node.kubernetes.io/unschedulable taint, NoSchedule/NoExecute taints not tolerated, nodeSelector,
-  required node affinity). Returns "" or the reason, in kube-scheduler's words.
+  required node affinity, and where its claims' volumes can be reached: state/volumes.py). Returns ""
+  or the reason, in kube-scheduler's words.
 - `Capacity.slots(shape, node)`: how many pods of the shape fit in what the node offers that priority:
   allocatable - used (bound + assumed) - nominations of priority >= p held by other gangs + the
   requests of the pods we were asked to treat as gone (`ignore_pods`).
@@ -33,6 +34,7 @@ from events.objects import (
 )
 from state.cluster import ClusterState, NodeInfo, PodInfo
 from state.resources import Resources
+from state.volumes import ZONE_CONFLICT, VolumeReach, zone_conflict
 
 NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"
@@ -53,17 +55,20 @@ class Shape(msgspec.Struct, frozen=True):
     node_selector: tuple[tuple[str, str], ...]
     tolerations: tuple[Toleration, ...]
     terms: tuple[NodeSelectorTerm, ...] | None  # required node affinity; None when absent
+    volumes: tuple[VolumeReach, ...] = ()  # where its claims' volumes can be reached (state/volumes.py)
 
     @property
     def unconstrained(self) -> bool:
-        """No selector, no affinity: only taints and spec.unschedulable can turn a node away."""
-        return not self.node_selector and self.terms is None
+        """No selector, no affinity, no volume that narrows its nodes: only taints and spec.unschedulable
+        can turn a node away."""
+        return not self.node_selector and self.terms is None and not self.volumes
 
 
 _shape_encoder = msgspec.msgpack.Encoder(order="deterministic")
 
 
-def shape_of(pod: PodInfo) -> Shape:
+def shape_of(pod: PodInfo, volumes: tuple[VolumeReach, ...] = ()) -> Shape:
+    """The pod's shape; `volumes`: what its claims ask now (`ClusterState.volume_needs(pod).reach`)."""
     spec = pod.obj.spec
     requests = tuple(sorted((name, amount) for name, amount in pod.requests.items() if amount > 0))
     selector = tuple(sorted(spec.node_selector.items()))
@@ -74,13 +79,20 @@ def shape_of(pod: PodInfo) -> Shape:
         required = affinity.node_affinity.required_during_scheduling_ignored_during_execution
         if required is not None:
             terms = tuple(required.node_selector_terms)
+    # The volumes join the key only when there are some, so the shapes of pods without claims keep their keys.
+    parts: tuple[object, ...] = (requests, pod.priority, selector, tolerations, terms, *((volumes,) if volumes else ()))
     try:
-        key = _shape_encoder.encode((requests, pod.priority, selector, tolerations, terms))
+        key = _shape_encoder.encode(parts)
     except OverflowError:  # a request past 2^64 milli-units (Kubernetes allows 2^63-1 units): spell the amounts out
         spelled = tuple((name, str(amount)) for name, amount in requests)
-        key = _shape_encoder.encode((spelled, pod.priority, selector, tolerations, terms))
+        key = _shape_encoder.encode((spelled, *parts[1:]))
     return Shape(key=key, requests=requests, priority=pod.priority, node_selector=selector,
-                 tolerations=tolerations, terms=terms)
+                 tolerations=tolerations, terms=terms, volumes=volumes)
+
+
+def shape_in(state: ClusterState, pod: PodInfo) -> Shape:
+    """`shape_of(pod)` with what its claims ask on `state` now."""
+    return shape_of(pod, state.volume_needs(pod).reach)
 
 
 # --------------------------------------------------------------------------- static filters
@@ -169,6 +181,11 @@ def admits(shape: Shape, node: NodeInfo) -> str:
             return "node(s) didn't match Pod's node affinity/selector"
     if shape.terms is not None and not any(term_matches(term, node.name, labels) for term in shape.terms):
         return "node(s) didn't match Pod's node affinity/selector"
+    for reach in shape.volumes:
+        if reach.terms is not None and not any(term_matches(term, node.name, labels) for term in reach.terms):
+            return reach.reason
+        if reach.zones and zone_conflict(reach.zones, labels):
+            return ZONE_CONFLICT
     return ""
 
 

@@ -32,7 +32,7 @@ from placement.constraints import InvalidConstraint, planning_tree, resolve
 from placement.fit import Capacity
 from placement.gather import Found, Job, Solver
 from placement.members import counted, demands_for, domain_label, is_running, minimum_of, pod_order, where
-from placement.plan import INVALID, MEMBERS, Assignment, GangPlan, Unschedulable
+from placement.plan import INVALID, MEMBERS, VOLUME, Assignment, GangPlan, Unschedulable
 from placement.quota import admitted_pending
 from placement.reasons import explain_failure, job_label
 from placement.subgroups import plan_sub_groups, uses_sub_groups
@@ -64,6 +64,9 @@ def plan_gang(state: ClusterState, gang: str, *,
     label = job_label(group)
     if unusable:
         return Unschedulable(gangs=group, constraint=INVALID, reason=f"{label}: {unusable}")
+    blocked = _volume_blocked(state, waiting_pods)
+    if blocked:
+        return Unschedulable(gangs=group, constraint=VOLUME, reason=f"{label}: {blocked}")
     min_total = sum(spec.min_member for spec in specs)
     pending_count = sum(len(v) for v in waiting_pods.values())
     running_count = sum(len(v) for v in running.values())
@@ -191,6 +194,20 @@ def _roster(state: ClusterState, infos: list[GangInfo], ignore_pods: AbstractSet
         running[member.key] = placed
     why = f"pod {unusable}: {state.pods[unusable].unusable}" if unusable else ""
     return pending, running, nominated, why, gated
+
+
+def _volume_blocked(state: ClusterState, waiting: dict[str, list[PodInfo]]) -> str:
+    """Why the first pending member (by key) whose claims keep it from any node cannot go ("" if none):
+    all or nothing, so the gang waits for it (a claim not bound yet, not created yet, ...)."""
+    first = ""
+    why = ""
+    for pods in waiting.values():
+        for pod in pods:
+            if pod.obj.spec.volumes and (not first or pod.key < first):
+                blocked = state.volume_needs(pod).blocked
+                if blocked:
+                    first, why = pod.key, blocked
+    return f"pod {first}: {why}" if first else ""
 
 
 def _in_order(waiting: dict[str, list[PodInfo]]) -> dict[str, list[str]]:

@@ -44,7 +44,7 @@ from placement.fit import Capacity, Requests, Shape, prefer_no_schedule_count
 from placement.gang import plan_gang
 from placement.gather import Solver, primary_resource
 from placement.members import domain_label, pod_shapes, where
-from placement.plan import CAPACITY, INVALID, POD_FIT, QUOTA, Assignment, GangPlan, Unschedulable
+from placement.plan import CAPACITY, INVALID, POD_FIT, QUOTA, VOLUME, Assignment, GangPlan, Unschedulable
 from placement.quota import admit
 from placement.slots import kept_table
 from state.cluster import ClusterState
@@ -260,6 +260,10 @@ def plan_pod(state: ClusterState, pod: str, *,
         return plan_gang(state, info.gang, ignore_pods=ignore_pods)
     if info.unusable:
         return Unschedulable(gangs=(), constraint=INVALID, reason=f"pod {pod}: {info.unusable}")
+    if info.obj.spec.volumes:
+        blocked = state.volume_needs(info).blocked
+        if blocked:
+            return Unschedulable(gangs=(), constraint=VOLUME, reason=f"pod {pod}: {blocked}")
     refusal = admit(state, [pod], ignore_pods=ignore_pods)
     if refusal:
         return Unschedulable(gangs=(), constraint=QUOTA, needed=1, fit=0, reason=f"pod {pod}: {refusal}")

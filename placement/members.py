@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from events.objects import Affinity, PodSpec, Toleration
-from placement.fit import Shape, shape_of, topology_index
+from placement.fit import Shape, shape_in, shape_of, topology_index
 from placement.gather import Demand
 from state.cluster import ClusterState, PodInfo
 from state.gangs import ONCE_SATISFIED, ONLY_WAITING, GangSpec
@@ -133,8 +133,12 @@ class PodShapes:
         self.parts: dict[tuple[int, int, int, int, int], _ShapeParts] = {}
 
     def shape(self, pod: PodInfo) -> Shape:
-        """`shape_of(pod)`, computed once for the pods that share the objects it is made of."""
+        """`shape_of(pod)`, computed once for the pods that share the objects it is made of. A pod with
+        claims is shaped afresh each time: where its volumes can be reached changes with objects of
+        other kinds (claims, PersistentVolumes, StorageClasses)."""
         spec = pod.obj.spec
+        if spec.volumes:
+            return shape_in(self.state, pod)
         requests, selector, tolerations, affinity = pod.requests, spec.node_selector, spec.tolerations, spec.affinity
         key = (id(requests), id(selector), id(tolerations), id(affinity), pod.priority)
         hit = self.parts.get(key)
@@ -151,6 +155,8 @@ class PodShapes:
     def of(self, pod: PodInfo) -> tuple[Shape, tuple[int, int, str]]:
         obj = pod.obj
         spec, annotations = obj.spec, obj.metadata.annotations
+        if spec.volumes:
+            return self.shape(pod), pod_order(pod)
         entry = self.entries.get(pod.key)
         if (entry is not None and entry[0] is spec and entry[1] is annotations and entry[2] is pod.requests
                 and entry[3] == pod.priority):

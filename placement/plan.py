@@ -17,8 +17,9 @@ MEMBERS = "members"
 INVALID = "invalid"
 POD_FIT = "pod-fit"
 QUOTA = "quota"  # its quota (ElasticQuota, Volcano Queue) does not admit it: see placement/quota.py
+VOLUME = "volume"  # a claim of a pod is not usable yet (missing, unbound, ...): see state/volumes.py
 
-CONSTRAINTS = (CAPACITY, MUST_GATHER, HARD_TIER, SUB_GROUP, MEMBERS, INVALID, POD_FIT, QUOTA)
+CONSTRAINTS = (CAPACITY, MUST_GATHER, HARD_TIER, SUB_GROUP, MEMBERS, INVALID, POD_FIT, QUOTA, VOLUME)
 
 
 class Assignment(msgspec.Struct, frozen=True):

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import msgspec
 
 from placement.constraints import InvalidConstraint, resolve
-from placement.fit import Capacity, admits, shape_of
+from placement.fit import Capacity, admits, shape_in
 from placement.members import is_running, where
 from state.cluster import ClusterState, PodInfo
 from state.gangs import GangSpec
@@ -50,7 +50,7 @@ def refusal(state: ClusterState, pod: PodInfo, node: str) -> str:
     info = state.nodes.get(node)
     if info is None:
         return f"node {node} no longer exists"
-    why = admits(shape_of(pod), info)
+    why = admits(shape_in(state, pod), info)
     return f"node {node} no longer admits it: {why}" if why else ""
 
 

@@ -228,7 +228,7 @@ class SlotTable:
         shape = entry.shape
         found = ""
         if info is not None:
-            if shape.terms is not None or shape.node_selector or info.unschedulable or info.taints:
+            if not shape.unconstrained or info.unschedulable or info.taints:
                 found = self.reason(entry, node)
             if not found and self.node_slots(entry, node) == 0:
                 allocatable, used = info.allocatable, info.used
@@ -298,6 +298,8 @@ def _filter_key(shape: Shape) -> bytes:
     # nominations do, and those never enter the table), so shapes differing only in priority share one
     # entry. Encoded once per distinct Shape.key.
     spelled = tuple((name, str(amount)) for name, amount in shape.requests)
+    if shape.volumes:
+        return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms, shape.volumes))
     return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms))
 
 

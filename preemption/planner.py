@@ -34,11 +34,11 @@ from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 
 from placement.constraints import InvalidConstraint, planning_tree, resolve
-from placement.fit import Shape, shape_of
+from placement.fit import Shape, shape_in
 from placement.gang import plan_gang
 from placement.lone import plan_pod
 from placement.members import domain_label, is_running, where
-from placement.plan import INVALID, MEMBERS, POD_FIT, QUOTA, GangPlan, Unschedulable
+from placement.plan import INVALID, MEMBERS, POD_FIT, QUOTA, VOLUME, GangPlan, Unschedulable
 from preemption.cost import Cost, cost_of
 from preemption.eligibility import Preemptor, check_eligibility, minimum_pending, preemptor_of
 from preemption.explain import Considered, explain
@@ -82,7 +82,7 @@ def plan_preemption(state: ClusterState, preemptor_key: str, failure: Unschedula
     not place (`failure`). `validate` defaults to placement's own `plan_gang` for that gang; `rule`
     builds the victim rule for the preemptor (default: every running pod of lower priority)."""
     not_room = f"no preemption: evicting pods cannot help ({failure.constraint})"
-    if failure.constraint in (INVALID, MEMBERS, POD_FIT):
+    if failure.constraint in (INVALID, MEMBERS, POD_FIT, VOLUME):
         return NoPreemption(preemptor_key, NOT_PREEMPTABLE, not_room)
     preemptor = preemptor_of(state, preemptor_key)
     if isinstance(preemptor, NoPreemption):
@@ -238,7 +238,7 @@ class _Planner:
         pods = [self.state.pods[key] for key in p.pending]
         shapes: dict[bytes, Shape] = {}
         for pod in pods:
-            shape = shape_of(pod)
+            shape = shape_in(self.state, pod)
             shapes.setdefault(shape.key, shape)
         order = sorted(shapes)
         shape_list = [shapes[k] for k in order]
@@ -247,7 +247,7 @@ class _Planner:
         def counts_of(keys: Sequence[str]) -> list[int]:
             counts = [0] * len(order)
             for key in keys:
-                counts[index[shape_of(self.state.pods[key]).key]] += 1
+                counts[index[shape_in(self.state, self.state.pods[key]).key]] += 1
             return counts
 
         everything = _Need(shape_list, counts_of(p.pending), len(p.pending))

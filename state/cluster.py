@@ -29,6 +29,8 @@ from events.model import (
     BindRequested,
     CapacityElasticQuotaDeleted,
     CapacityElasticQuotaUpserted,
+    ClaimDeleted,
+    ClaimUpserted,
     ElasticQuotaDeleted,
     ElasticQuotaUpserted,
     Event,
@@ -61,8 +63,12 @@ from events.model import (
     QueueUpserted,
     SchedulerPluginsPodGroupDeleted,
     SchedulerPluginsPodGroupUpserted,
+    StorageClassDeleted,
+    StorageClassUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
+    VolumeDeleted,
+    VolumeUpserted,
     WorkloadDeleted,
     WorkloadUpserted,
     decode_event,
@@ -85,10 +91,13 @@ from events.objects import (
     NetworkTopologyLayer,
     Node,
     ObjectMeta,
+    PersistentVolume,
+    PersistentVolumeClaim,
     Pod,
     PodGroup,
     PriorityClass,
     Queue,
+    StorageClass,
     Taint,
     VolcanoPodGroup,
     Workload,
@@ -121,6 +130,7 @@ from state.quota import IDLE_UNLESS_ACTIVE, QuotaBook
 from state.resources import QUANTITY_CACHE, QuantityError, Resources, add_into, parse_quantity
 from state.topology import TopologyTree
 from state.topology_validation import CLUSTER_LAYER, DEFAULT_CNT_NAME, NODE_LAYER, layer_name_of, tier_name_of
+from state.volumes import CLAIM_KIND, NO_NEEDS, VolumeBook, VolumeNeeds, needs_of
 from state.workload_api import kube_pod_group_spec, workload_gang_spec, workload_problems
 
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
@@ -367,6 +377,9 @@ class _SnapshotObjects(msgspec.Struct, frozen=True, kw_only=True):
     elastic_quotas: list[ElasticQuota] = []
     capacity_quotas: list[CapacityElasticQuota] = []
     queues: list[Queue] = []
+    storage_classes: list[StorageClass] = []
+    persistent_volumes: list[PersistentVolume] = []
+    claims: list[PersistentVolumeClaim] = []
 
 
 class StateSnapshot(_SnapshotObjects, frozen=True, kw_only=True):
@@ -450,6 +463,7 @@ class ClusterState:
         self.network_topologies: dict[str, ClusterNetworkTopology] = {}
         self.hyper_nodes: dict[str, HyperNode] = {}
         self.priority_classes: dict[str, PriorityClass] = {}
+        self.volumes = VolumeBook()  # claims, PersistentVolumes, StorageClasses (state/volumes.py)
         self.pending: set[str] = set()  # keys of our pods waiting to be placed
         self.problems: dict[tuple[str, str], list[Problem]] = {}
         self.undecodable: dict[tuple[str, str], Problem] = {}
@@ -1307,6 +1321,32 @@ class ClusterState:
             self.pod_changes.add(key)
             self._set_problems("Pod", key, problems)
 
+    # volumes: read where a pod is placed (`volume_needs`), never folded into the pods ---------------
+
+    def _claim_upserted(self, event: ClaimUpserted) -> None:
+        self.volumes.claims[_meta_key(event.claim.metadata)] = event.claim
+
+    def _claim_deleted(self, event: ClaimDeleted) -> None:
+        self.volumes.claims.pop(event.key, None)
+
+    def _volume_upserted(self, event: VolumeUpserted) -> None:
+        self.volumes.volumes[event.volume.metadata.name] = event.volume
+
+    def _volume_deleted(self, event: VolumeDeleted) -> None:
+        self.volumes.volumes.pop(event.name, None)
+
+    def _storage_class_upserted(self, event: StorageClassUpserted) -> None:
+        self.volumes.classes[event.storage_class.metadata.name] = event.storage_class
+
+    def _storage_class_deleted(self, event: StorageClassDeleted) -> None:
+        self.volumes.classes.pop(event.name, None)
+
+    def volume_needs(self, pod: PodInfo) -> VolumeNeeds:
+        """What the pod's claims ask of its placement now (state/volumes.py)."""
+        if not pod.obj.spec.volumes:
+            return NO_NEEDS
+        return needs_of(self.volumes, pod.obj, self.undecodable)
+
     def _network_topology_upserted(self, event: NetworkTopologyUpserted) -> None:
         self.network_topologies[event.topology.metadata.name] = event.topology
         self.topology.network_topology_upserted(event.topology)
@@ -1490,6 +1530,9 @@ class ClusterState:
             elastic_quotas=[self.quotas.elastic_quotas[k] for k in sorted(self.quotas.elastic_quotas)],
             capacity_quotas=[self.quotas.capacity_quotas[k] for k in sorted(self.quotas.capacity_quotas)],
             queues=[self.quotas.queues[k] for k in sorted(self.quotas.queues)],
+            storage_classes=[self.volumes.classes[k] for k in sorted(self.volumes.classes)],
+            persistent_volumes=[self.volumes.volumes[k] for k in sorted(self.volumes.volumes)],
+            claims=[self.volumes.claims[k] for k in sorted(self.volumes.claims)],
         )
 
     @classmethod
@@ -1513,6 +1556,12 @@ class ClusterState:
             state.apply(CapacityElasticQuotaUpserted(quota=capacity_quota))
         for queue in snap.queues:
             state.apply(QueueUpserted(queue=queue))
+        for storage_class in snap.storage_classes:
+            state.apply(StorageClassUpserted(storage_class=storage_class))
+        for volume in snap.persistent_volumes:
+            state.apply(VolumeUpserted(volume=volume))
+        for claim in snap.claims:
+            state.apply(ClaimUpserted(claim=claim))
         for node in snap.nodes:
             state.apply(NodeUpserted(node=node))
         for group in snap.pod_groups:
@@ -1836,6 +1885,12 @@ _UPDATE_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = {
     CapacityElasticQuotaDeleted: lambda e: ("CapacityElasticQuota", e.key),
     QueueUpserted: lambda e: ("Queue", e.queue.metadata.name),
     QueueDeleted: lambda e: ("Queue", e.name),
+    ClaimUpserted: lambda e: (CLAIM_KIND, _meta_key(e.claim.metadata)),
+    ClaimDeleted: lambda e: (CLAIM_KIND, e.key),
+    VolumeUpserted: lambda e: ("PersistentVolume", e.volume.metadata.name),
+    VolumeDeleted: lambda e: ("PersistentVolume", e.name),
+    StorageClassUpserted: lambda e: ("StorageClass", e.storage_class.metadata.name),
+    StorageClassDeleted: lambda e: ("StorageClass", e.name),
 }
 
 
@@ -1876,6 +1931,9 @@ _HELD_OBJECTS: dict[type, tuple[Callable[[ClusterState, str], object], Callable[
     ElasticQuotaUpserted: (lambda s, k: s.quotas.elastic_quotas.get(k), lambda e: e.quota),
     CapacityElasticQuotaUpserted: (lambda s, k: s.quotas.capacity_quotas.get(k), lambda e: e.quota),
     QueueUpserted: (lambda s, k: s.quotas.queues.get(k), lambda e: e.queue),
+    ClaimUpserted: (lambda s, k: s.volumes.claims.get(k), lambda e: e.claim),
+    VolumeUpserted: (lambda s, k: s.volumes.volumes.get(k), lambda e: e.volume),
+    StorageClassUpserted: (lambda s, k: s.volumes.classes.get(k), lambda e: e.storage_class),
 }
 
 
@@ -1941,4 +1999,10 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None] | None] = exhaustive("
     PreemptionPlanned: None,
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
             QueueUpserted, QueueDeleted), ClusterState._quota_object),
+    ClaimUpserted: ClusterState._claim_upserted,
+    ClaimDeleted: ClusterState._claim_deleted,
+    VolumeUpserted: ClusterState._volume_upserted,
+    VolumeDeleted: ClusterState._volume_deleted,
+    StorageClassUpserted: ClusterState._storage_class_upserted,
+    StorageClassDeleted: ClusterState._storage_class_deleted,
 })

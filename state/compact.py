@@ -33,7 +33,7 @@ _Value = TypeVar("_Value")
 _EMPTY_DICT: dict[str, str] = {}  # shared: the objects are frozen, nothing adds to it
 _EMPTY_LIST: list[Any] = []
 # PodSpec list fields nearly every pod leaves empty (besides tolerations and initContainers).
-_RARE_SPEC_LISTS = ("scheduling_gates", "topology_spread_constraints", "resource_claims")
+_RARE_SPEC_LISTS = ("scheduling_gates", "topology_spread_constraints", "resource_claims", "volumes")
 
 
 # A pod's head: apiVersion, kind, namespace, labels, annotations (shared), its number in the table, and the

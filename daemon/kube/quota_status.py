@@ -43,6 +43,7 @@ import structlog
 from daemon.scheduling.ports import ApiOutcome
 from events.dispatch import each, exhaustive
 from events.model import (
+    VOLUME_EVENTS,
     BindFailed,
     BindRequested,
     CapacityElasticQuotaDeleted,
@@ -119,8 +120,8 @@ _MARKS: Final[dict[type, bool]] = exhaustive("the quota status", {
             PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
             SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted,
             KubePodGroupDeleted, WorkloadUpserted, WorkloadDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted,
-            HyperNodeUpserted, HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable),
-           False),
+            HyperNodeUpserted, HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable,
+            *VOLUME_EVENTS), False),
 })
 
 _PLURAL: Final = "elasticquotas"

@@ -56,6 +56,7 @@ from daemon.scheduling.ports import ApiOutcome
 from daemon.telemetry.metrics import Metrics
 from events.dispatch import each, exhaustive
 from events.model import (
+    VOLUME_EVENTS,
     BindFailed,
     BindRequested,
     CapacityElasticQuotaDeleted,
@@ -124,6 +125,7 @@ from state.quota import CAPACITY_KIND, QUEUE_KIND, QUOTA_KINDS
 from state.topology import SOURCE_CNT, SOURCE_HYPERNODES
 from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, NODE_KIND
 from state.topology_wishes import POD_GROUP_KIND, wish_problems
+from state.volumes import CLAIM_KIND
 
 log = structlog.get_logger("toposched.topology")
 
@@ -154,7 +156,7 @@ _CHANGES: Final[dict[type, str | None]] = exhaustive("the topology status", {
             QueueUpserted, QueueDeleted), _PROBLEMS),  # quota problems (state/quota.py)
     **each((PodUpserted, PodDeleted, PriorityClassUpserted, PriorityClassDeleted, PodAssumed, PodForgotten,
             BindRequested, PodBound, BindFailed, PodNominated, NominationCleared, EvictionRequested, GangTimedOut,
-            GangPending, GangPlanned, PreemptionPlanned), None),
+            GangPending, GangPlanned, PreemptionPlanned, *VOLUME_EVENTS), None),
 })
 # Problem kinds taken from `state.all_problems()` (the tree's own problems are all taken).
 _STATE_KINDS: Final = frozenset({CNT_KIND, HYPERNODE_KIND, POD_GROUP_KIND, "VolcanoPodGroup", SCHEDULER_PLUGINS_PROBLEM,
@@ -263,6 +265,8 @@ def object_of(state: ClusterState, problem: Problem) -> ObjectRef:
         return ObjectRef(key, "v1", NODE_KIND, node.obj.metadata.uid if node else "")
     if problem.kind in QUOTA_KINDS:
         return _quota_object(state, problem)
+    if problem.kind in _VOLUME_KINDS:
+        return _volume_object(state, problem)
     if problem.kind == "VolcanoPodGroup":
         volcano = state.volcano_pod_groups.get(key)
         return ObjectRef(key, VOLCANO_POD_GROUP_API, POD_GROUP_KIND, volcano.metadata.uid if volcano else "")
@@ -286,6 +290,21 @@ def object_of(state: ClusterState, problem: Problem) -> ObjectRef:
     if volcano is not None:
         return ObjectRef(key, VOLCANO_POD_GROUP_API, POD_GROUP_KIND, volcano.metadata.uid)
     return ObjectRef(key, KOORDINATOR_POD_GROUP_API, POD_GROUP_KIND)
+
+
+_VOLUME_KINDS: Final = frozenset({CLAIM_KIND, "PersistentVolume", "StorageClass"})
+
+
+def _volume_object(state: ClusterState, problem: Problem) -> ObjectRef:
+    book, key = state.volumes, problem.key
+    if problem.kind == CLAIM_KIND:
+        claim = book.claims.get(key)
+        return ObjectRef(key, "v1", CLAIM_KIND, claim.metadata.uid if claim else "")
+    if problem.kind == "PersistentVolume":
+        volume = book.volumes.get(key)
+        return ObjectRef(key, "v1", "PersistentVolume", volume.metadata.uid if volume else "")
+    storage_class = book.classes.get(key)
+    return ObjectRef(key, "storage.k8s.io/v1", "StorageClass", storage_class.metadata.uid if storage_class else "")
 
 
 def _quota_object(state: ClusterState, problem: Problem) -> ObjectRef:

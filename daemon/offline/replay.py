@@ -136,6 +136,9 @@ def summarise(state: ClusterState) -> Summary:
         "ClusterNetworkTopology": len(state.network_topologies),
         "HyperNode": len(state.hyper_nodes),
         "PriorityClass": len(state.priority_classes),
+        "PersistentVolumeClaim": len(state.volumes.claims),
+        "PersistentVolume": len(state.volumes.volumes),
+        "StorageClass": len(state.volumes.classes),
     }
     gangs: list[GangSummary] = []
     for key in sorted(state.gangs):

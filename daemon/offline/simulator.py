@@ -12,6 +12,13 @@ rules, exactly as that contract states them:
 - A bind makes the pod Running on its node at once (and starts its runtime); an eviction marks the
   victim terminating, and it keeps its resources for its terminationGracePeriodSeconds (default 30)
   before it is removed.
+- Volumes (v1 PersistentVolumeClaim, PersistentVolume, storage.k8s.io/v1 StorageClass): the world is
+  its own PV controller and provisioner. A claim of an Immediate class with a provisioner is bound at
+  its creation to a new volume every node reaches; a WaitForFirstConsumer claim is provisioned when the
+  scheduler binds a pod that uses it, on a volume pinned to that node's `topology.kubernetes.io/zone`
+  (its name when it has no zone), as a zonal disk or a local one would be. Nothing else binds a claim.
+  It is the ephemeral volume controller too: a pod's generic ephemeral volume gets its claim when the
+  pod is created.
 - The simulation ends when no release or creation is due and the loop wants no more time (no Permit
   or nomination deadline, no backoff), or at `until`.
 
@@ -50,10 +57,12 @@ from events.dispatch import each, exhaustive
 from events.ingest import KubeObject
 from events.log import EventLog
 from events.model import (
+    VOLUME_EVENTS,
     BindFailed,
     BindRequested,
     CapacityElasticQuotaDeleted,
     CapacityElasticQuotaUpserted,
+    ClaimUpserted,
     ElasticQuotaDeleted,
     ElasticQuotaUpserted,
     Event,
@@ -88,15 +97,35 @@ from events.model import (
     SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
+    VolumeUpserted,
     WorkloadDeleted,
     WorkloadUpserted,
 )
-from events.objects import Condition, Pod
+from events.objects import (
+    BIND_COMPLETED_ANNOTATION,
+    ClaimMeta,
+    ClaimReference,
+    Condition,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    ObjectMeta,
+    OwnerReference,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    PersistentVolumeClaimSpec,
+    PersistentVolumeSpec,
+    PersistentVolumeStatus,
+    Pod,
+    VolumeNodeAffinity,
+)
 from events.scenario import Scenario, ScenarioObject
 from preemption.hook import JobPreemptor
 from state.cluster import ClusterState
+from state.volumes import NO_PROVISIONER, WAIT_FOR_FIRST_CONSUMER, ZONE_LABELS, claim_class
 
 DEFAULT_GRACE_SECONDS = 30
+ZONE_LABEL = ZONE_LABELS[0]  # topology.kubernetes.io/zone
 RELEASE = 0
 CREATION = 1
 
@@ -226,6 +255,28 @@ class World:
                 if item.runtime is not None:
                     self._finish_later(item.key, obj.metadata.uid, self.journal.clock.now() + item.runtime)
         self.journal.record(item.info.upsert(obj))
+        if isinstance(obj, PersistentVolumeClaim):
+            self._provision_immediate(obj)
+        elif isinstance(obj, Pod) and obj.spec.volumes and not obj.spec.node_name:
+            self._create_ephemeral_claims(obj)
+
+    def _create_ephemeral_claims(self, pod: Pod) -> None:
+        """The ephemeral volume controller: each generic ephemeral volume's claim, `<pod>-<volume>`,
+        controlled by the pod (a claim of that name already there is left alone, as the controller does)."""
+        meta = pod.metadata
+        for volume in pod.spec.volumes:
+            if volume.ephemeral is None:
+                continue
+            name = f"{meta.name}-{volume.name}"
+            if f"{meta.namespace}/{name}" in self.state.volumes.claims:
+                continue
+            claim = PersistentVolumeClaim(
+                metadata=ClaimMeta(name=name, namespace=meta.namespace, uid=f"{meta.uid}-{volume.name}",
+                                   owner_references=[OwnerReference(uid=meta.uid, controller=True)]),
+                spec=PersistentVolumeClaimSpec(
+                    storage_class_name=volume.ephemeral.volume_claim_template.spec.storage_class_name))
+            self.journal.record(ClaimUpserted(claim=claim))
+            self._provision_immediate(claim)
 
     def _delete(self, item: ScenarioObject, obj: KubeObject) -> None:
         uid = obj.metadata.uid
@@ -264,6 +315,47 @@ class World:
         if runtime is not None:
             self._finish_later(key, obj.metadata.uid, self.journal.clock.now() + runtime)
 
+    def _provision_immediate(self, claim: PersistentVolumeClaim) -> None:
+        """The PV controller and provisioner of an Immediate class: the claim is bound at once."""
+        if claim.spec.volume_name:
+            return
+        storage_class = self.state.volumes.classes.get(claim_class(claim))
+        if (storage_class is None or storage_class.volume_binding_mode == WAIT_FOR_FIRST_CONSUMER
+                or storage_class.provisioner in ("", NO_PROVISIONER)):
+            return
+        self._bind_claim(claim, None)
+
+    def provision(self, claims: tuple[str, ...], node: str) -> None:
+        """The provisioner of a WaitForFirstConsumer class, once the scheduler chose `node`: each claim is
+        bound to a new volume pinned to the node's zone (or to the node, when it has no zone label)."""
+        info = self.state.nodes.get(node)
+        zone = info.labels.get(ZONE_LABEL) if info is not None else None
+        term = (NodeSelectorTerm(match_expressions=[NodeSelectorRequirement(key=ZONE_LABEL, operator="In",
+                                                                            values=[zone])])
+                if zone is not None else
+                NodeSelectorTerm(match_fields=[NodeSelectorRequirement(key="metadata.name", operator="In",
+                                                                       values=[node])]))
+        for key in claims:
+            claim = self.state.volumes.claims.get(key)
+            if claim is not None and not claim.spec.volume_name:
+                self._bind_claim(claim, term)
+
+    def _bind_claim(self, claim: PersistentVolumeClaim, term: NodeSelectorTerm | None) -> None:
+        meta = claim.metadata
+        name = f"pvc-{meta.uid or meta.namespace + '-' + meta.name}"
+        affinity = VolumeNodeAffinity(required=NodeSelector(node_selector_terms=[term])) if term is not None else None
+        self.journal.record(VolumeUpserted(volume=PersistentVolume(
+            metadata=ObjectMeta(name=name),
+            spec=PersistentVolumeSpec(storage_class_name=claim_class(claim), node_affinity=affinity,
+                                      claim_ref=ClaimReference(namespace=meta.namespace, name=meta.name, uid=meta.uid)),
+            status=PersistentVolumeStatus(phase="Bound"))))
+        bound = msgspec.structs.replace(
+            claim, metadata=msgspec.structs.replace(meta, annotations={**meta.annotations,
+                                                                       BIND_COMPLETED_ANNOTATION: "yes"}),
+            spec=msgspec.structs.replace(claim.spec, volume_name=name),
+            status=msgspec.structs.replace(claim.status, phase="Bound"))
+        self.journal.record(ClaimUpserted(claim=bound))
+
     def evict(self, key: str, grace_seconds: int | None) -> None:
         pod = self.state.pods[key]
         obj = pod.obj
@@ -298,7 +390,7 @@ class InMemoryCluster:
         self.bind_hook = bind_hook
         self.calls: list[tuple[str, str]] = []  # (method, pod or gang key), in call order
 
-    async def bind(self, pod: str, uid: str, node: str) -> BindOutcome:
+    async def bind(self, pod: str, uid: str, node: str, claims: tuple[str, ...] = ()) -> BindOutcome:
         self.calls.append(("bind", pod))
         if self.bind_hook is not None:
             answer = self.bind_hook(pod, uid, node)
@@ -313,6 +405,8 @@ class InMemoryCluster:
                                reason=f"pod {pod} is already assigned to node {info.node_name}")
         if node not in state.nodes:
             return BindOutcome(status=FAILED, reason=f"nodes \"{node}\" not found", retriable=False)
+        if claims:
+            self.world.provision(claims, node)
         self.world.pod_bound(pod, node)
         return BindOutcome(status=BOUND, node=node)
 
@@ -499,7 +593,7 @@ _REPORTED: dict[type, Callable[[Simulation, Any], None] | None] = exhaustive("th
             PodAssumed, PodForgotten, BindRequested, BindFailed, NominationCleared, EvictionRequested, GangTimedOut,
             GangPending, GangPlanned), None),
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
-            QueueUpserted, QueueDeleted), None),  # the quotas section: daemon/offline/quota_report.py
+            QueueUpserted, QueueDeleted, *VOLUME_EVENTS), None),  # the quotas section: daemon/offline/quota_report.py
 })
 
 

@@ -59,7 +59,7 @@ from events.model import (
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod
 from placement.fit import Requests
 from placement.members import is_running, quorum_met
-from placement.plan import CAPACITY, HARD_TIER, INVALID, MEMBERS, MUST_GATHER, POD_FIT
+from placement.plan import CAPACITY, HARD_TIER, INVALID, MEMBERS, MUST_GATHER, POD_FIT, VOLUME
 from placement.recheck import Adopted, broken_plans, refusal
 from state.cluster import ClusterState, PodInfo
 
@@ -68,7 +68,7 @@ UNSCHEDULABLE_REASON = "Unschedulable"
 TIMEOUT_REASON = "GangTimeout"
 PREEMPTED_REASON = "Preempted"
 
-_STRUCTURAL_FAILURES = frozenset({POD_FIT, INVALID, MEMBERS})
+_STRUCTURAL_FAILURES = frozenset({POD_FIT, INVALID, MEMBERS, VOLUME})
 _CAPACITY_FAILURES = frozenset({CAPACITY, MUST_GATHER, HARD_TIER})
 # What a step was doing for a unit when it raised: the `stage` label of the metric, and in words.
 STAGES = {"plan": "planning", "preempt": "planning preemption", "assume": "assuming its plan",

@@ -126,6 +126,8 @@ from events.model import (
     BindRequested,
     CapacityElasticQuotaDeleted,
     CapacityElasticQuotaUpserted,
+    ClaimDeleted,
+    ClaimUpserted,
     ElasticQuotaDeleted,
     ElasticQuotaUpserted,
     Event,
@@ -158,19 +160,24 @@ from events.model import (
     QueueUpserted,
     SchedulerPluginsPodGroupDeleted,
     SchedulerPluginsPodGroupUpserted,
+    StorageClassDeleted,
+    StorageClassUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
+    VolumeDeleted,
+    VolumeUpserted,
     WorkloadDeleted,
     WorkloadUpserted,
     object_key,
 )
-from events.objects import Node, Pod
+from events.objects import SELECTED_NODE_ANNOTATION, Node, Pod
 from placement.fit import Requests
 from placement.plan import Unschedulable
 from preemption.plan import PreemptionPlan
 from preemption.reclaim import may_reclaim
 from state.cluster import ClusterState, PodInfo, subject_of
 from state.resources import Resources
+from state.volumes import claim_keys
 
 log = structlog.get_logger("toposched.scheduler")
 
@@ -252,6 +259,9 @@ class Scheduler:
         self._nominated: dict[str, NominationWait] = self._waits.nominated  # units holding nominations
         self._node_shapes: dict[str, tuple[object, ...]] = {}
         self._pod_shapes: dict[str, tuple[object, ...]] = {}  # pending pods: what of them placement reads
+        # Claim key -> the pending pods that use it (pruned as they are met no longer pending): a claim's
+        # change (bound, provisioned, created by the ephemeral volume controller) may let them fit.
+        self._claim_users: dict[str, set[str]] = {}
         self._gang_of: dict[str, str] = {}  # pod -> its gang, to know whose membership a deletion changes
         self._room_cache: dict[tuple[int, Requests], int] = {}
         self._room_now_cache: dict[tuple[int, Requests], int] = {}  # `_room_now`'s, as of event `_room_now_seq`
@@ -317,6 +327,9 @@ class Scheduler:
             if self._pod_shapes.get(pod.key) == shape:
                 return False  # a status write (ours: PodScheduled=False): nothing placement reads changed
             self._pod_shapes[pod.key] = shape
+            if event.pod.spec.volumes:
+                for claim, _ in claim_keys(event.pod):
+                    self._claim_users.setdefault(claim, set()).add(pod.key)
             self.queue.unit_changed(pod.gang or pod.key)
         else:
             self._pod_shapes.pop(pod.key, None)
@@ -377,6 +390,32 @@ class Scheduler:
         self.queue.structure_changed()
         self._needs.clear()
         return True
+
+    def _claim_changed(self, event: ClaimUpserted | ClaimDeleted | VolumeUpserted) -> bool:
+        """A claim (or the volume bound to one) changed: the pending pods that use it may fit now."""
+        if isinstance(event, ClaimUpserted):
+            key = object_key(event.claim.metadata.namespace, event.claim.metadata.name)
+        elif isinstance(event, ClaimDeleted):
+            key = event.key
+        else:
+            ref = event.volume.spec.claim_ref
+            if ref is None:
+                return False
+            key = object_key(ref.namespace, ref.name)
+        users = self._claim_users.get(key)
+        if not users:
+            return False
+        woken = False
+        for pod_key in sorted(users):
+            pod = self.state.pods.get(pod_key)
+            if pod is None or pod_key not in self.state.pending:
+                users.discard(pod_key)
+                continue
+            self.queue.unit_changed(pod.gang or pod_key)
+            woken = True
+        if not users:
+            del self._claim_users[key]
+        return woken
 
     def _structure_changed(self, event: Event) -> bool:
         self.queue.structure_changed()
@@ -728,12 +767,23 @@ class Scheduler:
     async def _call_bind(self, unit_key: str, key: str, uid: str, node: str) -> BindOutcome:
         self.instruments.bind_started(unit_key, key, node)
         try:
-            outcome = await self.api.bind(key, uid, node)
+            claims = self._claims_to_select(key, node)
+            outcome = await (self.api.bind(key, uid, node, claims) if claims else self.api.bind(key, uid, node))
         except Exception as error:  # an adapter bug must not strand the gang's assumed pods
             log.exception("scheduler.bind_raised", pod=key, node=node)
             outcome = BindOutcome(status="failed", reason=f"{type(error).__name__}: {error}", retriable=True)
         self.instruments.bind_finished(unit_key, key, node, outcome)
         return outcome
+
+    def _claims_to_select(self, key: str, node: str) -> tuple[str, ...]:
+        """The pod's WaitForFirstConsumer claims that do not name `node` as their selected node yet."""
+        pod = self.state.pods.get(key)
+        if pod is None or not pod.obj.spec.volumes:
+            return ()
+        claims = self.state.volumes.claims
+        return tuple(claim for claim in self.state.volume_needs(pod).provision
+                     if (held := claims.get(claim)) is None
+                     or held.metadata.annotations.get(SELECTED_NODE_ANNOTATION) != node)
 
     # ------------------------------------------------------------------ waiting groups and nominations
 
@@ -1005,6 +1055,10 @@ _OBSERVERS: dict[type, Callable[[Scheduler, Any], bool] | None] = exhaustive("th
     **each((NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
             PriorityClassUpserted, PriorityClassDeleted,
             WorkloadUpserted, WorkloadDeleted), Scheduler._structure_changed),  # a Workload: each of its gangs
+    **each((ClaimUpserted, ClaimDeleted, VolumeUpserted), Scheduler._claim_changed),
+    # A class changes rarely and may concern any claim; a deleted volume only takes reach away.
+    **each((StorageClassUpserted, StorageClassDeleted), Scheduler._structure_changed),
+    VolumeDeleted: None,
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
             QueueUpserted, QueueDeleted), Scheduler._quota_changed),
     # Decisions that only take room, and objects nothing is placed by:

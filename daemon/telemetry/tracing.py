@@ -70,6 +70,8 @@ from events.model import (
     BindRequested,
     CapacityElasticQuotaDeleted,
     CapacityElasticQuotaUpserted,
+    ClaimDeleted,
+    ClaimUpserted,
     ElasticQuotaDeleted,
     ElasticQuotaUpserted,
     Event,
@@ -102,8 +104,12 @@ from events.model import (
     QueueUpserted,
     SchedulerPluginsPodGroupDeleted,
     SchedulerPluginsPodGroupUpserted,
+    StorageClassDeleted,
+    StorageClassUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
+    VolumeDeleted,
+    VolumeUpserted,
     WorkloadDeleted,
     WorkloadUpserted,
     object_key,
@@ -828,6 +834,9 @@ _WATCHED: dict[type, tuple[str, str]] = {
     CapacityElasticQuotaUpserted: ("CapacityElasticQuota", "upsert"),
     CapacityElasticQuotaDeleted: ("CapacityElasticQuota", "delete"),
     QueueUpserted: ("Queue", "upsert"), QueueDeleted: ("Queue", "delete"),
+    ClaimUpserted: ("PersistentVolumeClaim", "upsert"), ClaimDeleted: ("PersistentVolumeClaim", "delete"),
+    VolumeUpserted: ("PersistentVolume", "upsert"), VolumeDeleted: ("PersistentVolume", "delete"),
+    StorageClassUpserted: ("StorageClass", "upsert"), StorageClassDeleted: ("StorageClass", "delete"),
 }
 
 _GROUP_UPSERTS = (PodGroupUpserted, VolcanoPodGroupUpserted, SchedulerPluginsPodGroupUpserted, KubePodGroupUpserted)

@@ -1,5 +1,5 @@
 """A relist leaves out an object the state holds unchanged (`ClusterState.holds_unchanged`) for every kind
-the watch lists, not only nodes, pods, PodGroups and PriorityClasses: random histories of all thirteen
+the watch lists, not only nodes, pods, PodGroups and PriorityClasses: random histories of all sixteen
 kinds, as the API writes them (Koordinator and scheduler-plugins ElasticQuotas with their trees, Volcano
 Queues and PodGroups, HyperNodes, the ClusterNetworkTopology, upstream Workloads and PodGroups, pods
 joining each kind of gang), with deletions and versions that do not decode. Each object the state holds,
@@ -107,6 +107,26 @@ _DOCUMENTS: dict[str, Any] = {
         lambda namespace, minimum: ("w0", namespace, {"spec": {"podGroups": [
             {"name": "workers", "policy": {"gang": {"minCount": minimum}}}]}}),
         st.sampled_from(NAMESPACES), st.integers(1, 3)),
+    "StorageClass": st.builds(
+        lambda name, mode, provisioner, zoned: (name, "", {
+            "provisioner": provisioner, "volumeBindingMode": mode,
+            **({"allowedTopologies": [{"matchLabelExpressions": [{"key": RACK, "values": ["r0"]}]}]} if zoned
+               else {})}),
+        st.sampled_from(["fast", "local"]), st.sampled_from(["Immediate", "WaitForFirstConsumer"]),
+        st.sampled_from(["ebs.csi.aws.com", "kubernetes.io/no-provisioner"]), st.booleans()),
+    "PersistentVolume": st.builds(
+        lambda index, namespace, node: (f"pv{index}", "", {
+            "metadata": {"labels": {"topology.kubernetes.io/zone": "z1__z2"}},
+            "spec": {"storageClassName": "fast", "claimRef": {"namespace": namespace, "name": f"c{index}"},
+                     **({"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchFields": [
+                         {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}} if node else {})}}),
+        st.integers(0, 1), st.sampled_from(NAMESPACES), st.sampled_from(["", "n0", "n1"])),
+    "PersistentVolumeClaim": st.builds(
+        lambda index, namespace, bound, storage_class: (f"c{index}", namespace, {
+            "metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"} if bound else {}},
+            "spec": {"storageClassName": storage_class, **({"volumeName": f"pv{index}"} if bound else {})},
+            "status": {"phase": "Bound" if bound else "Pending"}}),
+        st.integers(0, 1), st.sampled_from(NAMESPACES), st.booleans(), st.sampled_from(["fast", "local", ""])),
 }
 
 # How a pod joins a gang: (labels, annotations, spec fields).
@@ -127,7 +147,12 @@ _DOCUMENTS["Pod"] = st.builds(
                      "annotations": membership[1]},
         "spec": {"schedulerName": "toposched", "priorityClassName": priority_class, **membership[2],
                  **({"nodeName": node} if node else {}),
-                 "containers": [{"name": "main", "resources": {"requests": _gpus(gpus)}}]},
+                 "containers": [{"name": "main", "resources": {"requests": _gpus(gpus)}}],
+                 # kube-api-access volumes are dropped as decoded; claims (and ephemeral ones) are kept.
+                 "volumes": [{"name": "kube-api-access-x1", "projected": {"sources": []}},
+                             *([{"name": "data", "persistentVolumeClaim": {"claimName": f"c{index % 2}"}},
+                                {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]
+                               if index % 3 == 0 else [])]},
         "status": {"phase": phase}}),
     st.integers(0, 5), st.sampled_from(NAMESPACES), st.sampled_from(_MEMBERSHIPS),
     st.sampled_from(["", "", "n0", "n1", "n2"]), st.sampled_from(["Pending", "Running", "Succeeded"]),
@@ -139,6 +164,7 @@ _UNDECODABLE: dict[str, dict[str, Any]] = {
     "Pod": {"spec": {"containers": "not a list"}},
     "PodGroup": {"spec": {"minMember": "three"}},
     "Node": {"status": {"allocatable": ["not", "a", "map"]}},
+    "PersistentVolumeClaim": {"spec": {"volumeName": 7}},
 }
 
 _steps = st.one_of(
@@ -188,6 +214,9 @@ def _held(state: ClusterState) -> list[tuple[KindInfo, Any]]:
         "ElasticQuota": quotas.elastic_quotas.values(),
         "CapacityElasticQuota": quotas.capacity_quotas.values(),
         "Queue": quotas.queues.values(),
+        "StorageClass": state.volumes.classes.values(),
+        "PersistentVolume": state.volumes.volumes.values(),
+        "PersistentVolumeClaim": state.volumes.claims.values(),
     }
     assert set(by_kind) == {info.name for info in KINDS}
     return [(KIND_BY_NAME[name], obj) for name, objects in by_kind.items() for obj in list(objects)]

@@ -64,7 +64,7 @@ class FakeAPI:
         assert self.holds > 0, "released more than held"
         self.holds -= 1
 
-    async def bind(self, pod: str, uid: str, node: str) -> BindOutcome:
+    async def bind(self, pod: str, uid: str, node: str, claims: tuple[str, ...] = ()) -> BindOutcome:
         self.calls.append(("bind", pod))
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)

@@ -396,3 +396,24 @@ async def test_bad_quota_input_becomes_warning_events_on_the_quota_and_on_the_po
         "spec.min[nvidia.com/gpu]: is above spec.max[nvidia.com/gpu]; cut to max")
     assert events[("Queue", "research", "q-uid", "InvalidQuota")].startswith("spec.parent: parent 'nowhere'")
     assert "ElasticQuota 'team-z' not found" in events[("Pod", "default/typo", "uid-default-typo", "QuotaNotFound")]
+
+
+async def test_an_undecodable_claim_gets_its_warning_on_the_claim_and_its_pod_waits_naming_it() -> None:
+    state = cluster()
+    writer = FakeWriter()
+    keeper = TopologyStatus(state, writer)
+    assert await keeper.sync_once()
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": "data", "namespace": "default", "uid": "uid-data"}, "spec": {"volumeName": 7}}
+    event = upsert_event(KIND_BY_NAME["PersistentVolumeClaim"], claim)
+    state.apply(event)
+    keeper.notice_all([event])
+    assert await keeper.sync_once()
+    assert [(kind, key, reason) for kind, key, _, reason, _ in writer.events] == [
+        ("PersistentVolumeClaim", "default/data", "UndecodableObject")]
+    assert writer.events[0][4].startswith("spec.volumeName: Expected `str`")
+    user = upsert_event(KIND_BY_NAME["Pod"], raw_pod("user", volumes=[
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]))
+    state.apply(user)
+    assert state.volume_needs(state.pods["default/user"]).blocked == (
+        'persistentvolumeclaim "data" could not be read (see its Warning Event)')

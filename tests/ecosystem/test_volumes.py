@@ -1,0 +1,181 @@
+"""Pods with persistent volumes, written as the Kubernetes and CSI driver docs write them.
+
+A StorageClass of the AWS EBS CSI driver (`ebs.csi.aws.com`, `volumeBindingMode: WaitForFirstConsumer`,
+`allowedTopologies` on `topology.ebs.csi.aws.com/zone`), pods with a generic ephemeral volume
+(`spec.volumes[].ephemeral.volumeClaimTemplate`) or a claim of their own, and a claim bound to a zonal
+disk made in advance. kube-scheduler writes `volume.kubernetes.io/selected-node` on a WaitForFirstConsumer
+claim before it binds the pod, and the provisioner creates the disk in that node's zone; without it the
+claim is never provisioned and the pod never starts. devcluster is its own PV controller, provisioner and
+ephemeral volume controller (devcluster/volumes.py), as a cluster with a CSI driver would be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.ecosystem.harness import (
+    Ecosystem,
+    ecosystem,
+    gpu_nodes,
+    namespace_yaml,
+    pod_scheduled,
+    pod_yaml,
+    running,
+    stream,
+)
+
+pytestmark = ecosystem
+
+ZONE = "topology.kubernetes.io/zone"
+EBS_ZONE = "topology.ebs.csi.aws.com/zone"
+NODES = [f"node-{index}" for index in range(6)]
+ZONE_OF = {name: ("us-east-1a" if index < 3 else "us-east-1b") for index, name in enumerate(NODES)}
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+
+
+@pytest.fixture(scope="module")
+def eco(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ecosystem]:
+    nodes = gpu_nodes(NODES, lambda index: {ZONE: ZONE_OF[f"node-{index}"], EBS_ZONE: ZONE_OF[f"node-{index}"]})
+    with running(tmp_path_factory.mktemp("volumes"), nodes) as started:
+        yield started
+
+
+def ebs_class(name: str, *zones: str) -> str:
+    allowed = "".join(f"\n      - {zone}" for zone in zones)
+    topologies = f"""
+allowedTopologies:
+- matchLabelExpressions:
+  - key: {EBS_ZONE}
+    values:{allowed}""" if zones else ""
+    return f"""apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: {name}
+provisioner: ebs.csi.aws.com
+volumeBindingMode: WaitForFirstConsumer
+parameters:
+  type: gp3{topologies}
+"""
+
+
+def scratch_volume(storage_class: str) -> str:
+    return f"""
+  volumes:
+  - name: scratch
+    ephemeral:
+      volumeClaimTemplate:
+        metadata:
+          labels:
+            type: scratch
+        spec:
+          accessModes: [ReadWriteOnce]
+          storageClassName: {storage_class}
+          resources:
+            requests:
+              storage: 100Gi"""
+
+
+def claim_volume(claim: str) -> str:
+    return f"""
+  volumes:
+  - name: data
+    persistentVolumeClaim:
+      claimName: {claim}"""
+
+
+def claim_yaml(name: str, namespace: str, storage_class: str, volume: str = "") -> str:
+    bound = f"\n  volumeName: {volume}" if volume else ""
+    return f"""apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: {name}
+  namespace: {namespace}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: {storage_class}{bound}
+  resources:
+    requests:
+      storage: 100Gi
+"""
+
+
+def delete_claims(eco: Ecosystem, namespace: str) -> None:
+    eco.delete_namespace_objects(namespace)
+    eco.kubectl.run("delete", "pvc", "--all", "-n", namespace, "--wait=false")
+
+
+def test_a_gangs_wait_for_first_consumer_volumes_are_provisioned_in_the_zone_where_it_was_placed(
+        eco: Ecosystem) -> None:
+    namespace = "vol-gang"
+    group = f"""apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: PodGroup
+metadata:
+  name: trainer
+  namespace: {namespace}
+spec:
+  minMember: 3
+"""
+    names = [f"trainer-{index}" for index in range(3)]
+    eco.apply(stream(namespace_yaml(namespace), ebs_class("gp3-east-1b", "us-east-1b"), group,
+                     *(pod_yaml(name, namespace, labels={"pod-group.scheduling.sigs.k8s.io": "trainer"},
+                                spec=scratch_volume("gp3-east-1b")) for name in names)))
+    placed = eco.wait_bound(names, namespace)
+    assert {ZONE_OF[node] for node in placed.values()} == {"us-east-1b"}
+    for name, node in placed.items():
+        claim = eco.find("persistentvolumeclaims", f"{name}-scratch", namespace)
+        assert claim is not None and claim["metadata"]["annotations"][SELECTED_NODE] == node
+    eco.wait_for(lambda: all(((eco.find("persistentvolumeclaims", f"{name}-scratch", namespace) or {})
+                              .get("status") or {}).get("phase") == "Bound" for name in names),
+                 what="the scratch claims provisioned")
+    delete_claims(eco, namespace)
+
+
+def test_a_pod_whose_claim_is_missing_waits_saying_so_and_binds_once_the_claim_comes(eco: Ecosystem) -> None:
+    namespace = "vol-missing"
+    eco.apply(stream(namespace_yaml(namespace), ebs_class("gp3"), pod_yaml("db-0", namespace, gpus="1",
+                                                                         spec=claim_volume("data-db-0"))))
+    message = eco.wait_pending(["db-0"], namespace, says='persistentvolumeclaim "data-db-0" not found')["db-0"]
+    assert message.startswith("pod vol-missing/db-0: ")
+    eco.apply(claim_yaml("data-db-0", namespace, "gp3"))
+    node = eco.wait_bound(["db-0"], namespace)["db-0"]
+    claim = eco.find("persistentvolumeclaims", "data-db-0", namespace)
+    assert claim is not None and claim["metadata"]["annotations"][SELECTED_NODE] == node
+    assert pod_scheduled(eco.find("pods", "db-0", namespace))["status"] == "True"
+    delete_claims(eco, namespace)
+
+
+def test_a_pod_goes_to_the_zone_of_the_disk_its_claim_is_bound_to(eco: Ecosystem) -> None:
+    namespace = "vol-zonal"
+    disk = f"""apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: dataset-disk
+  labels:
+    {ZONE}: us-east-1a
+spec:
+  capacity:
+    storage: 100Gi
+  accessModes: [ReadWriteOnce]
+  storageClassName: static
+  persistentVolumeReclaimPolicy: Retain
+  csi:
+    driver: ebs.csi.aws.com
+    volumeHandle: vol-0123456789abcdef0
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - key: {EBS_ZONE}
+          operator: In
+          values: [us-east-1a]
+"""
+    eco.apply(stream(namespace_yaml(namespace), disk, claim_yaml("dataset", namespace, "static", "dataset-disk")))
+    eco.wait_for(lambda: ((eco.find("persistentvolumeclaims", "dataset", namespace) or {}).get("status") or {})
+                 .get("phase") == "Bound", what="the claim bound to its disk")
+    # Zone b is emptier: without the volume's zone the pod would be as likely to land there.
+    eco.apply(pod_yaml("reader", namespace, gpus="1", spec=claim_volume("dataset")))
+    assert ZONE_OF[eco.wait_bound(["reader"], namespace)["reader"]] == "us-east-1a"
+    delete_claims(eco, namespace)
+    eco.kubectl.run("delete", "pv", "dataset-disk", "--wait=false")

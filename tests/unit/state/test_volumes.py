@@ -1,0 +1,209 @@
+"""Where a pod's claims let it go (state/volumes.py), read as kube-scheduler's VolumeBinding and VolumeZone
+plugins read them, down to their words: a user reads the same reason from either scheduler."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from events.ingest import KIND_BY_NAME, upsert_event
+from placement.fit import admits, shape_in
+from placement.lone import plan_pod
+from placement.plan import VOLUME, GangPlan, Unschedulable
+from state.cluster import ClusterState
+
+ZONE = "topology.kubernetes.io/zone"
+POD_UID = "uid-trainer"
+
+
+def obj(state: ClusterState, kind: str, document: dict[str, Any]) -> None:
+    state.apply(upsert_event(KIND_BY_NAME[kind], document))
+
+
+def node(name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "uid": f"uid-{name}", "labels": labels},
+            "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}}
+
+
+def claim(name: str, *, storage_class: str | None = "zonal", volume: str = "", bound: bool = True,
+          owner: str = "", deleting: bool = False, phase: str = "") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": f"uid-{name}"}
+    if volume and bound:
+        meta["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "trainer", "uid": owner,
+                                    "controller": True}]
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-26T10:00:00Z"
+    spec: dict[str, Any] = {"volumeName": volume} if volume else {}
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec,
+            "status": {"phase": phase}}
+
+
+def volume(name: str, *, labels: dict[str, str] | None = None, affinity: list[dict[str, Any]] | None = None
+           ) -> dict[str, Any]:
+    spec: dict[str, Any] = {"storageClassName": "zonal", "claimRef": {"namespace": "default", "name": "data"}}
+    if affinity is not None:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": affinity}}
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name, "labels": labels or {}},
+            "spec": spec}
+
+
+def storage_class(name: str, *, mode: str = "WaitForFirstConsumer", provisioner: str = "ebs.csi.aws.com",
+                  zones: list[str] | None = None) -> dict[str, Any]:
+    document: dict[str, Any] = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+                                "provisioner": provisioner, "volumeBindingMode": mode}
+    if zones is not None:
+        document["allowedTopologies"] = [{"matchLabelExpressions": [{"key": ZONE, "values": zones}]}]
+    return document
+
+
+def trainer(state: ClusterState, *volumes: dict[str, Any]) -> None:
+    obj(state, "Pod", {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "trainer", "namespace": "default", "uid": POD_UID},
+                "spec": {"schedulerName": "toposched", "volumes": [
+                    {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}},
+                    *volumes],
+                    "containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]}})
+
+
+def uses(claim_name: str) -> dict[str, Any]:
+    return {"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}
+
+
+EPHEMERAL = {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"storageClassName": "zonal"}}}}
+
+@pytest.fixture
+def state() -> ClusterState:
+    cluster = ClusterState()
+    obj(cluster, "Node", node("a0", {ZONE: "us-east-1a", "kubernetes.io/hostname": "a0"}))
+    obj(cluster, "Node", node("b0", {ZONE: "us-east-1b", "kubernetes.io/hostname": "b0"}))
+    obj(cluster, "Node", node("plain", {"kubernetes.io/hostname": "plain"}))
+    obj(cluster, "StorageClass", storage_class("zonal"))
+    return cluster
+
+
+def blocked(state: ClusterState) -> str:
+    return state.volume_needs(state.pods["default/trainer"]).blocked
+
+
+def admitted(state: ClusterState) -> dict[str, str]:
+    pod = state.pods["default/trainer"]
+    shape = shape_in(state, pod)
+    return {name: admits(shape, info) for name, info in sorted(state.nodes.items())}
+
+
+def test_volumes_no_claim_backs_are_dropped_as_decoded_and_ask_nothing(state: ClusterState) -> None:
+    trainer(state)
+    pod = state.pods["default/trainer"]
+    assert pod.obj.spec.volumes == []
+    assert state.volume_needs(pod).reach == () and not blocked(state)
+
+
+def test_a_bound_zonal_volume_admits_only_its_zone_and_nodes_without_zone_labels(state: ClusterState) -> None:
+    obj(state, "PersistentVolume", volume("pv-1", labels={ZONE: "us-east-1b"}))
+    obj(state, "PersistentVolumeClaim", claim("data", volume="pv-1"))
+    trainer(state, uses("data"))
+    assert admitted(state) == {"a0": "node(s) had no available volume zone", "b0": "", "plain": ""}
+
+
+def test_a_volume_in_two_zones_admits_either(state: ClusterState) -> None:
+    obj(state, "PersistentVolume", volume("pv-1", labels={ZONE: "us-east-1a__us-east-1b"}))
+    obj(state, "PersistentVolumeClaim", claim("data", volume="pv-1"))
+    trainer(state, uses("data"))
+    assert admitted(state) == {"a0": "", "b0": "", "plain": ""}
+
+
+def test_a_local_volume_admits_only_its_node(state: ClusterState) -> None:
+    obj(state, "PersistentVolume", volume("pv-1", affinity=[{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["a0"]}]}]))
+    obj(state, "PersistentVolumeClaim", claim("data", volume="pv-1"))
+    trainer(state, uses("data"))
+    conflict = "node(s) had volume node affinity conflict"
+    assert admitted(state) == {"a0": "", "b0": conflict, "plain": conflict}
+    plan = plan_pod(state, "default/trainer")
+    assert isinstance(plan, GangPlan) and plan.assignments[0].node == "a0"
+
+
+def test_a_wait_for_first_consumer_claim_is_provisioned_where_the_class_allows(state: ClusterState) -> None:
+    obj(state, "StorageClass", storage_class("zonal", zones=["us-east-1a"]))
+    obj(state, "PersistentVolumeClaim", claim("data"))
+    trainer(state, uses("data"))
+    needs = state.volume_needs(state.pods["default/trainer"])
+    assert needs.provision == ("default/data",)
+    refused = "node(s) didn't find available persistent volumes to bind"
+    assert admitted(state) == {"a0": "", "b0": refused, "plain": refused}
+
+
+@pytest.mark.parametrize(("objects", "volumes", "reason"), [
+    ([], [uses("absent")], 'persistentvolumeclaim "absent" not found'),
+    ([], [EPHEMERAL], 'waiting for ephemeral volume controller to create the persistentvolumeclaim "trainer-scratch"'),
+    ([("PersistentVolumeClaim", claim("trainer-scratch", owner="someone-else"))], [EPHEMERAL],
+     'persistentvolumeclaim "trainer-scratch" was not created for the pod'),
+    ([("PersistentVolumeClaim", claim("data", deleting=True))], [uses("data")],
+     'persistentvolumeclaim "data" is being deleted'),
+    ([("PersistentVolumeClaim", claim("data", volume="pv-gone", phase="Lost"))], [uses("data")],
+     'persistentvolumeclaim "data" bound to non-existent persistentvolume "pv-gone"'),
+    ([("PersistentVolumeClaim", claim("data", volume="pv-gone"))], [uses("data")],
+     'persistentvolumeclaim "data" is bound to persistentvolume "pv-gone", which does not exist'),
+    ([("StorageClass", storage_class("standard", mode="Immediate")),
+      ("PersistentVolumeClaim", claim("data", storage_class="standard"))], [uses("data")],
+     'pod has unbound immediate PersistentVolumeClaims (persistentvolumeclaim "data": StorageClass "standard" '
+     "binds it at once (Immediate), not yet done)"),
+    ([("PersistentVolumeClaim", claim("data", storage_class="missing"))], [uses("data")],
+     'pod has unbound immediate PersistentVolumeClaims (persistentvolumeclaim "data": storageclass "missing" '
+     "not found)"),
+    ([("PersistentVolumeClaim", claim("data", storage_class=""))], [uses("data")],
+     'pod has unbound immediate PersistentVolumeClaims (persistentvolumeclaim "data" has no StorageClass: it '
+     "waits for a PersistentVolume to be bound to it)"),
+    ([("PersistentVolumeClaim", claim("data", volume="pv-1", bound=False))], [uses("data")],
+     'pod has unbound immediate PersistentVolumeClaims (persistentvolumeclaim "data": its binding to '
+     'persistentvolume "pv-1" is not complete yet)'),
+    ([("StorageClass", storage_class("local", provisioner="kubernetes.io/no-provisioner")),
+      ("PersistentVolumeClaim", claim("data", storage_class="local"))], [uses("data")],
+     'persistentvolumeclaim "data" waits for a pre-created PersistentVolume of StorageClass "local" '
+     "(WaitForFirstConsumer, no provisioner), which toposched does not bind"),
+], ids=["missing", "ephemeral-not-yet", "ephemeral-not-owned", "deleting", "lost", "volume-gone",
+        "immediate", "class-missing", "no-class", "prebound", "no-provisioner"])
+def test_a_claim_that_is_not_usable_keeps_the_pod_off_every_node_and_says_why(
+        state: ClusterState, objects: list[tuple[str, dict[str, Any]]], volumes: list[dict[str, Any]],
+        reason: str) -> None:
+    for kind, document in objects:
+        obj(state, kind, document)
+    trainer(state, *volumes)
+    assert blocked(state).startswith(reason)
+    plan = plan_pod(state, "default/trainer")
+    assert isinstance(plan, Unschedulable) and plan.constraint == VOLUME
+    assert plan.reason.startswith(f"pod default/trainer: {reason}")
+
+
+def test_an_ephemeral_claim_the_pod_controls_is_usable(state: ClusterState) -> None:
+    obj(state, "PersistentVolumeClaim", claim("trainer-scratch", owner=POD_UID))
+    trainer(state, EPHEMERAL)
+    assert not blocked(state)
+    assert state.volume_needs(state.pods["default/trainer"]).provision == ("default/trainer-scratch",)
+
+
+def test_the_deprecated_class_annotation_names_the_class_first(state: ClusterState) -> None:
+    obj(state, "StorageClass", storage_class("standard", mode="Immediate"))
+    document = claim("data", storage_class="standard")
+    document["metadata"]["annotations"] = {"volume.beta.kubernetes.io/storage-class": "zonal"}
+    obj(state, "PersistentVolumeClaim", document)
+    trainer(state, uses("data"))
+    assert not blocked(state)
+
+
+def test_pods_with_their_own_volumes_in_one_zone_share_one_shape(state: ClusterState) -> None:
+    # A StatefulSet's pods, each with its own disk: placement asks about the zone once, not per pod.
+    for index in range(2):
+        obj(state, "PersistentVolume", volume(f"pv-{index}", labels={ZONE: "us-east-1b"}))
+        obj(state, "PersistentVolumeClaim", claim(f"data-{index}", volume=f"pv-{index}"))
+        obj(state, "Pod", {"apiVersion": "v1", "kind": "Pod",
+                           "metadata": {"name": f"db-{index}", "namespace": "default", "uid": f"uid-db-{index}"},
+                           "spec": {"schedulerName": "toposched", "volumes": [uses(f"data-{index}")],
+                                    "containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]}})
+    first, second = (shape_in(state, state.pods[f"default/db-{index}"]) for index in range(2))
+    assert first.volumes and first.key == second.key
