@@ -29,6 +29,7 @@ import yaml
 from aiohttp import web
 
 from devcluster.audit import AuditLog
+from devcluster.ephemeral import EphemeralVolumeController
 from devcluster.faults import FaultInjector
 from devcluster.kubelet import FakeKubelet, running_status
 from devcluster.podgc import PodGarbageCollector
@@ -75,8 +76,10 @@ class DevCluster:
         self.audit = AuditLog()
         self.kubelet: FakeKubelet | None = FakeKubelet(self.store, kubelet_delay) if kubelet else None
         self.pod_gc: PodGarbageCollector | None = PodGarbageCollector(self.store) if pod_gc else None
-        # The PV controller with its provisioners (volumes=False: none).
+        # The PV controller with its provisioners, and the ephemeral volume controller (volumes=False: neither).
         self.volumes: VolumeController | None = VolumeController(self.store) if volumes else None
+        self.ephemeral_volumes: EphemeralVolumeController | None = \
+            EphemeralVolumeController(self.store) if volumes else None
         self._requested_port = port
         self._bookmark_interval = bookmark_interval
         self._runner: web.ServerRunner | None = None
@@ -106,6 +109,8 @@ class DevCluster:
             self.pod_gc.start()
         if self.volumes is not None:
             self.volumes.start()
+        if self.ephemeral_volumes is not None:
+            self.ephemeral_volumes.start()
 
     async def stop(self) -> None:
         if self.kubelet is not None:
@@ -114,6 +119,8 @@ class DevCluster:
             self.pod_gc.stop()
         if self.volumes is not None:
             self.volumes.stop()
+        if self.ephemeral_volumes is not None:
+            self.ephemeral_volumes.stop()
         self.store.close_watches()
         if self._runner is not None:
             await self._runner.cleanup()

@@ -1,5 +1,6 @@
 """The PV controller and its provisioners as a cluster runs them: binding, provisioning (Immediate and
-WaitForFirstConsumer, with the node affinity of the provisioned volume), static binding, reclaiming."""
+WaitForFirstConsumer, with the node affinity of the provisioned volume), static binding, reclaiming; and
+the ephemeral volume controller with the garbage collection of its claims."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from devcluster import DevCluster
 
-from .manifests import node
+from .manifests import node, pod
 from .storage_api import (
     PATHS,
     SELECTED_NODE,
@@ -196,9 +197,47 @@ async def test_deleting_a_claim_releases_a_retained_volume_and_deletes_a_deleted
 
 async def test_volumes_false_turns_the_controllers_off() -> None:
     async with DevCluster(port=0, volumes=False) as quiet:
-        assert quiet.volumes is None
+        assert quiet.volumes is None and quiet.ephemeral_volumes is None
         await create(quiet, storage_class("fast"))
         await create(quiet, claim("data", storageClassName="fast"))
         await asyncio.sleep(0.05)
         assert phase(quiet, "persistentvolumeclaims", "data", "default") == "Pending"
         assert quiet.store.list("persistentvolumes") == []
+
+
+# --------------------------------------------------------------------------- ephemeral volumes
+
+
+def ephemeral_pod(name: str, volume_name: str = "scratch") -> Obj:
+    manifest = pod(name)
+    manifest["spec"]["volumes"] = [{"name": volume_name, "ephemeral": {"volumeClaimTemplate": {
+        "metadata": {"labels": {"kind": "scratch"}, "annotations": {"note": "temporary"}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }}}]
+    return manifest
+
+
+async def test_a_pod_with_an_ephemeral_volume_gets_its_claim_owned_by_it(cluster: DevCluster) -> None:
+    await create(cluster, storage_class("fast", default=True))
+    created = await create(cluster, ephemeral_pod("job-0"))
+    await eventually(lambda: phase(cluster, "persistentvolumeclaims", "job-0-scratch", "default") == "Bound")
+    generated = found(cluster, "persistentvolumeclaims", "job-0-scratch", "default")
+    assert generated["metadata"]["ownerReferences"] == [{
+        "apiVersion": "v1", "kind": "Pod", "name": "job-0", "uid": created["metadata"]["uid"],
+        "controller": True, "blockOwnerDeletion": True}]
+    assert generated["metadata"]["labels"] == {"kind": "scratch"}
+    assert generated["metadata"]["annotations"]["note"] == "temporary"
+    assert generated["spec"]["storageClassName"] == "fast", "created through admission: the default class"
+    status, _ = await request(cluster, "DELETE", f"{PATHS['Pod']}/job-0")
+    assert status == 200
+    await eventually(lambda: cluster.store.find("persistentvolumeclaims", "job-0-scratch", "default") is None)
+
+
+async def test_an_existing_claim_not_owned_by_the_pod_is_left_alone(cluster: DevCluster) -> None:
+    await create(cluster, claim("job-0-scratch", "3Gi", storageClassName=""))
+    await create(cluster, ephemeral_pod("job-0"))
+    await create(cluster, ephemeral_pod("job-1"))  # a pod after it: once its claim exists, job-0 was handled
+    await eventually(lambda: cluster.store.find("persistentvolumeclaims", "job-1-scratch", "default") is not None)
+    kept = found(cluster, "persistentvolumeclaims", "job-0-scratch", "default")
+    assert "ownerReferences" not in kept["metadata"]
+    assert kept["spec"]["resources"]["requests"]["storage"] == "3Gi"
