@@ -1,4 +1,5 @@
-"""`DevCluster`: the store, the HTTP server, the fake kubelet, pod GC and the fault injector, together.
+"""`DevCluster`: the store, the HTTP server, the fake kubelet, pod GC, the volume controllers and the fault
+injector, together.
 
     async with DevCluster(port=0, history=10_000) as cluster:
         cluster.write_kubeconfig(path)      # for kubernetes-asyncio or kubectl
@@ -28,11 +29,13 @@ import yaml
 from aiohttp import web
 
 from devcluster.audit import AuditLog
+from devcluster.ephemeral import EphemeralVolumeController
 from devcluster.faults import FaultInjector
 from devcluster.kubelet import FakeKubelet, running_status
 from devcluster.podgc import PodGarbageCollector
 from devcluster.server import ApiServer
 from devcluster.store import Store, now_rfc3339
+from devcluster.volumes import VolumeController
 
 T = TypeVar("T")
 HOST = "127.0.0.1"
@@ -63,6 +66,7 @@ class DevCluster:
         kubelet: bool = True,
         kubelet_delay: float = 0.05,
         pod_gc: bool = True,
+        volumes: bool = True,
         bookmark_interval: float = 1.0,
         autocreate_namespaces: bool = True,
         fault_seed: int = 0,
@@ -72,6 +76,10 @@ class DevCluster:
         self.audit = AuditLog()
         self.kubelet: FakeKubelet | None = FakeKubelet(self.store, kubelet_delay) if kubelet else None
         self.pod_gc: PodGarbageCollector | None = PodGarbageCollector(self.store) if pod_gc else None
+        # The PV controller with its provisioners, and the ephemeral volume controller (volumes=False: neither).
+        self.volumes: VolumeController | None = VolumeController(self.store) if volumes else None
+        self.ephemeral_volumes: EphemeralVolumeController | None = \
+            EphemeralVolumeController(self.store) if volumes else None
         self._requested_port = port
         self._bookmark_interval = bookmark_interval
         self._runner: web.ServerRunner | None = None
@@ -99,12 +107,20 @@ class DevCluster:
             self.kubelet.start()
         if self.pod_gc is not None:
             self.pod_gc.start()
+        if self.volumes is not None:
+            self.volumes.start()
+        if self.ephemeral_volumes is not None:
+            self.ephemeral_volumes.start()
 
     async def stop(self) -> None:
         if self.kubelet is not None:
             self.kubelet.stop()
         if self.pod_gc is not None:
             self.pod_gc.stop()
+        if self.volumes is not None:
+            self.volumes.stop()
+        if self.ephemeral_volumes is not None:
+            self.ephemeral_volumes.stop()
         self.store.close_watches()
         if self._runner is not None:
             await self._runner.cleanup()

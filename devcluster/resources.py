@@ -6,7 +6,9 @@ and the documents are generic over this table; adding a kind means adding a row 
 `schemas.py`), never a branch in the request path.
 
 Two sorts of rows. The kinds toposched works with (pods, nodes, leases, the topology and gang custom
-resources, ...) have behaviour elsewhere (binding, eviction, grace periods, the fake kubelet). The
+resources, the storage kinds PersistentVolumeClaim, PersistentVolume and storage.k8s.io/v1 StorageClass, ...)
+have behaviour elsewhere (binding, eviction, grace periods, the fake kubelet, the volume controllers of
+`volumes.py` and `ephemeral.py`, the storage admission and validation of `storage.py`). The
 stored-only kinds (ConfigMap, Secret, ServiceAccount, Service, apps/v1 Deployment, StatefulSet and
 DaemonSet, policy/v1 PodDisruptionBudget, RBAC, apiextensions.k8s.io/v1 CustomResourceDefinition) are
 served so that the manifests we ship (ops/) apply with kubectl: plain objects with the real scope,
@@ -70,6 +72,10 @@ RESOURCES: tuple[ResourceDef, ...] = (
         _CORE, "v1", "Pod", "pods", "pod", True, ("status", "binding", "eviction"), ("po",), ("all",)
     ),
     ResourceDef(_CORE, "v1", "Event", "events", "event", True, (), ("ev",)),
+    # Storage, acted on by devcluster/volumes.py (PV controller, provisioner) and devcluster/ephemeral.py.
+    ResourceDef(_CORE, "v1", "PersistentVolumeClaim", "persistentvolumeclaims", "persistentvolumeclaim", True,
+                ("status",), ("pvc",)),
+    ResourceDef(_CORE, "v1", "PersistentVolume", "persistentvolumes", "persistentvolume", False, ("status",), ("pv",)),
     # Stored-only kinds (see the module docstring): served so that real manifests apply, never acted on.
     ResourceDef(_CORE, "v1", "ConfigMap", "configmaps", "configmap", True, (), ("cm",)),
     ResourceDef(_CORE, "v1", "Secret", "secrets", "secret", True),
@@ -77,6 +83,7 @@ RESOURCES: tuple[ResourceDef, ...] = (
     ResourceDef(_CORE, "v1", "Service", "services", "service", True, ("status",), ("svc",), ("all",)),
     ResourceDef("events.k8s.io", "v1", "Event", "events", "event", True, (), ("ev",), stored_as="events"),
     ResourceDef("coordination.k8s.io", "v1", "Lease", "leases", "lease", True),
+    ResourceDef("storage.k8s.io", "v1", "StorageClass", "storageclasses", "storageclass", False, (), ("sc",)),
     ResourceDef("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", False, (), ("pc",)),
     # Kubernetes' own gang API, served as a cluster with the GenericWorkload feature gate serves it: the 1.35
     # Workload (pods join through spec.workloadRef) and the 1.36 runtime PodGroup (spec.schedulingGroup).

@@ -281,6 +281,22 @@ _ROLE_REF = _object({"apiGroup": _string(), "kind": _string(), "name": _string()
 _BINDING_FIELDS: dict[str, Schema] = {"subjects": _array(_SUBJECT), "roleRef": _ROLE_REF}
 
 
+_NODE_SELECTOR = _object({"nodeSelectorTerms": _array(_NODE_SELECTOR_TERM)}, ("nodeSelectorTerms",))
+_CLAIM_SPEC = _object({
+    "accessModes": _strings(), "selector": LABEL_SELECTOR,
+    "resources": _object({"requests": _quantities(), "limits": _quantities()}),
+    "volumeName": _string(), "storageClassName": _string(), "volumeMode": _string(), "dataSource": _free(),
+    "dataSourceRef": _free(), "volumeAttributesClassName": _string(),
+})
+# The volume sources a PersistentVolume may name (exactly one), each accepted as written.
+_VOLUME_SOURCES = (
+    "awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "csi", "fc", "flexVolume", "flocker",
+    "gcePersistentDisk", "glusterfs", "hostPath", "iscsi", "local", "nfs", "photonPersistentDisk",
+    "portworxVolume", "quobyte", "rbd", "scaleIO", "storageos", "vsphereVolume",
+)
+_TOPOLOGY_SELECTOR_TERM = _object({"matchLabelExpressions": _array(_object({"key": _string(), "values": _strings()},
+                                                                           ("key", "values")))})
+
 # Keyed by (apiVersion, kind); the name is the component name in the OpenAPI document.
 KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
     ("v1", "Namespace"): ("io.k8s.api.core.v1.Namespace", _top({
@@ -413,6 +429,30 @@ KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
         }, ("selector", "template")),
         "status": _free(),
     })),
+    ("v1", "PersistentVolumeClaim"): ("io.k8s.api.core.v1.PersistentVolumeClaim", _top({
+        "spec": _CLAIM_SPEC,
+        "status": _object({
+            "phase": _string(), "accessModes": _strings(), "capacity": _quantities(),
+            "conditions": _array(_CONDITION, "type"), "allocatedResources": _quantities(),
+            "allocatedResourceStatuses": _map(_string()), "currentVolumeAttributesClassName": _string(),
+            "modifyVolumeStatus": _free(),
+        }),
+    })),
+    ("v1", "PersistentVolume"): ("io.k8s.api.core.v1.PersistentVolume", _top({
+        "spec": _object({
+            "capacity": _quantities(), "accessModes": _strings(), "claimRef": _OBJECT_REFERENCE,
+            "persistentVolumeReclaimPolicy": _string(), "storageClassName": _string(), "mountOptions": _strings(),
+            "volumeMode": _string(), "nodeAffinity": _object({"required": _NODE_SELECTOR}),
+            "volumeAttributesClassName": _string(), **{source: _free() for source in _VOLUME_SOURCES},
+        }),
+        "status": _object({"phase": _string(), "message": _string(), "reason": _string(),
+                           "lastPhaseTransitionTime": _time()}),
+    })),
+    ("storage.k8s.io/v1", "StorageClass"): ("io.k8s.api.storage.v1.StorageClass", _top({
+        "provisioner": _string(), "parameters": _map(_string()), "reclaimPolicy": _string(),
+        "mountOptions": _strings(), "allowVolumeExpansion": _boolean(), "volumeBindingMode": _string(),
+        "allowedTopologies": _array(_TOPOLOGY_SELECTOR_TERM),
+    }, ("provisioner",))),
     ("apps/v1", "DaemonSet"): ("io.k8s.api.apps.v1.DaemonSet", _top({
         "spec": _object({
             "selector": LABEL_SELECTOR, "template": _POD_TEMPLATE, "updateStrategy": _free(),

@@ -13,7 +13,8 @@ unscheduled pods go at once), finalizers, binding (409 if already bound, being d
 uid precondition), scheduling gates (a created gated pod gets PodScheduled=False/SchedulingGated; gates
 unique, only removed, never with spec.nodeName at create), eviction under the PodDisruptionBudgets (as the
 eviction handler enforces them, their status computed at the eviction: devcluster/disruption.py), a
-Secret's stringData written into data.
+Secret's stringData written into data, the storage kinds' defaulting, DefaultStorageClass admission and
+validation (devcluster/storage.py).
 
 The store is driven from one event loop thread and never blocks. Deferred removals use the running
 loop's `call_later`; without a running loop a graceful deletion removes the object at once.
@@ -38,7 +39,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from devcluster import apply as field_management
-from devcluster import disruption, errors
+from devcluster import disruption, errors, storage
 from devcluster.conversion import to_storage, to_view
 from devcluster.patches import json_patch, merge_patch, strategic_merge
 from devcluster.resources import RESOURCES, ResourceDef, by_kind
@@ -663,6 +664,30 @@ class Store:
 
     def _admit(self, resource: ResourceDef, obj: Obj, *, strict: bool, old: Obj | None = None,
                warnings: Warnings | None = None) -> Obj:
+        """The API-server pipeline for this write: the shared one of `manifests`, then for the storage kinds
+        their decoding, defaulting, DefaultStorageClass admission (creates) and validation (`storage.py`)."""
+        admitted = self._admit_manifests(resource, obj, strict=strict, old=old, warnings=warnings)
+        key = (resource.api_version, resource.kind)
+        if key not in storage.KINDS:
+            return admitted
+        try:
+            admitted = storage.decode_and_default(resource.api_version, resource.kind, admitted)
+        except storage.UndecodableStorage as error:
+            raise errors.bad_request(str(error)) from None
+        if not strict:
+            if warnings is not None and old is None:
+                warnings.extend(f"a real API server refuses it: {field}: {message}" for _, field, message
+                                in storage.problems(resource.api_version, resource.kind, admitted))
+            return admitted
+        if old is None and key == storage.CLAIM:
+            admitted = storage.admit_default_class(admitted, self.list("storageclasses.storage.k8s.io"))
+        causes = storage.problems(resource.api_version, resource.kind, admitted, old)
+        if causes:
+            raise errors.invalid(resource.kind, str(_meta(admitted).get("name") or ""), causes, resource.group)
+        return admitted
+
+    def _admit_manifests(self, resource: ResourceDef, obj: Obj, *, strict: bool, old: Obj | None = None,
+                         warnings: Warnings | None = None) -> Obj:
         """The shared API-server pipeline of `manifests` for this write (see `create` and `update_in`), with
         the scheduling gate rules of a pod (`_scheduling_gate_causes`) among its validation's causes."""
         if not strict and old is not None:

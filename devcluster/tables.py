@@ -2,10 +2,10 @@
 
 kubectl requests `Accept: application/json;as=Table;g=meta.k8s.io;v=v1` and prints the columns the
 server returns (priority-0 columns normally, all of them with `-o wide`). The columns here follow
-the real server's printers for nodes, pods, namespaces, leases, priority classes, events and the
-stored-only kinds (config maps, secrets, service accounts, services, deployments, stateful sets,
-daemon sets, disruption budgets, RBAC, CRDs); custom resources get NAME and AGE as a CRD without
-printer columns does.
+the real server's printers for nodes, pods, namespaces, leases, priority classes, events, the storage
+kinds (claims, volumes, storage classes) and the stored-only kinds (config maps, secrets, service
+accounts, services, deployments, stateful sets, daemon sets, disruption budgets, RBAC, CRDs); custom
+resources get NAME and AGE as a CRD without printer columns does.
 
 Pure: no I/O; the age column reads the injected clock.
 """
@@ -206,6 +206,57 @@ def _subjects(kind: str) -> Cell:
     return cell
 
 
+_BETA_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
+_DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
+                              "storageclass.beta.kubernetes.io/is-default-class")
+# kubectl's short names for access modes, in the order its printer writes them.
+_ACCESS_MODES = (("ReadWriteOnce", "RWO"), ("ReadOnlyMany", "ROX"), ("ReadWriteMany", "RWX"),
+                 ("ReadWriteOncePod", "RWOP"))
+
+
+def _access_modes(modes: Any) -> str:
+    present = set(modes) if isinstance(modes, list) else set()
+    return ",".join(short for mode, short in _ACCESS_MODES if mode in present)
+
+
+def _phase_or_terminating(obj: Obj, _: float) -> str:
+    if obj.get("metadata", {}).get("deletionTimestamp"):
+        return "Terminating"
+    return str((obj.get("status") or {}).get("phase") or "")
+
+
+def _claim_capacity(obj: Obj, _: float) -> str:
+    """A claim's capacity, shown once it names its volume (the printer's rule), from its status."""
+    if not (obj.get("spec") or {}).get("volumeName"):
+        return ""
+    return str(((obj.get("status") or {}).get("capacity") or {}).get("storage") or "0")
+
+
+def _claim_access_modes(obj: Obj, _: float) -> str:
+    if not (obj.get("spec") or {}).get("volumeName"):
+        return ""
+    return _access_modes((obj.get("status") or {}).get("accessModes"))
+
+
+def _storage_class_of(obj: Obj, _: float) -> str:
+    """The beta annotation first, then spec.storageClassName (the printer's GetPersistentVolume[Claim]Class)."""
+    annotations = obj.get("metadata", {}).get("annotations") or {}
+    if _BETA_CLASS_ANNOTATION in annotations:
+        return str(annotations[_BETA_CLASS_ANNOTATION])
+    return str((obj.get("spec") or {}).get("storageClassName") or "")
+
+
+def _volume_claim(obj: Obj, _: float) -> str:
+    ref = (obj.get("spec") or {}).get("claimRef")
+    return f"{ref.get('namespace', '')}/{ref.get('name', '')}" if isinstance(ref, dict) else ""
+
+
+def _storage_class_name(obj: Obj, _: float) -> str:
+    annotations = obj.get("metadata", {}).get("annotations") or {}
+    default = any(annotations.get(key) == "true" for key in _DEFAULT_CLASS_ANNOTATIONS)
+    return _name(obj, 0.0) + (" (default)" if default else "")
+
+
 # (name, type, priority, cell)
 Column = tuple[str, str, int, Cell]
 
@@ -248,6 +299,31 @@ COLUMNS: dict[str, list[Column]] = {
         ("Last Seen", "string", 0, _last_seen), ("Type", "string", 0, _path("type", default="")),
         ("Reason", "string", 0, _path("reason", default="")), ("Object", "string", 0, _object_ref),
         ("Message", "string", 0, lambda obj, _: str(obj.get("message") or obj.get("note") or "")),
+    ],
+    "PersistentVolumeClaim": [
+        _NAME, ("Status", "string", 0, _phase_or_terminating),
+        ("Volume", "string", 0, _path("spec", "volumeName", default="")),
+        ("Capacity", "string", 0, _claim_capacity), ("Access Modes", "string", 0, _claim_access_modes),
+        ("StorageClass", "string", 0, _storage_class_of),
+        ("VolumeAttributesClass", "string", 0, _path("spec", "volumeAttributesClassName", default="<unset>")), _AGE,
+        ("VolumeMode", "string", 1, _path("spec", "volumeMode", default="<unset>")),
+    ],
+    "PersistentVolume": [
+        _NAME, ("Capacity", "string", 0, _path("spec", "capacity", "storage", default="0")),
+        ("Access Modes", "string", 0, lambda obj, _: _access_modes((obj.get("spec") or {}).get("accessModes"))),
+        ("Reclaim Policy", "string", 0, _path("spec", "persistentVolumeReclaimPolicy", default="")),
+        ("Status", "string", 0, _phase_or_terminating), ("Claim", "string", 0, _volume_claim),
+        ("StorageClass", "string", 0, _storage_class_of),
+        ("VolumeAttributesClass", "string", 0, _path("spec", "volumeAttributesClassName", default="<unset>")),
+        ("Reason", "string", 0, _path("status", "reason", default="")), _AGE,
+        ("VolumeMode", "string", 1, _path("spec", "volumeMode", default="<unset>")),
+    ],
+    "StorageClass": [
+        ("Name", "string", 0, _storage_class_name), ("Provisioner", "string", 0, _path("provisioner", default="")),
+        ("ReclaimPolicy", "string", 0, _path("reclaimPolicy", default="Delete")),
+        ("VolumeBindingMode", "string", 0, _path("volumeBindingMode", default="Immediate")),
+        ("AllowVolumeExpansion", "string", 0, lambda obj, _: str(bool(obj.get("allowVolumeExpansion"))).lower()),
+        _AGE,
     ],
     "ConfigMap": [_NAME, ("Data", "integer", 0, _count("data", "binaryData")), _AGE],
     "Secret": [_NAME, ("Type", "string", 0, _path("type", default="Opaque")),
