@@ -9,7 +9,7 @@ Python API
 ----------
     from devcluster import DevCluster, BackgroundDevCluster
 
-    async with DevCluster(port=0, history=10_000, kubelet=True, kubelet_delay=0.05, pod_gc=True,
+    async with DevCluster(port=0, history=10_000, kubelet=True, kubelet_delay=0.05, pod_gc=True, volumes=True,
                           bookmark_interval=1.0, autocreate_namespaces=True, fault_seed=0) as cluster:
         cluster.url                                  # "http://127.0.0.1:<port>"
         cluster.write_kubeconfig(path)               # -> Path; cluster.kubeconfig() -> dict
@@ -19,6 +19,8 @@ Python API
         cluster.audit                                # AuditLog: every write request, its answer, its User-Agent
         cluster.kubelet                              # FakeKubelet | None (bound pods start Running)
         cluster.pod_gc                               # PodGarbageCollector | None (a deleted node's pods go)
+        cluster.volumes                              # VolumeController | None (PV controller + provisioners)
+        cluster.ephemeral_volumes                    # EphemeralVolumeController | None (pods' ephemeral claims)
 
     with BackgroundDevCluster(**same_options) as bg:  # served from a daemon thread
         bg.url; bg.write_kubeconfig(path)
@@ -70,7 +72,8 @@ apply.py). `/openapi/v2` answers an empty document, enough for kubectl to valida
 by item on the server.
 
 Served: namespaces, nodes, pods (+ status, binding, eviction), events (core v1; events.k8s.io/v1 is a
-view of the same objects), coordination.k8s.io/v1 leases, scheduling.k8s.io/v1 priorityclasses,
+view of the same objects), persistentvolumeclaims and persistentvolumes (+ status), storage.k8s.io/v1
+storageclasses (see Volumes below), coordination.k8s.io/v1 leases, scheduling.k8s.io/v1 priorityclasses,
 the Workload API as a cluster with the GenericWorkload gate serves it (scheduling.k8s.io/v1alpha1
 Workload of 1.35, scheduling.k8s.io/v1alpha2 PodGroup of 1.36, validated as kube-apiserver does;
 pods' spec.workloadRef and spec.schedulingGroup), scheduling.sigs.k8s.io/v1alpha1,
@@ -90,17 +93,31 @@ without apiVersion and kind for the kinds built into a real cluster (kubernetes/
 them for those that are custom resources there. Every write goes through the API server pipeline of the
 `manifests` package, shared with the scenario loader of `toposched simulate`: decoding (quantities in
 canonical form, JSON numbers accepted), defaulting (requests from limits, schedulerName, ...), the
-Priority and DefaultTolerationSeconds admission plugins (unknown PriorityClass: 403) and validation
-(labels, annotations, resources: 422 naming each field); the system PriorityClasses exist from the
-start. Pod scheduling gates (`spec.schedulingGates`, GA in 1.30) as kube-apiserver treats them: a pod
-created with gates gets PodScheduled=False, reason SchedulingGated (`kubectl get` shows
-SchedulingGated); gate names are unique qualified names, `spec.nodeName` cannot come with gates at
+Priority, DefaultTolerationSeconds (and DefaultStorageClass, below) admission plugins (unknown
+PriorityClass: 403) and validation (labels, annotations, resources: 422 naming each field); the system
+PriorityClasses exist from the start. Pod scheduling gates (`spec.schedulingGates`, GA in 1.30) as
+kube-apiserver treats them: a pod created with gates gets PodScheduled=False, reason SchedulingGated
+(`kubectl get` shows SchedulingGated); gate names are unique qualified names, `spec.nodeName` cannot come with gates at
 create, an update may only remove gates (each 422), and a Binding of a gated pod is 409. Known
 differences from a real cluster: no authentication, no other admission plugins (no ServiceAccount token
 volumes, no LimitRange or ResourceQuota), managedFields kept only on objects a server-side apply touched
 (see apply.py), a namespace deleted at once with its contents (no Terminating phase), limit/continue
 pages from the current state (not a snapshot), and unknown fields under `fieldValidation=Strict` are 422
 Invalid (the brief's choice; a real server says 400 for kinds compiled into it).
+
+Volumes (devcluster/storage.py, volumes.py, ephemeral.py): the storage kinds are admitted as kube-apiserver
+admits them (canonical quantities, defaults, the DefaultStorageClass plugin: a claim without a class gets the
+newest default class, `storageClassName: ""` stays; 422 for a changed claim spec other than its volumeName
+once or a Bound claim's request, a changed class provisioner / parameters / reclaimPolicy /
+volumeBindingMode, a changed volume nodeAffinity once set). A PV controller with an external provisioner
+for every class (but `kubernetes.io/no-provisioner`) binds and provisions: a pre-bound volume first, an
+Immediate claim to the smallest matching Available volume or to a volume provisioned at once (`pvc-<uid>`,
+nodeAffinity from allowedTopologies), a WaitForFirstConsumer claim once `volume.kubernetes.io/selected-node`
+is set (nodeAffinity: the class's allowedTopologies keys, else the node's zone, else its hostname; a node
+that does not exist: annotation removed, Warning ProvisioningFailed), with the annotations and phases the
+PV controller writes; a deleted claim's volume is Released (deleted under the Delete policy). The ephemeral
+volume controller creates `<pod>-<volume>` claims owned by their pods, deleted with them. No
+pvc-protection finalizers: deletions are immediate.
 
 Evictions: the eviction subresource enforces policy/v1 PodDisruptionBudgets as kube-apiserver's eviction
 handler does (devcluster/disruption.py), the budget's status computed at the eviction as the disruption
@@ -116,12 +133,14 @@ Command line: `toposched devcluster [--port N] [--kubeconfig PATH] [--load SCENA
 
 from devcluster.audit import AuditLog, AuditRecord
 from devcluster.cluster import BackgroundDevCluster, DevCluster, kubeconfig
+from devcluster.ephemeral import EphemeralVolumeController
 from devcluster.errors import ApiError
 from devcluster.faults import FaultInjector, FaultRule, FaultSpec, FaultSpecError, parse_fault
 from devcluster.kubelet import FakeKubelet
 from devcluster.podgc import PodGarbageCollector
 from devcluster.resources import RESOURCES, ResourceDef
 from devcluster.store import Store
+from devcluster.volumes import VolumeController
 
 __all__ = [
     "RESOURCES",
@@ -130,6 +149,7 @@ __all__ = [
     "AuditRecord",
     "BackgroundDevCluster",
     "DevCluster",
+    "EphemeralVolumeController",
     "FakeKubelet",
     "FaultInjector",
     "FaultRule",
@@ -138,6 +158,7 @@ __all__ = [
     "PodGarbageCollector",
     "ResourceDef",
     "Store",
+    "VolumeController",
     "kubeconfig",
     "parse_fault",
 ]
