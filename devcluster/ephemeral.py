@@ -114,11 +114,15 @@ class EphemeralVolumeController:
     def _collect(self, namespace: str, pod_uid: str) -> None:
         if self._unsubscribe is None:
             return
-        live_pods = {str(p["metadata"].get("uid")) for p in self.store.list(_PODS, namespace)}
+        owned: list[tuple[Obj, list[Obj]]] = []
         for claim in self.store.list(_CLAIMS, namespace):
             owners = [_dict(ref) for ref in claim["metadata"].get("ownerReferences") or []]
-            if not any(ref.get("uid") == pod_uid for ref in owners):
-                continue
+            if any(ref.get("uid") == pod_uid for ref in owners):
+                owned.append((claim, owners))
+        if not owned:  # the usual case: listing the namespace's pods on every deletion would cost O(pods)
+            return
+        live_pods = {str(p["metadata"].get("uid")) for p in self.store.list(_PODS, namespace)}
+        for claim, owners in owned:
             if all(ref.get("kind") == "Pod" and ref.get("uid") not in live_pods for ref in owners):
                 try:
                     self.store.delete(_CLAIMS, str(claim["metadata"]["name"]), namespace)
