@@ -18,6 +18,8 @@ from typing import Any
 import msgspec
 
 from events.model import (
+    BudgetDeleted,
+    BudgetUpserted,
     CapacityElasticQuotaDeleted,
     CapacityElasticQuotaUpserted,
     ClaimDeleted,
@@ -75,6 +77,7 @@ from events.objects import (
     PersistentVolume,
     PersistentVolumeClaim,
     Pod,
+    PodDisruptionBudget,
     PodGroup,
     PriorityClass,
     Queue,
@@ -86,7 +89,7 @@ from events.objects import (
 
 KubeObject = (Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
               | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue | PersistentVolumeClaim | PersistentVolume
-              | StorageClass)
+              | StorageClass | PodDisruptionBudget)
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,8 @@ KINDS: tuple[KindInfo, ...] = (
              lambda o: VolumeUpserted(volume=o), lambda k, u: VolumeDeleted(name=k)),
     KindInfo("PersistentVolumeClaim", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True,
              PersistentVolumeClaim, lambda o: ClaimUpserted(claim=o), lambda k, u: ClaimDeleted(key=k)),
+    KindInfo("PodDisruptionBudget", "policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", True,
+             PodDisruptionBudget, lambda o: BudgetUpserted(budget=o), lambda k, u: BudgetDeleted(key=k)),
     KindInfo("Node", "v1", "Node", "nodes", False, Node,
              lambda o: NodeUpserted(node=o), lambda k, u: NodeDeleted(name=k)),
     KindInfo("PodGroup", KOORDINATOR_POD_GROUP_API, "PodGroup", "podgroups", True, PodGroup,

@@ -27,6 +27,7 @@ from events.objects import (
     PersistentVolume,
     PersistentVolumeClaim,
     Pod,
+    PodDisruptionBudget,
     PodGroup,
     PriorityClass,
     Queue,
@@ -183,6 +184,17 @@ class StorageClassDeleted(EventBase, tag="sc-", frozen=True):
     name: str
 
 
+class BudgetUpserted(EventBase, tag="pdb", frozen=True):
+    """A policy/v1 PodDisruptionBudget: read by preemption only (preemption/budgets.py)."""
+
+    budget: PodDisruptionBudget
+
+
+class BudgetDeleted(EventBase, tag="pdb-", frozen=True):
+    key: str
+
+
+BUDGET_EVENTS = (BudgetUpserted, BudgetDeleted)
 # The updates of the objects a pod's claims are made of (state/volumes.py), for the dispatch tables.
 VOLUME_EVENTS = (ClaimUpserted, ClaimDeleted, VolumeUpserted, VolumeDeleted, StorageClassUpserted,
                  StorageClassDeleted)
@@ -329,6 +341,8 @@ Event: TypeAlias = (
     | VolumeDeleted
     | StorageClassUpserted
     | StorageClassDeleted
+    | BudgetUpserted
+    | BudgetDeleted
     | ObjectUndecodable
     | PodAssumed
     | PodForgotten

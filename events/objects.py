@@ -404,6 +404,25 @@ class LabelSelector(_K8s, frozen=True):
     match_expressions: list[LabelSelectorRequirement] = []
 
 
+class PodDisruptionBudgetSpec(_K8s, frozen=True):
+    selector: LabelSelector | None = None
+
+
+class PodDisruptionBudgetStatus(_K8s, frozen=True):
+    disruptions_allowed: Int64 = 0
+    disrupted_pods: dict[str, str] = {}  # pod name -> when the API server admitted its eviction
+
+
+class PodDisruptionBudget(_K8s, frozen=True):
+    """A policy/v1 PodDisruptionBudget: preemption prefers victims whose budgets allow the disruption."""
+
+    api_version: str = "policy/v1"
+    kind: str = "PodDisruptionBudget"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: PodDisruptionBudgetSpec = PodDisruptionBudgetSpec()
+    status: PodDisruptionBudgetStatus = PodDisruptionBudgetStatus()
+
+
 class SubGroupPolicy(_K8s, frozen=True):
     name: str = ""
     network_topology: NetworkTopologySpec | None = None
@@ -759,7 +778,7 @@ _Object = TypeVar(
     "_Object",
     bound=Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
     | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue | PersistentVolumeClaim | PersistentVolume
-    | StorageClass,
+    | StorageClass | PodDisruptionBudget,
 )
 
 

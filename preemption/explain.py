@@ -77,8 +77,10 @@ def explain(preemptor: str, priority: int, pending: int, failure: Unschedulable,
             detail = item.outcome
             if item is not chosen and item.outcome.startswith("valid"):
                 detail = f"{item.outcome}; lost on {why_better(cost, item.cost)}"
+            over = item.cost.budget_violations
+            budgets = f", {over} beyond their PodDisruptionBudgets" if over else ""
             lines.append(f"  {mark} {item.where}: priority<={item.cost.top_priority}, {item.cost.jobs} job(s), "
-                         f"{item.cost.pods} pod(s): {detail}")
+                         f"{item.cost.pods} pod(s){budgets}: {detail}")
         runner = next((c for c in others if c.cost > cost), None)
         if runner is not None:
             lines.append(f"why this one: {why_better(cost, runner.cost)} than {runner.where}")

@@ -39,6 +39,7 @@ from placement.gang import plan_gang
 from placement.lone import plan_pod
 from placement.members import domain_label, is_running, where
 from placement.plan import INVALID, MEMBERS, POD_FIT, QUOTA, VOLUME, GangPlan, Unschedulable
+from preemption.budgets import budget_violations
 from preemption.cost import Cost, cost_of
 from preemption.eligibility import Preemptor, check_eligibility, minimum_pending, preemptor_of
 from preemption.explain import Considered, explain
@@ -120,6 +121,14 @@ class _Planner:
         self.validations = 0
         self.considered: list[Considered] = []
         self._by_domain: dict[int, list[VictimUnit]] | None = None  # domain id -> `_units_in`, when asked
+        self._over_budget: dict[int, bool] = {}  # unit index -> `_violating`, when asked
+
+    def _violating(self, unit: VictimUnit) -> bool:
+        """Whether evicting the unit alone goes beyond one of its PodDisruptionBudgets."""
+        found = self._over_budget.get(unit.index)
+        if found is None:
+            found = self._over_budget[unit.index] = budget_violations(self.state, unit.pods) > 0
+        return found
 
     # ------------------------------------------------------------------ the steps
 
@@ -183,7 +192,7 @@ class _Planner:
         units, plan, chosen = best
         if forced:  # the plan's cost counts the victims chosen for quota too
             units = forced + units
-            cost = cost_of(units, self._level_of(plan), plan.domain)
+            cost = cost_of(self.state, units, self._level_of(plan), plan.domain)
         else:
             cost = chosen.cost
         for index, item in enumerate(self.considered):
@@ -275,10 +284,11 @@ class _Planner:
               need: _Need) -> list[tuple[Cost, Selection]]:
         ranked: dict[tuple[str, ...], tuple[Cost, Selection]] = {}
         for domain in viable:
-            selection = select(room, domain, self._units_in(candidates, domain), need.counts, self.rule.gate)
+            selection = select(room, domain, self._units_in(candidates, domain), need.counts, self.rule.gate,
+                               self._violating if self.state.budgets else None)
             if selection is None:
                 continue
-            cost = cost_of(selection.units, domain.level, domain_label(domain))
+            cost = cost_of(self.state, selection.units, domain.level, domain_label(domain))
             known = ranked.get(cost.victims)
             if known is None or cost < known[0]:
                 ranked[cost.victims] = (cost, selection)
@@ -310,8 +320,8 @@ class _Planner:
         for position, (estimate, selection) in enumerate(ranked):
             if best is not None:
                 chosen = best[2].cost
-                head, best_head = (estimate.top_priority, estimate.jobs, estimate.pods), (
-                    chosen.top_priority, chosen.jobs, chosen.pods)
+                head = (estimate.top_priority, estimate.budget_violations, estimate.jobs, estimate.pods)
+                best_head = (chosen.top_priority, chosen.budget_violations, chosen.jobs, chosen.pods)
                 if head > best_head or (head == best_head and estimate.span >= chosen.span):
                     # ranked by cost: neither this set nor any after it can beat the chosen one
                     rest = len(ranked) - position - 1
@@ -345,14 +355,16 @@ class _Planner:
                 self.validations += 1
             if isinstance(result, GangPlan):
                 return self._settle(units, result, leaving)
-            self.considered.append(Considered(_where(domain), cost_of(units, domain.level, domain_label(domain)),
+            self.considered.append(Considered(_where(domain),
+                                              cost_of(self.state, units, domain.level, domain_label(domain)),
                                               f"placement rejected it: {result.reason}"))
             if attempt == MAX_GROWTH:
                 break
             shortfall = max(1, result.needed - result.fit) if result.needed else 1
             widest = max(range(len(counts)), key=lambda i: counts[i])
             counts[widest] += shortfall
-            grown = select(room, domain, self._units_in(candidates, domain), counts, self.rule.gate)
+            grown = select(room, domain, self._units_in(candidates, domain), counts, self.rule.gate,
+                           self._violating if self.state.budgets else None)
             if grown is None or {u.index for u in grown.units} == {u.index for u in units}:
                 break
             units = grown.units
@@ -369,7 +381,7 @@ class _Planner:
             if isinstance(again, GangPlan):
                 units, plan = needed, again
         level = self._level_of(plan)
-        cost = cost_of(units, level, plan.domain)
+        cost = cost_of(self.state, units, level, plan.domain)
         item = Considered(where(self._domain_named(plan)), cost, f"valid: {plan.explanation}")
         self.considered.append(item)
         return units, plan, item

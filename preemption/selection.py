@@ -1,10 +1,12 @@
 """Victim selection inside one candidate domain: a greedy by cost, then dropping what is not needed.
 
 The cost order of a victim set (see `preemption/cost.py`) puts the highest victim priority first,
-then the number of jobs broken, then the number of pods. The greedy follows it:
+then the victims beyond their PodDisruptionBudgets, then the number of jobs broken, then the number
+of pods. The greedy follows it:
 
-1. Units (see `preemption/victims.py`) are taken in classes: priority ascending, and inside one
-   priority surplus pods (no job broken) before whole jobs. A higher class is opened only when the
+1. Units (see `preemption/victims.py`) are taken in classes: priority ascending, inside one priority
+   the units whose eviction stays within their PodDisruptionBudgets first (preemption/budgets.py),
+   and then surplus pods (no job broken) before whole jobs. A higher class is opened only when the
    lower ones together cannot make room, so the highest victim priority is as low as this domain
    allows.
 2. Inside a class, the unit taken next is the one that really completes the room needed with the
@@ -29,7 +31,7 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from preemption.room import Room
 from preemption.victims import Gate, VictimUnit
@@ -182,13 +184,14 @@ MAX_COMPLETER_SCAN = 256
 
 
 def select(room: Room, domain: Domain, units: Sequence[VictimUnit], need: Sequence[int],
-           gate: Gate | None = None) -> Selection | None:
-    """Victim units making room for `need` pods (per shape) in `domain`, or None when they cannot."""
+           gate: Gate | None = None, violating: Callable[[VictimUnit], bool] | None = None) -> Selection | None:
+    """Victim units making room for `need` pods (per shape) in `domain`, or None when they cannot.
+    `violating(unit)`: whether evicting the unit goes beyond a PodDisruptionBudget (None: no budgets)."""
     within = set(domain.nodes)
     tally = _Tally(room, domain, need, within)
     if tally.missing() <= 0:
         return Selection(domain, [], list(tally.slots))
-    classes: dict[tuple[int, int], list[tuple[int, VictimUnit]]] = {}
+    classes: dict[tuple[int, int, int], list[tuple[int, VictimUnit]]] = {}
     for unit in units:
         if not unit.nodes.isdisjoint(within):
             gains = room.alone(unit)
@@ -196,7 +199,8 @@ def select(room: Room, domain: Domain, units: Sequence[VictimUnit], need: Sequen
             # a unit on a few nodes of a large domain)
             alone = (sum([gains.get(node, 0) for node in domain.nodes]) if len(domain.nodes) < len(gains)
                      else sum([gained for node, gained in gains.items() if node in within]))
-            classes.setdefault((unit.priority, 1 if unit.broken else 0), []).append((alone, unit))
+            over = 1 if violating is not None and violating(unit) else 0
+            classes.setdefault((unit.priority, over, 1 if unit.broken else 0), []).append((alone, unit))
             if tally.alone is not None:
                 tally.alone[unit.index] = alone
     chosen: list[VictimUnit] = []

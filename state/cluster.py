@@ -27,6 +27,8 @@ from events.dispatch import each, exhaustive
 from events.model import (
     BindFailed,
     BindRequested,
+    BudgetDeleted,
+    BudgetUpserted,
     CapacityElasticQuotaDeleted,
     CapacityElasticQuotaUpserted,
     ClaimDeleted,
@@ -94,6 +96,7 @@ from events.objects import (
     PersistentVolume,
     PersistentVolumeClaim,
     Pod,
+    PodDisruptionBudget,
     PodGroup,
     PriorityClass,
     Queue,
@@ -380,6 +383,7 @@ class _SnapshotObjects(msgspec.Struct, frozen=True, kw_only=True):
     storage_classes: list[StorageClass] = []
     persistent_volumes: list[PersistentVolume] = []
     claims: list[PersistentVolumeClaim] = []
+    budgets: list[PodDisruptionBudget] = []
 
 
 class StateSnapshot(_SnapshotObjects, frozen=True, kw_only=True):
@@ -464,6 +468,8 @@ class ClusterState:
         self.hyper_nodes: dict[str, HyperNode] = {}
         self.priority_classes: dict[str, PriorityClass] = {}
         self.volumes = VolumeBook()  # claims, PersistentVolumes, StorageClasses (state/volumes.py)
+        # PodDisruptionBudgets by namespace, then `namespace/name`: preemption ranks plans by them
+        self.budgets: dict[str, dict[str, PodDisruptionBudget]] = {}
         self.pending: set[str] = set()  # keys of our pods waiting to be placed
         self.problems: dict[tuple[str, str], list[Problem]] = {}
         self.undecodable: dict[tuple[str, str], Problem] = {}
@@ -1341,6 +1347,18 @@ class ClusterState:
     def _storage_class_deleted(self, event: StorageClassDeleted) -> None:
         self.volumes.classes.pop(event.name, None)
 
+    def _budget_upserted(self, event: BudgetUpserted) -> None:
+        meta = event.budget.metadata
+        self.budgets.setdefault(meta.namespace, {})[_meta_key(meta)] = event.budget
+
+    def _budget_deleted(self, event: BudgetDeleted) -> None:
+        namespace = event.key.partition("/")[0]
+        in_namespace = self.budgets.get(namespace)
+        if in_namespace is not None:
+            in_namespace.pop(event.key, None)
+            if not in_namespace:
+                del self.budgets[namespace]
+
     def volume_needs(self, pod: PodInfo) -> VolumeNeeds:
         """What the pod's claims ask of its placement now (state/volumes.py)."""
         if not pod.obj.spec.volumes:
@@ -1533,6 +1551,8 @@ class ClusterState:
             storage_classes=[self.volumes.classes[k] for k in sorted(self.volumes.classes)],
             persistent_volumes=[self.volumes.volumes[k] for k in sorted(self.volumes.volumes)],
             claims=[self.volumes.claims[k] for k in sorted(self.volumes.claims)],
+            budgets=[budget for namespace in sorted(self.budgets)
+                     for _, budget in sorted(self.budgets[namespace].items())],
         )
 
     @classmethod
@@ -1562,6 +1582,8 @@ class ClusterState:
             state.apply(VolumeUpserted(volume=volume))
         for claim in snap.claims:
             state.apply(ClaimUpserted(claim=claim))
+        for budget in snap.budgets:
+            state.apply(BudgetUpserted(budget=budget))
         for node in snap.nodes:
             state.apply(NodeUpserted(node=node))
         for group in snap.pod_groups:
@@ -1891,6 +1913,8 @@ _UPDATE_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = {
     VolumeDeleted: lambda e: ("PersistentVolume", e.name),
     StorageClassUpserted: lambda e: ("StorageClass", e.storage_class.metadata.name),
     StorageClassDeleted: lambda e: ("StorageClass", e.name),
+    BudgetUpserted: lambda e: ("PodDisruptionBudget", _meta_key(e.budget.metadata)),
+    BudgetDeleted: lambda e: ("PodDisruptionBudget", e.key),
 }
 
 
@@ -1934,6 +1958,7 @@ _HELD_OBJECTS: dict[type, tuple[Callable[[ClusterState, str], object], Callable[
     ClaimUpserted: (lambda s, k: s.volumes.claims.get(k), lambda e: e.claim),
     VolumeUpserted: (lambda s, k: s.volumes.volumes.get(k), lambda e: e.volume),
     StorageClassUpserted: (lambda s, k: s.volumes.classes.get(k), lambda e: e.storage_class),
+    BudgetUpserted: (lambda s, k: s.budgets.get(k.partition("/")[0], {}).get(k), lambda e: e.budget),
 }
 
 
@@ -2005,4 +2030,6 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None] | None] = exhaustive("
     VolumeDeleted: ClusterState._volume_deleted,
     StorageClassUpserted: ClusterState._storage_class_upserted,
     StorageClassDeleted: ClusterState._storage_class_deleted,
+    BudgetUpserted: ClusterState._budget_upserted,
+    BudgetDeleted: ClusterState._budget_deleted,
 })

@@ -62,6 +62,7 @@ import msgspec
 
 from events.dispatch import each, exhaustive
 from events.model import (
+    BUDGET_EVENTS,
     VOLUME_EVENTS,
     BindFailed,
     BindRequested,
@@ -920,7 +921,7 @@ _HANDLERS: dict[type, _Handler | None] = exhaustive("the quota fold", {
             KubePodGroupUpserted, KubePodGroupDeleted, WorkloadUpserted, WorkloadDeleted), None),
     # quota objects reach the book through the fold's own table (ClusterState._quota_object)
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
-            QueueUpserted, QueueDeleted, *VOLUME_EVENTS), None),
+            QueueUpserted, QueueDeleted, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
 })
 
 # Event types `QuotaBook.observe` does nothing with while the book is not active: the fold skips the call.

@@ -42,6 +42,7 @@ import structlog
 from daemon.scheduling.ports import ApiOutcome
 from events.dispatch import each, exhaustive
 from events.model import (
+    BUDGET_EVENTS,
     VOLUME_EVENTS,
     BindFailed,
     BindRequested,
@@ -293,5 +294,5 @@ _NOTICED: Final[dict[type, Callable[[PendingPodConditions, Any], None] | None]] 
                 WorkloadDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
                 HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ElasticQuotaUpserted,
                 ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted, QueueUpserted,
-                QueueDeleted, ObjectUndecodable, *VOLUME_EVENTS), None),
+                QueueDeleted, ObjectUndecodable, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
     })

@@ -43,6 +43,7 @@ import structlog
 from daemon.scheduling.ports import ApiOutcome
 from events.dispatch import each, exhaustive
 from events.model import (
+    BUDGET_EVENTS,
     VOLUME_EVENTS,
     BindFailed,
     BindRequested,
@@ -121,7 +122,7 @@ _MARKS: Final[dict[type, bool]] = exhaustive("the quota status", {
             SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted,
             KubePodGroupDeleted, WorkloadUpserted, WorkloadDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted,
             HyperNodeUpserted, HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable,
-            *VOLUME_EVENTS), False),
+            *VOLUME_EVENTS, *BUDGET_EVENTS), False),
 })
 
 _PLURAL: Final = "elasticquotas"

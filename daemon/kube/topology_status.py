@@ -56,6 +56,7 @@ from daemon.scheduling.ports import ApiOutcome
 from daemon.telemetry.metrics import Metrics
 from events.dispatch import each, exhaustive
 from events.model import (
+    BUDGET_EVENTS,
     VOLUME_EVENTS,
     BindFailed,
     BindRequested,
@@ -156,7 +157,7 @@ _CHANGES: Final[dict[type, str | None]] = exhaustive("the topology status", {
             QueueUpserted, QueueDeleted), _PROBLEMS),  # quota problems (state/quota.py)
     **each((PodUpserted, PodDeleted, PriorityClassUpserted, PriorityClassDeleted, PodAssumed, PodForgotten,
             BindRequested, PodBound, BindFailed, PodNominated, NominationCleared, EvictionRequested, GangTimedOut,
-            GangPending, GangPlanned, PreemptionPlanned, *VOLUME_EVENTS), None),
+            GangPending, GangPlanned, PreemptionPlanned, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
 })
 # Problem kinds taken from `state.all_problems()` (the tree's own problems are all taken).
 _STATE_KINDS: Final = frozenset({CNT_KIND, HYPERNODE_KIND, POD_GROUP_KIND, "VolcanoPodGroup", SCHEDULER_PLUGINS_PROBLEM,

@@ -18,6 +18,7 @@ import msgspec
 
 from events.dispatch import each, exhaustive
 from events.model import (
+    BUDGET_EVENTS,
     VOLUME_EVENTS,
     BindFailed,
     BindRequested,
@@ -248,7 +249,8 @@ _TOLD: dict[type, Callable[[_Explainer, Any], None] | None] = exhaustive("replay
             HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable, BindRequested,
             WorkloadUpserted, WorkloadDeleted), None),  # a Workload is a template: its gangs' pods tell the story
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
-            QueueUpserted, QueueDeleted, *VOLUME_EVENTS), None),  # a gang's quota reasons are in its GangPending events
+            QueueUpserted, QueueDeleted, *VOLUME_EVENTS,
+            *BUDGET_EVENTS), None),  # a gang's quota reasons are in its GangPending events
 })
 
 

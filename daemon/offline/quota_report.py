@@ -18,6 +18,7 @@ import msgspec
 
 from events.dispatch import each, exhaustive
 from events.model import (
+    BUDGET_EVENTS,
     VOLUME_EVENTS,
     BindFailed,
     BindRequested,
@@ -205,7 +206,8 @@ _NOTED: dict[type, Callable[[QuotaWatch, Any], None] | None] = exhaustive("the q
             VolcanoPodGroupUpserted, VolcanoPodGroupDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted,
             HyperNodeUpserted, HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ElasticQuotaUpserted,
             ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted, QueueUpserted,
-            QueueDeleted, *VOLUME_EVENTS, ObjectUndecodable, PodAssumed, PodForgotten, BindRequested, BindFailed,
+            QueueDeleted, *VOLUME_EVENTS,
+            *BUDGET_EVENTS, ObjectUndecodable, PodAssumed, PodForgotten, BindRequested, BindFailed,
             PodNominated, NominationCleared, EvictionRequested, GangTimedOut, GangPending, GangPlanned,
             SchedulerPluginsPodGroupUpserted,
             SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted, KubePodGroupDeleted, WorkloadUpserted,

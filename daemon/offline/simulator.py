@@ -57,6 +57,7 @@ from events.dispatch import each, exhaustive
 from events.ingest import KubeObject
 from events.log import EventLog
 from events.model import (
+    BUDGET_EVENTS,
     VOLUME_EVENTS,
     BindFailed,
     BindRequested,
@@ -593,7 +594,8 @@ _REPORTED: dict[type, Callable[[Simulation, Any], None] | None] = exhaustive("th
             PodAssumed, PodForgotten, BindRequested, BindFailed, NominationCleared, EvictionRequested, GangTimedOut,
             GangPending, GangPlanned), None),
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
-            QueueUpserted, QueueDeleted, *VOLUME_EVENTS), None),  # the quotas section: daemon/offline/quota_report.py
+            QueueUpserted, QueueDeleted, *VOLUME_EVENTS,
+            *BUDGET_EVENTS), None),  # the quotas section: daemon/offline/quota_report.py
 })
 
 

@@ -50,6 +50,7 @@ from daemon.scheduling.ports import Preemptor
 from daemon.scheduling.queue import Unit, pending_units
 from events.dispatch import each, exhaustive
 from events.model import (
+    BUDGET_EVENTS,
     VOLUME_EVENTS,
     BindFailed,
     BindRequested,
@@ -216,7 +217,7 @@ _REMEMBERED: dict[type, Callable[[_LogMemory, Any], None] | None] = exhaustive("
             PodForgotten, BindRequested, BindFailed, PodNominated, NominationCleared, EvictionRequested,
             GangTimedOut, GangPlanned, PreemptionPlanned), None),
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
-            QueueUpserted, QueueDeleted, *VOLUME_EVENTS), None),
+            QueueUpserted, QueueDeleted, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
 })
 
 ATTEMPT = "attempt"
@@ -275,7 +276,7 @@ _STARTS: dict[type, Callable[[_LogMemory, Any], tuple[str, str] | None] | None] 
             NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
             HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable), None),
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
-            QueueUpserted, QueueDeleted, *VOLUME_EVENTS), None),
+            QueueUpserted, QueueDeleted, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
 })
 
 

@@ -122,6 +122,7 @@ from daemon.scheduling.queue import PendingUnits, PlacedPriorities, SchedulingQu
 from events.dispatch import each, exhaustive
 from events.log import EventLogError
 from events.model import (
+    BUDGET_EVENTS,
     BindFailed,
     BindRequested,
     CapacityElasticQuotaDeleted,
@@ -1059,6 +1060,8 @@ _OBSERVERS: dict[type, Callable[[Scheduler, Any], bool] | None] = exhaustive("th
     # A class changes rarely and may concern any claim; a deleted volume only takes reach away.
     **each((StorageClassUpserted, StorageClassDeleted), Scheduler._structure_changed),
     VolumeDeleted: None,
+    # A budget only ranks preemption plans: it never lets a parked unit fit.
+    **each(BUDGET_EVENTS, None),
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
             QueueUpserted, QueueDeleted), Scheduler._quota_changed),
     # Decisions that only take room, and objects nothing is placed by:

@@ -68,6 +68,8 @@ from events.dispatch import each, exhaustive
 from events.model import (
     BindFailed,
     BindRequested,
+    BudgetDeleted,
+    BudgetUpserted,
     CapacityElasticQuotaDeleted,
     CapacityElasticQuotaUpserted,
     ClaimDeleted,
@@ -837,6 +839,7 @@ _WATCHED: dict[type, tuple[str, str]] = {
     ClaimUpserted: ("PersistentVolumeClaim", "upsert"), ClaimDeleted: ("PersistentVolumeClaim", "delete"),
     VolumeUpserted: ("PersistentVolume", "upsert"), VolumeDeleted: ("PersistentVolume", "delete"),
     StorageClassUpserted: ("StorageClass", "upsert"), StorageClassDeleted: ("StorageClass", "delete"),
+    BudgetUpserted: ("PodDisruptionBudget", "upsert"), BudgetDeleted: ("PodDisruptionBudget", "delete"),
 }
 
 _GROUP_UPSERTS = (PodGroupUpserted, VolcanoPodGroupUpserted, SchedulerPluginsPodGroupUpserted, KubePodGroupUpserted)

@@ -1,5 +1,5 @@
 """A relist leaves out an object the state holds unchanged (`ClusterState.holds_unchanged`) for every kind
-the watch lists, not only nodes, pods, PodGroups and PriorityClasses: random histories of all sixteen
+the watch lists, not only nodes, pods, PodGroups and PriorityClasses: random histories of all seventeen
 kinds, as the API writes them (Koordinator and scheduler-plugins ElasticQuotas with their trees, Volcano
 Queues and PodGroups, HyperNodes, the ClusterNetworkTopology, upstream Workloads and PodGroups, pods
 joining each kind of gang), with deletions and versions that do not decode. Each object the state holds,
@@ -127,6 +127,12 @@ _DOCUMENTS: dict[str, Any] = {
             "spec": {"storageClassName": storage_class, **({"volumeName": f"pv{index}"} if bound else {})},
             "status": {"phase": "Bound" if bound else "Pending"}}),
         st.integers(0, 1), st.sampled_from(NAMESPACES), st.booleans(), st.sampled_from(["fast", "local", ""])),
+    "PodDisruptionBudget": st.builds(
+        lambda namespace, allowed, selected: ("serving", namespace, {
+            "spec": {"selector": {"matchLabels": {"app": "serving"}} if selected else {}},
+            "status": {"disruptionsAllowed": allowed,
+                       "disruptedPods": {"p1": "2026-11-26T10:00:00Z"} if allowed else {}}}),
+        st.sampled_from(NAMESPACES), st.integers(0, 2), st.booleans()),
 }
 
 # How a pod joins a gang: (labels, annotations, spec fields).
@@ -217,6 +223,7 @@ def _held(state: ClusterState) -> list[tuple[KindInfo, Any]]:
         "StorageClass": state.volumes.classes.values(),
         "PersistentVolume": state.volumes.volumes.values(),
         "PersistentVolumeClaim": state.volumes.claims.values(),
+        "PodDisruptionBudget": [budget for budgets in state.budgets.values() for budget in budgets.values()],
     }
     assert set(by_kind) == {info.name for info in KINDS}
     return [(KIND_BY_NAME[name], obj) for name, objects in by_kind.items() for obj in list(objects)]
