@@ -10,8 +10,9 @@ controlled by the pod. Each claim is in one of these states for the scheduler:
   such labels must be in one of the PV's values, `a__b` meaning either);
 - *unbound, WaitForFirstConsumer, dynamically provisioned*: the pod may go to any node the class's
   `allowedTopologies` allow; once it is placed, the scheduler writes the node on the claim
-  (`volume.kubernetes.io/selected-node`) before the Binding, and the provisioner creates the volume
-  there. Without that annotation such a claim is never provisioned and its pod never starts;
+  (`volume.kubernetes.io/selected-node`), the provisioner creates the volume there, and the pod is
+  bound once the claim is (the loop's `_provision`). Without that annotation such a claim is never
+  provisioned and its pod never starts;
 - anything else waits, and the pod with it, in kube-scheduler's words: a claim not found (or not created
   yet by the ephemeral volume controller, or not the pod's own), being deleted, lost, unbound with an
   Immediate class (the PV controller binds it on its own; kube-scheduler waits for that too), or of a
@@ -110,6 +111,12 @@ def claim_keys(pod: Pod) -> list[tuple[str, bool]]:
     return keys
 
 
+def claim_bound(claim: PersistentVolumeClaim | None) -> bool:
+    """Bound as kube-scheduler reads it: a volume named, and the PV controller done binding it."""
+    return (claim is not None and bool(claim.spec.volume_name)
+            and BIND_COMPLETED_ANNOTATION in claim.metadata.annotations)
+
+
 def claim_class(claim: PersistentVolumeClaim) -> str:
     """The claim's StorageClass name, the deprecated annotation first, as the PV controller reads it."""
     annotated = claim.metadata.annotations.get(BETA_STORAGE_CLASS_ANNOTATION)
@@ -139,7 +146,7 @@ def needs_of(book: VolumeBook, pod: Pod, unreadable: Mapping[tuple[str, str], ob
         if why:
             return VolumeNeeds(blocked=why)
         volume_name = claim.spec.volume_name
-        if volume_name and BIND_COMPLETED_ANNOTATION in claim.metadata.annotations:
+        if claim_bound(claim):
             volume = book.volumes.get(volume_name)
             if volume is None:
                 return VolumeNeeds(blocked=(f'persistentvolumeclaim "{name}" is bound to persistentvolume '

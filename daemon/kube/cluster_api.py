@@ -243,15 +243,12 @@ class KubeClusterAPI:
 
     # ------------------------------------------------------------------ bind
 
-    async def bind(self, pod: str, uid: str, node: str, claims: tuple[str, ...] = ()) -> BindOutcome:
-        """Bind one pod (bounded concurrency); the outcome is what the API says, read back when in doubt.
-        `claims` are marked with the node first (`ClusterAPI.bind`)."""
+    async def bind(self, pod: str, uid: str, node: str) -> BindOutcome:
+        """Bind one pod (bounded concurrency); the outcome is what the API says, read back when in doubt."""
         async with self.bind_limiter:
             self.metrics.binds_in_flight.inc()
             try:
-                outcome = await self._select_node(claims, node) if claims else None
-                if outcome is None:
-                    outcome = await self._bind(pod, uid, node)
+                outcome = await self._bind(pod, uid, node)
             except NotLeader as error:
                 outcome = BindOutcome("failed", reason=str(error), retriable=True)
             finally:
@@ -315,25 +312,12 @@ class KubeClusterAPI:
         return BindOutcome("failed", reason=f"HTTP {response.status}: {response.reason()}",
                            retriable=response.status >= 500 or response.status == 429)
 
-    async def _select_node(self, claims: tuple[str, ...], node: str) -> BindOutcome | None:
-        """Write `node` on each WaitForFirstConsumer claim, so its provisioner creates the volume where the pod
-        goes (what kube-scheduler's VolumeBinding PreBind writes); None when every claim took it, else the
-        failed bind (the pod is not bound: the next attempt reads the claim again)."""
+    async def select_node(self, claim: str, node: str) -> ApiOutcome:
+        """`ClusterAPI.select_node`: a merge patch of the claim's annotation, through the write gate."""
+        namespace, name = _split(claim)
+        path = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"
         body = {"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: node}}}
-        for claim in claims:
-            namespace, name = _split(claim)
-            path = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"
-            try:
-                response = await self._write("patch", "persistentvolumeclaims", "PATCH", path, body=body,
-                                             content_type=MERGE_PATCH)
-            except KubeApiError as error:
-                return BindOutcome("failed", reason=f"marking claim {claim} for node {node} failed: {error.reason}",
-                                   retriable=True)
-            if not response.ok:
-                return BindOutcome("failed", retriable=response.status != 404,
-                                   reason=(f"marking claim {claim} for node {node} failed: HTTP {response.status}: "
-                                           f"{response.reason()}"))
-        return None
+        return await self._outcome("patch", "persistentvolumeclaims", path, body, MERGE_PATCH)
 
     async def _read_back(self, pod: str, uid: str, node: str, problem: str) -> BindOutcome:
         try:

@@ -391,7 +391,15 @@ class InMemoryCluster:
         self.bind_hook = bind_hook
         self.calls: list[tuple[str, str]] = []  # (method, pod or gang key), in call order
 
-    async def bind(self, pod: str, uid: str, node: str, claims: tuple[str, ...] = ()) -> BindOutcome:
+    async def select_node(self, claim: str, node: str) -> ApiOutcome:
+        """The world's provisioner takes the node at once (`World.provision`)."""
+        self.calls.append(("select_node", claim))
+        if claim not in self.world.state.volumes.claims:
+            return ApiOutcome(ok=False, reason=f'persistentvolumeclaims "{claim}" not found', retriable=False)
+        self.world.provision((claim,), node)
+        return OK
+
+    async def bind(self, pod: str, uid: str, node: str) -> BindOutcome:
         self.calls.append(("bind", pod))
         if self.bind_hook is not None:
             answer = self.bind_hook(pod, uid, node)
@@ -406,8 +414,6 @@ class InMemoryCluster:
                                reason=f"pod {pod} is already assigned to node {info.node_name}")
         if node not in state.nodes:
             return BindOutcome(status=FAILED, reason=f"nodes \"{node}\" not found", retriable=False)
-        if claims:
-            self.world.provision(claims, node)
         self.world.pod_bound(pod, node)
         return BindOutcome(status=BOUND, node=node)
 

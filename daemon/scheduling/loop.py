@@ -28,7 +28,10 @@ in queue order and, for each:
    delays the gang (measured: 6-9 % of its time). If one member fails, its unit's binds not yet sent
    are not sent, and every member still assumed is released: members the API already bound stay
    bound (Kubernetes cannot unbind; the next attempt places the missing ones next to them). A pod is
-   never bound twice: bound pods are never pending and never re-assumed.
+   never bound twice: bound pods are never pending and never re-assumed. A plan whose pods have
+   WaitForFirstConsumer claims is bound only once they are provisioned: each is marked with its pod's
+   node (`ClusterAPI.select_node`) and waited for until bound; a claim given up, deleted or not bound
+   within `volume_binding_timeout_seconds` fails the whole plan before any Binding is sent.
 5. No plan. `GangPending(reason)` is recorded and the reason reported (`report_gang`, or
    `report_pod` for a lone pod) only when it changed, the preemption hook is asked for a plan
    (job-level preemption: evict the victims, nominate the preemptor's pods, clear lower-priority
@@ -178,7 +181,7 @@ from preemption.plan import PreemptionPlan
 from preemption.reclaim import may_reclaim
 from state.cluster import ClusterState, PodInfo, subject_of
 from state.resources import Resources
-from state.volumes import claim_keys
+from state.volumes import claim_bound, claim_keys
 
 log = structlog.get_logger("toposched.scheduler")
 
@@ -202,6 +205,9 @@ class SchedulerConfig(msgspec.Struct, frozen=True, kw_only=True):
     backoff_initial_seconds: float = 1.0
     backoff_max_seconds: float = 10.0
     max_cycles_per_instant: int = 10_000  # run_until_idle's guard against a loop that never settles
+    # How long a plan's WaitForFirstConsumer claims may take to be provisioned before its pods are bound
+    # (kube-scheduler's VolumeBinding bindTimeoutSeconds, 600 by default); past it the plan is released.
+    volume_binding_timeout_seconds: float = 600.0
 
 
 class SchedulerStats(msgspec.Struct, kw_only=True):
@@ -263,6 +269,7 @@ class Scheduler:
         # Claim key -> the pending pods that use it (pruned as they are met no longer pending): a claim's
         # change (bound, provisioned, created by the ephemeral volume controller) may let them fit.
         self._claim_users: dict[str, set[str]] = {}
+        self._claims_moved = anyio.Event()  # set (and replaced) whenever a claim changes: provisioning waits on it
         self._gang_of: dict[str, str] = {}  # pod -> its gang, to know whose membership a deletion changes
         self._room_cache: dict[tuple[int, Requests], int] = {}
         self._room_now_cache: dict[tuple[int, Requests], int] = {}  # `_room_now`'s, as of event `_room_now_seq`
@@ -403,6 +410,8 @@ class Scheduler:
             if ref is None:
                 return False
             key = object_key(ref.namespace, ref.name)
+        moved, self._claims_moved = self._claims_moved, anyio.Event()
+        moved.set()
         users = self._claim_users.get(key)
         if not users:
             return False
@@ -646,9 +655,18 @@ class Scheduler:
         `bind_concurrency` at once): the pipeline keeps up to that many Binding calls in flight while
         the cycle goes on planning, without a task per pod. Under `run()` the workers stay for the
         next binds once the queue is empty (lone pods come one `Bind` each: a task started per pod
-        otherwise); under a `run_once()` of its own they end with the queue, as its task group must."""
+        otherwise); under a `run_once()` of its own they end with the queue, as its task group must.
+        A plan whose pods have WaitForFirstConsumer claims has them provisioned first (`_provision`)."""
         binding = _Binding(bind)
         self._binding[bind.unit] = binding
+        claims = self._claims_to_provision(bind)
+        if claims:
+            group.start_soon(self._provision_then_bind, binding, claims, group)
+        else:
+            self._queue_binds(binding, group)
+
+    def _queue_binds(self, binding: _Binding, group: anyio.abc.TaskGroup) -> None:
+        bind = binding.bind
         if len(bind.binds) > 1:
             try:
                 self.api.hold_scheduled_events()
@@ -768,23 +786,81 @@ class Scheduler:
     async def _call_bind(self, unit_key: str, key: str, uid: str, node: str) -> BindOutcome:
         self.instruments.bind_started(unit_key, key, node)
         try:
-            claims = self._claims_to_select(key, node)
-            outcome = await (self.api.bind(key, uid, node, claims) if claims else self.api.bind(key, uid, node))
+            outcome = await self.api.bind(key, uid, node)
         except Exception as error:  # an adapter bug must not strand the gang's assumed pods
             log.exception("scheduler.bind_raised", pod=key, node=node)
             outcome = BindOutcome(status="failed", reason=f"{type(error).__name__}: {error}", retriable=True)
         self.instruments.bind_finished(unit_key, key, node, outcome)
         return outcome
 
-    def _claims_to_select(self, key: str, node: str) -> tuple[str, ...]:
-        """The pod's WaitForFirstConsumer claims that do not name `node` as their selected node yet."""
-        pod = self.state.pods.get(key)
-        if pod is None or not pod.obj.spec.volumes:
-            return ()
-        claims = self.state.volumes.claims
-        return tuple(claim for claim in self.state.volume_needs(pod).provision
-                     if (held := claims.get(claim)) is None
-                     or held.metadata.annotations.get(SELECTED_NODE_ANNOTATION) != node)
+    # ------------------------------------------------------------------ provisioning before binding
+
+    def _claims_to_provision(self, bind: Bind) -> dict[str, str]:
+        """The plan's WaitForFirstConsumer claims not bound yet, each with the node its pod goes to."""
+        claims: dict[str, str] = {}
+        pods = self.state.pods
+        for key, _, node in bind.binds:
+            pod = pods.get(key)
+            if pod is not None and pod.obj.spec.volumes:
+                for claim in self.state.volume_needs(pod).provision:
+                    claims.setdefault(claim, node)
+        return claims
+
+    async def _provision_then_bind(self, binding: _Binding, claims: dict[str, str],
+                                   group: anyio.abc.TaskGroup) -> None:
+        """kube-scheduler's VolumeBinding PreBind for a whole plan: its claims are marked with their
+        pods' nodes and provisioned before any pod is bound, so a provisioning that fails (or a claim
+        that goes) releases the plan whole, to be placed again, instead of leaving a bound pod that
+        never starts. Then the binds are queued, or, on a failure, settled as failed."""
+        try:
+            failure = await self._provision(claims)
+        except Exception as error:  # an adapter bug must not strand the plan's assumed pods
+            log.exception("scheduler.provision_raised", unit=binding.bind.unit)
+            failure = f"provisioning its volumes raised {type(error).__name__}: {error}"
+        if failure:
+            log.warning("scheduler.volumes_not_provisioned", unit=binding.bind.unit, reason=failure)
+            binding.failure = failure
+            binding.retriable = True
+        self._queue_binds(binding, group)
+
+    async def _provision(self, claims: dict[str, str]) -> str:
+        """Mark each claim with its node, then wait until all are bound; "" once they are, else why not."""
+        held = self.state.volumes.claims
+        for claim, node in sorted(claims.items()):
+            found = held.get(claim)
+            if found is None:
+                return f"claim {claim} is gone"
+            if found.metadata.annotations.get(SELECTED_NODE_ANNOTATION) != node:
+                outcome = await self.api.select_node(claim, node)
+                if not outcome.ok:
+                    return f"marking claim {claim} for node {node} failed: {outcome.reason}"
+        timeout = self.config.volume_binding_timeout_seconds
+        with anyio.move_on_after(timeout):
+            while True:
+                moved = self._claims_moved
+                why = self._unprovisioned(claims)
+                if why is not None:
+                    return why
+                await moved.wait()
+        return (f"its claims were not provisioned within {timeout:g} s: "
+                f"{', '.join(sorted(c for c in claims if not claim_bound(held.get(c))))}")
+
+    def _unprovisioned(self, claims: dict[str, str]) -> str | None:
+        """"" when every claim is bound, why provisioning failed when one cannot be, None while waiting."""
+        held = self.state.volumes.claims
+        waiting = False
+        for claim, node in sorted(claims.items()):
+            found = held.get(claim)
+            if found is None:
+                return f"claim {claim} was deleted while it was provisioned"
+            if claim_bound(found):
+                continue
+            if found.metadata.annotations.get(SELECTED_NODE_ANNOTATION) != node:
+                # the provisioner removes its selected node when it cannot provision there, to have it placed again
+                return (f"the provisioner of claim {claim} gave node {node} up "
+                        "(volume.kubernetes.io/selected-node removed)")
+            waiting = True
+        return None if waiting else ""
 
     # ------------------------------------------------------------------ waiting groups and nominations
 

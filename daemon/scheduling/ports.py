@@ -89,10 +89,11 @@ OK = ApiOutcome(ok=True)
 class ClusterAPI(Protocol):
     """The writes the scheduler makes. Keys are `namespace/name`; `uid` guards against a re-created pod."""
 
-    async def bind(self, pod: str, uid: str, node: str, claims: tuple[str, ...] = ()) -> BindOutcome:
-        """Bind `pod` to `node`. `claims`: its WaitForFirstConsumer claims (`namespace/name`) to be
-        provisioned for that node, marked so (`volume.kubernetes.io/selected-node`) before the Binding,
-        as kube-scheduler's VolumeBinding PreBind does; a claim that cannot be marked fails the bind."""
+    async def bind(self, pod: str, uid: str, node: str) -> BindOutcome: ...
+
+    async def select_node(self, claim: str, node: str) -> ApiOutcome:
+        """Mark a WaitForFirstConsumer claim (`namespace/name`) to be provisioned for `node`
+        (`volume.kubernetes.io/selected-node`), as kube-scheduler's VolumeBinding PreBind does."""
         ...
 
     def hold_scheduled_events(self) -> None:

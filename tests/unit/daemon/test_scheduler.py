@@ -18,6 +18,7 @@ from events.builders import bound, group_event, node, node_event, pod, pod_event
 from events.model import (
     BindFailed,
     BindRequested,
+    ClaimUpserted,
     Event,
     EvictionRequested,
     GangPending,
@@ -32,6 +33,7 @@ from events.model import (
     PodUpserted,
     PreemptionPlanned,
 )
+from events.objects import SELECTED_NODE_ANNOTATION
 from placement import Assignment, Unschedulable
 from preemption.plan import PreemptionPlan
 from state.cluster import ClusterState
@@ -64,7 +66,7 @@ class FakeAPI:
         assert self.holds > 0, "released more than held"
         self.holds -= 1
 
-    async def bind(self, pod: str, uid: str, node: str, claims: tuple[str, ...] = ()) -> BindOutcome:
+    async def bind(self, pod: str, uid: str, node: str) -> BindOutcome:
         self.calls.append(("bind", pod))
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -79,6 +81,17 @@ class FakeAPI:
             return BindOutcome(status="bound", node=node)
         finally:
             self.in_flight -= 1
+
+    async def select_node(self, claim: str, node: str) -> ApiOutcome:
+        """As the API server answers the patch: the claim now names the node (nothing provisions it)."""
+        self.calls.append(("select_node", f"{claim}@{node}"))
+        held = self.state.volumes.claims.get(claim)
+        if held is None:
+            return ApiOutcome(ok=False, reason="not found", retriable=False)
+        meta = held.metadata
+        marked = msgspec.structs.replace(meta, annotations={**meta.annotations, SELECTED_NODE_ANNOTATION: node})
+        self.journal.record(ClaimUpserted(claim=msgspec.structs.replace(held, metadata=marked)))
+        return OK
 
     async def evict(self, pod: str, uid: str, *, preemptor: str, message: str, grace_seconds: int | None) -> ApiOutcome:
         self.calls.append(("evict", pod))

@@ -1,0 +1,114 @@
+"""A plan whose pods have WaitForFirstConsumer claims: the claims are marked with their pods' nodes and
+provisioned before any pod is bound (kube-scheduler's VolumeBinding PreBind), and a provisioning that
+fails or takes too long releases the plan whole, to be placed again."""
+
+from __future__ import annotations
+
+import anyio
+import msgspec
+
+from daemon.scheduling.loop import SchedulerConfig
+from events.builders import pod, pod_event
+from events.model import BindFailed, ClaimUpserted, Event, PodForgotten, PodUpserted, StorageClassUpserted
+from events.objects import (
+    BIND_COMPLETED_ANNOTATION,
+    SELECTED_NODE_ANNOTATION,
+    ClaimMeta,
+    ObjectMeta,
+    PersistentVolumeClaim,
+    PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource,
+    StorageClass,
+    Volume,
+)
+
+from .test_scheduler import Harness, gang, nodes, wait_for
+
+WFFC = StorageClassUpserted(storage_class=StorageClass(metadata=ObjectMeta(name="gp3"), provisioner="ebs.csi.aws.com",
+                                                       volume_binding_mode="WaitForFirstConsumer"))
+
+
+def claim(name: str) -> ClaimUpserted:
+    return ClaimUpserted(claim=PersistentVolumeClaim(
+        metadata=ClaimMeta(name=name, namespace="default", uid=f"uid-{name}"),
+        spec=PersistentVolumeClaimSpec(storage_class_name="gp3")))
+
+
+def with_claims(events: list[Event]) -> list[Event]:
+    """A gang's pod events, each pod with a claim of its own (`data-<pod>`)."""
+    out: list[Event] = []
+    for event in events:
+        if isinstance(event, PodUpserted):
+            obj = event.pod
+            volume = Volume(name="data", persistent_volume_claim=PersistentVolumeClaimVolumeSource(
+                claim_name=f"data-{obj.metadata.name}"))
+            event = PodUpserted(pod=msgspec.structs.replace(obj, spec=msgspec.structs.replace(obj.spec,
+                                                                                            volumes=[volume])),
+                                time=event.time)
+        out.append(event)
+    return out
+
+
+def provisioned(h: Harness, key: str) -> None:
+    """What the provisioner and the PV controller leave on a claim: bound to a new volume."""
+    held = h.state.volumes.claims[key]
+    meta = held.metadata
+    h.add(ClaimUpserted(claim=msgspec.structs.replace(
+        held,
+        metadata=msgspec.structs.replace(meta, annotations={**meta.annotations, BIND_COMPLETED_ANNOTATION: "yes"}),
+        spec=msgspec.structs.replace(held.spec, volume_name=f"pv-{meta.name}"))))
+
+
+def given_up(h: Harness, key: str) -> None:
+    """What a provisioner that cannot provision on the selected node does: it removes the annotation."""
+    held = h.state.volumes.claims[key]
+    meta = held.metadata
+    kept = {k: v for k, v in meta.annotations.items() if k != SELECTED_NODE_ANNOTATION}
+    h.add(ClaimUpserted(claim=msgspec.structs.replace(held, metadata=msgspec.structs.replace(meta, annotations=kept))))
+
+
+CLAIMS = [f"default/data-train-{i}" for i in range(2)]
+
+
+async def test_no_pod_is_bound_before_every_claim_of_its_plan_is_provisioned() -> None:
+    h = Harness()
+    h.add(*nodes(2), WFFC, *(claim(key.partition("/")[2]) for key in CLAIMS), *with_claims(gang("train", 2)))
+    async with anyio.create_task_group() as group:
+        group.start_soon(h.scheduler.run_once)
+        await wait_for(lambda: len([c for c in h.api.calls if c[0] == "select_node"]) == 2)
+        marked = {h.state.volumes.claims[key].metadata.annotations[SELECTED_NODE_ANNOTATION] for key in CLAIMS}
+        assert marked == {"n0", "n1"}
+        provisioned(h, CLAIMS[0])
+        await anyio.sleep(0.01)
+        assert not [c for c in h.api.calls if c[0] == "bind"]  # one claim is still being provisioned
+        provisioned(h, CLAIMS[1])
+    assert sorted(h.bound_pods()) == ["default/train-0", "default/train-1"]
+
+
+async def test_a_provisioner_giving_the_node_up_releases_the_plan_and_the_gang_is_placed_again() -> None:
+    h = Harness()
+    h.add(*nodes(2), WFFC, *(claim(key.partition("/")[2]) for key in CLAIMS), *with_claims(gang("train", 2)))
+    async with anyio.create_task_group() as group:
+        group.start_soon(h.scheduler.run_once)
+        await wait_for(lambda: len([c for c in h.api.calls if c[0] == "select_node"]) == 2)
+        given_up(h, CLAIMS[1])
+    assert h.bound_pods() == {} and not [c for c in h.api.calls if c[0] == "bind"]
+    assert sorted(h.pods(PodForgotten)) == ["default/train-0", "default/train-1"]
+    assert "gave node" in h.state.gangs["default/train"].last_reason
+    assert not h.pods(BindFailed)  # no Binding was sent
+    h.clock.advance_to(h.clock.time + 30)  # past its backoff
+    async with anyio.create_task_group() as group:  # placed again: the claim given up is marked anew
+        group.start_soon(h.scheduler.run_once)
+        await wait_for(lambda: len([c for c in h.api.calls if c[0] == "select_node"]) >= 3)
+        for key in CLAIMS:
+            provisioned(h, key)
+    assert sorted(h.bound_pods()) == ["default/train-0", "default/train-1"]
+
+
+async def test_claims_not_provisioned_in_time_release_the_plan_saying_which() -> None:
+    h = Harness(config=SchedulerConfig(retry_parked_seconds=None, volume_binding_timeout_seconds=0.05))
+    h.add(*nodes(1), WFFC, claim("data-solo"), *with_claims([pod_event(pod("solo", gpus=1))]))
+    await h.scheduler.run_once()
+    assert h.bound_pods() == {} and h.pods(PodForgotten) == ["default/solo"]
+    reason = h.scheduler.shown_reason("default/solo")
+    assert "not provisioned within 0.05 s: default/data-solo" in reason
