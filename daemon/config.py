@@ -33,6 +33,7 @@ Example (every key optional; these are the defaults):
       backoff_max_seconds: 30
       missing_crd_retry_seconds: 60
       bind_retry_attempts: 5
+      volume_binding_seconds: 600  # how long a plan's WaitForFirstConsumer claims may take to be provisioned
     event_log:
       max_record_bytes: 1048576       # an object bigger than this once slimmed is logged as its core
       retention_bytes: 1073741824     # history older than the newest snapshot kept, at most this many bytes
@@ -96,6 +97,7 @@ class TimeoutConfig(_Section, frozen=True):
     backoff_max_seconds: PositiveFloat = 30.0
     missing_crd_retry_seconds: PositiveFloat = 60.0
     bind_retry_attempts: PositiveInt = 5
+    volume_binding_seconds: PositiveFloat = 600.0
 
 
 class EventLogConfig(_Section, frozen=True):

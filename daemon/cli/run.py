@@ -298,7 +298,8 @@ class Daemon:
             self.journal, self.api,
             config=SchedulerConfig(bind_concurrency=self.config.bind_concurrency,
                                    backoff_initial_seconds=timeouts.backoff_initial_seconds,
-                                   backoff_max_seconds=timeouts.backoff_max_seconds),
+                                   backoff_max_seconds=timeouts.backoff_max_seconds,
+                                   volume_binding_timeout_seconds=timeouts.volume_binding_seconds),
             preemptor=JobPreemptor(), instruments=self.observer,
         )
         self.scheduler = scheduler
