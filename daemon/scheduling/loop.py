@@ -826,14 +826,27 @@ class Scheduler:
     async def _provision(self, claims: dict[str, str]) -> str:
         """Mark each claim with its node, then wait until all are bound; "" once they are, else why not."""
         held = self.state.volumes.claims
+        to_mark: list[tuple[str, str]] = []
         for claim, node in sorted(claims.items()):
             found = held.get(claim)
             if found is None:
                 return f"claim {claim} is gone"
             if found.metadata.annotations.get(SELECTED_NODE_ANNOTATION) != node:
+                to_mark.append((claim, node))
+        failures: list[str] = []
+        limiter = anyio.CapacityLimiter(self.config.bind_concurrency)  # a gang's claims, marked as its binds go
+
+        async def mark(claim: str, node: str) -> None:
+            async with limiter:
                 outcome = await self.api.select_node(claim, node)
-                if not outcome.ok:
-                    return f"marking claim {claim} for node {node} failed: {outcome.reason}"
+            if not outcome.ok:
+                failures.append(f"marking claim {claim} for node {node} failed: {outcome.reason}")
+
+        async with anyio.create_task_group() as marking:
+            for claim, node in to_mark:
+                marking.start_soon(mark, claim, node)
+        if failures:
+            return min(failures)
         timeout = self.config.volume_binding_timeout_seconds
         with anyio.move_on_after(timeout):
             while True:
