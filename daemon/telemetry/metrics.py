@@ -52,8 +52,8 @@ tried at the next cycle), `backoff` (a Binding failed: waiting its backoff), `un
 until a change could help), and `permit` for pods assumed and held at Permit until their gang reaches
 minMember. `reason` is the class of the last outcome (`daemon.telemetry.tracing.REASON_CLASSES`):
 `new` (not tried yet), `capacity`, `topology` (MustGather, a hard tier, a sub-group), `quota`,
-`waiting-for-members`, `pod-fit` (no node admits a pod), `invalid`, `permit`, `timeout`,
-`bind-failed`, `error`.
+`waiting-for-members`, `pod-fit` (no node admits a pod), `invalid`, `waiting-for-volumes` (a claim not
+usable yet: missing, unbound, ...), `permit`, `timeout`, `bind-failed`, `error`.
 
 Also on the same registry: prometheus_client's process collector (`process_cpu_seconds_total`,
 `process_resident_memory_bytes`, `process_open_fds`, ...: watch memory against the Deployment's

@@ -143,6 +143,7 @@ _CONSTRAINT_CLASS = {
     "members": "waiting-for-members",
     "invalid": "invalid",
     "pod-fit": "pod-fit",
+    "volume": "waiting-for-volumes",  # a claim not usable yet (missing, unbound, ...): state/volumes.py
 }
 REASON_CLASSES = (REASON_NEW, *dict.fromkeys(_CONSTRAINT_CLASS.values()), REASON_PERMIT, REASON_TIMEOUT,
                   REASON_BIND_FAILED, REASON_ERROR)

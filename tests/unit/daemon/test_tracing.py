@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import msgspec
 import pytest
 import structlog
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -15,7 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from daemon.telemetry.metrics import Metrics
 from daemon.telemetry.tracing import SchedulingObserver
 from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
-from events.model import GangPending, PodDeleted, PodGroupDeleted
+from events.model import GangPending, PodDeleted, PodGroupDeleted, PodUpserted
+from events.objects import PersistentVolumeClaimVolumeSource, Volume
 from state.cluster import ClusterState
 from tests.unit.daemon.test_scheduler import FixedPreemptor, Harness, evict_low_0_for_high_0, gang, nodes
 
@@ -193,3 +195,18 @@ async def test_a_lone_pod_that_binds_writes_one_info_line_and_its_details_at_deb
     assert [e["event"] for e in mine if e["log_level"] == "info"] == ["pod.bound"]
     assert [e["event"] for e in mine if e["log_level"] == "debug"] == ["pod.arrived", "pod.attempt", "pod.placed"]
     assert mine[1]["attempt"] == 1 and mine[1]["outcome"] == "planned" and mine[-1]["node"] == "n0"
+
+
+async def test_a_gang_waiting_for_a_claim_is_pending_for_volumes() -> None:
+    t = Traced()
+    volume = Volume(name="data", persistent_volume_claim=PersistentVolumeClaimVolumeSource(claim_name="absent"))
+    events = gang("stateful", 2)
+    with_claim = [PodUpserted(pod=msgspec.structs.replace(e.pod, spec=msgspec.structs.replace(e.pod.spec,
+                                                                                            volumes=[volume])))
+                  if isinstance(e, PodUpserted) else e for e in events]
+    t.h.add(*nodes(4), *with_claim)
+    await t.h.settle()
+    t.observer.refresh_gauges(t.h.scheduler)
+    sample = t.metrics.registry.get_sample_value(
+        "toposched_pending_pods", {"queue": "unschedulable", "reason": "waiting-for-volumes"})
+    assert sample == 2
