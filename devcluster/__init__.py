@@ -10,7 +10,8 @@ Python API
     from devcluster import DevCluster, BackgroundDevCluster
 
     async with DevCluster(port=0, history=10_000, kubelet=True, kubelet_delay=0.05, pod_gc=True, volumes=True,
-                          bookmark_interval=1.0, autocreate_namespaces=True, fault_seed=0) as cluster:
+                          disruption=True, bookmark_interval=1.0, autocreate_namespaces=True,
+                          fault_seed=0) as cluster:
         cluster.url                                  # "http://127.0.0.1:<port>"
         cluster.write_kubeconfig(path)               # -> Path; cluster.kubeconfig() -> dict
         cluster.load_objects([obj, ...])             # create in order; bound pods start Running
@@ -21,6 +22,7 @@ Python API
         cluster.pod_gc                               # PodGarbageCollector | None (a deleted node's pods go)
         cluster.volumes                              # VolumeController | None (PV controller + provisioners)
         cluster.ephemeral_volumes                    # EphemeralVolumeController | None (pods' ephemeral claims)
+        cluster.disruption                           # DisruptionController | None (PodDisruptionBudget status)
 
     with BackgroundDevCluster(**same_options) as bg:  # served from a daemon thread
         bg.url; bg.write_kubeconfig(path)
@@ -44,7 +46,8 @@ with the HTTP code and reason a real server would answer):
                                                          clears nominatedNodeName as 1.35 does)
     evict(namespace, name, *, grace_period_seconds=None, preconditions=None) -> dict
                                                          (under the PodDisruptionBudgets, see below; uid and
-                                                         resourceVersion preconditions 409)
+                                                         resourceVersion preconditions 409; the pod marked
+                                                         DisruptionTarget, then deleted)
     load_objects(objs) -> list[dict]; count(resource) -> int
     resource_version -> int; oldest_resumable -> int
     watch(resource, namespace="", predicate=None, resource_version="") -> (Watcher, backlog)
@@ -82,12 +85,13 @@ ClusterNetworkTopology, topology.volcano.sh HyperNode, scheduling.sigs.k8s.io an
 ElasticQuotas and scheduling.volcano.sh Queues (each + status). Stored only, so that the
 manifests under ops/ apply (`kubectl apply [--dry-run=client] -k ops/`): v1 ConfigMap, Secret
 (stringData written into data), ServiceAccount, Service (+ status), apps/v1 Deployment, StatefulSet,
-DaemonSet (+ status), policy/v1 PodDisruptionBudget (+ status), rbac.authorization.k8s.io/v1 Role,
+DaemonSet (+ status), rbac.authorization.k8s.io/v1 Role,
 ClusterRole, RoleBinding, ClusterRoleBinding, apiextensions.k8s.io/v1 CustomResourceDefinition
 (+ status): real scope, discovery (short names, categories), OpenAPI v3, strict validation and
 `kubectl get` tables, but no controller acts on them (a Deployment makes no pods, RBAC is not
-enforced, a Service gets no cluster IP, no scale subresource, no budget status; evictions read the
-budgets, below) and a created CRD serves nothing new (the custom resources above are built in). A
+enforced, a Service gets no cluster IP, no scale subresource) and a created CRD serves nothing new (the
+custom resources above are built in). policy/v1 PodDisruptionBudgets (+ status) are served with the
+same care, and a disruption controller keeps their status (Evictions, below). A
 list's items are written as kube-apiserver writes them:
 without apiVersion and kind for the kinds built into a real cluster (kubernetes/kubernetes#3030), with
 them for those that are custom resources there. Every write goes through the API server pipeline of the
@@ -119,13 +123,24 @@ PV controller writes; a deleted claim's volume is Released (deleted under the De
 volume controller creates `<pod>-<volume>` claims owned by their pods, deleted with them. No
 pvc-protection finalizers: deletions are immediate.
 
-Evictions: the eviction subresource enforces policy/v1 PodDisruptionBudgets as kube-apiserver's eviction
-handler does (devcluster/disruption.py), the budget's status computed at the eviction as the disruption
-controller would (but expectedPods from the pods the budget selects, not from their controllers'
-scale). A Pending, terminal or terminating pod goes regardless; a refusal is 429 TooManyRequests with a
+Evictions and budgets (devcluster/disruption.py, disruption_controller.py): the eviction subresource
+enforces policy/v1 PodDisruptionBudgets as kube-apiserver's eviction handler does, the budget's status
+computed at the eviction as the disruption controller would (but expectedPods from the pods the budget
+selects, not from their controllers' scale; a pod awaited in the stored `status.disruptedPods` is not
+healthy). A Pending, terminal or terminating pod goes regardless; a refusal is 429 TooManyRequests with a
 DisruptionBudget cause ("The disruption budget NAME needs D healthy pods and has C currently") and no
 Retry-After; a pod two budgets select gets the handler's failure Status (code 500) with HTTP 201, as
-the real server answers it; the uid / resourceVersion preconditions of its deleteOptions are 409.
+the real server answers it; the uid / resourceVersion preconditions of its deleteOptions are 409. An
+eviction that spends a disruption writes the handler's bookkeeping into the budget's status
+(disruptionsAllowed one less, the pod in `disruptedPods` with the time); every eviction that goes first
+gives the pod the condition DisruptionTarget=True, reason EvictionByEvictionAPI, message "Eviction API:
+evicting", then deletes it (a pod already marked DisruptionTarget=True keeps its condition, where a real
+server rewrites the reason: a known difference, see disruption.with_disruption_target). The disruption
+controller (DevCluster(disruption=False): none) writes each budget's status when the budget or a pod it
+selects changes: currentHealthy, desiredHealthy, expectedPods, disruptionsAllowed, observedGeneration,
+the DisruptionAllowed condition (SufficientPods / InsufficientPods / SyncFailed) and `disruptedPods` (an
+entry leaves once its pod is being deleted or gone, or two minutes after the eviction); only when it
+changes.
 
 Command line: `toposched devcluster [--port N] [--kubeconfig PATH] [--load SCENARIO] [--fault RULE ...]
 [--fault-seed N]` (see cli.py).
@@ -133,6 +148,7 @@ Command line: `toposched devcluster [--port N] [--kubeconfig PATH] [--load SCENA
 
 from devcluster.audit import AuditLog, AuditRecord
 from devcluster.cluster import BackgroundDevCluster, DevCluster, kubeconfig
+from devcluster.disruption_controller import DisruptionController
 from devcluster.ephemeral import EphemeralVolumeController
 from devcluster.errors import ApiError
 from devcluster.faults import FaultInjector, FaultRule, FaultSpec, FaultSpecError, parse_fault
@@ -149,6 +165,7 @@ __all__ = [
     "AuditRecord",
     "BackgroundDevCluster",
     "DevCluster",
+    "DisruptionController",
     "EphemeralVolumeController",
     "FakeKubelet",
     "FaultInjector",

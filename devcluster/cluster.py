@@ -1,5 +1,5 @@
-"""`DevCluster`: the store, the HTTP server, the fake kubelet, pod GC, the volume controllers and the fault
-injector, together.
+"""`DevCluster`: the store, the HTTP server, the fake kubelet, pod GC, the volume controllers, the disruption
+controller and the fault injector, together.
 
     async with DevCluster(port=0, history=10_000) as cluster:
         cluster.write_kubeconfig(path)      # for kubernetes-asyncio or kubectl
@@ -29,6 +29,7 @@ import yaml
 from aiohttp import web
 
 from devcluster.audit import AuditLog
+from devcluster.disruption_controller import DisruptionController
 from devcluster.ephemeral import EphemeralVolumeController
 from devcluster.faults import FaultInjector
 from devcluster.kubelet import FakeKubelet, running_status
@@ -67,6 +68,7 @@ class DevCluster:
         kubelet_delay: float = 0.05,
         pod_gc: bool = True,
         volumes: bool = True,
+        disruption: bool = True,
         bookmark_interval: float = 1.0,
         autocreate_namespaces: bool = True,
         fault_seed: int = 0,
@@ -80,6 +82,8 @@ class DevCluster:
         self.volumes: VolumeController | None = VolumeController(self.store) if volumes else None
         self.ephemeral_volumes: EphemeralVolumeController | None = \
             EphemeralVolumeController(self.store) if volumes else None
+        # PodDisruptionBudget status (disruption=False: none written but by evictions' bookkeeping).
+        self.disruption: DisruptionController | None = DisruptionController(self.store) if disruption else None
         self._requested_port = port
         self._bookmark_interval = bookmark_interval
         self._runner: web.ServerRunner | None = None
@@ -111,6 +115,8 @@ class DevCluster:
             self.volumes.start()
         if self.ephemeral_volumes is not None:
             self.ephemeral_volumes.start()
+        if self.disruption is not None:
+            self.disruption.start()
 
     async def stop(self) -> None:
         if self.kubelet is not None:
@@ -121,6 +127,8 @@ class DevCluster:
             self.volumes.stop()
         if self.ephemeral_volumes is not None:
             self.ephemeral_volumes.stop()
+        if self.disruption is not None:
+            self.disruption.stop()
         self.store.close_watches()
         if self._runner is not None:
             await self._runner.cleanup()

@@ -6,15 +6,15 @@ and the documents are generic over this table; adding a kind means adding a row 
 `schemas.py`), never a branch in the request path.
 
 Two sorts of rows. The kinds toposched works with (pods, nodes, leases, the topology and gang custom
-resources, the storage kinds PersistentVolumeClaim, PersistentVolume and storage.k8s.io/v1 StorageClass, ...)
-have behaviour elsewhere (binding, eviction, grace periods, the fake kubelet, the volume controllers of
-`volumes.py` and `ephemeral.py`, the storage admission and validation of `storage.py`). The
-stored-only kinds (ConfigMap, Secret, ServiceAccount, Service, apps/v1 Deployment, StatefulSet and
-DaemonSet, policy/v1 PodDisruptionBudget, RBAC, apiextensions.k8s.io/v1 CustomResourceDefinition) are
-served so that the manifests we ship (ops/) apply with kubectl: plain objects with the real scope,
-names, status subresource and discovery entries, and nothing acts on them (no controller creates a
-Deployment's pods, no RBAC is enforced, no Service gets a cluster IP, no disruption controller writes a
-PodDisruptionBudget's status; the eviction subresource reads the budgets themselves). Creating a
+resources, the storage kinds PersistentVolumeClaim, PersistentVolume and storage.k8s.io/v1 StorageClass,
+policy/v1 PodDisruptionBudget, ...) have behaviour elsewhere (binding, eviction, grace periods, the fake
+kubelet, the volume controllers of `volumes.py` and `ephemeral.py`, the storage admission and validation
+of `storage.py`, the budgets' status written by the disruption controller of `disruption_controller.py`
+and read by the eviction subresource). The stored-only kinds (ConfigMap, Secret, ServiceAccount,
+Service, apps/v1 Deployment, StatefulSet and DaemonSet, RBAC, apiextensions.k8s.io/v1
+CustomResourceDefinition) are served so that the manifests we ship (ops/) apply with kubectl: plain
+objects with the real scope, names, status subresource and discovery entries, and nothing acts on them
+(no controller creates a Deployment's pods, no RBAC is enforced, no Service gets a cluster IP). Creating a
 CustomResourceDefinition object makes devcluster serve nothing new: the custom resources it serves are
 the rows of this table.
 
@@ -92,6 +92,7 @@ RESOURCES: tuple[ResourceDef, ...] = (
     ResourceDef("apps", "v1", "Deployment", "deployments", "deployment", True, ("status",), ("deploy",), ("all",)),
     ResourceDef("apps", "v1", "StatefulSet", "statefulsets", "statefulset", True, ("status",), ("sts",), ("all",)),
     ResourceDef("apps", "v1", "DaemonSet", "daemonsets", "daemonset", True, ("status",), ("ds",), ("all",)),
+    # Not stored-only: its status is written by devcluster/disruption_controller.py and by evictions.
     ResourceDef("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget", True,
                 ("status",), ("pdb",)),
     ResourceDef("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", "clusterrole", False),

@@ -12,7 +12,8 @@ carries only status, graceful pod deletion (deletionTimestamp now, removal after
 unscheduled pods go at once), finalizers, binding (409 if already bound, being deleted or still gated,
 uid precondition), scheduling gates (a created gated pod gets PodScheduled=False/SchedulingGated; gates
 unique, only removed, never with spec.nodeName at create), eviction under the PodDisruptionBudgets (as the
-eviction handler enforces them, their status computed at the eviction: devcluster/disruption.py), a
+eviction handler enforces them, their status computed at the eviction: devcluster/disruption.py; the
+handler's bookkeeping in the budget's status and the evicted pod's DisruptionTarget condition), a
 Secret's stringData written into data, the storage kinds' defaulting, DefaultStorageClass admission and
 validation (devcluster/storage.py).
 
@@ -65,6 +66,7 @@ SYSTEM_PRIORITY_CLASSES = (
 )
 _UNDELETABLE_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 _BY_KEY = {r.key: r for r in RESOURCES}
+_BUDGETS = _BY_KEY["poddisruptionbudgets.policy"]
 _NAME_CHARS = string.ascii_lowercase + string.digits
 
 
@@ -562,12 +564,14 @@ class Store:
         disruption controller would have written computed now (devcluster/disruption.py): 429 with a
         DisruptionBudget cause when it refuses, an `ApiError` with code 500 answered as HTTP 201 when more
         than one budget selects the pod. Then the uid / resourceVersion preconditions (409, in the
-        handler's words) and the deletion.
+        handler's words). A disruption spent is written into the budget's status (disruptionsAllowed one
+        less, the pod in disruptedPods), the pod gets the DisruptionTarget condition, and it is deleted.
         """
         pod = self.get("pods", name, namespace)
-        budgets = self.list("poddisruptionbudgets.policy", namespace)
+        budgets = self.list(_BUDGETS, namespace)
+        spent = None
         if budgets and not disruption.ignores_budgets(pod):
-            disruption.check_eviction(pod, budgets, lambda: self.list("pods", namespace))
+            spent = disruption.check_eviction(pod, budgets, lambda: self.list("pods", namespace), self.clock())
         meta = pod["metadata"]
         uid, rv = (preconditions or {}).get("uid"), (preconditions or {}).get("resourceVersion")
         if uid and uid != meta.get("uid"):
@@ -577,6 +581,17 @@ class Store:
             raise errors.conflict("Pod", name, f"the ResourceVersion in the precondition ({rv}) does not match the "
                                   f"ResourceVersion in record ({meta.get('resourceVersion')}). The object might "
                                   "have been modified")
+        stamp = now_rfc3339(self.clock)
+        if spent is not None:  # the handler's checkAndDecrement, before it touches the pod
+            budget = spent.budget
+            self.update_in(_BUDGETS, str(budget["metadata"]["name"]), namespace, {
+                **budget, "status": disruption.evicted_status(budget, spent.status, name, stamp)},
+                subresource="status")
+        marked = disruption.with_disruption_target(pod, stamp)
+        if marked is not None:
+            pod = self.update_in(resolve("pods"), name, namespace, {**pod, "status": marked}, subresource="status")
+            if self.find("pods", name, namespace) is None:  # a terminating pod past its grace period: gone now
+                return pod
         return self.delete("pods", name, namespace, grace_period_seconds=grace_period_seconds)
 
     def load_objects(self, objects: Iterable[Obj]) -> Objs:

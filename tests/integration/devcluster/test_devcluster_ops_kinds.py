@@ -208,7 +208,7 @@ def test_unknown_top_level_field_is_a_422_and_a_missing_object_a_404(
     assert answer["message"] == f'{plural}{"." + group if group else ""} "absent" not found'
 
 
-@pytest.mark.parametrize("plural", ["deployments", "poddisruptionbudgets", "customresourcedefinitions"])
+@pytest.mark.parametrize("plural", ["deployments", "daemonsets", "customresourcedefinitions"])
 def test_status_is_a_subresource_a_create_and_an_update_cannot_write(
         background: tuple[BackgroundDevCluster, Kubectl], plural: str) -> None:
     cluster, _ = background

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
 import pytest
 
 from devcluster import DevCluster
+from devcluster.disruption import DELETION_TIMEOUT
+from devcluster.store import now_rfc3339
 
 from .manifests import pod
 
@@ -228,3 +233,119 @@ async def test_budgets_are_served_as_policy_v1_only(cluster: DevCluster) -> None
             assert [v["version"] for v in (await response.json())["versions"]] == ["v1"]
         async with http.get("/apis/policy/v1beta1/namespaces/default/poddisruptionbudgets") as response:
             assert response.status == 404
+
+
+# --------------------------------------------------------------------------- what an eviction writes
+
+async def _watch_pod(cluster: DevCluster, name: str, since: str, until: Callable[[dict[str, Any]], bool]
+                     ) -> list[tuple[str, dict[str, Any]]]:
+    """The watch events of pod `name` after resourceVersion `since`, read over HTTP until `until(event)`."""
+    seen: list[tuple[str, dict[str, Any]]] = []
+    async with aiohttp.ClientSession(base_url=cluster.url) as http, http.get(
+            "/api/v1/namespaces/default/pods", params={"watch": "1", "resourceVersion": since,
+                                                      "fieldSelector": f"metadata.name={name}",
+                                                      "timeoutSeconds": "5"}) as response:
+        async for line in response.content:
+            event = json.loads(line)
+            seen.append((event["type"], event["object"]))
+            if until(event):
+                break
+    return seen
+
+
+def _disruption_target(pod: dict[str, Any]) -> dict[str, Any] | None:
+    return next((c for c in pod["status"].get("conditions") or [] if c["type"] == "DisruptionTarget"), None)
+
+
+@pytest.mark.parametrize(("name", "under_budget"), [("a", True), ("a", False), ("unbound", True)])
+async def test_an_evicted_pod_is_marked_as_a_disruption_target_before_it_is_deleted(
+        cluster: DevCluster, name: str, under_budget: bool) -> None:
+    unbound = pod("unbound")
+    unbound["metadata"]["labels"] = {"app": "web"}
+    cluster.load_objects([running("a"), running("b"), unbound] + ([budget("web", maxUnavailable=2)]
+                                                                  if under_budget else []))
+    since = str(cluster.store.resource_version)
+    assert (await evict(cluster, name))[0] == 201
+    events = await _watch_pod(cluster, name, since, lambda e: e["type"] == "DELETED"
+                              or bool(e["object"]["metadata"].get("deletionTimestamp")))
+    (first_type, marked), (_, deleted) = events[0], events[-1]
+    assert first_type == "MODIFIED" and not marked["metadata"].get("deletionTimestamp")
+    condition = _disruption_target(marked)
+    assert condition is not None
+    assert condition == {"type": "DisruptionTarget", "status": "True", "lastProbeTime": None,
+                         "lastTransitionTime": condition["lastTransitionTime"], "reason": "EvictionByEvictionAPI",
+                         "message": "Eviction API: evicting"}
+    assert _disruption_target(deleted) == condition  # a bound pod terminating, an unbound one gone at once
+
+
+async def test_a_refused_eviction_leaves_the_pod_unmarked(cluster: DevCluster) -> None:
+    cluster.load_objects([running("a"), budget("web", minAvailable=1)])
+    assert (await evict(cluster, "a"))[0] == 429
+    assert _disruption_target(cluster.store.get("pods", "a", "default")) is None
+
+
+@pytest.fixture
+async def without_controller() -> AsyncIterator[DevCluster]:
+    """A cluster whose budgets' status only the eviction handler writes."""
+    async with DevCluster(port=0, history=1000, kubelet_delay=0.01, disruption=False) as started:
+        yield started
+
+
+async def _budget_status(cluster: DevCluster, name: str = "web") -> dict[str, Any]:
+    async with aiohttp.ClientSession(base_url=cluster.url) as http, http.get(
+            f"/apis/policy/v1/namespaces/default/poddisruptionbudgets/{name}/status") as response:
+        assert response.status == 200
+        status: dict[str, Any] = (await response.json()).get("status") or {}
+        return status
+
+
+async def test_an_eviction_that_spends_a_disruption_writes_the_handlers_bookkeeping(
+        without_controller: DevCluster) -> None:
+    cluster = without_controller
+    cluster.load_objects([running("a"), running("b"), running("c"), budget("web", minAvailable=1)])
+    assert await _budget_status(cluster) == {}  # no controller
+    assert (await evict(cluster, "a"))[0] == 201
+    status = await _budget_status(cluster)
+    evicted_at = status["disruptedPods"]["a"]
+    assert evicted_at == status["conditions"][0]["lastTransitionTime"]
+    # The status the handler decided on (3 healthy of 3, 1 wanted), one disruption spent.
+    assert status == {"observedGeneration": 1, "disruptedPods": {"a": evicted_at}, "disruptionsAllowed": 1,
+                      "currentHealthy": 3, "desiredHealthy": 1, "expectedPods": 3,
+                      "conditions": [{"type": "DisruptionAllowed", "status": "True", "observedGeneration": 1,
+                                      "lastTransitionTime": evicted_at, "reason": "SufficientPods", "message": ""}]}
+    assert (await evict(cluster, "b"))[0] == 201
+    status = await _budget_status(cluster)
+    # "a" is being deleted: out of the map the handler read; the last disruption spent turns the condition.
+    assert set(status["disruptedPods"]) == {"b"}
+    assert (status["disruptionsAllowed"], status["currentHealthy"]) == (0, 2)
+    assert [(c["status"], c["reason"]) for c in status["conditions"]] == [("False", "InsufficientPods")]
+
+
+async def test_an_unready_pod_evicted_under_a_healthy_budget_spends_no_disruption(
+        without_controller: DevCluster) -> None:
+    cluster = without_controller
+    cluster.load_objects([running("a"), running("b"), running("sick", ready=False), budget("web", minAvailable=1)])
+    assert (await evict(cluster, "sick"))[0] == 201
+    assert await _budget_status(cluster) == {}
+    assert _disruption_target(cluster.store.get("pods", "sick", "default")) is not None
+
+
+async def _put_disrupted(cluster: DevCluster, disrupted: dict[str, str]) -> None:
+    current = cluster.store.get("poddisruptionbudgets.policy", "web", "default")
+    body = {**current, "status": {**(current.get("status") or {}), "disruptedPods": disrupted}}
+    async with aiohttp.ClientSession(base_url=cluster.url) as http, http.put(
+            "/apis/policy/v1/namespaces/default/poddisruptionbudgets/web/status", json=body) as response:
+        assert response.status == 200, await response.text()
+
+
+@pytest.mark.parametrize(("age", "expected"), [(60, 429), (DELETION_TIMEOUT + 60, 201)])
+async def test_a_pod_awaited_in_disrupted_pods_is_not_healthy_until_its_eviction_times_out(
+        without_controller: DevCluster, age: float, expected: int) -> None:
+    cluster = without_controller
+    cluster.load_objects([running("a"), running("b"), running("c"), budget("web", minAvailable=2)])
+    # An eviction of "b" another API server let go and whose deletion has not been seen yet.
+    await _put_disrupted(cluster, {"b": now_rfc3339(lambda: time.time() - age)})
+    status, body, _ = await evict(cluster, "a")
+    assert status == expected
+    if expected == 429:
+        assert body == refusal("The disruption budget web needs 2 healthy pods and has 2 currently")
