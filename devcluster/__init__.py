@@ -134,8 +134,8 @@ the real server answers it; the uid / resourceVersion preconditions of its delet
 eviction that spends a disruption writes the handler's bookkeeping into the budget's status
 (disruptionsAllowed one less, the pod in `disruptedPods` with the time); every eviction that goes first
 gives the pod the condition DisruptionTarget=True, reason EvictionByEvictionAPI, message "Eviction API:
-evicting", then deletes it (a pod already marked DisruptionTarget=True keeps its condition, where a real
-server rewrites the reason: a known difference, see disruption.with_disruption_target). The disruption
+evicting", then deletes it (a DisruptionTarget condition the pod had, a scheduler's, is rewritten so,
+keeping its transition time, as the real server rewrites it). The disruption
 controller (DevCluster(disruption=False): none) writes each budget's status when the budget or a pod it
 selects changes: currentHealthy, desiredHealthy, expectedPods, disruptionsAllowed, observedGeneration,
 the DisruptionAllowed condition (SufficientPods / InsufficientPods / SyncFailed) and `disruptedPods` (an

@@ -256,16 +256,9 @@ def evicted_status(budget: Obj, status: BudgetStatus, pod_name: str, stamp: str)
 def with_disruption_target(pod: Obj, stamp: str) -> Obj | None:
     """The pod's status with the condition the eviction handler sets before deleting it (DisruptionTarget
     True, EvictionByEvictionAPI), as podutil.UpdatePodCondition sets it; None if it has it already.
-
-    Known difference: a pod already marked DisruptionTarget=True by someone else keeps that condition
-    (None). The real handler rewrites its reason and message (keeping only the transition time), so a
-    victim toposched's preemption marks PreemptionByScheduler and then evicts shows EvictionByEvictionAPI
-    on a real cluster; the integration tests of the preemption path still expect the scheduler's reason.
-    """
+    A DisruptionTarget someone else set (a scheduler's PreemptionByScheduler) is rewritten, as the real
+    handler rewrites it, keeping only its transition time."""
     status = _dict(pod.get("status"))
-    if any(isinstance(c, dict) and c.get("type") == DISRUPTION_TARGET and c.get("status") == "True"
-           for c in status.get("conditions") or []):
-        return None
     wanted: Obj = {"type": DISRUPTION_TARGET, "status": "True", "lastProbeTime": None, "lastTransitionTime": "",
                    "reason": EVICTED_BY_EVICTION_API, "message": EVICTION_MESSAGE}
     conditions = _with_condition(status.get("conditions"), wanted, stamp)

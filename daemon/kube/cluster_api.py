@@ -14,7 +14,9 @@ What each write is, and how its answer is read:
   names the budget.
 - nominate: merge patch of pods/NAME/status `status.nominatedNodeName` (null clears it).
 - disruption condition: strategic merge patch of pods/NAME/status adding the `DisruptionTarget`
-  condition (reason `PreemptionByScheduler`, message naming the preemptor job and triggering pod).
+  condition (reason `PreemptionByScheduler`, message naming the preemptor job and triggering pod),
+  before the eviction and again once it went through: the eviction handler rewrites it to its own
+  `EvictionByEvictionAPI` (Kubernetes 1.31+).
 - gang report: merge patch of the PodGroup's status subresource (the object itself when the CRD has
   no status subresource), plus a core/v1 Event on the PodGroup (FailedScheduling, Scheduled,
   GangTimeout, Preempted; on the first pending pod of a gang with no PodGroup object).
@@ -346,6 +348,11 @@ class KubeClusterAPI:
             outcome = await self._evict(pod, uid, grace_seconds)
         except (KubeApiError, NotLeader) as error:
             outcome = ApiOutcome(ok=False, reason=str(error), retriable=True)
+        if outcome.ok and outcome.reason == _EVICTED:
+            # The eviction handler (Kubernetes 1.31+) rewrites a DisruptionTarget condition to its own
+            # EvictionByEvictionAPI: the preemptor's, written before, is written again, so the victim ends
+            # as kube-scheduler's (which deletes its victims) do, saying who preempted it.
+            await self.set_disruption_condition(pod, uid, preemptor=preemptor, message=message)
         if outcome.ok:
             self.metrics.preemption_victims.inc()
             log.info("pod.evicted", pod=pod, preemptor=preemptor, detail=outcome.reason)

@@ -317,3 +317,53 @@ spec:
     refused = [r for r in eco.call(lambda c: c.audit.since()) if r.path.endswith("/eviction") and r.status == 429]
     assert refused, "the budget refused the eviction"
     eco.delete_namespace_objects(namespace)
+
+
+def test_preemption_takes_the_victims_whose_budget_allows_the_disruption(eco: Ecosystem) -> None:
+    # Two inference services fill one block each; the budget of the second (started last: without budgets,
+    # the cheaper victims, less work lost) allows no disruption, as the disruption controller's status says.
+    # A training gang that must sit in one block preempts the first, as kube-scheduler picks the node whose
+    # victims violate no budget.
+    namespace = "k8s-budget-choice"
+    classes = priority_classes_yaml(eco_k8s_choice_serving=10, eco_k8s_choice_training=1000)
+    budget = f"""apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: serving-b
+  namespace: {namespace}
+spec:
+  minAvailable: 4
+  selector:
+    matchLabels:
+      app: serving-b
+"""
+    group = f"""apiVersion: scheduling.k8s.io/v1alpha2
+kind: PodGroup
+metadata:
+  name: trainer
+  namespace: {namespace}
+spec:
+  schedulingPolicy:
+    gang:
+      minCount: 4
+  schedulingConstraints:
+    topology:
+    - key: network.topology.nvidia.com/block
+"""
+    low = "\n  priorityClassName: eco-k8s-choice-serving\n  terminationGracePeriodSeconds: 0"
+    serving = {f"serving-{app}-{index}": (app, f"node-{index + (0 if app == 'a' else 4)}")
+               for app in ("a", "b") for index in range(4)}
+    eco.apply(stream(classes, namespace_yaml(namespace), budget,
+                     *(pod_yaml(name, namespace, labels={"app": f"serving-{app}"},
+                                spec=f"{low}\n  nodeSelector:\n    kubernetes.io/hostname: {node}")
+                       for name, (app, node) in serving.items())))
+    eco.wait_bound(list(serving), namespace)
+    eco.wait_for(lambda: ((eco.find("poddisruptionbudgets.policy", "serving-b", namespace) or {}).get("status") or {})
+                 .get("currentHealthy") == 4, what="the budget's status counting the four healthy pods")
+    join = "\n  priorityClassName: eco-k8s-choice-training\n  schedulingGroup:\n    podGroupName: trainer"
+    trainers = [f"trainer-{index}" for index in range(4)]
+    eco.apply(stream(group, *(pod_yaml(name, namespace, spec=join) for name in trainers)))
+    placed = eco.wait_bound(trainers, namespace)
+    assert sorted(placed.values()) == [f"node-{index}" for index in range(4)]
+    assert all(eco.find("pods", name, namespace) is not None for name, (app, _) in serving.items() if app == "b")
+    eco.delete_namespace_objects(namespace)

@@ -67,8 +67,15 @@ def test_the_disruption_target_mark_is_set_once() -> None:
     assert disruption.with_disruption_target({**pod, "status": marked}, STAMP) is None
 
 
-def test_a_pod_already_marked_by_its_preemptor_keeps_its_reason() -> None:
+def test_a_pod_already_marked_by_its_preemptor_is_marked_again_by_the_eviction_keeping_the_transition_time(
+        ) -> None:
+    # The real handler rewrites the condition with its own reason (podutil.UpdatePodCondition): a scheduler
+    # that evicts its victims has to write its reason again afterwards (daemon/kube/cluster_api.py does).
     pod = ready_pod("victim")
-    pod["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
+    pod["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True", "lastTransitionTime": "T0",
                                         "reason": "PreemptionByScheduler", "message": "preempted"})
-    assert disruption.with_disruption_target(pod, STAMP) is None
+    marked = disruption.with_disruption_target(pod, STAMP)
+    assert marked is not None
+    (target,) = [c for c in marked["conditions"] if c["type"] == "DisruptionTarget"]
+    assert (target["reason"], target["message"], target["lastTransitionTime"]) == (
+        "EvictionByEvictionAPI", "Eviction API: evicting", "T0")
