@@ -126,7 +126,7 @@ from state.gangs import (
     volcano_gang_spec,
 )
 from state.node_changes import NodeChanges
-from state.pod_constraints import unconsidered
+from state.pod_constraints import DRA_NOT_PLACED, unconsidered
 from state.pod_gangs import annotation_gang_spec, defines_gang, membership, workload_of_gang
 from state.pod_table import PodTable, pod_table, pods_of, shared_parts
 from state.quota import IDLE_UNLESS_ACTIVE, QuotaBook
@@ -272,9 +272,10 @@ class PodInfo:
 
     @property
     def unusable(self) -> str:
-        """Why placement must not place this pod ("" when it may): a request that is not a quantity, or
-        a latest version that could not be decoded or folded."""
-        return self.invalid or self.broken
+        """Why placement must not place this pod ("" when it may): a request that is not a quantity, a
+        latest version that could not be decoded or folded, or resource claims (dynamic resource
+        allocation) that toposched cannot allocate (state/pod_constraints.py)."""
+        return self.invalid or self.broken or (DRA_NOT_PLACED if self.obj.spec.resource_claims else "")
 
     @property
     def pending(self) -> bool:

@@ -11,7 +11,9 @@ start or a job spread wrong; so the fold reports each as a problem of the pod (r
 - a topology spread constraint with `whenUnsatisfiable: DoNotSchedule`;
 - a host port (`spec.containers[*].ports[*].hostPort`, which the API server also sets for a pod on
   the host network): another pod holding it may be placed on the same node, and one will not start;
-- dynamic resource allocation (`spec.resourceClaims`): the devices claimed are not counted.
+- dynamic resource allocation (`spec.resourceClaims`): toposched allocates no ResourceClaim, and the
+  kubelet starts no pod whose claims are not allocated and reserved for it, so such a pod is not placed
+  at all (`DRA_NOT_PLACED`, the reason it waits with) rather than bound to a node where it never starts.
 
 Preferences (preferred affinities, `ScheduleAnyway` spreads) are not reported: ignoring a
 preference places a pod worse, never wrong. Pure: no I/O, no clock.
@@ -26,6 +28,11 @@ from state.gangs import UNSUPPORTED_FIELD, Problem
 
 _NONE: Sequence[Problem] = ()
 DO_NOT_SCHEDULE = "DoNotSchedule"
+DRA_NOT_PLACED = (
+    "spec.resourceClaims: dynamic resource allocation is not supported by toposched: it allocates no "
+    "ResourceClaim, and the kubelet does not start a pod whose claims are not allocated, so the pod is not "
+    "placed (ask for the devices as extended resources, e.g. nvidia.com/gpu, or leave the pod to "
+    "default-scheduler)")
 
 
 def unconsidered(pod: Pod, key: str) -> Sequence[Problem]:
@@ -68,9 +75,7 @@ def unconsidered(pod: Pod, key: str) -> Sequence[Problem]:
                    f"the same node, and one of the two will not start")
             break
     if spec.resource_claims:
-        report("spec.resourceClaims",
-               "dynamic resource allocation is not considered by toposched: the devices claimed are not "
-               "counted (ask for them as extended resources, e.g. nvidia.com/gpu, to be placed by them)")
+        report("spec.resourceClaims", DRA_NOT_PLACED.partition(": ")[2])
     return problems
 
 

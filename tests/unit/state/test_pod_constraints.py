@@ -1,6 +1,7 @@
 """A pod of ours that asks for a placement rule toposched does not place by (required pod affinity or
-anti-affinity, a DoNotSchedule spread, a host port, dynamic resource allocation) is reported by field,
-and still placed; preferences and other schedulers' pods are not reported."""
+anti-affinity, a DoNotSchedule spread, a host port) is reported by field, and still placed; one with
+resource claims (dynamic resource allocation) is reported and not placed, since the kubelet would not
+start it; preferences and other schedulers' pods are not reported."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 import pytest
 
 from events.ingest import kind_of, upsert_event
-from placement import GangPlan, plan_pod
+from placement import GangPlan, Unschedulable, plan_pod
+from placement.plan import INVALID
 from state.cluster import ClusterState
 from state.gangs import UNSUPPORTED_FIELD
 from tests.unit.placement.builders import fabric
@@ -44,8 +46,6 @@ def apply_pod(state: ClusterState, name: str, scheduler: str = "toposched", **sp
         {"name": "main", "resources": {"requests": {"nvidia.com/gpu": "1"}},
          "ports": [{"containerPort": 8080}, {"containerPort": 29500, "hostPort": 29500}]}]},
      "spec.containers[0].ports[1].hostPort", "host port 29500 is not considered"),
-    ({"resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "eight-gpus"}]},
-     "spec.resourceClaims", "dynamic resource allocation is not considered"),
 ])
 def test_a_rule_toposched_does_not_place_by_is_reported_on_the_pod_by_field_and_the_pod_is_still_placed(
         spec: dict[str, Any], field: str, says: str) -> None:
@@ -55,6 +55,17 @@ def test_a_rule_toposched_does_not_place_by_is_reported_on_the_pod_by_field_and_
     assert [(p.field, p.reason) for p in problems] == [(field, UNSUPPORTED_FIELD)]
     assert says in problems[0].message
     assert key in state.pending and isinstance(plan_pod(state, key), GangPlan)
+
+
+def test_a_pod_with_resource_claims_is_reported_and_not_placed_as_the_kubelet_would_not_start_it() -> None:
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    key = apply_pod(state, "claims", resourceClaims=[{"name": "gpus", "resourceClaimTemplateName": "eight-gpus"}])
+    problems = state.problems_of("Pod", key)
+    assert [(p.field, p.reason) for p in problems] == [("spec.resourceClaims", UNSUPPORTED_FIELD)]
+    assert "dynamic resource allocation is not supported by toposched" in problems[0].message
+    plan = plan_pod(state, key)
+    assert isinstance(plan, Unschedulable) and plan.constraint == INVALID
+    assert plan.reason.startswith(f"pod {key}: spec.resourceClaims: dynamic resource allocation is not supported")
 
 
 def test_preferences_plain_ports_and_other_schedulers_pods_are_not_reported() -> None:
