@@ -1,0 +1,179 @@
+"""Placement honours where a pod's claims let it go, on any cluster, for any gang.
+
+Random zonal clusters (some nodes without zone labels, which VolumeZone lets through), gangs and lone
+pods whose claims are bound to volumes in random zones or pinned to random nodes, of WaitForFirstConsumer
+classes limited to random zones, or not usable (missing, unbound Immediate). The expected reach of each
+claim is computed here from what the test made, not by state/volumes.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from events.builders import group_event, pod_group
+from events.ingest import KIND_BY_NAME, upsert_event
+from events.model import Event
+from placement import GangPlan, Unschedulable, plan_gang, plan_pod
+from placement.plan import VOLUME
+from state.cluster import ClusterState
+
+ZONE = "topology.kubernetes.io/zone"
+ZONES = ["z1", "z2", "z3"]
+
+
+@dataclass
+class Reach:
+    """Where one claim lets a pod go: nodes in `nodes` (None: any), zones in `zones` (None: any), or nowhere."""
+
+    nodes: frozenset[str] | None = None
+    zones: frozenset[str] | None = None
+    blocked: bool = False
+    volume_zone: bool = False  # VolumeZone: a node without zone labels is let through
+
+    def admits(self, name: str, zone: str | None) -> bool:
+        if self.blocked or (self.nodes is not None and name not in self.nodes):
+            return False
+        if self.zones is None:
+            return True
+        if zone is None:
+            return self.volume_zone
+        return zone in self.zones
+
+
+@dataclass
+class Case:
+    events: list[Event]
+    zone_of: dict[str, str | None]
+    reach: dict[str, list[Reach]] = field(default_factory=dict)  # pod key -> its claims' reach
+    gang: str = ""
+
+
+def _obj(kind: str, document: dict[str, Any]) -> Event:
+    return upsert_event(KIND_BY_NAME[kind], document)
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> Case:
+    events: list[Event] = [_obj("StorageClass", {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "immediate"},
+        "provisioner": "ebs.csi.aws.com"})]
+    zone_of: dict[str, str | None] = {}
+    for index in range(draw(st.integers(2, 8))):
+        name = f"n{index}"
+        zone = draw(st.sampled_from([*ZONES, None]))
+        zone_of[name] = zone
+        labels = {"kubernetes.io/hostname": name, "network.topology.nvidia.com/block": f"b{index % 2}"}
+        if zone is not None:
+            labels[ZONE] = zone
+        events.append(_obj("Node", {"apiVersion": "v1", "kind": "Node",
+                                    "metadata": {"name": name, "uid": f"uid-{name}", "labels": labels},
+                                    "status": {"allocatable": {"cpu": "8", "memory": "64Gi", "pods": "110",
+                                                               "nvidia.com/gpu": "8"}}}))
+    case = Case(events, zone_of)
+    gang = draw(st.booleans())
+    size = draw(st.integers(1, 4))
+    if gang:
+        case.gang = "default/job"
+        events.append(group_event(pod_group("job", min_member=size)))
+    gpus = draw(st.sampled_from([1, 4, 8]))
+    for index in range(size):
+        pod_name = f"p{index}"
+        volumes: list[dict[str, Any]] = []
+        reaches: list[Reach] = []
+        for number in range(draw(st.integers(0, 2))):
+            claim = f"{pod_name}-c{number}"
+            kind = draw(st.sampled_from(["zonal", "local", "wffc", "missing", "unbound"]))
+            claim_doc: dict[str, Any] = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                         "metadata": {"name": claim, "namespace": "default", "uid": f"uid-{claim}"},
+                                         "spec": {"storageClassName": "immediate"}}
+            if kind in ("zonal", "local"):
+                volume: dict[str, Any] = {"apiVersion": "v1", "kind": "PersistentVolume",
+                                          "metadata": {"name": f"pv-{claim}"}, "spec": {}}
+                if kind == "zonal":
+                    zones = draw(st.lists(st.sampled_from(ZONES), min_size=1, max_size=2, unique=True))
+                    volume["metadata"]["labels"] = {ZONE: "__".join(zones)}
+                    reaches.append(Reach(zones=frozenset(zones), volume_zone=True))
+                else:
+                    pinned = draw(st.lists(st.sampled_from(sorted(zone_of)), min_size=1, max_size=2, unique=True))
+                    volume["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "kubernetes.io/hostname", "operator": "In", "values": pinned}]}]}}
+                    reaches.append(Reach(nodes=frozenset(pinned)))
+                events.append(_obj("PersistentVolume", volume))
+                claim_doc["metadata"]["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+                claim_doc["spec"]["volumeName"] = f"pv-{claim}"
+                events.append(_obj("PersistentVolumeClaim", claim_doc))
+            elif kind == "wffc":
+                zones = draw(st.lists(st.sampled_from(ZONES), min_size=1, max_size=2, unique=True))
+                events.append(_obj("StorageClass", {
+                    "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": f"sc-{claim}"},
+                    "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer",
+                    "allowedTopologies": [{"matchLabelExpressions": [{"key": ZONE, "values": zones}]}]}))
+                claim_doc["spec"]["storageClassName"] = f"sc-{claim}"
+                events.append(_obj("PersistentVolumeClaim", claim_doc))
+                reaches.append(Reach(zones=frozenset(zones)))  # allowedTopologies: a node needs the label
+            elif kind == "unbound":
+                events.append(_obj("PersistentVolumeClaim", claim_doc))
+                reaches.append(Reach(blocked=True))
+            else:
+                reaches.append(Reach(blocked=True))
+            volumes.append({"name": f"v{number}", "persistentVolumeClaim": {"claimName": claim}})
+        labels = {"pod-group.scheduling.sigs.k8s.io": "job"} if gang else {}
+        events.append(_obj("Pod", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod_name, "namespace": "default", "uid": f"uid-{pod_name}", "labels": labels},
+            "spec": {"schedulerName": "toposched", "volumes": volumes, "containers": [
+                {"name": "main", "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}]}}))
+        case.reach[f"default/{pod_name}"] = reaches
+    return case
+
+
+def _plan(case: Case) -> tuple[ClusterState, list[GangPlan | Unschedulable]]:
+    state = ClusterState()
+    state.apply_all(case.events)
+    if case.gang:
+        return state, [plan_gang(state, case.gang)]
+    return state, [plan_pod(state, key) for key in sorted(case.reach)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(cases())
+def test_every_pod_goes_only_where_each_of_its_claims_lets_it(case: Case) -> None:
+    _, plans = _plan(case)
+    for plan in plans:
+        if isinstance(plan, GangPlan):
+            for assignment in plan.assignments:
+                node = assignment.node
+                assert all(reach.admits(node, case.zone_of[node]) for reach in case.reach[assignment.pod]), (
+                    assignment, case.reach[assignment.pod])
+
+
+@settings(max_examples=150, deadline=None)
+@given(cases())
+def test_a_claim_that_is_not_usable_holds_its_pod_and_its_whole_gang(case: Case) -> None:
+    _, plans = _plan(case)
+    blocked = {key for key, reaches in case.reach.items() if any(reach.blocked for reach in reaches)}
+    for plan in plans:
+        if isinstance(plan, GangPlan):
+            assert not {a.pod for a in plan.assignments} & blocked
+            if case.gang:
+                assert not blocked  # all or nothing: one held member holds the gang
+    if case.gang and blocked:
+        (plan,) = plans
+        assert isinstance(plan, Unschedulable) and plan.constraint == VOLUME
+
+
+@settings(max_examples=150, deadline=None)
+@given(cases())
+def test_a_lone_pod_whose_claims_some_empty_node_reaches_is_placed(case: Case) -> None:
+    if case.gang:
+        return
+    _, plans = _plan(case)
+    for key, plan in zip(sorted(case.reach), plans, strict=True):
+        # every node is empty (8 GPUs free) and pods are planned one at a time on the same state
+        reachable = [name for name, zone in case.zone_of.items()
+                     if all(reach.admits(name, zone) for reach in case.reach[key])]
+        assert isinstance(plan, GangPlan) == bool(reachable), (key, plan, reachable)
