@@ -29,6 +29,7 @@ import yaml
 from aiohttp import web
 
 from devcluster.audit import AuditLog
+from devcluster.controller import StoreController
 from devcluster.disruption_controller import DisruptionController
 from devcluster.ephemeral import EphemeralVolumeController
 from devcluster.faults import FaultInjector
@@ -91,6 +92,11 @@ class DevCluster:
         self.port = 0
         self._loaded_ips = itertools.count(1)
 
+    def _controllers(self) -> list[StoreController]:
+        """The controllers turned on, in the order they start."""
+        found: list[StoreController | None] = [self.pod_gc, self.volumes, self.ephemeral_volumes, self.disruption]
+        return [controller for controller in found if controller is not None]
+
     @property
     def url(self) -> str:
         if not self.port:
@@ -109,26 +115,14 @@ class DevCluster:
         await web.SockSite(self._runner, sock).start()
         if self.kubelet is not None:
             self.kubelet.start()
-        if self.pod_gc is not None:
-            self.pod_gc.start()
-        if self.volumes is not None:
-            self.volumes.start()
-        if self.ephemeral_volumes is not None:
-            self.ephemeral_volumes.start()
-        if self.disruption is not None:
-            self.disruption.start()
+        for controller in self._controllers():
+            controller.start()
 
     async def stop(self) -> None:
         if self.kubelet is not None:
             self.kubelet.stop()
-        if self.pod_gc is not None:
-            self.pod_gc.stop()
-        if self.volumes is not None:
-            self.volumes.stop()
-        if self.ephemeral_volumes is not None:
-            self.ephemeral_volumes.stop()
-        if self.disruption is not None:
-            self.disruption.stop()
+        for controller in self._controllers():
+            controller.stop()
         self.store.close_watches()
         if self._runner is not None:
             await self._runner.cleanup()

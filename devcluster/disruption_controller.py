@@ -25,10 +25,10 @@ Runs on the store's event loop; acts only through the store, as an API client wo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 from devcluster import disruption
+from devcluster.controller import StoreController
 from devcluster.errors import ApiError
 from devcluster.store import Store, now_rfc3339, resolve
 from devcluster.watch import WatchEvent
@@ -56,31 +56,21 @@ def _awaits(budget: Obj, pod_name: str) -> bool:
     return isinstance(awaited, dict) and pod_name in awaited
 
 
-class DisruptionController:
+class DisruptionController(StoreController):
     """Writes every PodDisruptionBudget's status until `stop()` (see the module docstring)."""
 
     def __init__(self, store: Store) -> None:
-        self.store = store
+        super().__init__(store)
         self.syncs = 0  # budgets synced (status computed), for tests and benchmarks
         self.writes = 0  # status writes made
-        self._unsubscribe: Callable[[], None] | None = None
         self._dirty: set[BudgetKey] = set()
-        self._pass: asyncio.Handle | None = None
         self._rechecks: dict[BudgetKey, tuple[float, asyncio.TimerHandle]] = {}
 
-    def start(self) -> None:
-        if self._unsubscribe is None:
-            self._unsubscribe = self.store.subscribe(self._on_event)
-            for budget in self.store.list(BUDGETS):
-                self._mark(str(budget["metadata"]["namespace"]), str(budget["metadata"]["name"]))
+    def _started(self) -> None:
+        for budget in self.store.list(BUDGETS):
+            self._mark(str(budget["metadata"]["namespace"]), str(budget["metadata"]["name"]))
 
-    def stop(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
-        if self._pass is not None:
-            self._pass.cancel()
-            self._pass = None
+    def _stopped(self) -> None:
         for _, timer in self._rechecks.values():
             timer.cancel()
         self._rechecks.clear()
@@ -114,16 +104,11 @@ class DisruptionController:
 
     def _mark(self, namespace: str, name: str) -> None:
         self._dirty.add((namespace, name))
-        # Writes from inside a store listener would publish while the store is publishing: one step later.
-        if self._pass is None:
-            self._pass = asyncio.get_running_loop().call_soon(self._sync)
+        self._schedule()
 
     # ----------------------------------------------------------------------- syncing
 
     def _sync(self) -> None:
-        self._pass = None
-        if self._unsubscribe is None:
-            return
         dirty, self._dirty = sorted(self._dirty), set()
         pods_of: dict[str, list[Obj]] = {}  # this step writes budgets only: a namespace's pods stay valid
         now = self.store.clock()
@@ -159,7 +144,7 @@ class DisruptionController:
 
     def _rechecked(self, key: BudgetKey) -> None:
         self._rechecks.pop(key, None)
-        if self._unsubscribe is not None:
+        if self.running:
             self._mark(*key)
 
     def _cancel_recheck(self, key: BudgetKey) -> None:

@@ -18,9 +18,9 @@ Runs on the store's event loop; acts only through the store, one step after the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
+from devcluster.controller import StoreController
 from devcluster.errors import ApiError
 from devcluster.store import Store, resolve
 from devcluster.watch import WatchEvent
@@ -60,25 +60,17 @@ def claim_for(pod: Obj, volume_name: str, template: Obj) -> Obj:
             "spec": dict(_dict(template.get("spec")))}
 
 
-class EphemeralVolumeController:
+class EphemeralVolumeController(StoreController):
     """Creates the claims of pods' ephemeral volumes and collects those of deleted pods until `stop()`."""
 
     def __init__(self, store: Store) -> None:
-        self.store = store
+        super().__init__(store)
         self.created = 0
         self.collected = 0
-        self._unsubscribe: Callable[[], None] | None = None
 
-    def start(self) -> None:
-        if self._unsubscribe is None:
-            self._unsubscribe = self.store.subscribe(self._on_event)
-            for pod in self.store.list(_PODS):
-                self._on_pod(pod)
-
-    def stop(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+    def _started(self) -> None:
+        for pod in self.store.list(_PODS):
+            self._on_pod(pod)
 
     def _on_event(self, event: WatchEvent) -> None:
         if event.key != _PODS.key:
@@ -98,7 +90,7 @@ class EphemeralVolumeController:
 
     def _ensure(self, namespace: str, name: str, uid: str) -> None:
         pod = self.store.find(_PODS, name, namespace)
-        if self._unsubscribe is None or pod is None or pod["metadata"].get("uid") != uid \
+        if not self.running or pod is None or pod["metadata"].get("uid") != uid \
                 or pod["metadata"].get("deletionTimestamp"):
             return
         for volume_name, template in claim_templates(pod):
@@ -112,7 +104,7 @@ class EphemeralVolumeController:
                 continue
 
     def _collect(self, namespace: str, pod_uid: str) -> None:
-        if self._unsubscribe is None:
+        if not self.running:
             return
         owned: list[tuple[Obj, list[Obj]]] = []
         for claim in self.store.list(_CLAIMS, namespace):

@@ -11,37 +11,27 @@ Runs on the store's event loop; it only deletes through the store.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
+from devcluster.controller import StoreController
 from devcluster.errors import ApiError
 from devcluster.store import Store
 from devcluster.watch import WatchEvent
 
 
-class PodGarbageCollector:
+class PodGarbageCollector(StoreController):
     """Deletes the pods of deleted nodes until `stop()`."""
 
     def __init__(self, store: Store, delay: float = 0.0) -> None:
-        self.store = store
+        super().__init__(store)
         self.delay = delay
         self.collected = 0
-        self._unsubscribe: Callable[[], None] | None = None
-
-    def start(self) -> None:
-        if self._unsubscribe is None:
-            self._unsubscribe = self.store.subscribe(self._on_event)
-
-    def stop(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
 
     def _on_event(self, event: WatchEvent) -> None:
         if event.key == "nodes" and event.type == "DELETED":
             asyncio.get_running_loop().call_later(self.delay, self._collect, str(event.obj["metadata"]["name"]))
 
     def _collect(self, node: str) -> None:
-        if self._unsubscribe is None or self.store.find("nodes", node) is not None:
+        if not self.running or self.store.find("nodes", node) is not None:
             return
         for pod in self.store.list("pods", predicate=lambda p: (p.get("spec") or {}).get("nodeName") == node):
             meta = pod["metadata"]

@@ -45,13 +45,12 @@ them (passes run until nothing changes); it acts only through the store, as an A
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 from devcluster import storage
+from devcluster.controller import StoreController
 from devcluster.errors import ApiError
 from devcluster.selectors import labels_match, selector_requirements
 from devcluster.store import Store, now_rfc3339, resolve
@@ -176,41 +175,21 @@ def node_affinity(storage_class: Obj, node: Obj | None) -> Obj | None:
     return {"required": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}}
 
 
-class VolumeController:
+class VolumeController(StoreController):
     """Binds claims to volumes and provisions volumes for them until `stop()` (see the module docstring)."""
 
     def __init__(self, store: Store) -> None:
-        self.store = store
+        super().__init__(store)
         self.provisioned = 0
-        self._unsubscribe: Callable[[], None] | None = None
-        self._pass: asyncio.Handle | None = None
 
-    def start(self) -> None:
-        if self._unsubscribe is None:
-            self._unsubscribe = self.store.subscribe(self._on_event)
-            self._schedule()
-
-    def stop(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
-        if self._pass is not None:
-            self._pass.cancel()
-            self._pass = None
+    def _started(self) -> None:
+        self._schedule()
 
     def _on_event(self, event: WatchEvent) -> None:
         if event.key in _WATCHED:
             self._schedule()
 
-    def _schedule(self) -> None:
-        # Writes from inside a store listener would publish while the store is publishing: one pass later.
-        if self._pass is None:
-            self._pass = asyncio.get_running_loop().call_soon(self._sync)
-
     def _sync(self) -> None:
-        self._pass = None
-        if self._unsubscribe is None:
-            return
         for claim in self.store.list(CLAIMS):
             try:
                 self._sync_claim(claim)

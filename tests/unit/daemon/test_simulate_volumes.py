@@ -7,24 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .test_simulator import pod, pod_group, simulate
+from .test_simulator import node, pod, pod_group, simulate
 
 ZONE = "topology.kubernetes.io/zone"
 
 
-def zonal_node(name: str, zone: str, *, gpus: int = 8) -> str:
-    return f"""---
-apiVersion: v1
-kind: Node
-metadata:
-  name: {name}
-  labels:
-    kubernetes.io/hostname: {name}
-    {ZONE}: {zone}
-    network.topology.nvidia.com/block: b-{zone}
-status:
-  allocatable: {{cpu: "96", memory: 1Ti, pods: "110", nvidia.com/gpu: "{gpus}"}}
-"""
+def zonal_node(name: str, zone: str) -> str:
+    return node(name, block=f"b-{zone}", zone=zone)
 
 
 def storage_class(name: str, *, mode: str = "WaitForFirstConsumer", provisioner: str = "ebs.csi.aws.com",

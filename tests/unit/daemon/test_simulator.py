@@ -24,8 +24,9 @@ from events.scenario import load_scenario
 EXAMPLE = Path(__file__).parents[3] / "examples" / "demo-cluster.yaml"
 
 
-def node(name: str, *, block: str = "b0", gpus: int = 8, delete_at: str | None = None) -> str:
+def node(name: str, *, block: str = "b0", gpus: int = 8, delete_at: str | None = None, zone: str = "") -> str:
     annotations = f'\n  annotations:\n    sim.toposched.io/delete-at: "{delete_at}"' if delete_at else ""
+    zoned = f"\n    topology.kubernetes.io/zone: {zone}" if zone else ""
     return f"""---
 apiVersion: v1
 kind: Node
@@ -33,7 +34,7 @@ metadata:
   name: {name}
   labels:
     network.topology.nvidia.com/spine: s0
-    network.topology.nvidia.com/block: {block}{annotations}
+    network.topology.nvidia.com/block: {block}{zoned}{annotations}
 status:
   allocatable: {{cpu: "96", memory: 1Ti, pods: "110", nvidia.com/gpu: "{gpus}"}}
 """
