@@ -14,7 +14,7 @@ rules, exactly as that contract states them:
   before it is removed.
 - Volumes (v1 PersistentVolumeClaim, PersistentVolume, storage.k8s.io/v1 StorageClass): the world is
   its own PV controller and provisioner. A claim of an Immediate class with a provisioner is bound at
-  its creation to a new volume every node reaches; a WaitForFirstConsumer claim is provisioned when the
+  its creation (or its class's, if that comes later) to a new volume every node reaches; a WaitForFirstConsumer claim is provisioned when the
   scheduler binds a pod that uses it, on a volume pinned to that node's `topology.kubernetes.io/zone`
   (its name when it has no zone), as a zonal disk or a local one would be. Nothing else binds a claim.
   It is the ephemeral volume controller too: a pod's generic ephemeral volume gets its claim when the
@@ -118,6 +118,7 @@ from events.objects import (
     PersistentVolumeSpec,
     PersistentVolumeStatus,
     Pod,
+    StorageClass,
     VolumeNodeAffinity,
 )
 from events.scenario import Scenario, ScenarioObject
@@ -258,6 +259,9 @@ class World:
         self.journal.record(item.info.upsert(obj))
         if isinstance(obj, PersistentVolumeClaim):
             self._provision_immediate(obj)
+        elif isinstance(obj, StorageClass):  # the claims that came before their class, as the PV controller resyncs
+            for claim in [c for c in self.state.volumes.claims.values() if claim_class(c) == obj.metadata.name]:
+                self._provision_immediate(claim)
         elif isinstance(obj, Pod) and obj.spec.volumes and not obj.spec.node_name:
             self._create_ephemeral_claims(obj)
 

@@ -150,3 +150,9 @@ def test_an_immediate_claim_never_bound_keeps_its_pod_pending(tmp_path: Path) ->
     reason = reasons_of(simulate(tmp_path, text))["default/trainer"]
     assert "pod has unbound immediate PersistentVolumeClaims" in reason
     assert 'persistentvolumeclaim "static" has no StorageClass' in reason
+
+
+def test_a_claim_written_before_its_class_is_bound_once_the_class_comes(tmp_path: Path) -> None:
+    text = (zonal_node("a0", "us-east-1a") + claim("shared", storage_class_name="standard")
+            + with_claim(pod("reader", gpus=1), "shared") + storage_class("standard", mode="Immediate"))
+    assert "default/reader" in nodes_of(simulate(tmp_path, text))
