@@ -14,11 +14,11 @@ rules, exactly as that contract states them:
   before it is removed.
 - Volumes (v1 PersistentVolumeClaim, PersistentVolume, storage.k8s.io/v1 StorageClass): the world is
   its own PV controller and provisioner. A claim of an Immediate class with a provisioner is bound at
-  its creation (or its class's, if that comes later) to a new volume every node reaches; a WaitForFirstConsumer claim is provisioned when the
-  scheduler binds a pod that uses it, on a volume pinned to that node's `topology.kubernetes.io/zone`
-  (its name when it has no zone), as a zonal disk or a local one would be. Nothing else binds a claim.
-  It is the ephemeral volume controller too: a pod's generic ephemeral volume gets its claim when the
-  pod is created.
+  its creation (or its class's, if that comes later) to a new volume every node reaches; a
+  WaitForFirstConsumer claim is provisioned when the scheduler binds a pod that uses it, on a volume
+  pinned to that node's `topology.kubernetes.io/zone` (its name when it has no zone), as a zonal disk
+  or a local one would be. Nothing else binds a claim. It is the ephemeral volume controller too: a
+  pod's generic ephemeral volume gets its claim when the pod is created.
 - The simulation ends when no release or creation is due and the loop wants no more time (no Permit
   or nomination deadline, no backoff), or at `until`.
 

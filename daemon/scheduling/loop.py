@@ -266,9 +266,10 @@ class Scheduler:
         self._nominated: dict[str, NominationWait] = self._waits.nominated  # units holding nominations
         self._node_shapes: dict[str, tuple[object, ...]] = {}
         self._pod_shapes: dict[str, tuple[object, ...]] = {}  # pending pods: what of them placement reads
-        # Claim key -> the pending pods that use it (pruned as they are met no longer pending): a claim's
-        # change (bound, provisioned, created by the ephemeral volume controller) may let them fit.
-        self._claim_users: dict[str, set[str]] = {}
+        # Claim key -> the unbound pods of ours that use it (pruned as they are met bound or gone): a claim's
+        # change (bound, provisioned, created by the ephemeral volume controller) may let them fit. Built
+        # from the state at the first claim change (pods folded before the loop began), then kept up.
+        self._claim_users: dict[str, set[str]] | None = None
         self._claims_moved = anyio.Event()  # set (and replaced) whenever a claim changes: provisioning waits on it
         self._gang_of: dict[str, str] = {}  # pod -> its gang, to know whose membership a deletion changes
         self._room_cache: dict[tuple[int, Requests], int] = {}
@@ -321,6 +322,9 @@ class Scheduler:
         if pod is None:
             return False
         self._forget_need(pod)
+        if event.pod.spec.volumes and self._claim_users is not None and pod.ours and not pod.node_name:
+            for claim, _ in claim_keys(event.pod):
+                self._claim_users.setdefault(claim, set()).add(pod.key)
         if pod.gang:
             self._gang_of[pod.key] = pod.gang
         else:
@@ -335,9 +339,6 @@ class Scheduler:
             if self._pod_shapes.get(pod.key) == shape:
                 return False  # a status write (ours: PodScheduled=False): nothing placement reads changed
             self._pod_shapes[pod.key] = shape
-            if event.pod.spec.volumes:
-                for claim, _ in claim_keys(event.pod):
-                    self._claim_users.setdefault(claim, set()).add(pod.key)
             self.queue.unit_changed(pod.gang or pod.key)
         else:
             self._pod_shapes.pop(pod.key, None)
@@ -412,19 +413,26 @@ class Scheduler:
             key = object_key(ref.namespace, ref.name)
         moved, self._claims_moved = self._claims_moved, anyio.Event()
         moved.set()
-        users = self._claim_users.get(key)
+        claim_users = self._claim_users
+        if claim_users is None:
+            claim_users = self._claim_users = {}
+            for held in self.state.pods.values():
+                if held.obj.spec.volumes and held.ours and not held.node_name:
+                    for claim, _ in claim_keys(held.obj):
+                        claim_users.setdefault(claim, set()).add(held.key)
+        users = claim_users.get(key)
         if not users:
             return False
         woken = False
         for pod_key in sorted(users):
             pod = self.state.pods.get(pod_key)
-            if pod is None or pod_key not in self.state.pending:
-                users.discard(pod_key)
-                continue
-            self.queue.unit_changed(pod.gang or pod_key)
-            woken = True
+            if pod is None or pod.node_name or pod.removed:
+                users.discard(pod_key)  # bound or gone: no claim of it can change where it goes any more
+            elif pod_key in self.state.pending:
+                self.queue.unit_changed(pod.gang or pod_key)
+                woken = True
         if not users:
-            del self._claim_users[key]
+            del claim_users[key]
         return woken
 
     def _structure_changed(self, event: Event) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import anyio
 import msgspec
 
-from daemon.scheduling.loop import SchedulerConfig
+from daemon.scheduling.loop import Scheduler, SchedulerConfig
 from events.builders import pod, pod_event
 from events.model import BindFailed, ClaimUpserted, Event, PodForgotten, PodUpserted, StorageClassUpserted
 from events.objects import (
@@ -112,3 +112,19 @@ async def test_claims_not_provisioned_in_time_release_the_plan_saying_which() ->
     assert h.bound_pods() == {} and h.pods(PodForgotten) == ["default/solo"]
     reason = h.scheduler.shown_reason("default/solo")
     assert "not provisioned within 0.05 s: default/data-solo" in reason
+
+
+async def test_a_pod_folded_before_the_loop_began_is_tried_again_when_its_claim_comes() -> None:
+    # As after a restart: the pod is in the state from the snapshot, not from an event the loop saw.
+    h = Harness()
+    for event in [*nodes(1), WFFC, *with_claims([pod_event(pod("solo", gpus=1))])]:
+        h.state.apply(event)
+    h.scheduler = Scheduler(h.journal, h.api, config=SchedulerConfig(retry_parked_seconds=None))
+    await h.settle()
+    assert h.bound_pods() == {} and "data-solo" in h.scheduler.shown_reason("default/solo")
+    h.add(claim("data-solo"))
+    async with anyio.create_task_group() as group:
+        group.start_soon(h.scheduler.run_once)
+        await wait_for(lambda: any(c[0] == "select_node" for c in h.api.calls))
+        provisioned(h, "default/data-solo")
+    assert h.bound_pods() == {"default/solo": "n0"}
