@@ -268,6 +268,9 @@ def object_of(state: ClusterState, problem: Problem) -> ObjectRef:
         return _quota_object(state, problem)
     if problem.kind in _VOLUME_KINDS:
         return _volume_object(state, problem)
+    if problem.kind == "PodDisruptionBudget":
+        budget = state.budgets.get(key.partition("/")[0], {}).get(key)
+        return ObjectRef(key, "policy/v1", "PodDisruptionBudget", budget.metadata.uid if budget else "")
     if problem.kind == "VolcanoPodGroup":
         volcano = state.volcano_pod_groups.get(key)
         return ObjectRef(key, VOLCANO_POD_GROUP_API, POD_GROUP_KIND, volcano.metadata.uid if volcano else "")

@@ -29,8 +29,8 @@ Must never: write to the API, or fold an event that was not first handed to the 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 import aiohttp
 import anyio
@@ -441,26 +441,34 @@ def known_from_state(state: ClusterState) -> Callable[[KindInfo], dict[str, str]
     """What a restored state holds of each kind (key -> uid): a relist turns the missing into deletions."""
 
     def known(info: KindInfo) -> dict[str, str]:
-        if info.name == "Node":
-            return {name: node.obj.metadata.uid for name, node in state.nodes.items()}
-        if info.name == "Pod":
-            return {key: pod.uid for key, pod in state.pods.items() if not pod.removed}
-        if info.name == "PodGroup":
-            return {key: group.metadata.uid for key, group in state.pod_groups.items()}
-        if info.name == "VolcanoPodGroup":
-            return {key: group.metadata.uid for key, group in state.volcano_pod_groups.items()}
-        if info.name == "SchedulerPluginsPodGroup":
-            return {key: group.metadata.uid for key, group in state.scheduler_plugins_pod_groups.items()}
-        if info.name == "KubernetesPodGroup":
-            return {key: kube_group.metadata.uid for key, kube_group in state.kube_pod_groups.items()}
-        if info.name == "Workload":
-            return {key: workload.metadata.uid for key, workload in state.workloads.items()}
-        if info.name == "ClusterNetworkTopology":
-            return {key: item.metadata.uid for key, item in state.network_topologies.items()}
-        if info.name == "HyperNode":
-            return {key: item.metadata.uid for key, item in state.hyper_nodes.items()}
-        if info.name == "PriorityClass":
-            return {key: item.metadata.uid for key, item in state.priority_classes.items()}
-        return {}
+        return HELD_BY_KIND[info.name](state)
 
     return known
+
+
+def _uids(objects: Mapping[str, Any]) -> dict[str, str]:
+    return {key: obj.metadata.uid for key, obj in objects.items()}
+
+
+# Per kind (`events.ingest.KINDS`): what the state holds of it, key -> uid. Every kind has an entry (a test
+# checks), so an object deleted while the daemon was down is never kept because its kind was forgotten.
+HELD_BY_KIND: dict[str, Callable[[ClusterState], dict[str, str]]] = {
+    "Node": lambda state: {name: node.obj.metadata.uid for name, node in state.nodes.items()},
+    "Pod": lambda state: {key: pod.uid for key, pod in state.pods.items() if not pod.removed},
+    "PodGroup": lambda state: _uids(state.pod_groups),
+    "VolcanoPodGroup": lambda state: _uids(state.volcano_pod_groups),
+    "SchedulerPluginsPodGroup": lambda state: _uids(state.scheduler_plugins_pod_groups),
+    "KubernetesPodGroup": lambda state: _uids(state.kube_pod_groups),
+    "Workload": lambda state: _uids(state.workloads),
+    "ClusterNetworkTopology": lambda state: _uids(state.network_topologies),
+    "HyperNode": lambda state: _uids(state.hyper_nodes),
+    "PriorityClass": lambda state: _uids(state.priority_classes),
+    "ElasticQuota": lambda state: _uids(state.quotas.elastic_quotas),
+    "CapacityElasticQuota": lambda state: _uids(state.quotas.capacity_quotas),
+    "Queue": lambda state: _uids(state.quotas.queues),
+    "StorageClass": lambda state: _uids(state.volumes.classes),
+    "PersistentVolume": lambda state: _uids(state.volumes.volumes),
+    "PersistentVolumeClaim": lambda state: _uids(state.volumes.claims),
+    "PodDisruptionBudget": lambda state: {key: budget.metadata.uid for budgets in state.budgets.values()
+                                          for key, budget in budgets.items()},
+}

@@ -417,3 +417,19 @@ async def test_an_undecodable_claim_gets_its_warning_on_the_claim_and_its_pod_wa
     state.apply(user)
     assert state.volume_needs(state.pods["default/user"]).blocked == (
         'persistentvolumeclaim "data" could not be read (see its Warning Event)')
+
+
+async def test_an_undecodable_disruption_budget_gets_its_warning_on_the_budget() -> None:
+    state = cluster()
+    writer = FakeWriter()
+    keeper = TopologyStatus(state, writer)
+    assert await keeper.sync_once()
+    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+              "metadata": {"name": "serving", "namespace": "default", "uid": "uid-serving"},
+              "status": {"disruptionsAllowed": "many"}}
+    event = upsert_event(KIND_BY_NAME["PodDisruptionBudget"], budget)
+    state.apply(event)
+    keeper.notice_all([event])
+    assert await keeper.sync_once()
+    assert [(kind, key, reason) for kind, key, _, reason, _ in writer.events] == [
+        ("PodDisruptionBudget", "default/serving", "UndecodableObject")]
