@@ -667,8 +667,10 @@ class Scheduler:
         A plan whose pods have WaitForFirstConsumer claims has them provisioned first (`_provision`)."""
         binding = _Binding(bind)
         self._binding[bind.unit] = binding
-        claims = self._claims_to_provision(bind)
-        if claims:
+        claims, blocked = self._claims_to_provision(bind)
+        if blocked:  # a claim went since the plan was made (deleted, lost, ...): nothing is sent
+            binding.failure = blocked
+        if claims and not blocked:
             group.start_soon(self._provision_then_bind, binding, claims, group)
         else:
             self._queue_binds(binding, group)
@@ -803,16 +805,20 @@ class Scheduler:
 
     # ------------------------------------------------------------------ provisioning before binding
 
-    def _claims_to_provision(self, bind: Bind) -> dict[str, str]:
-        """The plan's WaitForFirstConsumer claims not bound yet, each with the node its pod goes to."""
+    def _claims_to_provision(self, bind: Bind) -> tuple[dict[str, str], str]:
+        """The plan's WaitForFirstConsumer claims not bound yet, each with the node its pod goes to; and why
+        a pod of it can no longer go anywhere ("" when each still may: a claim changed since the plan)."""
         claims: dict[str, str] = {}
         pods = self.state.pods
         for key, _, node in bind.binds:
             pod = pods.get(key)
             if pod is not None and pod.obj.spec.volumes:
-                for claim in self.state.volume_needs(pod).provision:
+                needs = self.state.volume_needs(pod)
+                if needs.blocked:
+                    return {}, f"pod {key}: {needs.blocked}"
+                for claim in needs.provision:
                     claims.setdefault(claim, node)
-        return claims
+        return claims, ""
 
     async def _provision_then_bind(self, binding: _Binding, claims: dict[str, str],
                                    group: anyio.abc.TaskGroup) -> None:

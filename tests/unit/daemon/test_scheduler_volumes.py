@@ -8,8 +8,16 @@ import anyio
 import msgspec
 
 from daemon.scheduling.loop import Scheduler, SchedulerConfig
-from events.builders import pod, pod_event
-from events.model import BindFailed, ClaimUpserted, Event, PodForgotten, PodUpserted, StorageClassUpserted
+from events.builders import group_event, pod, pod_event, pod_group
+from events.model import (
+    BindFailed,
+    ClaimDeleted,
+    ClaimUpserted,
+    Event,
+    PodForgotten,
+    PodUpserted,
+    StorageClassUpserted,
+)
 from events.objects import (
     BIND_COMPLETED_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
@@ -128,3 +136,21 @@ async def test_a_pod_folded_before_the_loop_began_is_tried_again_when_its_claim_
         await wait_for(lambda: any(c[0] == "select_node" for c in h.api.calls))
         provisioned(h, "default/data-solo")
     assert h.bound_pods() == {"default/solo": "n0"}
+
+
+async def test_a_claim_deleted_while_its_plan_waits_at_permit_fails_the_plan_before_any_binding() -> None:
+    # A GangGroup: gang "a" is placed and waits at Permit for gang "b"; meanwhile a claim of a pod of "a" goes.
+    h = Harness()
+    members = ["default/a", "default/b"]
+    h.add(*nodes(5), WFFC, claim("data-a-0"), claim("data-a-1"), claim("data-a-2"),
+          *with_claims(gang("a", 3, min_member=2, gang_group=members)),
+          group_event(pod_group("b", min_member=2, gang_group=members)), pod_event(pod("b-0", gang="b")))
+    await h.settle()
+    assert h.scheduler.has_waiting() and h.bound_pods() == {}
+    h.add(ClaimDeleted(key="default/data-a-1"))
+    h.clock.advance_to(5.0)
+    h.add(pod_event(pod("b-1", gang="b"), 5.0))
+    await h.settle()
+    assert h.bound_pods() == {} and not [c for c in h.api.calls if c[0] in ("bind", "select_node")]
+    assert "default/a-1" in h.pods(PodForgotten)
+    assert 'persistentvolumeclaim "data-a-1" not found' in h.state.gangs["default/a"].last_reason
