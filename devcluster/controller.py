@@ -18,6 +18,9 @@ from devcluster.watch import WatchEvent
 
 
 class StoreController:
+    # Each controller's own: what one store event asks of it (the events it reads, and what it does).
+    _on_event: Callable[[WatchEvent], None]
+
     def __init__(self, store: Store) -> None:
         self.store = store
         self._unsubscribe: Callable[[], None] | None = None
@@ -49,9 +52,6 @@ class StoreController:
         self._pass = None
         if self._unsubscribe is not None:
             self._sync()
-
-    def _on_event(self, event: WatchEvent) -> None:
-        raise NotImplementedError
 
     def _started(self) -> None:
         """What the store holds already, once subscribed (nothing by default)."""

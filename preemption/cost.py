@@ -44,7 +44,9 @@ def cost_of(state: ClusterState, units: Sequence[VictimUnit], level: int, domain
     jobs = {unit.job for unit in units if unit.broken}
     top = max((unit.priority for unit in units), default=NO_VICTIM_PRIORITY)
     recency = -sum(unit.started_at for unit in units)
-    violations = budget_violations(state, {pod.key: pod for unit in units for pod in unit.pods}.values())
+    # A cluster without budgets (the usual one) pays nothing for them on every candidate set weighed.
+    violations = (budget_violations(state, {pod.key: pod for unit in units for pod in unit.pods}.values())
+                  if state.budgets else 0)
     return Cost(top_priority=top, budget_violations=violations, jobs=len(jobs), pods=len(pods), span=-level,
                 recency=recency, victims=tuple(pods), domain=domain)
 
