@@ -126,9 +126,10 @@ from state.gangs import (
     volcano_gang_spec,
 )
 from state.node_changes import NodeChanges
+from state.node_table import NodeTable, node_table, nodes_of
 from state.pod_constraints import DRA_NOT_PLACED, unconsidered
 from state.pod_gangs import annotation_gang_spec, defines_gang, membership, workload_of_gang
-from state.pod_table import PodTable, pod_table, pods_of, shared_parts
+from state.pod_table import PodRowTable, PodTable, columns, columns_of_rows, pod_table, pods_of, shared_parts
 from state.quota import IDLE_UNLESS_ACTIVE, QuotaBook
 from state.resources import QUANTITY_CACHE, QuantityError, Resources, add_into, parse_quantity
 from state.topology import TopologyTree
@@ -291,6 +292,9 @@ class PodInfo:
         return bool(self.obj.spec.scheduling_gates)
 
 
+_NO_KINDS: frozenset[str] = frozenset()
+
+
 class GangInfo:
     """A gang (a PodGroup, a Workload's podGroup, or pods' annotations) and its members. Mutated only
     by `ClusterState`. `spec` is the winning source's (see `GANG_SOURCES`); `sources` holds every
@@ -308,7 +312,9 @@ class GangInfo:
         self.attempts = 0
         self.timed_out = 0
         self.sources: dict[str, tuple[GangSpec, list[Problem]]] = {}
-        self.filed: set[str] = set()  # problem kinds filed under this gang's key
+        # The problem kinds filed under this gang's key; replaced whole, never added to, so gangs that file none
+        # (nearly all) share one empty set.
+        self.filed: set[str] | frozenset[str] = _NO_KINDS
         self.definer = ""  # the member whose annotations define the gang (annotation gangs only)
 
     @property
@@ -364,7 +370,6 @@ class _SnapshotObjects(msgspec.Struct, frozen=True, kw_only=True):
     scheduler_name: str
     last_seq: int
     last_time: float
-    nodes: list[Node]
     pod_groups: list[PodGroup]
     volcano_pod_groups: list[VolcanoPodGroup]
     network_topologies: list[ClusterNetworkTopology]
@@ -389,14 +394,24 @@ class _SnapshotObjects(msgspec.Struct, frozen=True, kw_only=True):
 
 class StateSnapshot(_SnapshotObjects, frozen=True, kw_only=True):
     """Everything needed to rebuild a `ClusterState`: the objects, plus the scheduler's own decisions.
-    The pods are tables (`state.pod_table`): each shared part once, a row per pod."""
+    The nodes are a table (`state.node_table`), and so are the pods (`state.pod_table`): each shared part
+    once, a row per node, a column per field of the pods' own."""
 
+    node_table: NodeTable
     pod_table: PodTable
 
 
-class StateSnapshotV1(_SnapshotObjects, frozen=True, kw_only=True):
-    """The snapshot format before the pod tables (version 1): every pod written whole. Still restored."""
+class StateSnapshotV2(_SnapshotObjects, frozen=True, kw_only=True):
+    """The snapshot format with each node whole and a row per pod (version 2). Still restored."""
 
+    nodes: list[Node]
+    pod_table: PodRowTable
+
+
+class StateSnapshotV1(_SnapshotObjects, frozen=True, kw_only=True):
+    """The snapshot format before the pod tables (version 1): every node and pod written whole. Still restored."""
+
+    nodes: list[Node]
     pods: list[PodRecord]
 
 
@@ -404,10 +419,12 @@ class _SnapshotVersion(msgspec.Struct):
     version: int = 0
 
 
-SNAPSHOT_VERSION = 2
+SNAPSHOT_VERSION = 3
+SNAPSHOT_VERSION_V2 = 2
 SNAPSHOT_VERSION_V1 = 1
 _snapshot_encoder = msgspec.msgpack.Encoder()
 _snapshot_decoder = msgspec.msgpack.Decoder(StateSnapshot)
+_snapshot_decoder_v2 = msgspec.msgpack.Decoder(StateSnapshotV2)
 _snapshot_decoder_v1 = msgspec.msgpack.Decoder(StateSnapshotV1)
 _version_decoder = msgspec.msgpack.Decoder(_SnapshotVersion)
 
@@ -430,16 +447,18 @@ def _snapshot_version(payload: bytes | memoryview) -> int:
     return _version_decoder.decode(payload).version
 
 
-def decode_state_snapshot(payload: bytes | memoryview) -> StateSnapshot | StateSnapshotV1:
-    """A snapshot payload of either format (by its version); ValueError for a version this code does not know,
+def decode_state_snapshot(payload: bytes | memoryview) -> StateSnapshot | StateSnapshotV2 | StateSnapshotV1:
+    """A snapshot payload of any format (by its version); ValueError for a version this code does not know,
     msgspec.DecodeError / ValidationError for one that does not decode."""
     version = _snapshot_version(payload)
     if version == SNAPSHOT_VERSION:
         return _snapshot_decoder.decode(payload)
+    if version == SNAPSHOT_VERSION_V2:
+        return _snapshot_decoder_v2.decode(payload)
     if version == SNAPSHOT_VERSION_V1:
         return _snapshot_decoder_v1.decode(payload)
     raise ValueError(f"snapshot version {version} is not one this toposched reads "
-                     f"({SNAPSHOT_VERSION_V1} or {SNAPSHOT_VERSION})")
+                     f"({SNAPSHOT_VERSION_V1} to {SNAPSHOT_VERSION})")
 
 
 class UndecodableRecord(Exception):
@@ -756,6 +775,10 @@ class ClusterState:
     def _node_upserted(self, event: NodeUpserted) -> None:
         node = event.node
         self._compactor.node(node)
+        self._hold_node(node)
+
+    def _hold_node(self, node: Node) -> None:
+        """A node as the API shows it, on shared parts already (`Compactor.node`, or a snapshot's table)."""
         name = node.metadata.name
         raw = node.status.allocatable
         memo_key = tuple(raw.items())
@@ -1266,7 +1289,7 @@ class ClusterState:
                 self._set_problems(kind, gang.key, found)
             gang.filed = {kind for kind, found in filed.items() if found}
         elif gang.filed:
-            gang.filed = set()
+            gang.filed = _NO_KINDS
         new_key = gang.spec.topology_key if gang.spec is not None else ""
         if new_key != old_key:
             self._label_tree_unused(old_key, gang.key)
@@ -1528,7 +1551,7 @@ class ClusterState:
             scheduler_name=self.scheduler_name,
             last_seq=self.last_seq,
             last_time=self.last_time,
-            nodes=[self.nodes[name].obj for name in sorted(self.nodes)],
+            node_table=node_table(self.nodes[name].obj for name in sorted(self.nodes)),
             pod_table=pod_table((p.obj, p.first_seen, p.bound_at, p.eviction_requested, p.bound_node) for p in pods),
             pod_groups=[self.pod_groups[k] for k in sorted(self.pod_groups)],
             volcano_pod_groups=[self.volcano_pod_groups[k] for k in sorted(self.volcano_pod_groups)],
@@ -1561,9 +1584,10 @@ class ClusterState:
         return cls.from_snapshot(decode_state_snapshot(payload))
 
     @classmethod
-    def from_snapshot(cls, snap: StateSnapshot | StateSnapshotV1) -> ClusterState:
-        if snap.version not in (SNAPSHOT_VERSION, SNAPSHOT_VERSION_V1):
-            raise ValueError(f"snapshot version {snap.version} is not {SNAPSHOT_VERSION_V1} or {SNAPSHOT_VERSION}")
+    def from_snapshot(cls, snap: StateSnapshot | StateSnapshotV2 | StateSnapshotV1) -> ClusterState:
+        if snap.version not in (SNAPSHOT_VERSION, SNAPSHOT_VERSION_V2, SNAPSHOT_VERSION_V1):
+            raise ValueError(f"snapshot version {snap.version} is not one of {SNAPSHOT_VERSION_V1} to "
+                             f"{SNAPSHOT_VERSION}")
         state = cls(snap.scheduler_name)
         for priority_class in snap.priority_classes:
             state.apply(PriorityClassUpserted(priority_class=priority_class))
@@ -1585,8 +1609,18 @@ class ClusterState:
             state.apply(ClaimUpserted(claim=claim))
         for budget in snap.budgets:
             state.apply(BudgetUpserted(budget=budget))
-        for node in snap.nodes:
-            state.apply(NodeUpserted(node=node))
+        if isinstance(snap, StateSnapshot):
+            try:
+                for node in nodes_of(snap.node_table, state._compactor):
+                    try:
+                        state._hold_node(node)
+                    except Exception as error:  # as `apply` does: the one node is marked, the restore goes on
+                        state._fold_failed(NodeUpserted(node=node), error)
+            except IndexError as error:  # refused like a snapshot that does not decode (the log recovers)
+                raise ValueError(f"snapshot's node table has a number pointing past its tables ({error})") from error
+        else:
+            for node in snap.nodes:
+                state.apply(NodeUpserted(node=node))
         for group in snap.pod_groups:
             state.apply(PodGroupUpserted(pod_group=group))
         for vgroup in snap.volcano_pod_groups:
@@ -1602,10 +1636,11 @@ class ClusterState:
                 state._restore_pod(record.pod, record.first_seen, record.bound_at, record.eviction_requested,
                                    record.bound_node)
         else:
+            table = snap.pod_table if isinstance(snap, StateSnapshot) else columns_of_rows(snap.pod_table)
             try:
-                state._restore_pod_table(snap.pod_table)
+                state._restore_pod_table(table)
             except IndexError as error:  # refused like a snapshot that does not decode (the log recovers)
-                raise ValueError(f"snapshot's pod table has a row pointing past its tables ({error})") from error
+                raise ValueError(f"snapshot's pod table has a number pointing past its tables ({error})") from error
         for decision in snap.assumed:
             state.apply(PodAssumed(pod=decision.pod, uid=decision.uid, node=decision.node, gang=decision.gang))
         for decision in snap.nominated:
@@ -1624,12 +1659,18 @@ class ClusterState:
             stale = state.pods.get(problem.key) if problem.kind == "Pod" else None
             if stale is not None:
                 stale.broken = _undecodable_note(problem.message)
+        # The snapshot's own failures stand as they were recorded (an object that failed to fold fails again
+        # here, in other words); one that failed only now (this code differs from the code that wrote the
+        # snapshot) is kept too, so it is reported, not lost.
+        failed_now = dict(state.fold_failures)
         state.fold_failures.clear()
         for problem in snap.fold_failures:
             state.fold_failures[(problem.kind, problem.key)] = problem
             failed = state.pods.get(problem.key) if problem.kind == "Pod" else None
             if failed is not None:
                 failed.broken = problem.message
+        for subject, problem in failed_now.items():
+            state.fold_failures.setdefault(subject, problem)
         state.last_seq = snap.last_seq
         state.last_time = snap.last_time
         return state
@@ -1654,57 +1695,64 @@ class ClusterState:
         end, per node rather than per pod. Gives what `_restore_pod` of each would (the property tests
         compare). With quotas the quota book settles pod by pod, so those go the per-pod way."""
         if self.quotas.active:
-            for obj, row in pods_of(table, self._compactor):
-                self._restore_pod(obj, row.first_seen, row.bound_at, row.eviction_requested, row.bound_node)
+            for entry in pods_of(table, self._compactor):
+                self._restore_pod(*entry)
             return
-        pods, pending = self.pods, self.pending
+        pods, pending, gangs = self.pods, self.pending, self.gangs
         heads, specs, statuses = shared_parts(table, self._compactor)
         # Per (head, spec), numbered head * len(specs) + spec: its derivation, and whether its annotations or
         # labels may define a gang.
         shapes: dict[int, tuple[_Derivation, bool]] = {}
         spec_count = len(specs)
+        # Per (head without labels, spec): the derivation of a pod of them without problems. A gang's pods have
+        # a head of their own (their labels name the gang), and the labels decide only the gang (and
+        # preemptability when they say so): the heads of many gangs derive alike but for it, as `_add_new_pod`
+        # derives the pods of a new head.
+        unlabelled: dict[tuple[str, str, str, int, int], _Derivation] = {}
         # `_settle` of each, gathered: the pods bound to each node are counted at the end, node by node, and
         # those holding a nomination settled then.
         on_node: dict[str, list[PodInfo]] = {}
         nominating: list[PodInfo] = []
-        for row in table.rows:
-            head, spec, status = heads[row.head], specs[row.spec], statuses[row.status]
-            name = row.name
+        for (name, uid, version, head_number, spec_number, status_number, first_seen, bound_at, bound_node,
+             timestamp, grace) in columns(table):
+            head, spec, status = heads[head_number], specs[spec_number], statuses[status_number]
             namespace = head.namespace
             # `pod_of`, inline: this loop runs once per pod of the cluster
             obj = Pod(api_version=head.api_version, kind=head.kind, metadata=ObjectMeta(
-                name=name, namespace=namespace, uid=row.uid, resource_version=row.resource_version,
-                labels=head.labels, annotations=head.annotations, deletion_timestamp=row.deletion_timestamp,
-                deletion_grace_period_seconds=row.deletion_grace_period_seconds), spec=spec, status=status)
+                name=name, namespace=namespace, uid=uid, resource_version=version, labels=head.labels,
+                annotations=head.annotations, deletion_timestamp=timestamp, deletion_grace_period_seconds=grace),
+                spec=spec, status=status)
             key = f"{namespace}/{name}" if namespace else name
             if key in pods:
                 known = None
             else:
-                shape = row.head * spec_count + row.spec
+                shape = head_number * spec_count + spec_number
                 known = shapes.get(shape)
                 if known is None:
-                    try:
-                        derived = self._derivation(obj, key)
-                    except Exception:  # the per-pod way marks it
-                        pass
-                    else:
-                        known = (derived, GANG_MIN_AVAILABLE_ANNOTATION in head.annotations
-                                 or LIGHTWEIGHT_MIN_AVAILABLE_LABEL in head.labels)
-                        if not derived[8]:  # problems name their pod: such a derivation is this pod's only
-                            shapes[shape] = known
+                    known = self._restored_shape(obj, key, spec_number, unlabelled)
+                    if known is not None and not known[0][8]:  # problems name their pod: theirs only
+                        shapes[shape] = known
             if known is None:
-                self._restore_pod(obj, row.first_seen, row.bound_at, row.eviction_requested, row.bound_node)
+                self._restore_pod(obj, first_seen, bound_at, False, bound_node)
                 continue
             derived, defines = known
-            pod = self._hold_new_pod(key, obj, row.first_seen, derived, defines)
+            # `_hold_new_pod`, inline
+            pod = pods[key] = PodInfo(key, obj, first_seen, derived)
+            gang_key = derived[7]
+            if gang_key:
+                gang = gangs.get(gang_key)
+                if gang is None or defines or gang.definer == key:
+                    self._join_gang(pod, gang_key)
+                else:
+                    pod.gang = gang_key
+                    gang.members.add(key)
             if derived[8]:
                 self._set_problems("Pod", key, derived[8])
-            pod.bound_at = row.bound_at
-            pod.eviction_requested = row.eviction_requested
+            pod.bound_at = bound_at
             target = spec.node_name
             if not target:
-                if row.bound_node:
-                    target = pod.bound_node = row.bound_node
+                if bound_node:
+                    target = pod.bound_node = bound_node
                 elif status.nominated_node_name:
                     pod.nominated_node = status.nominated_node_name
                     nominating.append(pod)
@@ -1715,12 +1763,39 @@ class ClusterState:
                         on_node[target] = [pod]
                     else:
                         placed.append(pod)
-                elif pod.ours and row.deletion_timestamp is None and not spec.scheduling_gates:
+                elif pod.ours and timestamp is None and not spec.scheduling_gates:
                     pending.add(key)
+        for number in table.evicting:  # a plain mark, read by nothing the restore does
+            namespace, name = heads[table.head_of(number)].namespace, table.names[number]
+            pods[f"{namespace}/{name}" if namespace else name].eviction_requested = True
         for pod in nominating:
             self._settle_nomination(pod)
         for target, placed in on_node.items():
             self._count_group(target, placed)
+
+    def _restored_shape(self, obj: Pod, key: str, spec_number: int,
+                        unlabelled: dict[tuple[str, str, str, int, int], _Derivation],
+                        ) -> tuple[_Derivation, bool] | None:
+        """The derivation of a snapshot's pod of a shape not met yet, and whether its annotations or labels
+        may define a gang; None when it cannot be derived (the per-pod way marks it). Taken from a pod of the
+        same head without labels and spec when there is one (`unlabelled`, filled here), as `_add_new_pod`
+        takes it."""
+        meta = obj.metadata
+        labels, annotations = meta.labels, meta.annotations
+        defines = GANG_MIN_AVAILABLE_ANNOTATION in annotations or LIGHTWEIGHT_MIN_AVAILABLE_LABEL in labels
+        alike = (obj.api_version, obj.kind, meta.namespace, id(annotations), spec_number)
+        known = unlabelled.get(alike) if VOLCANO_PREEMPTABLE_ANNOTATION not in labels else None
+        if known is not None:
+            gang_key, gang_problems = membership(obj, key)
+            if not gang_problems:
+                return (*known[:7], gang_key, []), defines
+        try:
+            derived = self._derivation(obj, key)
+        except Exception:  # the per-pod way marks it
+            return None
+        if not derived[8] and VOLCANO_PREEMPTABLE_ANNOTATION not in labels:
+            unlabelled[alike] = derived
+        return derived, defines
 
     def _count_group(self, target: str, placed: list[PodInfo]) -> None:
         """`_settle` of pods counted nowhere and placed nowhere that belong on `target` (bound there, not

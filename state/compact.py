@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from msgspec.structs import force_setattr
 
-from events.objects import Container, ContainerPort, Node, Pod, PodSpec, PodStatus, Toleration
+from events.objects import Container, ContainerPort, Node, NodeStatus, Pod, PodSpec, PodStatus, Toleration
 from events.parts import PodParts, decode_map, decode_spec, decode_status, parts_pod
 
 _Key = TypeVar("_Key")
@@ -173,7 +173,12 @@ class Compactor:
         force_setattr(meta, "labels", {intern(key): intern(value) for key, value in meta.labels.items()})
         if not meta.annotations:
             force_setattr(meta, "annotations", _EMPTY_DICT)
-        status = obj.status
+        self.node_status(obj.status)
+
+    def node_status(self, status: NodeStatus) -> None:
+        """As `node`, for a node's status alone (a snapshot's node table holds statuses, each shared by its
+        nodes): its allocatable resource names and quantities interned."""
+        intern = sys.intern
         force_setattr(status, "allocatable", {intern(key): intern(value) for key, value in status.allocatable.items()})
 
     def labels_of(self, labels: dict[str, str]) -> dict[str, str]:

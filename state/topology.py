@@ -188,10 +188,12 @@ class Domain:
 class _NodeRecord:
     __slots__ = ("allocatable", "domain", "flushed", "labels", "used")
 
-    def __init__(self, labels: Mapping[str, str], allocatable: Resources) -> None:
-        self.labels: dict[str, str] = dict(labels)
-        self.allocatable: Resources = dict(allocatable)
-        self.used: Resources = {}  # always current
+    def __init__(self, labels: Mapping[str, str], allocatable: Resources, used: Resources | None) -> None:
+        # Kept as given, not copied: the tree never changes them, nor do its callers once they have passed
+        # them (a node's labels and its allocatable vector are shared, never-mutated values in the state).
+        self.labels: Mapping[str, str] = labels
+        self.allocatable: Resources = allocatable
+        self.used: Resources = {} if used is None else used  # always current
         self.flushed: Resources = {}  # the part of `used` already added into the domains on the path
         self.domain: Domain | None = None  # lowest domain in the current structure (None while stale)
 
@@ -276,18 +278,17 @@ class TopologyTree:
     def node_upserted(self, name: str, labels: Mapping[str, str], allocatable: Resources,
                       used: Resources | None = None) -> None:
         """A node added or changed. `used`: a new node's usage vector is this one, kept current by the caller
-        (who then reports changes with `usage_noted`, not `usage_changed`); ignored for a node already held."""
+        (who then reports changes with `usage_noted`, not `usage_changed`); ignored for a node already held.
+        `labels` and `allocatable` are kept, not copied: the caller must not change them afterwards."""
         record = self._nodes.get(name)
         if record is None:
-            record = self._nodes[name] = _NodeRecord(labels, allocatable)
-            if used is not None:
-                record.used = used
+            self._nodes[name] = _NodeRecord(labels, allocatable, used)
             self._touched.add(name)
             self._built = None
             return
         if record.labels != labels:
-            record.labels = dict(labels)
-            record.allocatable = dict(allocatable)
+            record.labels = labels
+            record.allocatable = allocatable
             self._touched.add(name)
             self._built = None
             return
@@ -302,7 +303,7 @@ class TopologyTree:
                             total[key] = total.get(key, 0) - amount
                         for key, amount in allocatable.items():
                             total[key] = total.get(key, 0) + amount
-            record.allocatable = dict(allocatable)
+            record.allocatable = allocatable
 
     def node_deleted(self, name: str) -> None:
         if self._nodes.pop(name, None) is not None:

@@ -1,8 +1,11 @@
 """A snapshot's pod tables restore exactly the state a full fold gives, for pods of every shape the fold
 reads (namespaces, gangs by label or annotation, priority classes present or missing, bad requests,
-nominations, terminating and finished pods), and the format before the tables still restores."""
+nominations, terminating and finished pods, evictions asked for), and the formats before the columns
+(a row per pod) and before the tables still restore."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import msgspec
 import pytest
@@ -12,6 +15,7 @@ from hypothesis import strategies as st
 from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.model import (
     Event,
+    EvictionRequested,
     NodeDeleted,
     PodAssumed,
     PodBound,
@@ -32,13 +36,16 @@ from events.objects import (
 )
 from state.cluster import (
     SNAPSHOT_VERSION_V1,
+    SNAPSHOT_VERSION_V2,
     ClusterState,
     PodRecord,
     StateSnapshot,
     StateSnapshotV1,
+    StateSnapshotV2,
     decode_state_snapshot,
 )
-from state.pod_table import pods_of
+from state.node_table import nodes_of
+from state.pod_table import PodDeleting, PodRow, PodRowTable, columns, pods_of
 
 NODES = ["n0", "n1", "n2"]
 NAMES = [f"p{i}" for i in range(8)]
@@ -78,6 +85,8 @@ decisions = st.one_of(
     st.builds(lambda k, n: PodNominated(pod=k, uid="", node=n, priority=5),
               st.sampled_from([f"default/{p}" for p in NAMES]), st.sampled_from(NODES)),
     st.builds(lambda k: PodDeleted(key=k, uid=""), st.sampled_from([f"default/{p}" for p in NAMES])),
+    st.builds(lambda k: EvictionRequested(pod=k, uid="", preemptor="ml/big"),
+              st.sampled_from([f"{namespace}/{p}" for namespace in ("default", "ml") for p in NAMES])),
 )
 
 others = st.one_of(
@@ -100,15 +109,37 @@ def _fold(events: list[Event]) -> ClusterState:
     return state
 
 
-def as_v1(payload: bytes) -> bytes:
-    """The same snapshot in the format before the pod tables (version 1)."""
+def _older(payload: bytes, version: int) -> tuple[StateSnapshot, dict[str, Any]]:
+    """The snapshot, and the fields an older format holds alike: its objects, with the nodes whole."""
     snap = decode_state_snapshot(payload)
     assert isinstance(snap, StateSnapshot)
-    fields = {name: getattr(snap, name) for name in snap.__struct_fields__ if name != "pod_table"}
-    fields["version"] = SNAPSHOT_VERSION_V1
-    records = [PodRecord(obj, row.first_seen, row.bound_at, row.eviction_requested, row.bound_node)
-               for obj, row in pods_of(snap.pod_table, ClusterState()._compactor)]
+    fields = {name: getattr(snap, name) for name in snap.__struct_fields__ if name not in ("pod_table", "node_table")}
+    fields["version"] = version
+    fields["nodes"] = list(nodes_of(snap.node_table, ClusterState()._compactor))
+    return snap, fields
+
+
+def as_v1(payload: bytes) -> bytes:
+    """The same snapshot in the format before the pod tables (version 1)."""
+    snap, fields = _older(payload, SNAPSHOT_VERSION_V1)
+    records = [PodRecord(*entry) for entry in pods_of(snap.pod_table, ClusterState()._compactor)]
     return msgspec.msgpack.encode(StateSnapshotV1(pods=records, **fields))
+
+
+def as_v2(payload: bytes) -> bytes:
+    """The same snapshot in the format with a row per pod (version 2)."""
+    snap, fields = _older(payload, SNAPSHOT_VERSION_V2)
+    table = snap.pod_table
+    rows = [PodRow(name, uid, version, head, spec, status, first_seen, bound_at, number in table.evicting, node,
+                   timestamp, grace)
+            for number, (name, uid, version, head, spec, status, first_seen, bound_at, node, timestamp, grace)
+            in enumerate(columns(table))]
+    return msgspec.msgpack.encode(StateSnapshotV2(
+        pod_table=PodRowTable(table.heads, table.specs, table.statuses, rows), **fields))
+
+
+def every_format(payload: bytes) -> tuple[bytes, bytes, bytes]:
+    return payload, as_v2(payload), as_v1(payload)
 
 
 @settings(max_examples=150, deadline=None)
@@ -117,7 +148,7 @@ def test_restoring_the_tables_then_the_tail_equals_the_full_fold(events: list[Ev
     cut = min(cut, len(events))
     head = _fold(events[:cut])
     full = _fold(events).canonical()
-    for payload in (head.snapshot(), as_v1(head.snapshot())):
+    for payload in every_format(head.snapshot()):
         resumed = ClusterState.restore(payload)
         resumed.apply_all(events[cut:])
         assert resumed.canonical() == full
@@ -153,7 +184,7 @@ def test_pods_alike_but_for_their_labels_restore_as_the_fold_derives_them(made: 
     events = [with_seq(node_event(node("n0", gpus=16)), 1),
               *(with_seq(event, index + 2) for index, event in enumerate(made))]
     state = _fold(events)
-    for payload in (state.snapshot(), as_v1(state.snapshot())):
+    for payload in every_format(state.snapshot()):
         assert ClusterState.restore(payload).canonical() == state.canonical()
 
 
@@ -190,7 +221,7 @@ def test_a_snapshot_is_read_by_its_version_wherever_its_map_holds_it() -> None:
     state = ClusterState()
     state.apply(node_event(node("n0")))
     state.apply(pod_event(bound(pod("p0", gang="g"), "n0")))
-    for payload in (state.snapshot(), as_v1(state.snapshot())):
+    for payload in every_format(state.snapshot()):
         fields = msgspec.msgpack.decode(payload)
         version = fields.pop("version")
         moved = msgspec.msgpack.encode({**fields, "version": version})  # not the first entry, as written here
@@ -201,12 +232,52 @@ def test_a_snapshot_is_read_by_its_version_wherever_its_map_holds_it() -> None:
             ClusterState.restore(msgspec.msgpack.encode(unknown))
 
 
-def test_a_pod_table_row_pointing_past_its_tables_is_refused_as_a_bad_snapshot() -> None:
+def _broken(**columns: Any) -> bytes:
+    """A snapshot of one pod (default/p0, bound by us to n0) whose pod table has `columns` instead."""
     state = ClusterState()
     state.apply(pod_event(pod("p0")))
+    state.apply(PodBound(pod="default/p0", uid="", node="n0"))
     snap = decode_state_snapshot(state.snapshot())
     assert isinstance(snap, StateSnapshot)
-    broken_row = msgspec.structs.replace(snap.pod_table.rows[0], spec=5)
-    broken = msgspec.structs.replace(snap, pod_table=msgspec.structs.replace(snap.pod_table, rows=[broken_row]))
+    return msgspec.msgpack.encode(msgspec.structs.replace(
+        snap, pod_table=msgspec.structs.replace(snap.pod_table, **columns)))
+
+
+@pytest.mark.parametrize("columns", [
+    {"spec": b"\x05\x00\x00\x00"},
+    {"head": b"\x01\x00\x00\x00"},
+    {"bound_node": b"\x07\x00\x00\x00"},
+    {"evicting": [1]},
+    {"deleting": [PodDeleting(3, "2026-11-26T00:00:00Z")]},
+], ids=["spec", "head", "bound node", "evicting", "deleting"])
+def test_a_pod_table_number_pointing_past_its_tables_is_refused_as_a_bad_snapshot(columns: dict[str, Any]) -> None:
+    assert ClusterState.restore(_broken()).pods["default/p0"].bound_node == "n0"
     with pytest.raises(ValueError, match="pointing past its tables"):
-        ClusterState.restore(msgspec.msgpack.encode(broken))
+        ClusterState.restore(_broken(**columns))
+
+
+@pytest.mark.parametrize("columns", [
+    {"spec": b"\x00\x00\x00"},
+    {"first_seen": b""},
+    {"bound_at": b"\x00" * 16},
+    {"uids": []},
+], ids=["spec", "first seen", "bound at", "uids"])
+def test_a_pod_table_with_columns_of_unequal_lengths_is_refused_as_a_bad_snapshot(columns: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="snapshot's pod"):
+        ClusterState.restore(_broken(**columns))
+
+
+def test_what_the_scheduler_recorded_of_each_pod_survives_a_restore_in_every_format() -> None:
+    state = ClusterState()
+    state.apply(node_event(node("n0")))
+    for name in ("p0", "p1", "p2"):
+        state.apply(pod_event(pod(name), time=2.0))
+    state.apply(PodBound(pod="default/p1", uid="", node="n0", time=3.5))
+    state.apply(EvictionRequested(pod="default/p2", uid="", preemptor="ml/big"))
+    for payload in every_format(state.snapshot()):
+        restored = ClusterState.restore(payload)
+        assert restored.canonical() == state.canonical()
+        p0, p1, p2 = (restored.pods[f"default/{name}"] for name in ("p0", "p1", "p2"))
+        assert (p0.bound_node, p0.bound_at, p0.eviction_requested) == ("", None, False)
+        assert (p1.bound_node, p1.bound_at, p1.first_seen) == ("n0", 3.5, 2.0)
+        assert p2.eviction_requested and p2.pending
