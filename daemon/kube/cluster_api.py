@@ -190,7 +190,7 @@ class KubeClusterAPI:
         # A semaphore that takes a free slot without a trip through the event loop (a CapacityLimiter
         # yields on every acquire: a task switch per Binding).
         self.bind_limiter = anyio.Semaphore(bind_concurrency, fast_acquire=True)
-        self.events = EventRecorder(self, COMPONENT, now=time.time)
+        self.events = EventRecorder(self, COMPONENT, now=time.time, on_drop=self.metrics.events_dropped.inc)
         self._status_subresource: dict[tuple[str, str], bool] = {}  # (API version, plural) -> has /status
         # The metrics' children by label values, looked up once (two lookups per call otherwise).
         self._attempt_counters: dict[tuple[str, str, str], Any] = {}

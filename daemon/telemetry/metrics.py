@@ -22,6 +22,7 @@ process never collide). The ops dashboard is built from this list:
 | `toposched_binds_total` | counter | result (bound, failed) | Binding calls by outcome |
 | `toposched_api_requests_total` | counter | verb, resource, code | every attempt of a write, retries included |
 | `toposched_api_request_duration_seconds` | histogram | verb, resource | latency of those writes, retries included |
+| `toposched_events_dropped_total` | counter | - | Events not written: 10,000 were waiting (`event.dropped` lines) |
 | `toposched_preemption_attempts_total` | counter | - | preemption plans carried out |
 | `toposched_preemption_victims_total` | counter | - | pods evicted as victims |
 | `toposched_gang_timeouts_total` | counter | - | gangs that gave up after scheduleTimeoutSeconds |
@@ -122,6 +123,7 @@ METRIC_NAMES = (
     "toposched_binds_total",
     "toposched_api_requests_total",
     "toposched_api_request_duration_seconds",
+    "toposched_events_dropped_total",
     "toposched_preemption_attempts_total",
     "toposched_preemption_victims_total",
     "toposched_gang_timeouts_total",
@@ -199,6 +201,8 @@ class Metrics:
             "toposched_api_request_duration_seconds", "API write latency, retries included.", ["verb", "resource"],
             buckets=_ATTEMPT_BUCKETS, registry=r,
         )
+        self.events_dropped = Counter(
+            "toposched_events_dropped", "Kubernetes Events not written because too many were waiting.", registry=r)
         self.preemption_attempts = Counter("toposched_preemption_attempts", "Preemption plans carried out.", registry=r)
         self.preemption_victims = Counter("toposched_preemption_victims", "Pods evicted as victims.", registry=r)
         self.gang_timeouts = Counter("toposched_gang_timeouts", "Gangs that timed out.", registry=r)

@@ -20,6 +20,7 @@ import anyio
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from daemon.kube.event_recorder import DEFAULT_MAX_QUEUED
 from daemon.telemetry.metrics import Metrics
 from daemon.version import package_version
 from devcluster.cluster import DevCluster
@@ -118,7 +119,13 @@ async def test_every_registered_series_moves_in_one_run(tmp_path: Path, monkeypa
                 for manifest in waiting:
                     kind = "pods" if manifest["kind"] == "Pod" else "scheduling.sigs.k8s.io/v1alpha1/PodGroup"
                     cluster.store.delete(kind, manifest["metadata"]["name"], "default", grace_period_seconds=0)
+                events = daemon.api.events if daemon.api is not None else None
+                assert events is not None
+                events.max_queued = 0  # a burst beyond the Event queue: the huge gang's Warning is dropped
                 cluster.load_objects(gang("huge", 5))
+                await wait_until(lambda: (registry.get_sample_value("toposched_events_dropped_total") or 0) >= 1,
+                                 what="an Event dropped")
+                events.max_queued = DEFAULT_MAX_QUEUED
 
                 cluster.faults.add_latency(0.2, path="/binding")
                 cluster.faults.fail_next(1, 500, path="/binding")

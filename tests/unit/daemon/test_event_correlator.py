@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio
+from structlog.testing import capture_logs
 
 from daemon.kube.client import Response
 from daemon.kube.event_correlator import (
@@ -134,6 +135,39 @@ async def test_an_expired_event_is_created_again_and_a_full_queue_drops_with_a_c
     for i in range(4):
         recorder.record(OTHER, "Normal", f"Reason{i}", "x")
     assert recorder.queued == 2 and recorder.dropped == 2
+
+
+async def test_a_full_queue_drops_loudly_but_writes_a_few_lines_not_one_per_drop() -> None:
+    sink = Sink()
+    clock = [1000.0]
+    counted: list[int] = []
+    recorder = EventRecorder(sink, "toposched", now=lambda: clock[0], max_queued=2,
+                             on_drop=lambda: counted.append(1))
+    pods = [ObjectRef(api_version="v1", kind="Pod", namespace="team", name=f"p{i}") for i in range(60)]
+    with capture_logs() as logs:
+        for index, pod in enumerate(pods):  # 2 queued, 58 dropped over 5.8 s: no second line yet
+            clock[0] += 0.1 if index else 0.0
+            recorder.record(pod, "Normal", "Scheduled", "bound")
+        lines = [line for line in logs if line["event"] == "event.dropped"]
+        assert [(line["dropped"], line["dropped_total"], line["last_object"]) for line in lines] == [
+            (1, 1, "Pod team/p2")]
+        clock[0] += 5.0  # 10 s after the first line: the next drop is logged, with those before it
+        recorder.record(OTHER, "Normal", "Scheduled", "bound")
+        await recorder.flush()
+        recorder.record(GANG, "Warning", "FailedScheduling", "no room")  # room again: the rest are told
+    lines = [line for line in logs if line["event"] == "event.dropped"]
+    assert [(line["dropped"], line["dropped_total"], line["now"]) for line in lines] == [
+        (1, 1, "the queue is full"), (58, 59, "the queue is full")]
+    assert lines[0]["log_level"] == "warning" and lines[1]["last_object"] == "Pod team/train-0"
+    assert recorder.dropped == 59 == len(counted) and len(sink.calls) == 2
+    with capture_logs() as logs:  # within 10 s of the last line: drops are told once recording resumes
+        for pod in pods[:3]:
+            recorder.record(pod, "Normal", "Scheduled", "bound again")  # p0 queued (beside GANG), p1, p2 dropped
+        recorder.record(OTHER, "Normal", "Scheduled", "bound again")  # dropped
+        await recorder.flush()
+        recorder.record(GANG, "Warning", "FailedScheduling", "no room at all")
+    assert [(line["dropped"], line["now"], line["last_object"]) for line in logs
+            if line["event"] == "event.dropped"] == [(3, "the queue has room again", "Pod team/train-0")]
 
 
 async def test_one_event_is_never_written_by_two_writers_at_once() -> None:
