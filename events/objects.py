@@ -282,9 +282,13 @@ class ClaimMeta(ObjectMeta, frozen=True):
     owner_references: list[OwnerReference] = []
 
 
+READ_WRITE_ONCE_POD = "ReadWriteOncePod"  # a claim's access mode: one pod in the cluster may use it
+
+
 class PersistentVolumeClaimSpec(_K8s, frozen=True):
     storage_class_name: str | None = None
     volume_name: str = ""
+    access_modes: list[str] = []
 
 
 class PersistentVolumeClaimStatus(_K8s, frozen=True):

@@ -728,6 +728,8 @@ class ClusterState:
         `_derive_pod` makes it, its problems aside); `defines`: its annotations or labels may define a gang.
         Not settled yet."""
         pod = self.pods[key] = PodInfo(key, obj, first_seen, derived)
+        if obj.spec.volumes:
+            self.volumes.pod_held(obj, key)
         gang_key = derived[7]
         if gang_key:
             gang = self.gangs.get(gang_key)
@@ -865,12 +867,20 @@ class ClusterState:
         if pod is None:
             pod = PodInfo(key, obj, time)
             self.pods[key] = pod
+            if obj.spec.volumes:
+                self.volumes.pod_held(obj, key)
             self._derive_pod(pod, obj, shape)
         else:
             old = pod.obj
             pod.obj = obj
             # Most updates are status or binding changes: re-derive only what the change can affect.
             old_spec, spec = old.spec, obj.spec
+            if old_spec.volumes is not spec.volumes and old_spec.volumes != spec.volumes:
+                # The API server refuses this for a pod; an object of any other source may still do it.
+                if old_spec.volumes:
+                    self.volumes.pod_let_go(old, key)
+                if spec.volumes:
+                    self.volumes.pod_held(obj, key)
             # The same shared parts (`decode_record`) cannot derive differently: skip the comparison.
             same_parts = (old_spec is spec and old.metadata.labels is meta.labels
                           and old.metadata.annotations is meta.annotations)
@@ -897,6 +907,8 @@ class ClusterState:
         nominated = obj.status.nominated_node_name
         if nominated and nominated != pod.nominated_node and not pod.node_name:
             pod.nominated_node = nominated
+        if obj.spec.volumes and obj.status.phase in TERMINAL_PHASES:
+            self.volumes.pod_finished(obj)
         self._settle(pod)
 
     def _derive_pod(self, pod: PodInfo, obj: Pod, shape: Shape | None = None) -> None:
@@ -998,6 +1010,8 @@ class ClusterState:
         pod.assumed_node = ""
         pod.nominated_node = ""
         pod.removed = True
+        if pod.obj.spec.volumes:
+            self.volumes.pod_let_go(pod.obj, pod.key)
         self._settle(pod)
         if pod.gang:
             self._leave_gang(pod)
@@ -1387,7 +1401,22 @@ class ClusterState:
         """What the pod's claims ask of its placement now (state/volumes.py)."""
         if not pod.obj.spec.volumes:
             return NO_NEEDS
-        return needs_of(self.volumes, pod.obj, self.undecodable)
+        return needs_of(self.volumes, pod.obj, self.undecodable, lambda claim: self.claim_holder(claim, pod.key))
+
+    def claim_holder(self, claim: str, key: str) -> str:
+        """The pod other than `key` that holds `claim` as a ReadWriteOncePod claim is held ("" when none): one
+        placed (bound, or assumed by us) that has not finished, else one of ours, pending, with a smaller key
+        (one plan would place both: the first may go)."""
+        first_pending = ""
+        for other_key in sorted(self.volumes.users.get(claim, ())):
+            other = self.pods.get(other_key)
+            if other_key == key or other is None or other.removed or other.terminal:
+                continue
+            if other.placed_node:
+                return other_key
+            if not first_pending and other_key < key and other_key in self.pending:
+                first_pending = other_key
+        return first_pending
 
     def _network_topology_upserted(self, event: NetworkTopologyUpserted) -> None:
         self.network_topologies[event.topology.metadata.name] = event.topology
@@ -1738,6 +1767,8 @@ class ClusterState:
             derived, defines = known
             # `_hold_new_pod`, inline
             pod = pods[key] = PodInfo(key, obj, first_seen, derived)
+            if spec.volumes:
+                self.volumes.pod_held(obj, key)
             gang_key = derived[7]
             if gang_key:
                 gang = gangs.get(gang_key)

@@ -19,22 +19,32 @@ controlled by the pod. Each claim is in one of these states for the scheduler:
   WaitForFirstConsumer class that provisions nothing (`kubernetes.io/no-provisioner`: local volumes
   made in advance), which toposched does not bind; the reason says so.
 
+A claim whose access modes hold ReadWriteOncePod may be used by one pod in the whole cluster
+(VolumeRestrictions): a pod waits while another pod that uses it is placed (bound, or assumed by us)
+and not finished, in kube-scheduler's words. Two pending pods of ours that use one such claim would
+be placed together by one plan (a gang, or a batch of lone pods), where kube-scheduler places one
+after the other and finds the second in conflict; here the one with the smaller key may go and the
+other waits for it. kube-scheduler may preempt the pod that holds the claim; toposched does not
+preempt for a volume (the constraint `volume`), so the pod waits until the holder ends.
+`VolumeBook.users` indexes the pods by the claims they name, and `released` gathers the claims whose
+users left or finished, for the loop to wake the pods that wait on them.
+
 Not modelled: a WaitForFirstConsumer claim matched to a pre-created PersistentVolume (kube-scheduler
-would bind one, toposched waits), CSI storage capacity, attach limits per node (NodeVolumeLimits) and
-ReadWriteOncePod (VolumeRestrictions).
+would bind one, toposched waits), CSI storage capacity and attach limits per node (NodeVolumeLimits).
 
 Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import msgspec
 
 from events.objects import (
     BETA_STORAGE_CLASS_ANNOTATION,
     BIND_COMPLETED_ANNOTATION,
+    READ_WRITE_ONCE_POD,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     PersistentVolume,
@@ -61,6 +71,8 @@ ZONES_DELIMITER = "__"
 NODE_CONFLICT = "node(s) had volume node affinity conflict"
 NO_VOLUME_TO_BIND = "node(s) didn't find available persistent volumes to bind"
 ZONE_CONFLICT = "node(s) had no available volume zone"
+READ_WRITE_ONCE_POD_CONFLICT = ("node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod "
+                                "access mode")
 
 
 class VolumeReach(msgspec.Struct, frozen=True):
@@ -88,14 +100,41 @@ NO_NEEDS = VolumeNeeds()
 
 
 class VolumeBook:
-    """The claims (by `namespace/name`), PersistentVolumes and StorageClasses (by name) the state holds."""
+    """The claims (by `namespace/name`), PersistentVolumes and StorageClasses (by name) the state holds; the
+    pods that name each claim (`users`, by pod key, whatever their phase); and the claims whose users left
+    or finished since the loop last looked (`released`)."""
 
-    __slots__ = ("claims", "classes", "volumes")
+    __slots__ = ("claims", "classes", "released", "users", "volumes")
 
     def __init__(self) -> None:
         self.claims: dict[str, PersistentVolumeClaim] = {}
         self.volumes: dict[str, PersistentVolume] = {}
         self.classes: dict[str, StorageClass] = {}
+        self.users: dict[str, set[str]] = {}
+        self.released: set[str] = set()
+
+    def pod_held(self, pod: Pod, key: str) -> None:
+        """`pod` (held under `key`, with volumes) names its claims."""
+        for claim, _ in claim_keys(pod):
+            users = self.users.get(claim)
+            if users is None:
+                self.users[claim] = {key}
+            else:
+                users.add(key)
+
+    def pod_let_go(self, pod: Pod, key: str) -> None:
+        """`pod` (with volumes) is gone, or no longer names these claims: they may be free now."""
+        for claim, _ in claim_keys(pod):
+            users = self.users.get(claim)
+            if users is not None:
+                users.discard(key)
+                if not users:
+                    del self.users[claim]
+            self.released.add(claim)
+
+    def pod_finished(self, pod: Pod) -> None:
+        """`pod` (with volumes) finished: a ReadWriteOncePod claim of it may be used by another now."""
+        self.released.update(claim for claim, _ in claim_keys(pod))
 
 
 def claim_keys(pod: Pod) -> list[tuple[str, bool]]:
@@ -125,9 +164,11 @@ def claim_class(claim: PersistentVolumeClaim) -> str:
     return claim.spec.storage_class_name or ""
 
 
-def needs_of(book: VolumeBook, pod: Pod, unreadable: Mapping[tuple[str, str], object]) -> VolumeNeeds:
+def needs_of(book: VolumeBook, pod: Pod, unreadable: Mapping[tuple[str, str], object],
+             holder: Callable[[str], str] = lambda claim: "") -> VolumeNeeds:
     """What `pod`'s claims ask (see the module docstring). `unreadable`: the (kind, key) of objects whose
-    latest version could not be decoded, so a claim that could not be read is named as such."""
+    latest version could not be decoded, so a claim that could not be read is named as such. `holder`: the
+    key of another pod that holds a ReadWriteOncePod claim now ("" when none does)."""
     if not pod.spec.volumes:
         return NO_NEEDS
     reach: list[VolumeReach] = []
@@ -145,6 +186,12 @@ def needs_of(book: VolumeBook, pod: Pod, unreadable: Mapping[tuple[str, str], ob
         why = _unusable(claim, name, pod, ephemeral)
         if why:
             return VolumeNeeds(blocked=why)
+        if READ_WRITE_ONCE_POD in claim.spec.access_modes:
+            other = holder(key)
+            if other:
+                return VolumeNeeds(blocked=(
+                    f"{READ_WRITE_ONCE_POD_CONFLICT} (persistentvolumeclaim \"{name}\" is used by pod {other}; "
+                    "toposched does not preempt for a volume: the pod waits until that one ends)"))
         volume_name = claim.spec.volume_name
         if claim_bound(claim):
             volume = book.volumes.get(volume_name)

@@ -181,7 +181,7 @@ from preemption.plan import PreemptionPlan
 from preemption.reclaim import may_reclaim
 from state.cluster import ClusterState, PodInfo, subject_of
 from state.resources import Resources
-from state.volumes import claim_bound, claim_keys
+from state.volumes import claim_bound
 
 log = structlog.get_logger("toposched.scheduler")
 
@@ -266,10 +266,6 @@ class Scheduler:
         self._nominated: dict[str, NominationWait] = self._waits.nominated  # units holding nominations
         self._node_shapes: dict[str, tuple[object, ...]] = {}
         self._pod_shapes: dict[str, tuple[object, ...]] = {}  # pending pods: what of them placement reads
-        # Claim key -> the unbound pods of ours that use it (pruned as they are met bound or gone): a claim's
-        # change (bound, provisioned, created by the ephemeral volume controller) may let them fit. Built
-        # from the state at the first claim change (pods folded before the loop began), then kept up.
-        self._claim_users: dict[str, set[str]] | None = None
         self._claims_moved = anyio.Event()  # set (and replaced) whenever a claim changes: provisioning waits on it
         self._gang_of: dict[str, str] = {}  # pod -> its gang, to know whose membership a deletion changes
         self._room_cache: dict[tuple[int, Requests], int] = {}
@@ -322,9 +318,7 @@ class Scheduler:
         if pod is None:
             return False
         self._forget_need(pod)
-        if event.pod.spec.volumes and self._claim_users is not None and pod.ours and not pod.node_name:
-            for claim, _ in claim_keys(event.pod):
-                self._claim_users.setdefault(claim, set()).add(pod.key)
+        woken = self._claims_released()
         if pod.gang:
             self._gang_of[pod.key] = pod.gang
         else:
@@ -337,13 +331,13 @@ class Scheduler:
         elif pod.key in self.state.pending:
             shape = _pod_shape(event.pod)
             if self._pod_shapes.get(pod.key) == shape:
-                return False  # a status write (ours: PodScheduled=False): nothing placement reads changed
+                return woken  # a status write (ours: PodScheduled=False): nothing placement reads changed
             self._pod_shapes[pod.key] = shape
             self.queue.unit_changed(pod.gang or pod.key)
         else:
             self._pod_shapes.pop(pod.key, None)
             if not (pod.gang and pod.ours and pod.gated and not pod.placed_node):
-                return False
+                return woken
             # A member held by its scheduling gates came (or lost one of several gates): its gang's reason
             # counts the members held so, and must say so now, not at its next attempt.
             self.queue.unit_changed(pod.gang)
@@ -363,6 +357,7 @@ class Scheduler:
         gang = self._gang_of.pop(event.key, None)
         if gang:  # a member left: its gang's reason ("6 of minMember 6 pods exist", ...) may be stale
             self.queue.unit_changed(gang)
+        self._claims_released()
         return self._capacity_freed(event)
 
     def _node_deleted(self, event: NodeDeleted) -> bool:
@@ -413,26 +408,29 @@ class Scheduler:
             key = object_key(ref.namespace, ref.name)
         moved, self._claims_moved = self._claims_moved, anyio.Event()
         moved.set()
-        claim_users = self._claim_users
-        if claim_users is None:
-            claim_users = self._claim_users = {}
-            for held in self.state.pods.values():
-                if held.obj.spec.volumes and held.ours and not held.node_name:
-                    for claim, _ in claim_keys(held.obj):
-                        claim_users.setdefault(claim, set()).add(held.key)
-        users = claim_users.get(key)
-        if not users:
-            return False
+        return self._wake_claim_users(key)
+
+    def _wake_claim_users(self, claim: str) -> bool:
+        """The pending pods that use `claim` may fit now: their units are tried again. Whether any was."""
         woken = False
-        for pod_key in sorted(users):
-            pod = self.state.pods.get(pod_key)
-            if pod is None or pod.node_name or pod.removed:
-                users.discard(pod_key)  # bound or gone: no claim of it can change where it goes any more
-            elif pod_key in self.state.pending:
+        pending = self.state.pending
+        for pod_key in sorted(self.state.volumes.users.get(claim, ())):
+            if pod_key in pending:
+                pod = self.state.pods[pod_key]
                 self.queue.unit_changed(pod.gang or pod_key)
                 woken = True
-        if not users:
-            del claim_users[key]
+        return woken
+
+    def _claims_released(self) -> bool:
+        """Pods that used claims left or finished (`VolumeBook.released`): the pending pods that wait for
+        those claims (ReadWriteOncePod) may fit now. Whether any was woken."""
+        released = self.state.volumes.released
+        if not released:
+            return False
+        woken = False
+        for claim in sorted(released):
+            woken = self._wake_claim_users(claim) or woken
+        released.clear()
         return woken
 
     def _structure_changed(self, event: Event) -> bool:

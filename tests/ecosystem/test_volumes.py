@@ -179,3 +179,20 @@ spec:
     assert ZONE_OF[eco.wait_bound(["reader"], namespace)["reader"]] == "us-east-1a"
     delete_claims(eco, namespace)
     eco.kubectl.run("delete", "pv", "dataset-disk", "--wait=false")
+
+
+def test_a_read_write_once_pod_claim_serves_one_pod_and_the_next_waits_until_it_is_gone(eco: Ecosystem) -> None:
+    namespace = "vol-rwop"
+    single = claim_yaml("checkpoints", namespace, "gp3-rwop").replace("[ReadWriteOnce]", "[ReadWriteOncePod]")
+    eco.apply(stream(namespace_yaml(namespace), ebs_class("gp3-rwop"), single,
+                     pod_yaml("writer", namespace, gpus="1", spec=claim_volume("checkpoints"))))
+    first = eco.wait_bound(["writer"], namespace)["writer"]
+    eco.apply(pod_yaml("second-writer", namespace, gpus="1", spec=claim_volume("checkpoints")))
+    message = eco.wait_pending(["second-writer"], namespace, says="ReadWriteOncePod access mode")["second-writer"]
+    assert 'persistentvolumeclaim "checkpoints" is used by pod vol-rwop/writer' in message
+    # Terminating, it still holds the claim (kube-scheduler keeps it in its cache until it is gone).
+    eco.kubectl.run("delete", "pod", "writer", "-n", namespace, "--grace-period=2", "--wait=false")
+    assert eco.find("pods", "writer", namespace) is not None and not eco.node_of("second-writer", namespace)
+    second = eco.wait_bound(["second-writer"], namespace)["second-writer"]
+    assert second == first  # the disk was provisioned in the first node's zone; the only node of it left free
+    delete_claims(eco, namespace)

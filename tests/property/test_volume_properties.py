@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from events.builders import group_event, pod_group
 from events.ingest import KIND_BY_NAME, upsert_event
-from events.model import Event
+from events.model import Event, PodDeleted
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod
 from placement.plan import VOLUME
 from state.cluster import ClusterState
@@ -177,3 +177,73 @@ def test_a_lone_pod_whose_claims_some_empty_node_reaches_is_placed(case: Case) -
         reachable = [name for name, zone in case.zone_of.items()
                      if all(reach.admits(name, zone) for reach in case.reach[key])]
         assert isinstance(plan, GangPlan) == bool(reachable), (key, plan, reachable)
+
+
+# ReadWriteOncePod: the index of a claim's users follows every pod event, through a snapshot too, and no two
+# pods that could run at once ever hold one such claim.
+CLAIMS = ["c0", "c1", "c2"]
+
+
+def _pod_using(name: str, claims: list[str], node: str, phase: str, deleting: bool, uid: str) -> Event:
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": uid}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-26T10:00:00Z"
+    spec: dict[str, Any] = {"schedulerName": "toposched",
+                            "volumes": [{"name": f"v{index}", "persistentVolumeClaim": {"claimName": claim}}
+                                        for index, claim in enumerate(claims)],
+                            "containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]}
+    if node:
+        spec["nodeName"] = node
+    return _obj("Pod", {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
+                        "status": {"phase": phase}})
+
+
+pod_events = st.builds(
+    _pod_using, st.sampled_from([f"p{i}" for i in range(5)]), st.lists(st.sampled_from(CLAIMS), max_size=2,
+                                                                           unique=True),
+    st.sampled_from(["", "", "n0"]), st.sampled_from(["Pending", "Running", "Succeeded"]), st.booleans(),
+    st.sampled_from(["u1", "u1", "u2"]))
+deletions = st.builds(lambda name: PodDeleted(key=f"default/{name}", uid=""),
+                      st.sampled_from([f"p{i}" for i in range(5)]))
+
+
+def _users(state: ClusterState) -> dict[str, set[str]]:
+    """Who names each claim, computed from the pods held."""
+    users: dict[str, set[str]] = {}
+    for key, pod in state.pods.items():
+        for volume in pod.obj.spec.volumes:
+            if volume.persistent_volume_claim is not None:
+                users.setdefault(f"default/{volume.persistent_volume_claim.claim_name}", set()).add(key)
+    return users
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(pod_events, pod_events, deletions), max_size=30))
+def test_the_users_of_each_claim_are_the_pods_that_name_it_after_any_history_and_a_restore(
+        events: list[Event]) -> None:
+    state = ClusterState()
+    state.apply(_obj("Node", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n0"},
+                              "status": {"allocatable": {"cpu": "8", "pods": "110"}}}))
+    for claim in CLAIMS:
+        state.apply(_obj("PersistentVolumeClaim", {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim, "namespace": "default", "annotations": {
+                "pv.kubernetes.io/bind-completed": "yes"}},
+            "spec": {"accessModes": ["ReadWriteOncePod"], "volumeName": f"pv-{claim}"}}))
+        state.apply(_obj("PersistentVolume", {"apiVersion": "v1", "kind": "PersistentVolume",
+                                              "metadata": {"name": f"pv-{claim}"}}))
+    for event in events:
+        state.apply(event)
+        assert state.volumes.users == _users(state)
+    restored = ClusterState.restore(state.snapshot())
+    assert restored.volumes.users == _users(state)
+    # Of the pods that may run (placed, not finished) at most one per claim; a pending pod is told to wait
+    # for each other that is.
+    for claim in CLAIMS:
+        key = f"default/{claim}"
+        running = sorted(user for user in _users(state).get(key, ())
+                         if state.pods[user].placed_node and not state.pods[user].terminal)
+        for user in _users(state).get(key, ()):
+            pod = state.pods[user]
+            if user in state.pending and running:
+                assert state.volume_needs(pod).blocked

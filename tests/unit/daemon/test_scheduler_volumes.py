@@ -14,18 +14,23 @@ from events.model import (
     ClaimDeleted,
     ClaimUpserted,
     Event,
+    PodDeleted,
     PodForgotten,
     PodUpserted,
     StorageClassUpserted,
+    VolumeUpserted,
 )
 from events.objects import (
     BIND_COMPLETED_ANNOTATION,
+    READ_WRITE_ONCE_POD,
     SELECTED_NODE_ANNOTATION,
     ClaimMeta,
     ObjectMeta,
+    PersistentVolume,
     PersistentVolumeClaim,
     PersistentVolumeClaimSpec,
     PersistentVolumeClaimVolumeSource,
+    PodStatus,
     StorageClass,
     Volume,
 )
@@ -154,3 +159,46 @@ async def test_a_claim_deleted_while_its_plan_waits_at_permit_fails_the_plan_bef
     assert h.bound_pods() == {} and not [c for c in h.api.calls if c[0] in ("bind", "select_node")]
     assert "default/a-1" in h.pods(PodForgotten)
     assert 'persistentvolumeclaim "data-a-1" not found' in h.state.gangs["default/a"].last_reason
+
+
+def _solo_claim(access_mode: str) -> list[Event]:
+    """A bound claim "solo" of `access_mode` (its volume reachable from every node)."""
+    meta = ClaimMeta(name="solo", namespace="default", uid="uid-solo", annotations={BIND_COMPLETED_ANNOTATION: "yes"})
+    return [VolumeUpserted(volume=PersistentVolume(metadata=ObjectMeta(name="pv-solo"))),
+            ClaimUpserted(claim=PersistentVolumeClaim(metadata=meta, spec=PersistentVolumeClaimSpec(
+                storage_class_name="", volume_name="pv-solo", access_modes=[access_mode])))]
+
+
+def _using_solo(event: PodUpserted, node_name: str = "", phase: str = "Pending") -> PodUpserted:
+    obj = event.pod
+    volume = Volume(name="data", persistent_volume_claim=PersistentVolumeClaimVolumeSource(claim_name="solo"))
+    spec = msgspec.structs.replace(obj.spec, volumes=[volume], node_name=node_name)
+    return PodUpserted(pod=msgspec.structs.replace(obj, spec=spec, status=PodStatus(phase=phase)), time=event.time)
+
+
+async def test_a_pod_waits_while_another_runs_on_its_read_write_once_pod_claim_and_goes_once_that_one_ends() -> None:
+    h = Harness()
+    h.add(*nodes(2), *_solo_claim(READ_WRITE_ONCE_POD),
+          _using_solo(pod_event(pod("holder", gpus=1)), node_name="n0", phase="Running"),
+          _using_solo(pod_event(pod("next", gpus=1))))
+    await h.settle()
+    assert "default/next" not in h.bound_pods()
+    assert "ReadWriteOncePod access mode (persistentvolumeclaim \"solo\" is used by pod default/holder" in (
+        h.scheduler.shown_reason("default/next"))
+    h.add(PodDeleted(key="default/holder", uid=""))  # it ended: the waiting pod is tried again at once
+    await h.settle()
+    assert h.bound_pods()["default/next"] in ("n0", "n1")
+
+
+async def test_a_gang_whose_two_pods_share_a_read_write_once_pod_claim_never_binds_both() -> None:
+    # kube-scheduler places one, finds the other in conflict, and the gang never reaches minMember; one plan
+    # here would place both at once, which the kubelet could not start.
+    h = Harness()
+    h.add(*nodes(2), *_solo_claim(READ_WRITE_ONCE_POD),
+          *(_using_solo(event) if isinstance(event, PodUpserted) else event for event in gang("pair", 2)))
+    await h.settle()
+    assert h.bound_pods() == {} and not [c for c in h.api.calls if c[0] == "bind"]
+    assert "is used by pod default/pair-0" in h.state.gangs["default/pair"].last_reason
+    h.add(*_solo_claim("ReadWriteOnce"))  # the claim may be shared on one node now: both go
+    await h.settle()
+    assert sorted(h.bound_pods()) == ["default/pair-0", "default/pair-1"]

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from events.ingest import KIND_BY_NAME, upsert_event
+from events.model import PodDeleted
 from placement.fit import admits, shape_in
 from placement.lone import plan_pod
 from placement.plan import VOLUME, GangPlan, Unschedulable
@@ -207,3 +208,64 @@ def test_pods_with_their_own_volumes_in_one_zone_share_one_shape(state: ClusterS
                                     "containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]}})
     first, second = (shape_in(state, state.pods[f"default/db-{index}"]) for index in range(2))
     assert first.volumes and first.key == second.key
+
+
+def _rwop_user(state: ClusterState, name: str, *, node_name: str = "", phase: str = "Pending",
+               claim_name: str = "solo") -> None:
+    spec: dict[str, Any] = {"schedulerName": "toposched", "volumes": [uses(claim_name)],
+                            "containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    obj(state, "Pod", {"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+                       "spec": spec, "status": {"phase": phase}})
+
+
+def _rwop_claim(state: ClusterState, *, modes: list[str]) -> None:
+    obj(state, "PersistentVolume", volume("pv-solo", labels={ZONE: "us-east-1a"}))
+    document = claim("solo", volume="pv-solo")
+    document["spec"]["accessModes"] = modes
+    obj(state, "PersistentVolumeClaim", document)
+
+
+def test_a_read_write_once_pod_claim_in_use_by_a_running_pod_holds_the_next_pod_back(state: ClusterState) -> None:
+    _rwop_claim(state, modes=["ReadWriteOncePod"])
+    _rwop_user(state, "holder", node_name="a0", phase="Running")
+    _rwop_user(state, "trainer")
+    why = blocked(state)
+    assert why.startswith("node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod "
+                          "access mode (persistentvolumeclaim \"solo\" is used by pod default/holder")
+    plan = plan_pod(state, "default/trainer")
+    assert isinstance(plan, Unschedulable) and plan.constraint == VOLUME
+    _rwop_user(state, "holder", node_name="a0", phase="Succeeded")  # it ended: the claim is free
+    assert not blocked(state)
+    assert state.volumes.released == {"default/solo"}
+
+
+def test_a_read_write_once_claim_may_be_shared_and_a_finished_or_deleted_holder_frees_a_pod_one(
+        state: ClusterState) -> None:
+    _rwop_claim(state, modes=["ReadWriteOnce"])  # one node, any number of pods: VolumeRestrictions lets it be
+    _rwop_user(state, "holder", node_name="a0", phase="Running")
+    _rwop_user(state, "trainer")
+    assert not blocked(state)
+    _rwop_claim(state, modes=["ReadWriteOncePod"])
+    assert blocked(state)
+    state.volumes.released.clear()
+    state.apply(upsert_event(KIND_BY_NAME["Pod"], {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "other", "namespace": "default", "uid": "uid-other"}, "spec": {"containers": []}}))
+    assert not state.volumes.released  # a pod without volumes releases nothing
+
+    state.apply(PodDeleted(key="default/holder", uid="uid-holder"))
+    assert state.volumes.released == {"default/solo"} and not blocked(state)
+    assert state.volumes.users == {"default/solo": {"default/trainer"}}
+
+
+def test_of_two_pending_pods_of_ours_on_one_read_write_once_pod_claim_the_first_by_key_may_go(
+        state: ClusterState) -> None:
+    # One plan (a gang, a batch of lone pods) would place both; kube-scheduler places one, then finds the
+    # other in conflict.
+    _rwop_claim(state, modes=["ReadWriteOncePod"])
+    _rwop_user(state, "a-first")
+    _rwop_user(state, "trainer")
+    assert not state.volume_needs(state.pods["default/a-first"]).blocked
+    assert "is used by pod default/a-first" in blocked(state)
