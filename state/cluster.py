@@ -1798,7 +1798,9 @@ class ClusterState:
                     pending.add(key)
         for number in table.evicting:  # a plain mark, read by nothing the restore does
             namespace, name = heads[table.head_of(number)].namespace, table.names[number]
-            pods[f"{namespace}/{name}" if namespace else name].eviction_requested = True
+            evicted = pods.get(f"{namespace}/{name}" if namespace else name)
+            if evicted is not None:  # None: its fold failed (marked so)
+                evicted.eviction_requested = True
         for pod in nominating:
             self._settle_nomination(pod)
         for target, placed in on_node.items():

@@ -213,26 +213,20 @@ def pod_table(entries: Iterable[PodEntry]) -> PodTable:
 
 def columns_of_rows(table: PodRowTable) -> PodTable:
     """A version-2 table as columns (the pods in the same order)."""
-    heads, specs, statuses = table.heads, table.specs, table.statuses
     rows = table.rows
     node_numbers: dict[str, int] = {"": 0}
+    for row in rows:
+        node_numbers.setdefault(row.bound_node, len(node_numbers))
     return PodTable(
-        heads, specs, statuses, [row.name for row in rows], [row.uid for row in rows],
+        table.heads, table.specs, table.statuses, [row.name for row in rows], [row.uid for row in rows],
         [row.resource_version for row in rows], packed(NUMBERS, [row.head for row in rows]),
         packed(NUMBERS, [row.spec for row in rows]), packed(NUMBERS, [row.status for row in rows]),
         packed(TIMES, [row.first_seen for row in rows]),
         packed(TIMES, [_NOT_BOUND if row.bound_at is None else row.bound_at for row in rows]),
-        list(node_numbers) if not rows else _node_names(rows, node_numbers),
-        packed(NUMBERS, [node_numbers[row.bound_node] for row in rows]),
+        list(node_numbers), packed(NUMBERS, [node_numbers[row.bound_node] for row in rows]),
         [number for number, row in enumerate(rows) if row.eviction_requested],
         [PodDeleting(number, row.deletion_timestamp, row.deletion_grace_period_seconds)
          for number, row in enumerate(rows) if row.deletion_timestamp is not None])
-
-
-def _node_names(rows: list[PodRow], node_numbers: dict[str, int]) -> list[str]:
-    for row in rows:
-        node_numbers.setdefault(row.bound_node, len(node_numbers))
-    return list(node_numbers)
 
 
 def columns(table: PodTable) -> Iterator[PodColumns]:
