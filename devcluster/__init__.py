@@ -120,8 +120,10 @@ nodeAffinity from allowedTopologies), a WaitForFirstConsumer claim once `volume.
 is set (nodeAffinity: the class's allowedTopologies keys, else the node's zone, else its hostname; a node
 that does not exist: annotation removed, Warning ProvisioningFailed), with the annotations and phases the
 PV controller writes; a deleted claim's volume is Released (deleted under the Delete policy). The ephemeral
-volume controller creates `<pod>-<volume>` claims owned by their pods, deleted with them. No
-pvc-protection finalizers: deletions are immediate.
+volume controller creates `<pod>-<volume>` claims owned by their pods, deleted with them. Storage objects
+in use are protected (protection.py): claims and volumes are created with the `kubernetes.io/pvc-protection`
+/ `pv-protection` finalizer (StorageObjectInUseProtection admission), and a deleted claim stays, marked,
+while a scheduled pod names it, a deleted volume while it is Bound.
 
 Evictions and budgets (devcluster/disruption.py, disruption_controller.py): the eviction subresource
 enforces policy/v1 PodDisruptionBudgets as kube-apiserver's eviction handler does, the budget's status

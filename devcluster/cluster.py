@@ -35,6 +35,7 @@ from devcluster.ephemeral import EphemeralVolumeController
 from devcluster.faults import FaultInjector
 from devcluster.kubelet import FakeKubelet, running_status
 from devcluster.podgc import PodGarbageCollector
+from devcluster.protection import ProtectionController
 from devcluster.server import ApiServer
 from devcluster.store import Store, now_rfc3339
 from devcluster.volumes import VolumeController
@@ -83,6 +84,8 @@ class DevCluster:
         self.volumes: VolumeController | None = VolumeController(self.store) if volumes else None
         self.ephemeral_volumes: EphemeralVolumeController | None = \
             EphemeralVolumeController(self.store) if volumes else None
+        # The pvc-protection and pv-protection finalizers (volumes=False: not kept).
+        self.protection: ProtectionController | None = ProtectionController(self.store) if volumes else None
         # PodDisruptionBudget status (disruption=False: none written but by evictions' bookkeeping).
         self.disruption: DisruptionController | None = DisruptionController(self.store) if disruption else None
         self._requested_port = port
@@ -94,7 +97,8 @@ class DevCluster:
 
     def _controllers(self) -> list[StoreController]:
         """The controllers turned on, in the order they start."""
-        found: list[StoreController | None] = [self.pod_gc, self.volumes, self.ephemeral_volumes, self.disruption]
+        found: list[StoreController | None] = [self.pod_gc, self.volumes, self.ephemeral_volumes, self.protection,
+                                               self.disruption]
         return [controller for controller in found if controller is not None]
 
     @property

@@ -1,5 +1,6 @@
-"""The API server's side of storage: decoding, defaulting, the DefaultStorageClass admission plugin and
-the validation of PersistentVolumeClaim, PersistentVolume and storage.k8s.io/v1 StorageClass writes.
+"""The API server's side of storage: decoding, defaulting, the DefaultStorageClass and
+StorageObjectInUseProtection admission plugins and the validation of PersistentVolumeClaim,
+PersistentVolume and storage.k8s.io/v1 StorageClass writes.
 
 What kube-apiserver does to these kinds before it stores them, as far as a client can see it:
 
@@ -13,6 +14,9 @@ What kube-apiserver does to these kinds before it stores them, as far as a clien
   gets the name of the class annotated `storageclass.kubernetes.io/is-default-class: "true"` (or the beta
   annotation); with several, the newest by creationTimestamp, ties by name ascending (GetDefaultClass);
   none leaves it unset. An explicit `storageClassName: ""` is a class ("no class") and stays;
+- StorageObjectInUseProtection (plugin/pkg/admission/storage/storageobjectinuseprotection): a claim is
+  created with the finalizer `kubernetes.io/pvc-protection`, a volume with `kubernetes.io/pv-protection`
+  (devcluster/protection.py takes them off once the deleted object is free);
 - validation (pkg/apis/core/validation, pkg/apis/storage/validation), the rules a manifest author meets:
   a claim needs access modes (of the supported four, ReadWriteOncePod alone) and a positive
   `resources.requests.storage`; once created its spec is immutable ("spec is immutable after creation
@@ -137,6 +141,20 @@ def claim_class(claim: Obj) -> str:
     if BETA_CLASS_ANNOTATION in annotations:
         return str(annotations[BETA_CLASS_ANNOTATION])
     return str(_dict(claim.get("spec")).get("storageClassName") or "")
+
+
+IN_USE_FINALIZERS = {CLAIM: "kubernetes.io/pvc-protection", VOLUME: "kubernetes.io/pv-protection"}
+
+
+def admit_in_use_protection(kind: tuple[str, str], obj: Obj) -> Obj:
+    """The StorageObjectInUseProtection admission plugin on a claim's or a volume's create: its protection
+    finalizer (devcluster/protection.py takes it off once the object is deleted and free)."""
+    finalizer = IN_USE_FINALIZERS.get(kind)
+    meta = obj.get("metadata") or {}
+    finalizers = list(meta.get("finalizers") or [])
+    if finalizer is None or finalizer in finalizers:
+        return obj
+    return {**obj, "metadata": {**meta, "finalizers": [*finalizers, finalizer]}}
 
 
 def admit_default_class(claim: Obj, classes: Iterable[Obj]) -> Obj:

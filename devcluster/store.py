@@ -696,6 +696,8 @@ class Store:
             return admitted
         if old is None and key == storage.CLAIM:
             admitted = storage.admit_default_class(admitted, self.list("storageclasses.storage.k8s.io"))
+        if old is None:
+            admitted = storage.admit_in_use_protection(key, admitted)
         causes = storage.problems(resource.api_version, resource.kind, admitted, old)
         if causes:
             raise errors.invalid(resource.kind, str(_meta(admitted).get("name") or ""), causes, resource.group)

@@ -34,8 +34,9 @@ they were bound to is gone (deleted, or recreated with another uid); a Released 
 `Delete` reclaim policy is then deleted (as the provisioner deletes it; devcluster deletes a static
 one too), a `Retain` one stays Released.
 
-Not done: the `kubernetes.io/pvc-protection` and `pv-protection` finalizers (a claim or volume is
-deleted at once, even while a pod uses it), events other than the provisioner's two above
+The `kubernetes.io/pvc-protection` and `pv-protection` finalizers are kept by protection.py.
+
+Not done: events other than the provisioner's two above
 (WaitForFirstConsumer, ExternalProvisioning, FailedBinding), the Recycle policy, volume expansion and
 a claim's dataSource.
 

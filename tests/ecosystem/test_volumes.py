@@ -196,3 +196,24 @@ def test_a_read_write_once_pod_claim_serves_one_pod_and_the_next_waits_until_it_
     second = eco.wait_bound(["second-writer"], namespace)["second-writer"]
     assert second == first  # the disk was provisioned in the first node's zone; the only node of it left free
     delete_claims(eco, namespace)
+
+
+def test_a_claim_deleted_while_a_pod_runs_on_it_holds_new_pods_as_being_deleted_until_it_is_gone(
+        eco: Ecosystem) -> None:
+    # pvc-protection: the claim stays, marked, while the running pod names it; a new pod of it waits, as
+    # kube-scheduler's VolumeBinding has it wait, and is told why.
+    namespace = "vol-protected"
+    eco.apply(stream(namespace_yaml(namespace), ebs_class("gp3-kept"), claim_yaml("results", namespace, "gp3-kept"),
+                     pod_yaml("trainer", namespace, gpus="1", spec=claim_volume("results"))))
+    eco.wait_bound(["trainer"], namespace)
+    eco.kubectl.run("delete", "pvc", "results", "-n", namespace, "--wait=false")
+    held = eco.find("persistentvolumeclaims", "results", namespace)
+    assert held is not None and held["metadata"].get("deletionTimestamp")
+    assert held["metadata"]["finalizers"] == ["kubernetes.io/pvc-protection"]
+    eco.apply(pod_yaml("evaluator", namespace, gpus="1", spec=claim_volume("results")))
+    eco.wait_pending(["evaluator"], namespace, says='persistentvolumeclaim "results" is being deleted')
+    eco.kubectl.run("delete", "pod", "trainer", "-n", namespace, "--grace-period=0", "--force", "--wait=false")
+    eco.wait_for(lambda: eco.find("persistentvolumeclaims", "results", namespace) is None,
+                 what="the claim gone with its last user")
+    eco.wait_pending(["evaluator"], namespace, says='persistentvolumeclaim "results" not found')
+    delete_claims(eco, namespace)
