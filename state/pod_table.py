@@ -239,10 +239,8 @@ def columns(table: PodTable) -> Iterator[PodColumns]:
     intern = sys.intern
     bound_nodes = [intern(name) for name in table.bound_nodes]  # the nodes' own names
     nodes = [bound_nodes[number] for number in unpacked(NUMBERS, table.bound_node, count, "pods' bound nodes")]
-    bound_at: list[float | None] = list(unpacked(TIMES, table.bound_at, count, "pods' bound times"))
-    for number, when in enumerate(bound_at):
-        if when != when:  # NaN: not bound by us
-            bound_at[number] = None
+    # NaN (not equal to itself): not bound by us
+    bound_at = [None if when != when else when for when in unpacked(TIMES, table.bound_at, count, "pods' bound times")]
     if any(number >= count for number in table.evicting):
         raise IndexError(f"an evicting pod's number is past the {count} pods")
     timestamps: list[str | None] = [None] * count
