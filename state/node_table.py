@@ -2,11 +2,11 @@
 
 10,000 nodes written whole are ~5.6 MB of mostly the same label keys and values (the zone, block,
 spine, instance type and GPU product of a node are those of hundreds of others; only its hostname is
-its own), and a restart decoded every copy, then interned them all again (`Compactor.node`): ~60 ms.
+its own), and a restart decoded every copy, then interned them all again (`Compactor.node`).
 Here every label and annotation key and value is written once, in `strings`, and a node's labels and
 annotations are pairs of numbers into it (packed like the pod table's columns, `state.pod_table`);
 specs (taints) and statuses (allocatable) are written once per distinct value. The same 10,000 nodes
-are ~1.2 MB and restore in a third of the time, already sharing their strings.
+are ~1.2 MB, and decoding and building them takes ~25 ms instead of ~61 ms, already sharing their strings.
 
 The table is built in the order the nodes come (the state passes them sorted by name), so equal
 states give equal bytes. Pure: no I/O, no clock.
