@@ -18,7 +18,7 @@ Python API
         cluster.store                                # direct reads/writes, no HTTP (see Store)
         cluster.faults                               # FaultInjector (see below)
         cluster.audit                                # AuditLog: every write request, its answer, its User-Agent
-        cluster.kubelet                              # FakeKubelet | None (bound pods start Running)
+        cluster.kubelet                              # FakeKubelet | None (bound pods start Running; NodePorts admits)
         cluster.pod_gc                               # PodGarbageCollector | None (a deleted node's pods go)
         cluster.volumes                              # VolumeController | None (PV controller + provisioners)
         cluster.ephemeral_volumes                    # EphemeralVolumeController | None (pods' ephemeral claims)
