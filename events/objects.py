@@ -96,9 +96,12 @@ class ResourceRequirements(_K8s, frozen=True):
 
 class ContainerPort(_K8s, frozen=True):
     """A container port as far as placement is concerned: the host port it holds on its node (0: none;
-    the API server sets it to the container port for a pod on the host network)."""
+    the API server sets it to the container port for a pod on the host network), of which protocol
+    (the API server defaults it to TCP), on which host IP ("": all of them)."""
 
     host_port: Int64 = 0
+    protocol: str = "TCP"
+    host_ip: str = ""
 
 
 SIDECAR_RESTART_POLICY = "Always"  # an init container's restartPolicy that makes it a sidecar

@@ -33,7 +33,7 @@ from events.objects import (
     Toleration,
 )
 from state.cluster import ClusterState, NodeInfo, PodInfo
-from state.resources import Resources
+from state.resources import HOST_PORT_PREFIX, MILLI, Resources
 from state.volumes import ZONE_CONFLICT, VolumeReach, zone_conflict
 
 NO_SCHEDULE = "NoSchedule"
@@ -56,6 +56,9 @@ class Shape(msgspec.Struct, frozen=True):
     tolerations: tuple[Toleration, ...]
     terms: tuple[NodeSelectorTerm, ...] | None  # required node affinity; None when absent
     volumes: tuple[VolumeReach, ...] = ()  # where its claims' volumes can be reached (state/volumes.py)
+    # Its containers' host ports (`state.resources.host_port_resource` names), kept out of `requests`:
+    # a node has room for one holder of each, and no domain aggregate counts them.
+    host_ports: tuple[str, ...] = ()
 
     @property
     def unconstrained(self) -> bool:
@@ -70,7 +73,11 @@ _shape_encoder = msgspec.msgpack.Encoder(order="deterministic")
 def shape_of(pod: PodInfo, volumes: tuple[VolumeReach, ...] = ()) -> Shape:
     """The pod's shape; `volumes`: what its claims ask now (`ClusterState.volume_needs(pod).reach`)."""
     spec = pod.obj.spec
-    requests = tuple(sorted((name, amount) for name, amount in pod.requests.items() if amount > 0))
+    requests = tuple(sorted((name, amount) for name, amount in pod.requests.items()
+                            if amount > 0 and not name.startswith(HOST_PORT_PREFIX)))
+    ports: tuple[str, ...] = ()
+    if len(requests) != len(pod.requests):  # something left out: a zero amount, or host ports
+        ports = tuple(sorted(name for name in pod.requests if name.startswith(HOST_PORT_PREFIX)))
     selector = tuple(sorted(spec.node_selector.items()))
     tolerations = tuple(spec.tolerations)
     terms: tuple[NodeSelectorTerm, ...] | None = None
@@ -80,14 +87,15 @@ def shape_of(pod: PodInfo, volumes: tuple[VolumeReach, ...] = ()) -> Shape:
         if required is not None:
             terms = tuple(required.node_selector_terms)
     # The volumes join the key only when there are some, so the shapes of pods without claims keep their keys.
-    parts: tuple[object, ...] = (requests, pod.priority, selector, tolerations, terms, *((volumes,) if volumes else ()))
+    parts: tuple[object, ...] = (requests, pod.priority, selector, tolerations, terms, *((volumes,) if volumes else ()),
+                                 *((ports,) if ports else ()))
     try:
         key = _shape_encoder.encode(parts)
     except OverflowError:  # a request past 2^64 milli-units (Kubernetes allows 2^63-1 units): spell the amounts out
         spelled = tuple((name, str(amount)) for name, amount in requests)
         key = _shape_encoder.encode((spelled, *parts[1:]))
     return Shape(key=key, requests=requests, priority=pod.priority, node_selector=selector,
-                 tolerations=tolerations, terms=terms, volumes=volumes)
+                 tolerations=tolerations, terms=terms, volumes=volumes, host_ports=ports)
 
 
 def shape_in(state: ClusterState, pod: PodInfo) -> Shape:
@@ -257,11 +265,12 @@ class Capacity:
             count = have // amount
             if count < best:
                 best = count
+        if shape.host_ports:
+            return 0 if port_taken(shape, node, held, freed) else 1
         return best
 
-
     def short_of(self, shape: Shape, node: NodeInfo) -> str:
-        """The first requested resource the node cannot give one more pod of `shape` ("" if none)."""
+        """The first requested resource (or host port) the node cannot give one more pod of `shape` ("" if none)."""
         allocatable, used = node.allocatable, node.used
         held = self.held_by_others(node, shape.priority) if node.nominated else None
         freed = self.ignored_on.get(node.name) if self.ignored_on else None
@@ -273,7 +282,22 @@ class Capacity:
                 have += freed.get(name, 0)
             if have < amount:
                 return name
-        return ""
+        return port_taken(shape, node, held, freed) if shape.host_ports else ""
+
+
+def port_taken(shape: Shape, node: NodeInfo, held: Resources | None = None, freed: Resources | None = None) -> str:
+    """The first host port of `shape` that a pod on `node` holds, or a nomination there (`held`), unless
+    the pods treated as gone there (`freed`) held it; "" when none is."""
+    used = node.used
+    for name in shape.host_ports:
+        have = -used.get(name, 0)
+        if held is not None:
+            have -= held.get(name, 0)
+        if freed is not None:
+            have += freed.get(name, 0)
+        if have < 0:
+            return name
+    return ""
 
 
 def slots_in(free: Mapping[str, int], requests: Requests) -> int:
@@ -288,6 +312,24 @@ def slots_in(free: Mapping[str, int], requests: Requests) -> int:
         if count < best:
             best = count
     return best
+
+
+def shape_slots_in(free: Mapping[str, int], shape: Shape) -> int:
+    """`slots_in(free, shape.requests)`, and at most one pod where a free vector (a node's allocatable -
+    used - ..., as `Capacity.free` gives it, less tentative commits) leaves the shape's host ports free
+    (none where a pod already holds one)."""
+    count = slots_in(free, shape.requests)
+    if shape.host_ports and count:
+        return 0 if port_short_in(free, shape) else 1
+    return count
+
+
+def port_short_in(free: Mapping[str, int], shape: Shape) -> str:
+    """The first host port of `shape` held in a node's free vector (below zero: a holder there), else ""."""
+    for name in shape.host_ports:
+        if free.get(name, 0) < 0:
+            return name
+    return ""
 
 
 def slots_left(allocatable: Mapping[str, int], used: Mapping[str, int], requests: Requests) -> int:
@@ -305,9 +347,11 @@ def slots_left(allocatable: Mapping[str, int], used: Mapping[str, int], requests
 
 
 def take(free: Resources, shape: Shape, count: int) -> None:
-    """Consume `count` pods of `shape` from an explicit free vector."""
+    """Consume `count` pods of `shape` from an explicit free vector (their host ports too)."""
     for name, amount in shape.requests:
         free[name] = free.get(name, 0) - amount * count
+    for name in shape.host_ports:
+        free[name] = free.get(name, 0) - MILLI * count
 
 
 def topology_index(pod: Pod) -> int | None:

@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from placement.fit import Capacity, Shape, prefer_no_schedule_count, slots_in
+from placement.fit import Capacity, Shape, port_short_in, prefer_no_schedule_count, shape_slots_in, take
 from placement.slots import MultiplesKey, ShapeSlots, multiples_key, refusal, slot_table, tally
 from state.cluster import ClusterState
 from state.resources import Resources
@@ -209,7 +209,7 @@ class Solver:
                                 and self.reason(shape, node)):
                 count = 0
             else:
-                count = slots_in(taken, shape.requests) if taken is not None else self.capacity.slots(shape, info)
+                count = shape_slots_in(taken, shape) if taken is not None else self.capacity.slots(shape, info)
         memo[node] = count
         return count
 
@@ -289,8 +289,7 @@ class Solver:
                 info = self.state.nodes[node]
                 current = self.capacity.free(info, shape.priority)
                 self.taken[node] = current
-            for name, amount in shape.requests:
-                current[name] = current.get(name, 0) - amount * count
+            take(current, shape, count)
             touched.append(node)
         self._forget(touched)
 
@@ -713,7 +712,7 @@ def _short_in(free: Mapping[str, int], shape: Shape) -> str:
     for name, amount in shape.requests:
         if free.get(name, 0) < amount:
             return name
-    return ""
+    return port_short_in(free, shape) if shape.host_ports else ""
 
 
 def _name(domain: Domain) -> str:

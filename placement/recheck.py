@@ -33,7 +33,7 @@ from placement.fit import Capacity, admits, shape_in
 from placement.members import is_running, where
 from state.cluster import ClusterState, PodInfo
 from state.gangs import GangSpec
-from state.resources import Resources, add_into, format_quantity
+from state.resources import Resources, add_into, format_quantity, is_host_port, port_room, shown_host_port
 from state.topology import TopologyError
 
 
@@ -117,7 +117,10 @@ def _pods_refused(state: ClusterState, group: Adopted, adopted_on: dict[str, Res
         taken = claims.setdefault(node, {})
         add_into(free, taken, -1)
         for name, amount in pod.requests.items():
-            if amount > 0 and free.get(name, 0) < amount:
+            if amount > 0 and port_room(free, name) < amount:
+                if is_host_port(name):
+                    return (f"pod {key}: node {node} has no room for it any more: another pod holds its "
+                            f"{shown_host_port(name)}")
                 have = max(free.get(name, 0), 0)
                 return (f"pod {key}: node {node} has no room for it any more: {name} "
                         f"(it needs {format_quantity(name, amount)}, {format_quantity(name, have)} left)")

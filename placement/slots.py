@@ -34,11 +34,13 @@ import msgspec
 
 from placement.fit import UNLIMITED, Shape, admits
 from state.cluster import ClusterState
+from state.resources import is_host_port
 from state.topology import Domain
 
 CACHE_KEY = "placement.slots"
 MAX_SHAPES = 64  # shapes kept (each up to a few figures per node); past it the oldest is dropped
 TOO_MANY_PODS = "Too many pods"
+NODE_PORTS = "node(s) didn't have free ports for the requested pod ports"  # kube-scheduler's NodePorts
 
 MultiplesKey = tuple[tuple[int, int], ...]
 
@@ -46,8 +48,10 @@ _encoder = msgspec.msgpack.Encoder(order="deterministic")
 
 
 def refusal(short: str) -> str:
-    """kube-scheduler's words for a node short of `short` for one more pod."""
-    return TOO_MANY_PODS if short == "pods" else f"Insufficient {short}"
+    """kube-scheduler's words for a node short of `short` (a resource, or a host port) for one more pod."""
+    if short == "pods":
+        return TOO_MANY_PODS
+    return NODE_PORTS if is_host_port(short) else f"Insufficient {short}"
 
 
 class ShapeSlots:
@@ -182,6 +186,8 @@ class SlotTable:
                 fit = have // amount
                 if fit < count:
                     count = fit
+            if count and shape.host_ports:
+                count = 0 if _port_held(shape, used) else 1
         entry.slots[node] = count
         return count
 
@@ -236,6 +242,8 @@ class SlotTable:
                     if allocatable.get(name, 0) - used.get(name, 0) < amount:
                         found = refusal(name)
                         break
+                else:
+                    found = NODE_PORTS if shape.host_ports and _port_held(shape, used) else ""
         entry.refused[node] = found
         return found
 
@@ -298,9 +306,17 @@ def _filter_key(shape: Shape) -> bytes:
     # nominations do, and those never enter the table), so shapes differing only in priority share one
     # entry. Encoded once per distinct Shape.key.
     spelled = tuple((name, str(amount)) for name, amount in shape.requests)
+    if shape.host_ports:
+        return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms, shape.volumes,
+                                shape.host_ports))
     if shape.volumes:
         return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms, shape.volumes))
     return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms))
+
+
+def _port_held(shape: Shape, used: Mapping[str, int]) -> bool:
+    """A pod on the node (its `used`) holds one of the shape's host ports."""
+    return any(used.get(name, 0) > 0 for name in shape.host_ports)
 
 
 def tally(counts: dict[str, int], why: str, delta: int) -> None:

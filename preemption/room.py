@@ -22,13 +22,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from placement.fit import UNLIMITED, Capacity, Shape, admits
+from placement.fit import UNLIMITED, Capacity, Shape, admits, port_taken
 from placement.slots import SlotTable, kept_table, slot_table
 from preemption.victims import Candidates, VictimUnit
 from state.cluster import ClusterState, PodInfo
+from state.resources import HOST_PORT_PREFIX, MILLI
 from state.topology import Domain, TopologyTree
 
 MAX_TIERS = 16
+ONE_PER_NODE = HOST_PORT_PREFIX  # the room for one pod holding host ports (no port is named just that)
 
 Vector = list[int]  # amounts of `Room.resources`, in that order
 
@@ -48,17 +50,25 @@ class Room:
     """
 
     __slots__ = ("_all_admitted", "_alone", "_capacity", "_everywhere", "_gain_sums", "_kept", "_kind", "_pods_on",
-                 "_priority", "_requests", "_units_on", "_vectors", "_width", "domain_base", "domain_max", "models",
-                 "resources", "shapes", "state", "tiers")
+                 "_ports", "_priority", "_requests", "_units_on", "_vectors", "_width", "domain_base", "domain_max",
+                 "models", "resources", "shapes", "state", "tiers")
 
     def __init__(self, state: ClusterState, shapes: Sequence[Shape], own_gangs: AbstractSet[str],
                  candidates: Candidates, tree: TopologyTree | None = None, within: Domain | None = None) -> None:
         self.state = state
         self.shapes = list(shapes)
         self.resources: list[str] = sorted({name for shape in shapes for name, _ in shape.requests})
+        # Shapes holding host ports take at most one place per node: a resource of which every node has
+        # one, which no victim frees (a node where a pod holds one of the ports is not admitted at all:
+        # toposched does not preempt for a host port).
+        self._ports = any(shape.host_ports for shape in shapes)
+        if self._ports:
+            self.resources.append(ONE_PER_NODE)
         position = {name: i for i, name in enumerate(self.resources)}
         # per shape: (index into the vector, amount) for each resource it requests
-        self._requests = [tuple((position[name], amount) for name, amount in shape.requests) for shape in shapes]
+        self._requests = [tuple((position[name], amount) for name, amount in
+                                (*shape.requests, *(((ONE_PER_NODE, MILLI),) if shape.host_ports else ())))
+                          for shape in shapes]
         self._vectors: dict[int, Vector] = {}  # id of a (shared, never mutated) requests dict -> its vector
         capacity = Capacity(state, own_gangs, frozenset(candidates.leaving))
         priority = min(shape.priority for shape in shapes)
@@ -76,7 +86,7 @@ class Room:
         self._width = len(shapes)
         self._capacity = capacity
         self._priority = priority
-        self._everywhere = all(shape.unconstrained for shape in shapes)
+        self._everywhere = all(shape.unconstrained and not shape.host_ports for shape in shapes)
         self._all_admitted = [True] * self._width
         self._units_on = candidates.units_on
         self._pods_on = candidates.pods_at
@@ -126,6 +136,10 @@ class Room:
             admitted = self._all_admitted  # the common case: no shape filters nodes, nothing turns pods away
         else:
             admitted = [not admits(shape, node) for shape in shapes]
+            if self._ports:
+                held = self._capacity.held_by_others(node, self._priority) if node.nominated else None
+                admitted = [ok and not (shape.host_ports and port_taken(shape, node, held, freed))
+                            for ok, shape in zip(admitted, shapes, strict=True)]
             if not any(admitted):
                 if keep:
                     self._kept[name] = (victims, None)
@@ -133,6 +147,8 @@ class Room:
         resources = self.resources
         allocatable, used = node.allocatable, node.used
         free = [allocatable.get(resource, 0) - used.get(resource, 0) for resource in resources]
+        if self._ports:
+            free[-1] = MILLI
         if node.nominated:
             held = self._capacity.held_by_others(node, self._priority)
             if held:

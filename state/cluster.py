@@ -131,7 +131,15 @@ from state.pod_constraints import DRA_NOT_PLACED, unconsidered
 from state.pod_gangs import annotation_gang_spec, defines_gang, membership, workload_of_gang
 from state.pod_table import PodRowTable, PodTable, columns, columns_of_rows, pod_table, pods_of, shared_parts
 from state.quota import IDLE_UNLESS_ACTIVE, QuotaBook
-from state.resources import QUANTITY_CACHE, QuantityError, Resources, add_into, parse_quantity
+from state.resources import (
+    MILLI,
+    QUANTITY_CACHE,
+    QuantityError,
+    Resources,
+    add_into,
+    host_port_resource,
+    parse_quantity,
+)
 from state.topology import TopologyTree
 from state.topology_validation import CLUSTER_LAYER, DEFAULT_CNT_NAME, NODE_LAYER, layer_name_of, tier_name_of
 from state.volumes import CLAIM_KIND, NO_NEEDS, VolumeBook, VolumeNeeds, needs_of
@@ -1947,6 +1955,11 @@ def _pod_requests(obj: Pod, key: str, problems: list[Problem]) -> Resources:
     if spec.overhead:
         _add_requests(total, spec.overhead, key, problems, "spec.overhead")
     total["pods"] = total.get("pods", 0) + POD_SLOT_MILLI
+    # Host ports, as kube-scheduler's NodePorts reads them: the containers' (not the init containers').
+    for container in spec.containers:
+        for port in container.ports:
+            if port.host_port > 0:
+                total[host_port_resource(port.protocol, port.host_port)] = MILLI
     return total
 
 
@@ -1960,13 +1973,16 @@ class _RequestsMemo:
     LIMIT = 10_000
 
     def __init__(self) -> None:
-        self.vectors: dict[tuple[tuple[str, str], ...], Resources] = {}
+        self.vectors: dict[tuple[object, ...], Resources] = {}
 
     def of(self, obj: Pod, key: str, problems: list[Problem]) -> Resources:
         spec = obj.spec
         if len(spec.containers) != 1 or spec.init_containers or spec.overhead or spec.resources is not None:
             return _pod_requests(obj, key, problems)
-        memo_key = tuple(spec.containers[0].resources.requests.items())
+        container = spec.containers[0]
+        memo_key: tuple[object, ...] = tuple(container.resources.requests.items())
+        if container.ports:  # host ports join the vector (and containers differing only in ports are rare)
+            memo_key = (*memo_key, tuple(container.ports))
         shared = self.vectors.get(memo_key)
         if shared is not None:
             return shared

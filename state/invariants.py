@@ -35,7 +35,7 @@ import msgspec
 
 from events.model import BindRequested, Event, NodeUpserted, PodAssumed, PodBound, PodUpserted
 from state.cluster import ClusterState, PodInfo
-from state.resources import Resources, add_into, format_quantity
+from state.resources import MILLI, Resources, add_into, format_quantity, is_host_port, port_room, shown_host_port
 
 CAPACITY = "capacity"
 MISSING_NODE = "missing node"
@@ -98,8 +98,11 @@ def over_on(state: ClusterState, node: str, resources: Iterable[str] | None = No
     names = sorted(load) if resources is None else sorted(set(resources))
     found = []
     for name in names:
-        asked, allocatable = load.get(name, 0), info.allocatable.get(name, 0)
+        asked, allocatable = load.get(name, 0), port_room(info.allocatable, name)
         if asked > allocatable:
+            if is_host_port(name):
+                found.append(f"{shown_host_port(name)}: held by {asked // MILLI} pods")
+                continue
             held = f" ({format_quantity(name, extra[name])} of it nominated)" if extra and extra.get(name) else ""
             found.append(f"{name}: {format_quantity(name, asked)} asked{held} of "
                          f"{format_quantity(name, allocatable)} allocatable")

@@ -9,8 +9,9 @@ start or a job spread wrong; so the fold reports each as a problem of the pod (r
 - required pod affinity or anti-affinity (`spec.affinity.podAffinity` / `podAntiAffinity`,
   `requiredDuringSchedulingIgnoredDuringExecution`);
 - a topology spread constraint with `whenUnsatisfiable: DoNotSchedule`;
-- a host port (`spec.containers[*].ports[*].hostPort`, which the API server also sets for a pod on
-  the host network): another pod holding it may be placed on the same node, and one will not start;
+- a host port of an init container (`spec.initContainers[*].ports[*].hostPort`): kube-scheduler's
+  NodePorts reads the containers' host ports only, and so does toposched (placement keeps one holder
+  of a host port per node: `state.resources.host_port_resource`);
 - dynamic resource allocation (`spec.resourceClaims`): toposched allocates no ResourceClaim, and the
   kubelet starts no pod whose claims are not allocated and reserved for it, so such a pod is not placed
   at all (`DRA_NOT_PLACED`, the reason it waits with) rather than bound to a node where it never starts.
@@ -42,7 +43,7 @@ def unconsidered(pod: Pod, key: str) -> Sequence[Problem]:
     affinity = spec.affinity
     if ((affinity is None or (affinity.pod_affinity is None and affinity.pod_anti_affinity is None))
             and not spec.topology_spread_constraints and not spec.resource_claims
-            and not _any_ports(spec.containers) and not (spec.init_containers and _any_ports(spec.init_containers))):
+            and not (spec.init_containers and _any_ports(spec.init_containers))):
         return _NONE
     problems: list[Problem] = []
 
@@ -65,15 +66,13 @@ def unconsidered(pod: Pod, key: str) -> Sequence[Problem]:
                    f"whenUnsatisfiable DoNotSchedule (topologyKey {spread.topology_key}) is not considered by "
                    f"toposched: the pods may be placed more unevenly than maxSkew allows")
             break
-    for field, containers in (("containers", spec.containers), ("initContainers", spec.init_containers)):
-        held = next(((index, number, port.host_port) for index, container in enumerate(containers)
-                     for number, port in enumerate(container.ports) if port.host_port), None)
-        if held is not None:
-            index, number, host_port = held
-            report(f"spec.{field}[{index}].ports[{number}].hostPort",
-                   f"host port {host_port} is not considered by toposched: a pod holding it may be placed on "
-                   f"the same node, and one of the two will not start")
-            break
+    held = next(((index, number, port.host_port) for index, container in enumerate(spec.init_containers)
+                 for number, port in enumerate(container.ports) if port.host_port), None)
+    if held is not None:
+        index, number, host_port = held
+        report(f"spec.initContainers[{index}].ports[{number}].hostPort",
+               f"host port {host_port} of an init container is not considered by toposched (nor by "
+               f"kube-scheduler): a pod holding it may be placed on the same node")
     if spec.resource_claims:
         report("spec.resourceClaims", DRA_NOT_PLACED.partition(": ")[2])
     return problems

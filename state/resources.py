@@ -113,6 +113,36 @@ def format_quantity(resource: str, milli: int) -> str:
     return f"{milli}m"
 
 
+# A host port a pod holds on its node (kube-scheduler's NodePorts), as a resource of the pod's requests
+# vector: one unit per pod holding it, and room for one holder on every node (no node lists it in its
+# allocatable; `port_room` gives it). The colon keeps the name apart from every resource name the API
+# server accepts (a qualified name has none). The host IP is not part of it: two pods holding one port
+# on two different host IPs of a node count as a conflict (conservative: never two on one address).
+HOST_PORT_PREFIX = "hostport:"
+
+
+def host_port_resource(protocol: str, port: int) -> str:
+    """The resource name of host port `port` of `protocol` (the API server's default: TCP)."""
+    return f"{HOST_PORT_PREFIX}{protocol or 'TCP'}/{port}"
+
+
+def is_host_port(name: str) -> bool:
+    return name.startswith(HOST_PORT_PREFIX)
+
+
+def port_room(free: Mapping[str, int], name: str) -> int:
+    """What a free vector (allocatable - used - ...) leaves of resource `name`: for a host port, the room
+    for one holder (MILLI) less the holders there."""
+    have = free.get(name, 0)
+    return have + MILLI if name.startswith(HOST_PORT_PREFIX) else have
+
+
+def shown_host_port(name: str) -> str:
+    """`hostport:TCP/29500` as a user reads it: "host port 29500/TCP"."""
+    protocol, _, port = name[len(HOST_PORT_PREFIX):].partition("/")
+    return f"host port {port}/{protocol}"
+
+
 def add_into(target: Resources, delta: Mapping[str, int], sign: int = 1) -> None:
     for name, amount in delta.items():
         target[name] = target.get(name, 0) + sign * amount

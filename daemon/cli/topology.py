@@ -54,7 +54,7 @@ from events.model import Event
 from events.objects import CLUSTER_NETWORK_TOPOLOGY_API, HYPERNODE_API
 from events.scenario import ScenarioError, load_scenario
 from state.cluster import ClusterState
-from state.resources import format_quantity
+from state.resources import format_quantity, is_host_port
 from state.topology import SOURCE_HYPERNODES, TOPOGRAPH_LAYERS, Domain, TopologyTree
 from state.topology_validation import DEFAULT_CNT_NAME, NODE_LAYER
 
@@ -147,7 +147,7 @@ def domain_json(domain: Domain) -> dict[str, Any]:
         "layer": domain.layer,
         "tier": domain.tier,
         "nodeCount": len(domain.nodes),
-        "free": {name: format_quantity(name, free[name]) for name in sorted(free)},
+        "free": {name: format_quantity(name, free[name]) for name in sorted(free) if not is_host_port(name)},
         "children": [domain_json(child) for child in domain.children],
         "nodes": list(domain.direct_nodes),
     }

@@ -45,7 +45,7 @@ from placement.fit import Requests, slots_in, slots_left
 from placement.members import counted, is_running
 from state.cluster import ClusterState
 from state.gangs import GangSpec
-from state.resources import Resources
+from state.resources import Resources, is_host_port
 
 
 class Need(msgspec.Struct, frozen=True):
@@ -70,7 +70,8 @@ def need_of(state: ClusterState, unit: Unit) -> Need | None:
     first = True
     for requests in distinct.values():
         if first:
-            smallest = {name: amount for name, amount in requests.items() if amount > 0}
+            # (host ports are no resource of a domain: placement keeps one holder per node)
+            smallest = {name: amount for name, amount in requests.items() if amount > 0 and not is_host_port(name)}
             first = False
         else:
             smallest = {name: min(amount, requests.get(name, 0)) for name, amount in smallest.items()}

@@ -53,9 +53,27 @@ spec: {schedulerName: toposched, containers: [{name: main, image: web:1.0, ports
         f"{path}#1: Pod ml/worker-0: spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution: "
         "required podAntiAffinity (topologyKey kubernetes.io/hostname) is not considered by toposched: the pod may "
         "be placed next to the pods it excludes",
-        f"{path}#1: Pod ml/worker-0: spec.containers[0].ports[0].hostPort: host port 29500 is not considered by "
-        "toposched: a pod holding it may be placed on the same node, and one of the two will not start",
-        "2 problems in 2 objects",
+        "1 problem in 2 objects",
+    ]
+
+
+def test_a_host_port_of_a_container_is_placed_by_and_only_an_init_containers_is_reported(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "job.yaml"
+    lines = validated(path, """
+apiVersion: v1
+kind: Pod
+metadata: {name: worker-0, namespace: ml}
+spec:
+  schedulerName: toposched
+  hostNetwork: true
+  initContainers: [{name: warmup, image: trainer:1.0, ports: [{containerPort: 8080}]}]
+  containers: [{name: trainer, image: trainer:1.0, ports: [{containerPort: 29500}]}]
+""", capsys)
+    assert lines == [
+        f"{path}#1: Pod ml/worker-0: spec.initContainers[0].ports[0].hostPort: host port 8080 of an init container "
+        "is not considered by toposched (nor by kube-scheduler): a pod holding it may be placed on the same node",
+        "1 problem in 1 object",
     ]
 
 

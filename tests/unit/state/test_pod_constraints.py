@@ -1,5 +1,5 @@
 """A pod of ours that asks for a placement rule toposched does not place by (required pod affinity or
-anti-affinity, a DoNotSchedule spread, a host port) is reported by field, and still placed; one with
+anti-affinity, a DoNotSchedule spread, an init container's host port) is reported by field, and still placed; one with
 resource claims (dynamic resource allocation) is reported and not placed, since the kubelet would not
 start it; preferences and other schedulers' pods are not reported."""
 
@@ -42,10 +42,9 @@ def apply_pod(state: ClusterState, name: str, scheduler: str = "toposched", **sp
         {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}},
         {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}]},
      "spec.topologySpreadConstraints[1]", "whenUnsatisfiable DoNotSchedule (topologyKey kubernetes.io/hostname)"),
-    ({"hostNetwork": True, "containers": [
-        {"name": "main", "resources": {"requests": {"nvidia.com/gpu": "1"}},
-         "ports": [{"containerPort": 8080}, {"containerPort": 29500, "hostPort": 29500}]}]},
-     "spec.containers[0].ports[1].hostPort", "host port 29500 is not considered"),
+    ({"initContainers": [{"name": "warmup", "ports": [{"containerPort": 8080},
+                                                     {"containerPort": 29500, "hostPort": 29500}]}]},
+     "spec.initContainers[0].ports[1].hostPort", "host port 29500 of an init container is not considered"),
 ])
 def test_a_rule_toposched_does_not_place_by_is_reported_on_the_pod_by_field_and_the_pod_is_still_placed(
         spec: dict[str, Any], field: str, says: str) -> None:
@@ -83,9 +82,16 @@ def test_preferences_plain_ports_and_other_schedulers_pods_are_not_reported() ->
     assert not [p for key in keys for p in state.problems_of("Pod", key)]
 
 
-def test_pods_with_host_ports_of_one_shape_are_each_reported() -> None:
+def test_pods_with_init_container_host_ports_of_one_shape_are_each_reported() -> None:
     state = fabric(blocks=1, nvlinks=1, nodes=2)
-    ports = [{"name": "main", "resources": {"requests": {"nvidia.com/gpu": "1"}},
-              "ports": [{"containerPort": 29500, "hostPort": 29500}]}]
-    keys = [apply_pod(state, f"worker-{index}", containers=ports) for index in range(3)]
+    ports = [{"name": "warmup", "ports": [{"containerPort": 29500, "hostPort": 29500}]}]
+    keys = [apply_pod(state, f"worker-{index}", initContainers=ports) for index in range(3)]
     assert [p.key for key in keys for p in state.problems_of("Pod", key)] == keys
+
+
+def test_a_containers_host_port_is_no_problem_it_is_placed_by() -> None:
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    key = apply_pod(state, "serves", hostNetwork=True, containers=[
+        {"name": "main", "ports": [{"containerPort": 29500, "hostPort": 29500}]}])
+    assert not state.problems_of("Pod", key)
+    assert state.pods[key].requests["hostport:TCP/29500"] == 1000
