@@ -260,6 +260,10 @@ class PodStatus(_K8s, frozen=True):
     phase: str = ""
     nominated_node_name: str = ""
     conditions: list[Condition] = []
+    # Why a pod failed, as the kubelet writes it: a pod its admission refused is Failed with reason
+    # OutOf<resource>, NodePorts, ... and a message "Pod was rejected: ..." (empty for most pods).
+    reason: str = ""
+    message: str = ""
 
 
 class Pod(_K8s, frozen=True):

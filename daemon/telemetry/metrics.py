@@ -124,6 +124,7 @@ METRIC_NAMES = (
     "toposched_api_requests_total",
     "toposched_api_request_duration_seconds",
     "toposched_events_dropped_total",
+    "toposched_kubelet_rejections_total",
     "toposched_preemption_attempts_total",
     "toposched_preemption_victims_total",
     "toposched_gang_timeouts_total",
@@ -203,6 +204,9 @@ class Metrics:
         )
         self.events_dropped = Counter(
             "toposched_events_dropped", "Kubernetes Events not written because too many were waiting.", registry=r)
+        self.kubelet_rejections = Counter(
+            "toposched_kubelet_rejections", "Pods of ours bound to a node whose kubelet then refused them, by reason.",
+            ["reason"], registry=r)
         self.preemption_attempts = Counter("toposched_preemption_attempts", "Preemption plans carried out.", registry=r)
         self.preemption_victims = Counter("toposched_preemption_victims", "Pods evicted as victims.", registry=r)
         self.gang_timeouts = Counter("toposched_gang_timeouts", "Gangs that timed out.", registry=r)

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
@@ -116,6 +117,7 @@ from events.model import (
     WorkloadUpserted,
     object_key,
 )
+from events.objects import Pod, PodStatus
 from state.cluster import ClusterState
 
 log = structlog.get_logger("toposched.scheduling")
@@ -250,6 +252,11 @@ class SchedulingObserver:
             cls: metrics.watch_events.labels(kind, kind_type) for cls, (kind, kind_type) in _WATCHED.items()
         }
         self._observe_pod_e2e = metrics.pod_e2e.observe
+        # Pods of ours the kubelet refused (key -> uid), each reported once; those refused before this
+        # observer (restored from the log, or seen by a replica before) are not reported again.
+        self._rejected: dict[str, str] = {
+            pod.key: pod.uid for pod in state.pods.values() if pod.ours and kubelet_rejected(pod.obj.status)}
+        self._rejection_reasons: set[str] = set()
 
     # ------------------------------------------------------------------ what it holds (tests, memory)
 
@@ -257,7 +264,8 @@ class SchedulingObserver:
         """How many gangs or pods each of its maps holds (all 0 once everything is deleted)."""
         return {"attempts": len(self._attempts), "units": len(self._unit_of), "numbers": len(self._numbers),
                 "preemptions": len(self._preemptions), "reasons": len(self._reasons), "arrived": len(self._arrived),
-                "gang_done": len(self._gang_done), "bound_count": len(self._bound_count)}
+                "gang_done": len(self._gang_done), "bound_count": len(self._bound_count),
+                "rejected": len(self._rejected)}
 
     # ------------------------------------------------------------------ the journal listener
 
@@ -273,7 +281,12 @@ class SchedulingObserver:
         self._watched(event)
         meta = event.pod.metadata
         pod = self.state.pods.get(object_key(meta.namespace, meta.name))
-        if pod is None or not pod.ours or pod.first_seen <= self._known_until:
+        if pod is None or not pod.ours:
+            return
+        status = event.pod.status
+        if status.phase == FAILED and kubelet_rejected(status) and self._rejected.get(pod.key) != pod.uid:
+            self._kubelet_rejected(pod.key, pod.uid, event.pod)
+        if pod.first_seen <= self._known_until:
             return
         if pod.gang:
             self._gang_seen(pod.gang)
@@ -297,8 +310,22 @@ class SchedulingObserver:
         log.info("gang.arrived", gang=gang, min_member=spec.min_member if spec is not None else None,
                  members=len(info.members), source=info.source or None)
 
+    def _kubelet_rejected(self, key: str, uid: str, obj: Pod) -> None:
+        """A pod we placed that its node's kubelet refused at admission: our view of the node and the
+        kubelet's differ (another scheduler placed there meanwhile, or a node's allocatable shrank): loud."""
+        self._rejected[key] = uid
+        reason = obj.status.reason
+        label = reason if reason in self._rejection_reasons else "Other"
+        if label == "Other" and _REJECTION_REASON.fullmatch(reason) and len(self._rejection_reasons) < MAX_REASONS:
+            self._rejection_reasons.add(reason)
+            label = reason
+        self.metrics.kubelet_rejections.labels(label).inc()
+        log.warning("pod.rejected_by_kubelet", pod=key, node=obj.spec.node_name, reason=reason,
+                    message=obj.status.message[:1024])
+
     def _pod_deleted(self, event: PodDeleted) -> None:
         self._watched(event)
+        self._rejected.pop(event.key, None)
         if event.key not in self.state.gangs:  # a lone pod is its own unit
             self._release(event.key)
 
@@ -842,6 +869,18 @@ _WATCHED: dict[type, tuple[str, str]] = {
     StorageClassUpserted: ("StorageClass", "upsert"), StorageClassDeleted: ("StorageClass", "delete"),
     BudgetUpserted: ("PodDisruptionBudget", "upsert"), BudgetDeleted: ("PodDisruptionBudget", "delete"),
 }
+
+KUBELET_REJECTED = "Pod was rejected: "  # the kubelet's rejectPod message: its admission refused the pod
+FAILED = "Failed"
+MAX_REASONS = 32  # distinct reason labels of toposched_kubelet_rejections_total; past it, "Other"
+# OutOf<resource> or a predicate's name (NodePorts, NodeAffinity, UnexpectedAdmissionError, ...)
+_REJECTION_REASON = re.compile(r"OutOf[A-Za-z0-9./_-]{1,253}|[A-Z][A-Za-z]{1,63}")
+
+
+def kubelet_rejected(status: PodStatus) -> bool:
+    """The pod's kubelet refused it at admission (phase Failed, message "Pod was rejected: ...")."""
+    return status.phase == FAILED and status.message.startswith(KUBELET_REJECTED)
+
 
 _GROUP_UPSERTS = (PodGroupUpserted, VolcanoPodGroupUpserted, SchedulerPluginsPodGroupUpserted, KubePodGroupUpserted)
 _GROUP_DELETES = (PodGroupDeleted, VolcanoPodGroupDeleted, SchedulerPluginsPodGroupDeleted, KubePodGroupDeleted)

@@ -24,6 +24,7 @@ from daemon.kube.event_recorder import DEFAULT_MAX_QUEUED
 from daemon.telemetry.metrics import Metrics
 from daemon.version import package_version
 from devcluster.cluster import DevCluster
+from devcluster.store import resolve
 from preemption.hook import JobPreemptor
 from tests.integration.daemon.harness import bound_count, daemons, gang, nodes, pod_names, wait_until
 from tests.logdamage import damaged_log
@@ -138,6 +139,16 @@ async def test_every_registered_series_moves_in_one_run(tmp_path: Path, monkeypa
                 await wait_until(lambda: bound_count(cluster, pod_names(high)) == 4, within=20, what="high bound")
                 cluster.load_objects(gang("broken", 4, priority_class="high"))
                 await wait_until(lambda: bool(journal.internal_errors), what="the broken gang's internal error")
+                # A kubelet refuses one of the pods toposched bound (another scheduler got there first, say).
+                refused = cluster.store.find("pods", "high-0", "default")
+                assert refused is not None
+                cluster.store.update_in(resolve("pods"), "high-0", "default", {**refused, "status": {
+                    **refused["status"], "phase": "Failed", "reason": "OutOfcpu",
+                    "message": "Pod was rejected: Node didn't have enough resource: cpu, requested: 8000, used: "
+                               "60000, capacity: 64000"}}, subresource="status")
+                await wait_until(lambda: (registry.get_sample_value("toposched_kubelet_rejections_total",
+                                                                    {"reason": "OutOfcpu"}) or 0) >= 1,
+                                 what="the kubelet's refusal counted")
 
                 watchers = daemon.watchers
                 assert watchers is not None

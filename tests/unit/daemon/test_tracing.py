@@ -210,3 +210,40 @@ async def test_a_gang_waiting_for_a_claim_is_pending_for_volumes() -> None:
     sample = t.metrics.registry.get_sample_value(
         "toposched_pending_pods", {"queue": "unschedulable", "reason": "waiting-for-volumes"})
     assert sample == 2
+
+
+def _rejected(event: PodUpserted, reason: str, message: str) -> PodUpserted:
+    """The pod as its kubelet writes it after refusing it at admission (rejectPod)."""
+    status = msgspec.structs.replace(event.pod.status, phase="Failed", reason=reason,
+                                     message=f"Pod was rejected: {message}")
+    return PodUpserted(pod=msgspec.structs.replace(event.pod, status=status), time=event.time)
+
+
+async def test_a_pod_of_ours_its_kubelet_refuses_is_counted_by_reason_and_logged_once() -> None:
+    t = Traced()
+    t.h.add(*nodes(1), pod_event(pod("solo", gpus=1)), pod_event(bound(pod("theirs", scheduler="x", gpus=0), "n0")))
+    await t.h.settle()
+    placed = pod_event(bound(pod("solo", gpus=1), t.h.bound_pods()["default/solo"]))
+    message = "Node didn't have enough resource: nvidia.com/gpu, requested: 1, used: 8, capacity: 8"
+    with structlog.testing.capture_logs() as logs:
+        t.h.add(_rejected(placed, "OutOfnvidia.com/gpu", message))
+        t.h.add(_rejected(placed, "OutOfnvidia.com/gpu", message))  # a later write of the same status: once
+        theirs = pod_event(bound(pod("theirs", scheduler="x", gpus=0), "n0"))
+        t.h.add(_rejected(theirs, "NodePorts", "Predicate NodePorts failed"))  # not ours: not told
+        await t.h.settle()
+    [line] = [entry for entry in logs if entry["event"] == "pod.rejected_by_kubelet"]
+    assert line["log_level"] == "warning" and line["pod"] == "default/solo" and line["node"] == "n0"
+    assert line["reason"] == "OutOfnvidia.com/gpu" and line["message"] == f"Pod was rejected: {message}"
+    counted = t.metrics.registry.get_sample_value
+    assert counted("toposched_kubelet_rejections_total", {"reason": "OutOfnvidia.com/gpu"}) == 1
+    assert counted("toposched_kubelet_rejections_total", {"reason": "NodePorts"}) is None
+    # A new observer (a restart: the state restored) does not report it again; the pod made anew does.
+    again = SchedulingObserver(t.h.state, Metrics())
+    with structlog.testing.capture_logs() as logs:
+        again(_rejected(placed, "OutOfnvidia.com/gpu", message))
+        recreated = msgspec.structs.replace(placed.pod, metadata=msgspec.structs.replace(
+            placed.pod.metadata, uid="a-new-uid"))
+        t.h.state.apply(_rejected(PodUpserted(pod=recreated, time=5.0), "OutOfcpu", "Node didn't have enough"))
+        again(_rejected(PodUpserted(pod=recreated, time=5.0), "OutOfcpu", "Node didn't have enough"))
+        again(_rejected(PodUpserted(pod=recreated, time=5.0), "Some made-up reason!", "Node didn't"))
+    assert [entry["reason"] for entry in logs if entry["event"] == "pod.rejected_by_kubelet"] == ["OutOfcpu"]

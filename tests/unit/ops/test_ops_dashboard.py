@@ -88,7 +88,7 @@ def test_every_queried_metric_exists_with_its_type_and_labels(title: str, expr: 
     "toposched_schedule_attempts_total", "toposched_scheduling_attempt_duration_seconds_bucket",
     "toposched_gang_scheduling_duration_seconds_bucket", "toposched_pending_gangs", "toposched_pending_pods",
     "toposched_binds_in_flight", "toposched_preemption_attempts_total", "toposched_preemption_victims_total",
-    "toposched_events_dropped_total",
+    "toposched_events_dropped_total", "toposched_kubelet_rejections_total",
     "toposched_event_log_append_duration_seconds_bucket", "toposched_event_log_fsync_duration_seconds_bucket",
     "toposched_topology_build_duration_seconds_bucket", "toposched_quota_used", "toposched_quota_min",
     "toposched_quota_max", "toposched_quota_runtime", "toposched_quota_pending_gangs",
