@@ -664,9 +664,16 @@ class Solver:
         return best
 
     def fit(self, job: Job, domain: Domain) -> int:
-        """How many of the job's pods `domain` could take (shapes counted independently)."""
-        return sum(min(len(demand.pods), self.offer(demand.shape, demand.multiples, domain)[1])
-                   for demand in job.demands)
+        """How many of the job's pods `domain` could take (shapes counted independently, but that the pods
+        of shapes that all hold one host port count at most one per node of the domain that takes one)."""
+        fits = [min(len(demand.pods), self.offer(demand.shape, demand.multiples, domain)[1]) for demand in job.demands]
+        sharing = [i for i, demand in enumerate(job.demands) if demand.shape.host_ports]
+        # (only for a port every such shape holds, the usual case: ranks of one job on one port)
+        if len(sharing) < 2 or not set.intersection(*(set(job.demands[i].shape.host_ports) for i in sharing)):
+            return sum(fits)
+        shapes = [job.demands[i].shape for i in sharing]
+        nodes = sum(1 for node in domain.nodes if any(self.node_slots(shape, node) > 0 for shape in shapes))
+        return sum(fits) - sum(fits[i] for i in sharing) + min(nodes, sum(fits[i] for i in sharing))
 
     def rejections(self, shape: Shape, nodes: Collection[str]) -> dict[str, int]:
         """kube-scheduler style: how many nodes turned the shape away, per reason."""

@@ -97,7 +97,8 @@ def test_two_shapes_of_one_gang_sharing_a_port_never_share_a_node() -> None:
     assert len(set(placed.values())) == 2
     state.apply(pod_event(with_ports(pod("mixed-2", gang="mixed", gpus=1), (29500, "TCP"))))
     state.apply(group_event(pod_group("mixed", min_member=3)))
-    refused(plan_gang(state, "default/mixed"))  # (each shape alone would fit: its reason counts them apart)
+    failure = refused(plan_gang(state, "default/mixed"))
+    assert "has room for 2 of 3 pods" in failure.reason, failure.reason  # the shapes share the two nodes' port
 
 
 def test_a_placed_plan_holds_its_ports_and_two_holders_on_a_node_are_a_capacity_violation() -> None:
@@ -125,3 +126,17 @@ def test_preemption_frees_resources_only_where_the_port_is_free() -> None:
     result = plan_preemption(state, "default/urgent", failure)
     assert isinstance(result, PreemptionPlan), result
     assert list(result.victims) == ["default/low-1-0"]
+
+
+def test_a_restored_state_keeps_who_holds_which_port() -> None:
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    hold(state, "n-s0b0a0-0", 29500)
+    keys = host_network_gang(state, "ranks", 1)
+    apply_plan(state, planned(plan_gang(state, "default/ranks")))
+    restored = ClusterState.restore(state.snapshot())
+    assert {name: info.used for name, info in restored.nodes.items()} == {
+        name: info.used for name, info in state.nodes.items()}
+    assert all(info.used.get("hostport:TCP/29500") == 1000 for info in restored.nodes.values())
+    host_network_gang(restored, "late", 1)
+    assert NODE_PORTS in refused(plan_gang(restored, "default/late")).reason
+    assert restored.pods[keys[0]].requests == state.pods[keys[0]].requests
