@@ -815,7 +815,8 @@ def pod_core(pod: Pod, note: str) -> Pod:
     """What capacity accounting needs of a pod too large to log, marked `OVERSIZED_ANNOTATION: note`.
 
     Kept: identity, deletion, the node it is bound to, the scheduler and priority fields, every
-    request (containers, init containers and which are sidecars, pod-level, overhead) and the phase.
+    request (containers, init containers and which are sidecars, pod-level, overhead), the host ports
+    it holds and the phase.
     Dropped: labels, annotations, node selector, affinity, tolerations, conditions: so the core is
     never placed (the fold treats a marked pod as not its own) but is counted on the node it runs on.
     """
@@ -849,6 +850,7 @@ def node_core(node: Node, note: str) -> Node:
 
 
 def _requests_only(container: Container) -> Container:
-    """What a container's requests count for: the requests, and whether it is a sidecar."""
+    """What a container's requests count for: the requests, whether it is a sidecar, its host ports."""
     return Container(resources=ResourceRequirements(requests=container.resources.requests),
-                     restart_policy=container.restart_policy)
+                     restart_policy=container.restart_policy,
+                     ports=[port for port in container.ports if port.host_port > 0])

@@ -19,6 +19,7 @@ from events.objects import (
     OVERSIZED_ANNOTATION,
     POD_GROUP_LABEL,
     VOLCANO_GROUP_ANNOTATION,
+    ContainerPort,
     Pod,
     keeps_annotation,
     node_core,
@@ -117,6 +118,14 @@ def test_a_pod_core_keeps_what_accounting_needs_and_nothing_that_places_it() -> 
     assert core.spec.node_name == "n1" and core.spec.priority == 7
     assert core.spec.containers[0].resources.requests == original.spec.containers[0].resources.requests
     assert core.metadata.labels == {}
+
+
+def test_a_pod_core_keeps_the_host_ports_its_pod_holds() -> None:
+    original = pod("p", gpus=1, node_name="n1")
+    held = [ContainerPort(host_port=9100, protocol="UDP", host_ip="10.0.0.1"), ContainerPort()]  # a plain port too
+    original = msgspec.structs.replace(original, spec=msgspec.structs.replace(original.spec, containers=[
+        msgspec.structs.replace(original.spec.containers[0], ports=held)]))
+    assert pod_core(original, "too big").spec.containers[0].ports == held[:1]
 
 
 def test_a_node_core_keeps_allocatable_and_is_unschedulable() -> None:
