@@ -118,6 +118,7 @@ from state.gangs import (
     SCHEDULER_PLUGINS,
     SCHEDULER_PLUGINS_PROBLEM,
     UNDECODABLE_OBJECT,
+    UNSUPPORTED_FIELD,
     WORKLOAD_PROBLEM,
     GangSpec,
     Problem,
@@ -132,6 +133,7 @@ from state.pod_gangs import annotation_gang_spec, defines_gang, membership, work
 from state.pod_table import PodRowTable, PodTable, columns, columns_of_rows, pod_table, pods_of, shared_parts
 from state.quota import IDLE_UNLESS_ACTIVE, QuotaBook
 from state.resources import (
+    HOST_PORT_PREFIX,
     MILLI,
     QUANTITY_CACHE,
     QuantityError,
@@ -149,6 +151,7 @@ PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 NEVER = "Never"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 POD_SLOT_MILLI = 1000  # every pod takes one of the node's `pods` slots
+MAX_HOST_PORTS = 128  # host ports a pod of ours may hold (each is checked per node): more, and it is not placed
 
 # Where a gang's spec can come from, the first present winning (a PodGroup object, else a Workload's
 # podGroup, else the annotations of its pods), with the problem kind each one's problems are filed under.
@@ -945,6 +948,13 @@ class ClusterState:
         requests = self._requests_memo.of(obj, key, problems)
         invalid = f"{problems[0].field}: {problems[0].message}" if problems else ""  # only requests so far
         ours = (obj.spec.scheduler_name or "default-scheduler") == self.scheduler_name
+        if len(requests) > MAX_HOST_PORTS and ours and not invalid:
+            held = sum(1 for name in requests if name.startswith(HOST_PORT_PREFIX))
+            if held > MAX_HOST_PORTS:  # each is checked on every node placement looks at: not placed
+                problems.append(Problem("Pod", key, "spec.containers[*].ports", (
+                    f"{held} host ports: toposched places a pod holding at most {MAX_HOST_PORTS}; the pod is not "
+                    f"placed"), UNSUPPORTED_FIELD))
+                invalid = f"{problems[-1].field}: {problems[-1].message}"
         annotations, labels = obj.metadata.annotations, obj.metadata.labels
         oversized = annotations.get(OVERSIZED_ANNOTATION) if annotations else None
         if oversized is not None:

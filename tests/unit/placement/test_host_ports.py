@@ -140,3 +140,16 @@ def test_a_restored_state_keeps_who_holds_which_port() -> None:
     host_network_gang(restored, "late", 1)
     assert NODE_PORTS in refused(plan_gang(restored, "default/late")).reason
     assert restored.pods[keys[0]].requests == state.pods[keys[0]].requests
+
+
+def test_a_pod_of_ours_holding_hundreds_of_host_ports_is_reported_and_not_placed_and_theirs_still_count() -> None:
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    ports = [(port, "TCP") for port in range(30000, 30200)]
+    state.apply(pod_event(with_ports(pod("greedy", gpus=1), *ports)))
+    [problem] = state.problems_of("Pod", "default/greedy")
+    assert problem.field == "spec.containers[*].ports" and problem.message.startswith("200 host ports: ")
+    failure = refused(plan_pod(state, "default/greedy"))
+    assert failure.constraint == "invalid" and "toposched places a pod holding at most 128" in failure.reason
+    state.apply(pod_event(bound(with_ports(pod("agent", gpus=0, scheduler="x"), *ports), "n-s0b0a0-0")))
+    state.apply(pod_event(with_ports(pod("web", gpus=1), (30100, "TCP"))))
+    assert [a.node for a in planned(plan_pod(state, "default/web")).assignments] == ["n-s0b0a0-1"]
