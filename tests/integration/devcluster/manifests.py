@@ -19,6 +19,6 @@ def node(name: str, **labels: str) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": labels},
-        "status": {"allocatable": {"cpu": "8", "memory": "32Gi"},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
                    "conditions": [{"type": "Ready", "status": "True"}]},
     }
