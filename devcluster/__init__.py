@@ -10,7 +10,7 @@ Python API
     from devcluster import DevCluster, BackgroundDevCluster
 
     async with DevCluster(port=0, history=10_000, kubelet=True, kubelet_delay=0.05, pod_gc=True, volumes=True,
-                          disruption=True, bookmark_interval=1.0, autocreate_namespaces=True,
+                          disruption=True, node_lifecycle=True, bookmark_interval=1.0, autocreate_namespaces=True,
                           fault_seed=0) as cluster:
         cluster.url                                  # "http://127.0.0.1:<port>"
         cluster.write_kubeconfig(path)               # -> Path; cluster.kubeconfig() -> dict
@@ -18,11 +18,14 @@ Python API
         cluster.store                                # direct reads/writes, no HTTP (see Store)
         cluster.faults                               # FaultInjector (see below)
         cluster.audit                                # AuditLog: every write request, its answer, its User-Agent
-        cluster.kubelet                              # FakeKubelet | None (bound pods start Running; NodePorts admits)
+        cluster.kubelet                              # FakeKubelet | None (bound pods start Running unless
+                                                     # rejected: OutOf<resource>, then NodePorts)
         cluster.pod_gc                               # PodGarbageCollector | None (a deleted node's pods go)
         cluster.volumes                              # VolumeController | None (PV controller + provisioners)
         cluster.ephemeral_volumes                    # EphemeralVolumeController | None (pods' ephemeral claims)
         cluster.disruption                           # DisruptionController | None (PodDisruptionBudget status)
+        cluster.node_lifecycle                       # NodeLifecycleController | None (condition taints)
+        cluster.taint_eviction                       # TaintEvictionController | None (NoExecute evictions)
 
     with BackgroundDevCluster(**same_options) as bg:  # served from a daemon thread
         bg.url; bg.write_kubeconfig(path)
@@ -155,6 +158,7 @@ from devcluster.ephemeral import EphemeralVolumeController
 from devcluster.errors import ApiError
 from devcluster.faults import FaultInjector, FaultRule, FaultSpec, FaultSpecError, parse_fault
 from devcluster.kubelet import FakeKubelet
+from devcluster.node_lifecycle import NodeLifecycleController, TaintEvictionController
 from devcluster.podgc import PodGarbageCollector
 from devcluster.resources import RESOURCES, ResourceDef
 from devcluster.store import Store
@@ -174,9 +178,11 @@ __all__ = [
     "FaultRule",
     "FaultSpec",
     "FaultSpecError",
+    "NodeLifecycleController",
     "PodGarbageCollector",
     "ResourceDef",
     "Store",
+    "TaintEvictionController",
     "VolumeController",
     "kubeconfig",
     "parse_fault",

@@ -1,5 +1,5 @@
 """`DevCluster`: the store, the HTTP server, the fake kubelet, pod GC, the volume controllers, the disruption
-controller and the fault injector, together.
+controller, the node lifecycle and taint eviction controllers and the fault injector, together.
 
     async with DevCluster(port=0, history=10_000) as cluster:
         cluster.write_kubeconfig(path)      # for kubernetes-asyncio or kubectl
@@ -34,6 +34,7 @@ from devcluster.disruption_controller import DisruptionController
 from devcluster.ephemeral import EphemeralVolumeController
 from devcluster.faults import FaultInjector
 from devcluster.kubelet import FakeKubelet, running_status
+from devcluster.node_lifecycle import NodeLifecycleController, TaintEvictionController
 from devcluster.podgc import PodGarbageCollector
 from devcluster.protection import ProtectionController
 from devcluster.server import ApiServer
@@ -71,6 +72,7 @@ class DevCluster:
         pod_gc: bool = True,
         volumes: bool = True,
         disruption: bool = True,
+        node_lifecycle: bool = True,
         bookmark_interval: float = 1.0,
         autocreate_namespaces: bool = True,
         fault_seed: int = 0,
@@ -88,6 +90,13 @@ class DevCluster:
         self.protection: ProtectionController | None = ProtectionController(self.store) if volumes else None
         # PodDisruptionBudget status (disruption=False: none written but by evictions' bookkeeping).
         self.disruption: DisruptionController | None = DisruptionController(self.store) if disruption else None
+        # The node lifecycle controller's taints (conditions, spec.unschedulable, not-ready / unreachable NoExecute)
+        # and the taint eviction controller that deletes the pods not tolerating NoExecute taints
+        # (node_lifecycle=False: neither).
+        self.node_lifecycle: NodeLifecycleController | None = \
+            NodeLifecycleController(self.store) if node_lifecycle else None
+        self.taint_eviction: TaintEvictionController | None = \
+            TaintEvictionController(self.store) if node_lifecycle else None
         self._requested_port = port
         self._bookmark_interval = bookmark_interval
         self._runner: web.ServerRunner | None = None
@@ -98,7 +107,7 @@ class DevCluster:
     def _controllers(self) -> list[StoreController]:
         """The controllers turned on, in the order they start."""
         found: list[StoreController | None] = [self.pod_gc, self.volumes, self.ephemeral_volumes, self.protection,
-                                               self.disruption]
+                                               self.disruption, self.node_lifecycle, self.taint_eviction]
         return [controller for controller in found if controller is not None]
 
     @property
