@@ -64,7 +64,10 @@ async def test_gang_preempts_a_whole_low_priority_gang_and_binds_on_its_nominate
                     node = pod_object(cluster, name).get("status", {}).get("nominatedNodeName")
                     if node:
                         nominated[name] = node
-                return len(conditions) == 4 and len(terminating) == 4 and len(nominated) == 4
+                # The eviction rewrites the condition to its EvictionByEvictionAPI, and the daemon writes its
+                # own again right after (daemon/kube/cluster_api.py evict): wait for that, not the moment between.
+                rewritten = all(c["reason"] == "PreemptionByScheduler" for c in conditions.values())
+                return len(conditions) == 4 and rewritten and len(terminating) == 4 and len(nominated) == 4
 
             await wait_until(observe, within=15, what="victims marked and evicting, preemptors nominated")
             # while the victims terminate, nothing of the preemptor is bound yet

@@ -79,7 +79,9 @@ async def test_team_a_takes_its_min_back_from_team_bs_borrowing_gang_whole(tmp_p
                     node = (pod_object(cluster, name).get("status") or {}).get("nominatedNodeName")
                     if node:
                         nominated[name] = node
-                return len(marked) == 2 and len(nominated) == 2
+                # (the eviction's EvictionByEvictionAPI is written over by the daemon's own again: wait for it)
+                rewritten = all(c["reason"] == "PreemptionByScheduler" for c in marked.values())
+                return len(marked) == 2 and rewritten and len(nominated) == 2
 
             await wait_until(observe, within=15, what="the borrowing gang marked, team-a's pods nominated")
             for condition in marked.values():
