@@ -226,7 +226,8 @@ class SlotTable:
 
     def refused(self, entry: ShapeSlots, node: str) -> str:
         """Why `node` as it stands takes not one pod of the shape: the filters' reason, else
-        "Insufficient <resource>" / "Too many pods"; "" when it takes one (or is not a node)."""
+        "Insufficient <resource>" / "Too many pods" / NodePorts' reason for a host port held there; "" when it
+        takes one (or is not a node)."""
         found = entry.refused.get(node)
         if found is not None:
             return found
