@@ -10,9 +10,10 @@ there: a domain whose bound is below the job's need is pruned without looking at
 pods are gone (`slots_with`), computed from the node's base free vector plus the freed requests.
 
 Only the resources some shape requests decide how many pods fit (`placement.fit.slots_in` reads no
-other), so free room and freed requests are vectors over those resources alone (`Room.vector`):
-the room model is built over thousands of nodes at every attempt of a job that cannot fit, and a
-dict per node per question is most of what it would cost.
+other), so free room and freed requests are vectors over those resources alone (`Room.vector`),
+and the shapes' host ports after them (a node has room for one holder of each; a victim holding
+one frees it): the room model is built over thousands of nodes at every attempt of a job that
+cannot fit, and a dict per node per question is most of what it would cost.
 
 Pure: no I/O, no clock; reads `ClusterState`, never mutates it.
 """
@@ -22,15 +23,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from placement.fit import UNLIMITED, Capacity, Shape, admits, port_taken
+from placement.fit import UNLIMITED, Capacity, Shape, admits
 from placement.slots import SlotTable, kept_table, slot_table
 from preemption.victims import Candidates, VictimUnit
 from state.cluster import ClusterState, PodInfo
-from state.resources import HOST_PORT_PREFIX, MILLI
+from state.resources import MILLI
 from state.topology import Domain, TopologyTree
 
 MAX_TIERS = 16
-ONE_PER_NODE = HOST_PORT_PREFIX  # the room for one pod holding host ports (no port is named just that)
 
 Vector = list[int]  # amounts of `Room.resources`, in that order
 
@@ -58,16 +58,15 @@ class Room:
         self.state = state
         self.shapes = list(shapes)
         self.resources: list[str] = sorted({name for shape in shapes for name, _ in shape.requests})
-        # Shapes holding host ports take at most one place per node: a resource of which every node has
-        # one, which no victim frees (a node where a pod holds one of the ports is not admitted at all:
-        # toposched does not preempt for a host port).
-        self._ports = any(shape.host_ports for shape in shapes)
-        if self._ports:
-            self.resources.append(ONE_PER_NODE)
+        # The shapes' host ports, after the resources: a node has room for one holder of each (MILLI less
+        # what its pods hold), which a victim holding the port frees like any request (kube-scheduler's
+        # preemption frees ports too); one holder a shape, so at most one pod of it per node.
+        self._ports = len(self.resources)  # where the ports start in a vector
+        self.resources += sorted({name for shape in shapes for name in shape.host_ports})
         position = {name: i for i, name in enumerate(self.resources)}
-        # per shape: (index into the vector, amount) for each resource it requests
+        # per shape: (index into the vector, amount) for each resource (and host port) it requests
         self._requests = [tuple((position[name], amount) for name, amount in
-                                (*shape.requests, *(((ONE_PER_NODE, MILLI),) if shape.host_ports else ())))
+                                (*shape.requests, *((port, MILLI) for port in shape.host_ports)))
                           for shape in shapes]
         self._vectors: dict[int, Vector] = {}  # id of a (shared, never mutated) requests dict -> its vector
         capacity = Capacity(state, own_gangs, frozenset(candidates.leaving))
@@ -86,7 +85,7 @@ class Room:
         self._width = len(shapes)
         self._capacity = capacity
         self._priority = priority
-        self._everywhere = all(shape.unconstrained and not shape.host_ports for shape in shapes)
+        self._everywhere = all(shape.unconstrained for shape in shapes)
         self._all_admitted = [True] * self._width
         self._units_on = candidates.units_on
         self._pods_on = candidates.pods_at
@@ -136,10 +135,6 @@ class Room:
             admitted = self._all_admitted  # the common case: no shape filters nodes, nothing turns pods away
         else:
             admitted = [not admits(shape, node) for shape in shapes]
-            if self._ports:
-                held = self._capacity.held_by_others(node, self._priority) if node.nominated else None
-                admitted = [ok and not (shape.host_ports and port_taken(shape, node, held, freed))
-                            for ok, shape in zip(admitted, shapes, strict=True)]
             if not any(admitted):
                 if keep:
                     self._kept[name] = (victims, None)
@@ -147,8 +142,8 @@ class Room:
         resources = self.resources
         allocatable, used = node.allocatable, node.used
         free = [allocatable.get(resource, 0) - used.get(resource, 0) for resource in resources]
-        if self._ports:
-            free[-1] = MILLI
+        for index in range(self._ports, len(free)):  # a host port: room for one holder
+            free[index] += MILLI
         if node.nominated:
             held = self._capacity.held_by_others(node, self._priority)
             if held:

@@ -114,18 +114,36 @@ def test_a_placed_plan_holds_its_ports_and_two_holders_on_a_node_are_a_capacity_
     assert violation.detail == "host port 29500/TCP: held by 2 pods"
 
 
-def test_preemption_frees_resources_only_where_the_port_is_free() -> None:
+def _two_victims_and_a_holder(holder_priority: int) -> ClusterState:
+    """Two nodes full of low-priority gangs (the cheaper, priority 1, where a node agent holds port
+    29500; priority 5 on the other) and an 8-GPU preemptor of priority 1000 on that port."""
     state = fabric(blocks=1, nvlinks=1, nodes=2)
     for index, node in enumerate(("n-s0b0a0-0", "n-s0b0a0-1")):
         state.apply(group_event(pod_group(f"low-{index}", min_member=1)))
-        # the cheaper victim (lower priority) runs where the port is held
         state.apply(pod_event(bound(pod(f"low-{index}-0", gang=f"low-{index}", priority=1 + 4 * index), node)))
-    hold(state, "n-s0b0a0-0", 29500)
+    state.apply(pod_event(bound(with_ports(pod("agent", namespace="kube-system", gpus=0, cpu="100m", memory="64Mi",
+                                               scheduler="default-scheduler", priority=holder_priority),
+                                           (29500, "TCP")), "n-s0b0a0-0")))
     host_network_gang(state, "urgent", 1, gpus=8, priority=1000)
+    return state
+
+
+def test_preemption_goes_where_the_port_is_free_when_its_holder_outranks_the_preemptor() -> None:
+    state = _two_victims_and_a_holder(holder_priority=2000)
     failure = refused(plan_gang(state, "default/urgent"))
     result = plan_preemption(state, "default/urgent", failure)
     assert isinstance(result, PreemptionPlan), result
     assert list(result.victims) == ["default/low-1-0"]
+
+
+def test_preemption_frees_a_port_as_kube_scheduler_does_when_its_holder_is_of_lower_priority() -> None:
+    state = _two_victims_and_a_holder(holder_priority=0)
+    failure = refused(plan_gang(state, "default/urgent"))
+    result = plan_preemption(state, "default/urgent", failure)
+    assert isinstance(result, PreemptionPlan), result
+    # the cheaper node (highest victim priority 1, not 5), its port holder evicted with its gang
+    assert sorted(result.victims) == ["default/low-0-0", "kube-system/agent"]
+    assert [a.node for a in result.nominations] == ["n-s0b0a0-0"]
 
 
 def test_a_restored_state_keeps_who_holds_which_port() -> None:
