@@ -14,8 +14,11 @@ user-facing descriptions (precedence in this order; `tree.source` says which one
    label selector) its nodes.
 3. `SOURCE_LABELS`: NVIDIA topograph labels `network.topology.nvidia.com/{datacenter,spine,block,
    accelerator}`: whichever of them any node carries become layers `DatacenterLayer`,
-   `SpineLayer`, `BlockLayer`, `AcceleratorLayer` (top to bottom), built as from a CNT. With no such
-   label at all the tree is the cluster root alone, holding every node.
+   `SpineLayer`, `BlockLayer`, `AcceleratorLayer` (top to bottom), built as from a CNT. A node
+   without the accelerator label but with `nvidia.com/gpu.clique` (the NVLink clique the GPU
+   Operator's DRA driver labels Multi-Node NVLink nodes with, as on GB200 NVL72) has its clique as its
+   AcceleratorLayer domain. With no such label at all the tree is the cluster root alone, holding
+   every node.
 
 Levels (both vocabularies). Level 0 is always the cluster root, layer `ClusterTopologyLayer`,
 tierName `cluster`; then one level per domain layer, top first, down to the lowest domain layer
@@ -114,11 +117,15 @@ SOURCE_HYPERNODES: Final = "HyperNode"
 SOURCE_LABELS: Final = "labels"
 
 TOPOGRAPH_PREFIX: Final = "network.topology.nvidia.com/"
+GPU_CLIQUE_LABEL: Final = "nvidia.com/gpu.clique"
 TOPOGRAPH_LAYERS: Final = (  # top first
     LayerDef("DatacenterLayer", (TOPOGRAPH_PREFIX + "datacenter",), "datacenter"),
     LayerDef("SpineLayer", (TOPOGRAPH_PREFIX + "spine",), "spine"),
     LayerDef("BlockLayer", (TOPOGRAPH_PREFIX + "block",), "block"),
-    LayerDef("AcceleratorLayer", (TOPOGRAPH_PREFIX + "accelerator",), "accelerator"),
+    # The NVLink domain: topograph's label, else the clique the NVIDIA GPU Operator's DRA driver labels a
+    # Multi-Node NVLink node with (GB200 NVL72: `<cluster UUID>.<clique id>`; only GPUs of one clique
+    # reach each other over NVLink).
+    LayerDef("AcceleratorLayer", (TOPOGRAPH_PREFIX + "accelerator", GPU_CLIQUE_LABEL), "accelerator"),
 )
 ROOT_NAME: Final = "cluster"
 
@@ -563,7 +570,7 @@ class TopologyTree:
         else:  # no HyperNode, or none usable: they must not take the labels' tree away
             self._forget_matches()
             present = [layer for layer in TOPOGRAPH_LAYERS
-                       if any(layer.label_keys[0] in record.labels for record in self._nodes.values())]
+                       if any(key in record.labels for record in self._nodes.values() for key in layer.label_keys)]
             built = self._build_from_labels(SOURCE_LABELS, tuple(present))
         built.problems[:0] = problems
         return built

@@ -253,12 +253,12 @@ def _label_key(tier_name: str, tier: int) -> str:
 
 def generate_cnt(tree: TopologyTree) -> tuple[dict[str, Any], list[str], list[str]]:
     """The ClusterNetworkTopology, the `kubectl label` commands nodes need (HyperNode source), warnings."""
-    keys = {level.index: (level.label_keys[0] if level.label_keys else _label_key(level.tier_name, level.tier))
+    keys = {level.index: (list(level.label_keys) if level.label_keys else [_label_key(level.tier_name, level.tier)])
             for level in tree.levels[1:]}
     layers: list[dict[str, Any]] = []
     parent = ""
     for level in tree.levels[1:]:
-        layer: dict[str, Any] = {"topologyLayer": level.layer, "labelKey": [keys[level.index]]}
+        layer: dict[str, Any] = {"topologyLayer": level.layer, "labelKey": keys[level.index]}
         if parent:
             layer["parentTopologyLayer"] = parent
         layers.append(layer)
@@ -278,7 +278,7 @@ def generate_cnt(tree: TopologyTree) -> tuple[dict[str, Any], list[str], list[st
                                 f"{domain.children[0].name} directly; a ClusterNetworkTopology cannot skip a layer, "
                                 "so nodes below it stop at the first missing label")
         for node in tree.node_names:
-            labels = [f"{keys[d.level]}={d.name}" for d in tree.path(node)[1:]]
+            labels = [f"{keys[d.level][0]}={d.name}" for d in tree.path(node)[1:]]
             if labels:
                 commands.append(f"kubectl label node {node} {' '.join(labels)} --overwrite")
     return cnt, commands, warnings

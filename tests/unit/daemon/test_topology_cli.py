@@ -120,3 +120,25 @@ def test_topology_problems_go_to_stderr(tmp_path: Path, capsys: pytest.CaptureFi
         "status": {"allocatable": {"nvidia.com/gpu": "8"}}}))
     assert main(["show", "--scenario", str(directory)]) == 0
     assert "labels contradict the hierarchy" in capsys.readouterr().err
+
+
+def test_nvlink_cliques_give_the_accelerator_layer_and_a_generated_cnt_reads_both_keys(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GB200 NVL72 nodes as the GPU Operator's DRA driver labels them, no topograph.
+    nodes = [{"apiVersion": "v1", "kind": "Node",
+              "metadata": {"name": f"gb-{index}", "labels": {"nvidia.com/gpu.clique": clique}},
+              "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "4"}}}
+             for index, clique in enumerate(["a1b2.0", "a1b2.0", "c3d4.0"])]
+    labelled = tmp_path / "labels"
+    labelled.mkdir()
+    (labelled / "nodes.yaml").write_text(yaml.safe_dump_all(nodes))
+    tree = show_json(labelled, capsys)
+    assert [child["name"] for child in tree["root"]["children"]] == ["a1b2.0", "c3d4.0"]
+    assert tree["root"]["children"][0]["nodes"] == ["gb-0", "gb-1"]
+    assert main(["generate", "--scenario", str(labelled), "--to", "cnt"]) == 0
+    text = capsys.readouterr().out
+    layers = yaml.safe_load(text)["spec"]["networkTopologySpec"]
+    assert layers[0] == {"topologyLayer": "AcceleratorLayer",
+                         "labelKey": ["network.topology.nvidia.com/accelerator", "nvidia.com/gpu.clique"]}
+    (labelled / "cnt.yaml").write_text(text)
+    assert show_json(labelled, capsys) == tree

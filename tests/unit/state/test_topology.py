@@ -128,6 +128,19 @@ def test_topograph_labels_give_layers_for_the_labels_present_with_tiers_from_the
     assert tree.lca(["n1", "n2"]).name == "b1"
 
 
+def test_the_gpu_operators_nvlink_clique_label_gives_the_accelerator_layer_where_topograph_does_not() -> None:
+    # GB200 NVL72 racks as the GPU Operator's DRA driver labels them: `<cluster UUID>.<clique id>`.
+    tree = TopologyTree()
+    for index, clique in enumerate(["a1b2.0", "a1b2.0", "a1b2.1", "c3d4.0"]):
+        tree.node_upserted(f"gb{index}", {"nvidia.com/gpu.clique": clique}, ALLOC)
+    assert [(lv.layer, lv.tier) for lv in tree.levels] == [("ClusterTopologyLayer", 2), ("AcceleratorLayer", 1)]
+    assert [d.name for d in tree.path("gb1")] == ["cluster", "a1b2.0"]
+    assert tree.lca(["gb0", "gb1"]).name == "a1b2.0" and tree.lca(["gb1", "gb2"]) is tree.root
+    # topograph's own label wins where a node carries both
+    tree.node_upserted("gb4", {P + "block": "b1", P + "accelerator": "nvl9", "nvidia.com/gpu.clique": "c3d4.0"}, ALLOC)
+    assert [d.name for d in tree.path("gb4")] == ["cluster", "b1", "nvl9"]
+
+
 def test_cnt_layers_build_domains_from_label_values_parented_by_the_parent_layer() -> None:
     tree = TopologyTree()
     labelled_cluster(tree)
