@@ -32,7 +32,7 @@ from typing import Protocol, TypeVar
 
 import msgspec
 
-from placement.fit import UNLIMITED, Shape, admits
+from placement.fit import UNLIMITED, Shape, admits, port_taken
 from state.cluster import ClusterState
 from state.resources import is_host_port
 from state.topology import Domain
@@ -187,7 +187,7 @@ class SlotTable:
                 if fit < count:
                     count = fit
             if count and shape.host_ports:
-                count = 0 if _port_held(shape, used) else 1
+                count = 0 if port_taken(shape, info) else 1
         entry.slots[node] = count
         return count
 
@@ -244,7 +244,7 @@ class SlotTable:
                         found = refusal(name)
                         break
                 else:
-                    found = NODE_PORTS if shape.host_ports and _port_held(shape, used) else ""
+                    found = NODE_PORTS if shape.host_ports and port_taken(shape, info) else ""
         entry.refused[node] = found
         return found
 
@@ -313,11 +313,6 @@ def _filter_key(shape: Shape) -> bytes:
     if shape.volumes:
         return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms, shape.volumes))
     return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms))
-
-
-def _port_held(shape: Shape, used: Mapping[str, int]) -> bool:
-    """A pod on the node (its `used`) holds one of the shape's host ports."""
-    return any(used.get(name, 0) > 0 for name in shape.host_ports)
 
 
 def tally(counts: dict[str, int], why: str, delta: int) -> None:

@@ -49,8 +49,8 @@ class Room:
     on when its running members anchor it: bounds and slots elsewhere read as none.
     """
 
-    __slots__ = ("_all_admitted", "_alone", "_capacity", "_everywhere", "_gain_sums", "_kept", "_kind", "_pods_on",
-                 "_ports", "_priority", "_requests", "_units_on", "_vectors", "_width", "domain_base", "domain_max",
+    __slots__ = ("_all_admitted", "_alone", "_capacity", "_everywhere", "_first_port", "_gain_sums", "_kept", "_kind",
+                 "_pods_on", "_priority", "_requests", "_units_on", "_vectors", "_width", "domain_base", "domain_max",
                  "models", "resources", "shapes", "state", "tiers")
 
     def __init__(self, state: ClusterState, shapes: Sequence[Shape], own_gangs: AbstractSet[str],
@@ -61,7 +61,7 @@ class Room:
         # The shapes' host ports, after the resources: a node has room for one holder of each (MILLI less
         # what its pods hold), which a victim holding the port frees like any request (kube-scheduler's
         # preemption frees ports too); one holder a shape, so at most one pod of it per node.
-        self._ports = len(self.resources)  # where the ports start in a vector
+        self._first_port = len(self.resources)  # where the ports start in a vector
         self.resources += sorted({name for shape in shapes for name in shape.host_ports})
         position = {name: i for i, name in enumerate(self.resources)}
         # per shape: (index into the vector, amount) for each resource (and host port) it requests
@@ -142,7 +142,7 @@ class Room:
         resources = self.resources
         allocatable, used = node.allocatable, node.used
         free = [allocatable.get(resource, 0) - used.get(resource, 0) for resource in resources]
-        for index in range(self._ports, len(free)):  # a host port: room for one holder
+        for index in range(self._first_port, len(free)):  # a host port: room for one holder
             free[index] += MILLI
         if node.nominated:
             held = self._capacity.held_by_others(node, self._priority)

@@ -35,6 +35,7 @@ from tests.unit.daemon.restart import (
     tainted,
     tolerating,
 )
+from tests.unit.placement.test_host_ports import with_ports
 
 NODES = [node(f"n{i}", block=f"b{i // 4}", spine="s0") for i in range(12)]
 MUST_GATHER_BLOCK: list[dict[str, object]] = [{"layer": "BlockLayer", "strategy": "MustGather"}]
@@ -243,3 +244,22 @@ async def test_assumptions_of_an_earlier_term_whose_pods_another_leader_bound_ar
     assert over_committed(run.state) == []
     assert {key: run.state.pods[key].node_name for key in waiting} == elsewhere
     assert not [k for k, p in run.state.pods.items() if p.assumed_node]
+
+
+async def test_a_host_network_plan_is_bound_as_planned_unless_another_pod_took_its_port_while_down() -> None:
+    # Its own assumed pods hold the port on their nodes: that is no conflict with themselves.
+    ranks: list[Event] = [group_event(pod_group("ranks", min_member=4))]
+    ranks += [pod_event(with_ports(pod(f"ranks-{i}", gang="ranks", gpus=2), (29500, "TCP"))) for i in range(4)]
+    log, waiting, done = await crashed(*ranks, binds=1)
+    assert len(set(waiting.values()) | set(done.values())) == 4  # one per node
+    run = await restart(log)
+    assert run.bound_since_start() == waiting
+    assert not [e for e in run.since_start if isinstance(e, PodForgotten)]  # the plan held
+    # A node agent took the port on one planned node while the daemon was down: the plan goes.
+    taken = sorted(waiting.values())[0]
+    agent = PodUpserted(pod=bound(with_ports(pod("agent", gpus=0, cpu="100m", memory="64Mi",
+                                                 scheduler="default-scheduler"), (29500, "TCP")), taken))
+    run = await restart(log, [agent])
+    assert taken not in run.bound_since_start().values()
+    released = [e for e in run.since_start if isinstance(e, PodForgotten)]
+    assert released and "another pod holds its host port 29500/TCP" in released[0].reason
