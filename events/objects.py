@@ -13,7 +13,8 @@ malformed, so one bad object never breaks decoding of the stream.
 Annotations are the one open-ended field: `kubectl apply` copies the whole object into
 `kubectl.kubernetes.io/last-applied-configuration`, and tools hang megabytes there. `slim()` keeps
 only the annotations toposched reads (`KEPT_ANNOTATIONS`, and the simulator's `sim.toposched.io/`
-family), and drops a pod's status conditions (only the simulator writes them here); every object is
+family), and drops a pod's status conditions (only the simulator writes them here) and container
+statuses, but while an in-place resize is under way (`resize_status`); every object is
 slimmed as it is decoded (`events.ingest.decode_object`), so the rest never reaches the event log
 or the memory. Labels are kept whole: node labels feed the topology and
 node affinity, pod labels feed sub-group selectors, and either may use any key.
@@ -256,6 +257,16 @@ class Condition(_K8s, frozen=True):
     last_transition_time: str | None = None
 
 
+class ContainerResourceStatus(_K8s, frozen=True):
+    """Of a container's status, what in-place resize (KEP-1287, on by default since Kubernetes 1.33)
+    makes kube-scheduler count: the requests the kubelet allocated to the container and those it has
+    applied (`resources.requests`). None: not reported (the pod's spec answers instead)."""
+
+    name: str = ""
+    allocated_resources: dict[str, str] | None = None
+    resources: ResourceRequirements | None = None
+
+
 class PodStatus(_K8s, frozen=True):
     phase: str = ""
     nominated_node_name: str = ""
@@ -264,6 +275,9 @@ class PodStatus(_K8s, frozen=True):
     # OutOf<resource>, NodePorts, ... and a message "Pod was rejected: ..." (empty for most pods).
     reason: str = ""
     message: str = ""
+    # Kept by `slim` only while a resize makes them differ from the spec's requests (`resize_status`).
+    container_statuses: list[ContainerResourceStatus] = []
+    init_container_statuses: list[ContainerResourceStatus] = []
 
 
 class Pod(_K8s, frozen=True):
@@ -796,19 +810,80 @@ _Object = TypeVar(
 def slim(obj: _Object) -> _Object:
     """`obj` without what toposched never reads (the same object when there is nothing to drop): the
     annotations not in `KEPT_ANNOTATIONS`, a pod's status conditions (the kubelet rewrites them on
-    every status change; scheduling reads the phase) and its volumes that no claim backs (every pod
-    has its own `kube-api-access-<random>` volume: kept, it would make each pod's spec unique)."""
+    every status change; scheduling reads the phase) and container statuses but while a resize is under
+    way (`resize_status`), and its volumes that no claim backs (every pod has its own
+    `kube-api-access-<random>` volume: kept, it would make each pod's spec unique)."""
     slimmed = obj
     annotations = obj.metadata.annotations
     if annotations and not all(keeps_annotation(key) for key in annotations):
         kept = {key: value for key, value in annotations.items() if keeps_annotation(key)}
         slimmed = msgspec.structs.replace(slimmed, metadata=msgspec.structs.replace(obj.metadata, annotations=kept))
-    if isinstance(slimmed, Pod) and slimmed.status.conditions:
-        slimmed = msgspec.structs.replace(slimmed, status=msgspec.structs.replace(slimmed.status, conditions=[]))
+    if isinstance(slimmed, Pod):
+        status = slimmed.status
+        if status.conditions or status.container_statuses or status.init_container_statuses:
+            kept_status = resize_status(slimmed)
+            if kept_status is not status:
+                slimmed = msgspec.structs.replace(slimmed, status=kept_status)
     if isinstance(slimmed, Pod) and slimmed.spec.volumes and not all(v.uses_claim for v in slimmed.spec.volumes):
         claimed = [volume for volume in slimmed.spec.volumes if volume.uses_claim]
         slimmed = msgspec.structs.replace(slimmed, spec=msgspec.structs.replace(slimmed.spec, volumes=claimed))
     return slimmed
+
+
+RESIZE_PENDING = "PodResizePending"  # the pod condition of a resize the kubelet has not taken (1.33+)
+RESIZE_INFEASIBLE = "Infeasible"  # its reason when the node can never hold the new requests
+
+
+def resize_infeasible(status: PodStatus) -> bool:
+    """Whether the kubelet has found the pod's resize infeasible (kube's IsPodResizeInfeasible: the
+    first PodResizePending condition decides)."""
+    for condition in status.conditions:
+        if condition.type == RESIZE_PENDING:
+            return condition.reason == RESIZE_INFEASIBLE
+    return False
+
+
+def resize_status(pod: Pod) -> PodStatus:
+    """The pod's status as `slim` keeps it: no conditions and no container statuses, unless a resize
+    makes the kubelet's figures differ from the spec's requests.
+
+    kube-scheduler counts a pod at the larger of its spec's requests and what the kubelet allocated
+    to and applied on each container (`status.containerStatuses[*].allocatedResources` and
+    `.resources.requests`), or, when the kubelet found the resize infeasible, at those two alone
+    (component-helpers' PodRequests with UseStatusResources). On a node where no resize is under
+    way every figure the kubelet reports equals the spec's, and the count is the spec's: then nothing
+    is kept, so a running pod's status stays as small, and as shareable, as a pending one's. While they
+    differ the statuses are kept whole (requests only), and with an infeasible resize the
+    PodResizePending condition too, by type and reason (the fold counts them: `state.cluster`)."""
+    status = pod.status
+    if not (status.container_statuses or status.init_container_statuses) or _resize_settled(pod):
+        if status.conditions or status.container_statuses or status.init_container_statuses:
+            return msgspec.structs.replace(status, conditions=[], container_statuses=[], init_container_statuses=[])
+        return status
+    infeasible = [Condition(type=RESIZE_PENDING, reason=RESIZE_INFEASIBLE)] if resize_infeasible(status) else []
+    if status.conditions == infeasible:
+        return status
+    return msgspec.structs.replace(status, conditions=infeasible)
+
+
+def _resize_settled(pod: Pod) -> bool:
+    """Whether every request the kubelet reports of the pod's containers equals the spec's (compared as
+    the API server writes them: canonical quantities), with no infeasible resize (which counts the
+    kubelet's figures without the spec's)."""
+    wanted = {container.name: container.resources.requests
+              for containers in (pod.spec.containers, pod.spec.init_containers) for container in containers}
+    for statuses in (pod.status.container_statuses, pod.status.init_container_statuses):
+        for reported in statuses:
+            requests = wanted.get(reported.name)
+            if requests is None:
+                continue  # names no container: kube looks statuses up by the spec's names
+            allocated = reported.allocated_resources
+            if allocated and any(requests.get(name) != value for name, value in allocated.items()):
+                return False
+            applied = reported.resources.requests if reported.resources is not None else None
+            if applied and any(requests.get(name) != value for name, value in applied.items()):
+                return False
+    return not resize_infeasible(pod.status)
 
 
 def pod_core(pod: Pod, note: str) -> Pod:
@@ -816,7 +891,7 @@ def pod_core(pod: Pod, note: str) -> Pod:
 
     Kept: identity, deletion, the node it is bound to, the scheduler and priority fields, every
     request (containers, init containers and which are sidecars, pod-level, overhead), the host ports
-    it holds and the phase.
+    it holds, the phase, and what a resize under way counts (`resize_status`).
     Dropped: labels, annotations, node selector, affinity, tolerations, conditions: so the core is
     never placed (the fold treats a marked pod as not its own) but is counted on the node it runs on.
     """
@@ -830,7 +905,9 @@ def pod_core(pod: Pod, note: str) -> Pod:
                      containers=[_requests_only(c) for c in spec.containers],
                      init_containers=[_requests_only(c) for c in spec.init_containers], overhead=spec.overhead,
                      resources=spec.resources),
-        status=PodStatus(phase=pod.status.phase),
+        status=PodStatus(phase=pod.status.phase, conditions=pod.status.conditions,
+                         container_statuses=pod.status.container_statuses,
+                         init_container_statuses=pod.status.init_container_statuses),
     )
 
 
@@ -850,7 +927,8 @@ def node_core(node: Node, note: str) -> Node:
 
 
 def _requests_only(container: Container) -> Container:
-    """What a container's requests count for: the requests, whether it is a sidecar, its host ports."""
-    return Container(resources=ResourceRequirements(requests=container.resources.requests),
+    """What a container's requests count for: the requests, whether it is a sidecar, its host ports, and
+    its name (what its status is found by in a resize)."""
+    return Container(name=container.name, resources=ResourceRequirements(requests=container.resources.requests),
                      restart_policy=container.restart_policy,
                      ports=[port for port in container.ports if port.host_port > 0])

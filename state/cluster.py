@@ -87,6 +87,8 @@ from events.objects import (
     CapacityElasticQuota,
     ClusterNetworkTopology,
     ClusterNetworkTopologySpec,
+    Container,
+    ContainerResourceStatus,
     ElasticQuota,
     HyperNode,
     KubePodGroup,
@@ -98,12 +100,15 @@ from events.objects import (
     Pod,
     PodDisruptionBudget,
     PodGroup,
+    PodSpec,
+    PodStatus,
     PriorityClass,
     Queue,
     StorageClass,
     Taint,
     VolcanoPodGroup,
     Workload,
+    resize_infeasible,
 )
 from events.parts import PodUpsertedParts, decode_parts
 from manifests.defaulting import pod_level_resource
@@ -506,6 +511,9 @@ class ClusterState:
         self.undecodable: dict[tuple[str, str], Problem] = {}
         self.fold_failures: dict[tuple[str, str], Problem] = {}  # (kind, key) -> the event that could not be folded
         self.problems_version = 0  # bumped whenever `all_problems()` may have changed (a cheap test for readers)
+        # Bumped when a pod counted on a node comes to ask for less (a resize applied): the scheduler loop
+        # retries what waits for room. Not part of what the state means (never in a snapshot).
+        self.requests_released = 0
         self.topology = TopologyTree()
         self.quotas = QuotaBook()  # quota trees and usage: a second fold over the same events (state/quota.py)
         self._default_priority_class = ""
@@ -704,7 +712,8 @@ class ClusterState:
         without the steps that find nothing to do. False (and nothing done) when the pod is not such a pod."""
         meta, status = obj.metadata, obj.status
         if (obj.spec.node_name or status.nominated_node_name or status.phase in TERMINAL_PHASES
-                or meta.deletion_timestamp is not None or obj.spec.scheduling_gates):
+                or meta.deletion_timestamp is not None or obj.spec.scheduling_gates or status.container_statuses
+                or status.init_container_statuses):
             return False
         key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
         if key in self.pods:
@@ -895,16 +904,26 @@ class ClusterState:
             # The same shared parts (`decode_record`) cannot derive differently: skip the comparison.
             same_parts = (old_spec is spec and old.metadata.labels is meta.labels
                           and old.metadata.annotations is meta.annotations)
-            if not same_parts and (
+            old_status, status = old.status, obj.status
+            # A resize moving on (the kubelet's figures) may change what is counted with the spec unchanged.
+            resized = (old_status.container_statuses or status.container_statuses or old_status.init_container_statuses
+                       or status.init_container_statuses) and (
+                old_status.container_statuses != status.container_statuses
+                or old_status.init_container_statuses != status.init_container_statuses
+                or old_status.conditions != status.conditions)
+            if resized or (not same_parts and (
                     old_spec.containers != spec.containers or old_spec.init_containers != spec.init_containers
                     or old_spec.overhead != spec.overhead or old_spec.priority != spec.priority
                     or old_spec.priority_class_name != spec.priority_class_name
                     or old_spec.preemption_policy != spec.preemption_policy
                     or old_spec.scheduler_name != spec.scheduler_name
                     or old_spec.scheduling_group != spec.scheduling_group or old_spec.workload_ref != spec.workload_ref
-                    or old.metadata.labels != meta.labels or old.metadata.annotations != meta.annotations):
+                    or old.metadata.labels != meta.labels or old.metadata.annotations != meta.annotations)):
+                old_requests, counted = pod.requests, pod.counted_on
                 self._uncount(pod)  # its usage was counted with the old requests; _settle re-adds the new
                 self._derive_pod(pod, obj, shape)
+                if counted and _released(old_requests, pod.requests):
+                    self.requests_released += 1  # the loop retries what waits for room (a resize down, say)
         if obj.spec.node_name:
             if pod.bound_at is None:
                 pod.bound_at = time
@@ -927,6 +946,8 @@ class ClusterState:
         (`Compactor.pod_of`) numbered so; pods of one shape derive alike when they have no problems, and
         so do pods of one head without labels and spec, but for their gang (`_add_new_pod`)."""
         key = pod.key
+        if shape is not None and _resizing(obj.status):
+            shape = None  # its requests depend on its status too: pods of its shape may count otherwise
         derived = self._shapes.get(shape) if shape is not None else None
         if derived is None:
             derived = self._derivation(obj, key)
@@ -1914,37 +1935,49 @@ def _undecodable_note(problem: str) -> str:
 
 
 def _add_requests(total: Resources, raw: Mapping[str, str], key: str, problems: list[Problem], field: str,
-                  index: int = -1) -> None:
+                  index: int = -1, where_in: str = ".resources.requests") -> None:
     for name, text in raw.items():
         amount = QUANTITY_CACHE.get(text)
         if amount is None:
             try:
                 amount = parse_quantity(text)
             except QuantityError as error:
-                where = f"{field}[{index}].resources.requests" if index >= 0 else field
+                where = f"{field}[{index}]{where_in}" if index >= 0 else field
                 problems.append(Problem("Pod", key, f"{where}[{name}]", f"{error}; the pod is not placed",
                                         INVALID_QUANTITY))
                 continue
         total[name] = total.get(name, 0) + amount
 
 
-def _pod_requests(obj: Pod, key: str, problems: list[Problem]) -> Resources:
-    """What the pod takes of a node, per resource, as kube-scheduler and the kubelet's admission count it
-    (KEP-753, native sidecars): the containers and the sidecars (init containers with restartPolicy
-    Always) run together, so their requests add up; each other init container runs alone beside the
-    sidecars declared before it, so it needs its own requests plus theirs; the pod takes the larger of
-    the two per resource. Pod-level requests (KEP-2837) of cpu, memory and hugepages replace that
-    figure for their resource. Plus overhead and one pod slot."""
-    spec = obj.spec
+# One container's requests as one of kube's three views of them reads it: (the requests or None, the
+# field they come from and the container's index, for a problem's name).
+_ContainerRequests = Callable[[Container, str, int], tuple[Mapping[str, str] | None, str, int, str]]
+
+
+def _spec_requests(container: Container, field: str, index: int) -> tuple[Mapping[str, str] | None, str, int, str]:
+    return container.resources.requests, field, index, ".resources.requests"
+
+
+def _aggregate_requests(spec: PodSpec, key: str, problems: list[Problem],
+                        requested: _ContainerRequests = _spec_requests) -> Resources:
+    """The containers' requests as kube-scheduler and the kubelet's admission sum them (KEP-753, native
+    sidecars): the containers and the sidecars (init containers with restartPolicy Always) run together,
+    so their requests add up; each other init container runs alone beside the sidecars declared before
+    it, so it needs its own requests plus theirs; the pod takes the larger of the two per resource.
+    `requested` reads each container's requests (the spec's, or the kubelet's figures of a resize)."""
     total: Resources = {}
     for index, container in enumerate(spec.containers):
-        _add_requests(total, container.resources.requests, key, problems, "spec.containers", index)
+        raw, field, at, where_in = requested(container, "spec.containers", index)
+        if raw:
+            _add_requests(total, raw, key, problems, field, at, where_in)
     if spec.init_containers:
         sidecars: Resources = {}  # the sidecars started so far
         starting: Resources = {}  # the most any moment of the pod's start needs
         for index, container in enumerate(spec.init_containers):
             alone: Resources = {}
-            _add_requests(alone, container.resources.requests, key, problems, "spec.initContainers", index)
+            raw, field, at, where_in = requested(container, "spec.initContainers", index)
+            if raw:
+                _add_requests(alone, raw, key, problems, field, at, where_in)
             if container.restart_policy == SIDECAR_RESTART_POLICY:
                 add_into(total, alone)
                 add_into(sidecars, alone)
@@ -1957,6 +1990,71 @@ def _pod_requests(obj: Pod, key: str, problems: list[Problem]) -> Resources:
         for name, amount in starting.items():
             if amount > total.get(name, 0):
                 total[name] = amount
+    return total
+
+
+def _resized_requests(obj: Pod, spec_total: Resources, key: str, problems: list[Problem]) -> Resources:
+    """The containers' requests of a pod whose status reports a resize (`events.objects.resize_status`),
+    as kube-scheduler counts them with in-place resize on (component-helpers' AggregateContainerRequests
+    with UseStatusResources): the larger, per resource, of the spec's, the kubelet's allocation and what
+    it applied (each summed as `_aggregate_requests` sums the spec's), so a pod resized down holds its
+    old requests until the kubelet has applied the new ones, and a resize up waiting for room holds
+    the new ones already. A resize the kubelet found infeasible is counted at its allocation and applied
+    figures alone. A container the status does not report counts its spec's requests in both (none in
+    either with an infeasible resize)."""
+    status, spec = obj.status, obj.spec
+    reported: dict[str, tuple[ContainerResourceStatus, str, int]] = {}
+    for field, statuses in (("status.initContainerStatuses", status.init_container_statuses),
+                            ("status.containerStatuses", status.container_statuses)):
+        for index, entry in enumerate(statuses):
+            reported[entry.name] = (entry, field, index)  # the containers' statuses win, as kube looks them up
+    infeasible = resize_infeasible(status)
+
+    def allocated(container: Container, field: str, index: int) -> tuple[Mapping[str, str] | None, str, int, str]:
+        found = reported.get(container.name)
+        if found is not None and found[0].allocated_resources is not None:
+            return found[0].allocated_resources, found[1], found[2], ".allocatedResources"
+        return (None if infeasible else container.resources.requests), field, index, ".resources.requests"
+
+    def applied(container: Container, field: str, index: int) -> tuple[Mapping[str, str] | None, str, int, str]:
+        found = reported.get(container.name)
+        if found is not None:
+            entry, status_field, at = found
+            if entry.resources is not None and entry.resources.requests:
+                return entry.resources.requests, status_field, at, ".resources.requests"
+        return allocated(container, field, index)
+
+    views = [_aggregate_requests(spec, key, problems, allocated), _aggregate_requests(spec, key, problems, applied)]
+    if not infeasible:
+        views.append(spec_total)
+    total: Resources = {}
+    for view in views:
+        for name, amount in view.items():
+            if amount > total.get(name, 0):
+                total[name] = amount
+    return total
+
+
+def _resizing(status: PodStatus) -> bool:
+    """Whether the pod's status carries a resize's figures (`events.objects.resize_status` keeps them only
+    while they differ from the spec's requests)."""
+    return bool(status.container_statuses or status.init_container_statuses)
+
+
+def _released(before: Resources, after: Resources) -> bool:
+    """Whether `after` asks for less of some resource than `before` did."""
+    return any(amount > after.get(name, 0) for name, amount in before.items())
+
+
+def _pod_requests(obj: Pod, key: str, problems: list[Problem]) -> Resources:
+    """What the pod takes of a node, per resource, as kube-scheduler and the kubelet's admission count it:
+    its containers' (`_aggregate_requests`; with a resize under way, `_resized_requests`); pod-level
+    requests (KEP-2837) of cpu, memory and hugepages replace that figure for their resource; plus
+    overhead and one pod slot."""
+    spec = obj.spec
+    total = _aggregate_requests(spec, key, problems)
+    if obj.status.container_statuses or obj.status.init_container_statuses:
+        total = _resized_requests(obj, total, key, problems)
     if spec.resources is not None and spec.resources.requests:
         pod_level: Resources = {}
         _add_requests(pod_level, {name: text for name, text in spec.resources.requests.items()
@@ -1986,8 +2084,9 @@ class _RequestsMemo:
         self.vectors: dict[tuple[object, ...], Resources] = {}
 
     def of(self, obj: Pod, key: str, problems: list[Problem]) -> Resources:
-        spec = obj.spec
-        if len(spec.containers) != 1 or spec.init_containers or spec.overhead or spec.resources is not None:
+        spec, status = obj.spec, obj.status
+        if (len(spec.containers) != 1 or spec.init_containers or spec.overhead or spec.resources is not None
+                or status.container_statuses or status.init_container_statuses):
             return _pod_requests(obj, key, problems)
         container = spec.containers[0]
         memo_key: tuple[object, ...] = tuple(container.resources.requests.items())

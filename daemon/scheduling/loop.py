@@ -281,6 +281,7 @@ class Scheduler:
         self._raised: set[str] = set()  # units whose last attempt raised: their reason is the error, not a fact
         self._adopted = False
         self._quota_trees = self.state.quotas.trees_version
+        self._requests_released = self.state.requests_released  # see `_pod_upserted`
         self._background: anyio.abc.TaskGroup | None = None  # run()'s task group for binds and reports
         # Per gang, the reports (phase, reason, message) decided and not yet written, oldest first: one
         # task at a time writes a gang's, in order (see `_queue_report`).
@@ -319,6 +320,11 @@ class Scheduler:
             return False
         self._forget_need(pod)
         woken = self._claims_released()
+        released = self.state.requests_released
+        if released != self._requests_released:  # a pod on a node asks for less now (a resize applied)
+            self._requests_released = released
+            self.queue.capacity_freed()
+            woken = True
         if pod.gang:
             self._gang_of[pod.key] = pod.gang
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,6 +21,14 @@ from events.model import (
     encode_event,
     with_seq,
 )
+from events.objects import (
+    RESIZE_INFEASIBLE,
+    RESIZE_PENDING,
+    Condition,
+    ContainerResourceStatus,
+    Pod,
+    ResourceRequirements,
+)
 from state.cluster import ClusterState
 from state.resources import add_into
 
@@ -32,14 +41,32 @@ GANGS = ["g0", "g1"]
 GATES = st.sampled_from([(), (), (), ("example.com/quota",)])
 
 
+# What a kubelet reports of a pod's one container in a resize (KEP-1287): (allocated cpu, applied cpu,
+# infeasible); None: a pod without container statuses (or before 1.33). The builders' pods ask for 8 cpus.
+RESIZES = st.sampled_from([None, None, ("8", "8", False), ("4", "8", False), ("8", "12", False),
+                           ("4", None, False), ("4", "4", True)])
+
+
+def _resized(obj: Pod, resize: tuple[str, str | None, bool] | None) -> Pod:
+    if resize is None:
+        return obj
+    allocated, applied, infeasible = resize
+    status = ContainerResourceStatus(
+        name="main", allocated_resources={**obj.spec.containers[0].resources.requests, "cpu": allocated},
+        resources=ResourceRequirements(requests={"cpu": applied}) if applied is not None else None)
+    conditions = [Condition(type=RESIZE_PENDING, reason=RESIZE_INFEASIBLE)] if infeasible else []
+    return msgspec.structs.replace(obj, status=msgspec.structs.replace(
+        obj.status, container_statuses=[status], conditions=conditions))
+
+
 def _pod_events() -> st.SearchStrategy[Event]:
     return st.builds(
-        lambda name, gpus, node_name, phase, gang, uid, gates: pod_event(
+        lambda name, gpus, node_name, phase, gang, uid, gates, resize: pod_event(_resized(
             bound(pod(name, gpus=gpus, gang=gang, uid=uid), node_name, phase) if node_name
-            else pod(name, gpus=gpus, gang=gang, uid=uid, phase=phase, gates=gates)),
+            else pod(name, gpus=gpus, gang=gang, uid=uid, phase=phase, gates=gates), resize)),
         st.sampled_from(PODS), st.integers(0, 8), st.sampled_from(["", *NODES]),
         st.sampled_from(["Pending", "Running", "Succeeded", "Failed"]), st.sampled_from([None, *GANGS]),
-        st.sampled_from(["u1", "u2"]), GATES,
+        st.sampled_from(["u1", "u2"]), GATES, RESIZES,
     )
 
 
