@@ -19,7 +19,8 @@ Python API
         cluster.faults                               # FaultInjector (see below)
         cluster.audit                                # AuditLog: every write request, its answer, its User-Agent
         cluster.kubelet                              # FakeKubelet | None (bound pods start Running unless
-                                                     # rejected: OutOf<resource>, then NodePorts)
+                                                     # rejected: OS, OutOf<resource>, NodeAffinity,
+                                                     # NodePorts, then TaintToleration)
         cluster.pod_gc                               # PodGarbageCollector | None (a deleted node's pods go)
         cluster.volumes                              # VolumeController | None (PV controller + provisioners)
         cluster.ephemeral_volumes                    # EphemeralVolumeController | None (pods' ephemeral claims)

@@ -8,11 +8,17 @@ ContainersReady / PodScheduled conditions, startTime, hostIP (the node's Interna
 podIP, and a ready, running status per container. It never deletes pods: graceful deletion is the store's
 business, and every node is served by this one agent (the node object need not exist).
 
-Admission is what the kubelet's lifecycle predicate admit handler runs of kube-scheduler's filters
-(scheduler.AdmissionCheck): the resources (noderesources Fits) and the host ports (NodePorts), over the pods
-this kubelet holds on the node. The first failure in the kubelet's order is the one reported: the resources
-before the host ports, and among the resources `pods`, cpu, memory, ephemeral-storage, then the others (by
-name here; kube ranges over a Go map).
+Admission is what the kubelet's lifecycle predicate admit handler runs, in its order: the OS checks (the pod's
+`kubernetes.io/os` label, PodOSSelectorNodeLabelDoesNotMatch, then its `spec.os.name`, PodOSNotSupported), then
+kube-scheduler's filters as scheduler.AdmissionCheck runs them (the resources, noderesources Fits; node affinity,
+NodeAffinity; node name; host ports, NodePorts), then the node's NoExecute taints (TaintToleration). The first
+failure is the one reported; among the resources `pods`, cpu, memory, ephemeral-storage, then the others (by name
+here; kube ranges over a Go map). The resources and host ports are counted over the pods this kubelet holds on the
+node (below); the OS, node affinity and taint checks read the pod against the node alone (`devcluster.admission`
+says how, with their messages). NodeName never fails here: the kubelet admits the pods bound to its own node, and
+this agent serves each pod as the node its `spec.nodeName` names. The OS the kubelet runs is the node's
+`status.nodeInfo.operatingSystem` (`linux` when absent, as this agent reports it). A pod bound to a node whose
+object does not exist is checked for its OS and host ports only.
 
 Resources. A pod takes what the kubelet and kube-scheduler count (resource.PodRequests): its containers' requests
 summed; its init containers by the max rule with native sidecars (an init container with restartPolicy Always
@@ -29,7 +35,7 @@ of a resource exceed what the node offers less what the held pods request, it is
 `OutOf<resource>` (`OutOfcpu`, `OutOfpods`, `OutOfnvidia.com/gpu`, ...) and message `Pod was rejected: Node
 didn't have enough resource: <resource>, requested: <n>, used: <n>, capacity: <n>` (`pods`: requested 1, used the
 pods held). A pod bound to a node whose object does not exist is not checked for resources (this one agent serves
-every node name, and a node object need not exist): it runs unless its host ports conflict.
+every node name, and a node object need not exist).
 
 Host ports. A pod's host ports are its containers' `ports` with a `hostPort` (not the init containers':
 kube-scheduler's NodePorts reads `spec.containers` only), each (hostIP or 0.0.0.0, protocol or TCP,
@@ -47,9 +53,9 @@ it is admitted or found, and kept while it holds them; a node's allocatable is p
 
 A rejected pod gets phase Failed, the reason and message (the kubelet's rejectPod prefixes "Pod was rejected:
 "), and a startTime if it had none (as the kubelet's status manager sets one); the rest of its status, its
-conditions included, is kept. Nothing else is admitted or refused: no node affinity / selector, node name,
-NoExecute taint or OS check, no eviction or resource-manager (device plugin, CPU / memory / topology manager)
-handlers, no in-place resize. `started` and `rejected` count the outcomes written.
+conditions included, is kept. Nothing else is admitted or refused: no supplementalGroupsPolicy check, no eviction
+or resource-manager (device plugin, CPU / memory / topology manager) handlers, no in-place resize. `started` and
+`rejected` count the outcomes written.
 
 Runs on the store's event loop; it writes through the store's status subresource, never in place.
 """
@@ -63,6 +69,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, NamedTuple
 
+from devcluster.admission import node_affinity_rejection, os_rejection, taint_rejection
 from devcluster.errors import ApiError
 from devcluster.store import Store, now_rfc3339, resolve
 from devcluster.watch import WatchEvent
@@ -326,8 +333,8 @@ class _Held(NamedTuple):
 
 
 class FakeKubelet:
-    """Admits bound pods (resources, then host ports) and marks them Running, or rejects them Failed, after
-    `delay` seconds, until `stop()`."""
+    """Admits bound pods (OS, resources, node affinity, host ports, NoExecute taints) and marks them Running, or
+    rejects them Failed, after `delay` seconds, until `stop()`."""
 
     def __init__(self, store: Store, delay: float = 0.05) -> None:
         self.store = store
@@ -417,7 +424,7 @@ class FakeKubelet:
         if meta.get("deletionTimestamp"):
             return
         node, ports, requests = str(node), host_ports(pod), pod_requests(pod)
-        rejection = self._admit(node, ports, requests)
+        rejection = self._admit(pod, node, ports, requests)
         loop = asyncio.get_running_loop()
         if rejection is None:
             self._hold(uid, node, ports, requests)
@@ -427,18 +434,26 @@ class FakeKubelet:
             self._handles[uid] = loop.call_later(self.delay, self._reject, str(meta.get("namespace", "")),
                                                  str(meta["name"]), uid, *rejection)
 
-    def _admit(self, node: str, ports: tuple[HostPort, ...], requests: Requests) -> tuple[str, str] | None:
-        """(reason, message) if the kubelet rejects the pod, else None. As its predicate admit handler: the
-        resources first (noderesources.Fits, unless the node object does not exist), then the host ports;
-        the first failure is the one reported."""
+    def _admit(self, pod: dict[str, Any], node: str, ports: tuple[HostPort, ...],
+               requests: Requests) -> tuple[str, str] | None:
+        """(reason, message) if the kubelet rejects the pod, else None. As its predicate admit handler: the OS
+        checks, then scheduler.AdmissionCheck's resources (noderesources.Fits), NodeAffinity and host ports, then
+        NoExecute taints; the checks that read the node object are skipped when it does not exist. The first
+        failure is the one reported."""
         node_obj = self.store.find("nodes", node)
+        rejection = os_rejection(pod, node_obj)
+        if rejection is not None:
+            return rejection
         if node_obj is not None:
             short = insufficient(requests, self._requested.used(node), self._node_allocatable(node_obj))
             if short is not None:
                 return OUT_OF + short[0], RESOURCE_MESSAGE.format(*short)
+            rejection = node_affinity_rejection(pod, node_obj)
+            if rejection is not None:
+                return rejection
         if ports and self._ports.conflicts(node, ports):
             return NODE_PORTS, NODE_PORTS_MESSAGE
-        return None
+        return None if node_obj is None else taint_rejection(pod, node_obj)
 
     def _node_allocatable(self, node: dict[str, Any]) -> Requests:
         """The node's allocatable, parsed once per version of the node."""
