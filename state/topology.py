@@ -12,19 +12,26 @@ user-facing descriptions (precedence in this order; `tree.source` says which one
    upward); a HyperNode is a domain, its HyperNode members its children, its Node members (exact
    name, RE2 regex searched in the name as Go's MatchString does (`state/name_patterns.py`), or
    label selector) its nodes.
-3. `SOURCE_LABELS`: NVIDIA topograph labels `network.topology.nvidia.com/{datacenter,spine,block,
-   accelerator}`: whichever of them any node carries become layers `DatacenterLayer`,
-   `SpineLayer`, `BlockLayer`, `AcceleratorLayer` (top to bottom), built as from a CNT. A node
-   without the accelerator label but with `nvidia.com/gpu.clique` (the NVLink clique the GPU
-   Operator's DRA driver labels Multi-Node NVLink nodes with, as on GB200 NVL72) has its clique as its
-   AcceleratorLayer domain. With no such label at all the tree is the cluster root alone, holding
-   every node.
+3. `SOURCE_LABELS`: node labels, of the first scheme in `LABEL_SCHEMES` any node carries: NVIDIA
+   topograph v1 (`fabric.topograph.run/tier-N`, tier 0 nearest the node, and
+   `accelerator.topograph.run/{domain,sub-domain}`), topograph before v1
+   (`network.topology.nvidia.com/{datacenter|core,spine,block|leaf,accelerator}`), then the labels
+   EKS (`topology.k8s.aws/network-node-layer-1..4`), GKE (`cloud.google.com/gce-topology-{block,
+   subblock}`) and OCI (`oci.oraclecloud.com/host.{network_block_id,rack_id}`) put on nodes
+   themselves. Whichever layers of that scheme any node carries become the levels, built as from a
+   CNT; the switch tiers of every scheme are named alike (`DatacenterLayer` > `SpineLayer` >
+   `BlockLayer`, the tier nearest the node being `BlockLayer`), each level's tierName its label key's
+   last segment. A node without its scheme's accelerator label but with `nvidia.com/gpu.clique` (the
+   NVLink clique the GPU Operator labels Multi-Node NVLink nodes with, as on GB200 NVL72) has its
+   clique as its AcceleratorLayer domain; with cliques and no scheme, they alone are the levels. With
+   no such label at all the tree is the cluster root alone, holding every node.
 
 Levels (both vocabularies). Level 0 is always the cluster root, layer `ClusterTopologyLayer`,
 tierName `cluster`; then one level per domain layer, top first, down to the lowest domain layer
 above nodes. `Level.tier` counts from the bottom: the lowest domain level is tier 1 (or, with
 HyperNodes, its `spec.tier`), the root is the top tier + 1 (tier 1 when there is nothing else).
-A CNT / topograph layer's tierName is its label key's last segment (`.../block` -> `block`); a
+A CNT layer's tierName is its label key's last segment (`.../block` -> `block`; a label scheme's
+layers are named in `LABEL_SCHEMES`); a
 HyperNode tier's layer name is its tierName in CamelCase + `Layer` (`block` -> `BlockLayer`, none
 -> `Tier2Layer`), so the same network described either way gets the same levels.
 `resolve_level("BlockLayer") == resolve_level("block") == resolve_level(1)` (ints and digit strings
@@ -118,15 +125,55 @@ SOURCE_LABELS: Final = "labels"
 
 TOPOGRAPH_PREFIX: Final = "network.topology.nvidia.com/"
 GPU_CLIQUE_LABEL: Final = "nvidia.com/gpu.clique"
+# The NVLink domain: the scheme's own label, else the clique the NVIDIA GPU Operator labels a Multi-Node
+# NVLink node with (GB200 NVL72: `<cluster UUID>.<clique id>`; only GPUs of one clique reach each other
+# over NVLink). topograph leaves its own label off a node that carries the clique.
 TOPOGRAPH_LAYERS: Final = (  # top first
-    LayerDef("DatacenterLayer", (TOPOGRAPH_PREFIX + "datacenter",), "datacenter"),
+    # topograph up to v0.1 wrote datacenter / block, later versions core / leaf for the same tiers.
+    LayerDef("DatacenterLayer", (TOPOGRAPH_PREFIX + "datacenter", TOPOGRAPH_PREFIX + "core"), "datacenter"),
     LayerDef("SpineLayer", (TOPOGRAPH_PREFIX + "spine",), "spine"),
-    LayerDef("BlockLayer", (TOPOGRAPH_PREFIX + "block",), "block"),
-    # The NVLink domain: topograph's label, else the clique the NVIDIA GPU Operator's DRA driver labels a
-    # Multi-Node NVLink node with (GB200 NVL72: `<cluster UUID>.<clique id>`; only GPUs of one clique
-    # reach each other over NVLink).
+    LayerDef("BlockLayer", (TOPOGRAPH_PREFIX + "block", TOPOGRAPH_PREFIX + "leaf"), "block"),
     LayerDef("AcceleratorLayer", (TOPOGRAPH_PREFIX + "accelerator", GPU_CLIQUE_LABEL), "accelerator"),
 )
+# topograph v1: a variable-depth family of switch tiers (tier 0 nearest the node) and a two-level
+# accelerator hierarchy. Tiers 0-2 are the leaf, spine and core of the other schemes; up to 8 are read.
+FABRIC_TIER_PREFIX: Final = "fabric.topograph.run/tier-"
+FABRIC_TIERS: Final = 8
+ACCELERATOR_DOMAIN_LABEL: Final = "accelerator.topograph.run/domain"
+ACCELERATOR_SUB_DOMAIN_LABEL: Final = "accelerator.topograph.run/sub-domain"
+_TIER_LAYER_NAMES: Final = ("BlockLayer", "SpineLayer", "DatacenterLayer")
+TOPOGRAPH_V1_LAYERS: Final = (
+    *(LayerDef(_TIER_LAYER_NAMES[tier] if tier < len(_TIER_LAYER_NAMES) else f"FabricTier{tier}Layer",
+               (f"{FABRIC_TIER_PREFIX}{tier}",), f"tier-{tier}") for tier in reversed(range(FABRIC_TIERS))),
+    LayerDef("AcceleratorLayer", (ACCELERATOR_DOMAIN_LABEL, GPU_CLIQUE_LABEL), "domain"),
+    LayerDef("AcceleratorSubDomainLayer", (ACCELERATOR_SUB_DOMAIN_LABEL,), "sub-domain"),
+)
+# The labels clouds put on GPU nodes themselves (EKS, GKE, OCI), as NVIDIA topograph's reference lists
+# them: top first, mapped onto the same layer names as topograph's tiers.
+AWS_PREFIX: Final = "topology.k8s.aws/network-node-layer-"
+AWS_LAYERS: Final = (
+    LayerDef("DatacenterLayer", (AWS_PREFIX + "1",), "network-node-layer-1"),
+    LayerDef("SpineLayer", (AWS_PREFIX + "2",), "network-node-layer-2"),
+    LayerDef("BlockLayer", (AWS_PREFIX + "3",), "network-node-layer-3"),
+    # Only instance types whose topology has four layers carry it: their bottom layer, below the third.
+    LayerDef("NetworkNodeLayer4Layer", (AWS_PREFIX + "4",), "network-node-layer-4"),
+    LayerDef("AcceleratorLayer", (GPU_CLIQUE_LABEL,), "accelerator"),
+)
+GCP_LAYERS: Final = (
+    LayerDef("SpineLayer", ("cloud.google.com/gce-topology-block",), "gce-topology-block"),
+    LayerDef("BlockLayer", ("cloud.google.com/gce-topology-subblock",), "gce-topology-subblock"),
+    LayerDef("AcceleratorLayer", (GPU_CLIQUE_LABEL,), "accelerator"),
+)
+OCI_LAYERS: Final = (
+    LayerDef("SpineLayer", ("oci.oraclecloud.com/host.network_block_id",), "host.network_block_id"),
+    LayerDef("BlockLayer", ("oci.oraclecloud.com/host.rack_id",), "host.rack_id"),
+    LayerDef("AcceleratorLayer", (GPU_CLIQUE_LABEL,), "accelerator"),
+)
+# Precedence: the first scheme any node carries a label of (the clique aside) describes the network.
+LABEL_SCHEMES: Final = (TOPOGRAPH_V1_LAYERS, TOPOGRAPH_LAYERS, AWS_LAYERS, GCP_LAYERS, OCI_LAYERS)
+_SCHEME_KEYS: Final = tuple(frozenset(key for layer in scheme for key in layer.label_keys) - {GPU_CLIQUE_LABEL}
+                            for scheme in LABEL_SCHEMES)
+_TOPOLOGY_KEYS: Final = frozenset(key for scheme in LABEL_SCHEMES for layer in scheme for key in layer.label_keys)
 ROOT_NAME: Final = "cluster"
 
 
@@ -569,11 +616,25 @@ class TopologyTree:
             built = self._build_from_hypernodes(graph)
         else:  # no HyperNode, or none usable: they must not take the labels' tree away
             self._forget_matches()
-            present = [layer for layer in TOPOGRAPH_LAYERS
-                       if any(key in record.labels for record in self._nodes.values() for key in layer.label_keys)]
-            built = self._build_from_labels(SOURCE_LABELS, tuple(present))
+            built = self._build_from_labels(SOURCE_LABELS, self._label_layers())
         built.problems[:0] = problems
         return built
+
+    def _label_layers(self) -> tuple[LayerDef, ...]:
+        """The layers of the first label scheme (`LABEL_SCHEMES`) any node carries, those some node carries;
+        with none, the NVLink cliques alone (topograph's accelerator layer) if any node has one."""
+        present: set[str] = set()
+        keys = _TOPOLOGY_KEYS
+        for record in self._nodes.values():
+            if record.labels:
+                found = keys.intersection(record.labels)  # walks the node's few labels, not the keys
+                if found:
+                    present |= found
+        if not present:
+            return ()
+        chosen = next((scheme for scheme, marks in zip(LABEL_SCHEMES, _SCHEME_KEYS, strict=True) if marks & present),
+                      TOPOGRAPH_LAYERS)
+        return tuple(layer for layer in chosen if not present.isdisjoint(layer.label_keys))
 
     def _forget_matches(self) -> None:
         self._regexes = None

@@ -14,7 +14,7 @@ from daemon.offline.quota_report import QuotaReport
 from daemon.offline.simulator import Binding, Nomination, PendingPod, Preemption, Report
 from events.ingest import KINDS, KindInfo
 from events.scenario import AT_ANNOTATION, DELETE_AT_ANNOTATION, RUNTIME_ANNOTATION
-from state.topology import TOPOGRAPH_LAYERS
+from state.topology import LABEL_SCHEMES
 
 from .opsfiles import REPO
 
@@ -28,7 +28,7 @@ def recognised_keys() -> list[str]:
             if name.endswith(("_LABEL", "_ANNOTATION")) and isinstance(value, str)}
     keys |= set(events.objects.KEPT_ANNOTATIONS)
     keys |= {AT_ANNOTATION, RUNTIME_ANNOTATION, DELETE_AT_ANNOTATION}
-    keys |= {key for layer in TOPOGRAPH_LAYERS for key in layer.label_keys}
+    keys |= {key for scheme in LABEL_SCHEMES for layer in scheme for key in layer.label_keys}
     return sorted(keys - NOT_INPUT)
 
 

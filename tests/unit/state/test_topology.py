@@ -141,6 +141,88 @@ def test_the_gpu_operators_nvlink_clique_label_gives_the_accelerator_layer_where
     assert [d.name for d in tree.path("gb4")] == ["cluster", "b1", "nvl9"]
 
 
+def levels_of(tree: TopologyTree) -> list[tuple[str, int, str]]:
+    return [(lv.layer, lv.tier, lv.tier_name) for lv in tree.levels]
+
+
+def test_topograph_0x_leaf_and_core_labels_are_the_block_and_datacenter_layers() -> None:
+    # topograph after v0.1 writes leaf / core where v0.1 wrote block / datacenter (its Helm chart's defaults).
+    tree = TopologyTree()
+    for index in range(4):
+        tree.node_upserted(f"n{index}", {P + "core": "c0", P + "spine": f"s{index // 2}", P + "leaf": f"l{index}",
+                                         P + "accelerator": f"nvl{index}"}, ALLOC)
+    assert levels_of(tree) == [("ClusterTopologyLayer", 5, "cluster"), ("DatacenterLayer", 4, "datacenter"),
+                               ("SpineLayer", 3, "spine"), ("BlockLayer", 2, "block"),
+                               ("AcceleratorLayer", 1, "accelerator")]
+    assert [d.name for d in tree.path("n3")] == ["cluster", "c0", "s1", "l3", "nvl3"]
+    assert tree.resolve_level("BlockLayer") == 3 and tree.problems == []
+
+
+def test_topograph_v1_fabric_tiers_and_accelerator_domains_give_the_layers_tier_0_nearest_the_node() -> None:
+    tree = TopologyTree()
+    for index in range(8):
+        tree.node_upserted(f"n{index}", {
+            "fabric.topograph.run/tier-3": "t3", "fabric.topograph.run/tier-2": f"core{index // 8}",
+            "fabric.topograph.run/tier-1": f"spine{index // 4}", "fabric.topograph.run/tier-0": f"leaf{index // 2}",
+            "accelerator.topograph.run/domain": f"nvl72-{index // 2}",
+            "accelerator.topograph.run/sub-domain": f"part-{index}"}, ALLOC)
+    assert levels_of(tree) == [
+        ("ClusterTopologyLayer", 7, "cluster"), ("FabricTier3Layer", 6, "tier-3"), ("DatacenterLayer", 5, "tier-2"),
+        ("SpineLayer", 4, "tier-1"), ("BlockLayer", 3, "tier-0"), ("AcceleratorLayer", 2, "domain"),
+        ("AcceleratorSubDomainLayer", 1, "sub-domain")]
+    assert [d.name for d in tree.path("n5")] == ["cluster", "t3", "core0", "spine1", "leaf2", "nvl72-2", "part-5"]
+    assert tree.resolve_level("tier-0") == tree.resolve_level("BlockLayer") == 4
+    # v1's labels win over the older ones where a node carries both (an upgrade in progress), and the GPU
+    # Operator's clique stands in for the accelerator domain topograph leaves off when it is configured so.
+    tree.node_upserted("n8", {P + "block": "old", "fabric.topograph.run/tier-3": "t3",
+                              "fabric.topograph.run/tier-2": "core1", "fabric.topograph.run/tier-1": "spine2",
+                              "fabric.topograph.run/tier-0": "leaf8", "nvidia.com/gpu.clique": "uuid.1"}, ALLOC)
+    assert [lv.layer for lv in tree.levels][-3:] == ["BlockLayer", "AcceleratorLayer", "AcceleratorSubDomainLayer"]
+    assert [d.name for d in tree.path("n8")][-2:] == ["leaf8", "uuid.1"]
+
+
+def test_eks_network_node_layers_give_the_tree_with_nothing_configured() -> None:
+    aws = "topology.k8s.aws/network-node-layer-"
+    tree = TopologyTree()
+    for index in range(4):  # p5 nodes: three layers
+        tree.node_upserted(f"p5-{index}", {aws + "1": "nn-1", aws + "2": f"nn-2{index // 2}",
+                                           aws + "3": f"nn-3{index}"}, ALLOC)
+    assert levels_of(tree) == [("ClusterTopologyLayer", 4, "cluster"),
+                               ("DatacenterLayer", 3, "network-node-layer-1"),
+                               ("SpineLayer", 2, "network-node-layer-2"), ("BlockLayer", 1, "network-node-layer-3")]
+    assert tree.lca(["p5-0", "p5-1"]).name == "nn-20"
+    # An instance type with four layers (GB200 UltraServers, say) adds the bottom one, with its NVLink clique.
+    for index in range(2):
+        tree.node_upserted(f"gb-{index}", {aws + "1": "nn-1", aws + "2": "nn-22", aws + "3": "nn-35",
+                                           aws + "4": "nn-40", "nvidia.com/gpu.clique": "uuid.0"}, ALLOC)
+    assert [lv.layer for lv in tree.levels][-2:] == ["NetworkNodeLayer4Layer", "AcceleratorLayer"]
+    assert [d.name for d in tree.path("gb-1")] == ["cluster", "nn-1", "nn-22", "nn-35", "nn-40", "uuid.0"]
+    assert [d.name for d in tree.path("p5-3")] == ["cluster", "nn-1", "nn-21", "nn-33"]
+    assert tree.problems == []  # a three-layer node lacks nothing
+
+
+@pytest.mark.parametrize(("labels", "layers"), [
+    ({"cloud.google.com/gce-topology-block": "blk-1", "cloud.google.com/gce-topology-subblock": "sub-1",
+      "cloud.google.com/gce-topology-host": "host-1"}, ["SpineLayer", "BlockLayer"]),
+    ({"oci.oraclecloud.com/host.network_block_id": "nb-1", "oci.oraclecloud.com/host.rack_id": "rack-1"},
+     ["SpineLayer", "BlockLayer"]),
+], ids=["gke", "oci"])
+def test_gke_and_oci_topology_labels_give_the_tree(labels: dict[str, str], layers: list[str]) -> None:
+    tree = TopologyTree()
+    tree.node_upserted("a", labels, ALLOC)
+    tree.node_upserted("b", {key: value + "x" for key, value in labels.items()}, ALLOC)
+    assert [lv.layer for lv in tree.levels] == ["ClusterTopologyLayer", *layers]
+    assert [d.name for d in tree.path("a")] == ["cluster", *list(labels.values())[:len(layers)]]
+
+
+def test_topographs_labels_win_over_the_clouds_on_the_same_nodes() -> None:
+    # topograph deployed on EKS: the nodes carry both; topograph's description is used, whole.
+    tree = TopologyTree()
+    tree.node_upserted("a", {P + "leaf": "l0", "topology.k8s.aws/network-node-layer-3": "nn-3"}, ALLOC)
+    assert [lv.tier_name for lv in tree.levels] == ["cluster", "block"]
+    assert [d.name for d in tree.path("a")] == ["cluster", "l0"]
+
+
 def test_cnt_layers_build_domains_from_label_values_parented_by_the_parent_layer() -> None:
     tree = TopologyTree()
     labelled_cluster(tree)
