@@ -9,9 +9,9 @@ Python API
 ----------
     from devcluster import DevCluster, BackgroundDevCluster
 
-    async with DevCluster(port=0, history=10_000, kubelet=True, kubelet_delay=0.05, pod_gc=True, volumes=True,
-                          disruption=True, node_lifecycle=True, bookmark_interval=1.0, autocreate_namespaces=True,
-                          fault_seed=0) as cluster:
+    async with DevCluster(port=0, history=10_000, kubelet=True, kubelet_delay=0.05, kubelet_resize_delay=0.05,
+                          pod_gc=True, volumes=True, disruption=True, node_lifecycle=True, bookmark_interval=1.0,
+                          autocreate_namespaces=True, fault_seed=0) as cluster:
         cluster.url                                  # "http://127.0.0.1:<port>"
         cluster.write_kubeconfig(path)               # -> Path; cluster.kubeconfig() -> dict
         cluster.load_objects([obj, ...])             # create in order; bound pods start Running
@@ -20,7 +20,9 @@ Python API
         cluster.audit                                # AuditLog: every write request, its answer, its User-Agent
         cluster.kubelet                              # FakeKubelet | None (bound pods start Running unless
                                                      # rejected: OS, OutOf<resource>, NodeAffinity,
-                                                     # NodePorts, then TaintToleration)
+                                                     # NodePorts, then TaintToleration; in-place resizes
+                                                     # allocated, or PodResizePending Infeasible / Deferred,
+                                                     # and actuated kubelet_resize_delay later)
         cluster.pod_gc                               # PodGarbageCollector | None (a deleted node's pods go)
         cluster.volumes                              # VolumeController | None (PV controller + provisioners)
         cluster.ephemeral_volumes                    # EphemeralVolumeController | None (pods' ephemeral claims)
@@ -78,12 +80,13 @@ sends custom resources a merge patch), and server-side apply (`application/apply
 apply.py). `/openapi/v2` answers an empty document, enough for kubectl to validate a `kind: List` item
 by item on the server.
 
-Served: namespaces, nodes, pods (+ status, binding, eviction), events (core v1; events.k8s.io/v1 is a
-view of the same objects), persistentvolumeclaims and persistentvolumes (+ status), storage.k8s.io/v1
-storageclasses (see Volumes below), coordination.k8s.io/v1 leases, scheduling.k8s.io/v1 priorityclasses,
-the Workload API as a cluster with the GenericWorkload gate serves it (scheduling.k8s.io/v1alpha1
-Workload of 1.35, scheduling.k8s.io/v1alpha2 PodGroup of 1.36, validated as kube-apiserver does;
-pods' spec.workloadRef and spec.schedulingGroup), scheduling.sigs.k8s.io/v1alpha1,
+Served: namespaces, nodes, pods (+ status, binding, eviction, resize: in-place resize of containers' cpu and
+memory as 1.34 validates it, devcluster/resize.py; the fake kubelet allocates and actuates it), events
+(core v1; events.k8s.io/v1 is a view of the same objects), persistentvolumeclaims and persistentvolumes
+(+ status), storage.k8s.io/v1 storageclasses (see Volumes below), coordination.k8s.io/v1 leases,
+scheduling.k8s.io/v1 priorityclasses, the Workload API as a cluster with the GenericWorkload gate serves it
+(scheduling.k8s.io/v1alpha1 Workload of 1.35, scheduling.k8s.io/v1alpha2 PodGroup of 1.36, validated as
+kube-apiserver does; pods' spec.workloadRef and spec.schedulingGroup), scheduling.sigs.k8s.io/v1alpha1,
 scheduling.x-k8s.io/v1alpha1 and scheduling.volcano.sh/v1beta1 PodGroups, scheduling.koordinator.sh
 ClusterNetworkTopology, topology.volcano.sh HyperNode, scheduling.sigs.k8s.io and scheduling.x-k8s.io
 ElasticQuotas and scheduling.volcano.sh Queues (each + status). Stored only, so that the

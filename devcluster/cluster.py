@@ -69,6 +69,7 @@ class DevCluster:
         history: int = 10_000,
         kubelet: bool = True,
         kubelet_delay: float = 0.05,
+        kubelet_resize_delay: float = 0.05,
         pod_gc: bool = True,
         volumes: bool = True,
         disruption: bool = True,
@@ -80,7 +81,8 @@ class DevCluster:
         self.store = Store(history, autocreate_namespaces=autocreate_namespaces)
         self.faults = FaultInjector(self.store.close_watches, seed=fault_seed)
         self.audit = AuditLog()
-        self.kubelet: FakeKubelet | None = FakeKubelet(self.store, kubelet_delay) if kubelet else None
+        self.kubelet: FakeKubelet | None = \
+            FakeKubelet(self.store, kubelet_delay, kubelet_resize_delay) if kubelet else None
         self.pod_gc: PodGarbageCollector | None = PodGarbageCollector(self.store) if pod_gc else None
         # The PV controller with its provisioners, and the ephemeral volume controller (volumes=False: neither).
         self.volumes: VolumeController | None = VolumeController(self.store) if volumes else None

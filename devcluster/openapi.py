@@ -19,7 +19,14 @@ from typing import Any
 
 import msgspec
 
-from devcluster.resources import RESOURCES, SUBRESOURCE_KINDS, ResourceDef, group_versions, in_group_version
+from devcluster.resources import (
+    RESOURCES,
+    SAME_KIND_SUBRESOURCES,
+    SUBRESOURCE_KINDS,
+    ResourceDef,
+    group_versions,
+    in_group_version,
+)
 from devcluster.schemas import BINDING, DELETE_OPTIONS, EVICTION, KIND_SCHEMAS, LIST_META, Schema
 
 SERVER_VERSION: dict[str, str] = {
@@ -43,8 +50,8 @@ def _resource_entries(resource: ResourceDef) -> list[dict[str, Any]]:
         entry["categories"] = list(resource.categories)
     entries = [entry]
     for sub in resource.subresources:
-        if sub == "status":
-            entries.append({"name": f"{resource.plural}/status", "singularName": "", "namespaced": resource.namespaced,
+        if sub in SAME_KIND_SUBRESOURCES:
+            entries.append({"name": f"{resource.plural}/{sub}", "singularName": "", "namespaced": resource.namespaced,
                             "kind": resource.kind, "verbs": ["get", "patch", "update"]})
         else:
             group, version, kind = SUBRESOURCE_KINDS[sub]
@@ -105,7 +112,7 @@ def _aggregated_resource(resource: ResourceDef) -> dict[str, Any]:
         entry["categories"] = list(resource.categories)
     subresources = []
     for sub in resource.subresources:
-        if sub == "status":
+        if sub in SAME_KIND_SUBRESOURCES:
             kind = {"group": resource.group, "version": resource.version, "kind": resource.kind}
             verbs = ["get", "patch", "update"]
         else:
@@ -222,6 +229,14 @@ def _paths(resource: ResourceDef, names: dict[tuple[str, str], str]) -> dict[str
             "get": _op("get", gvk, f"read{op_base}Status", schema, []),
             "put": _op("put", gvk, f"replace{op_base}Status", schema, _WRITE_PARAMS, schema),
             "patch": _op("patch", gvk, f"patch{op_base}Status", schema, _WRITE_PARAMS,
+                         "io.k8s.apimachinery.pkg.apis.meta.v1.Patch", patch_types(resource)),
+        }
+    if "resize" in resource.subresources:
+        paths[f"{base}/{{name}}/resize"] = {
+            "parameters": [name_param, *ns_param],
+            "get": _op("get", gvk, f"read{op_base}Resize", schema, []),
+            "put": _op("put", gvk, f"replace{op_base}Resize", schema, _WRITE_PARAMS, schema),
+            "patch": _op("patch", gvk, f"patch{op_base}Resize", schema, _WRITE_PARAMS,
                          "io.k8s.apimachinery.pkg.apis.meta.v1.Patch", patch_types(resource)),
         }
     for sub, (body_schema, _) in (("binding", BINDING), ("eviction", EVICTION)):

@@ -69,7 +69,7 @@ RESOURCES: tuple[ResourceDef, ...] = (
     ResourceDef(_CORE, "v1", "Namespace", "namespaces", "namespace", False, ("status",), ("ns",)),
     ResourceDef(_CORE, "v1", "Node", "nodes", "node", False, ("status",), ("no",)),
     ResourceDef(
-        _CORE, "v1", "Pod", "pods", "pod", True, ("status", "binding", "eviction"), ("po",), ("all",)
+        _CORE, "v1", "Pod", "pods", "pod", True, ("status", "binding", "eviction", "resize"), ("po",), ("all",)
     ),
     ResourceDef(_CORE, "v1", "Event", "events", "event", True, (), ("ev",)),
     # Storage, acted on by devcluster/volumes.py (PV controller, provisioner) and devcluster/ephemeral.py.
@@ -135,6 +135,9 @@ RESOURCES: tuple[ResourceDef, ...] = (
         custom=True,
     ),
 )
+
+# Subresources that read and write the object itself (get, update, patch): a part of it, the rest kept.
+SAME_KIND_SUBRESOURCES = ("status", "resize")
 
 # Subresources that are served as their own kind (POST bodies of another kind).
 SUBRESOURCE_KINDS: dict[str, tuple[str, str, str]] = {

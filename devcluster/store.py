@@ -8,7 +8,8 @@ watches from before them get 410 Gone) and offers it to the open watchers of tha
 
 Semantics follow the real API server where a client can observe them: optimistic concurrency (a
 stale resourceVersion is 409), no-op updates keep the resourceVersion, the status subresource
-carries only status, graceful pod deletion (deletionTimestamp now, removal after the grace period;
+carries only status, the resize subresource only a pod's containers' resources (devcluster/resize.py; a plain
+pod update may not change them), graceful pod deletion (deletionTimestamp now, removal after the grace period;
 unscheduled pods go at once), finalizers, binding (409 if already bound, being deleted or still gated,
 uid precondition), scheduling gates (a created gated pod gets PodScheduled=False/SchedulingGated; gates
 unique, only removed, never with spec.nodeName at create), eviction under the PodDisruptionBudgets (as the
@@ -40,14 +41,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from devcluster import apply as field_management
-from devcluster import disruption, errors, storage
+from devcluster import disruption, errors, resize, storage
 from devcluster.conversion import to_storage, to_view
 from devcluster.patches import json_patch, merge_patch, strategic_merge
 from devcluster.resources import RESOURCES, ResourceDef, by_kind
 from devcluster.schemas import KIND_SCHEMAS
 from devcluster.watch import Predicate, Watcher, WatchEvent
 from manifests.admission import Rejected, admit_create, admit_update, decode, load_object
-from manifests.validation import Cause, forbidden, invalid, qualified_name_problems
+from manifests.validation import Cause, forbidden, invalid, qualified_name_problems, validate
 
 Obj = dict[str, Any]
 ResourceRef = ResourceDef | str
@@ -380,7 +381,8 @@ class Store:
     def update_in(self, resource: ResourceDef, name: str, namespace: str, obj: Obj, *, subresource: str = "",
                   dry_run: bool = False, strict: bool = False, manager: str = "devcluster") -> Obj:
         """Replace an object; `strict` (the HTTP behaviour) runs a real server's update admission and validation
-        (`manifests.admit_update`), otherwise only its decoding and defaulting."""
+        (`manifests.admit_update`), otherwise only its decoding and defaulting. `subresource` "status" replaces
+        only the status, "resize" (pods) only the containers' resources, always validated (`_resized`)."""
         if resource.stored_as:
             storage = _BY_KEY[resource.stored_as]
             return to_view(resource, self.update_in(storage, name, namespace, to_storage(storage, obj),
@@ -407,6 +409,10 @@ class Store:
                 new.pop("status", None)
             if resource.kind == "Node":  # decoding: a node's capacity and allocatable in canonical form
                 new = self._admit(resource, new, strict=False, old=current)
+        elif subresource == "resize":
+            if resource.kind != "Pod":  # served for pods only
+                raise errors.path_not_found()
+            new = self._resized(name, current, obj)
         else:
             new = {**obj, "apiVersion": resource.api_version, "kind": resource.kind}
             new_meta = dict(meta)
@@ -438,6 +444,23 @@ class Store:
         if dry_run:
             return {**new, "metadata": {**_meta(new), "resourceVersion": current_meta["resourceVersion"]}}
         return self._replace(resource, namespace, current, new)
+
+    def _resized(self, name: str, current: Obj, obj: Obj) -> Obj:
+        """A write through the pods/resize subresource (devcluster/resize.py): the body decoded and defaulted,
+        only its containers' resources and resizePolicy kept over the stored pod, then the pod validation and
+        ValidatePodResize, every cause in one 422. Whether or not `strict`: there is nothing to load through it."""
+        pods = resolve("pods")
+        try:
+            decoded = decode(pods.api_version, pods.kind, obj)
+        except Rejected as refusal:
+            raise _api_error(pods, obj, refusal) from None
+        new = resize.kept_from(current, decoded)
+        causes = resize.problems(current, new, validate(pods.api_version, pods.kind, new, current))
+        if causes:
+            raise errors.invalid(pods.kind, name, causes)
+        if new.get("spec") != current.get("spec"):
+            new["metadata"] = {**current["metadata"], "generation": int(current["metadata"].get("generation", 1)) + 1}
+        return new
 
     def patch(self, ref: ResourceRef, name: str, patch: Any, namespace: str = "", *,
               patch_type: str = "merge", subresource: str = "",

@@ -6,6 +6,8 @@ import json
 import queue
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 from devcluster import BackgroundDevCluster
 
@@ -175,3 +177,57 @@ def test_delete_removes_objects(background: tuple[BackgroundDevCluster, Kubectl]
     missing = kubectl.run("delete", "pod", "doomed", "-n", "deleting", check=False)
     assert missing.returncode != 0 and 'pods "doomed" not found' in missing.stderr
 
+
+
+def test_patch_subresource_resize_resizes_a_running_pod_in_place_as_the_kubelet_allows(
+        background: tuple[BackgroundDevCluster, Kubectl]) -> None:
+    cluster, kubectl = background
+    cluster.call(lambda c: c.load_objects([node("resize-n1")]))  # 8 cpu
+    manifest = """
+apiVersion: v1
+kind: Pod
+metadata: {name: resized, namespace: resizing}
+spec:
+  nodeName: resize-n1
+  containers:
+  - {name: main, image: busybox, resources: {requests: {cpu: "1", memory: 1Gi}, limits: {memory: 2Gi}}}
+"""
+    kubectl.run("create", "-f", "-", stdin=manifest)  # the namespace made as devcluster makes it
+
+    def main_status() -> dict[str, Any]:
+        status = cluster.call(lambda c: c.store.get("pods", "resized", "resizing")).get("status") or {}
+        found: dict[str, Any] = (status.get("containerStatuses") or [{}])[0]
+        return found
+
+    def wait_for(check: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 15
+        while not check():
+            assert time.monotonic() < deadline, "condition not met before the deadline"
+            time.sleep(0.01)
+
+    wait_for(lambda: main_status().get("allocatedResources") == {"cpu": "1", "memory": "1Gi"})
+    patched = kubectl.run("patch", "pod", "resized", "-n", "resizing", "--subresource", "resize", "--patch",
+                          '{"spec":{"containers":[{"name":"main","resources":{"requests":{"cpu":"2"}}}]}}')
+    assert "pod/resized patched" in patched.stdout
+    wait_for(lambda: (main_status().get("resources") or {}).get("requests") == {"cpu": "2", "memory": "1Gi"})
+    applied = kubectl.run("get", "pod", "resized", "-n", "resizing", "-o",
+                          "jsonpath={.status.containerStatuses[0].allocatedResources.cpu}"
+                          " {.spec.containers[0].resources.requests.cpu} {.metadata.generation}")
+    assert applied.stdout == "2 2 2"
+    kubectl.run("patch", "pod", "resized", "-n", "resizing", "--subresource", "resize", "--patch",
+                '{"spec":{"containers":[{"name":"main","resources":{"requests":{"cpu":"100"}}}]}}')
+    pending = 'jsonpath={.status.conditions[?(@.type=="PodResizePending")].reason}: ' \
+              '{.status.conditions[?(@.type=="PodResizePending")].message}'
+    wait_for(lambda: "Infeasible" in kubectl.run("get", "pod", "resized", "-n", "resizing", "-o", pending).stdout)
+    assert kubectl.run("get", "pod", "resized", "-n", "resizing", "-o", pending).stdout == (
+        "Infeasible: Node didn't have enough capacity: cpu, requested: 100000, capacity: 8000")
+    # The QoS class may not change through the subresource; the resources not at all through a plain patch.
+    refused = kubectl.run("patch", "pod", "resized", "-n", "resizing", "--subresource", "resize", "--patch",
+                          '{"spec":{"containers":[{"name":"main","resources":{"requests":{"cpu":"1","memory":'
+                          '"2Gi"},"limits":{"cpu":"1"}}}]}}', check=False)
+    assert refused.returncode != 0
+    assert 'spec: Invalid value: "Burstable": Pod QOS Class may not change as a result of resizing' \
+        in refused.stderr
+    plain = kubectl.run("patch", "pod", "resized", "-n", "resizing", "--patch",
+                        '{"spec":{"containers":[{"name":"main","resources":{"requests":{"cpu":"1"}}}]}}', check=False)
+    assert plain.returncode != 0 and "pod updates may not change fields" in plain.stderr
