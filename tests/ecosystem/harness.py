@@ -157,10 +157,12 @@ class Ecosystem:
 
 
 @contextmanager
-def running(root: Path, nodes: list[dict[str, Any]], topology: str = "", **overrides: Any) -> Iterator[Ecosystem]:
+def running(root: Path, nodes: list[dict[str, Any]], topology: str = "", *, kubelet_resize_delay: float = 0.05,
+            **overrides: Any) -> Iterator[Ecosystem]:
     """A devcluster with `nodes` (registered as kubelets register them) and `topology` (a YAML stream
-    applied with kubectl, e.g. HyperNodes), and a daemon scheduling on it."""
-    with BackgroundDevCluster(kubelet_delay=0.01) as cluster:
+    applied with kubectl, e.g. HyperNodes), and a daemon scheduling on it. `kubelet_resize_delay`: how
+    long devcluster's kubelet takes to apply an in-place resize it has allocated."""
+    with BackgroundDevCluster(kubelet_delay=0.01, kubelet_resize_delay=kubelet_resize_delay) as cluster:
         kubeconfig = cluster.write_kubeconfig(root / "kubeconfig")
         kubectl = Kubectl(kubeconfig, root / "kubectl-cache")
         cluster.call(lambda c: c.load_objects(nodes))
