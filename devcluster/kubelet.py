@@ -330,6 +330,16 @@ class HostPortIndex:
         self._nodes.clear()
 
 
+def _take_away(used: Requests, requests: Requests) -> None:
+    """`used` less `requests`, keeping no resource at zero or below."""
+    for name, amount in requests.items():
+        left = used.get(name, 0) - amount
+        if left > 0:
+            used[name] = left
+        else:
+            used.pop(name, None)
+
+
 class RequestIndex:
     """What the pods held on each node request: node -> resource -> amount (Requests), `pods` counting them."""
 
@@ -354,24 +364,14 @@ class RequestIndex:
             del self._nodes[node]
             return
         used[PODS] -= 1
-        for name, amount in requests.items():
-            left = used.get(name, 0) - amount
-            if left > 0:
-                used[name] = left
-            else:
-                used.pop(name, None)
+        _take_away(used, requests)
 
     def change(self, node: str, old: Requests, new: Requests) -> None:
         """A held pod's requests went from `old` to `new` (a resize allocated or actuated); its `pods` slot stays."""
         used = self._nodes.get(node)
         if used is None:
             return
-        for name, amount in old.items():
-            left = used.get(name, 0) - amount
-            if left > 0:
-                used[name] = left
-            else:
-                used.pop(name, None)
+        _take_away(used, old)
         for name, amount in new.items():
             used[name] = used.get(name, 0) + amount
 

@@ -223,22 +223,17 @@ def _paths(resource: ResourceDef, names: dict[tuple[str, str], str]) -> dict[str
     if resource.namespaced:
         paths[f"{prefix}/{resource.plural}"] = {
             "get": _op("list", gvk, f"list{resource.kind}ForAllNamespaces", list_schema, _LIST_PARAMS)}
-    if resource.has_status:
-        paths[f"{base}/{{name}}/status"] = {
-            "parameters": [name_param, *ns_param],
-            "get": _op("get", gvk, f"read{op_base}Status", schema, []),
-            "put": _op("put", gvk, f"replace{op_base}Status", schema, _WRITE_PARAMS, schema),
-            "patch": _op("patch", gvk, f"patch{op_base}Status", schema, _WRITE_PARAMS,
-                         "io.k8s.apimachinery.pkg.apis.meta.v1.Patch", patch_types(resource)),
-        }
-    if "resize" in resource.subresources:
-        paths[f"{base}/{{name}}/resize"] = {
-            "parameters": [name_param, *ns_param],
-            "get": _op("get", gvk, f"read{op_base}Resize", schema, []),
-            "put": _op("put", gvk, f"replace{op_base}Resize", schema, _WRITE_PARAMS, schema),
-            "patch": _op("patch", gvk, f"patch{op_base}Resize", schema, _WRITE_PARAMS,
-                         "io.k8s.apimachinery.pkg.apis.meta.v1.Patch", patch_types(resource)),
-        }
+    # The subresources that read and write the whole object: status, and a pod's resize.
+    for sub, served in (("status", resource.has_status), ("resize", "resize" in resource.subresources)):
+        if served:
+            title = sub.capitalize()
+            paths[f"{base}/{{name}}/{sub}"] = {
+                "parameters": [name_param, *ns_param],
+                "get": _op("get", gvk, f"read{op_base}{title}", schema, []),
+                "put": _op("put", gvk, f"replace{op_base}{title}", schema, _WRITE_PARAMS, schema),
+                "patch": _op("patch", gvk, f"patch{op_base}{title}", schema, _WRITE_PARAMS,
+                             "io.k8s.apimachinery.pkg.apis.meta.v1.Patch", patch_types(resource)),
+            }
     for sub, (body_schema, _) in (("binding", BINDING), ("eviction", EVICTION)):
         if sub in resource.subresources:
             group, version, kind = SUBRESOURCE_KINDS[sub]

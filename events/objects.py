@@ -892,7 +892,8 @@ def pod_core(pod: Pod, note: str) -> Pod:
     Kept: identity, deletion, the node it is bound to, the scheduler and priority fields, every
     request (containers, init containers and which are sidecars, pod-level, overhead), the host ports
     it holds, the phase, and what a resize under way counts (`resize_status`).
-    Dropped: labels, annotations, node selector, affinity, tolerations, conditions: so the core is
+    Dropped: labels, annotations, node selector, affinity, tolerations, conditions (but an infeasible
+    resize's): so the core is
     never placed (the fold treats a marked pod as not its own) but is counted on the node it runs on.
     """
     meta, spec = pod.metadata, pod.spec
