@@ -820,10 +820,12 @@ def slim(obj: _Object) -> _Object:
         slimmed = msgspec.structs.replace(slimmed, metadata=msgspec.structs.replace(obj.metadata, annotations=kept))
     if isinstance(slimmed, Pod):
         status = slimmed.status
-        if status.conditions or status.container_statuses or status.init_container_statuses:
+        if status.container_statuses or status.init_container_statuses:
             kept_status = resize_status(slimmed)
             if kept_status is not status:
                 slimmed = msgspec.structs.replace(slimmed, status=kept_status)
+        elif status.conditions:  # the usual pod, on every watch event: the plain replace
+            slimmed = msgspec.structs.replace(slimmed, status=msgspec.structs.replace(status, conditions=[]))
     if isinstance(slimmed, Pod) and slimmed.spec.volumes and not all(v.uses_claim for v in slimmed.spec.volumes):
         claimed = [volume for volume in slimmed.spec.volumes if volume.uses_claim]
         slimmed = msgspec.structs.replace(slimmed, spec=msgspec.structs.replace(slimmed.spec, volumes=claimed))
