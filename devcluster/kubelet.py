@@ -463,9 +463,7 @@ def requests_at(pod: dict[str, Any], *allocations: Allocation) -> Requests:
 def _without(used: Requests, requests: Requests) -> Requests:
     """What the node's other pods use: `used` less one pod holding `requests` (a new dict)."""
     rest = dict(used)
-    rest[PODS] = rest.get(PODS, 0) - 1
-    for name, amount in requests.items():
-        rest[name] = rest.get(name, 0) - amount
+    _take_away(rest, {PODS: 1, **requests})
     return rest
 
 
