@@ -12,6 +12,12 @@ each > 8 nodes), a seeded third of the nodes partly or fully busy with other wor
 - a Volcano job of 64 replicas x 8 pods (4 GPUs), each replica in one NVLink domain (hard tier 1),
   the job in one spine (hard tier 3); and the same job with 8-GPU pods, which cannot fit (refused),
 - a lone 1-GPU pod.
+Then required pod (anti-)affinity, on the same fabric with 2,000 pods of a service spread one per node
+(podAntiAffinity over the host) and 24 JobSet jobs of 32 pods placed with JobSet's exclusive placement
+(podAffinity to their own job, podAntiAffinity to every other job, over the block label):
+- a 256-pod job with exclusive placement (a free block of its own),
+- a 512-pod gang of 1-GPU pods excluding one another per host (one node each),
+- a lone pod of that service (kept off its 2,000 nodes).
 Targets (issue 7): 3,000-pod gang < 250 ms p50; 4-pod gang < 6 ms p50, on 2 cores.
 """
 
@@ -22,6 +28,9 @@ import random
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
+
+import msgspec
 
 from bench import targets
 from bench.fabric import add_fabric
@@ -29,6 +38,7 @@ from events.builders import bound, pod, pod_group
 from events.model import PodGroupUpserted, PodUpserted, VolcanoPodGroupUpserted
 from events.objects import (
     VOLCANO_GROUP_ANNOTATION,
+    Affinity,
     NetworkTopologySpec,
     ObjectMeta,
     SubGroupPolicy,
@@ -89,6 +99,57 @@ def build(seed: int = 7) -> ClusterState:
     return state
 
 
+JOB_KEY = "jobset.sigs.k8s.io/job-key"
+BLOCK_KEY = "network.topology.nvidia.com/block"
+HOST_KEY = "kubernetes.io/hostname"
+
+
+def _with_affinity(name: str, gpus: int, labels: dict[str, str], *, gang: str | None = None,
+                   together: list[dict[str, Any]] | None = None,
+                   apart: list[dict[str, Any]] | None = None) -> Any:
+    raw: dict[str, Any] = {}
+    if together:
+        raw["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": together}
+    if apart:
+        raw["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": apart}
+    obj = pod(name, gpus=gpus, gang=gang, labels=labels)
+    return msgspec.structs.replace(obj, spec=msgspec.structs.replace(obj.spec, affinity=msgspec.convert(raw, Affinity)))
+
+
+def _exclusive(name: str, gpus: int, job: str, gang: str | None = None) -> Any:
+    """A pod of `job` with JobSet's exclusive placement over the block label, as its webhook writes it."""
+    together = [{"labelSelector": {"matchExpressions": [{"key": JOB_KEY, "operator": "In", "values": [job]}]},
+                 "topologyKey": BLOCK_KEY}]
+    apart = [{"labelSelector": {"matchExpressions": [{"key": JOB_KEY, "operator": "Exists"},
+                                                     {"key": JOB_KEY, "operator": "NotIn", "values": [job]}]},
+              "topologyKey": BLOCK_KEY}]
+    return _with_affinity(name, gpus, {JOB_KEY: job}, gang=gang, together=together, apart=apart)
+
+
+def build_affinity() -> ClusterState:
+    """The fabric with pods carrying required pod (anti-)affinity (the module docstring)."""
+    state = ClusterState()
+    names = add_fabric(state)
+    spread = [{"labelSelector": {"matchLabels": {"app": "serve"}}, "topologyKey": HOST_KEY}]
+    for index, name in enumerate(names[:2000]):
+        state.apply(PodUpserted(pod=bound(_with_affinity(f"serve-{index}", 1, {"app": "serve"}, apart=spread), name)))
+    per_block = len(names) // 125
+    for job in range(24):  # 32 pods of 8 GPUs, in the first 32 nodes of block `job`
+        key = f"placed-{job}"
+        for i in range(32):
+            state.apply(PodUpserted(pod=bound(_exclusive(f"{key}-{i}", 8, key), names[job * per_block + i])))
+    state.apply(PodGroupUpserted(pod_group=pod_group("exclusive", min_member=256)))
+    for i in range(256):
+        state.apply(PodUpserted(pod=_exclusive(f"exclusive-{i}", 1, "exclusive", gang="exclusive")))
+    state.apply(PodGroupUpserted(pod_group=pod_group("one-per-host", min_member=512)))
+    apart = [{"labelSelector": {"matchLabels": {"job": "one-per-host"}}, "topologyKey": HOST_KEY}]
+    for i in range(512):
+        state.apply(PodUpserted(pod=_with_affinity(f"one-per-host-{i}", 1, {"job": "one-per-host"},
+                                                   gang="one-per-host", apart=apart)))
+    state.apply(PodUpserted(pod=_with_affinity("serve-new", 1, {"app": "serve"}, apart=spread)))
+    return state
+
+
 def measure(label: str, runs: int, call: Callable[[], object]) -> float:
     result = call()
     times: list[float] = []
@@ -128,6 +189,13 @@ def main() -> None:
     measure("512-pod Volcano job, 8-GPU pods (refused)", 5,
             lambda: plan_gang(state, "default/sharded-full-nodes"))
     measure("lone 1-GPU pod", args.runs, lambda: plan_pod(state, "default/lone"))
+    started = time.perf_counter()
+    state = build_affinity()
+    print(f"cluster with pod (anti-)affinity: {len(state.pods)} pods, built in {time.perf_counter() - started:.1f} s")
+    measure("256-pod job, JobSet exclusive placement", max(args.runs // 3, 5),
+            lambda: plan_gang(state, "default/exclusive"))
+    measure("512-pod gang, one pod per host", max(args.runs // 3, 5), lambda: plan_gang(state, "default/one-per-host"))
+    measure("lone pod kept off 2,000 nodes", args.runs, lambda: plan_pod(state, "default/serve-new"))
     targets.line(f"plan a 3,000-pod gang, {len(state.nodes):,} nodes", f"{big:.1f} ms p50", "< 250 ms", big < 250)
     targets.line("plan a 4-pod MustGather gang", f"{small:.2f} ms p50", "< 6 ms", small < 6)
 

@@ -145,12 +145,21 @@ class NodeAffinity(_K8s, frozen=True):
 
 
 class PodAffinityTerm(_K8s, frozen=True):
+    """One required term of podAffinity / podAntiAffinity (`placement/pod_affinity.py` places by it). A
+    nil labelSelector selects no pod, an empty one every pod; namespaces and namespaceSelector both
+    absent mean the namespace of the pod that carries the term."""
+
     topology_key: str = ""
+    label_selector: LabelSelector | None = None
+    namespaces: list[str] = []
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: list[str] = []
+    mismatch_label_keys: list[str] = []
 
 
 class PodAffinity(_K8s, frozen=True):
-    """podAffinity or podAntiAffinity, as far as toposched reads it: whether it has required terms (it
-    does not place by them; the fold reports them, see `state.pod_constraints`)."""
+    """podAffinity or podAntiAffinity, as far as toposched reads it: its required terms (preferred ones
+    only score, and toposched does not score by them)."""
 
     required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = []
 

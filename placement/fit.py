@@ -32,6 +32,7 @@ from events.objects import (
     Taint,
     Toleration,
 )
+from placement.pod_affinity import PodRule
 from state.cluster import ClusterState, NodeInfo, PodInfo
 from state.resources import HOST_PORT_PREFIX, MILLI, Resources
 from state.volumes import ZONE_CONFLICT, VolumeReach, zone_conflict
@@ -59,12 +60,15 @@ class Shape(msgspec.Struct, frozen=True):
     # Its containers' host ports (`state.resources.host_port_resource` names), kept out of `requests`:
     # a node has room for one holder of each, and no domain aggregate counts them.
     host_ports: tuple[str, ...] = ()
+    # What the pods placed now ask of its nodes through required inter-pod (anti-)affinity
+    # (`placement/pod_affinity.py`): derived from the state, so kept apart from the pod's own parts.
+    pod_rules: tuple[PodRule, ...] = ()
 
     @property
     def unconstrained(self) -> bool:
         """No selector, no affinity, no volume that narrows its nodes: only taints and spec.unschedulable
         can turn a node away."""
-        return not self.node_selector and self.terms is None and not self.volumes
+        return not self.node_selector and self.terms is None and not self.volumes and not self.pod_rules
 
 
 _shape_encoder = msgspec.msgpack.Encoder(order="deterministic")
@@ -101,6 +105,17 @@ def shape_of(pod: PodInfo, volumes: tuple[VolumeReach, ...] = ()) -> Shape:
 def shape_in(state: ClusterState, pod: PodInfo) -> Shape:
     """`shape_of(pod)` with what its claims ask on `state` now."""
     return shape_of(pod, state.volume_needs(pod).reach)
+
+
+def with_pod_rules(shape: Shape, rules: tuple[PodRule, ...], tokens: tuple[str, ...] = ()) -> Shape:
+    """`shape` narrowed by inter-pod rules (`placement.pod_affinity.rules_for`) and holding the per-node
+    tokens of its self-excluding terms (`self_exclusion`, kept as host ports are); itself when there are none."""
+    if not rules and not tokens:
+        return shape
+    ports = tuple(sorted({*shape.host_ports, *tokens})) if tokens else shape.host_ports
+    # Shape.key is one msgpack value; another appended keeps keys equal exactly when both parts are.
+    key = shape.key + _shape_encoder.encode((rules, tokens))
+    return msgspec.structs.replace(shape, key=key, pod_rules=rules, host_ports=ports)
 
 
 # --------------------------------------------------------------------------- static filters
@@ -194,6 +209,9 @@ def admits(shape: Shape, node: NodeInfo) -> str:
             return reach.reason
         if reach.zones and zone_conflict(reach.zones, labels):
             return ZONE_CONFLICT
+    for rule in shape.pod_rules:
+        if rule.refuses(labels):
+            return rule.reason
     return ""
 
 

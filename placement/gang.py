@@ -28,11 +28,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 
+import msgspec
+
 from placement.constraints import InvalidConstraint, planning_tree, resolve
 from placement.fit import Capacity
 from placement.gather import Found, Job, Solver
 from placement.members import counted, demands_for, domain_label, is_running, minimum_of, pod_order, where
-from placement.plan import INVALID, MEMBERS, VOLUME, Assignment, GangPlan, Unschedulable
+from placement.plan import INVALID, MEMBERS, MUST_GATHER, POD_AFFINITY, VOLUME, Assignment, GangPlan, Unschedulable
+from placement.pod_affinity import gather_level, plan_violation
 from placement.quota import admitted_pending
 from placement.reasons import explain_failure, job_label
 from placement.subgroups import plan_sub_groups, uses_sub_groups
@@ -104,6 +107,11 @@ def plan_gang(state: ClusterState, gang: str, *,
             pending_count = len(placed)
     result = _place_admitted(state, group, label, specs, pending, minimum, extras, running, nominated, ignore_pods,
                              pending_count, running_count)
+    if isinstance(result, GangPlan) and result.assignments:
+        broken = plan_violation(state, [(assignment.pod, assignment.node) for assignment in result.assignments])
+        if broken:
+            return Unschedulable(gangs=group, constraint=POD_AFFINITY, needed=len(result.assignments),
+                                 reason=f"{label}: {broken}")
     if quota_note and isinstance(result, GangPlan):  # the loop reports the pods left out as waiting
         return GangPlan(gangs=result.gangs, assignments=result.assignments, domain=result.domain,
                         level=result.level, explanation=f"{result.explanation}; {quota_note}")
@@ -121,6 +129,11 @@ def _place_admitted(state: ClusterState, group: tuple[str, ...], label: str, spe
         # A GangGroup's reason names which of its gangs asks for it; a lone gang is named once.
         whose = label if group == (resolved.gang,) else f"{label}: gang {resolved.gang}"
         return Unschedulable(gangs=group, constraint=INVALID, reason=f"{whose}: {resolved.message}")
+    # Pods with required affinity to their own kind over a layer's key go in one domain of that layer.
+    layers = {level.label_keys[0]: level.index for level in tree.levels if len(level.label_keys) == 1}
+    level, source = gather_level(state, layers, (key for keys in pending.values() for key in keys))
+    if level > resolved.top_level:
+        resolved = msgspec.structs.replace(resolved, top_level=level, kind=MUST_GATHER, source=source)
     running_nodes = [node for nodes in running.values() for node in nodes]
     capacity = Capacity(state, frozenset(group), ignore_pods)
     solver = Solver(state, capacity, tree)

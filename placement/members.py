@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from events.objects import Affinity, PodSpec, Toleration
-from placement.fit import Shape, shape_in, shape_of, topology_index
+from placement.fit import Shape, shape_in, shape_of, topology_index, with_pod_rules
 from placement.gather import Demand
+from placement.pod_affinity import affinity_index, rules_for, self_exclusion
 from state.cluster import ClusterState, PodInfo
 from state.gangs import ONCE_SATISFIED, ONLY_WAITING, GangSpec
 from state.resources import Resources
@@ -120,7 +121,7 @@ class PodShapes:
     the fold replaces these on any change, never mutates what they say (a status update, such as
     the scheduler's own PodScheduled condition, keeps the spec and the metadata's annotations)."""
 
-    __slots__ = ("entries", "parts", "state")
+    __slots__ = ("_anti_placed", "_changes_seen", "entries", "parts", "state")
 
     PARTS_LIMIT = 4096
 
@@ -131,11 +132,30 @@ class PodShapes:
         # pods of one kind (requests, tolerations, an empty selector), so a gang of 3,000 or a burst of lone
         # pods computes its shape once
         self.parts: dict[tuple[int, int, int, int, int], _ShapeParts] = {}
+        self._changes_seen = -1  # where `state.pod_changes` stood when `_anti_placed` was read
+        self._anti_placed = False  # whether a placed pod has required anti-affinity
 
     def shape(self, pod: PodInfo) -> Shape:
-        """`shape_of(pod)`, computed once for the pods that share the objects it is made of. A pod with
-        claims is shaped afresh each time: where its volumes can be reached changes with objects of
-        other kinds (claims, PersistentVolumes, StorageClasses)."""
+        """`shape_of(pod)`, computed once for the pods that share the objects it is made of, narrowed by
+        the inter-pod rules the pods placed now set for it (`placement.pod_affinity`, derived afresh)."""
+        return self._narrowed(pod, self._own_shape(pod))
+
+    def _narrowed(self, pod: PodInfo, shape: Shape) -> Shape:
+        # The usual pod (no terms of its own, no placed pod with anti-affinity) costs a few reads here.
+        affinity = pod.obj.spec.affinity
+        state = self.state
+        end = state.pod_changes.end
+        if end != self._changes_seen:
+            self._changes_seen = end
+            self._anti_placed = bool(affinity_index(state).anti)
+        if not self._anti_placed and (affinity is None or (affinity.pod_affinity is None
+                                                           and affinity.pod_anti_affinity is None)):
+            return shape
+        return with_pod_rules(shape, rules_for(state, pod), self_exclusion(state, pod))
+
+    def _own_shape(self, pod: PodInfo) -> Shape:
+        """The shape of the pod's own parts. A pod with claims is shaped afresh each time: where its volumes
+        can be reached changes with objects of other kinds (claims, PersistentVolumes, StorageClasses)."""
         spec = pod.obj.spec
         if spec.volumes:
             return shape_in(self.state, pod)
@@ -160,14 +180,14 @@ class PodShapes:
         entry = self.entries.get(pod.key)
         if (entry is not None and entry[0] is spec and entry[1] is annotations and entry[2] is pod.requests
                 and entry[3] == pod.priority):
-            return entry[4], entry[5]
+            return self._narrowed(pod, entry[4]), entry[5]
         if len(self.entries) > 2 * len(self.state.pending) + 1024:
             # Only pending pods are planned: let go of the rest (and of the objects they keep alive).
             pending = self.state.pending
             self.entries = {key: entry for key, entry in self.entries.items() if key in pending}
-        shape, order = self.shape(pod), pod_order(pod)
+        shape, order = self._own_shape(pod), pod_order(pod)
         self.entries[pod.key] = (spec, annotations, pod.requests, pod.priority, shape, order)
-        return shape, order
+        return self._narrowed(pod, shape), order
 
 
 def pod_shapes(state: ClusterState) -> PodShapes:

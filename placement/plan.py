@@ -18,8 +18,9 @@ INVALID = "invalid"
 POD_FIT = "pod-fit"
 QUOTA = "quota"  # its quota (ElasticQuota, Volcano Queue) does not admit it: see placement/quota.py
 VOLUME = "volume"  # a claim of a pod is not usable yet (missing, unbound, ...): see state/volumes.py
+POD_AFFINITY = "pod-affinity"  # the plan breaks required pod (anti-)affinity among its pods (pod_affinity.py)
 
-CONSTRAINTS = (CAPACITY, MUST_GATHER, HARD_TIER, SUB_GROUP, MEMBERS, INVALID, POD_FIT, QUOTA, VOLUME)
+CONSTRAINTS = (CAPACITY, MUST_GATHER, HARD_TIER, SUB_GROUP, MEMBERS, INVALID, POD_FIT, QUOTA, VOLUME, POD_AFFINITY)
 
 
 class Assignment(msgspec.Struct, frozen=True):

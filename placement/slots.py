@@ -33,6 +33,7 @@ from typing import Protocol, TypeVar
 import msgspec
 
 from placement.fit import UNLIMITED, Shape, admits, port_taken
+from placement.pod_affinity import ANTI_AFFINITY, SELF_EXCLUSION_TOKEN
 from state.cluster import ClusterState
 from state.resources import is_host_port
 from state.topology import Domain
@@ -51,6 +52,8 @@ def refusal(short: str) -> str:
     """kube-scheduler's words for a node short of `short` (a resource, or a host port) for one more pod."""
     if short == "pods":
         return TOO_MANY_PODS
+    if short.startswith(SELF_EXCLUSION_TOKEN):  # another pod of the plan holds the node (placement/pod_affinity.py)
+        return ANTI_AFFINITY
     return NODE_PORTS if is_host_port(short) else f"Insufficient {short}"
 
 
@@ -307,6 +310,9 @@ def _filter_key(shape: Shape) -> bytes:
     # nominations do, and those never enter the table), so shapes differing only in priority share one
     # entry. Encoded once per distinct Shape.key.
     spelled = tuple((name, str(amount)) for name, amount in shape.requests)
+    if shape.pod_rules:
+        return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms, shape.volumes,
+                                shape.host_ports, shape.pod_rules))
     if shape.host_ports:
         return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms, shape.volumes,
                                 shape.host_ports))

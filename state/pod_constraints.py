@@ -1,13 +1,15 @@
 """What a pod asks of its placement that toposched reads but does not place by, reported per pod.
 
-Placement honours requests, priority, nodeSelector, required node affinity, tolerations and the
-nodes' taints and `unschedulable` (see the README's limits). A pod of ours that also asks for one of
-these would be placed as if it did not, and a user would learn it only from a pod that does not
-start or a job spread wrong; so the fold reports each as a problem of the pod (reason
-`UnsupportedField`: a Warning Event on the pod, a log line, a count), naming the field:
+Placement honours requests, priority, nodeSelector, required node affinity, required pod affinity
+and anti-affinity, tolerations and the nodes' taints and `unschedulable` (see the README's limits).
+A pod of ours that also asks for one of these would be placed as if it did not, and a user would
+learn it only from a pod that does not start or a job spread wrong; so the fold reports each as a
+problem of the pod (reason `UnsupportedField`: a Warning Event on the pod, a log line, a count),
+naming the field:
 
-- required pod affinity or anti-affinity (`spec.affinity.podAffinity` / `podAntiAffinity`,
-  `requiredDuringSchedulingIgnoredDuringExecution`);
+- a required pod affinity or anti-affinity term with a non-empty `namespaceSelector`: toposched reads
+  no Namespace objects, so the term is read as looking in every namespace (the terms themselves are
+  placed by: `placement/pod_affinity.py`);
 - a topology spread constraint with `whenUnsatisfiable: DoNotSchedule`;
 - a host port of an init container (`spec.initContainers[*].ports[*].hostPort`): kube-scheduler's
   NodePorts reads the containers' host ports only, and so does toposched (placement keeps one holder
@@ -52,14 +54,17 @@ def unconsidered(pod: Pod, key: str) -> Sequence[Problem]:
 
     if affinity is not None:
         for name, which, consequence in (
-                ("podAffinity", affinity.pod_affinity, "away from the pods it must join"),
-                ("podAntiAffinity", affinity.pod_anti_affinity, "next to the pods it excludes")):
+                ("podAffinity", affinity.pod_affinity, "pods of any namespace that its selector matches satisfy it"),
+                ("podAntiAffinity", affinity.pod_anti_affinity,
+                 "the pod keeps away from the pods its selector matches in every namespace")):
             terms = which.required_during_scheduling_ignored_during_execution if which is not None else []
-            if terms:
-                keys = ", ".join(sorted({term.topology_key for term in terms}))
-                report(f"spec.affinity.{name}.requiredDuringSchedulingIgnoredDuringExecution",
-                       f"required {name} (topologyKey {keys}) is not considered by toposched: the pod may be "
-                       f"placed {consequence}")
+            for index, term in enumerate(terms):
+                chosen = term.namespace_selector
+                if chosen is not None and (chosen.match_labels or chosen.match_expressions):
+                    report(f"spec.affinity.{name}.requiredDuringSchedulingIgnoredDuringExecution[{index}]"
+                           ".namespaceSelector",
+                           f"a namespaceSelector chooses namespaces by their labels, and toposched reads no "
+                           f"Namespace objects: the term is read as looking in every namespace ({consequence})")
     for index, spread in enumerate(spec.topology_spread_constraints):
         if spread.when_unsatisfiable == DO_NOT_SCHEDULE:
             report(f"spec.topologySpreadConstraints[{index}]",

@@ -137,9 +137,16 @@ def port_room(free: Mapping[str, int], name: str) -> int:
     return have + MILLI if name.startswith(HOST_PORT_PREFIX) else have
 
 
+# The "protocol" of the per-node tokens that keep one pod per node among pods whose required
+# podAntiAffinity over kubernetes.io/hostname selects one another (placement/pod_affinity.py).
+SELF_EXCLUSION_PROTOCOL = "pod-anti-affinity"
+
+
 def shown_host_port(name: str) -> str:
     """`hostport:TCP/29500` as a user reads it: "host port 29500/TCP"."""
     protocol, _, port = name[len(HOST_PORT_PREFIX):].partition("/")
+    if protocol == SELF_EXCLUSION_PROTOCOL:
+        return "one pod per node (required podAntiAffinity over kubernetes.io/hostname)"
     return f"host port {port}/{protocol}"
 
 

@@ -177,6 +177,7 @@ from events.model import (
 from events.objects import SELECTED_NODE_ANNOTATION, Node, Pod
 from placement.fit import Requests
 from placement.plan import Unschedulable
+from placement.pod_affinity import affinity_index, has_terms
 from preemption.plan import PreemptionPlan
 from preemption.reclaim import may_reclaim
 from state.cluster import ClusterState, PodInfo, subject_of
@@ -268,6 +269,8 @@ class Scheduler:
         self._pod_shapes: dict[str, tuple[object, ...]] = {}  # pending pods: what of them placement reads
         self._claims_moved = anyio.Event()  # set (and replaced) whenever a claim changes: provisioning waits on it
         self._gang_of: dict[str, str] = {}  # pod -> its gang, to know whose membership a deletion changes
+        # Pending pods with required podAffinity: a pod placed that their terms select may let them fit.
+        self._affinity_waiters: set[str] = set()
         self._room_cache: dict[tuple[int, Requests], int] = {}
         self._room_now_cache: dict[tuple[int, Requests], int] = {}  # `_room_now`'s, as of event `_room_now_seq`
         self._room_now_seq = -1
@@ -311,7 +314,24 @@ class Scheduler:
             self._forget_need(placed)
             if self._min_placed is not None and placed.priority < self._min_placed:
                 self._min_placed = placed.priority
+            self._affinity_waiters.discard(placed.key)
+            return self._wake_affinity_waiters(placed)
         return False
+
+    def _wake_affinity_waiters(self, placed: PodInfo) -> bool:
+        """`placed` now runs (or is about to): the pending pods whose required podAffinity selects it may
+        fit next to it. Whether any was woken."""
+        if not self._affinity_waiters:
+            return False
+        index = affinity_index(self.state)
+        woken = False
+        namespace, labels = placed.namespace, placed.obj.metadata.labels
+        for key in sorted(self._affinity_waiters):
+            waiter = self.state.pods.get(key)
+            if waiter is not None and any(term.selects(namespace, labels) for term in index.terms(waiter).affinity):
+                self.queue.unit_changed(waiter.gang or waiter.key)
+                woken = True
+        return woken
 
     def _pod_upserted(self, event: PodUpserted) -> bool:
         meta = event.pod.metadata
@@ -335,6 +355,11 @@ class Scheduler:
             self._pod_shapes.pop(pod.key, None)
             self.queue.capacity_freed()
         elif pod.key in self.state.pending:
+            affinity = event.pod.spec.affinity
+            if affinity is not None and affinity.pod_affinity is not None and has_terms(event.pod):
+                self._affinity_waiters.add(pod.key)
+            elif self._affinity_waiters:
+                self._affinity_waiters.discard(pod.key)
             shape = _pod_shape(event.pod)
             if self._pod_shapes.get(pod.key) == shape:
                 return woken  # a status write (ours: PodScheduled=False): nothing placement reads changed
@@ -342,6 +367,10 @@ class Scheduler:
             self.queue.unit_changed(pod.gang or pod.key)
         else:
             self._pod_shapes.pop(pod.key, None)
+            if self._affinity_waiters:
+                self._affinity_waiters.discard(pod.key)
+                if pod.placed_node:
+                    woken = self._wake_affinity_waiters(pod) or woken
             if not (pod.gang and pod.ours and pod.gated and not pod.placed_node):
                 return woken
             # A member held by its scheduling gates came (or lost one of several gates): its gang's reason
@@ -360,6 +389,7 @@ class Scheduler:
 
     def _pod_deleted(self, event: PodDeleted) -> bool:
         self._pod_shapes.pop(event.key, None)
+        self._affinity_waiters.discard(event.key)
         gang = self._gang_of.pop(event.key, None)
         if gang:  # a member left: its gang's reason ("6 of minMember 6 pods exist", ...) may be stale
             self.queue.unit_changed(gang)

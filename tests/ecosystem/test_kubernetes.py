@@ -158,11 +158,29 @@ def test_a_lone_gated_pod_is_left_to_its_gate_then_bound_once_it_is_removed(eco:
     eco.delete_namespace_objects(namespace)
 
 
-# --------------------------------------------------------------------------- rules toposched does not place by
+# --------------------------------------------------------------------------- inter-pod affinity
 
 
-def test_a_pod_asking_for_a_rule_toposched_does_not_place_by_gets_a_warning_naming_the_field(eco: Ecosystem) -> None:
-    namespace = "k8s-unconsidered"
+def test_two_pods_that_must_not_share_a_host_go_to_two_nodes_though_one_would_hold_both(eco: Ecosystem) -> None:
+    # One GPU each: lone pods go to the busiest node that fits, so without its required podAntiAffinity
+    # the second would join the first. kube-scheduler's InterPodAffinity keeps them apart, and so must we.
+    namespace = "k8s-anti-affinity"
+
+    def manifest(name: str) -> str:
+        return pod_yaml(name, namespace, gpus="1", labels={"app": "trainer"}, spec="""
+  affinity:
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - labelSelector:
+          matchLabels:
+            app: trainer
+        topologyKey: kubernetes.io/hostname""")
+
+    _two_go_apart(eco, namespace, manifest)
+
+
+def test_a_term_with_a_namespace_selector_gets_a_warning_naming_the_field(eco: Ecosystem) -> None:
+    namespace = "k8s-namespace-selector"
     anti = """
   affinity:
     podAntiAffinity:
@@ -170,17 +188,20 @@ def test_a_pod_asking_for_a_rule_toposched_does_not_place_by_gets_a_warning_nami
       - labelSelector:
           matchLabels:
             app: trainer
+        namespaceSelector:
+          matchLabels:
+            team: ml
         topologyKey: kubernetes.io/hostname"""
     eco.apply(stream(namespace_yaml(namespace), pod_yaml("apart", namespace, gpus="1", spec=anti)))
-    eco.wait_bound(["apart"], namespace)  # placed as if it did not ask (the warning says so)
+    eco.wait_bound(["apart"], namespace)  # read as looking in every namespace (the warning says so)
 
     def warnings() -> list[str]:
         return [e["message"] for e in eco.events(namespace, "apart", "Pod")
                 if e["type"] == "Warning" and e["reason"] == "UnsupportedField"]
 
     eco.wait_for(lambda: bool(warnings()), what="the UnsupportedField Event of apart")
-    assert warnings()[0].startswith("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution: "
-                                    "required podAntiAffinity (topologyKey kubernetes.io/hostname) is not considered")
+    assert warnings()[0].startswith("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+                                    ".namespaceSelector: a namespaceSelector chooses namespaces by their labels")
     eco.delete_namespace_objects(namespace)
 
 

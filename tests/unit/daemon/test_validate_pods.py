@@ -30,7 +30,8 @@ spec:
   affinity:
     podAntiAffinity:
       requiredDuringSchedulingIgnoredDuringExecution:
-      - {labelSelector: {matchLabels: {app: trainer}}, topologyKey: kubernetes.io/hostname}
+      - {labelSelector: {matchLabels: {app: trainer}}, namespaceSelector: {matchLabels: {team: ml}},
+         topologyKey: kubernetes.io/hostname}
   containers:
   - name: trainer
     image: trainer:1.0
@@ -50,9 +51,10 @@ metadata: {name: plain}
 spec: {schedulerName: toposched, containers: [{name: main, image: web:1.0, ports: [{containerPort: 80}]}]}
 """, capsys)
     assert lines == [
-        f"{path}#1: Pod ml/worker-0: spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution: "
-        "required podAntiAffinity (topologyKey kubernetes.io/hostname) is not considered by toposched: the pod may "
-        "be placed next to the pods it excludes",
+        f"{path}#1: Pod ml/worker-0: spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+        ".namespaceSelector: a namespaceSelector chooses namespaces by their labels, and toposched reads no Namespace "
+        "objects: the term is read as looking in every namespace (the pod keeps away from the pods its selector "
+        "matches in every namespace)",
         "1 problem in 2 objects",
     ]
 

@@ -1,5 +1,6 @@
-"""A pod of ours that asks for a placement rule toposched does not place by (required pod affinity or
-anti-affinity, a DoNotSchedule spread, an init container's host port) is reported by field, and still placed; one with
+"""A pod of ours that asks for a placement rule toposched does not place by (a pod affinity or anti-affinity
+term's namespaceSelector, a DoNotSchedule spread, an init container's host port) is reported by field, and
+still placed; one with
 resource claims (dynamic resource allocation) is reported and not placed, since the kubelet would not
 start it; preferences and other schedulers' pods are not reported."""
 
@@ -31,13 +32,15 @@ def apply_pod(state: ClusterState, name: str, scheduler: str = "toposched", **sp
 
 
 @pytest.mark.parametrize(("spec", "field", "says"), [
-    ({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]}}},
-     "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-     "required podAntiAffinity (topologyKey kubernetes.io/hostname) is not considered"),
+    ({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        TERM, {**TERM, "namespaceSelector": {"matchLabels": {"team": "ml"}}}]}}},
+     "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[1].namespaceSelector",
+     "the term is read as looking in every namespace (the pod keeps away from"),
     ({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {**TERM, "topologyKey": "topology.kubernetes.io/zone"}]}}},
-     "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-     "required podAffinity (topologyKey topology.kubernetes.io/zone) is not considered"),
+        {**TERM, "topologyKey": "network.topology.nvidia.com/block",
+         "namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "Exists"}]}}]}}},
+     "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].namespaceSelector",
+     "pods of any namespace that its selector matches satisfy it"),
     ({"topologySpreadConstraints": [
         {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}},
         {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}]},
@@ -67,7 +70,7 @@ def test_a_pod_with_resource_claims_is_reported_and_not_placed_as_the_kubelet_wo
     assert plan.reason.startswith(f"pod {key}: spec.resourceClaims: dynamic resource allocation is not supported")
 
 
-def test_preferences_plain_ports_and_other_schedulers_pods_are_not_reported() -> None:
+def test_preferences_plain_ports_placed_by_terms_and_other_schedulers_pods_are_not_reported() -> None:
     state = fabric(blocks=1, nvlinks=1, nodes=2)
     preferred = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 10, "podAffinityTerm": TERM}]}}
@@ -76,6 +79,8 @@ def test_preferences_plain_ports_and_other_schedulers_pods_are_not_reported() ->
         apply_pod(state, "spreads-softly", topologySpreadConstraints=[
             {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]),
         apply_pod(state, "serves", containers=[{"name": "main", "ports": [{"containerPort": 8080}]}]),
+        apply_pod(state, "apart", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {**TERM, "namespaces": ["default", "ml"]}, {**TERM, "namespaceSelector": {}}]}}),
         apply_pod(state, "theirs", scheduler="default-scheduler",
                   affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]}}),
     ]

@@ -1,0 +1,478 @@
+"""Required inter-pod affinity and anti-affinity, read as kube-scheduler's InterPodAffinity filter reads them.
+
+A pod's `spec.affinity.podAffinity` / `podAntiAffinity` `requiredDuringSchedulingIgnoredDuringExecution`
+terms each name a topology key (a node label), a label selector and the namespaces it looks in. A pod
+P may go on node N only when (kube-scheduler's Filter; its reasons are the messages used here):
+- no anti-affinity term of P selects a placed pod whose node shares N's value of the term's key
+  ("node(s) didn't match pod anti-affinity rules");
+- no anti-affinity term of a placed pod selects P while that pod's node shares N's value of the term's
+  key ("node(s) didn't satisfy existing pods anti-affinity rules");
+- N has the key of every affinity term of P and, for each, shares its value with the node of a placed
+  pod that matches all of P's affinity terms; unless no placed pod anywhere matches them all and P
+  matches them all itself: the first pod of a series that has affinity to itself
+  ("node(s) didn't match pod affinity rules").
+A term looks in its `namespaces`, else in the namespace of the pod that carries it; an empty
+`namespaceSelector` ({}) means every namespace. A non-empty namespaceSelector selects namespaces by their
+labels, and toposched reads no Namespace objects: such a term is read as every namespace (for
+anti-affinity the safe side; `state.pod_constraints` reports it). `matchLabelKeys` / `mismatchLabelKeys`
+add `key In / NotIn (the pod's value)` to the selector, as the API server does when it admits the pod
+(adding them again changes nothing). A nil labelSelector selects no pod, an empty one every pod.
+Placed pods are those bound or assumed and not finished (terminating ones included, as kube-scheduler
+counts them until they are gone); nominations are not.
+
+These become `PodRule`s of the pod's shape (`placement.fit.admits` checks them node by node), derived
+from the pods placed now. The pods of one plan (a gang's, placed together) do not see one another
+there; for them:
+- an anti-affinity term over `kubernetes.io/hostname` that selects its own pod becomes a per-node
+  token of the shape (`self_exclusion`), which the planner hands out once per node, as a host port;
+- an affinity term that selects its own pod over a key that is a layer of the topology gathers the
+  plan in one domain of that layer (`gather_level`), like a MustGather there;
+- every plan is then checked as a whole (`plan_violation`): no two of its pods, nor one of them and a
+  placed pod, may break an anti-affinity term, and a pod whose affinity no placed pod satisfies must
+  share each term's domain with the plan's pods that match its terms (all in one domain when none is
+  placed yet). A plan that breaks one is not made: the gang waits with the reason.
+
+The placed pods carrying anti-affinity and the placed pods per namespace are indexed (`AffinityIndex`,
+kept in the state's reader caches), following the fold's record of changed pods: a pod without terms,
+in a cluster where no placed pod has anti-affinity, costs a few attribute reads.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+
+import msgspec
+
+from events.objects import LabelSelector, LabelSelectorRequirement, Pod, PodAffinityTerm
+from state.cluster import ClusterState, PodInfo
+from state.label_selectors import selects
+from state.resources import HOST_PORT_PREFIX, SELF_EXCLUSION_PROTOCOL
+
+HOSTNAME_KEY = "kubernetes.io/hostname"
+ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+AFFINITY = "node(s) didn't match pod affinity rules"
+INDEX_KEY = "placement.pod_affinity.index"
+# How the per-node tokens of `self_exclusion` begin (`placement.fit.Shape.host_ports` names).
+SELF_EXCLUSION_TOKEN = f"{HOST_PORT_PREFIX}{SELF_EXCLUSION_PROTOCOL}/"
+
+
+class Term(msgspec.Struct, frozen=True):
+    """One required term, resolved for the pod that carries it."""
+
+    topology_key: str
+    namespaces: frozenset[str] | None  # None: every namespace
+    selector: LabelSelector | None  # None: selects no pod
+
+    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        if self.selector is None or (self.namespaces is not None and namespace not in self.namespaces):
+            return False
+        return selects(self.selector, labels)
+
+
+class PodRule(msgspec.Struct, frozen=True, array_like=True):
+    """What a node's value of `key` must be. `allow`: one of `values` (any value when `values` is None);
+    else none of `values`. `reason`: kube-scheduler's words for a node it turns away."""
+
+    key: str
+    values: frozenset[str] | None
+    allow: bool
+    reason: str
+
+    def refuses(self, labels: Mapping[str, str]) -> bool:
+        value = labels.get(self.key)
+        if self.allow:
+            return value is None or (self.values is not None and value not in self.values)
+        return value is not None and self.values is not None and value in self.values
+
+
+class PodTerms(msgspec.Struct, frozen=True):
+    affinity: tuple[Term, ...]
+    anti: tuple[Term, ...]
+
+
+NO_TERMS = PodTerms((), ())
+
+
+def has_terms(pod: Pod) -> bool:
+    affinity = pod.spec.affinity
+    if affinity is None:
+        return False
+    return bool((affinity.pod_affinity is not None
+                 and affinity.pod_affinity.required_during_scheduling_ignored_during_execution)
+                or (affinity.pod_anti_affinity is not None
+                    and affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution))
+
+
+def terms_of(pod: Pod) -> PodTerms:
+    """The pod's required terms, resolved (namespaces, selector with its label keys)."""
+    affinity = pod.spec.affinity
+    if affinity is None:
+        return NO_TERMS
+    together = affinity.pod_affinity.required_during_scheduling_ignored_during_execution \
+        if affinity.pod_affinity is not None else []
+    apart = affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution \
+        if affinity.pod_anti_affinity is not None else []
+    if not together and not apart:
+        return NO_TERMS
+    return PodTerms(tuple(_term(raw, pod) for raw in together), tuple(_term(raw, pod) for raw in apart))
+
+
+def _term(raw: PodAffinityTerm, pod: Pod) -> Term:
+    meta = pod.metadata
+    namespaces: frozenset[str] | None
+    if raw.namespace_selector is not None:
+        namespaces = None  # {}: every namespace; a non-empty one is read so too (module docstring)
+    elif raw.namespaces:
+        namespaces = frozenset(raw.namespaces)
+    else:
+        namespaces = frozenset((meta.namespace,))
+    selector = raw.label_selector
+    if selector is not None and (raw.match_label_keys or raw.mismatch_label_keys):
+        labels = meta.labels
+        extra = [LabelSelectorRequirement(key=key, operator="In", values=[labels[key]])
+                 for key in raw.match_label_keys if key in labels]
+        extra += [LabelSelectorRequirement(key=key, operator="NotIn", values=[labels[key]])
+                  for key in raw.mismatch_label_keys if key in labels]
+        if extra:
+            selector = LabelSelector(match_labels=selector.match_labels,
+                                     match_expressions=[*selector.match_expressions, *extra])
+    return Term(raw.topology_key, namespaces, selector)
+
+
+def matches_all(terms: Sequence[Term], namespace: str, labels: Mapping[str, str]) -> bool:
+    """kube-scheduler's "matches all affinity terms" (false for no terms)."""
+    return bool(terms) and all(term.selects(namespace, labels) for term in terms)
+
+
+class _AntiGroup:
+    """The placed pods carrying one anti-affinity term (equal terms share a group)."""
+
+    __slots__ = ("owners", "stamp", "term", "values")
+
+    def __init__(self, term: Term) -> None:
+        self.term = term
+        self.owners: dict[str, str] = {}  # pod -> its node
+        self.stamp: tuple[int, int] = (-1, -1)
+        self.values: frozenset[str] = frozenset()
+
+
+class AffinityIndex:
+    """Placed pods by namespace and the anti-affinity terms of placed pods, kept true from the fold's
+    record of changed pods (`state.pod_changes`); and what was derived from them, for as long as no pod
+    and no node changes (a gang's pods share their terms: derived once per planning call). Get it with
+    `affinity_index(state)`."""
+
+    __slots__ = ("_changes", "_derived", "_terms", "anti", "anti_of", "by_namespace", "placed_on", "state")
+
+    TERMS_LIMIT = 4096
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self._terms: dict[tuple[int, str, int], tuple[object, object, PodTerms]] = {}
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        self._changes = self.state.pod_changes.cursor()
+        self.anti: dict[bytes, _AntiGroup] = {}
+        self.anti_of: dict[str, tuple[bytes, ...]] = {}  # placed pod -> its groups
+        self.by_namespace: dict[str, set[str]] = {}
+        self.placed_on: dict[str, str] = {}  # placed pod -> the node it is indexed under
+        self._derived: dict[bytes, tuple[tuple[int, int], object]] = {}
+        for key in self.state.pods:
+            self._note(key)
+
+    def sync(self) -> None:
+        keys = self._changes.take()
+        if keys is None:
+            self._rebuild()
+            return
+        for key in keys:
+            self._note(key)
+
+    @property
+    def stamp(self) -> tuple[int, int]:
+        """Where the fold's change records stand: a derivation holds while this does."""
+        return self.state.pod_changes.end, self.state.node_changes.end
+
+    def terms(self, pod: PodInfo) -> PodTerms:
+        """`terms_of(pod.obj)`, computed once per affinity object, namespace and label set."""
+        meta = pod.obj.metadata
+        affinity = pod.obj.spec.affinity
+        if affinity is None:
+            return NO_TERMS
+        key = (id(affinity), meta.namespace, id(meta.labels))
+        hit = self._terms.get(key)
+        if hit is not None and hit[0] is affinity and hit[1] is meta.labels:
+            return hit[2]
+        found = terms_of(pod.obj)
+        if len(self._terms) >= self.TERMS_LIMIT:
+            self._terms.clear()
+        self._terms[key] = (affinity, meta.labels, found)  # holding both keeps their ids from being reused
+        return found
+
+    def _note(self, key: str) -> None:
+        pod = self.state.pods.get(key)
+        node = pod.placed_on if pod is not None else ""
+        if key in self.placed_on:
+            namespace = key.partition("/")[0]
+            there = self.by_namespace.get(namespace)
+            if there is not None:
+                there.discard(key)
+                if not there:
+                    del self.by_namespace[namespace]
+            del self.placed_on[key]
+            for group_key in self.anti_of.pop(key, ()):
+                group = self.anti[group_key]
+                del group.owners[key]
+                group.stamp = (-1, -1)
+                if not group.owners:
+                    del self.anti[group_key]
+        if pod is None or not node:
+            return
+        self.placed_on[key] = node
+        self.by_namespace.setdefault(pod.namespace, set()).add(key)
+        if has_terms(pod.obj):
+            groups = []
+            for term in self.terms(pod).anti:
+                group_key = _encoder.encode(term)
+                joined = self.anti.get(group_key)
+                if joined is None:
+                    joined = self.anti[group_key] = _AntiGroup(term)
+                joined.owners[key] = node
+                joined.stamp = (-1, -1)
+                groups.append(group_key)
+            if groups:
+                self.anti_of[key] = tuple(groups)
+
+    def placed_in(self, namespaces: frozenset[str] | None) -> Iterable[str]:
+        if namespaces is None:
+            return self.placed_on.keys()
+        return (key for namespace in sorted(namespaces) for key in self.by_namespace.get(namespace, ()))
+
+    def group_values(self, group: _AntiGroup) -> frozenset[str]:
+        """The values of the group's key on its pods' nodes."""
+        stamp = self.stamp
+        if group.stamp != stamp:
+            key = group.term.topology_key
+            group.values = frozenset(value for node in group.owners.values()
+                                     if (value := _value(self.state, node, key)) is not None)
+            group.stamp = stamp
+        return group.values
+
+    def selected_values(self, term: Term) -> frozenset[str]:
+        """The values of `term`'s key on the nodes of the placed pods it selects."""
+        cache_key = b"a" + _encoder.encode(term)
+        stamp = self.stamp
+        hit = self._derived.get(cache_key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]  # type: ignore[return-value]
+        pods, key = self.state.pods, term.topology_key
+        values = set()
+        for name in self.placed_in(term.namespaces):
+            other = pods.get(name)
+            if other is not None and term.selects(other.namespace, other.obj.metadata.labels):
+                value = _value(self.state, self.placed_on[name], key)
+                if value is not None:
+                    values.add(value)
+        found = frozenset(values)
+        self._remember(cache_key, stamp, found)
+        return found
+
+    def matching_all(self, together: tuple[Term, ...]) -> dict[str, frozenset[str]] | None:
+        """Per key of `together`, the values on the nodes of the placed pods matching all its terms; None
+        when no placed pod on a node with one of the keys matches them all."""
+        cache_key = b"f" + _encoder.encode(together)
+        stamp = self.stamp
+        hit = self._derived.get(cache_key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]  # type: ignore[return-value]
+        first = together[0]
+        candidates = (self.placed_in(first.namespaces) if all(t.namespaces is not None for t in together)
+                      else self.placed_on.keys())
+        found: dict[str, set[str]] = {term.topology_key: set() for term in together}
+        any_match = False
+        pods = self.state.pods
+        for name in candidates:
+            other = pods.get(name)
+            if other is None or not matches_all(together, other.namespace, other.obj.metadata.labels):
+                continue
+            node = self.placed_on[name]
+            for term in together:
+                value = _value(self.state, node, term.topology_key)
+                if value is not None:
+                    any_match = True
+                    found[term.topology_key].add(value)
+        result = {key: frozenset(values) for key, values in found.items()} if any_match else None
+        self._remember(cache_key, stamp, result)
+        return result
+
+    def _remember(self, key: bytes, stamp: tuple[int, int], value: object) -> None:
+        if len(self._derived) >= self.TERMS_LIMIT:
+            self._derived.clear()
+        self._derived[key] = (stamp, value)
+
+
+def affinity_index(state: ClusterState) -> AffinityIndex:
+    """The state's `AffinityIndex` (made on first use), brought up to date."""
+    found = state.reader_caches.get(INDEX_KEY)
+    if not isinstance(found, AffinityIndex):
+        found = AffinityIndex(state)
+        state.reader_caches[INDEX_KEY] = found
+    else:
+        found.sync()
+    return found
+
+
+def _value(state: ClusterState, node: str, key: str) -> str | None:
+    info = state.nodes.get(node)
+    return info.labels.get(key) if info is not None else None
+
+
+def rules_for(state: ClusterState, pod: PodInfo) -> tuple[PodRule, ...]:
+    """The rules the pods placed now set for the pending `pod` (the module docstring), in a stable order;
+    () for the usual pod."""
+    index = affinity_index(state)
+    terms = index.terms(pod) if has_terms(pod.obj) else NO_TERMS
+    if not index.anti and terms is NO_TERMS:
+        return ()
+    rules: list[PodRule] = []
+    namespace, labels = pod.namespace, pod.obj.metadata.labels
+    if index.anti:
+        excluded: dict[str, set[str]] = {}
+        for group in index.anti.values():
+            term = group.term
+            if term.selects(namespace, labels):
+                values = index.group_values(group)
+                if values:
+                    excluded.setdefault(term.topology_key, set()).update(values)
+        rules.extend(PodRule(key, frozenset(values), False, EXISTING_ANTI_AFFINITY)
+                     for key, values in sorted(excluded.items()))
+    if terms.anti:
+        apart: dict[str, set[str]] = {}
+        for term in terms.anti:
+            values = index.selected_values(term)
+            if values:
+                apart.setdefault(term.topology_key, set()).update(values)
+        rules.extend(PodRule(key, frozenset(values), False, ANTI_AFFINITY) for key, values in sorted(apart.items()))
+    if terms.affinity:
+        rules.extend(_affinity_rules(index, pod, terms.affinity))
+    return tuple(rules)
+
+
+def _affinity_rules(index: AffinityIndex, pod: PodInfo, together: tuple[Term, ...]) -> list[PodRule]:
+    found = index.matching_all(together)
+    keys = sorted({term.topology_key for term in together})
+    if found is not None:
+        return [PodRule(key, found[key], True, AFFINITY) for key in keys]
+    # No placed pod matches them all: the first of a series goes on any node with every key, when it
+    # matches its own terms; a gang's pod also when a pod of its plan may (`plan_violation` decides).
+    if pod.gang or matches_all(together, pod.namespace, pod.obj.metadata.labels):
+        return [PodRule(key, None, True, AFFINITY) for key in keys]
+    return [PodRule(key, frozenset(), True, AFFINITY) for key in keys]
+
+
+def self_exclusion(state: ClusterState, pod: PodInfo) -> tuple[str, ...]:
+    """The per-node tokens of `pod`'s anti-affinity terms over kubernetes.io/hostname that select the pod
+    itself (one pod per node of those that carry an equal term), as `placement.fit.Shape.host_ports`
+    names them."""
+    if not has_terms(pod.obj):
+        return ()
+    tokens = {f"{SELF_EXCLUSION_TOKEN}{hashlib.blake2b(_encoder.encode(term), digest_size=8).hexdigest()}"
+              for term in affinity_index(state).terms(pod).anti
+              if term.topology_key == HOSTNAME_KEY and term.selects(pod.namespace, pod.obj.metadata.labels)}
+    return tuple(sorted(tokens))
+
+
+_encoder = msgspec.msgpack.Encoder(order="deterministic")
+
+
+def gather_level(state: ClusterState, levels: Mapping[str, int], pods: Iterable[str]) -> tuple[int, str]:
+    """The deepest level (`levels`: a topology key -> its level in the tree planned on) that an affinity
+    term of one of `pods` selecting its own pod names, and words for it; (0, "") when none does."""
+    index = affinity_index(state)
+    best, source = 0, ""
+    seen: set[int] = set()
+    for key in pods:
+        pod = state.pods.get(key)
+        if pod is None or not has_terms(pod.obj):
+            continue
+        terms = index.terms(pod)
+        if id(terms) in seen:
+            continue
+        seen.add(id(terms))
+        for term in terms.affinity:
+            level = levels.get(term.topology_key)
+            if level is not None and level > best and term.selects(pod.namespace, pod.obj.metadata.labels):
+                best, source = level, f"required podAffinity (topologyKey {term.topology_key})"
+    return best, source
+
+
+def plan_violation(state: ClusterState, assignments: Sequence[tuple[str, str]]) -> str:
+    """"" when the pods of one plan (`assignments`: pod, node) keep every required term among themselves
+    (the module docstring); else why the first that does not, does not. Their terms against the pods
+    placed now are their shapes' rules, which the planner kept."""
+    pods = state.pods
+    index = affinity_index(state)
+    carriers = [(pods[key], node) for key, node in assignments if key in pods and has_terms(pods[key].obj)]
+    if not carriers:
+        return ""
+    members = [(pods[key], node) for key, node in assignments if key in pods]
+    nodes = state.nodes
+
+    def value(node: str, key: str) -> str | None:
+        info = nodes.get(node)
+        return info.labels.get(key) if info is not None else None
+
+    occupancy: dict[bytes, dict[str, int]] = {}
+    for pod, node in carriers:
+        for term in index.terms(pod).anti:
+            group = _encoder.encode(term)
+            counts = occupancy.get(group)
+            if counts is None:
+                counts = occupancy[group] = {}
+                for other, other_node in members:
+                    if term.selects(other.namespace, other.obj.metadata.labels):
+                        there = value(other_node, term.topology_key)
+                        if there is not None:
+                            counts[there] = counts.get(there, 0) + 1
+            here = value(node, term.topology_key)
+            if here is None:
+                continue
+            others = counts.get(here, 0) - (1 if term.selects(pod.namespace, pod.obj.metadata.labels) else 0)
+            if others > 0:
+                return (f"pod {pod.key}: required podAntiAffinity (topologyKey {term.topology_key}): the plan would "
+                        f"put it in {term.topology_key}={here} with another of its pods that the term selects")
+    series: dict[bytes, tuple[list[tuple[PodInfo, str]], dict[str, set[str | None]]]] = {}
+    for pod, node in carriers:
+        together = index.terms(pod).affinity
+        if not together or index.matching_all(together) is not None:
+            continue  # placed pods satisfy it: its shape's rules kept it next to them
+        group = _encoder.encode(together)
+        found = series.get(group)
+        if found is None:  # the plan's pods its terms select, and the values of its keys where they go
+            partners = [(other, other_node) for other, other_node in members
+                        if matches_all(together, other.namespace, other.obj.metadata.labels)]
+            found = series[group] = (partners, {term.topology_key: {value(other_node, term.topology_key)
+                                                                     for _, other_node in partners}
+                                                for term in together})
+        partners, where = found
+        if not any(other is not pod for other, _ in partners):
+            if partners:
+                continue  # the first of its series, selected by its own terms alone
+            keys = ", ".join(sorted(where))
+            return (f"pod {pod.key}: required podAffinity (topologyKey {keys}): no pod its terms select runs or "
+                    f"is placed with it")
+        for key, values in sorted(where.items()):
+            here = value(node, key)
+            if here is None or values != {here}:
+                apart = next((other for other, other_node in partners if value(other_node, key) != here), None)
+                if apart is None:
+                    return (f"pod {pod.key}: required podAffinity (topologyKey {key}): its node has no {key} label")
+                return (f"pod {pod.key}: required podAffinity (topologyKey {key}): no pod its terms select runs "
+                        f"yet, so all of them must share one {key}; the plan would put it in {key}={here} and pod "
+                        f"{apart.key} elsewhere")
+    return ""

@@ -1,0 +1,146 @@
+"""Whatever pods run, whatever terms they and the pods being placed carry, a plan never breaks a required
+pod affinity or anti-affinity term, as kube-scheduler reads them (checked here pair by pair, with none of
+placement's indexes): placing the plan's pods one by one in some order, each passes the filter."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from events.builders import bound, group_event, pod, pod_event, pod_group
+from events.objects import Affinity, Pod
+from placement import GangPlan, plan_gang, plan_pod
+from state.cluster import ClusterState
+from tests.unit.placement.builders import fabric
+
+KEYS = ("kubernetes.io/hostname", "network.topology.nvidia.com/accelerator", "network.topology.nvidia.com/block")
+APPS = ("a", "b", "c")
+
+
+@st.composite
+def terms(draw: st.DrawFn) -> list[dict[str, Any]]:
+    return [{"labelSelector": {"matchLabels": {"app": draw(st.sampled_from(APPS))}},
+             "topologyKey": draw(st.sampled_from(KEYS))}
+            for _ in range(draw(st.integers(0, 2)))]
+
+
+@dataclass(frozen=True)
+class Spec:
+    app: str
+    gpus: int
+    together: list[dict[str, Any]]
+    apart: list[dict[str, Any]]
+
+
+@st.composite
+def specs(draw: st.DrawFn) -> Spec:
+    together = draw(terms()) if draw(st.booleans()) else []
+    return Spec(draw(st.sampled_from(APPS)), draw(st.sampled_from((1, 2, 4, 8))), together, draw(terms()))
+
+
+def build(name: str, spec: Spec, gang: str | None = None) -> Pod:
+    raw: dict[str, Any] = {}
+    if spec.together:
+        raw["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": spec.together}
+    if spec.apart:
+        raw["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": spec.apart}
+    obj = pod(name, gpus=spec.gpus, gang=gang, labels={"app": spec.app})
+    return msgspec.structs.replace(obj, spec=msgspec.structs.replace(obj.spec, affinity=msgspec.convert(raw, Affinity)))
+
+
+def selects(raw: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in raw["labelSelector"]["matchLabels"].items())
+
+
+def passes(incoming: Pod, node: str, placed: Sequence[tuple[Pod, str]],
+           labels_of: Mapping[str, dict[str, str]]) -> bool:
+    """kube-scheduler's InterPodAffinity filter for `incoming` on `node`, next to `placed`, pair by pair."""
+    here = labels_of[node]
+    mine = incoming.metadata.labels
+    spec = incoming.spec.affinity
+
+    def terms_of(obj: Pod, which: str) -> list[dict[str, Any]]:
+        affinity = obj.spec.affinity
+        part = getattr(affinity, which) if affinity is not None else None
+        return [msgspec.to_builtins(t) for t in part.required_during_scheduling_ignored_during_execution] \
+            if part is not None else []
+
+    for other, other_node in placed:
+        there = labels_of[other_node]
+        for raw in terms_of(incoming, "pod_anti_affinity"):
+            key = raw["topologyKey"]
+            if selects(raw, other.metadata.labels) and key in here and here.get(key) == there.get(key):
+                return False
+        for raw in terms_of(other, "pod_anti_affinity"):
+            key = raw["topologyKey"]
+            if selects(raw, mine) and key in there and here.get(key) == there.get(key):
+                return False
+    together = terms_of(incoming, "pod_affinity") if spec is not None else []
+    if not together:
+        return True
+    if any(raw["topologyKey"] not in here for raw in together):
+        return False
+    matching = [(other, other_node) for other, other_node in placed
+                if all(selects(raw, other.metadata.labels) for raw in together)]
+    if not any(any(raw["topologyKey"] in labels_of[other_node] for raw in together) for _, other_node in matching):
+        return all(selects(raw, mine) for raw in together)
+    return all(any(labels_of[other_node].get(raw["topologyKey"]) == here[raw["topologyKey"]]
+                   for _, other_node in matching) for raw in together)
+
+
+def some_order_passes(plan: Sequence[tuple[Pod, str]], running: Sequence[tuple[Pod, str]],
+                      labels_of: Mapping[str, dict[str, str]]) -> bool:
+    """Whether the plan's pods can be placed one at a time, each passing the filter (a greedy search:
+    whichever pod passes now goes next; passing is never undone by placing more pods for affinity, and
+    anti-affinity does not depend on order)."""
+    left = list(plan)
+    placed = list(running)
+    while left:
+        ready = next((item for item in left if passes(item[0], item[1], placed, labels_of)), None)
+        if ready is None:
+            return False
+        left.remove(ready)
+        placed.append(ready)
+    return True
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[list[tuple[Spec, int]], list[Spec], bool]:
+    running = draw(st.lists(st.tuples(specs(), st.integers(0, 7)), max_size=5))
+    pending = draw(st.lists(specs(), min_size=1, max_size=4))
+    return running, pending, draw(st.booleans())
+
+
+@settings(max_examples=150, deadline=None)
+@given(cases())
+def test_a_plan_never_breaks_a_required_pod_affinity_or_anti_affinity_term(
+        case: tuple[list[tuple[Spec, int]], list[Spec], bool]) -> None:
+    running, pending, as_gang = case
+    state: ClusterState = fabric(blocks=2, nvlinks=2, nodes=2)
+    names = sorted(state.nodes)
+    labels_of = {name: dict(state.nodes[name].labels) for name in names}
+    placed: list[tuple[Pod, str]] = []
+    gpus_used: dict[str, int] = {}
+    for index, (spec, where) in enumerate(running):
+        node, obj = names[where], build(f"run-{index}", spec)
+        if gpus_used.get(node, 0) + spec.gpus > 8 or not passes(obj, node, placed, labels_of):
+            continue  # only what kube-scheduler could have placed runs
+        gpus_used[node] = gpus_used.get(node, 0) + spec.gpus
+        state.apply(pod_event(bound(obj, node)))
+        placed.append((obj, node))
+    if as_gang:
+        state.apply(group_event(pod_group("job", min_member=len(pending))))
+    objs = {f"default/new-{index}": build(f"new-{index}", spec, gang="job" if as_gang else None)
+            for index, spec in enumerate(pending)}
+    for obj in objs.values():
+        state.apply(pod_event(obj))
+    results = [plan_gang(state, "default/job")] if as_gang else [plan_pod(state, key) for key in objs]
+    for result in results:
+        if isinstance(result, GangPlan):
+            plan = [(objs[a.pod], a.node) for a in result.assignments]
+            assert some_order_passes(plan, placed, labels_of), (result, placed)
