@@ -18,7 +18,8 @@ anti-affinity the safe side; `state.pod_constraints` reports it). `matchLabelKey
 add `key In / NotIn (the pod's value)` to the selector, as the API server does when it admits the pod
 (adding them again changes nothing). A nil labelSelector selects no pod, an empty one every pod.
 Placed pods are those bound or assumed and not finished (terminating ones included, as kube-scheduler
-counts them until they are gone); nominations are not.
+counts them until they are gone); nominations are not. Of each kind, the first `MAX_REQUIRED_TERMS` terms
+of a pod are placed by (a pod may carry thousands; `state.pod_constraints` reports the rest).
 
 These become `PodRule`s of the pod's shape (`placement.fit.admits` checks them node by node), derived
 from the pods placed now. The pods of one plan (a gang's, placed together) do not see one another
@@ -43,12 +44,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import TypeVar
 
 import msgspec
 
 from events.objects import LabelSelector, LabelSelectorRequirement, Pod, PodAffinityTerm
 from state.cluster import ClusterState, PodInfo
 from state.label_selectors import selects
+from state.pod_constraints import MAX_REQUIRED_TERMS
 from state.resources import HOST_PORT_PREFIX, SELF_EXCLUSION_PROTOCOL
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
@@ -56,6 +60,16 @@ ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 AFFINITY = "node(s) didn't match pod affinity rules"
 INDEX_KEY = "placement.pod_affinity.index"
+_NOBODY: frozenset[str] = frozenset()
+_Entry = TypeVar("_Entry")
+
+
+def _leave(index: dict[_Entry, set[str]], entry: _Entry, key: str) -> None:
+    there = index.get(entry)
+    if there is not None:
+        there.discard(key)
+        if not there:
+            del index[entry]
 # How the per-node tokens of `self_exclusion` begin (`placement.fit.Shape.host_ports` names).
 SELF_EXCLUSION_TOKEN = f"{HOST_PORT_PREFIX}{SELF_EXCLUSION_PROTOCOL}/"
 
@@ -118,7 +132,8 @@ def terms_of(pod: Pod) -> PodTerms:
         if affinity.pod_anti_affinity is not None else []
     if not together and not apart:
         return NO_TERMS
-    return PodTerms(tuple(_term(raw, pod) for raw in together), tuple(_term(raw, pod) for raw in apart))
+    return PodTerms(tuple(_term(raw, pod) for raw in together[:MAX_REQUIRED_TERMS]),
+                    tuple(_term(raw, pod) for raw in apart[:MAX_REQUIRED_TERMS]))
 
 
 def _term(raw: PodAffinityTerm, pod: Pod) -> Term:
@@ -166,7 +181,8 @@ class AffinityIndex:
     and no node changes (a gang's pods share their terms: derived once per planning call). Get it with
     `affinity_index(state)`."""
 
-    __slots__ = ("_changes", "_derived", "_terms", "anti", "anti_of", "by_namespace", "placed_on", "state")
+    __slots__ = ("_by_key", "_by_label", "_changes", "_derived", "_labelled", "_labels_of", "_terms", "anti", "anti_of",
+                 "by_namespace", "placed_on", "state")
 
     TERMS_LIMIT = 4096
 
@@ -182,6 +198,12 @@ class AffinityIndex:
         self.by_namespace: dict[str, set[str]] = {}
         self.placed_on: dict[str, str] = {}  # placed pod -> the node it is indexed under
         self._derived: dict[bytes, tuple[tuple[int, int], object]] = {}
+        # Placed pods by (namespace, label key, value) and (namespace, key), made when a term first asks
+        # (a cluster where no pod has terms never pays for them), then kept with the rest.
+        self._labelled = False
+        self._by_label: dict[tuple[str, str, str], set[str]] = {}
+        self._by_key: dict[tuple[str, str], set[str]] = {}
+        self._labels_of: dict[str, Mapping[str, str]] = {}
         for key in self.state.pods:
             self._note(key)
 
@@ -225,6 +247,8 @@ class AffinityIndex:
                 if not there:
                     del self.by_namespace[namespace]
             del self.placed_on[key]
+            if self._labelled:
+                self._unlabel(key, namespace)
             for group_key in self.anti_of.pop(key, ()):
                 group = self.anti[group_key]
                 del group.owners[key]
@@ -235,6 +259,8 @@ class AffinityIndex:
             return
         self.placed_on[key] = node
         self.by_namespace.setdefault(pod.namespace, set()).add(key)
+        if self._labelled:
+            self._label(key, pod.namespace, pod.obj.metadata.labels)
         if has_terms(pod.obj):
             groups = []
             for term in self.terms(pod).anti:
@@ -248,10 +274,51 @@ class AffinityIndex:
             if groups:
                 self.anti_of[key] = tuple(groups)
 
-    def placed_in(self, namespaces: frozenset[str] | None) -> Iterable[str]:
-        if namespaces is None:
-            return self.placed_on.keys()
-        return (key for namespace in sorted(namespaces) for key in self.by_namespace.get(namespace, ()))
+    def _label(self, key: str, namespace: str, labels: Mapping[str, str]) -> None:
+        self._labels_of[key] = labels
+        for name, value in labels.items():
+            self._by_label.setdefault((namespace, name, value), set()).add(key)
+            self._by_key.setdefault((namespace, name), set()).add(key)
+
+    def _unlabel(self, key: str, namespace: str) -> None:
+        for name, value in self._labels_of.pop(key, {}).items():
+            _leave(self._by_label, (namespace, name, value), key)
+            _leave(self._by_key, (namespace, name), key)
+
+    def candidates(self, term: Term) -> list[str]:
+        """The placed pods `term` may select (a superset, narrowed by its selector's labels), in a stable order."""
+        selector = term.selector
+        if selector is None:
+            return []
+        if not self._labelled:
+            self._labelled = True
+            pods = self.state.pods
+            for key in self.placed_on:
+                pod = pods.get(key)
+                if pod is not None:
+                    self._label(key, pod.namespace, pod.obj.metadata.labels)
+        found: list[str] = []
+        for namespace in sorted(self.by_namespace if term.namespaces is None else term.namespaces):
+            narrowest: AbstractSet[str] = self.by_namespace.get(namespace, _NOBODY)
+            there: AbstractSet[str]
+            for name, value in selector.match_labels.items():
+                there = self._by_label.get((namespace, name, value), _NOBODY)
+                if len(there) < len(narrowest):
+                    narrowest = there
+            for expression in selector.match_expressions:
+                if expression.operator == "Exists":
+                    there = self._by_key.get((namespace, expression.key), _NOBODY)
+                elif expression.operator == "In" and sum(
+                        len(self._by_label.get((namespace, expression.key, value), _NOBODY))
+                        for value in expression.values) < len(narrowest):
+                    there = set().union(*(self._by_label.get((namespace, expression.key, value), _NOBODY)
+                                          for value in expression.values))
+                else:
+                    continue
+                if len(there) < len(narrowest):
+                    narrowest = there
+            found.extend(sorted(narrowest))
+        return found
 
     def group_values(self, group: _AntiGroup) -> frozenset[str]:
         """The values of the group's key on its pods' nodes."""
@@ -272,7 +339,7 @@ class AffinityIndex:
             return hit[1]  # type: ignore[return-value]
         pods, key = self.state.pods, term.topology_key
         values = set()
-        for name in self.placed_in(term.namespaces):
+        for name in self.candidates(term):
             other = pods.get(name)
             if other is not None and term.selects(other.namespace, other.obj.metadata.labels):
                 value = _value(self.state, self.placed_on[name], key)
@@ -290,9 +357,7 @@ class AffinityIndex:
         hit = self._derived.get(cache_key)
         if hit is not None and hit[0] == stamp:
             return hit[1]  # type: ignore[return-value]
-        first = together[0]
-        candidates = (self.placed_in(first.namespaces) if all(t.namespaces is not None for t in together)
-                      else self.placed_on.keys())
+        candidates = min((self.candidates(term) for term in together), key=len)
         found: dict[str, set[str]] = {term.topology_key: set() for term in together}
         any_match = False
         pods = self.state.pods

@@ -9,7 +9,7 @@ naming the field:
 
 - a required pod affinity or anti-affinity term with a non-empty `namespaceSelector`: toposched reads
   no Namespace objects, so the term is read as looking in every namespace (the terms themselves are
-  placed by: `placement/pod_affinity.py`);
+  placed by: `placement/pod_affinity.py`); and the terms past the first `MAX_REQUIRED_TERMS` of a kind;
 - a topology spread constraint with `whenUnsatisfiable: DoNotSchedule`;
 - a host port of an init container (`spec.initContainers[*].ports[*].hostPort`): kube-scheduler's
   NodePorts reads the containers' host ports only, and so does toposched (placement keeps one holder
@@ -30,6 +30,9 @@ from events.objects import Container, Pod
 from state.gangs import UNSUPPORTED_FIELD, Problem
 
 _NONE: Sequence[Problem] = ()
+# Required podAffinity / podAntiAffinity terms placed by per pod and kind: any pod may carry thousands
+# (the API server bounds only the object's size), and each costs every placement of the pods near it.
+MAX_REQUIRED_TERMS = 64
 DO_NOT_SCHEDULE = "DoNotSchedule"
 DRA_NOT_PLACED = (
     "spec.resourceClaims: dynamic resource allocation is not supported by toposched: it allocates no "
@@ -58,7 +61,11 @@ def unconsidered(pod: Pod, key: str) -> Sequence[Problem]:
                 ("podAntiAffinity", affinity.pod_anti_affinity,
                  "the pod keeps away from the pods its selector matches in every namespace")):
             terms = which.required_during_scheduling_ignored_during_execution if which is not None else []
-            for index, term in enumerate(terms):
+            if len(terms) > MAX_REQUIRED_TERMS:
+                report(f"spec.affinity.{name}.requiredDuringSchedulingIgnoredDuringExecution",
+                       f"{len(terms)} required terms: toposched places by the first {MAX_REQUIRED_TERMS} only "
+                       f"(the rest are not considered)")
+            for index, term in enumerate(terms[:MAX_REQUIRED_TERMS]):
                 chosen = term.namespace_selector
                 if chosen is not None and (chosen.match_labels or chosen.match_expressions):
                     report(f"spec.affinity.{name}.requiredDuringSchedulingIgnoredDuringExecution[{index}]"

@@ -22,16 +22,39 @@ KEYS = ("kubernetes.io/hostname", "network.topology.nvidia.com/accelerator", "ne
 APPS = ("a", "b", "c")
 
 
+NAMESPACES = ("default", "other")
+
+
+@st.composite
+def selectors(draw: st.DrawFn) -> dict[str, Any]:
+    app = draw(st.sampled_from(APPS))
+    return draw(st.sampled_from((
+        {"matchLabels": {"app": app}},
+        {"matchExpressions": [{"key": "app", "operator": "In", "values": sorted({app, draw(st.sampled_from(APPS))})}]},
+        {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": [app]}]},
+        {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+        {"matchLabels": {"app": app}, "matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]},
+    )))
+
+
 @st.composite
 def terms(draw: st.DrawFn) -> list[dict[str, Any]]:
-    return [{"labelSelector": {"matchLabels": {"app": draw(st.sampled_from(APPS))}},
-             "topologyKey": draw(st.sampled_from(KEYS))}
-            for _ in range(draw(st.integers(0, 2)))]
+    found = []
+    for _ in range(draw(st.integers(0, 2))):
+        term: dict[str, Any] = {"labelSelector": draw(selectors()), "topologyKey": draw(st.sampled_from(KEYS))}
+        where = draw(st.sampled_from(("own", "listed", "all")))
+        if where == "listed":
+            term["namespaces"] = [draw(st.sampled_from(NAMESPACES))]
+        elif where == "all":
+            term["namespaceSelector"] = {}
+        found.append(term)
+    return found
 
 
 @dataclass(frozen=True)
 class Spec:
     app: str
+    namespace: str
     gpus: int
     together: list[dict[str, Any]]
     apart: list[dict[str, Any]]
@@ -40,7 +63,8 @@ class Spec:
 @st.composite
 def specs(draw: st.DrawFn) -> Spec:
     together = draw(terms()) if draw(st.booleans()) else []
-    return Spec(draw(st.sampled_from(APPS)), draw(st.sampled_from((1, 2, 4, 8))), together, draw(terms()))
+    return Spec(draw(st.sampled_from(APPS)), draw(st.sampled_from(NAMESPACES)), draw(st.sampled_from((1, 2, 4, 8))),
+                together, draw(terms()))
 
 
 def build(name: str, spec: Spec, gang: str | None = None) -> Pod:
@@ -49,19 +73,33 @@ def build(name: str, spec: Spec, gang: str | None = None) -> Pod:
         raw["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": spec.together}
     if spec.apart:
         raw["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": spec.apart}
-    obj = pod(name, gpus=spec.gpus, gang=gang, labels={"app": spec.app})
+    namespace = "default" if gang else spec.namespace  # a gang's pods sit in its PodGroup's namespace
+    obj = pod(name, namespace=namespace, gpus=spec.gpus, gang=gang, labels={"app": spec.app})
     return msgspec.structs.replace(obj, spec=msgspec.structs.replace(obj.spec, affinity=msgspec.convert(raw, Affinity)))
 
 
-def selects(raw: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    return all(labels.get(key) == value for key, value in raw["labelSelector"]["matchLabels"].items())
+def selects(raw: Mapping[str, Any], owner: Pod, other: Pod) -> bool:
+    """Whether the term `raw` of pod `owner` selects pod `other` (namespaces, then the selector)."""
+    if "namespaceSelector" not in raw and other.metadata.namespace not in (
+            raw.get("namespaces") or [owner.metadata.namespace]):
+        return False
+    selector, labels = raw.get("labelSelector"), other.metadata.labels
+    if selector is None:
+        return False
+    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+        if ((operator == "In" and labels.get(key) not in values) or (operator == "NotIn" and labels.get(key) in values)
+                or (operator == "Exists" and key not in labels) or (operator == "DoesNotExist" and key in labels)):
+            return False
+    return True
 
 
 def passes(incoming: Pod, node: str, placed: Sequence[tuple[Pod, str]],
            labels_of: Mapping[str, dict[str, str]]) -> bool:
     """kube-scheduler's InterPodAffinity filter for `incoming` on `node`, next to `placed`, pair by pair."""
     here = labels_of[node]
-    mine = incoming.metadata.labels
     spec = incoming.spec.affinity
 
     def terms_of(obj: Pod, which: str) -> list[dict[str, Any]]:
@@ -74,11 +112,11 @@ def passes(incoming: Pod, node: str, placed: Sequence[tuple[Pod, str]],
         there = labels_of[other_node]
         for raw in terms_of(incoming, "pod_anti_affinity"):
             key = raw["topologyKey"]
-            if selects(raw, other.metadata.labels) and key in here and here.get(key) == there.get(key):
+            if selects(raw, incoming, other) and key in here and here.get(key) == there.get(key):
                 return False
         for raw in terms_of(other, "pod_anti_affinity"):
             key = raw["topologyKey"]
-            if selects(raw, mine) and key in there and here.get(key) == there.get(key):
+            if selects(raw, other, incoming) and key in there and here.get(key) == there.get(key):
                 return False
     together = terms_of(incoming, "pod_affinity") if spec is not None else []
     if not together:
@@ -86,9 +124,9 @@ def passes(incoming: Pod, node: str, placed: Sequence[tuple[Pod, str]],
     if any(raw["topologyKey"] not in here for raw in together):
         return False
     matching = [(other, other_node) for other, other_node in placed
-                if all(selects(raw, other.metadata.labels) for raw in together)]
+                if all(selects(raw, incoming, other) for raw in together)]
     if not any(any(raw["topologyKey"] in labels_of[other_node] for raw in together) for _, other_node in matching):
-        return all(selects(raw, mine) for raw in together)
+        return all(selects(raw, incoming, incoming) for raw in together)
     return all(any(labels_of[other_node].get(raw["topologyKey"]) == here[raw["topologyKey"]]
                    for _, other_node in matching) for raw in together)
 
@@ -135,8 +173,8 @@ def test_a_plan_never_breaks_a_required_pod_affinity_or_anti_affinity_term(
         placed.append((obj, node))
     if as_gang:
         state.apply(group_event(pod_group("job", min_member=len(pending))))
-    objs = {f"default/new-{index}": build(f"new-{index}", spec, gang="job" if as_gang else None)
-            for index, spec in enumerate(pending)}
+    made = [build(f"new-{index}", spec, gang="job" if as_gang else None) for index, spec in enumerate(pending)]
+    objs = {f"{obj.metadata.namespace}/{obj.metadata.name}": obj for obj in made}
     for obj in objs.values():
         state.apply(pod_event(obj))
     results = [plan_gang(state, "default/job")] if as_gang else [plan_pod(state, key) for key in objs]

@@ -14,6 +14,7 @@ from placement import plan_gang, plan_pod
 from placement.plan import POD_AFFINITY
 from placement.pod_affinity import AFFINITY, ANTI_AFFINITY, EXISTING_ANTI_AFFINITY
 from state.cluster import ClusterState
+from state.pod_constraints import MAX_REQUIRED_TERMS
 from tests.unit.placement.builders import apply_plan, block_of, fabric, nodes_of, planned, refused
 
 HOST = "kubernetes.io/hostname"
@@ -195,3 +196,17 @@ def test_a_plan_that_would_put_two_pods_of_a_gang_in_one_domain_their_anti_affin
         "gang default/apart: pod default/apart-0: required podAntiAffinity (topologyKey "
         "network.topology.nvidia.com/accelerator): the plan would put it in network.topology.nvidia.com/accelerator="
         "s0b0a0 with another of its pods that the term selects")
+
+
+def test_a_pod_with_thousands_of_terms_is_placed_by_the_first_64_and_told_about_the_rest() -> None:
+    # The API server bounds only the object's size: 5,000 terms each cost every placement near the pod.
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    add(state, pod("web-0", gpus=1, labels={"app": "web"}), "n-s0b0a0-0")
+    add(state, pod("db-0", gpus=1, labels={"app": "db"}), "n-s0b0a0-1")
+    many = [term(matchLabels={"app": "web"})] * MAX_REQUIRED_TERMS + [term(matchLabels={"app": "db"})] * 4936
+    key = add(state, with_affinity(pod("many", gpus=1), apart=many))
+    problems = state.problems_of("Pod", key)
+    assert [(p.field, p.message) for p in problems] == [(
+        "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+        "5000 required terms: toposched places by the first 64 only (the rest are not considered)")]
+    assert only_node(state, key) == "n-s0b0a0-1"  # kept off web-0's host; db-0's terms came too late
