@@ -181,7 +181,7 @@ class AffinityIndex:
     and no node changes (a gang's pods share their terms: derived once per planning call). Get it with
     `affinity_index(state)`."""
 
-    __slots__ = ("_by_key", "_by_label", "_changes", "_derived", "_labelled", "_labels_of", "_terms", "anti", "anti_of",
+    __slots__ = ("_by_key", "_by_label", "_changes", "_derived", "_kept", "_labels_of", "_terms", "anti", "anti_of",
                  "by_namespace", "placed_on", "state")
 
     TERMS_LIMIT = 4096
@@ -198,14 +198,15 @@ class AffinityIndex:
         self.by_namespace: dict[str, set[str]] = {}
         self.placed_on: dict[str, str] = {}  # placed pod -> the node it is indexed under
         self._derived: dict[bytes, tuple[tuple[int, int], object]] = {}
-        # Placed pods by (namespace, label key, value) and (namespace, key), made when a term first asks
-        # (a cluster where no pod has terms never pays for them), then kept with the rest.
-        self._labelled = False
+        # Placed pods by node, namespace, (namespace, label key, value) and (namespace, key): made when a
+        # term first asks (`_keep`: a cluster where no pod has terms never pays for them), then kept.
+        self._kept = False
         self._by_label: dict[tuple[str, str, str], set[str]] = {}
         self._by_key: dict[tuple[str, str], set[str]] = {}
         self._labels_of: dict[str, Mapping[str, str]] = {}
-        for key in self.state.pods:
-            self._note(key)
+        for key, pod in self.state.pods.items():
+            if pod.placed_on and has_terms(pod.obj):
+                self._note(key)
 
     def sync(self) -> None:
         keys = self._changes.take()
@@ -239,28 +240,21 @@ class AffinityIndex:
     def _note(self, key: str) -> None:
         pod = self.state.pods.get(key)
         node = pod.placed_on if pod is not None else ""
-        if key in self.placed_on:
+        if self._kept and key in self.placed_on:
             namespace = key.partition("/")[0]
-            there = self.by_namespace.get(namespace)
-            if there is not None:
-                there.discard(key)
-                if not there:
-                    del self.by_namespace[namespace]
+            _leave(self.by_namespace, namespace, key)
             del self.placed_on[key]
-            if self._labelled:
-                self._unlabel(key, namespace)
-            for group_key in self.anti_of.pop(key, ()):
-                group = self.anti[group_key]
-                del group.owners[key]
-                group.stamp = (-1, -1)
-                if not group.owners:
-                    del self.anti[group_key]
+            self._unlabel(key, namespace)
+        for group_key in self.anti_of.pop(key, ()):
+            group = self.anti[group_key]
+            del group.owners[key]
+            group.stamp = (-1, -1)
+            if not group.owners:
+                del self.anti[group_key]
         if pod is None or not node:
             return
-        self.placed_on[key] = node
-        self.by_namespace.setdefault(pod.namespace, set()).add(key)
-        if self._labelled:
-            self._label(key, pod.namespace, pod.obj.metadata.labels)
+        if self._kept:
+            self._place(key, pod, node)
         if has_terms(pod.obj):
             groups = []
             for term in self.terms(pod).anti:
@@ -274,11 +268,24 @@ class AffinityIndex:
             if groups:
                 self.anti_of[key] = tuple(groups)
 
-    def _label(self, key: str, namespace: str, labels: Mapping[str, str]) -> None:
+    def _place(self, key: str, pod: PodInfo, node: str) -> None:
+        self.placed_on[key] = node
+        namespace = pod.namespace
+        self.by_namespace.setdefault(namespace, set()).add(key)
+        labels = pod.obj.metadata.labels
         self._labels_of[key] = labels
         for name, value in labels.items():
             self._by_label.setdefault((namespace, name, value), set()).add(key)
             self._by_key.setdefault((namespace, name), set()).add(key)
+
+    def _keep(self) -> None:
+        """Start keeping every placed pod by namespace and label (the first time a term asks)."""
+        if self._kept:
+            return
+        self._kept = True
+        for key, pod in self.state.pods.items():
+            if pod.placed_on:
+                self._place(key, pod, pod.placed_on)
 
     def _unlabel(self, key: str, namespace: str) -> None:
         for name, value in self._labels_of.pop(key, {}).items():
@@ -290,13 +297,7 @@ class AffinityIndex:
         selector = term.selector
         if selector is None:
             return []
-        if not self._labelled:
-            self._labelled = True
-            pods = self.state.pods
-            for key in self.placed_on:
-                pod = pods.get(key)
-                if pod is not None:
-                    self._label(key, pod.namespace, pod.obj.metadata.labels)
+        self._keep()
         found: list[str] = []
         for namespace in sorted(self.by_namespace if term.namespaces is None else term.namespaces):
             narrowest: AbstractSet[str] = self.by_namespace.get(namespace, _NOBODY)

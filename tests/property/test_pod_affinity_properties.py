@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events.builders import bound, group_event, pod, pod_event, pod_group
+from events.model import PodDeleted
 from events.objects import Affinity, Pod
 from placement import GangPlan, plan_gang, plan_pod
 from state.cluster import ClusterState
@@ -165,6 +166,11 @@ def test_a_plan_never_breaks_a_required_pod_affinity_or_anti_affinity_term(
     placed: list[tuple[Pod, str]] = []
     gpus_used: dict[str, int] = {}
     for index, (spec, where) in enumerate(running):
+        if index == len(running) // 2:  # placement's index, made now, must follow what runs from here on
+            probe = Spec("a", "default", 1, [], [{"labelSelector": {}, "topologyKey": KEYS[0]}])
+            state.apply(pod_event(build("probe", probe)))
+            plan_pod(state, "default/probe")
+            state.apply(PodDeleted(key="default/probe"))
         node, obj = names[where], build(f"run-{index}", spec)
         if gpus_used.get(node, 0) + spec.gpus > 8 or not passes(obj, node, placed, labels_of):
             continue  # only what kube-scheduler could have placed runs
