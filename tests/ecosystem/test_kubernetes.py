@@ -179,6 +179,55 @@ def test_two_pods_that_must_not_share_a_host_go_to_two_nodes_though_one_would_ho
     _two_go_apart(eco, namespace, manifest)
 
 
+def _exclusive_job(job: str, namespace: str, pods: int) -> list[str]:
+    """A job of a JobSet with `alpha.jobset.sigs.k8s.io/exclusive-topology: network.topology.nvidia.com/block`,
+    its pods as JobSet's webhook writes them (podAffinity to its own job, podAntiAffinity to every other
+    job, in every namespace), gang-scheduled as a scheduler-plugins PodGroup."""
+    key = f"{namespace}-{job}"
+    affinity = f"""
+  affinity:
+    podAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - labelSelector:
+          matchExpressions:
+          - {{key: jobset.sigs.k8s.io/job-key, operator: In, values: [{key}]}}
+        topologyKey: network.topology.nvidia.com/block
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - labelSelector:
+          matchExpressions:
+          - {{key: jobset.sigs.k8s.io/job-key, operator: Exists}}
+          - {{key: jobset.sigs.k8s.io/job-key, operator: NotIn, values: [{key}]}}
+        namespaceSelector: {{}}
+        topologyKey: network.topology.nvidia.com/block"""
+    group = f"""apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata:
+  name: {job}
+  namespace: {namespace}
+spec:
+  minMember: {pods}
+"""
+    labels = {"scheduling.x-k8s.io/pod-group": job, "jobset.sigs.k8s.io/jobset-name": "pretrain",
+              "jobset.sigs.k8s.io/job-key": key}
+    return [group, *(pod_yaml(f"{job}-{index}", namespace, gpus="1", labels=labels, spec=affinity)
+                     for index in range(pods))]
+
+
+def test_jobset_exclusive_placement_gives_each_gang_a_block_of_its_own(eco: Ecosystem) -> None:
+    # Two jobs of 2 one-GPU pods: each would fit one node, and the second would pack next to the first.
+    namespace = "k8s-jobset-exclusive"
+    eco.apply(stream(namespace_yaml(namespace), *_exclusive_job("job-a", namespace, 2)))
+    first = eco.wait_bound(["job-a-0", "job-a-1"], namespace)
+    eco.apply(stream(*_exclusive_job("job-b", namespace, 2)))
+    second = eco.wait_bound(["job-b-0", "job-b-1"], namespace)
+    block = {name: f"b{int(name.rsplit('-', 1)[1]) // 4}" for name in NODES}
+    assert len({block[node] for node in first.values()}) == 1
+    assert len({block[node] for node in second.values()}) == 1
+    assert {block[node] for node in first.values()} != {block[node] for node in second.values()}
+    eco.delete_namespace_objects(namespace)
+
+
 def test_a_term_with_a_namespace_selector_gets_a_warning_naming_the_field(eco: Ecosystem) -> None:
     namespace = "k8s-namespace-selector"
     anti = """
