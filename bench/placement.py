@@ -13,11 +13,14 @@ each > 8 nodes), a seeded third of the nodes partly or fully busy with other wor
   the job in one spine (hard tier 3); and the same job with 8-GPU pods, which cannot fit (refused),
 - a lone 1-GPU pod.
 Then required pod (anti-)affinity, on the same fabric with 2,000 pods of a service spread one per node
-(podAntiAffinity over the host) and 24 JobSet jobs of 32 pods placed with JobSet's exclusive placement
-(podAffinity to their own job, podAntiAffinity to every other job, over the block label):
+(podAntiAffinity over the host), 500 more services of 2 such pods, and 24 JobSet jobs of 32 pods placed
+with JobSet's exclusive placement (podAffinity to their own job, podAntiAffinity to every other job,
+over the block label):
 - a 256-pod job with exclusive placement (a free block of its own),
 - a 512-pod gang of 1-GPU pods excluding one another per host (one node each),
-- a lone pod of that service (kept off its 2,000 nodes).
+- a lone pod of that service (kept off its 2,000 nodes),
+- a 3,000-pod gang of 1-GPU pods without terms (each pod's shape asks which of the 525 anti-affinity
+  terms of running pods select it).
 Targets (issue 7): 3,000-pod gang < 250 ms p50; 4-pod gang < 6 ms p50, on 2 cores.
 """
 
@@ -131,8 +134,13 @@ def build_affinity() -> ClusterState:
     state = ClusterState()
     names = add_fabric(state)
     spread = [{"labelSelector": {"matchLabels": {"app": "serve"}}, "topologyKey": HOST_KEY}]
-    for index, name in enumerate(names[:2000]):
+    for index, name in enumerate(names[2000:4000]):
         state.apply(PodUpserted(pod=bound(_with_affinity(f"serve-{index}", 1, {"app": "serve"}, apart=spread), name)))
+    for index, name in enumerate(names[4000:]):  # 500 more services of 2 replicas, each spread per host
+        app = f"svc-{index // 2}"
+        apart_of_app = [{"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": HOST_KEY}]
+        state.apply(PodUpserted(pod=bound(_with_affinity(f"{app}-{index % 2}", 0, {"app": app},
+                                                         apart=apart_of_app), name)))
     per_block = len(names) // 125
     for job in range(24):  # 32 pods of 8 GPUs, in the first 32 nodes of block `job`
         key = f"placed-{job}"
@@ -147,6 +155,9 @@ def build_affinity() -> ClusterState:
         state.apply(PodUpserted(pod=_with_affinity(f"one-per-host-{i}", 1, {"job": "one-per-host"},
                                                    gang="one-per-host", apart=apart)))
     state.apply(PodUpserted(pod=_with_affinity("serve-new", 1, {"app": "serve"}, apart=spread)))
+    state.apply(PodGroupUpserted(pod_group=pod_group("plain", min_member=3000)))
+    for i in range(3000):
+        state.apply(PodUpserted(pod=pod(f"plain-{i}", gpus=1, gang="plain", labels={"job": "plain"})))
     return state
 
 
@@ -196,6 +207,8 @@ def main() -> None:
             lambda: plan_gang(state, "default/exclusive"))
     measure("512-pod gang, one pod per host", max(args.runs // 3, 5), lambda: plan_gang(state, "default/one-per-host"))
     measure("lone pod kept off 2,000 nodes", args.runs, lambda: plan_pod(state, "default/serve-new"))
+    measure("3,000-pod gang without terms, 501 anti groups", max(args.runs // 3, 5),
+            lambda: plan_gang(state, "default/plain"))
     targets.line(f"plan a 3,000-pod gang, {len(state.nodes):,} nodes", f"{big:.1f} ms p50", "< 250 ms", big < 250)
     targets.line("plan a 4-pod MustGather gang", f"{small:.2f} ms p50", "< 6 ms", small < 6)
 

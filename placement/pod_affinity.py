@@ -62,9 +62,10 @@ AFFINITY = "node(s) didn't match pod affinity rules"
 INDEX_KEY = "placement.pod_affinity.index"
 _NOBODY: frozenset[str] = frozenset()
 _Entry = TypeVar("_Entry")
+_Member = TypeVar("_Member")
 
 
-def _leave(index: dict[_Entry, set[str]], entry: _Entry, key: str) -> None:
+def _leave(index: dict[_Entry, set[_Member]], entry: _Entry, key: _Member) -> None:
     there = index.get(entry)
     if there is not None:
         there.discard(key)
@@ -166,13 +167,30 @@ def matches_all(terms: Sequence[Term], namespace: str, labels: Mapping[str, str]
 class _AntiGroup:
     """The placed pods carrying one anti-affinity term (equal terms share a group)."""
 
-    __slots__ = ("owners", "stamp", "term", "values")
+    __slots__ = ("owners", "pairs", "stamp", "term", "values")
 
     def __init__(self, term: Term) -> None:
         self.term = term
         self.owners: dict[str, str] = {}  # pod -> its node
         self.stamp: tuple[int, int] = (-1, -1)
         self.values: frozenset[str] = frozenset()
+        self.pairs = _required_pairs(term)
+
+
+def _required_pairs(term: Term) -> tuple[tuple[str, str | None], ...] | None:
+    """Labels one of which a pod must carry for `term` to select it: (key, value), or (key, None) for any
+    value; None when its selector requires none (every pod is a candidate)."""
+    selector = term.selector
+    if selector is None:
+        return ()  # selects no pod
+    for key, value in sorted(selector.match_labels.items()):
+        return ((key, value),)
+    for expression in selector.match_expressions:
+        if expression.operator == "In":
+            return tuple((expression.key, value) for value in sorted(set(expression.values)))
+        if expression.operator == "Exists":
+            return ((expression.key, None),)
+    return None
 
 
 class AffinityIndex:
@@ -181,8 +199,8 @@ class AffinityIndex:
     and no node changes (a gang's pods share their terms: derived once per planning call). Get it with
     `affinity_index(state)`."""
 
-    __slots__ = ("_by_key", "_by_label", "_changes", "_derived", "_kept", "_labels_of", "_terms", "anti", "anti_of",
-                 "by_namespace", "placed_on", "state")
+    __slots__ = ("_by_key", "_by_label", "_changes", "_derived", "_groups_by_pair", "_kept", "_labels_of",
+                 "_loose_groups", "_terms", "anti", "anti_of", "by_namespace", "placed_on", "state")
 
     TERMS_LIMIT = 4096
 
@@ -195,6 +213,9 @@ class AffinityIndex:
         self._changes = self.state.pod_changes.cursor()
         self.anti: dict[bytes, _AntiGroup] = {}
         self.anti_of: dict[str, tuple[bytes, ...]] = {}  # placed pod -> its groups
+        # The groups by a label a pod must carry to be selected (`_required_pairs`), and those with none.
+        self._groups_by_pair: dict[tuple[str, str | None], set[bytes]] = {}
+        self._loose_groups: set[bytes] = set()
         self.by_namespace: dict[str, set[str]] = {}
         self.placed_on: dict[str, str] = {}  # placed pod -> the node it is indexed under
         self._derived: dict[bytes, tuple[tuple[int, int], object]] = {}
@@ -251,6 +272,10 @@ class AffinityIndex:
             group.stamp = (-1, -1)
             if not group.owners:
                 del self.anti[group_key]
+                if group.pairs is None:
+                    self._loose_groups.discard(group_key)
+                for pair in group.pairs or ():
+                    _leave(self._groups_by_pair, pair, group_key)
         if pod is None or not node:
             return
         if self._kept:
@@ -262,6 +287,10 @@ class AffinityIndex:
                 joined = self.anti.get(group_key)
                 if joined is None:
                     joined = self.anti[group_key] = _AntiGroup(term)
+                    if joined.pairs is None:
+                        self._loose_groups.add(group_key)
+                    for pair in joined.pairs or ():
+                        self._groups_by_pair.setdefault(pair, set()).add(group_key)
                 joined.owners[key] = node
                 joined.stamp = (-1, -1)
                 groups.append(group_key)
@@ -320,6 +349,20 @@ class AffinityIndex:
                     narrowest = there
             found.extend(sorted(narrowest))
         return found
+
+    def groups_for(self, labels: Mapping[str, str]) -> list[_AntiGroup]:
+        """The anti-affinity groups that may select a pod with `labels` (a superset), in a stable order."""
+        by_pair = self._groups_by_pair
+        found = set(self._loose_groups)
+        if by_pair:
+            for key, value in labels.items():
+                exact = by_pair.get((key, value))
+                if exact:
+                    found.update(exact)
+                present = by_pair.get((key, None))
+                if present:
+                    found.update(present)
+        return [self.anti[group_key] for group_key in sorted(found)]
 
     def group_values(self, group: _AntiGroup) -> frozenset[str]:
         """The values of the group's key on its pods' nodes."""
@@ -409,7 +452,7 @@ def rules_for(state: ClusterState, pod: PodInfo) -> tuple[PodRule, ...]:
     namespace, labels = pod.namespace, pod.obj.metadata.labels
     if index.anti:
         excluded: dict[str, set[str]] = {}
-        for group in index.anti.values():
+        for group in index.groups_for(labels):
             term = group.term
             if term.selects(namespace, labels):
                 values = index.group_values(group)
