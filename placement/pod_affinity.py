@@ -585,3 +585,46 @@ def plan_violation(state: ClusterState, assignments: Sequence[tuple[str, str]]) 
                         f"yet, so all of them must share one {key}; the plan would put it in {key}={here} and pod "
                         f"{apart.key} elsewhere")
     return ""
+
+
+def placed_violation(state: ClusterState, pod: PodInfo, node: str) -> str:
+    """Why `pod`, placed on `node`, breaks a required term next to the other pods placed now, in
+    kube-scheduler's words ("" when it keeps them all): the check of a plan adopted after a restart,
+    whose pods are placed already (so each is left out of its own count)."""
+    index = affinity_index(state)
+    info = state.nodes.get(node)
+    if info is None:
+        return ""
+    here = info.labels
+    me, namespace, labels = pod.key, pod.namespace, pod.obj.metadata.labels
+    pods = state.pods
+
+    def shares(other_node: str, key: str) -> bool:
+        value = here.get(key)
+        return value is not None and _value(state, other_node, key) == value
+
+    for group in index.groups_for(labels):
+        term = group.term
+        if term.selects(namespace, labels) and any(
+                owner != me and shares(owner_node, term.topology_key) for owner, owner_node in group.owners.items()):
+            return EXISTING_ANTI_AFFINITY
+    terms = index.terms(pod) if has_terms(pod.obj) else NO_TERMS
+    for term in terms.anti:
+        for key in index.candidates(term):
+            other = pods.get(key)
+            if (key != me and other is not None and term.selects(other.namespace, other.obj.metadata.labels)
+                    and shares(index.placed_on[key], term.topology_key)):
+                return ANTI_AFFINITY
+    together = terms.affinity
+    if not together:
+        return ""
+    if any(term.topology_key not in here for term in together):
+        return AFFINITY
+    partners = [index.placed_on[key] for key in min((index.candidates(term) for term in together), key=len)
+                if key != me and (other := pods.get(key)) is not None
+                and matches_all(together, other.namespace, other.obj.metadata.labels)]
+    if not any(_value(state, partner, term.topology_key) is not None for partner in partners for term in together):
+        return "" if matches_all(together, namespace, labels) else AFFINITY  # the first of its series
+    if all(any(shares(partner, term.topology_key) for partner in partners) for term in together):
+        return ""
+    return AFFINITY

@@ -6,7 +6,9 @@ relabelled or deleted, other schedulers' pods bound on the planned nodes, PodGro
 anything of such a plan is bound, it is checked against the state rebuilt from the relist:
 
 - every assumed pod's node still exists and still admits it (`fit.admits`: spec.unschedulable,
-  NoSchedule/NoExecute taints, nodeSelector, required node affinity);
+  NoSchedule/NoExecute taints, nodeSelector, required node affinity), and it keeps its required pod
+  affinity and anti-affinity there next to every pod placed now, the plan's own included
+  (`pod_affinity.placed_violation`);
 - every node has room for the assumed pods kept on it, next to what is bound there and the
   nominations of priority >= theirs held by other gangs (the same rule as planning);
 - a gang's PodGroup (and every PodGroup of its GangGroup) still exists, each gang's members bound
@@ -31,6 +33,7 @@ import msgspec
 from placement.constraints import InvalidConstraint, resolve
 from placement.fit import Capacity, admits, shape_in
 from placement.members import is_running, where
+from placement.pod_affinity import placed_violation
 from state.cluster import ClusterState, PodInfo
 from state.gangs import GangSpec
 from state.resources import Resources, add_into, format_quantity, is_host_port, port_room, shown_host_port
@@ -50,7 +53,7 @@ def refusal(state: ClusterState, pod: PodInfo, node: str) -> str:
     info = state.nodes.get(node)
     if info is None:
         return f"node {node} no longer exists"
-    why = admits(shape_in(state, pod), info)
+    why = admits(shape_in(state, pod), info) or placed_violation(state, pod, node)
     return f"node {node} no longer admits it: {why}" if why else ""
 
 

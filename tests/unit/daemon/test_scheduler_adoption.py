@@ -7,6 +7,8 @@ is down, and starts a new loop on that log (`tests/unit/daemon/restart.py`).
 
 from __future__ import annotations
 
+import msgspec
+
 from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.model import (
     BindRequested,
@@ -19,7 +21,7 @@ from events.model import (
     PodNominated,
     PodUpserted,
 )
-from events.objects import Toleration
+from events.objects import Affinity, Pod, Toleration
 from tests.unit.daemon.restart import (
     Run,
     assumed_nodes,
@@ -46,6 +48,11 @@ def gang(name: str, size: int, *, min_member: int | None = None, priority: int |
     group = pod_group(name, min_member=size if min_member is None else min_member, gather=gather)
     return [group_event(group),
             *(pod_event(pod(f"{name}-{i}", gang=name, priority=priority, gpus=gpus)) for i in range(size))]
+
+
+def with_affinity(obj: Pod, affinity: dict[str, object]) -> Pod:
+    return msgspec.structs.replace(obj, spec=msgspec.structs.replace(obj.spec,
+                                                                     affinity=msgspec.convert(affinity, Affinity)))
 
 
 def members(name: str, size: int) -> list[str]:
@@ -263,3 +270,25 @@ async def test_a_host_network_plan_is_bound_as_planned_unless_another_pod_took_i
     assert taken not in run.bound_since_start().values()
     released = [e for e in run.since_start if isinstance(e, PodForgotten)]
     assert released and "another pod holds its host port 29500/TCP" in released[0].reason
+
+
+async def test_a_one_per_host_plan_is_bound_as_planned_unless_a_pod_its_terms_exclude_came_while_down() -> None:
+    # Its own assumed pods select one another, each on its own node: no conflict with themselves.
+    spread: dict[str, object] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"job": "ranks"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    ranks: list[Event] = [group_event(pod_group("ranks", min_member=4))]
+    ranks += [pod_event(with_affinity(pod(f"ranks-{i}", gang="ranks", gpus=2, labels={"job": "ranks"}), spread))
+              for i in range(4)]
+    log, waiting, done = await crashed(*ranks, binds=1)
+    assert len(set(waiting.values()) | set(done.values())) == 4  # one per node
+    run = await restart(log)
+    assert run.bound_since_start() == waiting
+    assert not [e for e in run.since_start if isinstance(e, PodForgotten)]  # the plan held
+    # Another scheduler bound a pod of the same job on one planned node while the daemon was down.
+    taken = sorted(waiting.values())[0]
+    stray = PodUpserted(pod=bound(pod("stray", gpus=0, cpu="100m", memory="64Mi", labels={"job": "ranks"},
+                                      scheduler="default-scheduler"), taken))
+    run = await restart(log, [stray])
+    assert taken not in run.bound_since_start().values()
+    released = [e for e in run.since_start if isinstance(e, PodForgotten)]
+    assert released and "node(s) didn't match pod anti-affinity rules" in released[0].reason
