@@ -11,6 +11,8 @@ A create runs, in the order kube-apiserver runs them:
      written in the pod that differs from the class's, is 403 Forbidden;
    - DefaultTolerationSeconds: pods that do not tolerate `node.kubernetes.io/not-ready` /
      `unreachable` NoExecute taints get tolerations for 300 seconds;
+   - the pod strategy's MatchLabelKeysInPodAffinity step (`merge_label_keys`): a pod (anti-)affinity
+     term's matchLabelKeys / mismatchLabelKeys become `In` / `NotIn` the pod's values in its selector;
    - PriorityClass: at most one class may be globalDefault (403);
 3. validation (`manifests.validation`): 422 Invalid with every cause.
 An update runs 1, the PriorityClass rule and 3 (with the old object for immutability rules).
@@ -145,6 +147,58 @@ def default_toleration_seconds(pod: Obj) -> Obj:
     return {**pod, "spec": {**spec, "tolerations": tolerations + added}}
 
 
+def _label_keys_merged(term: Any, labels: Obj) -> Any:
+    if not isinstance(term, dict) or not isinstance(term.get("labelSelector"), dict):
+        return term  # a nil selector selects no pod: nothing to merge into
+    added = [{"key": key, "operator": operator, "values": [labels[key]]}
+             for field, operator in (("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn"))
+             for key in term.get(field) or [] if isinstance(key, str) and isinstance(labels.get(key), str)]
+    if not added:
+        return term
+    selector = term["labelSelector"]
+    return {**term, "labelSelector": {**selector, "matchExpressions": [*(selector.get("matchExpressions") or []),
+                                                                        *added]}}
+
+
+def merge_label_keys(pod: Obj) -> Obj:
+    """The pod strategy's create step for pod (anti-)affinity (MatchLabelKeysInPodAffinity, on by default
+    since 1.31): each term's `matchLabelKeys` become `key In (the pod's value)` and its
+    `mismatchLabelKeys` `key NotIn (the pod's value)` in its labelSelector, for the keys the pod carries."""
+    spec = _dict(pod.get("spec"))
+    affinity = spec.get("affinity")
+    if not isinstance(affinity, dict) or not has_label_keys(affinity):
+        return pod
+    labels = _dict(_dict(pod.get("metadata")).get("labels"))
+    merged = dict(affinity)
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    preferred = "preferredDuringSchedulingIgnoredDuringExecution"
+    for name in ("podAffinity", "podAntiAffinity"):
+        part = affinity.get(name)
+        if not isinstance(part, dict):
+            continue
+        copied = dict(part)
+        if isinstance(part.get(required), list):
+            copied[required] = [_label_keys_merged(term, labels) for term in part[required]]
+        if isinstance(part.get(preferred), list):
+            copied[preferred] = [{**weighted, "podAffinityTerm": _label_keys_merged(weighted.get("podAffinityTerm"),
+                                                                                     labels)}
+                                 if isinstance(weighted, dict) else weighted for weighted in part[preferred]]
+        merged[name] = copied
+    return {**pod, "spec": {**spec, "affinity": merged}}
+
+
+def has_label_keys(affinity: Obj) -> bool:
+    """Whether a pod (anti-)affinity term of `affinity` names matchLabelKeys or mismatchLabelKeys."""
+    for name in ("podAffinity", "podAntiAffinity"):
+        part = _dict(affinity.get(name))
+        terms = [*(part.get("requiredDuringSchedulingIgnoredDuringExecution") or []),
+                 *(_dict(w).get("podAffinityTerm") for w in part.get("preferredDuringSchedulingIgnoredDuringExecution")
+                   or [])]
+        if any(isinstance(t, dict) and (t.get("matchLabelKeys") or t.get("mismatchLabelKeys")) for t in terms):
+            return True
+    return False
+
+
 def check_single_default(priority_class: Obj, classes: PriorityClasses) -> None:
     """The PriorityClass admission plugin: only one class may be globalDefault."""
     if not priority_class.get("globalDefault"):
@@ -173,7 +227,7 @@ def admit_create(api_version: str, kind: str, obj: Obj, classes: PriorityClasses
     """A create as the API server runs it; returns the object to store, or raises Rejected."""
     obj = decode(api_version, kind, obj)
     if (api_version, kind) == ("v1", "Pod"):
-        obj = default_toleration_seconds(resolve_priority(obj, classes))
+        obj = merge_label_keys(default_toleration_seconds(resolve_priority(obj, classes)))
     elif (api_version, kind) == ("scheduling.k8s.io/v1", "PriorityClass"):
         check_single_default(obj, classes)
     causes = validate(api_version, kind, obj)
@@ -250,6 +304,11 @@ def load_object(api_version: str, kind: str, obj: Obj, classes: PriorityClasses,
         obj = decode(api_version, kind, obj)
         return Loaded(obj, _refusals(validate(api_version, kind, obj)))
     raw = obj.get("spec")
+    affinity = _dict(raw).get("affinity")
+    if isinstance(affinity, dict) and has_label_keys(affinity):  # the stored spec depends on the pod's labels
+        memo = None
+        obj = merge_label_keys(obj)
+        raw = obj.get("spec")
     key, loaded = memo.get(raw) if memo is not None and ": " not in _name(obj) else (None, None)
     if loaded is None:
         loaded = _load_pod_spec({"metadata": obj.get("metadata"), "spec": raw}, classes)

@@ -10,7 +10,9 @@ its words, so that a manifest devcluster refuses is one a real cluster refuses, 
   container may ask for; quantities not negative; extended resources (`nvidia.com/gpu`) whole
   numbers, with a limit, and a request equal to it (they cannot be overcommitted); other requests
   at most their limit; preemptionPolicy one of the two policies; nodeSelector values valid label
-  values; `workloadRef` / `schedulingGroup` (the Workload API's pod side) well formed.
+  values; pod affinity and anti-affinity terms (selectors, namespaces, matchLabelKeys /
+  mismatchLabelKeys, a topologyKey; preferred terms' weights 1-100); `workloadRef` / `schedulingGroup`
+  (the Workload API's pod side) well formed.
 - PriorityClass: user classes at most 1e9, `system-` names reserved, value and preemptionPolicy
   immutable.
 - Workload (scheduling.k8s.io/v1alpha1, Kubernetes 1.35) and PodGroup (scheduling.k8s.io/v1alpha2,
@@ -313,6 +315,101 @@ def _pod_workload_fields(spec: Obj) -> list[Cause]:
     return causes
 
 
+# --------------------------------------------------------------------------- pod (anti-)affinity
+
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def validate_label_selector(selector: Any, field: str) -> list[Cause]:
+    """apimachinery's ValidateLabelSelector (label values in expressions checked, as on create)."""
+    causes: list[Cause] = []
+    if not isinstance(selector, dict):
+        return causes
+    causes += validate_labels(selector.get("matchLabels"), f"{field}.matchLabels")
+    for index, expression in enumerate(selector.get("matchExpressions") or []):
+        where = f"{field}.matchExpressions[{index}]"
+        expression = _dict(expression)
+        operator, values = expression.get("operator"), expression.get("values") or []
+        if operator in ("In", "NotIn"):
+            if not values:
+                causes.append(required(f"{where}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+        elif operator in ("Exists", "DoesNotExist"):
+            if values:
+                causes.append(forbidden(f"{where}.values",
+                                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+        else:
+            causes.append(invalid(f"{where}.operator", operator, "not a valid selector operator"))
+        causes += [invalid(f"{where}.key", expression.get("key"), problem)
+                   for problem in qualified_name_problems(str(expression.get("key") or ""))]
+        for value_index, value in enumerate(values):
+            causes += [invalid(f"{where}.values[{value_index}]", value, problem)
+                       for problem in label_value_problems(str(value))]
+    return causes
+
+
+def _label_keys(keys: Any, selector: Any, field: str) -> list[Cause]:
+    if not keys:
+        return []
+    if selector is None:
+        return [forbidden(field, "must not be specified when labelSelector is not set")]
+    return [invalid(f"{field}[{index}]", key, problem) for index, key in enumerate(keys)
+            for problem in qualified_name_problems(str(key))]
+
+
+def _pod_affinity_term(term: Obj, field: str) -> list[Cause]:
+    """validatePodAffinityTerm, on a term whose matchLabelKeys the API server has merged into its selector."""
+    selector = term.get("labelSelector")
+    causes = validate_label_selector(selector, f"{field}.labelSelector")
+    causes += validate_label_selector(term.get("namespaceSelector"), f"{field}.namespaceSelector")
+    for name in term.get("namespaces") or []:
+        causes += [invalid(f"{field}.namespace", name, problem) for problem in dns_label_problems(str(name))]
+    match_keys, mismatch_keys = term.get("matchLabelKeys") or [], term.get("mismatchLabelKeys") or []
+    causes += _label_keys(match_keys, selector, f"{field}.matchLabelKeys")
+    causes += _label_keys(mismatch_keys, selector, f"{field}.mismatchLabelKeys")
+    if isinstance(selector, dict) and match_keys:
+        # A key of matchLabelKeys merged in (`key In (value)`) and also written in the selector.
+        position = {key: index for index, key in enumerate(match_keys)}
+        seen = set(_dict(selector.get("matchLabels")))
+        for expression in selector.get("matchExpressions") or []:
+            key = _dict(expression).get("key")
+            if isinstance(key, str) and key in position and key in seen:
+                causes.append(invalid(f"{field}[{position[key]}]", key,
+                                      "exists in both matchLabelKeys and labelSelector"))
+            if isinstance(key, str):
+                seen.add(key)
+    for index, key in enumerate(match_keys):
+        if key in mismatch_keys:
+            causes.append(invalid(f"{field}.matchLabelKeys[{index}]", key,
+                                  "exists in both matchLabelKeys and mismatchLabelKeys"))
+    topology_key = str(term.get("topologyKey") or "")
+    if not topology_key:
+        causes.append(required(f"{field}.topologyKey", "can not be empty"))
+    causes += [invalid(f"{field}.topologyKey", topology_key, problem)
+               for problem in qualified_name_problems(topology_key)]
+    return causes
+
+
+def _pod_affinity(spec: Obj, field: str) -> list[Cause]:
+    """validatePodAffinity / validatePodAntiAffinity: each required term, and each preferred term's weight
+    (1-100) and term."""
+    causes: list[Cause] = []
+    affinity = _dict(spec.get("affinity"))
+    for name in ("podAffinity", "podAntiAffinity"):
+        part = _dict(affinity.get(name))
+        where = f"{field}.affinity.{name}"
+        for index, term in enumerate(part.get("requiredDuringSchedulingIgnoredDuringExecution") or []):
+            causes += _pod_affinity_term(_dict(term),
+                                         f"{where}.requiredDuringSchedulingIgnoredDuringExecution[{index}]")
+        for index, weighted in enumerate(part.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
+            weighted = _dict(weighted)
+            at = f"{where}.preferredDuringSchedulingIgnoredDuringExecution[{index}]"
+            weight = weighted.get("weight")
+            if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
+                causes.append(invalid(f"{at}.weight", weight, "must be in the range 1-100"))
+            causes += _pod_affinity_term(_dict(weighted.get("podAffinityTerm")), f"{at}.podAffinityTerm")
+    return causes
+
+
 def validate_pod_spec(spec: Obj, field: str = "spec") -> list[Cause]:
     causes: list[Cause] = []
     if not spec.get("containers"):
@@ -324,6 +421,7 @@ def validate_pod_spec(spec: Obj, field: str = "spec") -> list[Cause]:
     if policy is not None and policy not in PREEMPTION_POLICIES:
         causes.append(not_supported(f"{field}.preemptionPolicy", policy, PREEMPTION_POLICIES))
     causes += validate_labels(spec.get("nodeSelector"), f"{field}.nodeSelector")
+    causes += _pod_affinity(spec, field)
     return causes
 
 

@@ -188,3 +188,67 @@ def test_pods_loaded_with_a_spec_memo_are_stored_and_warned_about_as_without_it(
     assert load_object("v1", "Pod", pod("a", priorityClassName="gold"), silver, memo).obj["spec"]["priority"] == 7
     with pytest.raises(Rejected):
         load_object("v1", "Pod", pod(resources={"limits": {GPU: "lots"}}), {}, memo)
+
+
+# --------------------------------------------------------------------------- pod (anti-)affinity
+
+ANTI = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+
+
+def anti(*terms: dict[str, Any], labels: dict[str, str] | None = None) -> dict[str, Any]:
+    manifest = pod(affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": list(terms)}})
+    manifest["metadata"]["labels"] = labels or {}
+    return manifest
+
+
+def causes(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(field, message) for _, field, message in refusal(obj).causes]
+
+
+def test_match_label_keys_are_merged_into_the_selector_with_the_pods_own_values_on_create() -> None:
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname",
+            "matchLabelKeys": ["pod-template-hash", "absent"], "mismatchLabelKeys": ["team"]}
+    created = create(anti(term, labels={"app": "web", "pod-template-hash": "v2", "team": "ml"}))
+    stored = created["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert stored["labelSelector"] == {"matchLabels": {"app": "web"}, "matchExpressions": [
+        {"key": "pod-template-hash", "operator": "In", "values": ["v2"]},
+        {"key": "team", "operator": "NotIn", "values": ["ml"]}]}
+    assert stored["matchLabelKeys"] == ["pod-template-hash", "absent"]  # kept as written
+
+
+def test_a_term_without_a_topology_key_or_with_a_bad_selector_is_refused_with_every_cause() -> None:
+    assert causes(anti({"labelSelector": {"matchExpressions": [
+        {"key": "app", "operator": "In"}, {"key": "tier", "operator": "Exists", "values": ["x"]},
+        {"key": "zone", "operator": "Near", "values": ["a"]}]}})) == [
+        (f"{ANTI}.labelSelector.matchExpressions[0].values",
+         "Required value: must be specified when `operator` is 'In' or 'NotIn'"),
+        (f"{ANTI}.labelSelector.matchExpressions[1].values",
+         "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"),
+        (f"{ANTI}.labelSelector.matchExpressions[2].operator", 'Invalid value: "Near": not a valid selector operator'),
+        (f"{ANTI}.topologyKey", "Required value: can not be empty"),
+        (f"{ANTI}.topologyKey", "Invalid value: \"\": name part must be non-empty"),
+    ]
+
+
+def test_label_keys_need_a_selector_and_may_not_repeat_one_of_its_keys_or_each_other() -> None:
+    host = "kubernetes.io/hostname"
+    assert causes(anti({"topologyKey": host, "matchLabelKeys": ["app"]})) == [
+        (f"{ANTI}.matchLabelKeys", "Forbidden: must not be specified when labelSelector is not set")]
+    assert causes(anti({"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": host,
+                        "matchLabelKeys": ["app"], "mismatchLabelKeys": ["app"]}, labels={"app": "web"})) == [
+        # Checked on the merged selector (app written, then In and NotIn merged): once per merged expression.
+        (f"{ANTI}[0]", 'Invalid value: "app": exists in both matchLabelKeys and labelSelector'),
+        (f"{ANTI}[0]", 'Invalid value: "app": exists in both matchLabelKeys and labelSelector'),
+        (f"{ANTI}.matchLabelKeys[0]", 'Invalid value: "app": exists in both matchLabelKeys and mismatchLabelKeys'),
+    ]
+
+
+def test_a_preferred_terms_weight_is_1_to_100_and_namespaces_are_dns_labels() -> None:
+    manifest = pod(affinity={"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 0, "podAffinityTerm": {"labelSelector": {}, "topologyKey": "zone",
+                                          "namespaces": ["Not_A_Namespace"]}}]}})
+    where = "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
+    found = causes(manifest)
+    assert found[0] == (f"{where}.weight", "Invalid value: 0: must be in the range 1-100")
+    assert found[1][0] == f"{where}.podAffinityTerm.namespace" and "RFC 1123 label" in found[1][1]
+    assert len(found) == 2
