@@ -129,8 +129,13 @@ def _place_admitted(state: ClusterState, group: tuple[str, ...], label: str, spe
         # A GangGroup's reason names which of its gangs asks for it; a lone gang is named once.
         whose = label if group == (resolved.gang,) else f"{label}: gang {resolved.gang}"
         return Unschedulable(gangs=group, constraint=INVALID, reason=f"{whose}: {resolved.message}")
-    # Pods with required affinity to their own kind over a layer's key go in one domain of that layer.
-    layers = {level.label_keys[0]: level.index for level in tree.levels if len(level.label_keys) == 1}
+    # Pods with required affinity to their own kind over a layer's key go in one domain of that layer (a
+    # layer read from one of several keys, as topograph's accelerator label or nvidia.com/gpu.clique, by
+    # each: the whole-plan check below still holds the plan to the key the term names).
+    layers: dict[str, int] = {}
+    for tier in tree.levels:
+        for key in tier.label_keys:
+            layers[key] = max(layers.get(key, 0), tier.index)
     level, source = gather_level(state, layers, (key for keys in pending.values() for key in keys))
     if level > resolved.top_level:
         resolved = msgspec.structs.replace(resolved, top_level=level, kind=MUST_GATHER, source=source)

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from events.builders import bound, group_event, pod, pod_event, pod_group
+from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.objects import Affinity, Pod
 from placement import plan_gang, plan_pod
 from placement.plan import POD_AFFINITY
@@ -210,3 +210,20 @@ def test_a_pod_with_thousands_of_terms_is_placed_by_the_first_64_and_told_about_
         "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
         "5000 required terms: toposched places by the first 64 only (the rest are not considered)")]
     assert only_node(state, key) == "n-s0b0a0-1"  # kept off web-0's host; db-0's terms came too late
+
+
+def test_a_gang_with_affinity_to_itself_per_gpu_clique_is_gathered_in_one_nvlink_clique() -> None:
+    # Multi-Node NVLink (GB200): the GPU Operator labels each node with its NVLink clique, and a chart
+    # keeps a job's pods in one with required podAffinity over that label.
+    # Topograph leaves its accelerator label unset where the clique label is (its AcceleratorLayer reads either).
+    state = ClusterState()
+    for index in range(8):
+        state.apply(node_event(node(f"gb-{index}", block="b0", labels={"nvidia.com/gpu.clique": f"a.{index // 4}"})))
+    state.apply(pod_event(bound(pod("busy", gpus=8), "gb-0")))  # clique a.0 is busier: packing prefers it
+    keys = gang_pods(state, "nvl", 4, gpus=4, together=[term("nvidia.com/gpu.clique", matchLabels={"job": "nvl"})])
+    placed = nodes_of(planned(plan_gang(state, "default/nvl")))
+    assert sorted(placed) == sorted(keys)
+    assert {state.nodes[n].labels["nvidia.com/gpu.clique"] for n in placed.values()} == {"a.0"}
+    many = gang_pods(state, "wide", 10, gpus=4, together=[term("nvidia.com/gpu.clique", matchLabels={"job": "wide"})])
+    failure = refused(plan_gang(state, "default/wide"))  # 20 GPUs' worth: no clique holds it
+    assert "required podAffinity (topologyKey nvidia.com/gpu.clique)" in failure.reason and many
