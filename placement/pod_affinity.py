@@ -49,7 +49,7 @@ from typing import TypeVar
 
 import msgspec
 
-from events.objects import LabelSelector, LabelSelectorRequirement, Pod, PodAffinityTerm
+from events.objects import Affinity, LabelSelector, LabelSelectorRequirement, Pod, PodAffinityTerm
 from state.cluster import ClusterState, PodInfo
 from state.label_selectors import selects
 from state.pod_constraints import MAX_REQUIRED_TERMS
@@ -107,9 +107,20 @@ class PodRule(msgspec.Struct, frozen=True, array_like=True):
 class PodTerms(msgspec.Struct, frozen=True):
     affinity: tuple[Term, ...]
     anti: tuple[Term, ...]
+    label_keys: tuple[str, ...] = ()  # the label keys its selectors read (what its own match depends on)
 
 
 NO_TERMS = PodTerms((), ())
+
+
+def _selector_keys(terms: Iterable[Term]) -> set[str]:
+    keys: set[str] = set()
+    for term in terms:
+        selector = term.selector
+        if selector is not None:
+            keys.update(selector.match_labels)
+            keys.update(expression.key for expression in selector.match_expressions)
+    return keys
 
 
 def has_terms(pod: Pod) -> bool:
@@ -133,8 +144,9 @@ def terms_of(pod: Pod) -> PodTerms:
         if affinity.pod_anti_affinity is not None else []
     if not together and not apart:
         return NO_TERMS
-    return PodTerms(tuple(_term(raw, pod) for raw in together[:MAX_REQUIRED_TERMS]),
-                    tuple(_term(raw, pod) for raw in apart[:MAX_REQUIRED_TERMS]))
+    joined = tuple(_term(raw, pod) for raw in together[:MAX_REQUIRED_TERMS])
+    excluded = tuple(_term(raw, pod) for raw in apart[:MAX_REQUIRED_TERMS])
+    return PodTerms(joined, excluded, tuple(sorted(_selector_keys((*joined, *excluded)))))
 
 
 def _term(raw: PodAffinityTerm, pod: Pod) -> Term:
@@ -157,6 +169,17 @@ def _term(raw: PodAffinityTerm, pod: Pod) -> Term:
             selector = LabelSelector(match_labels=selector.match_labels,
                                      match_expressions=[*selector.match_expressions, *extra])
     return Term(raw.topology_key, namespaces, selector)
+
+
+def _label_keys_of(affinity: Affinity) -> tuple[str, ...]:
+    """The matchLabelKeys / mismatchLabelKeys of the affinity's required terms."""
+    keys: list[str] = []
+    for part in (affinity.pod_affinity, affinity.pod_anti_affinity):
+        if part is not None:
+            for raw in part.required_during_scheduling_ignored_during_execution[:MAX_REQUIRED_TERMS]:
+                keys += raw.match_label_keys
+                keys += raw.mismatch_label_keys
+    return tuple(keys)
 
 
 def matches_all(terms: Sequence[Term], namespace: str, labels: Mapping[str, str]) -> bool:
@@ -199,14 +222,18 @@ class AffinityIndex:
     and no node changes (a gang's pods share their terms: derived once per planning call). Get it with
     `affinity_index(state)`."""
 
-    __slots__ = ("_by_key", "_by_label", "_changes", "_derived", "_groups_by_pair", "_kept", "_labels_of",
-                 "_loose_groups", "_terms", "anti", "anti_of", "by_namespace", "placed_on", "state")
+    __slots__ = ("_alike", "_by_key", "_by_label", "_changes", "_derived", "_group_keys", "_groups_by_pair", "_kept",
+                 "_labels_of", "_loose_groups", "_rules", "_rules_stamp", "_terms", "anti", "anti_of", "by_namespace",
+                 "placed_on", "state")
 
     TERMS_LIMIT = 4096
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         self._terms: dict[tuple[int, str, int], tuple[object, object, PodTerms]] = {}
+        self._alike: dict[tuple[bytes, str, tuple[tuple[str, str | None], ...]], PodTerms] = {}
+        self._rules: dict[tuple[object, ...], tuple[PodRule, ...]] = {}  # `rules_for`, while nothing changes
+        self._rules_stamp: tuple[int, int] = (-1, -1)
         self._rebuild()
 
     def _rebuild(self) -> None:
@@ -216,6 +243,7 @@ class AffinityIndex:
         # The groups by a label a pod must carry to be selected (`_required_pairs`), and those with none.
         self._groups_by_pair: dict[tuple[str, str | None], set[bytes]] = {}
         self._loose_groups: set[bytes] = set()
+        self._group_keys: tuple[str, ...] | None = None  # `group_label_keys`, until a group comes or goes
         self.by_namespace: dict[str, set[str]] = {}
         self.placed_on: dict[str, str] = {}  # placed pod -> the node it is indexed under
         self._derived: dict[bytes, tuple[tuple[int, int], object]] = {}
@@ -243,7 +271,8 @@ class AffinityIndex:
         return self.state.pod_changes.end, self.state.node_changes.end
 
     def terms(self, pod: PodInfo) -> PodTerms:
-        """`terms_of(pod.obj)`, computed once per affinity object, namespace and label set."""
+        """`terms_of(pod.obj)`, computed once per affinity object, namespace and label set, and shared by
+        the pods whose terms are alike (a gang's pods, each decoded on its own, with labels of their own)."""
         meta = pod.obj.metadata
         affinity = pod.obj.spec.affinity
         if affinity is None:
@@ -252,11 +281,38 @@ class AffinityIndex:
         hit = self._terms.get(key)
         if hit is not None and hit[0] is affinity and hit[1] is meta.labels:
             return hit[2]
-        found = terms_of(pod.obj)
         if len(self._terms) >= self.TERMS_LIMIT:
             self._terms.clear()
-        self._terms[key] = (affinity, meta.labels, found)  # holding both keeps their ids from being reused
+            self._alike.clear()
+        # The terms depend on the labels only through their matchLabelKeys / mismatchLabelKeys.
+        labels = meta.labels
+        alike = (_encoder.encode(affinity), meta.namespace,
+                 tuple((name, labels.get(name)) for name in _label_keys_of(affinity)))
+        found = self._alike.get(alike)
+        if found is None:
+            found = self._alike[alike] = terms_of(pod.obj)
+        self._terms[key] = (affinity, labels, found)  # holding both keeps their ids from being reused
         return found
+
+    def group_label_keys(self) -> tuple[str, ...]:
+        """The label keys the running pods' anti-affinity selectors read."""
+        found = self._group_keys
+        if found is None:
+            found = self._group_keys = tuple(sorted(_selector_keys(group.term for group in self.anti.values())))
+        return found
+
+    def remembered_rules(self, key: tuple[object, ...]) -> tuple[PodRule, ...] | None:
+        stamp = self.stamp
+        if self._rules_stamp != stamp:
+            self._rules_stamp = stamp
+            self._rules.clear()
+            return None
+        return self._rules.get(key)
+
+    def remember_rules(self, key: tuple[object, ...], rules: tuple[PodRule, ...]) -> None:
+        if len(self._rules) >= self.TERMS_LIMIT:
+            self._rules.clear()
+        self._rules[key] = rules
 
     def _note(self, key: str) -> None:
         pod = self.state.pods.get(key)
@@ -272,6 +328,7 @@ class AffinityIndex:
             group.stamp = (-1, -1)
             if not group.owners:
                 del self.anti[group_key]
+                self._group_keys = None
                 if group.pairs is None:
                     self._loose_groups.discard(group_key)
                 for pair in group.pairs or ():
@@ -287,6 +344,7 @@ class AffinityIndex:
                 joined = self.anti.get(group_key)
                 if joined is None:
                     joined = self.anti[group_key] = _AntiGroup(term)
+                    self._group_keys = None
                     if joined.pairs is None:
                         self._loose_groups.add(group_key)
                     for pair in joined.pairs or ():
@@ -448,8 +506,22 @@ def rules_for(state: ClusterState, pod: PodInfo) -> tuple[PodRule, ...]:
     terms = index.terms(pod) if has_terms(pod.obj) else NO_TERMS
     if not index.anti and terms is NO_TERMS:
         return ()
-    rules: list[PodRule] = []
     namespace, labels = pod.namespace, pod.obj.metadata.labels
+    # Pods alike in what the rules read (their terms, namespace, whether in a gang, the labels a selector
+    # reads) get the same rules: a gang's pods differ in labels no selector reads (their index, say).
+    read = (*index.group_label_keys(), *terms.label_keys)
+    memo_key = (id(terms), namespace, bool(pod.gang), tuple((name, labels.get(name)) for name in read))
+    known = index.remembered_rules(memo_key)
+    if known is not None:
+        return known
+    found = _derive_rules(index, pod, terms, namespace, labels)
+    index.remember_rules(memo_key, found)
+    return found
+
+
+def _derive_rules(index: AffinityIndex, pod: PodInfo, terms: PodTerms, namespace: str,
+                  labels: Mapping[str, str]) -> tuple[PodRule, ...]:
+    rules: list[PodRule] = []
     if index.anti:
         excluded: dict[str, set[str]] = {}
         for group in index.groups_for(labels):
