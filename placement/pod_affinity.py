@@ -627,26 +627,42 @@ def plan_violation(state: ClusterState, assignments: Sequence[tuple[str, str]]) 
             if others > 0:
                 return (f"pod {pod.key}: required podAntiAffinity (topologyKey {term.topology_key}): the plan would "
                         f"put it in {term.topology_key}={here} with another of its pods that the term selects")
-    series: dict[bytes, tuple[list[tuple[PodInfo, str]], dict[str, set[str | None]]]] = {}
+    series: dict[bytes, tuple[list[tuple[PodInfo, str]], dict[str, set[str | None]], bool]] = {}
+
+    def may_start(other: PodInfo) -> bool:
+        """Whether `other` passes its own affinity before any other pod of the plan is placed: it has none,
+        placed pods satisfy it, or it matches its own terms (the first of a series)."""
+        if not has_terms(other.obj):
+            return True
+        own = index.terms(other).affinity
+        return (not own or index.matching_all(own) is not None
+                or matches_all(own, other.namespace, other.obj.metadata.labels))
+
     for pod, node in carriers:
         together = index.terms(pod).affinity
         if not together or index.matching_all(together) is not None:
             continue  # placed pods satisfy it: its shape's rules kept it next to them
         group = _encoder.encode(together)
         found = series.get(group)
-        if found is None:  # the plan's pods its terms select, and the values of its keys where they go
+        if found is None:  # the plan's pods its terms select, where they go, and whether one may go first
             partners = [(other, other_node) for other, other_node in members
                         if matches_all(together, other.namespace, other.obj.metadata.labels)]
             found = series[group] = (partners, {term.topology_key: {value(other_node, term.topology_key)
                                                                      for _, other_node in partners}
-                                                for term in together})
-        partners, where = found
+                                                for term in together},
+                                     any(may_start(other) for other, _ in partners))
+        partners, where, startable = found
         if not any(other is not pod for other, _ in partners):
             if partners:
                 continue  # the first of its series, selected by its own terms alone
             keys = ", ".join(sorted(where))
             return (f"pod {pod.key}: required podAffinity (topologyKey {keys}): no pod its terms select runs or "
                     f"is placed with it")
+        if not startable:
+            # kube-scheduler places one pod at a time: the first of them would find none of the others.
+            keys = ", ".join(sorted(where))
+            return (f"pod {pod.key}: required podAffinity (topologyKey {keys}): no pod its terms select runs, and "
+                    f"each of the plan's pods they select needs another placed before it")
         for key, values in sorted(where.items()):
             here = value(node, key)
             if here is None or values != {here}:

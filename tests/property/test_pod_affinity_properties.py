@@ -4,6 +4,7 @@ placement's indexes): placing the plan's pods one by one in some order, each pas
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -134,18 +135,18 @@ def passes(incoming: Pod, node: str, placed: Sequence[tuple[Pod, str]],
 
 def some_order_passes(plan: Sequence[tuple[Pod, str]], running: Sequence[tuple[Pod, str]],
                       labels_of: Mapping[str, dict[str, str]]) -> bool:
-    """Whether the plan's pods can be placed one at a time, each passing the filter (a greedy search:
-    whichever pod passes now goes next; passing is never undone by placing more pods for affinity, and
-    anti-affinity does not depend on order)."""
-    left = list(plan)
-    placed = list(running)
-    while left:
-        ready = next((item for item in left if passes(item[0], item[1], placed, labels_of)), None)
-        if ready is None:
-            return False
-        left.remove(ready)
-        placed.append(ready)
-    return True
+    """Whether the plan's pods can be placed one at a time, in some order, each passing the filter when it
+    is placed (every order is tried: placing a pod can take away another's right to be the first of its
+    series, so no greedy order is exact)."""
+    for order in itertools.permutations(plan):
+        placed = list(running)
+        for item in order:
+            if not passes(item[0], item[1], placed, labels_of):
+                break
+            placed.append(item)
+        else:
+            return True
+    return False
 
 
 @st.composite

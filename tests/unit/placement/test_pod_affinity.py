@@ -227,3 +227,17 @@ def test_a_gang_with_affinity_to_itself_per_gpu_clique_is_gathered_in_one_nvlink
     many = gang_pods(state, "wide", 10, gpus=4, together=[term("nvidia.com/gpu.clique", matchLabels={"job": "wide"})])
     failure = refused(plan_gang(state, "default/wide"))  # 20 GPUs' worth: no clique holds it
     assert "required podAffinity (topologyKey nvidia.com/gpu.clique)" in failure.reason and many
+
+
+def test_two_pods_of_a_gang_that_each_need_the_other_and_not_themselves_are_not_placed() -> None:
+    # kube-scheduler places one at a time: the first finds no pod its terms select, and does not select
+    # itself, so neither can go first.
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    state.apply(group_event(pod_group("pair", min_member=2)))
+    add(state, with_affinity(pod("pair-0", gpus=1, gang="pair", labels={"role": "a"}),
+                             together=[term(matchLabels={"role": "b"})]))
+    add(state, with_affinity(pod("pair-1", gpus=1, gang="pair", labels={"role": "b"}),
+                             together=[term(matchLabels={"role": "a"})]))
+    failure = refused(plan_gang(state, "default/pair"))
+    assert failure.constraint == POD_AFFINITY
+    assert "each of the plan's pods they select needs another placed before it" in failure.reason
