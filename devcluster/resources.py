@@ -122,6 +122,9 @@ RESOURCES: tuple[ResourceDef, ...] = (
         "topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes", "hypernode", False, ("status",), ("hn",),
         custom=True,
     ),
+    # Kueue's Topology (Topology Aware Scheduling): served at v1beta2 only, as a cluster with Kueue v0.15+
+    # serves it as its storage version; it has no status.
+    ResourceDef("kueue.x-k8s.io", "v1beta2", "Topology", "topologies", "topology", False, custom=True),
     ResourceDef(
         "scheduling.sigs.k8s.io", "v1alpha1", "ElasticQuota", "elasticquotas", "elasticquota", True, ("status",),
         ("eq", "eqs"), custom=True,

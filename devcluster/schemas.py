@@ -387,6 +387,9 @@ KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
         }),
         "status": _object({"nodeCount": _integer(), "conditions": _array(_CONDITION, "type")}),
     })),
+    ("kueue.x-k8s.io/v1beta2", "Topology"): ("io.x-k8s.kueue.v1beta2.Topology", _top({
+        "spec": _object({"levels": _array(_object({"nodeLabel": _string()}, ("nodeLabel",)))}, ("levels",)),
+    })),
     ("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota"): ("io.x-k8s.sigs.scheduling.v1alpha1.ElasticQuota", _top({
         "spec": _ELASTIC_QUOTA_SPEC, "status": _object({"used": _quantities()}),
     })),

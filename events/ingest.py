@@ -31,6 +31,8 @@ from events.model import (
     HyperNodeUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
+    KueueTopologyDeleted,
+    KueueTopologyUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
@@ -63,6 +65,8 @@ from events.objects import (
     KOORDINATOR_POD_GROUP_API,
     KOORDINATOR_QUOTA_API,
     KUBE_POD_GROUP_API,
+    KUEUE_TOPOLOGY_API,
+    KUEUE_TOPOLOGY_OLDER_APIS,
     SCHEDULER_PLUGINS_POD_GROUP_API,
     VOLCANO_POD_GROUP_API,
     VOLCANO_QUEUE_API,
@@ -72,6 +76,7 @@ from events.objects import (
     ElasticQuota,
     HyperNode,
     KubePodGroup,
+    KueueTopology,
     Node,
     ObjectMeta,
     PersistentVolume,
@@ -88,8 +93,8 @@ from events.objects import (
 )
 
 KubeObject = (Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
-              | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue | PersistentVolumeClaim | PersistentVolume
-              | StorageClass | PodDisruptionBudget)
+              | KueueTopology | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue | PersistentVolumeClaim
+              | PersistentVolume | StorageClass | PodDisruptionBudget)
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,9 @@ class KindInfo:
     type: type[KubeObject]
     upsert: Callable[[Any], Event]
     delete: Callable[[str, str], Event]  # (key, uid) -> event
+    # Older apiVersions serving the same objects in the same shape: a watcher lists the kind at the first
+    # one served when `api_version` is not, and a scenario may use any (decoded as `api_version`).
+    older_api_versions: tuple[str, ...] = ()
 
     @property
     def group(self) -> str:
@@ -122,6 +130,9 @@ KINDS: tuple[KindInfo, ...] = (
              lambda o: NetworkTopologyUpserted(topology=o), lambda k, u: NetworkTopologyDeleted(name=k)),
     KindInfo("HyperNode", HYPERNODE_API, "HyperNode", "hypernodes", False, HyperNode,
              lambda o: HyperNodeUpserted(hyper_node=o), lambda k, u: HyperNodeDeleted(name=k)),
+    KindInfo("KueueTopology", KUEUE_TOPOLOGY_API, "Topology", "topologies", False, KueueTopology,
+             lambda o: KueueTopologyUpserted(topology=o), lambda k, u: KueueTopologyDeleted(name=k),
+             KUEUE_TOPOLOGY_OLDER_APIS),
     # Quotas come before the pods they hold, so a relist folds each pod into its quota at once.
     KindInfo("ElasticQuota", KOORDINATOR_QUOTA_API, "ElasticQuota", "elasticquotas", True, ElasticQuota,
              lambda o: ElasticQuotaUpserted(quota=o), lambda k, u: ElasticQuotaDeleted(key=k)),
@@ -157,7 +168,8 @@ KINDS: tuple[KindInfo, ...] = (
 )
 
 KIND_BY_NAME: dict[str, KindInfo] = {info.name: info for info in KINDS}
-KIND_BY_API: dict[tuple[str, str], KindInfo] = {(info.api_version, info.kind): info for info in KINDS}
+KIND_BY_API: dict[tuple[str, str], KindInfo] = {
+    (api_version, info.kind): info for info in KINDS for api_version in (info.api_version, *info.older_api_versions)}
 
 
 class _Meta(msgspec.Struct):

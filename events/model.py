@@ -23,6 +23,7 @@ from events.objects import (
     ElasticQuota,
     HyperNode,
     KubePodGroup,
+    KueueTopology,
     Node,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -123,6 +124,16 @@ class HyperNodeUpserted(EventBase, tag="hn", frozen=True):
 
 
 class HyperNodeDeleted(EventBase, tag="hn-", frozen=True):
+    name: str
+
+
+class KueueTopologyUpserted(EventBase, tag="kt", frozen=True):
+    """A Kueue `Topology` (kueue.x-k8s.io): levels of node label keys."""
+
+    topology: KueueTopology
+
+
+class KueueTopologyDeleted(EventBase, tag="kt-", frozen=True):
     name: str
 
 
@@ -327,6 +338,8 @@ Event: TypeAlias = (
     | NetworkTopologyDeleted
     | HyperNodeUpserted
     | HyperNodeDeleted
+    | KueueTopologyUpserted
+    | KueueTopologyDeleted
     | PriorityClassUpserted
     | PriorityClassDeleted
     | ElasticQuotaUpserted

@@ -649,6 +649,24 @@ class HyperNode(_K8s, frozen=True):
     status: HyperNodeStatus = HyperNodeStatus()
 
 
+class KueueTopologyLevel(_K8s, frozen=True):
+    node_label: str = ""
+
+
+class KueueTopologySpec(_K8s, frozen=True):
+    levels: list[KueueTopologyLevel] = []
+
+
+class KueueTopology(_K8s, frozen=True):
+    """Kueue's cluster-scoped `Topology` (kueue.x-k8s.io v1beta2, and v1beta1 in the same shape): the
+    network as node label keys, top level first (`spec.levels[].nodeLabel`). It has no status."""
+
+    api_version: str = "kueue.x-k8s.io/v1beta2"
+    kind: str = "Topology"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: KueueTopologySpec = KueueTopologySpec()
+
+
 # --------------------------------------------------------------------------- quotas
 
 
@@ -795,6 +813,10 @@ WORKLOAD_API = "scheduling.k8s.io/v1alpha1"
 VOLCANO_POD_GROUP_API = "scheduling.volcano.sh/v1beta1"
 CLUSTER_NETWORK_TOPOLOGY_API = "scheduling.koordinator.sh/v1alpha1"
 HYPERNODE_API = "topology.volcano.sh/v1alpha1"
+KUEUE_TOPOLOGY_API = "kueue.x-k8s.io/v1beta2"
+# Kueue releases before v0.15 serve Topology as v1beta1 only (same fields); the daemon lists it there when
+# v1beta2 is not served, and a scenario may use either.
+KUEUE_TOPOLOGY_OLDER_APIS = ("kueue.x-k8s.io/v1beta1",)
 KOORDINATOR_QUOTA_API = "scheduling.sigs.k8s.io/v1alpha1"
 CAPACITY_QUOTA_API = "scheduling.x-k8s.io/v1alpha1"
 VOLCANO_QUEUE_API = "scheduling.volcano.sh/v1beta1"
@@ -811,8 +833,8 @@ def keeps_annotation(key: str) -> bool:
 _Object = TypeVar(
     "_Object",
     bound=Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
-    | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue | PersistentVolumeClaim | PersistentVolume
-    | StorageClass | PodDisruptionBudget,
+    | KueueTopology | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue | PersistentVolumeClaim
+    | PersistentVolume | StorageClass | PodDisruptionBudget,
 )
 
 

@@ -44,6 +44,8 @@ from events.model import (
     HyperNodeUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
+    KueueTopologyDeleted,
+    KueueTopologyUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
@@ -92,6 +94,7 @@ from events.objects import (
     ElasticQuota,
     HyperNode,
     KubePodGroup,
+    KueueTopology,
     NetworkTopologyLayer,
     Node,
     ObjectMeta,
@@ -148,7 +151,14 @@ from state.resources import (
     parse_quantity,
 )
 from state.topology import TopologyTree
-from state.topology_validation import CLUSTER_LAYER, DEFAULT_CNT_NAME, NODE_LAYER, layer_name_of, tier_name_of
+from state.topology_validation import (
+    CLUSTER_LAYER,
+    DEFAULT_CNT_NAME,
+    KUEUE_TOPOLOGY_KIND,
+    NODE_LAYER,
+    layer_name_of,
+    tier_name_of,
+)
 from state.volumes import CLAIM_KIND, NO_NEEDS, VolumeBook, VolumeNeeds, needs_of
 from state.workload_api import kube_pod_group_spec, workload_gang_spec, workload_problems
 
@@ -406,6 +416,7 @@ class _SnapshotObjects(msgspec.Struct, frozen=True, kw_only=True):
     persistent_volumes: list[PersistentVolume] = []
     claims: list[PersistentVolumeClaim] = []
     budgets: list[PodDisruptionBudget] = []
+    kueue_topologies: list[KueueTopology] = []  # absent from snapshots written before they were read
 
 
 class StateSnapshot(_SnapshotObjects, frozen=True, kw_only=True):
@@ -502,6 +513,7 @@ class ClusterState:
         self.gangs: dict[str, GangInfo] = {}
         self.network_topologies: dict[str, ClusterNetworkTopology] = {}
         self.hyper_nodes: dict[str, HyperNode] = {}
+        self.kueue_topologies: dict[str, KueueTopology] = {}  # kueue.x-k8s.io Topology, by name
         self.priority_classes: dict[str, PriorityClass] = {}
         self.volumes = VolumeBook()  # claims, PersistentVolumes, StorageClasses (state/volumes.py)
         # PodDisruptionBudgets by namespace, then `namespace/name`: preemption ranks plans by them
@@ -1473,6 +1485,14 @@ class ClusterState:
         if self.hyper_nodes.pop(event.name, None) is not None:
             self.topology.hypernode_deleted(event.name)
 
+    def _kueue_topology_upserted(self, event: KueueTopologyUpserted) -> None:
+        self.kueue_topologies[event.topology.metadata.name] = event.topology
+        self.topology.kueue_topology_upserted(event.topology)
+
+    def _kueue_topology_deleted(self, event: KueueTopologyDeleted) -> None:
+        if self.kueue_topologies.pop(event.name, None) is not None:
+            self.topology.kueue_topology_deleted(event.name)
+
     def _quota_object(self, event: Event) -> None:
         """An ElasticQuota or Queue: the quota book (state/quota.py) keeps it and rebuilds its trees."""
         self.quotas.object_changed(self, event)
@@ -1629,6 +1649,7 @@ class ClusterState:
             workloads=[self.workloads[k] for k in sorted(self.workloads)],
             network_topologies=[self.network_topologies[k] for k in sorted(self.network_topologies)],
             hyper_nodes=[self.hyper_nodes[k] for k in sorted(self.hyper_nodes)],
+            kueue_topologies=[self.kueue_topologies[k] for k in sorted(self.kueue_topologies)],
             priority_classes=[self.priority_classes[k] for k in sorted(self.priority_classes)],
             assumed=[DecisionRecord(p.key, p.uid, p.assumed_node, p.gang) for p in pods if p.assumed_node],
             nominated=[DecisionRecord(p.key, p.uid, p.nominated_node, p.gang, p.priority)
@@ -1663,6 +1684,8 @@ class ClusterState:
             state.apply(NetworkTopologyUpserted(topology=topology))
         for hyper_node in snap.hyper_nodes:
             state.apply(HyperNodeUpserted(hyper_node=hyper_node))
+        for kueue_topology in snap.kueue_topologies:
+            state.apply(KueueTopologyUpserted(topology=kueue_topology))
         for quota in snap.elastic_quotas:
             state.apply(ElasticQuotaUpserted(quota=quota))
         for capacity_quota in snap.capacity_quotas:
@@ -2132,6 +2155,8 @@ _UPDATE_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = {
     NetworkTopologyDeleted: lambda e: ("ClusterNetworkTopology", e.name),
     HyperNodeUpserted: lambda e: ("HyperNode", e.hyper_node.metadata.name),
     HyperNodeDeleted: lambda e: ("HyperNode", e.name),
+    KueueTopologyUpserted: lambda e: (KUEUE_TOPOLOGY_KIND, e.topology.metadata.name),
+    KueueTopologyDeleted: lambda e: (KUEUE_TOPOLOGY_KIND, e.name),
     PriorityClassUpserted: lambda e: ("PriorityClass", e.priority_class.metadata.name),
     PriorityClassDeleted: lambda e: ("PriorityClass", e.name),
     ObjectUndecodable: lambda e: (e.kind, e.key),
@@ -2185,6 +2210,7 @@ _HELD_OBJECTS: dict[type, tuple[Callable[[ClusterState, str], object], Callable[
     WorkloadUpserted: (lambda s, k: s.workloads.get(k), lambda e: e.workload),
     NetworkTopologyUpserted: (lambda s, k: s.network_topologies.get(k), lambda e: e.topology),
     HyperNodeUpserted: (lambda s, k: s.hyper_nodes.get(k), lambda e: e.hyper_node),
+    KueueTopologyUpserted: (lambda s, k: s.kueue_topologies.get(k), lambda e: e.topology),
     PriorityClassUpserted: (lambda s, k: s.priority_classes.get(k), lambda e: e.priority_class),
     ElasticQuotaUpserted: (lambda s, k: s.quotas.elastic_quotas.get(k), lambda e: e.quota),
     CapacityElasticQuotaUpserted: (lambda s, k: s.quotas.capacity_quotas.get(k), lambda e: e.quota),
@@ -2241,6 +2267,8 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None] | None] = exhaustive("
     NetworkTopologyDeleted: ClusterState._network_topology_deleted,
     HyperNodeUpserted: ClusterState._hyper_node_upserted,
     HyperNodeDeleted: ClusterState._hyper_node_deleted,
+    KueueTopologyUpserted: ClusterState._kueue_topology_upserted,
+    KueueTopologyDeleted: ClusterState._kueue_topology_deleted,
     PriorityClassUpserted: ClusterState._priority_class_upserted,
     PriorityClassDeleted: ClusterState._priority_class_deleted,
     ObjectUndecodable: ClusterState._object_undecodable,

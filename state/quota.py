@@ -79,6 +79,8 @@ from events.model import (
     HyperNodeUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
+    KueueTopologyDeleted,
+    KueueTopologyUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
@@ -916,7 +918,8 @@ _HANDLERS: dict[type, _Handler | None] = exhaustive("the quota fold", {
     **each((PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
             SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted), QuotaBook._gang_event),
     **each((NodeUpserted, NodeDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
-            HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable, BindRequested,
+            HyperNodeDeleted, KueueTopologyUpserted, KueueTopologyDeleted, PriorityClassUpserted,
+            PriorityClassDeleted, ObjectUndecodable, BindRequested,
             EvictionRequested, GangTimedOut, GangPending, GangPlanned, PreemptionPlanned,
             KubePodGroupUpserted, KubePodGroupDeleted, WorkloadUpserted, WorkloadDeleted), None),
     # quota objects reach the book through the fold's own table (ClusterState._quota_object)

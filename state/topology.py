@@ -1,7 +1,8 @@
 """The network-topology tree: cluster > ... > node, from whichever source the cluster uses.
 
-Owns the one internal model of the network that placement and preemption query, folded from three
-user-facing descriptions (precedence in this order; `tree.source` says which one is in use):
+Owns the one internal model of the network that placement and preemption query, folded from four
+user-facing descriptions (precedence in this order; `tree.source` says which one is in use, and
+`tree.source_name` which object, for a ClusterNetworkTopology or a Kueue Topology):
 
 1. `SOURCE_CNT`: the Koordinator ClusterNetworkTopology named `default`. Its layers (a chain of
    `topologyLayer`s with `labelKey`s and `parentTopologyLayer`s; `NodeTopologyLayer` is the node
@@ -12,7 +13,19 @@ user-facing descriptions (precedence in this order; `tree.source` says which one
    upward); a HyperNode is a domain, its HyperNode members its children, its Node members (exact
    name, RE2 regex searched in the name as Go's MatchString does (`state/name_patterns.py`), or
    label selector) its nodes.
-3. `SOURCE_LABELS`: node labels, of the first scheme in `LABEL_SCHEMES` any node carries: NVIDIA
+3. `SOURCE_KUEUE`: a Kueue `Topology` (kueue.x-k8s.io v1beta2 or v1beta1, cluster-scoped; as Kueue's
+   Topology Aware Scheduling reads it). Its `spec.levels[].nodeLabel`s, top level first, are the
+   levels, but a lowest `kubernetes.io/hostname` level, which is the node itself; built as from a CNT
+   (a node's path is the prefix of levels whose label it carries). Layer names follow the label
+   schemes': the level nearest the node is `BlockLayer`, then `SpineLayer`, then `DatacenterLayer`,
+   and any level above those `Tier<tier>Layer` (`Tier4Layer`, ...: the name a HyperNode tier without a
+   tierName gets); each level's tierName is its label key's last segment (`.../topology-rack` ->
+   `topology-rack`) and its `label_keys` the key itself, so a Volcano `highestTierName`, a Koordinator
+   layer name and an upstream Workload API topology key all resolve. With several Topologies, the one
+   whose levels' labels the most nodes carry (a node counts when it carries any of them) is used, ties
+   by name; the others are reported as not used. A Topology that no node carries a label of (or whose
+   only level is the hostname) describes nothing and never takes the label schemes' place.
+4. `SOURCE_LABELS`: node labels, of the first scheme in `LABEL_SCHEMES` any node carries: NVIDIA
    topograph v1 (`fabric.topograph.run/tier-N`, tier 0 nearest the node, and
    `accelerator.topograph.run/{domain,sub-domain}`), topograph before v1
    (`network.topology.nvidia.com/{datacenter|core,spine,block|leaf,accelerator}`), then the labels
@@ -41,8 +54,8 @@ it, the root for any tier at or above the root's); an unknown name or a tier bel
 
 Where nodes go when the description is incomplete (documented rules, each reported in `problems`
 unless it is the ordinary case):
-- CNT / labels: a node's path is the prefix of layers whose label it carries; at the first missing
-  label it stops and the node sits directly under the last domain it has (the root when it has none
+- CNT / Kueue Topology / labels: a node's path is the prefix of layers whose label it carries; at the
+  first missing label it stops and the node sits directly under the last domain it has (the root when it has none
   of them). A node with no topology label at all is the ordinary case of a non-fabric node and is
   not reported; a node missing a layer in the middle is.
 - A domain claimed under two parents (block b1 on nodes labelled spine s1 and spine s2) keeps the
@@ -58,11 +71,16 @@ unless it is the ordinary case):
   source wins.
 - A bad ClusterNetworkTopology (not one chain) does not take the tree down: the last good layer
   chain stays in use (if none was ever good, the next source is used), and the problem is listed.
+- A bad Kueue Topology (no level, more than 16, a nodeLabel empty, not a label key or repeated,
+  `kubernetes.io/hostname` above the lowest level: what Kueue's CRD refuses) keeps its last good
+  levels in use (if it never had any, it is left out), each problem listed with the object and field
+  (`state/topology_validation.py`). Its problems are listed whichever source wins.
   Note: "last good" (here and for HyperNodes) is history, judged as the objects are folded, so the
   same events give the same tree; a state restored from a snapshot knows only the current objects.
 
 Query API (for placement and preemption):
-- `tree.levels` -> tuple[Level] top first; `tree.root`; `tree.source`; `tree.version` (bumped at
+- `tree.levels` -> tuple[Level] top first; `tree.root`; `tree.source`; `tree.source_name`;
+  `tree.version` (bumped at
   every structural rebuild); `tree.problems` -> list[Problem] (kind, key, field, message).
 - `tree.path(node)` -> tuple[Domain] root first ... the node's own domain (empty for an unknown node);
   `tree.domain_of(node)` the lowest domain holding it; `tree.domain_at(node, level)` (None when the
@@ -102,7 +120,7 @@ from typing import Final
 
 import msgspec
 
-from events.objects import ClusterNetworkTopology, HyperNode, TopologyDetail, TopologyInfo
+from events.objects import ClusterNetworkTopology, HyperNode, KueueTopology, TopologyDetail, TopologyInfo
 from state.gangs import Problem
 from state.hypernodes import HYPERNODE_KIND, HyperNodeGraph, HyperNodeSet, NodeSelectorRule
 from state.name_patterns import NamePattern, NamePatternSet
@@ -112,15 +130,18 @@ from state.topology_validation import (
     CLUSTER_TIER_NAME,
     CNT_KIND,
     DEFAULT_CNT_NAME,
+    KUEUE_TOPOLOGY_KIND,
     NODE_KIND,
     NODE_LAYER,
     LayerDef,
     layer_name_of,
     resolve_cnt_layers,
+    resolve_kueue_layers,
 )
 
 SOURCE_CNT: Final = "ClusterNetworkTopology"
 SOURCE_HYPERNODES: Final = "HyperNode"
+SOURCE_KUEUE: Final = "KueueTopology"
 SOURCE_LABELS: Final = "labels"
 
 TOPOGRAPH_PREFIX: Final = "network.topology.nvidia.com/"
@@ -289,11 +310,13 @@ class _Pending:
 class _Built:
     """The result of one structural build."""
 
-    __slots__ = ("by_level", "domains", "levels", "node_domain", "pending", "problems", "root", "source")
+    __slots__ = ("by_level", "domains", "levels", "node_domain", "pending", "problems", "root", "source",
+                 "source_name")
 
-    def __init__(self, source: str, levels: tuple[Level, ...], pending: _Pending) -> None:
+    def __init__(self, source: str, levels: tuple[Level, ...], pending: _Pending, source_name: str = "") -> None:
         self.pending = pending
         self.source = source
+        self.source_name = source_name
         self.levels = levels
         self.domains: list[Domain] = []
         self.by_level: list[dict[str, Domain]] = [{} for _ in levels]
@@ -316,6 +339,8 @@ class TopologyTree:
         self._cnt: ClusterNetworkTopology | None = None
         self._hypernodes = HyperNodeSet()
         self._last_good_layers: tuple[LayerDef, ...] | None = None  # judged as the CNT is folded
+        self._kueue: dict[str, KueueTopology] = {}
+        self._kueue_last_good: dict[str, tuple[LayerDef, ...]] = {}  # Topology name -> its last good levels
         self._built: _Built | None = None
         self._version = 0
         self._pending = _Pending(self._nodes)
@@ -398,6 +423,21 @@ class TopologyTree:
             self._last_good_layers = None
             self._built = None
 
+    def kueue_topology_upserted(self, topology: KueueTopology) -> None:
+        name = topology.metadata.name
+        known = self._kueue.get(name)
+        if known is None or known.spec != topology.spec:
+            self._built = None
+            layers, _ = resolve_kueue_layers(topology)
+            if layers is not None:  # judged as folded, as a CNT's last good chain is
+                self._kueue_last_good[name] = layers
+        self._kueue[name] = topology
+
+    def kueue_topology_deleted(self, name: str) -> None:
+        if self._kueue.pop(name, None) is not None:
+            self._kueue_last_good.pop(name, None)
+            self._built = None
+
     def hypernode_upserted(self, hn: HyperNode) -> None:
         if self._hypernodes.upsert(hn):  # a status write does not change the spec, so no rebuild
             self._built = None
@@ -411,6 +451,12 @@ class TopologyTree:
     @property
     def source(self) -> str:
         return self._ensure().source
+
+    @property
+    def source_name(self) -> str:
+        """The name of the object the tree is built from: `default` for a ClusterNetworkTopology, the Kueue
+        Topology's name; "" for HyperNodes (many objects) and labels."""
+        return self._ensure().source_name
 
     @property
     def levels(self) -> tuple[Level, ...]:
@@ -605,20 +651,81 @@ class TopologyTree:
                 layers = self._last_good_layers
             if layers is not None:
                 self._forget_matches()
-                built = self._build_from_labels(SOURCE_CNT, layers)
-                built.problems[:0] = problems + hypernode_problems
+                built = self._build_from_labels(SOURCE_CNT, layers, DEFAULT_CNT_NAME)
+                built.problems[:0] = problems + hypernode_problems + self._kueue_problems()
                 return built
             problems.append(Problem(CNT_KIND, self._cnt.metadata.name, "spec",
                                     "is not usable and no good version was seen; "
-                                    "topology falls back to HyperNodes or node labels"))
+                                    "topology falls back to HyperNodes, a Kueue Topology or node labels"))
         problems += hypernode_problems
         if graph.describes:
             built = self._build_from_hypernodes(graph)
+            problems += self._kueue_problems()
         else:  # no HyperNode, or none usable: they must not take the labels' tree away
             self._forget_matches()
-            built = self._build_from_labels(SOURCE_LABELS, self._label_layers())
+            chosen, kueue_problems = self._kueue_choice()
+            problems += kueue_problems
+            if chosen is not None:
+                built = self._build_from_labels(SOURCE_KUEUE, self._kueue_last_good[chosen], chosen)
+            else:
+                built = self._build_from_labels(SOURCE_LABELS, self._label_layers())
         built.problems[:0] = problems
         return built
+
+    def _kueue_problems(self) -> list[Problem]:
+        """Each Kueue Topology's own problems (reported whichever source wins), and what is done about them."""
+        problems: list[Problem] = []
+        for name in sorted(self._kueue):
+            found = resolve_kueue_layers(self._kueue[name])[1]
+            if not found:
+                continue
+            problems += found
+            problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, "spec.levels",
+                                    "is not usable; the Topology's last good levels stay in use"
+                                    if name in self._kueue_last_good else
+                                    "is not usable and no good version was seen; the Topology is left out"))
+        return problems
+
+    def _kueue_choice(self) -> tuple[str | None, list[Problem]]:
+        """The Kueue Topology the tree is built from (None: none describes the network) and the problems:
+        of every Topology, and which are not used. Among the usable ones (levels as written, else the last
+        good ones), the one whose levels' labels the most nodes carry, then first by name; one that no node
+        carries a label of describes nothing and never takes the node label schemes' place."""
+        problems = self._kueue_problems()
+        usable = {name: layers for name, layers in sorted(self._kueue_last_good.items()) if layers}
+        for name in sorted(self._kueue_last_good):
+            if not self._kueue_last_good[name]:
+                problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, "spec.levels",
+                                        "has no level above kubernetes.io/hostname (the node itself), so it describes "
+                                        "no network domain; not used"))
+        if not usable:
+            return None, problems
+        keys_of = {name: frozenset(key for layer in layers for key in layer.label_keys)
+                   for name, layers in usable.items()}
+        every_key = frozenset().union(*keys_of.values())
+        counts = dict.fromkeys(usable, 0)
+        for record in self._nodes.values():
+            if record.labels:
+                found = every_key.intersection(record.labels)
+                if found:
+                    for name, keys in keys_of.items():
+                        if not keys.isdisjoint(found):
+                            counts[name] += 1
+        ranked = sorted(usable, key=lambda n: (-counts[n], n))
+        chosen = ranked[0]
+        if counts[chosen] == 0:
+            for name in ranked:
+                problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, "spec.levels",
+                                        "no node carries a label of its levels, so it describes no network domain; "
+                                        "not used"))
+            return None, problems
+        for name in ranked[1:]:
+            problems.append(Problem(
+                KUEUE_TOPOLOGY_KIND, name, "spec.levels",
+                f"not used: the tree is built from Topology {chosen!r}, whose levels {counts[chosen]} nodes carry "
+                f"(this one's: {counts[name]}); with several Topologies the one the most nodes carry is used, "
+                "then the first by name"))
+        return chosen, problems
 
     def _label_layers(self) -> tuple[LayerDef, ...]:
         """The layers of the first label scheme (`LABEL_SCHEMES`) any node carries, those some node carries;
@@ -667,12 +774,12 @@ class TopologyTree:
             if len(domain.children) > 1:
                 domain.children.sort(key=_domain_name)
 
-    def _build_from_labels(self, source: str, layers: tuple[LayerDef, ...]) -> _Built:
+    def _build_from_labels(self, source: str, layers: tuple[LayerDef, ...], source_name: str = "") -> _Built:
         depth = len(layers)
         levels = (Level(0, CLUSTER_LAYER, depth + 1, CLUSTER_TIER_NAME),
                   *(Level(i + 1, layer.name, depth - i, layer.tier_name, layer.label_keys)
                     for i, layer in enumerate(layers)))
-        built = _Built(source, levels, self._pending)
+        built = _Built(source, levels, self._pending, source_name)
         # 1. each node's label values, top first, up to its first missing label
         values_of: dict[str, tuple[str, ...]] = {}
         votes: list[dict[str, dict[str, list[str]]]] = [{} for _ in range(depth + 1)]
@@ -683,7 +790,7 @@ class TopologyTree:
             for index, layer in enumerate(layers):
                 value = next((labels[key] for key in layer.label_keys if key in labels), None)
                 if value is None:
-                    if (collected and source == SOURCE_CNT) or any(
+                    if (collected and source in (SOURCE_CNT, SOURCE_KUEUE)) or any(
                             key in labels for lower in layers[index + 1:] for key in lower.label_keys):
                         missing.append((name, index))
                     break

@@ -1,4 +1,5 @@
-"""The admission rules for a Koordinator ClusterNetworkTopology, and the names of layers and tiers.
+"""The admission rules for a Koordinator ClusterNetworkTopology and a Kueue Topology, and the names of
+layers and tiers.
 
 Owns every check a user can get wrong when describing a network as layers of node labels (the
 ClusterNetworkTopology layer chain). HyperNodes have their own module (`state/hypernodes.py`),
@@ -14,6 +15,10 @@ How conflicts are resolved (the tree and the messages say the same thing):
 - A ClusterNetworkTopology that is not one chain of layers (unknown parentTopologyLayer, two
   layers on one label key, a cycle, two children of one layer, a duplicated layer) is unusable as a
   whole: `resolve_cnt_layers` returns no layers and the tree keeps the last good structure.
+- A Kueue Topology breaking a rule of its CRD (no level, more than 16, a nodeLabel that is empty,
+  not a label key or repeated, `kubernetes.io/hostname` above the lowest level) is unusable as a
+  whole, as the API server would have refused it: `resolve_kueue_layers` returns no layers, and the
+  tree keeps the object's last good levels (`state/topology.py`).
 """
 
 from __future__ import annotations
@@ -23,10 +28,11 @@ from collections.abc import Sequence
 
 import msgspec
 
-from events.objects import ClusterNetworkTopology
+from events.objects import ClusterNetworkTopology, KueueTopology
 from state.gangs import Problem
 
 CNT_KIND = "ClusterNetworkTopology"
+KUEUE_TOPOLOGY_KIND = "KueueTopology"  # the Problem kind of a kueue.x-k8s.io Topology (our name for the kind)
 NODE_KIND = "Node"
 
 DEFAULT_CNT_NAME = "default"
@@ -175,3 +181,70 @@ def validate_network_topology(cnt: ClusterNetworkTopology) -> list[Problem]:
                                 f"only the ClusterNetworkTopology named {DEFAULT_CNT_NAME!r} is read; "
                                 "this one is ignored"))
     return problems
+
+
+# --------------------------------------------------------------------------- Kueue Topology levels
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+KUEUE_MAX_LEVELS = 16
+KUEUE_MAX_LABEL_LENGTH = 316
+# The nodeLabel pattern of Kueue's Topology CRD: an optional DNS-subdomain prefix and `/`, then a name.
+_KUEUE_LABEL = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                          r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])")
+# The layer names of a Kueue Topology's levels, from the lowest domain level up, as the label schemes
+# name their switch tiers (`state/topology.py`); a level above the third is `Tier<tier>Layer`, the name a
+# HyperNode tier without a tierName gets.
+_KUEUE_LAYER_NAMES = ("BlockLayer", "SpineLayer", "DatacenterLayer")
+
+
+def kueue_layer_name(tier: int) -> str:
+    """The layer name of a Kueue Topology level `tier` levels above the node (1 = the lowest domain level)."""
+    return _KUEUE_LAYER_NAMES[tier - 1] if tier <= len(_KUEUE_LAYER_NAMES) else layer_name_of("", tier)
+
+
+def resolve_kueue_layers(topology: KueueTopology) -> tuple[tuple[LayerDef, ...] | None, list[Problem]]:
+    """The domain layers of a Kueue Topology, top first, without a lowest `kubernetes.io/hostname` level
+    (the node itself), or None when the object breaks a rule of Kueue's CRD (every problem listed)."""
+    name = topology.metadata.name
+    problems: list[Problem] = []
+    levels = topology.spec.levels
+    if not levels:
+        problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, "spec.levels", "is empty: no level is defined"))
+        return None, problems
+    if len(levels) > KUEUE_MAX_LEVELS:
+        problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, "spec.levels",
+                                f"has {len(levels)} levels; a Topology has at most {KUEUE_MAX_LEVELS}"))
+    first_at: dict[str, int] = {}
+    for index, level in enumerate(levels):
+        key = level.node_label
+        where = f"spec.levels[{index}].nodeLabel"
+        if not key:
+            problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, where, "is empty"))
+            continue
+        if len(key) > KUEUE_MAX_LABEL_LENGTH or _KUEUE_LABEL.fullmatch(key) is None:
+            shown = key if len(key) <= 80 else key[:80] + "..."
+            problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, where,
+                                    f"{shown!r} is not a node label key (at most {KUEUE_MAX_LABEL_LENGTH} characters: "
+                                    "an optional DNS subdomain and '/', then a name of letters, digits, '-', '_', "
+                                    "'.' that starts and ends with a letter or digit)"))
+            continue
+        if key in first_at:
+            problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, where,
+                                    f"{key!r} is already spec.levels[{first_at[key]}]: each level needs its own label"))
+            continue
+        first_at[key] = index
+        if key == HOSTNAME_LABEL and index != len(levels) - 1:
+            problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, where,
+                                    f"{HOSTNAME_LABEL} can only be the lowest level (it is the node itself)"))
+    if problems:
+        return None, problems
+    keys = [level.node_label for level in levels]
+    if keys[-1] == HOSTNAME_LABEL:
+        keys.pop()
+    depth = len(keys)
+    return tuple(LayerDef(kueue_layer_name(depth - index), (key,), tier_name_of("", (key,)))
+                 for index, key in enumerate(keys)), problems
+
+
+def validate_kueue_topology(topology: KueueTopology) -> list[Problem]:
+    return resolve_kueue_layers(topology)[1]

@@ -1,8 +1,10 @@
 """`toposched topology show|generate`: look at a scenario's network topology, or convert it.
 
 - `show --scenario FILE [--json]` folds the scenario's objects (nodes, pods already carrying
-  spec.nodeName, ClusterNetworkTopology, HyperNodes) into a `ClusterState` and prints its topology
-  tree: a rich tree with layer names, domains, node counts and free GPUs, or with `--json` the
+  spec.nodeName, ClusterNetworkTopology, HyperNodes, Kueue Topologies) into a `ClusterState` and
+  prints its topology: the source (and the object, for a ClusterNetworkTopology or a Kueue
+  Topology), the levels (layer, tier, tierName, node label keys), then a rich tree with layer
+  names, domains, node counts and free GPUs, or with `--json` the
   document other tools read: `{"layers": [layer names, top first], "root": domain}`, every domain
   `{"name", "layer", "tier", "nodeCount", "free": {resource: quantity}, "children": [domains],
   "nodes": [node names]}`. `nodes` lists the nodes hanging directly on a domain, which in a fully
@@ -16,7 +18,7 @@
   ClusterNetworkTopologies and HyperNodes (listed once, as `show --kubeconfig` lists them).
 
 - `show --kubeconfig PATH [--context NAME] [--json]` does the same with a live cluster: it lists
-  Nodes, ClusterNetworkTopologies, HyperNodes and Pods once (the watchers' own paginated list, each
+  Nodes, ClusterNetworkTopologies, HyperNodes, Kueue Topologies and Pods once (the watchers' own paginated list, each
   object decoded from raw JSON by `events.ingest`; a topology CRD that is not installed is skipped)
   and folds them. Exactly one of --scenario / --kubeconfig.
 
@@ -55,7 +57,7 @@ from events.objects import CLUSTER_NETWORK_TOPOLOGY_API, HYPERNODE_API
 from events.scenario import ScenarioError, load_scenario
 from state.cluster import ClusterState
 from state.resources import format_quantity, is_host_port
-from state.topology import SOURCE_HYPERNODES, TOPOGRAPH_LAYERS, Domain, TopologyTree
+from state.topology import SOURCE_HYPERNODES, SOURCE_KUEUE, TOPOGRAPH_LAYERS, Domain, Level, TopologyTree
 from state.topology_validation import DEFAULT_CNT_NAME, NODE_LAYER
 
 GPU = "nvidia.com/gpu"
@@ -89,8 +91,9 @@ class _Fold:
         return len(events) - len(changed)
 
 
-LIVE_KINDS = ("Node", "ClusterNetworkTopology", "HyperNode", "Pod")  # nodes first: pods count on them
-TREE_KINDS = LIVE_KINDS[:3]  # what the tree is built from (generate needs no pods: it writes no free capacity)
+# Nodes first: pods count on them.
+LIVE_KINDS = ("Node", "ClusterNetworkTopology", "HyperNode", "KueueTopology", "Pod")
+TREE_KINDS = LIVE_KINDS[:4]  # what the tree is built from (generate needs no pods: it writes no free capacity)
 
 
 async def state_of_cluster(kubeconfig: str, context: str | None = None,
@@ -185,15 +188,31 @@ def rich_tree(tree: TopologyTree, *, max_nodes: int = 8) -> Tree:
     return top
 
 
+def source_line(tree: TopologyTree) -> str:
+    """The tree's source, and the object it is built from where that is one object (`ClusterNetworkTopology
+    default`, `KueueTopology default (kueue.x-k8s.io Topology)`)."""
+    if tree.source == SOURCE_KUEUE:
+        return f"{tree.source} {tree.source_name} (kueue.x-k8s.io Topology)"
+    return f"{tree.source} {tree.source_name}" if tree.source_name else tree.source
+
+
+def levels_line(tree: TopologyTree) -> str:
+    """Each level top first: layer (tier, tierName, the node label keys it is built from)."""
+    def one(level: Level) -> str:
+        parts = [f"tier {level.tier}", *([level.tier_name] if level.tier_name else []),
+                 *([" | ".join(level.label_keys)] if level.label_keys else [])]
+        return f"{level.layer} ({', '.join(parts)})"
+
+    return " > ".join(one(level) for level in tree.levels)
+
+
 def _show(args: argparse.Namespace) -> int:
     tree, load_problems, source = _tree_of(args)
     if args.json:
         sys.stdout.write(json.dumps(tree_json(tree), indent=2) + "\n")
     else:
         console = Console()
-        levels = " > ".join(f"{level.layer} (tier {level.tier}{', ' + level.tier_name if level.tier_name else ''})"
-                            for level in tree.levels)
-        console.print(f"source: [bold]{tree.source}[/bold]   levels: {levels}")
+        console.print(f"source: [bold]{source_line(tree)}[/bold]   levels: {levels_line(tree)}", highlight=False)
         console.print(rich_tree(tree))
     _report(tree, load_problems, source)
     return EXIT_OK

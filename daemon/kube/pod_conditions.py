@@ -59,6 +59,8 @@ from events.model import (
     HyperNodeUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
+    KueueTopologyDeleted,
+    KueueTopologyUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
@@ -292,7 +294,8 @@ _NOTICED: Final[dict[type, Callable[[PendingPodConditions, Any], None] | None]] 
                 VolcanoPodGroupUpserted, VolcanoPodGroupDeleted, SchedulerPluginsPodGroupUpserted,
                 SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted, KubePodGroupDeleted, WorkloadUpserted,
                 WorkloadDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
-                HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ElasticQuotaUpserted,
+                HyperNodeDeleted, KueueTopologyUpserted, KueueTopologyDeleted, PriorityClassUpserted,
+                PriorityClassDeleted, ElasticQuotaUpserted,
                 ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted, QueueUpserted,
                 QueueDeleted, ObjectUndecodable, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
     })

@@ -60,6 +60,8 @@ from events.model import (
     HyperNodeUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
+    KueueTopologyDeleted,
+    KueueTopologyUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
@@ -121,7 +123,8 @@ _MARKS: Final[dict[type, bool]] = exhaustive("the quota status", {
             PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
             SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted,
             KubePodGroupDeleted, WorkloadUpserted, WorkloadDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted,
-            HyperNodeUpserted, HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable,
+            HyperNodeUpserted, HyperNodeDeleted, KueueTopologyUpserted, KueueTopologyDeleted, PriorityClassUpserted,
+            PriorityClassDeleted, ObjectUndecodable,
             *VOLUME_EVENTS, *BUDGET_EVENTS), False),
 })
 

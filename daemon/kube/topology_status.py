@@ -8,9 +8,9 @@ What it writes (only these, only when the value differs from what the folded obj
   HyperNodes are the tree's source (when a ClusterNetworkTopology wins, their counts are left alone).
 
 What it reports: every distinct problem of the objects the daemon reads (`object_problems`): the
-topology and gang problems (the tree's `problems`, plus the state's problems about HyperNodes,
-ClusterNetworkTopologies, PodGroups of every dialect, Workloads and gangs of pod annotations
-(reported on the pod whose annotations define the gang), plus each gang's layer and tier names the
+topology and gang problems (the tree's `problems`, Kueue Topologies' among them, plus the state's
+problems about HyperNodes, ClusterNetworkTopologies, PodGroups of every dialect, Workloads and gangs
+of pod annotations (reported on the pod whose annotations define the gang), plus each gang's layer and tier names the
 tree does not have, `state/topology_wishes.py`, the same check `toposched validate` makes) and every other problem
 the fold found: a pod or node quantity that is not one, a pod's unknown PriorityClass, an object
 that could not be decoded (the field msgspec refused) or folded, a record too large to log. Each
@@ -73,6 +73,8 @@ from events.model import (
     HyperNodeUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
+    KueueTopologyDeleted,
+    KueueTopologyUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
@@ -106,6 +108,7 @@ from events.objects import (
     KOORDINATOR_POD_GROUP_API,
     KOORDINATOR_QUOTA_API,
     KUBE_POD_GROUP_API,
+    KUEUE_TOPOLOGY_API,
     SCHEDULER_PLUGINS_POD_GROUP_API,
     VOLCANO_POD_GROUP_API,
     VOLCANO_QUEUE_API,
@@ -124,7 +127,7 @@ from state.gangs import (
 from state.hypernodes import HYPERNODE_KIND
 from state.quota import CAPACITY_KIND, QUEUE_KIND, QUOTA_KINDS
 from state.topology import SOURCE_CNT, SOURCE_HYPERNODES
-from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, NODE_KIND
+from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, KUEUE_TOPOLOGY_KIND, NODE_KIND
 from state.topology_wishes import POD_GROUP_KIND, wish_problems
 from state.volumes import CLAIM_KIND
 
@@ -151,6 +154,7 @@ _CHANGES: Final[dict[type, str | None]] = exhaustive("the topology status", {
     **each((NodeUpserted, NodeDeleted), _TREE),  # a node's problems change only with the tree's version
     **each((PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted, ObjectUndecodable,
             NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
+            KueueTopologyUpserted, KueueTopologyDeleted,
             SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted,
             KubePodGroupDeleted, WorkloadUpserted, WorkloadDeleted), _PROBLEMS),
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
@@ -261,6 +265,9 @@ def object_of(state: ClusterState, problem: Problem) -> ObjectRef:
     if problem.kind == HYPERNODE_KIND:
         hyper_node = state.hyper_nodes.get(key)
         return ObjectRef(key, HYPERNODE_API, HYPERNODE_KIND, hyper_node.metadata.uid if hyper_node else "")
+    if problem.kind == KUEUE_TOPOLOGY_KIND:
+        kueue = state.kueue_topologies.get(key)
+        return ObjectRef(key, KUEUE_TOPOLOGY_API, "Topology", kueue.metadata.uid if kueue else "")
     if problem.kind == NODE_KIND:
         node = state.nodes.get(key)
         return ObjectRef(key, "v1", NODE_KIND, node.obj.metadata.uid if node else "")

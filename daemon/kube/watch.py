@@ -17,7 +17,9 @@ Failure handling:
 - A dropped connection or a watch that times out: watch again from the last resourceVersion seen
   (bookmarks keep it fresh); errors back off exponentially with jitter.
 - 404 on the list of a custom resource (CRD not installed): logged once, retried slowly, not fatal;
-  the kind counts as synced so readiness does not wait for a CRD that may never come.
+  the kind counts as synced so readiness does not wait for a CRD that may never come. A kind with
+  `older_api_versions` (Kueue's Topology: v1beta2, else v1beta1) is listed and watched at the first
+  version served; it is missing only when none is.
 - Lines of any length are read (a 1 MiB pod in one watch line is fine): the reader splits the byte
   stream itself instead of relying on a bounded readline.
 
@@ -109,11 +111,13 @@ class CrdMissing(Exception):
     """The list answered 404: the kind's CRD is not installed."""
 
 
-def collection_path(info: KindInfo) -> str:
-    """The cluster-wide collection URL of a kind (all namespaces for namespaced kinds)."""
-    if info.group:
-        return f"/apis/{info.group}/{info.version}/{info.plural}"
-    return f"/api/{info.version}/{info.plural}"
+def collection_path(info: KindInfo, api_version: str = "") -> str:
+    """The cluster-wide collection URL of a kind (all namespaces for namespaced kinds), at its own apiVersion
+    or at `api_version` (one of its `older_api_versions`)."""
+    group, _, version = (api_version or info.api_version).rpartition("/")
+    if group:
+        return f"/apis/{group}/{version}/{info.plural}"
+    return f"/api/{version}/{info.plural}"
 
 
 class ByteSource(Protocol):
@@ -177,6 +181,7 @@ class KindWatcher:
         self.resource_version = ""
         self.synced = anyio.Event()
         self.missing_crd = False
+        self.api_version = info.api_version  # where the kind is listed and watched (see `relist`)
         self.relists = 0
         self.unchanged_listed = 0  # objects relists found held unchanged, over this watcher's life
         self.watch_restarts = 0
@@ -185,8 +190,23 @@ class KindWatcher:
     # ------------------------------------------------------------------ list
 
     async def relist(self) -> None:
-        """List everything, record upserts, record deletions for what disappeared; set resourceVersion."""
-        path = collection_path(self.info)
+        """List everything, record upserts, record deletions for what disappeared; set resourceVersion.
+
+        A kind with `older_api_versions` is listed at the version it was last listed at, else at the first
+        one served (newest first): a cluster running an older release of the kind's project serves only an
+        older version. CrdMissing when none is served."""
+        versions = (self.info.api_version, *self.info.older_api_versions)
+        for api_version in (self.api_version, *(v for v in versions if v != self.api_version)):
+            try:
+                await self._relist_at(api_version)
+            except CrdMissing:
+                continue
+            self.api_version = api_version
+            return
+        raise CrdMissing(collection_path(self.info))
+
+    async def _relist_at(self, api_version: str) -> None:
+        path = collection_path(self.info, api_version)
         seen: dict[str, str] = {}
         continue_token = ""
         resource_version = ""
@@ -245,7 +265,7 @@ class KindWatcher:
 
     async def watch_once(self) -> None:
         """One watch request from `resource_version`, until the server closes it. Raises Gone on 410."""
-        path = collection_path(self.info)
+        path = collection_path(self.info, self.api_version)
         query = [
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
@@ -288,7 +308,7 @@ class KindWatcher:
             status = decode_status(raw)
             if status.code == 410:
                 raise Gone(status.message)
-            raise KubeApiError("WATCH", collection_path(self.info), status.code, status.message)
+            raise KubeApiError("WATCH", collection_path(self.info, self.api_version), status.code, status.message)
         upsert: Event | None = None
         if event.type in ("ADDED", "MODIFIED"):
             upsert, meta = self._upsert_of(raw)
@@ -462,6 +482,7 @@ HELD_BY_KIND: dict[str, Callable[[ClusterState], dict[str, str]]] = {
     "Workload": lambda state: _uids(state.workloads),
     "ClusterNetworkTopology": lambda state: _uids(state.network_topologies),
     "HyperNode": lambda state: _uids(state.hyper_nodes),
+    "KueueTopology": lambda state: _uids(state.kueue_topologies),
     "PriorityClass": lambda state: _uids(state.priority_classes),
     "ElasticQuota": lambda state: _uids(state.quotas.elastic_quotas),
     "CapacityElasticQuota": lambda state: _uids(state.quotas.capacity_quotas),

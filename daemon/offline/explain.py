@@ -35,6 +35,8 @@ from events.model import (
     HyperNodeUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
+    KueueTopologyDeleted,
+    KueueTopologyUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
@@ -246,7 +248,8 @@ _TOLD: dict[type, Callable[[_Explainer, Any], None] | None] = exhaustive("replay
     NominationCleared: _Explainer.nomination_cleared,
     # Not part of one gang's story: the cluster's shape, and a bind the PodBound after it tells.
     **each((NodeUpserted, NodeDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
-            HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable, BindRequested,
+            HyperNodeDeleted, KueueTopologyUpserted, KueueTopologyDeleted, PriorityClassUpserted,
+            PriorityClassDeleted, ObjectUndecodable, BindRequested,
             WorkloadUpserted, WorkloadDeleted), None),  # a Workload is a template: its gangs' pods tell the story
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
             QueueUpserted, QueueDeleted, *VOLUME_EVENTS,

@@ -35,6 +35,8 @@ from events.model import (
     HyperNodeUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
+    KueueTopologyDeleted,
+    KueueTopologyUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
@@ -204,7 +206,8 @@ _NOTED: dict[type, Callable[[QuotaWatch, Any], None] | None] = exhaustive("the q
     # Usage follows from the fold (the book's `running`), read whenever the time moves on:
     **each((NodeUpserted, NodeDeleted, PodUpserted, PodDeleted, PodGroupUpserted, PodGroupDeleted,
             VolcanoPodGroupUpserted, VolcanoPodGroupDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted,
-            HyperNodeUpserted, HyperNodeDeleted, PriorityClassUpserted, PriorityClassDeleted, ElasticQuotaUpserted,
+            HyperNodeUpserted, HyperNodeDeleted, KueueTopologyUpserted, KueueTopologyDeleted, PriorityClassUpserted,
+            PriorityClassDeleted, ElasticQuotaUpserted,
             ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted, QueueUpserted,
             QueueDeleted, *VOLUME_EVENTS,
             *BUDGET_EVENTS, ObjectUndecodable, PodAssumed, PodForgotten, BindRequested, BindFailed,

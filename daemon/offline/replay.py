@@ -135,6 +135,7 @@ def summarise(state: ClusterState) -> Summary:
         "PodGroup (scheduling.volcano.sh)": len(state.volcano_pod_groups),
         "ClusterNetworkTopology": len(state.network_topologies),
         "HyperNode": len(state.hyper_nodes),
+        "Topology (kueue.x-k8s.io)": len(state.kueue_topologies),
         "PriorityClass": len(state.priority_classes),
         "PersistentVolumeClaim": len(state.volumes.claims),
         "PersistentVolume": len(state.volumes.volumes),

@@ -143,6 +143,8 @@ from events.model import (
     HyperNodeUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
+    KueueTopologyDeleted,
+    KueueTopologyUpserted,
     NetworkTopologyDeleted,
     NetworkTopologyUpserted,
     NodeDeleted,
@@ -1191,6 +1193,7 @@ _OBSERVERS: dict[type, Callable[[Scheduler, Any], bool] | None] = exhaustive("th
     PodDeleted: Scheduler._pod_deleted,
     **each((PodForgotten, BindFailed, NominationCleared), Scheduler._capacity_freed),
     **each((NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
+            KueueTopologyUpserted, KueueTopologyDeleted,
             PriorityClassUpserted, PriorityClassDeleted,
             WorkloadUpserted, WorkloadDeleted), Scheduler._structure_changed),  # a Workload: each of its gangs
     **each((ClaimUpserted, ClaimDeleted, VolumeUpserted), Scheduler._claim_changed),

@@ -10,6 +10,8 @@ from events.builders import bound, group_event, node, node_event, pod, pod_event
 from events.model import (
     BindFailed,
     Event,
+    KueueTopologyDeleted,
+    KueueTopologyUpserted,
     NodeDeleted,
     NodeUpserted,
     NominationCleared,
@@ -26,6 +28,10 @@ from events.objects import (
     RESIZE_PENDING,
     Condition,
     ContainerResourceStatus,
+    KueueTopology,
+    KueueTopologyLevel,
+    KueueTopologySpec,
+    ObjectMeta,
     Pod,
     ResourceRequirements,
 )
@@ -86,8 +92,33 @@ def _decision_events() -> st.SearchStrategy[Event]:
     )
 
 
+# Kueue Topologies over custom node labels (a node may carry a block, a rack, both or neither), each good:
+# which one the tree takes depends on how many nodes carry their labels, so on the nodes folded so far.
+BLOCK_KEY = "cloud.provider.com/topology-block"
+RACK_KEY = "cloud.provider.com/topology-rack"
+TOPOLOGY_LEVELS = st.sampled_from([(BLOCK_KEY, RACK_KEY, "kubernetes.io/hostname"), (RACK_KEY,), (BLOCK_KEY,),
+                                   ("kubernetes.io/hostname",), ("example.com/nowhere",)])
+
+
+def _kueue_events() -> st.SearchStrategy[Event]:
+    return st.one_of(
+        st.builds(lambda name, levels: KueueTopologyUpserted(topology=KueueTopology(
+            metadata=ObjectMeta(name=name, uid=f"uid-{name}"),
+            spec=KueueTopologySpec(levels=[KueueTopologyLevel(node_label=key) for key in levels]))),
+                  st.sampled_from(["t0", "t1"]), TOPOLOGY_LEVELS),
+        st.builds(lambda name: KueueTopologyDeleted(name=name), st.sampled_from(["t0", "t1"])),
+    )
+
+
+def _custom_labels(block: str | None, rack: str | None) -> dict[str, str]:
+    return {**({BLOCK_KEY: block} if block else {}), **({RACK_KEY: rack} if rack else {})}
+
+
 single_events = st.one_of(
     st.builds(lambda n, g: node_event(node(n, gpus=g)), st.sampled_from(NODES), st.integers(0, 16)),
+    st.builds(lambda n, g, b, r: node_event(node(n, gpus=g, labels=_custom_labels(b, r))), st.sampled_from(NODES),
+              st.integers(0, 16), st.sampled_from([None, "b0", "b1"]), st.sampled_from([None, "r0", "r1", "r2"])),
+    _kueue_events(),
     st.builds(lambda n: NodeDeleted(name=n), st.sampled_from(NODES)),
     st.builds(lambda g, m: group_event(pod_group(g, min_member=m)), st.sampled_from(GANGS), st.integers(-1, 4)),
     _pod_events(),
@@ -127,6 +158,22 @@ def test_snapshot_plus_tail_folds_to_the_same_state_as_from_the_start(events: li
     resumed = ClusterState.restore(head.snapshot())
     resumed.apply_all(events[cut:])
     assert resumed.canonical() == _fold(events).canonical()
+
+
+def _tree_shape(state: ClusterState) -> object:
+    tree = state.topology
+    return (tree.source, tree.source_name, tree.levels, {name: [d.name for d in tree.path(name)] for name in NODES},
+            sorted(str(problem) for problem in tree.problems))
+
+
+@given(events_strategy, st.integers(0, 60))
+def test_snapshot_plus_tail_gives_the_same_topology_tree_as_from_the_start(events: list[Event], cut: int) -> None:
+    """Kueue Topologies (good ones: a bad one's last good levels are history a snapshot does not keep) and the
+    node labels they read survive a snapshot: the tree, its source and its problems are the same."""
+    cut = min(cut, len(events))
+    resumed = ClusterState.restore(_fold(events[:cut]).snapshot())
+    resumed.apply_all(events[cut:])
+    assert _tree_shape(resumed) == _tree_shape(_fold(events))
 
 
 @given(events_strategy)

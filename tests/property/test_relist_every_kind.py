@@ -1,7 +1,7 @@
 """A relist leaves out an object the state holds unchanged (`ClusterState.holds_unchanged`) for every kind
-the watch lists, not only nodes, pods, PodGroups and PriorityClasses: random histories of all seventeen
+the watch lists, not only nodes, pods, PodGroups and PriorityClasses: random histories of all eighteen
 kinds, as the API writes them (Koordinator and scheduler-plugins ElasticQuotas with their trees, Volcano
-Queues and PodGroups, HyperNodes, the ClusterNetworkTopology, upstream Workloads and PodGroups, pods
+Queues and PodGroups, HyperNodes, the ClusterNetworkTopology, Kueue Topologies, upstream Workloads and PodGroups, pods
 joining each kind of gang), with deletions and versions that do not decode. Each object the state holds,
 listed again as JSON as a relist would decode it, is recognized unless it is marked broken; folding it
 again changes nothing; the next resourceVersion of it is never left out. And what a restart rebuilds from
@@ -71,6 +71,9 @@ _DOCUMENTS: dict[str, Any] = {
             {"type": "Node", "selector": {"regexMatch": {"pattern": "n[0-1]"}}},
             {"type": "Node", "selector": {"labelMatch": {"matchLabels": {BLOCK: "b1"}}}},
             {"type": "HyperNode", "selector": {"exactMatch": {"name": "h0"}}}])),
+    "KueueTopology": st.builds(
+        lambda index, levels: (f"t{index}", "", {"spec": {"levels": [{"nodeLabel": key} for key in levels]}}),
+        st.integers(0, 1), st.sampled_from([[BLOCK, RACK, "kubernetes.io/hostname"], [RACK], [BLOCK, BLOCK], []])),
     "ElasticQuota": st.builds(
         lambda name, namespace, low, high, parent: (name, namespace, {
             "metadata": {"labels": {QUOTA_PARENT_LABEL: parent} if parent else {}},
@@ -167,6 +170,7 @@ _DOCUMENTS["Pod"] = st.builds(
 # A version of some kinds that does not decode (its object is then marked broken until a good one comes).
 _UNDECODABLE: dict[str, dict[str, Any]] = {
     "Queue": {"spec": {"weight": "heavy"}},
+    "KueueTopology": {"spec": {"levels": [{"nodeLabel": 7}]}},
     "Pod": {"spec": {"containers": "not a list"}},
     "PodGroup": {"spec": {"minMember": "three"}},
     "Node": {"status": {"allocatable": ["not", "a", "map"]}},
@@ -216,6 +220,7 @@ def _held(state: ClusterState) -> list[tuple[KindInfo, Any]]:
         "Workload": state.workloads.values(),
         "ClusterNetworkTopology": state.network_topologies.values(),
         "HyperNode": state.hyper_nodes.values(),
+        "KueueTopology": state.kueue_topologies.values(),
         "PriorityClass": state.priority_classes.values(),
         "ElasticQuota": quotas.elastic_quotas.values(),
         "CapacityElasticQuota": quotas.capacity_quotas.values(),

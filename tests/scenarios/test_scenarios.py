@@ -52,7 +52,7 @@ from state.topology import TopologyTree
 
 HERE = Path(__file__).parent
 EXPECTATIONS = sorted(HERE.glob("*.expect.yaml"))
-TOPOLOGY_KINDS = ("Node", "ClusterNetworkTopology", "HyperNode")
+TOPOLOGY_KINDS = ("Node", "ClusterNetworkTopology", "HyperNode", "KueueTopology")
 QUOTA_KINDS = {"ElasticQuota", "CapacityElasticQuota", "Queue"}
 
 

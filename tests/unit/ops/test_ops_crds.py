@@ -18,7 +18,9 @@ from events.ingest import KINDS
 from .crdcheck import served_schema, untyped_nodes, violations
 from .opsfiles import CRDS, OPS, REPO, Manifest, component_objects, kustomization, load_documents
 
-COMPONENTS = ("scheduler-plugins", "scheduler-plugins-x-k8s", "koordinator", "volcano")
+COMPONENTS = ("scheduler-plugins", "scheduler-plugins-x-k8s", "koordinator", "volcano", "kueue")
+# CRDs of kinds toposched only reads: no status subresource (Kueue's Topology has no status).
+READ_ONLY_CRDS = frozenset({"topologies.kueue.x-k8s.io"})
 
 
 def all_crds() -> dict[str, Manifest]:
@@ -58,6 +60,7 @@ def test_the_koordinator_and_volcano_crds_live_in_their_own_components() -> None
         ("CustomResourceDefinition", "hypernodes.topology.volcano.sh"),
         ("CustomResourceDefinition", "podgroups.scheduling.volcano.sh"),
         ("CustomResourceDefinition", "queues.scheduling.volcano.sh")}
+    assert set(component_objects("kueue")) == {("CustomResourceDefinition", "topologies.kueue.x-k8s.io")}
     for name, crd in all_crds().items():
         text = (CRDS / next(c for c in COMPONENTS if ("CustomResourceDefinition", name) in component_objects(c))
                 / f"{name}.yaml").read_text(encoding="utf-8")
@@ -67,9 +70,11 @@ def test_the_koordinator_and_volcano_crds_live_in_their_own_components() -> None
 
 def test_every_custom_kind_the_daemon_watches_has_a_crd_with_the_same_scope_and_plural() -> None:
     custom = [info for info in KINDS if info.group not in ("", "scheduling.k8s.io", "storage.k8s.io", "policy")]
-    assert len(custom) == 8
+    assert len(custom) == 9
     for info in custom:
         crd = crd_for(info.api_version, info.kind)
+        for older in info.older_api_versions:
+            assert crd_for(older, info.kind) == crd
         assert crd["spec"]["names"]["plural"] == info.plural
         assert crd["spec"]["scope"] == ("Namespaced" if info.namespaced else "Cluster")
 
@@ -80,6 +85,9 @@ def test_crd_is_structural_with_one_storage_version_and_a_status_subresource(nam
     versions = crd["spec"]["versions"]
     assert [v["storage"] for v in versions].count(True) == 1
     for version in versions:
+        if name in READ_ONLY_CRDS:
+            assert "subresources" not in version and "status" not in served_schema(crd, version["name"])["properties"]
+            continue
         assert version["subresources"] == {"status": {}}, "the daemon writes status through /status"
         schema = served_schema(crd, version["name"])
         assert not list(untyped_nodes(schema)), f"untyped schema nodes: {list(untyped_nodes(schema))}"
@@ -126,6 +134,8 @@ def _schema_paths(schema: Manifest, prefix: str = "") -> set[str]:
         "spec.subGroupPolicy[].subGroupSize", "spec.subGroupPolicy[].minSubGroups",
         "spec.subGroupPolicy[].matchLabelKeys", "spec.subGroupPolicy[].networkTopology.mode",
         "status.phase", "status.conditions"]),
+    ("kueue.x-k8s.io/v1beta2", "Topology", ["spec.levels[].nodeLabel"]),
+    ("kueue.x-k8s.io/v1beta1", "Topology", ["spec.levels[].nodeLabel"]),
     ("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota", ["spec.min", "spec.max", "status.used"]),
     ("scheduling.x-k8s.io/v1alpha1", "ElasticQuota", ["spec.min", "spec.max", "status.used"]),
     ("scheduling.volcano.sh/v1beta1", "Queue", [
@@ -220,7 +230,7 @@ def test_fields_toposched_does_not_read_are_preserved_not_pruned() -> None:
     for crd in all_crds().values():
         for version in crd["spec"]["versions"]:
             schema = served_schema(crd, version["name"])
-            for part in ("spec", "status"):
+            for part in ("spec", "status") if crd["metadata"]["name"] not in READ_ONLY_CRDS else ("spec",):
                 assert schema["properties"][part].get("x-kubernetes-preserve-unknown-fields") is True, (
                     f"{crd['metadata']['name']} {part}: fields of the upstream CRD would be pruned")
 
@@ -232,3 +242,24 @@ def test_the_x_k8s_podgroup_crd_declares_exactly_the_fields_devcluster_serves() 
     served = _schema_paths(KIND_SCHEMAS[("scheduling.x-k8s.io/v1alpha1", "PodGroup")][1])
     shipped = _schema_paths(served_schema(crd_for("scheduling.x-k8s.io/v1alpha1", "PodGroup"), "v1alpha1"))
     assert {p for p in served if not p.startswith("metadata")} == {p for p in shipped if not p.startswith("metadata")}
+
+
+TOPOLOGY = "topologies.kueue.x-k8s.io"
+
+
+def _kueue_topology(*labels: str) -> Manifest:
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "t"},
+            "spec": {"levels": [{"nodeLabel": label} for label in labels]}}
+
+
+def test_kueue_topology_crd_admits_levels_ending_with_the_hostname() -> None:
+    crd = all_crds()[TOPOLOGY]
+    assert violations(crd, _kueue_topology("cloud.provider.com/topology-block", "cloud.provider.com/topology-rack",
+                                           "kubernetes.io/hostname")) == []
+
+
+@pytest.mark.parametrize("labels", [
+    (), ("a/b",) * 2, ("kubernetes.io/hostname", "a/rack"), ("",), ("-bad",), tuple(f"l/{i}" for i in range(17)),
+], ids=["none", "repeated", "hostname-above", "empty", "not-a-key", "seventeen"])
+def test_kueue_topology_crd_refuses_what_kueue_refuses(labels: tuple[str, ...]) -> None:
+    assert violations(all_crds()[TOPOLOGY], _kueue_topology(*labels)) != []
