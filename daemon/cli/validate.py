@@ -4,8 +4,8 @@ Reads multi-document YAML files and applies the very rules the daemon applies to
 (`state/topology_validation.py`, `state/hypernodes.py`, `state/gangs.py`, `state/topology_wishes.py`;
 the same functions, so the same problems and messages), across all files together: a HyperNode
 member may name a HyperNode from another file, and PodGroup layer / tier names are checked against
-the topology the files describe (a ClusterNetworkTopology, HyperNodes, or Nodes carrying topograph
-labels). Node
+the topology the files describe (a ClusterNetworkTopology, HyperNodes, a Kueue Topology, or Nodes
+carrying topograph labels). Node
 documents, when given, are context: label contradictions and nodes claimed by two HyperNodes are
 reported too. Quota objects (both ElasticQuota kinds, Volcano Queues) are folded with the PodGroups
 and the Pods of the files as the daemon folds them (`state/quota.py`, the same rules and messages):
@@ -43,6 +43,7 @@ from events.objects import (
     ClusterNetworkTopology,
     HyperNode,
     KubePodGroup,
+    KueueTopology,
     Node,
     Pod,
     PodGroup,
@@ -56,13 +57,20 @@ from state.hypernodes import HYPERNODE_KIND
 from state.pod_constraints import unconsidered
 from state.resources import QuantityError, Resources, parse_quantity
 from state.topology import TopologyTree
-from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, NODE_KIND, validate_network_topology
+from state.topology_validation import (
+    CNT_KIND,
+    DEFAULT_CNT_NAME,
+    KUEUE_TOPOLOGY_KIND,
+    NODE_KIND,
+    validate_network_topology,
+)
 from state.topology_wishes import POD_GROUP_KIND, validate_gang_object, validate_pod_group, validate_volcano_pod_group
 
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: depth-capped
 _GANG_OBJECTS = {"SchedulerPluginsPodGroup", "KubernetesPodGroup", "Workload"}
 _QUOTA_OBJECTS = {"ElasticQuota", "CapacityElasticQuota", "Queue"}
-_CHECKED = {"HyperNode", "ClusterNetworkTopology", "PodGroup", "VolcanoPodGroup", *_GANG_OBJECTS, *_QUOTA_OBJECTS}
+_CHECKED = {"HyperNode", "ClusterNetworkTopology", KUEUE_TOPOLOGY_KIND, "PodGroup", "VolcanoPodGroup", *_GANG_OBJECTS,
+            *_QUOTA_OBJECTS}
 POD_KIND = "Pod"
 
 
@@ -87,6 +95,7 @@ class Finding:
 class _Documents:
     hypernodes: list[tuple[str, HyperNode]]
     cnts: list[tuple[str, ClusterNetworkTopology]]
+    kueue_topologies: list[tuple[str, KueueTopology]]
     pod_groups: list[tuple[str, PodGroup]]
     volcano_pod_groups: list[tuple[str, VolcanoPodGroup]]
     nodes: list[tuple[str, Node]]
@@ -112,7 +121,7 @@ def _documents_of(path: str) -> list[Any]:
 
 
 def _read(paths: Sequence[str]) -> _Documents:
-    docs = _Documents([], [], [], [], [], [], [])
+    docs = _Documents([], [], [], [], [], [], [], [])
     for path in paths:
         loaded = _documents_of(path)
         for number, document in enumerate(loaded, start=1):
@@ -151,6 +160,8 @@ def _read(paths: Sequence[str]) -> _Documents:
                 docs.hypernodes.append((source, decoded))
             elif isinstance(decoded, ClusterNetworkTopology):
                 docs.cnts.append((source, decoded))
+            elif isinstance(decoded, KueueTopology):
+                docs.kueue_topologies.append((source, decoded))
             elif isinstance(decoded, PodGroup):
                 docs.pod_groups.append((source, decoded))
             elif isinstance(decoded, VolcanoPodGroup):
@@ -220,10 +231,14 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
         tree.network_topology_upserted(cnt)
     for hn in {hn.metadata.name: hn for _, hn in docs.hypernodes}.values():  # the later definition wins
         tree.hypernode_upserted(hn)
-    described = bool(docs.nodes or docs.hypernodes or any(c.metadata.name == DEFAULT_CNT_NAME for _, c in docs.cnts))
+    for source, topology in docs.kueue_topologies:
+        where[(KUEUE_TOPOLOGY_KIND, topology.metadata.name)] = source
+        tree.kueue_topology_upserted(topology)
+    described = bool(docs.nodes or docs.hypernodes or docs.kueue_topologies
+                     or any(c.metadata.name == DEFAULT_CNT_NAME for _, c in docs.cnts))
     reported = {f.problem for f in findings}
     for problem in tree.problems:
-        if problem.kind in (NODE_KIND, HYPERNODE_KIND) and problem not in reported:
+        if problem.kind in (NODE_KIND, HYPERNODE_KIND, KUEUE_TOPOLOGY_KIND) and problem not in reported:
             findings.append(Finding(where.get((problem.kind, problem.key), "?"), problem))
     context = tree if described else None  # with no topology in the files, layer and tier names go unchecked
     for source, group in docs.pod_groups:
@@ -239,7 +254,7 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
         findings += [Finding(source, p) for p in unconsidered(pod, key_of(pod.metadata))]
     order = {source: index for index, source in enumerate(_all_sources(docs))}
     findings.sort(key=lambda f: order.get(f.source, len(order)))
-    counts = {HYPERNODE_KIND: len(docs.hypernodes), CNT_KIND: len(docs.cnts),
+    counts = {HYPERNODE_KIND: len(docs.hypernodes), CNT_KIND: len(docs.cnts), "Topology": len(docs.kueue_topologies),
               POD_GROUP_KIND: len(docs.pod_groups) + len(docs.volcano_pod_groups)
               + sum(1 for _, name, _ in docs.gang_objects if name != "Workload"),
               "Workload": sum(1 for _, name, _ in docs.gang_objects if name == "Workload"),
@@ -250,6 +265,7 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
 
 def _all_sources(docs: _Documents) -> list[str]:
     sources = [s for s, _ in docs.hypernodes] + [s for s, _ in docs.cnts] + [s for s, _ in docs.pod_groups]
+    sources += [s for s, _ in docs.kueue_topologies]
     sources += [s for s, _ in docs.volcano_pod_groups] + [s for s, _ in docs.nodes] + [f.source for f in docs.findings]
     sources += [s for s, _, _ in docs.gang_objects] + [s for s, _, _ in docs.folded]
 
@@ -263,7 +279,8 @@ def _all_sources(docs: _Documents) -> list[str]:
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toposched validate",
-        description="Validate HyperNode, ClusterNetworkTopology and PodGroup manifests (multi-document YAML).",
+        description="Validate HyperNode, ClusterNetworkTopology, Kueue Topology and PodGroup manifests "
+                    "(multi-document YAML).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=exit_codes_epilog(
             ok="every object is valid", finding="problems found (one line each on standard output)",

@@ -142,3 +142,19 @@ def test_nvlink_cliques_give_the_accelerator_layer_and_a_generated_cnt_reads_bot
                          "labelKey": ["network.topology.nvidia.com/accelerator", "nvidia.com/gpu.clique"]}
     (labelled / "cnt.yaml").write_text(text)
     assert show_json(labelled, capsys) == tree
+
+
+KUEUE_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "kueue-topology-custom-labels.yaml"
+
+
+@pytest.mark.parametrize("api_version", ["kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"])
+def test_show_names_the_kueue_topology_and_each_level_s_label_key(
+        api_version: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(KUEUE_SCENARIO.read_text().replace("kueue.x-k8s.io/v1beta2", api_version))
+    assert main(["show", "--scenario", str(path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # as printed, but for the console's line wrapping
+    assert "source: KueueTopology default (kueue.x-k8s.io Topology)" in out
+    assert ("SpineLayer (tier 2, topology-block, cloud.provider.com/topology-block) > "
+            "BlockLayer (tier 1, topology-rack, cloud.provider.com/topology-rack)") in out
+    assert "BlockLayer rack-3 (tier 1, topology-rack) · 2 nodes" in out

@@ -222,3 +222,22 @@ spec:
     assert lines[0].startswith(f"{path}#1: SchedulerPluginsPodGroup default/nginx: spec.minResources: is read but not")
     assert lines[1].startswith(f"{path}#2: Workload default/training: spec.podGroups[0].policy.gang.minCount: 0 is")
     assert lines[2] == "2 problems in 3 objects"
+
+
+def test_a_kueue_topology_is_checked_and_names_the_layers_pod_groups_may_use(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    topology = ("apiVersion: kueue.x-k8s.io/v1beta2\nkind: Topology\nmetadata: {name: racks}\nspec:\n  levels:\n"
+                "  - nodeLabel: cloud.provider.com/topology-rack\n  - nodeLabel: kubernetes.io/hostname\n")
+    gang = ("apiVersion: scheduling.sigs.k8s.io/v1alpha1\nkind: PodGroup\nmetadata:\n  name: job\n  annotations:\n"
+            "    gang.scheduling.koordinator.sh/network-topology-spec: "
+            "'{\"gatherStrategy\": [{\"layer\": \"BlockLayer\", \"strategy\": \"MustGather\"}]}'\n"
+            "spec: {minMember: 2}\n")
+    node = ("apiVersion: v1\nkind: Node\nmetadata:\n  name: n0\n  labels: {cloud.provider.com/topology-rack: r0}\n"
+            "status: {allocatable: {cpu: '8'}}\n")
+    files = [write(tmp_path, "t.yaml", topology), write(tmp_path, "g.yaml", gang), write(tmp_path, "n.yaml", node)]
+    assert main(files) == 0
+    assert "1 Topology" in capsys.readouterr().out
+    bad = topology.replace("nodeLabel: kubernetes.io/hostname", "nodeLabel: x/-y-")
+    assert main([write(tmp_path, "bad.yaml", bad)]) == 1
+    out = capsys.readouterr().out
+    assert "bad.yaml#1: KueueTopology racks: spec.levels[1].nodeLabel: 'x/-y-' is not a node label key" in out
