@@ -46,8 +46,8 @@ from placement.gather import Solver, primary_resource
 from placement.members import domain_label, pod_shapes, where
 from placement.plan import CAPACITY, INVALID, POD_FIT, QUOTA, VOLUME, Assignment, GangPlan, Unschedulable
 from placement.quota import admit
-from placement.slots import kept_table
 from state.cluster import ClusterState
+from state.node_changes import kept_table
 from state.resources import Resources, fits
 from state.topology import Domain
 

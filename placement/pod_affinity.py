@@ -52,6 +52,7 @@ import msgspec
 from events.objects import Affinity, LabelSelector, LabelSelectorRequirement, Pod, PodAffinityTerm
 from state.cluster import ClusterState, PodInfo
 from state.label_selectors import selects
+from state.node_changes import kept_table
 from state.pod_constraints import MAX_REQUIRED_TERMS
 from state.resources import HOST_PORT_PREFIX, SELF_EXCLUSION_PROTOCOL
 
@@ -485,13 +486,7 @@ class AffinityIndex:
 
 def affinity_index(state: ClusterState) -> AffinityIndex:
     """The state's `AffinityIndex` (made on first use), brought up to date."""
-    found = state.reader_caches.get(INDEX_KEY)
-    if not isinstance(found, AffinityIndex):
-        found = AffinityIndex(state)
-        state.reader_caches[INDEX_KEY] = found
-    else:
-        found.sync()
-    return found
+    return kept_table(state, INDEX_KEY, AffinityIndex)
 
 
 def _value(state: ClusterState, node: str, key: str) -> str | None:

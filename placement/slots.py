@@ -28,13 +28,13 @@ Pure: no I/O, no clock. It never changes the state's meaning, only what planning
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol, TypeVar
 
 import msgspec
 
 from placement.fit import UNLIMITED, Shape, admits, port_taken
 from placement.pod_affinity import ANTI_AFFINITY, SELF_EXCLUSION_TOKEN
 from state.cluster import ClusterState
+from state.node_changes import kept_table
 from state.resources import is_host_port
 from state.topology import Domain
 
@@ -271,29 +271,6 @@ class SlotTable:
                         tally(counts, why, 1)
             entry.stale.clear()
         return counts
-
-
-class KeptTable(Protocol):
-    """A table planning keeps in `state.reader_caches`, made from the state and brought up to date
-    from `state.node_changes` by `sync()`."""
-
-    def __init__(self, state: ClusterState) -> None: ...
-
-    def sync(self) -> None: ...
-
-
-Table = TypeVar("Table", bound=KeptTable)
-
-
-def kept_table(state: ClusterState, key: str, kind: type[Table]) -> Table:
-    """The state's table of `kind` under `key`, brought up to date (made on first use)."""
-    table = state.reader_caches.get(key)
-    if not isinstance(table, kind):
-        table = kind(state)
-        state.reader_caches[key] = table
-    else:
-        table.sync()
-    return table
 
 
 def slot_table(state: ClusterState) -> SlotTable:

@@ -24,9 +24,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from placement.fit import UNLIMITED, Capacity, Shape, admits
-from placement.slots import SlotTable, kept_table, slot_table
+from placement.slots import SlotTable, slot_table
 from preemption.victims import Candidates, VictimUnit
 from state.cluster import ClusterState, PodInfo
+from state.node_changes import kept_table
 from state.resources import MILLI
 from state.topology import Domain, TopologyTree
 

@@ -25,11 +25,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 
-from placement.slots import kept_table
 from preemption.plan import LONE_POD
 from preemption.victims import Candidates, VictimUnit, _gang_units
 from state.cluster import TERMINAL_PHASES, ClusterState, PodInfo
 from state.gangs import GangSpec
+from state.node_changes import kept_table
 
 CACHE_KEY = "preemption.victims"
 

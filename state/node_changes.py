@@ -22,6 +22,11 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from state.cluster import ClusterState
+
 
 class NodeChanges:
     """Append-only names of changed nodes; `end` is the position after the last one."""
@@ -83,3 +88,26 @@ class ChangeCursor:
         record = self.record
         position, self.position = self.position, record.end
         return record.since(position)
+
+
+class KeptTable(Protocol):
+    """What a reader keeps in `state.reader_caches`, made from the state and brought up to date from the
+    change records by `sync()`."""
+
+    def __init__(self, state: ClusterState) -> None: ...
+
+    def sync(self) -> None: ...
+
+
+Table = TypeVar("Table", bound=KeptTable)
+
+
+def kept_table(state: ClusterState, key: str, kind: type[Table]) -> Table:
+    """The state's reader of `kind` under `key`, brought up to date (made on first use)."""
+    table = state.reader_caches.get(key)
+    if not isinstance(table, kind):
+        table = kind(state)
+        state.reader_caches[key] = table
+    else:
+        table.sync()
+    return table

@@ -7,6 +7,8 @@ is down, and starts a new loop on that log (`tests/unit/daemon/restart.py`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
 from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
@@ -253,42 +255,43 @@ async def test_assumptions_of_an_earlier_term_whose_pods_another_leader_bound_ar
     assert not [k for k, p in run.state.pods.items() if p.assumed_node]
 
 
-async def test_a_host_network_plan_is_bound_as_planned_unless_another_pod_took_its_port_while_down() -> None:
-    # Its own assumed pods hold the port on their nodes: that is no conflict with themselves.
-    ranks: list[Event] = [group_event(pod_group("ranks", min_member=4))]
-    ranks += [pod_event(with_ports(pod(f"ranks-{i}", gang="ranks", gpus=2), (29500, "TCP"))) for i in range(4)]
+async def _one_per_node_plan_holds_unless(ranks: list[Event], intruder: Callable[[str], Event], reason: str) -> None:
+    """A 4-pod plan of one pod per node, killed after one Binding: adopted and bound as planned on a restart;
+    released with `reason` once `intruder(node)` came to one of its planned nodes while the daemon was down."""
     log, waiting, done = await crashed(*ranks, binds=1)
     assert len(set(waiting.values()) | set(done.values())) == 4  # one per node
     run = await restart(log)
     assert run.bound_since_start() == waiting
     assert not [e for e in run.since_start if isinstance(e, PodForgotten)]  # the plan held
-    # A node agent took the port on one planned node while the daemon was down: the plan goes.
     taken = sorted(waiting.values())[0]
-    agent = PodUpserted(pod=bound(with_ports(pod("agent", gpus=0, cpu="100m", memory="64Mi",
-                                                 scheduler="default-scheduler"), (29500, "TCP")), taken))
-    run = await restart(log, [agent])
+    run = await restart(log, [intruder(taken)])
     assert taken not in run.bound_since_start().values()
     released = [e for e in run.since_start if isinstance(e, PodForgotten)]
-    assert released and "another pod holds its host port 29500/TCP" in released[0].reason
+    assert released and reason in released[0].reason
+
+
+async def test_a_host_network_plan_is_bound_as_planned_unless_another_pod_took_its_port_while_down() -> None:
+    # Its own assumed pods hold the port on their nodes: that is no conflict with themselves. A node agent
+    # takes the port on one planned node while the daemon is down: the plan goes.
+    ranks: list[Event] = [group_event(pod_group("ranks", min_member=4))]
+    ranks += [pod_event(with_ports(pod(f"ranks-{i}", gang="ranks", gpus=2), (29500, "TCP"))) for i in range(4)]
+    await _one_per_node_plan_holds_unless(
+        ranks, lambda taken: PodUpserted(pod=bound(with_ports(pod("agent", gpus=0, cpu="100m", memory="64Mi",
+                                                                  scheduler="default-scheduler"), (29500, "TCP")),
+                                                   taken)),
+        "another pod holds its host port 29500/TCP")
 
 
 async def test_a_one_per_host_plan_is_bound_as_planned_unless_a_pod_its_terms_exclude_came_while_down() -> None:
-    # Its own assumed pods select one another, each on its own node: no conflict with themselves.
+    # Its own assumed pods select one another, each on its own node: no conflict with themselves. Another
+    # scheduler binds a pod of the same job on one planned node while the daemon is down.
     spread: dict[str, object] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"job": "ranks"}}, "topologyKey": "kubernetes.io/hostname"}]}}
     ranks: list[Event] = [group_event(pod_group("ranks", min_member=4))]
     ranks += [pod_event(with_affinity(pod(f"ranks-{i}", gang="ranks", gpus=2, labels={"job": "ranks"}), spread))
               for i in range(4)]
-    log, waiting, done = await crashed(*ranks, binds=1)
-    assert len(set(waiting.values()) | set(done.values())) == 4  # one per node
-    run = await restart(log)
-    assert run.bound_since_start() == waiting
-    assert not [e for e in run.since_start if isinstance(e, PodForgotten)]  # the plan held
-    # Another scheduler bound a pod of the same job on one planned node while the daemon was down.
-    taken = sorted(waiting.values())[0]
-    stray = PodUpserted(pod=bound(pod("stray", gpus=0, cpu="100m", memory="64Mi", labels={"job": "ranks"},
-                                      scheduler="default-scheduler"), taken))
-    run = await restart(log, [stray])
-    assert taken not in run.bound_since_start().values()
-    released = [e for e in run.since_start if isinstance(e, PodForgotten)]
-    assert released and "node(s) didn't match pod anti-affinity rules" in released[0].reason
+    await _one_per_node_plan_holds_unless(
+        ranks, lambda taken: PodUpserted(pod=bound(pod("stray", gpus=0, cpu="100m", memory="64Mi",
+                                                       labels={"job": "ranks"}, scheduler="default-scheduler"),
+                                                   taken)),
+        "node(s) didn't match pod anti-affinity rules")
