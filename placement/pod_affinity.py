@@ -31,11 +31,17 @@ there; for them:
 - every plan is then checked as a whole (`plan_violation`): no two of its pods, nor one of them and a
   placed pod, may break an anti-affinity term, and a pod whose affinity no placed pod satisfies must
   share each term's domain with the plan's pods that match its terms (all in one domain when none is
-  placed yet). A plan that breaks one is not made: the gang waits with the reason.
+  placed yet), one of which may be placed first (kube-scheduler places one pod at a time: the first
+  needs no other, or meets its own terms). A plan that breaks one is not made: the gang waits with the
+  reason.
+A plan adopted after a restart, whose pods are placed already, is checked pod by pod against every other
+placed pod (`placed_violation`).
 
-The placed pods carrying anti-affinity and the placed pods per namespace are indexed (`AffinityIndex`,
-kept in the state's reader caches), following the fold's record of changed pods: a pod without terms,
-in a cluster where no placed pod has anti-affinity, costs a few attribute reads.
+What is indexed (`AffinityIndex`, kept in the state's reader caches, following the fold's record of
+changed pods): the anti-affinity terms of placed pods, each filed under the labels a pod must carry to
+be selected; and, once a term first asks, the placed pods by node, namespace and label. The rules of
+pods alike in what they read are derived once while nothing changes. A pod without terms, in a cluster
+where no placed pod has anti-affinity, costs a few attribute reads.
 
 Pure: no I/O, no clock.
 """
