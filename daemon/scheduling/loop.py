@@ -179,7 +179,7 @@ from events.model import (
 from events.objects import SELECTED_NODE_ANNOTATION, Node, Pod
 from placement.fit import Requests
 from placement.plan import Unschedulable
-from placement.pod_affinity import affinity_index, has_terms
+from placement.pod_affinity import PodTerms, affinity_index, has_terms
 from preemption.plan import PreemptionPlan
 from preemption.reclaim import may_reclaim
 from state.cluster import ClusterState, PodInfo, subject_of
@@ -271,8 +271,10 @@ class Scheduler:
         self._pod_shapes: dict[str, tuple[object, ...]] = {}  # pending pods: what of them placement reads
         self._claims_moved = anyio.Event()  # set (and replaced) whenever a claim changes: provisioning waits on it
         self._gang_of: dict[str, str] = {}  # pod -> its gang, to know whose membership a deletion changes
-        # Pending pods with required podAffinity: a pod placed that their terms select may let them fit.
-        self._affinity_waiters: set[str] = set()
+        # Pending pods with required podAffinity, by their terms (pods alike share them: a gang's are asked
+        # once): a pod placed that the terms select may let them fit.
+        self._affinity_waiters: dict[int, tuple[PodTerms, set[str]]] = {}
+        self._waiting_on: dict[str, int] = {}  # waiter -> the key of its terms there
         self._room_cache: dict[tuple[int, Requests], int] = {}
         self._room_now_cache: dict[tuple[int, Requests], int] = {}  # `_room_now`'s, as of event `_room_now_seq`
         self._room_now_seq = -1
@@ -316,24 +318,43 @@ class Scheduler:
             self._forget_need(placed)
             if self._min_placed is not None and placed.priority < self._min_placed:
                 self._min_placed = placed.priority
-            self._affinity_waiters.discard(placed.key)
-            return self._wake_affinity_waiters(placed)
+            if self._waiting_on:
+                self._stop_waiting(placed.key)
+                return self._wake_affinity_waiters(placed)
         return False
+
+    def _wait_for_partners(self, pod: PodInfo) -> None:
+        terms = affinity_index(self.state).terms(pod)
+        key = id(terms)
+        if self._waiting_on.get(pod.key) == key:
+            return
+        self._stop_waiting(pod.key)
+        group = self._affinity_waiters.get(key)
+        if group is None:
+            group = self._affinity_waiters[key] = (terms, set())  # holding the terms keeps their id
+        group[1].add(pod.key)
+        self._waiting_on[pod.key] = key
+
+    def _stop_waiting(self, pod_key: str) -> None:
+        key = self._waiting_on.pop(pod_key, None)
+        if key is not None:
+            waiters = self._affinity_waiters[key][1]
+            waiters.discard(pod_key)
+            if not waiters:
+                del self._affinity_waiters[key]
 
     def _wake_affinity_waiters(self, placed: PodInfo) -> bool:
         """`placed` now runs (or is about to): the pending pods whose required podAffinity selects it may
-        fit next to it. Whether any was woken."""
-        if not self._affinity_waiters:
-            return False
-        index = affinity_index(self.state)
-        woken = False
+        fit next to it. Whether any was woken. Each distinct set of terms is asked once."""
+        woken: set[str] = set()
         namespace, labels = placed.namespace, placed.obj.metadata.labels
-        for key in sorted(self._affinity_waiters):
-            waiter = self.state.pods.get(key)
-            if waiter is not None and any(term.selects(namespace, labels) for term in index.terms(waiter).affinity):
-                self.queue.unit_changed(waiter.gang or waiter.key)
-                woken = True
-        return woken
+        pods = self.state.pods
+        for terms, waiters in self._affinity_waiters.values():
+            if any(term.selects(namespace, labels) for term in terms.affinity):
+                woken.update(waiter.gang or key for key in waiters if (waiter := pods.get(key)) is not None)
+        for unit in sorted(woken):
+            self.queue.unit_changed(unit)
+        return bool(woken)
 
     def _pod_upserted(self, event: PodUpserted) -> bool:
         meta = event.pod.metadata
@@ -359,9 +380,9 @@ class Scheduler:
         elif pod.key in self.state.pending:
             affinity = event.pod.spec.affinity
             if affinity is not None and affinity.pod_affinity is not None and has_terms(event.pod):
-                self._affinity_waiters.add(pod.key)
-            elif self._affinity_waiters:
-                self._affinity_waiters.discard(pod.key)
+                self._wait_for_partners(pod)
+            elif self._waiting_on:
+                self._stop_waiting(pod.key)
             shape = _pod_shape(event.pod)
             if self._pod_shapes.get(pod.key) == shape:
                 return woken  # a status write (ours: PodScheduled=False): nothing placement reads changed
@@ -369,8 +390,8 @@ class Scheduler:
             self.queue.unit_changed(pod.gang or pod.key)
         else:
             self._pod_shapes.pop(pod.key, None)
-            if self._affinity_waiters:
-                self._affinity_waiters.discard(pod.key)
+            if self._waiting_on:
+                self._stop_waiting(pod.key)
                 if pod.placed_node:
                     woken = self._wake_affinity_waiters(pod) or woken
             if not (pod.gang and pod.ours and pod.gated and not pod.placed_node):
@@ -391,7 +412,7 @@ class Scheduler:
 
     def _pod_deleted(self, event: PodDeleted) -> bool:
         self._pod_shapes.pop(event.key, None)
-        self._affinity_waiters.discard(event.key)
+        self._stop_waiting(event.key)
         gang = self._gang_of.pop(event.key, None)
         if gang:  # a member left: its gang's reason ("6 of minMember 6 pods exist", ...) may be stale
             self.queue.unit_changed(gang)
