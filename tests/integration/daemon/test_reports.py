@@ -116,11 +116,15 @@ async def test_high_priority_gang_preempts_a_whole_low_priority_gang_and_lands_o
                                          for name in pod_names(low)), what="every pod of the low gang gone")
             placed = {name: node_of(cluster, name) for name in pod_names(high)}
             assert set(placed.values()) == low_nodes
-            disruption = {name: c for name in pod_names(low) for version in history[name]
-                          for c in version.conditions if c["type"] == "DisruptionTarget"}
-            assert len(disruption) == 4
-            for c in disruption.values():
-                assert c["reason"] == "PreemptionByScheduler" and "default/high" in c["message"]
+            # Each victim was marked before its eviction. The eviction handler then rewrites the condition
+            # (EvictionByEvictionAPI) and the daemon writes its own again, unless the victim is gone by then
+            # (a one-second grace on a loaded machine): so some version says who preempted it, not always the last.
+            disruption = {name: [c for version in history[name] for c in version.conditions
+                                 if c["type"] == "DisruptionTarget"] for name in pod_names(low)}
+            assert all(disruption.values()), disruption
+            for conditions in disruption.values():
+                assert any(c["reason"] == "PreemptionByScheduler" and "default/high" in c["message"]
+                           for c in conditions), conditions
             for name in pod_names(high):
                 before = [v for v in history[name] if not v.node]
                 after = [v for v in history[name] if v.node]
