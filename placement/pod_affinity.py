@@ -230,8 +230,8 @@ class AffinityIndex:
     `affinity_index(state)`."""
 
     __slots__ = ("_alike", "_by_key", "_by_label", "_changes", "_derived", "_group_keys", "_groups_by_pair", "_kept",
-                 "_labels_of", "_loose_groups", "_rules", "_rules_stamp", "_terms", "anti", "anti_of", "by_namespace",
-                 "placed_on", "state")
+                 "_labels_of", "_loose_groups", "_rules", "_rules_stamp", "_terms", "_tokens", "anti", "anti_of",
+                 "by_namespace", "placed_on", "state")
 
     TERMS_LIMIT = 4096
 
@@ -241,6 +241,7 @@ class AffinityIndex:
         self._alike: dict[tuple[bytes, str, tuple[tuple[str, str | None], ...]], PodTerms] = {}
         self._rules: dict[tuple[object, ...], tuple[PodRule, ...]] = {}  # `rules_for`, while nothing changes
         self._rules_stamp: tuple[int, int] = (-1, -1)
+        self._tokens: dict[int, tuple[PodTerms, tuple[tuple[Term, str], ...]]] = {}  # `host_tokens`
         self._rebuild()
 
     def _rebuild(self) -> None:
@@ -299,6 +300,19 @@ class AffinityIndex:
         if found is None:
             found = self._alike[alike] = terms_of(pod.obj)
         self._terms[key] = (affinity, labels, found)  # holding both keeps their ids from being reused
+        return found
+
+    def host_tokens(self, terms: PodTerms) -> tuple[tuple[Term, str], ...]:
+        """The anti-affinity terms of `terms` over kubernetes.io/hostname, each with its per-node token (a
+        digest of the term), made once per shared `PodTerms` rather than per pod."""
+        hit = self._tokens.get(id(terms))
+        if hit is not None and hit[0] is terms:
+            return hit[1]
+        found = tuple((term, SELF_EXCLUSION_TOKEN + hashlib.blake2b(_encoder.encode(term), digest_size=8).hexdigest())
+                      for term in terms.anti if term.topology_key == HOSTNAME_KEY)
+        if len(self._tokens) >= self.TERMS_LIMIT:
+            self._tokens.clear()
+        self._tokens[id(terms)] = (terms, found)  # holding the terms keeps their id from being reused
         return found
 
     def group_label_keys(self) -> tuple[str, ...]:
@@ -563,10 +577,10 @@ def self_exclusion(state: ClusterState, pod: PodInfo) -> tuple[str, ...]:
     names them."""
     if not has_terms(pod.obj):
         return ()
-    tokens = {f"{SELF_EXCLUSION_TOKEN}{hashlib.blake2b(_encoder.encode(term), digest_size=8).hexdigest()}"
-              for term in affinity_index(state).terms(pod).anti
-              if term.topology_key == HOSTNAME_KEY and term.selects(pod.namespace, pod.obj.metadata.labels)}
-    return tuple(sorted(tokens))
+    index = affinity_index(state)
+    namespace, labels = pod.namespace, pod.obj.metadata.labels
+    return tuple(sorted({token for term, token in index.host_tokens(index.terms(pod))
+                         if term.selects(namespace, labels)}))
 
 
 _encoder = msgspec.msgpack.Encoder(order="deterministic")
