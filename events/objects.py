@@ -171,8 +171,18 @@ class Affinity(_K8s, frozen=True):
 
 
 class TopologySpreadConstraint(_K8s, frozen=True):
+    """One of `spec.topologySpreadConstraints` (`placement/pod_spread.py` places by those with
+    `whenUnsatisfiable: DoNotSchedule`). Absent policies and minDomains take kube-scheduler's defaults
+    there (Honor, Ignore, 1); a nil labelSelector selects no pod."""
+
     topology_key: str = ""
     when_unsatisfiable: str = ""
+    max_skew: Int64 = 0
+    label_selector: LabelSelector | None = None
+    min_domains: Int64 | None = None
+    node_affinity_policy: str | None = None
+    node_taints_policy: str | None = None
+    match_label_keys: list[str] = []
 
 
 class PodResourceClaim(_K8s, frozen=True):

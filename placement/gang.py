@@ -33,9 +33,30 @@ import msgspec
 from placement.constraints import InvalidConstraint, planning_tree, resolve
 from placement.fit import Capacity
 from placement.gather import Found, Job, Solver
-from placement.members import counted, demands_for, domain_label, is_running, minimum_of, pod_order, where
-from placement.plan import INVALID, MEMBERS, MUST_GATHER, POD_AFFINITY, VOLUME, Assignment, GangPlan, Unschedulable
+from placement.members import (
+    counted,
+    demands_for,
+    domain_label,
+    is_running,
+    minimum_of,
+    pod_order,
+    pod_shapes,
+    where,
+)
+from placement.plan import (
+    INVALID,
+    MEMBERS,
+    MUST_GATHER,
+    POD_AFFINITY,
+    POD_SPREAD,
+    VOLUME,
+    Assignment,
+    GangPlan,
+    Unschedulable,
+)
 from placement.pod_affinity import gather_level, plan_violation
+from placement.pod_spread import has_spreads
+from placement.pod_spread import plan_violation as spread_violation
 from placement.quota import admitted_pending
 from placement.reasons import explain_failure, job_label
 from placement.subgroups import plan_sub_groups, uses_sub_groups
@@ -108,10 +129,17 @@ def plan_gang(state: ClusterState, gang: str, *,
     result = _place_admitted(state, group, label, specs, pending, minimum, extras, running, nominated, ignore_pods,
                              pending_count, running_count)
     if isinstance(result, GangPlan) and result.assignments:
-        broken = plan_violation(state, [(assignment.pod, assignment.node) for assignment in result.assignments])
+        pairs = [(assignment.pod, assignment.node) for assignment in result.assignments]
+        broken = plan_violation(state, pairs)
         if broken:
             return Unschedulable(gangs=group, constraint=POD_AFFINITY, needed=len(result.assignments),
                                  reason=f"{label}: {broken}")
+        shapes = pod_shapes(state)
+        spread = spread_violation(state, pairs, {key: shapes.own_shape(state.pods[key]) for key, _ in pairs
+                                                 if key in state.pods and has_spreads(state.pods[key].obj)})
+        if spread:
+            return Unschedulable(gangs=group, constraint=POD_SPREAD, needed=len(result.assignments),
+                                 reason=f"{label}: {spread}")
     if quota_note and isinstance(result, GangPlan):  # the loop reports the pods left out as waiting
         return GangPlan(gangs=result.gangs, assignments=result.assignments, domain=result.domain,
                         level=result.level, explanation=f"{result.explanation}; {quota_note}")

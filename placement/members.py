@@ -24,6 +24,7 @@ from events.objects import Affinity, PodSpec, Toleration
 from placement.fit import Shape, shape_in, shape_of, topology_index, with_pod_rules
 from placement.gather import Demand
 from placement.pod_affinity import affinity_index, rules_for, self_exclusion
+from placement.pod_spread import has_spreads, spread_rules
 from state.cluster import ClusterState, PodInfo
 from state.gangs import ONCE_SATISFIED, ONLY_WAITING, GangSpec
 from state.resources import Resources
@@ -137,7 +138,8 @@ class PodShapes:
 
     def shape(self, pod: PodInfo) -> Shape:
         """`shape_of(pod)`, computed once for the pods that share the objects it is made of, narrowed by
-        the inter-pod rules the pods placed now set for it (`placement.pod_affinity`, derived afresh)."""
+        the inter-pod rules the pods placed now set for it (`placement.pod_affinity` and
+        `placement.pod_spread`, derived afresh)."""
         return self._narrowed(pod, self._own_shape(pod))
 
     def _narrowed(self, pod: PodInfo, shape: Shape) -> Shape:
@@ -148,10 +150,18 @@ class PodShapes:
         if end != self._changes_seen:
             self._changes_seen = end
             self._anti_placed = bool(affinity_index(state).anti)
-        if not self._anti_placed and (affinity is None or (affinity.pod_affinity is None
-                                                           and affinity.pod_anti_affinity is None)):
+        spreads = has_spreads(pod.obj)
+        if not self._anti_placed and not spreads and (affinity is None or (affinity.pod_affinity is None
+                                                                           and affinity.pod_anti_affinity is None)):
             return shape
-        return with_pod_rules(shape, rules_for(state, pod), self_exclusion(state, pod))
+        rules = rules_for(state, pod)
+        if spreads:
+            rules = (*rules, *spread_rules(state, pod, shape))
+        return with_pod_rules(shape, rules, self_exclusion(state, pod))
+
+    def own_shape(self, pod: PodInfo) -> Shape:
+        """The shape of the pod's own parts, without what the pods placed now ask of it."""
+        return self._own_shape(pod)
 
     def _own_shape(self, pod: PodInfo) -> Shape:
         """The shape of the pod's own parts. A pod with claims is shaped afresh each time: where its volumes

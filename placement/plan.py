@@ -19,8 +19,10 @@ POD_FIT = "pod-fit"
 QUOTA = "quota"  # its quota (ElasticQuota, Volcano Queue) does not admit it: see placement/quota.py
 VOLUME = "volume"  # a claim of a pod is not usable yet (missing, unbound, ...): see state/volumes.py
 POD_AFFINITY = "pod-affinity"  # the plan breaks required pod (anti-)affinity among its pods (pod_affinity.py)
+POD_SPREAD = "pod-topology-spread"  # the plan breaks a DoNotSchedule spread constraint of its pods (pod_spread.py)
 
-CONSTRAINTS = (CAPACITY, MUST_GATHER, HARD_TIER, SUB_GROUP, MEMBERS, INVALID, POD_FIT, QUOTA, VOLUME, POD_AFFINITY)
+CONSTRAINTS = (CAPACITY, MUST_GATHER, HARD_TIER, SUB_GROUP, MEMBERS, INVALID, POD_FIT, QUOTA, VOLUME, POD_AFFINITY,
+               POD_SPREAD)
 
 
 class Assignment(msgspec.Struct, frozen=True):

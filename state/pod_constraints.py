@@ -10,7 +10,10 @@ naming the field:
 - a required pod affinity or anti-affinity term with a non-empty `namespaceSelector`: toposched reads
   no Namespace objects, so the term is read as looking in every namespace (the terms themselves are
   placed by: `placement/pod_affinity.py`); and the terms past the first `MAX_REQUIRED_TERMS` of a kind;
-- a topology spread constraint with `whenUnsatisfiable: DoNotSchedule`;
+- a topology spread constraint with `whenUnsatisfiable: DoNotSchedule` that no API server admits
+  (`spread_problem`: maxSkew below 1, no topologyKey, minDomains below 1, a node inclusion policy other
+  than Honor / Ignore, a selector that does not parse): it is not placed by (the usable ones are:
+  `placement/pod_spread.py`);
 - a host port of an init container (`spec.initContainers[*].ports[*].hostPort`): kube-scheduler's
   NodePorts reads the containers' host ports only, and so does toposched (placement keeps one holder
   of a host port per node: `state.resources.host_port_resource`);
@@ -26,14 +29,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from events.objects import Container, Pod
+from events.objects import Container, Pod, TopologySpreadConstraint
 from state.gangs import UNSUPPORTED_FIELD, Problem
+from state.label_selectors import selector_problems
 
 _NONE: Sequence[Problem] = ()
 # Required podAffinity / podAntiAffinity terms placed by per pod and kind: any pod may carry thousands
 # (the API server bounds only the object's size), and each costs every placement of the pods near it.
 MAX_REQUIRED_TERMS = 64
 DO_NOT_SCHEDULE = "DoNotSchedule"
+NODE_INCLUSION_POLICIES = ("Honor", "Ignore")
 DRA_NOT_PLACED = (
     "spec.resourceClaims: dynamic resource allocation is not supported by toposched: it allocates no "
     "ResourceClaim, and the kubelet does not start a pod whose claims are not allocated, so the pod is not "
@@ -74,10 +79,12 @@ def unconsidered(pod: Pod, key: str) -> Sequence[Problem]:
                            f"Namespace objects: the term is read as looking in every namespace ({consequence})")
     for index, spread in enumerate(spec.topology_spread_constraints):
         if spread.when_unsatisfiable == DO_NOT_SCHEDULE:
-            report(f"spec.topologySpreadConstraints[{index}]",
-                   f"whenUnsatisfiable DoNotSchedule (topologyKey {spread.topology_key}) is not considered by "
-                   f"toposched: the pods may be placed more unevenly than maxSkew allows")
-            break
+            found = spread_problem(spread)
+            if found:
+                where, message = found
+                report(f"spec.topologySpreadConstraints[{index}]{where}",
+                       f"{message}: the constraint (topologyKey {spread.topology_key!r}) is not considered by "
+                       f"toposched, so the pods may be placed more unevenly than it asks")
     held = next(((index, number, port.host_port) for index, container in enumerate(spec.init_containers)
                  for number, port in enumerate(container.ports) if port.host_port), None)
     if held is not None:
@@ -94,3 +101,25 @@ def _any_ports(containers: list[Container]) -> bool:
     if len(containers) == 1:  # the usual pod, on the path of every derivation: no generator
         return bool(containers[0].ports)
     return any(container.ports for container in containers)
+
+
+def spread_problem(spread: TopologySpreadConstraint) -> tuple[str, str] | None:
+    """Why a DoNotSchedule spread constraint cannot be placed by, as (field below the constraint, message):
+    what the API server's validateTopologySpreadConstraints refuses, so only a log or a scenario written
+    by hand carries it. None when it is usable."""
+    if spread.max_skew < 1:
+        return ".maxSkew", f"maxSkew {spread.max_skew} must be greater than zero"
+    if not spread.topology_key:
+        return ".topologyKey", "topologyKey can not be empty"
+    if spread.min_domains is not None and spread.min_domains < 1:
+        return ".minDomains", f"minDomains {spread.min_domains} must be greater than zero"
+    for name, policy in (("nodeAffinityPolicy", spread.node_affinity_policy),
+                         ("nodeTaintsPolicy", spread.node_taints_policy)):
+        if policy is not None and policy not in NODE_INCLUSION_POLICIES:
+            return f".{name}", f"{name} {policy!r} is not Honor or Ignore"
+    if spread.label_selector is not None:
+        broken = selector_problems(spread.label_selector)
+        if broken:
+            where, message = broken[0]
+            return f".labelSelector.{where}", message
+    return None

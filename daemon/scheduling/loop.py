@@ -80,7 +80,7 @@ minMember.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import anyio
@@ -180,6 +180,7 @@ from events.objects import SELECTED_NODE_ANNOTATION, Node, Pod
 from placement.fit import Requests
 from placement.plan import Unschedulable
 from placement.pod_affinity import PodTerms, affinity_index, has_terms
+from placement.pod_spread import Spread, has_spreads, spread_index
 from preemption.plan import PreemptionPlan
 from preemption.reclaim import may_reclaim
 from state.cluster import ClusterState, PodInfo, subject_of
@@ -275,6 +276,10 @@ class Scheduler:
         # once): a pod placed that the terms select may let them fit.
         self._affinity_waiters: dict[int, tuple[PodTerms, set[str]]] = {}
         self._waiting_on: dict[str, int] = {}  # waiter -> the key of its terms there
+        # Pending pods with DoNotSchedule spread constraints, by namespace and their constraints (pods alike
+        # share them): a pod of theirs placed or gone elsewhere may move the counts they are refused by.
+        self._spread_waiters: dict[str, dict[int, tuple[tuple[Spread, ...], set[str]]]] = {}
+        self._spreading: dict[str, tuple[str, int]] = {}  # waiter -> (its namespace, the key of its constraints)
         self._room_cache: dict[tuple[int, Requests], int] = {}
         self._room_now_cache: dict[tuple[int, Requests], int] = {}  # `_room_now`'s, as of event `_room_now_seq`
         self._room_now_seq = -1
@@ -314,14 +319,61 @@ class Scheduler:
 
     def _placed(self, event: PodAssumed | PodBound) -> bool:
         placed = self.state.pods.get(event.pod)
+        woken = False
         if placed is not None:
             self._forget_need(placed)
             if self._min_placed is not None and placed.priority < self._min_placed:
                 self._min_placed = placed.priority
+            if self._spreading:
+                self._stop_spreading(placed.key)
+                woken = self._wake_spread_waiters(placed.namespace, placed.obj.metadata.labels)
             if self._waiting_on:
                 self._stop_waiting(placed.key)
-                return self._wake_affinity_waiters(placed)
-        return False
+                return self._wake_affinity_waiters(placed) or woken
+        return woken
+
+    def _wait_for_spread(self, pod: PodInfo) -> None:
+        spreads = spread_index(self.state).spreads(pod)
+        if not spreads:
+            self._stop_spreading(pod.key)
+            return
+        key = id(spreads)
+        if self._spreading.get(pod.key) == (pod.namespace, key):
+            return
+        self._stop_spreading(pod.key)
+        group = self._spread_waiters.setdefault(pod.namespace, {}).get(key)
+        if group is None:  # holding the constraints keeps their id
+            group = self._spread_waiters[pod.namespace][key] = (spreads, set())
+        group[1].add(pod.key)
+        self._spreading[pod.key] = (pod.namespace, key)
+
+    def _stop_spreading(self, pod_key: str) -> None:
+        found = self._spreading.pop(pod_key, None)
+        if found is None:
+            return
+        namespace, key = found
+        groups = self._spread_waiters[namespace]
+        waiters = groups[key][1]
+        waiters.discard(pod_key)
+        if not waiters:
+            del groups[key]
+            if not groups:
+                del self._spread_waiters[namespace]
+
+    def _wake_spread_waiters(self, namespace: str, labels: Mapping[str, str] | None) -> bool:
+        """A pod of `namespace` with `labels` was placed, or left a node (None: its labels are not known any
+        more): the pending pods whose spread constraints count it may fit now. Whether any was woken."""
+        groups = self._spread_waiters.get(namespace)
+        if not groups:
+            return False
+        woken: set[str] = set()
+        pods = self.state.pods
+        for spreads, waiters in groups.values():
+            if labels is None or any(spread.counts_pods and spread.selects(labels) for spread in spreads):
+                woken.update(waiter.gang or key for key in waiters if (waiter := pods.get(key)) is not None)
+        for unit in sorted(woken):
+            self.queue.unit_changed(unit)
+        return bool(woken)
 
     def _wait_for_partners(self, pod: PodInfo) -> None:
         terms = affinity_index(self.state).terms(pod)
@@ -374,6 +426,9 @@ class Scheduler:
             self._gang_of.pop(pod.key, None)
         if pod.placed_node and self._min_placed is not None and pod.priority < self._min_placed:
             self._min_placed = pod.priority
+        if self._spread_waiters and (pod.terminal or pod.terminating) and pod.placed_node:
+            # It leaves its node's count (kube-scheduler counts no terminating pod)
+            woken = self._wake_spread_waiters(pod.namespace, event.pod.metadata.labels) or woken
         if pod.terminal:
             self._pod_shapes.pop(pod.key, None)
             self.queue.capacity_freed()
@@ -383,6 +438,10 @@ class Scheduler:
                 self._wait_for_partners(pod)
             elif self._waiting_on:
                 self._stop_waiting(pod.key)
+            if has_spreads(event.pod):
+                self._wait_for_spread(pod)
+            elif self._spreading:
+                self._stop_spreading(pod.key)
             shape = _pod_shape(event.pod)
             if self._pod_shapes.get(pod.key) == shape:
                 return woken  # a status write (ours: PodScheduled=False): nothing placement reads changed
@@ -390,6 +449,10 @@ class Scheduler:
             self.queue.unit_changed(pod.gang or pod.key)
         else:
             self._pod_shapes.pop(pod.key, None)
+            if self._spreading:
+                self._stop_spreading(pod.key)
+            if self._spread_waiters and pod.placed_node and not pod.terminating:  # another scheduler's, say
+                woken = self._wake_spread_waiters(pod.namespace, event.pod.metadata.labels) or woken
             if self._waiting_on:
                 self._stop_waiting(pod.key)
                 if pod.placed_node:
@@ -413,6 +476,8 @@ class Scheduler:
     def _pod_deleted(self, event: PodDeleted) -> bool:
         self._pod_shapes.pop(event.key, None)
         self._stop_waiting(event.key)
+        self._stop_spreading(event.key)
+        self._wake_spread_waiters(event.key.partition("/")[0], None)
         gang = self._gang_of.pop(event.key, None)
         if gang:  # a member left: its gang's reason ("6 of minMember 6 pods exist", ...) may be stale
             self.queue.unit_changed(gang)

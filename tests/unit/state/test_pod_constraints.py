@@ -43,8 +43,9 @@ def apply_pod(state: ClusterState, name: str, scheduler: str = "toposched", **sp
      "pods of any namespace that its selector matches satisfy it"),
     ({"topologySpreadConstraints": [
         {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}},
-        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}]},
-     "spec.topologySpreadConstraints[1]", "whenUnsatisfiable DoNotSchedule (topologyKey kubernetes.io/hostname)"),
+        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+         "nodeTaintsPolicy": "Sometimes"}]},
+     "spec.topologySpreadConstraints[1].nodeTaintsPolicy", "nodeTaintsPolicy 'Sometimes' is not Honor or Ignore"),
     ({"initContainers": [{"name": "warmup", "ports": [{"containerPort": 8080},
                                                      {"containerPort": 29500, "hostPort": 29500}]}]},
      "spec.initContainers[0].ports[1].hostPort", "host port 29500 of an init container is not considered"),

@@ -1,0 +1,397 @@
+"""Topology spread constraints with `whenUnsatisfiable: DoNotSchedule`, read as kube-scheduler's
+PodTopologySpread filter reads them.
+
+A constraint names a topology key (a node label), a maxSkew and a label selector. For a pod P, its
+*eligible nodes* are those that carry the keys of all of P's DoNotSchedule constraints and, per
+constraint, match P's nodeSelector and required node affinity unless `nodeAffinityPolicy: Ignore`
+(default Honor), and carry no NoSchedule / NoExecute taint P does not tolerate when
+`nodeTaintsPolicy: Honor` (default Ignore). The constraint's *domains* are the values of its key on
+its eligible nodes, each counting the placed pods (bound or assumed, not finished, not terminating) on
+its eligible nodes that are in P's namespace and that its selector selects. The *global minimum* is
+the lowest count of a domain, or 0 while there are fewer domains than `minDomains` (default 1). P may
+go on node N (kube-scheduler's Filter, and its words) only when N carries every constraint's key
+("node(s) didn't match pod topology spread constraints (missing required label)") and, for each,
+`count(N's domain) + (1 if the selector selects P) - global minimum <= maxSkew` ("node(s) didn't match
+pod topology spread constraints"); a domain that no eligible node has counts 0.
+
+`matchLabelKeys` add `key In (P's value)` to the selector, as the API server does when it admits P
+(adding them again changes nothing). A nil selector selects no pod; an empty one selects P but counts
+no pod (kube-scheduler counts nothing with an empty selector). Constraints the API server would refuse
+are reported by `state.pod_constraints` and not placed by.
+
+These become `PodRule`s of the pod's shape (`spread_rules`), derived from the pods placed now, as
+required pod affinity's are. The pods of one plan (a gang's, placed together) do not see one another
+there; `plan_violation` checks a plan as kube-scheduler would meet it, one pod at a time: it places the
+plan's pods in an order that always takes a pod whose domains hold the fewest matching pods, and
+refuses the plan when at some step no remaining pod may go where the plan puts it. The planner does
+not spread a gang by itself: a gang whose pods must spread over a layer it gathers in waits with the
+reason.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+
+import msgspec
+
+from events.objects import LabelSelector, LabelSelectorRequirement, Pod, TopologySpreadConstraint
+from placement.fit import NO_EXECUTE, NO_SCHEDULE, Shape, term_matches, tolerates
+from placement.pod_affinity import PodRule, Term, affinity_index
+from state.cluster import ClusterState, NodeInfo, PodInfo
+from state.label_selectors import selects
+from state.node_changes import kept_table
+from state.pod_constraints import DO_NOT_SCHEDULE, spread_problem
+
+SPREAD = "node(s) didn't match pod topology spread constraints"
+MISSING_LABEL = f"{SPREAD} (missing required label)"
+INDEX_KEY = "placement.pod_spread.index"
+HONOR = "Honor"
+
+
+class Spread(msgspec.Struct, frozen=True):
+    """One DoNotSchedule constraint, resolved for the pod that carries it."""
+
+    topology_key: str
+    max_skew: int
+    selector: LabelSelector | None  # matchLabelKeys merged in; None selects no pod
+    min_domains: int
+    honor_affinity: bool
+    honor_taints: bool
+
+    @property
+    def counts_pods(self) -> bool:
+        selector = self.selector
+        return selector is not None and bool(selector.match_labels or selector.match_expressions)
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        return self.selector is not None and selects(self.selector, labels)
+
+
+_NONE: tuple[Spread, ...] = ()
+
+
+def has_spreads(pod: Pod) -> bool:
+    """Whether the pod has a DoNotSchedule constraint (a few attribute reads for the usual pod)."""
+    constraints = pod.spec.topology_spread_constraints
+    return bool(constraints) and any(c.when_unsatisfiable == DO_NOT_SCHEDULE for c in constraints)
+
+
+def spreads_of(pod: Pod) -> tuple[Spread, ...]:
+    """The pod's usable DoNotSchedule constraints, resolved."""
+    labels = pod.metadata.labels
+    return tuple(_spread(raw, labels) for raw in pod.spec.topology_spread_constraints
+                 if raw.when_unsatisfiable == DO_NOT_SCHEDULE and spread_problem(raw) is None)
+
+
+def _spread(raw: TopologySpreadConstraint, labels: Mapping[str, str]) -> Spread:
+    selector = raw.label_selector
+    if selector is not None and raw.match_label_keys:
+        extra = [LabelSelectorRequirement(key=key, operator="In", values=[labels[key]])
+                 for key in raw.match_label_keys if key in labels]
+        if extra:
+            selector = LabelSelector(match_labels=selector.match_labels,
+                                     match_expressions=[*selector.match_expressions, *extra])
+    return Spread(raw.topology_key, raw.max_skew, selector, 1 if raw.min_domains is None else raw.min_domains,
+                  raw.node_affinity_policy in (None, HONOR), raw.node_taints_policy == HONOR)
+
+
+# What decides a constraint's eligible nodes: its key, the keys of all the pod's constraints, and the
+# pod's node affinity and tolerations when the policies honour them.
+_EligibleKey = tuple[str, tuple[str, ...], bytes]
+_encoder = msgspec.msgpack.Encoder(order="deterministic")
+
+
+def _policy_key(spread: Spread, shape: Shape) -> bytes:
+    """What of the pod's shape decides the constraint's eligible nodes."""
+    return _encoder.encode(((shape.node_selector, shape.terms) if spread.honor_affinity else None,
+                            shape.tolerations if spread.honor_taints else None))
+
+
+class _View:
+    """One constraint of one pod against the pods placed now: its eligible nodes, and matching pods per
+    domain (every domain of an eligible node, 0 when it holds none)."""
+
+    __slots__ = ("at_min", "counts", "eligible", "lowest", "moves", "namespace", "spread")
+
+    def __init__(self, spread: Spread, namespace: str, eligible: frozenset[str], counts: dict[str, int]) -> None:
+        self.spread = spread
+        self.namespace = namespace
+        self.eligible = eligible
+        self.counts = counts
+        self.lowest = min(counts.values()) if counts else None
+        self.at_min = sum(1 for count in counts.values() if count == self.lowest)
+        self.moves = 0  # how often `lowest` rose
+
+    @property
+    def global_minimum(self) -> int | None:
+        """kube-scheduler's global minimum (None: no domain, so no node is over the skew)."""
+        if len(self.counts) < self.spread.min_domains:
+            return 0
+        return self.lowest
+
+    def over(self, value: str, self_match: int) -> int:
+        """How far a pod going to domain `value` would be past maxSkew (> 0: refused)."""
+        minimum = self.global_minimum
+        if minimum is None:
+            return 0
+        return self.counts.get(value, 0) + self_match - minimum - self.spread.max_skew
+
+    def add(self, value: str) -> None:
+        """One more matching pod in domain `value` (on an eligible node)."""
+        before = self.counts.get(value, 0)
+        self.counts[value] = before + 1
+        if before == self.lowest:
+            self.at_min -= 1
+            if self.at_min == 0:
+                self.lowest = min(self.counts.values())
+                self.at_min = sum(1 for count in self.counts.values() if count == self.lowest)
+                self.moves += 1
+
+
+class SpreadIndex:
+    """Eligible nodes per kind of constraint, kept while no node changes; the rules of pods alike, kept
+    while no pod and no node changes. Get it with `spread_index(state)`."""
+
+    __slots__ = ("_eligible", "_eligible_stamp", "_resolved", "_rules", "_rules_stamp", "state")
+
+    LIMIT = 4096
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self._eligible: dict[_EligibleKey, tuple[frozenset[str], frozenset[str]]] = {}
+        self._eligible_stamp = -1
+        self._resolved: dict[tuple[int, str, tuple[str | None, ...]], tuple[object, tuple[Spread, ...]]] = {}
+        self._rules: dict[tuple[object, ...], tuple[PodRule, ...]] = {}
+        self._rules_stamp: tuple[int, int] = (-1, -1)
+
+    def sync(self) -> None:
+        """Nothing to follow event by event: what is kept is dated by the fold's change records."""
+
+    def spreads(self, pod: PodInfo) -> tuple[Spread, ...]:
+        """`spreads_of(pod.obj)`, once per constraints object, namespace and the labels matchLabelKeys read."""
+        obj = pod.obj
+        constraints = obj.spec.topology_spread_constraints
+        labels = obj.metadata.labels
+        read = tuple(labels.get(key) for raw in constraints for key in raw.match_label_keys)
+        key = (id(constraints), obj.metadata.namespace, read)
+        hit = self._resolved.get(key)
+        if hit is not None and hit[0] is constraints:
+            return hit[1]
+        found = spreads_of(obj)
+        if len(self._resolved) >= self.LIMIT:
+            self._resolved.clear()
+        self._resolved[key] = (constraints, found)  # holding the list keeps its id from being reused
+        return found
+
+    def eligible(self, spread: Spread, keys: tuple[str, ...], shape: Shape) -> tuple[frozenset[str], frozenset[str]]:
+        """The eligible nodes of `spread` for a pod of `shape` whose constraints name `keys`, and their domains."""
+        stamp = self.state.node_changes.end
+        if stamp != self._eligible_stamp:
+            self._eligible_stamp = stamp
+            self._eligible.clear()
+        cache_key: _EligibleKey = (spread.topology_key, keys, _policy_key(spread, shape))
+        hit = self._eligible.get(cache_key)
+        if hit is not None:
+            return hit
+        names: list[str] = []
+        domains: set[str] = set()
+        for name, node in self.state.nodes.items():
+            labels = node.labels
+            if any(key not in labels for key in keys):
+                continue
+            if spread.honor_affinity and not _matches_affinity(shape, node):
+                continue
+            if spread.honor_taints and any(taint.effect in (NO_SCHEDULE, NO_EXECUTE)
+                                           and not tolerates(shape.tolerations, taint) for taint in node.taints):
+                continue
+            names.append(name)
+            domains.add(labels[spread.topology_key])
+        found = (frozenset(names), frozenset(domains))
+        if len(self._eligible) >= self.LIMIT:
+            self._eligible.clear()
+        self._eligible[cache_key] = found
+        return found
+
+    def view(self, spread: Spread, keys: tuple[str, ...], shape: Shape, namespace: str) -> _View:
+        """`spread` of a pod in `namespace` against the pods placed now."""
+        eligible, domains = self.eligible(spread, keys, shape)
+        counts = dict.fromkeys(domains, 0)
+        if spread.counts_pods:
+            index = affinity_index(self.state)
+            pods, nodes, key = self.state.pods, self.state.nodes, spread.topology_key
+            for name in index.candidates(Term(key, frozenset((namespace,)), spread.selector)):
+                other = pods.get(name)
+                node = index.placed_on.get(name, "")
+                if (other is None or node not in eligible or other.terminating
+                        or not spread.selects(other.obj.metadata.labels)):
+                    continue
+                value = nodes[node].labels[key]
+                counts[value] += 1
+        return _View(spread, namespace, eligible, counts)
+
+    def remembered_rules(self, key: tuple[object, ...]) -> tuple[PodRule, ...] | None:
+        stamp = (self.state.pod_changes.end, self.state.node_changes.end)
+        if self._rules_stamp != stamp:
+            self._rules_stamp = stamp
+            self._rules.clear()
+            return None
+        return self._rules.get(key)
+
+    def remember_rules(self, key: tuple[object, ...], rules: tuple[PodRule, ...]) -> None:
+        if len(self._rules) >= self.LIMIT:
+            self._rules.clear()
+        self._rules[key] = rules
+
+
+def _matches_affinity(shape: Shape, node: NodeInfo) -> bool:
+    """The pod's nodeSelector and required node affinity (kube-scheduler's GetRequiredNodeAffinity)."""
+    labels = node.labels
+    if any(labels.get(key) != value for key, value in shape.node_selector):
+        return False
+    return shape.terms is None or any(term_matches(term, node.name, labels) for term in shape.terms)
+
+
+def spread_index(state: ClusterState) -> SpreadIndex:
+    """The state's `SpreadIndex` (made on first use)."""
+    return kept_table(state, INDEX_KEY, SpreadIndex)
+
+
+def _keys(spreads: Sequence[Spread]) -> tuple[str, ...]:
+    return tuple(sorted({spread.topology_key for spread in spreads}))
+
+
+def spread_rules(state: ClusterState, pod: PodInfo, shape: Shape) -> tuple[PodRule, ...]:
+    """The rules the pods placed now set for the pending `pod` of `shape` (its own parts) through its
+    DoNotSchedule constraints (the module docstring), in a stable order; () for a pod without any."""
+    index = spread_index(state)
+    spreads = index.spreads(pod)
+    if not spreads:
+        return ()
+    labels = pod.obj.metadata.labels
+    self_matches = tuple(spread.selects(labels) for spread in spreads)
+    memo_key = (id(spreads), pod.namespace, self_matches, shape.key)
+    known = index.remembered_rules(memo_key)
+    if known is not None:
+        return known
+    keys = _keys(spreads)
+    rules = [PodRule(key, None, True, MISSING_LABEL) for key in keys]
+    refused: dict[str, set[str]] = {}
+    for spread, self_match in zip(spreads, self_matches, strict=True):
+        view = index.view(spread, keys, shape, pod.namespace)
+        over = {value for value in view.counts if view.over(value, int(self_match)) > 0}
+        if over:
+            refused.setdefault(spread.topology_key, set()).update(over)
+    rules.extend(PodRule(key, frozenset(values), False, SPREAD) for key, values in sorted(refused.items()))
+    found = tuple(rules)
+    index.remember_rules(memo_key, found)
+    return found
+
+
+def plan_violation(state: ClusterState, assignments: Sequence[tuple[str, str]],
+                   shapes: Mapping[str, Shape]) -> str:
+    """"" when the pods of one plan (`assignments`: pod, node) may be placed one at a time, each where the
+    plan puts it, without breaking a DoNotSchedule constraint of one of them (the module docstring); else
+    why not. `shapes`: each carrier's shape of its own parts (which nodes its policies count)."""
+    pods, nodes = state.pods, state.nodes
+    members = [(pods[key], node) for key, node in assignments if key in pods and node in nodes]
+    if not any(has_spreads(pod.obj) for pod, _ in members):
+        return ""
+    index = spread_index(state)
+    # One view per kind of constraint and namespace, shared by the carriers alike (a gang's are).
+    views: dict[tuple[object, ...], _View] = {}
+    # Carriers alike (the same views, going to the same node) wait together: (views, node) -> pods.
+    waiting: dict[tuple[int, str], tuple[list[tuple[_View, int]], str, list[PodInfo]]] = {}
+    owns: dict[tuple[tuple[tuple[object, ...], bool], ...], list[tuple[_View, int]]] = {}
+    carriers: set[str] = set()
+    for pod, node in members:
+        spreads = index.spreads(pod) if has_spreads(pod.obj) else _NONE
+        if not spreads:
+            continue
+        carriers.add(pod.key)
+        keys = _keys(spreads)
+        shape = shapes[pod.key]
+        labels = pod.obj.metadata.labels
+        own_key: list[tuple[tuple[object, ...], bool]] = []
+        for spread in spreads:
+            view_key = (_encoder.encode(spread), keys, pod.namespace, _policy_key(spread, shape))
+            if view_key not in views:
+                views[view_key] = index.view(spread, keys, shape, pod.namespace)
+            own_key.append((view_key, spread.selects(labels)))
+        own = owns.get(tuple(own_key))
+        if own is None:
+            own = owns[tuple(own_key)] = [(views[view_key], int(self_match)) for view_key, self_match in own_key]
+        group = waiting.setdefault((id(own), node), (own, node, []))
+        group[2].append(pod)
+    all_views = list(views.values())
+
+    def place(pod: PodInfo, node: str) -> None:
+        """`pod` goes to `node`: one more matching pod in each view that counts it there."""
+        if pod.terminating:
+            return
+        labels = pod.obj.metadata.labels
+        for view in all_views:
+            if node in view.eligible and view.namespace == pod.namespace and view.spread.selects(labels) \
+                    and view.spread.counts_pods:
+                view.add(nodes[node].labels[view.spread.topology_key])
+
+    def excess(own: list[tuple[_View, int]], node: str) -> int:
+        """How far a pod would be past its worst constraint on `node` (> 0: refused)."""
+        labels = nodes[node].labels
+        worst = -(1 << 62)
+        for view, self_match in own:
+            value = labels.get(view.spread.topology_key)
+            if value is None:
+                return 1 << 62
+            worst = max(worst, view.over(value, self_match))
+        return worst
+
+    for pod, node in members:  # pods without constraints may go at any time: first, as they need nothing
+        if pod.key not in carriers:
+            place(pod, node)
+    # kube-scheduler meets the pods one at a time: take, each time, a pod whose constraints have the most
+    # room where it goes. While no global minimum moves, counts only grow, so a key read before is a lower
+    # bound (re-read it when it comes up); when one moves, every key is read again.
+    groups = list(waiting.values())
+    minima = sum(view.moves for view in all_views)
+    heap = [(excess(own, node), position) for position, (own, node, _) in enumerate(groups)]
+    heapq.heapify(heap)
+    while heap:
+        moved = sum(view.moves for view in all_views)
+        if moved != minima:
+            minima = moved
+            heap = [(excess(groups[position][0], groups[position][1]), position) for _, position in heap]
+            heapq.heapify(heap)
+        past, position = heapq.heappop(heap)
+        own, node, left = groups[position]
+        now = excess(own, node)
+        if now > past:
+            heapq.heappush(heap, (now, position))
+            continue
+        if now > 0:
+            return _why(left[-1], node, own, nodes)
+        place(left.pop(), node)
+        if left:
+            heapq.heappush(heap, (excess(own, node), position))
+    return ""
+
+
+def _why(pod: PodInfo, node: str, own: list[tuple[_View, int]], nodes: Mapping[str, NodeInfo]) -> str:
+    """Why `pod` may not go to `node` now (one of its views refuses it)."""
+    labels = nodes[node].labels
+    for view, self_match in own:
+        spread = view.spread
+        key = spread.topology_key
+        value = labels.get(key)
+        if value is None:
+            return f"pod {pod.key}: topologySpreadConstraints (topologyKey {key}): its node {node} has no {key} label"
+        if view.over(value, self_match) > 0:
+            minimum = view.global_minimum or 0
+            lowest = sorted(domain for domain, count in view.counts.items() if count == minimum)
+            where = f"{key}={lowest[0]} holds {minimum}" if lowest else f"the global minimum is {minimum}"
+            return (f"pod {pod.key}: topologySpreadConstraints (topologyKey {key}, maxSkew {spread.max_skew}): "
+                    f"placed one at a time, as kube-scheduler places them, the plan would put a pod in "
+                    f"{key}={value}, which holds {view.counts.get(value, 0)} matching pods already, while {where}")
+    return f"pod {pod.key}: topologySpreadConstraints: the plan cannot be placed one pod at a time"
