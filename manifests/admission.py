@@ -11,8 +11,9 @@ A create runs, in the order kube-apiserver runs them:
      written in the pod that differs from the class's, is 403 Forbidden;
    - DefaultTolerationSeconds: pods that do not tolerate `node.kubernetes.io/not-ready` /
      `unreachable` NoExecute taints get tolerations for 300 seconds;
-   - the pod strategy's MatchLabelKeysInPodAffinity step (`merge_label_keys`): a pod (anti-)affinity
-     term's matchLabelKeys / mismatchLabelKeys become `In` / `NotIn` the pod's values in its selector;
+   - the pod strategy's MatchLabelKeysInPodAffinity and MatchLabelKeysInPodTopologySpreadSelectorMerge
+     steps (`merge_label_keys`): a pod (anti-)affinity term's matchLabelKeys / mismatchLabelKeys, and a
+     topology spread constraint's matchLabelKeys, become `In` / `NotIn` the pod's values in its selector;
    - PriorityClass: at most one class may be globalDefault (403);
 3. validation (`manifests.validation`): 422 Invalid with every cause.
 An update runs 1, the PriorityClass rule and 3 (with the old object for immutability rules).
@@ -161,14 +162,20 @@ def _label_keys_merged(term: Any, labels: Obj) -> Any:
 
 
 def merge_label_keys(pod: Obj) -> Obj:
-    """The pod strategy's create step for pod (anti-)affinity (MatchLabelKeysInPodAffinity, on by default
-    since 1.31): each term's `matchLabelKeys` become `key In (the pod's value)` and its
-    `mismatchLabelKeys` `key NotIn (the pod's value)` in its labelSelector, for the keys the pod carries."""
+    """The pod strategy's create steps for pod (anti-)affinity (MatchLabelKeysInPodAffinity, on by default
+    since 1.31) and topology spread constraints (MatchLabelKeysInPodTopologySpreadSelectorMerge, on by
+    default since 1.34): each term's or constraint's `matchLabelKeys` become `key In (the pod's value)`
+    and a term's `mismatchLabelKeys` `key NotIn (the pod's value)` in its labelSelector, for the keys the
+    pod carries."""
     spec = _dict(pod.get("spec"))
+    labels = _dict(_dict(pod.get("metadata")).get("labels"))
+    spreads = spec.get("topologySpreadConstraints")
+    if isinstance(spreads, list) and spreads_have_label_keys(spreads):
+        spec = {**spec, "topologySpreadConstraints": [_label_keys_merged(c, labels) for c in spreads]}
+        pod = {**pod, "spec": spec}
     affinity = spec.get("affinity")
     if not isinstance(affinity, dict) or not has_label_keys(affinity):
         return pod
-    labels = _dict(_dict(pod.get("metadata")).get("labels"))
     merged = dict(affinity)
     required = "requiredDuringSchedulingIgnoredDuringExecution"
     preferred = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -185,6 +192,19 @@ def merge_label_keys(pod: Obj) -> Obj:
                                  if isinstance(weighted, dict) else weighted for weighted in part[preferred]]
         merged[name] = copied
     return {**pod, "spec": {**spec, "affinity": merged}}
+
+
+def spreads_have_label_keys(spreads: list[Any]) -> bool:
+    """Whether a topology spread constraint of `spreads` names matchLabelKeys."""
+    return any(isinstance(c, dict) and c.get("matchLabelKeys") for c in spreads)
+
+
+def needs_label_keys_merged(spec: Any) -> bool:
+    """Whether `merge_label_keys` changes a pod of this spec (its result then depends on the pod's labels)."""
+    spec = _dict(spec)
+    affinity, spreads = spec.get("affinity"), spec.get("topologySpreadConstraints")
+    return ((isinstance(affinity, dict) and has_label_keys(affinity))
+            or (isinstance(spreads, list) and spreads_have_label_keys(spreads)))
 
 
 def has_label_keys(affinity: Obj) -> bool:
@@ -304,8 +324,7 @@ def load_object(api_version: str, kind: str, obj: Obj, classes: PriorityClasses,
         obj = decode(api_version, kind, obj)
         return Loaded(obj, _refusals(validate(api_version, kind, obj)))
     raw = obj.get("spec")
-    affinity = _dict(raw).get("affinity")
-    if isinstance(affinity, dict) and has_label_keys(affinity):  # the stored spec depends on the pod's labels
+    if needs_label_keys_merged(raw):  # the stored spec depends on the pod's labels
         memo = None
         obj = merge_label_keys(obj)
         raw = obj.get("spec")

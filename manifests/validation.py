@@ -11,7 +11,10 @@ its words, so that a manifest devcluster refuses is one a real cluster refuses, 
   numbers, with a limit, and a request equal to it (they cannot be overcommitted); other requests
   at most their limit; preemptionPolicy one of the two policies; nodeSelector values valid label
   values; pod affinity and anti-affinity terms (selectors, namespaces, matchLabelKeys /
-  mismatchLabelKeys, a topologyKey; preferred terms' weights 1-100); `workloadRef` / `schedulingGroup`
+  mismatchLabelKeys, a topologyKey; preferred terms' weights 1-100); topology spread constraints
+  (maxSkew and minDomains positive, a topologyKey, whenUnsatisfiable and the node inclusion policies
+  among their values, no {topologyKey, whenUnsatisfiable} twice, selectors, matchLabelKeys);
+  `workloadRef` / `schedulingGroup`
   (the Workload API's pod side) well formed.
 - PriorityClass: user classes at most 1e9, `system-` names reserved, value and preemptionPolicy
   immutable.
@@ -356,19 +359,13 @@ def _label_keys(keys: Any, selector: Any, field: str) -> list[Cause]:
             for problem in qualified_name_problems(str(key))]
 
 
-def _pod_affinity_term(term: Obj, field: str) -> list[Cause]:
-    """validatePodAffinityTerm, on a term whose matchLabelKeys the API server has merged into its selector."""
-    selector = term.get("labelSelector")
-    causes = validate_label_selector(selector, f"{field}.labelSelector")
-    causes += validate_label_selector(term.get("namespaceSelector"), f"{field}.namespaceSelector")
-    for name in term.get("namespaces") or []:
-        causes += [invalid(f"{field}.namespace", name, problem) for problem in dns_label_problems(str(name))]
-    match_keys, mismatch_keys = term.get("matchLabelKeys") or [], term.get("mismatchLabelKeys") or []
-    causes += _label_keys(match_keys, selector, f"{field}.matchLabelKeys")
-    causes += _label_keys(mismatch_keys, selector, f"{field}.mismatchLabelKeys")
+def _merged_label_keys(match_keys: Any, selector: Any, field: str) -> list[Cause]:
+    """validateMatchLabelKeysAndMismatchLabelKeys's matchLabelKeys part, after the API server merged them
+    into the selector (its field paths: a key in both is `field[index]`)."""
+    causes = _label_keys(match_keys, selector, f"{field}.matchLabelKeys")
     if isinstance(selector, dict) and match_keys:
         # A key of matchLabelKeys merged in (`key In (value)`) and also written in the selector.
-        position = {key: index for index, key in enumerate(match_keys)}
+        position = {key: index for index, key in enumerate(match_keys) if isinstance(key, str)}
         seen = set(_dict(selector.get("matchLabels")))
         for expression in selector.get("matchExpressions") or []:
             key = _dict(expression).get("key")
@@ -377,6 +374,60 @@ def _pod_affinity_term(term: Obj, field: str) -> list[Cause]:
                                       "exists in both matchLabelKeys and labelSelector"))
             if isinstance(key, str):
                 seen.add(key)
+    return causes
+
+
+WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
+NODE_INCLUSION_POLICIES = ("Honor", "Ignore")
+NOT_POSITIVE = "must be greater than zero"
+
+
+def _topology_spread(spec: Obj, field: str) -> list[Cause]:
+    """validateTopologySpreadConstraints, on constraints whose matchLabelKeys the API server has merged into
+    their selectors (MatchLabelKeysInPodTopologySpreadSelectorMerge, on by default since 1.34)."""
+    causes: list[Cause] = []
+    constraints = [_dict(c) for c in spec.get("topologySpreadConstraints") or []]
+    for index, constraint in enumerate(constraints):
+        at = f"{field}.topologySpreadConstraints[{index}]"
+        skew = constraint.get("maxSkew")
+        if not isinstance(skew, int) or isinstance(skew, bool) or skew <= 0:
+            causes.append(invalid(f"{at}.maxSkew", skew, NOT_POSITIVE))
+        key, when = constraint.get("topologyKey") or "", constraint.get("whenUnsatisfiable")
+        if not key:
+            causes.append(required(f"{at}.topologyKey", "can not be empty"))
+        if when not in WHEN_UNSATISFIABLE:
+            causes.append(not_supported(f"{at}.whenUnsatisfiable", when, WHEN_UNSATISFIABLE))
+        if any((other.get("topologyKey") or "") == key and other.get("whenUnsatisfiable") == when
+               for other in constraints[index + 1:]):
+            causes.append(("FieldValueDuplicate", f"{at}.{{topologyKey, whenUnsatisfiable}}",
+                           f"Duplicate value: {_quote(f'{{{key}, {when}}}')}"))
+        domains = constraint.get("minDomains")
+        if domains is not None:
+            if not isinstance(domains, int) or isinstance(domains, bool) or domains <= 0:
+                causes.append(invalid(f"{at}.minDomains", domains, NOT_POSITIVE))
+            if when != "DoNotSchedule":
+                causes.append(invalid(f"{at}.minDomains", domains,
+                                      f"can only use minDomains if whenUnsatisfiable=DoNotSchedule, not {when}"))
+        for name in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+            policy = constraint.get(name)
+            if policy is not None and policy not in NODE_INCLUSION_POLICIES:
+                causes.append(not_supported(f"{at}.{name}", policy, NODE_INCLUSION_POLICIES))
+        selector = constraint.get("labelSelector")
+        causes += _merged_label_keys(constraint.get("matchLabelKeys") or [], selector, at)
+        causes += validate_label_selector(selector, f"{at}.labelSelector")
+    return causes
+
+
+def _pod_affinity_term(term: Obj, field: str) -> list[Cause]:
+    """validatePodAffinityTerm, on a term whose matchLabelKeys the API server has merged into its selector."""
+    selector = term.get("labelSelector")
+    causes = validate_label_selector(selector, f"{field}.labelSelector")
+    causes += validate_label_selector(term.get("namespaceSelector"), f"{field}.namespaceSelector")
+    for name in term.get("namespaces") or []:
+        causes += [invalid(f"{field}.namespace", name, problem) for problem in dns_label_problems(str(name))]
+    match_keys, mismatch_keys = term.get("matchLabelKeys") or [], term.get("mismatchLabelKeys") or []
+    causes += _merged_label_keys(match_keys, selector, field)
+    causes += _label_keys(mismatch_keys, selector, f"{field}.mismatchLabelKeys")
     for index, key in enumerate(match_keys):
         if key in mismatch_keys:
             causes.append(invalid(f"{field}.matchLabelKeys[{index}]", key,
@@ -422,6 +473,7 @@ def validate_pod_spec(spec: Obj, field: str = "spec") -> list[Cause]:
         causes.append(not_supported(f"{field}.preemptionPolicy", policy, PREEMPTION_POLICIES))
     causes += validate_labels(spec.get("nodeSelector"), f"{field}.nodeSelector")
     causes += _pod_affinity(spec, field)
+    causes += _topology_spread(spec, field)
     return causes
 
 

@@ -14,7 +14,8 @@ min above max, a parent label naming no quota or looping, negative or malformed 
 message says the rule that then applies. Pods are read as the API server would store them (its
 defaulting: requests from limits, host ports of a pod on the host network, ...; a quantity it cannot
 decode is a problem), and a pod of this scheduler asking for a rule toposched does not place by
-(required pod affinity or anti-affinity, a DoNotSchedule spread, a host port, resource claims:
+(a pod affinity term's namespaceSelector, a DoNotSchedule spread no API server admits, an init
+container's host port, resource claims:
 `state/pod_constraints.py`, the daemon's own words) is reported. Other kinds are skipped.
 
 Prints one line per problem, `FILE#DOC: Kind name: field: message` (DOC counts documents from 1),

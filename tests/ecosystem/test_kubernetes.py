@@ -287,6 +287,43 @@ def _pod_of(name: str, namespace: str) -> str:
            "  schedulerName: toposched"
 
 
+# --------------------------------------------------------------------------- topology spread constraints
+
+
+def test_replicas_with_a_do_not_schedule_spread_over_blocks_land_two_per_block(eco: Ecosystem) -> None:
+    # Four one-GPU replicas, as a Deployment's template writes them (matchLabelKeys pod-template-hash,
+    # merged by the API server): lone pods pack the busiest node, so without the spread all four would
+    # share one node of one block. kube-scheduler's PodTopologySpread keeps the blocks within maxSkew 1.
+    namespace = "k8s-spread"
+    spread = """
+  topologySpreadConstraints:
+  - maxSkew: 1
+    topologyKey: network.topology.nvidia.com/block
+    whenUnsatisfiable: DoNotSchedule
+    labelSelector:
+      matchLabels:
+        app: server
+    matchLabelKeys: [pod-template-hash]"""
+    labels = {"app": "server", "pod-template-hash": "7c9f8b"}
+    names = [f"server-{index}" for index in range(4)]
+    eco.apply(stream(namespace_yaml(namespace), *(pod_yaml(name, namespace, gpus="1", labels=labels, spec=spread)
+                                                  for name in names)))
+    placed = eco.wait_bound(names, namespace)
+    blocks = [f"b{int(node.rsplit('-', 1)[1]) // 4}" for node in placed.values()]
+    assert sorted(blocks) == ["b0", "b0", "b1", "b1"]
+    stored = (eco.find("pods", "server-0", namespace) or {})["spec"]["topologySpreadConstraints"][0]
+    assert {"key": "pod-template-hash", "operator": "In", "values": ["7c9f8b"]} in \
+        stored["labelSelector"]["matchExpressions"]
+    refused = eco.kubectl.run("apply", "-f", "-", check=False, stdin=pod_yaml("skewless", namespace, gpus="1", spec="""
+  topologySpreadConstraints:
+  - maxSkew: 0
+    topologyKey: network.topology.nvidia.com/block
+    whenUnsatisfiable: DoNotSchedule"""))
+    assert refused.returncode != 0
+    assert "spec.topologySpreadConstraints[0].maxSkew: Invalid value: 0: must be greater than zero" in refused.stderr
+    eco.delete_namespace_objects(namespace)
+
+
 def _two_go_apart(eco: Ecosystem, namespace: str, manifest: Callable[[str], str],
                   stored: Callable[[dict[str, Any]], bool] = lambda _: True) -> None:
     """Two pods, each more than half a node: the second, created once the first is bound, goes to another

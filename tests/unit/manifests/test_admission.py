@@ -252,3 +252,56 @@ def test_a_preferred_terms_weight_is_1_to_100_and_namespaces_are_dns_labels() ->
     assert found[0] == (f"{where}.weight", "Invalid value: 0: must be in the range 1-100")
     assert found[1][0] == f"{where}.podAffinityTerm.namespace" and "RFC 1123 label" in found[1][1]
     assert len(found) == 2
+
+
+# --------------------------------------------------------------------------- topology spread constraints
+
+SPREAD = "spec.topologySpreadConstraints"
+
+
+def spreading(*constraints: dict[str, Any], labels: dict[str, str] | None = None) -> dict[str, Any]:
+    manifest = pod(topologySpreadConstraints=list(constraints))
+    manifest["metadata"]["labels"] = labels or {}
+    return manifest
+
+
+def test_spread_match_label_keys_are_merged_into_the_selector_on_create() -> None:
+    constraint = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+                  "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": ["pod-template-hash", "absent"]}
+    created = create(spreading(constraint, labels={"app": "web", "pod-template-hash": "v2"}))
+    stored = created["spec"]["topologySpreadConstraints"][0]
+    assert stored["labelSelector"] == {"matchLabels": {"app": "web"}, "matchExpressions": [
+        {"key": "pod-template-hash", "operator": "In", "values": ["v2"]}]}
+    loaded = load_object("v1", "Pod", spreading(constraint, labels={"app": "web", "pod-template-hash": "v3"}), {},
+                         SpecMemo())
+    merged = loaded.obj["spec"]["topologySpreadConstraints"][0]["labelSelector"]["matchExpressions"]
+    assert merged == [{"key": "pod-template-hash", "operator": "In", "values": ["v3"]}]
+
+
+def test_spread_constraints_are_refused_as_the_api_server_refuses_them() -> None:
+    zone = "topology.kubernetes.io/zone"
+    assert causes(spreading(
+        {"maxSkew": 0, "topologyKey": "", "whenUnsatisfiable": "Sometimes", "minDomains": 0},
+        {"maxSkew": 1, "topologyKey": zone, "whenUnsatisfiable": "DoNotSchedule", "nodeAffinityPolicy": "Always",
+         "labelSelector": {"matchLabels": {"app": "web"}}},
+        {"maxSkew": 2, "topologyKey": zone, "whenUnsatisfiable": "DoNotSchedule", "matchLabelKeys": ["app"]},
+        {"maxSkew": 1, "topologyKey": zone, "whenUnsatisfiable": "ScheduleAnyway", "minDomains": 2},
+    )) == [
+        (f"{SPREAD}[0].maxSkew", "Invalid value: 0: must be greater than zero"),
+        (f"{SPREAD}[0].topologyKey", "Required value: can not be empty"),
+        (f"{SPREAD}[0].whenUnsatisfiable",
+         'Unsupported value: "Sometimes": supported values: "DoNotSchedule", "ScheduleAnyway"'),
+        (f"{SPREAD}[0].minDomains", "Invalid value: 0: must be greater than zero"),
+        (f"{SPREAD}[0].minDomains", "Invalid value: 0: can only use minDomains if whenUnsatisfiable=DoNotSchedule, "
+                                    "not Sometimes"),
+        (f"{SPREAD}[1].{{topologyKey, whenUnsatisfiable}}",
+         f'Duplicate value: "{{{zone}, DoNotSchedule}}"'),
+        (f"{SPREAD}[1].nodeAffinityPolicy", 'Unsupported value: "Always": supported values: "Honor", "Ignore"'),
+        (f"{SPREAD}[2].matchLabelKeys", "Forbidden: must not be specified when labelSelector is not set"),
+        (f"{SPREAD}[3].minDomains", "Invalid value: 2: can only use minDomains if whenUnsatisfiable=DoNotSchedule, "
+                                    "not ScheduleAnyway"),
+    ]
+    assert causes(spreading({"maxSkew": 1, "topologyKey": zone, "whenUnsatisfiable": "DoNotSchedule",
+                             "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": ["app"]},
+                            labels={"app": "web"})) == [
+        (f"{SPREAD}[0][0]", 'Invalid value: "app": exists in both matchLabelKeys and labelSelector')]
