@@ -24,7 +24,7 @@ from events.objects import Affinity, PodSpec, Toleration
 from placement.fit import Shape, shape_in, shape_of, topology_index, with_pod_rules
 from placement.gather import Demand
 from placement.pod_affinity import affinity_index, rules_for, self_exclusion
-from placement.pod_spread import has_spreads, spread_rules
+from placement.pod_spread import has_spreads, spread_rules, spread_tokens
 from state.cluster import ClusterState, PodInfo
 from state.gangs import ONCE_SATISFIED, ONLY_WAITING, GangSpec
 from state.resources import Resources
@@ -154,10 +154,11 @@ class PodShapes:
         if not self._anti_placed and not spreads and (affinity is None or (affinity.pod_affinity is None
                                                                            and affinity.pod_anti_affinity is None)):
             return shape
-        rules = rules_for(state, pod)
+        rules, tokens = rules_for(state, pod), self_exclusion(state, pod)
         if spreads:
             rules = (*rules, *spread_rules(state, pod, shape))
-        return with_pod_rules(shape, rules, self_exclusion(state, pod))
+            tokens = (*tokens, *spread_tokens(state, pod, shape))
+        return with_pod_rules(shape, rules, tokens)
 
     def own_shape(self, pod: PodInfo) -> Shape:
         """The shape of the pod's own parts, without what the pods placed now ask of it."""

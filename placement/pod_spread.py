@@ -23,15 +23,19 @@ These become `PodRule`s of the pod's shape (`spread_rules`), derived from the po
 required pod affinity's are. The pods of one plan (a gang's, placed together) do not see one another
 there; `plan_violation` checks a plan as kube-scheduler would meet it, one pod at a time: it places the
 plan's pods in an order that always takes a pod whose domains hold the fewest matching pods, and
-refuses the plan when at some step no remaining pod may go where the plan puts it. The planner does
-not spread a gang by itself: a gang whose pods must spread over a layer it gathers in waits with the
-reason.
+refuses the plan when at some step no remaining pod may go where the plan puts it. The planner spreads
+a gang by itself in one case: the pods of a gang whose constraint over kubernetes.io/hostname with
+maxSkew 1 selects them get a per-node token of their shape (`spread_tokens`, handed out once per node
+as a host port is) while at least as many eligible nodes hold none of the pods it counts, so the plan
+puts one per node. Otherwise a gang whose pods must spread over a
+layer it gathers in waits with the reason.
 
 Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 from collections.abc import Mapping, Sequence
 
@@ -39,7 +43,7 @@ import msgspec
 
 from events.objects import LabelSelector, LabelSelectorRequirement, Pod, TopologySpreadConstraint
 from placement.fit import NO_EXECUTE, NO_SCHEDULE, Shape, term_matches, tolerates
-from placement.pod_affinity import PodRule, Term, affinity_index
+from placement.pod_affinity import SELF_EXCLUSION_TOKEN, PodRule, Term, affinity_index
 from state.cluster import ClusterState, NodeInfo, PodInfo
 from state.label_selectors import selects
 from state.node_changes import kept_table
@@ -49,6 +53,9 @@ SPREAD = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL = f"{SPREAD} (missing required label)"
 INDEX_KEY = "placement.pod_spread.index"
 HONOR = "Honor"
+HOSTNAME_KEY = "kubernetes.io/hostname"
+# How the per-node tokens of `spread_tokens` begin (`placement.fit.Shape.host_ports` names).
+SPREAD_TOKEN = f"{SELF_EXCLUSION_TOKEN}spread-"
 
 
 class Spread(msgspec.Struct, frozen=True):
@@ -155,7 +162,7 @@ class SpreadIndex:
     """Eligible nodes per kind of constraint, kept while no node changes; the rules of pods alike, kept
     while no pod and no node changes. Get it with `spread_index(state)`."""
 
-    __slots__ = ("_eligible", "_eligible_stamp", "_resolved", "_rules", "_rules_stamp", "state")
+    __slots__ = ("_eligible", "_eligible_stamp", "_resolved", "_rules", "_rules_stamp", "_tokens", "state")
 
     LIMIT = 4096
 
@@ -165,6 +172,7 @@ class SpreadIndex:
         self._eligible_stamp = -1
         self._resolved: dict[tuple[int, str, tuple[str | None, ...]], tuple[object, tuple[Spread, ...]]] = {}
         self._rules: dict[tuple[object, ...], tuple[PodRule, ...]] = {}
+        self._tokens: dict[tuple[object, ...], tuple[str, ...]] = {}
         self._rules_stamp: tuple[int, int] = (-1, -1)
 
     def sync(self) -> None:
@@ -232,18 +240,31 @@ class SpreadIndex:
                 counts[value] += 1
         return _View(spread, namespace, eligible, counts)
 
-    def remembered_rules(self, key: tuple[object, ...]) -> tuple[PodRule, ...] | None:
+    def _fresh(self) -> None:
+        """Forget the rules and tokens derived before a pod or a node changed."""
         stamp = (self.state.pod_changes.end, self.state.node_changes.end)
         if self._rules_stamp != stamp:
             self._rules_stamp = stamp
             self._rules.clear()
-            return None
+            self._tokens.clear()
+
+    def remembered_rules(self, key: tuple[object, ...]) -> tuple[PodRule, ...] | None:
+        self._fresh()
         return self._rules.get(key)
 
     def remember_rules(self, key: tuple[object, ...], rules: tuple[PodRule, ...]) -> None:
         if len(self._rules) >= self.LIMIT:
             self._rules.clear()
         self._rules[key] = rules
+
+    def remembered_tokens(self, key: tuple[object, ...]) -> tuple[str, ...] | None:
+        self._fresh()
+        return self._tokens.get(key)
+
+    def remember_tokens(self, key: tuple[object, ...], tokens: tuple[str, ...]) -> None:
+        if len(self._tokens) >= self.LIMIT:
+            self._tokens.clear()
+        self._tokens[key] = tokens
 
 
 def _matches_affinity(shape: Shape, node: NodeInfo) -> bool:
@@ -288,6 +309,38 @@ def spread_rules(state: ClusterState, pod: PodInfo, shape: Shape) -> tuple[PodRu
     found = tuple(rules)
     index.remember_rules(memo_key, found)
     return found
+
+
+def spread_tokens(state: ClusterState, pod: PodInfo, shape: Shape) -> tuple[str, ...]:
+    """The per-node tokens of a gang's pod (of `shape`, its own parts) whose constraints over
+    kubernetes.io/hostname with maxSkew 1 select the pod itself, while more eligible nodes hold none of the
+    pods they count than the gang has pods to place: then kube-scheduler lets one such pod go to each of
+    those nodes and none to a node holding one, so the plan puts one per node. (The plan check holds
+    every plan to the constraints in any case.)"""
+    gang = state.gangs.get(pod.gang) if pod.gang else None
+    if gang is None:
+        return ()
+    index = spread_index(state)
+    spreads = index.spreads(pod)
+    labels = pod.obj.metadata.labels
+    chosen = [spread for spread in spreads if spread.topology_key == HOSTNAME_KEY and spread.max_skew == 1
+              and spread.counts_pods and spread.selects(labels)]
+    if not chosen:
+        return ()
+    memo_key = (id(spreads), pod.namespace, pod.gang, shape.key)
+    known = index.remembered_tokens(memo_key)
+    if known is not None:
+        return known
+    pending = state.pending
+    placing = sum(1 for member in gang.members if member in pending)
+    keys = _keys(spreads)
+    tokens = tuple(sorted({SPREAD_TOKEN + hashlib.blake2b(_encoder.encode((pod.namespace, spread)),
+                                                          digest_size=8).hexdigest()
+                           for spread in chosen
+                           if sum(1 for count in index.view(spread, keys, shape, pod.namespace).counts.values()
+                                  if count == 0) >= placing}))
+    index.remember_tokens(memo_key, tokens)
+    return tokens
 
 
 def plan_violation(state: ClusterState, assignments: Sequence[tuple[str, str]],

@@ -33,6 +33,7 @@ import msgspec
 
 from placement.fit import UNLIMITED, Shape, admits, port_taken
 from placement.pod_affinity import ANTI_AFFINITY, SELF_EXCLUSION_TOKEN
+from placement.pod_spread import SPREAD, SPREAD_TOKEN
 from state.cluster import ClusterState
 from state.node_changes import kept_table
 from state.resources import is_host_port
@@ -52,6 +53,8 @@ def refusal(short: str) -> str:
     """kube-scheduler's words for a node short of `short` (a resource, or a host port) for one more pod."""
     if short == "pods":
         return TOO_MANY_PODS
+    if short.startswith(SPREAD_TOKEN):  # another pod of the plan holds the node (placement/pod_spread.py)
+        return SPREAD
     if short.startswith(SELF_EXCLUSION_TOKEN):  # another pod of the plan holds the node (placement/pod_affinity.py)
         return ANTI_AFFINITY
     return NODE_PORTS if is_host_port(short) else f"Insufficient {short}"

@@ -196,14 +196,33 @@ def test_a_gang_whose_pods_spread_one_per_host_is_placed_when_the_plan_puts_each
     assert len({assignment.node for assignment in plan.assignments}) == 4
 
 
+def test_a_gang_whose_small_pods_spread_one_per_host_gets_a_node_each_though_one_node_would_hold_all() -> None:
+    state = fabric(blocks=2, nvlinks=1, nodes=4)
+    constraint = {**spread(HOST), "labelSelector": {"matchLabels": {"job": "train"}}}
+    spread_gang(state, "train", 4, constraint, gpus=2)  # 4 x 2 GPUs: one node would hold them all
+    plan = planned(plan_gang(state, "default/train"))
+    assert len({assignment.node for assignment in plan.assignments}) == 4
+    assert len({block_of(assignment.node) for assignment in plan.assignments}) == 1  # still gathered
+
+
+def test_a_one_per_host_gang_larger_than_the_empty_hosts_is_held_to_the_skew_by_the_plan_check() -> None:
+    # 3 pods, 2 hosts: kube-scheduler places one on each, then the third anywhere (1 + 1 - 1 <= 1); the
+    # planner packs them on one node, which the check refuses, naming the constraint.
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    constraint = {**spread(HOST), "labelSelector": {"matchLabels": {"job": "train"}}}
+    spread_gang(state, "train", 3, constraint, gpus=2)
+    failure = refused(plan_gang(state, "default/train"))
+    assert failure.constraint == POD_SPREAD and "maxSkew 1" in failure.reason
+
+
 def test_a_gang_packed_against_its_own_spread_is_refused_with_the_reason() -> None:
     state = fabric(blocks=2, nvlinks=1, nodes=2)
-    constraint = {**spread(HOST), "labelSelector": {"matchLabels": {"job": "train"}}}
+    constraint = {**spread(HOST, max_skew=2), "labelSelector": {"matchLabels": {"job": "train"}}}
     spread_gang(state, "train", 4, constraint, gpus=2)  # the planner packs 4 x 2 GPUs on one node
     failure = refused(plan_gang(state, "default/train"))
     assert failure.constraint == POD_SPREAD
     assert "placed one at a time, as kube-scheduler places them" in failure.reason
-    assert "maxSkew 1" in failure.reason
+    assert "maxSkew 2" in failure.reason
 
 
 def test_a_gang_whose_plan_keeps_within_its_spread_over_blocks_is_placed_gathered() -> None:
