@@ -47,7 +47,7 @@ from placement.pod_affinity import SELF_EXCLUSION_TOKEN, PodRule, Term, affinity
 from state.cluster import ClusterState, NodeInfo, PodInfo
 from state.label_selectors import selects
 from state.node_changes import kept_table
-from state.pod_constraints import DO_NOT_SCHEDULE, spread_problem
+from state.pod_constraints import DO_NOT_SCHEDULE, MAX_SPREAD_CONSTRAINTS, spread_problem
 
 SPREAD = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL = f"{SPREAD} (missing required label)"
@@ -87,10 +87,10 @@ def has_spreads(pod: Pod) -> bool:
 
 
 def spreads_of(pod: Pod) -> tuple[Spread, ...]:
-    """The pod's usable DoNotSchedule constraints, resolved."""
+    """The pod's usable DoNotSchedule constraints, resolved (of the first `MAX_SPREAD_CONSTRAINTS`)."""
     labels = pod.metadata.labels
-    return tuple(_spread(raw, labels) for raw in pod.spec.topology_spread_constraints
-                 if raw.when_unsatisfiable == DO_NOT_SCHEDULE and spread_problem(raw) is None)
+    hard = [raw for raw in pod.spec.topology_spread_constraints if raw.when_unsatisfiable == DO_NOT_SCHEDULE]
+    return tuple(_spread(raw, labels) for raw in hard[:MAX_SPREAD_CONSTRAINTS] if spread_problem(raw) is None)
 
 
 def _spread(raw: TopologySpreadConstraint, labels: Mapping[str, str]) -> Spread:
@@ -162,14 +162,16 @@ class SpreadIndex:
     """Eligible nodes per kind of constraint, kept while no node changes; the rules of pods alike, kept
     while no pod and no node changes. Get it with `spread_index(state)`."""
 
-    __slots__ = ("_eligible", "_eligible_stamp", "_resolved", "_rules", "_rules_stamp", "_tokens", "state")
+    __slots__ = ("_eligible", "_eligible_stamp", "_keyed", "_resolved", "_rules", "_rules_stamp", "_tokens", "state")
 
     LIMIT = 4096
+    KEYED_LIMIT = 64  # lists of nodes: few kinds of pods with constraints at once, each list up to every node
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         self._eligible: dict[_EligibleKey, tuple[frozenset[str], frozenset[str]]] = {}
         self._eligible_stamp = -1
+        self._keyed: dict[tuple[str, ...], list[NodeInfo]] = {}
         self._resolved: dict[tuple[int, str, tuple[str | None, ...]], tuple[object, tuple[Spread, ...]]] = {}
         self._rules: dict[tuple[object, ...], tuple[PodRule, ...]] = {}
         self._tokens: dict[tuple[object, ...], tuple[str, ...]] = {}
@@ -200,16 +202,21 @@ class SpreadIndex:
         if stamp != self._eligible_stamp:
             self._eligible_stamp = stamp
             self._eligible.clear()
+            self._keyed.clear()
         cache_key: _EligibleKey = (spread.topology_key, keys, _policy_key(spread, shape))
         hit = self._eligible.get(cache_key)
         if hit is not None:
             return hit
+        keyed = self._keyed.get(keys)
+        if keyed is None:  # the nodes with every key, shared by the constraints of pods alike
+            keyed = [node for node in self.state.nodes.values() if all(key in node.labels for key in keys)]
+            if len(self._keyed) >= self.KEYED_LIMIT:
+                self._keyed.clear()
+            self._keyed[keys] = keyed
         names: list[str] = []
         domains: set[str] = set()
-        for name, node in self.state.nodes.items():
-            labels = node.labels
-            if any(key not in labels for key in keys):
-                continue
+        for node in keyed:
+            name, labels = node.name, node.labels
             if spread.honor_affinity and not _matches_affinity(shape, node):
                 continue
             if spread.honor_taints and any(taint.effect in (NO_SCHEDULE, NO_EXECUTE)

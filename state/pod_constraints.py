@@ -13,7 +13,7 @@ naming the field:
 - a topology spread constraint with `whenUnsatisfiable: DoNotSchedule` that no API server admits
   (`spread_problem`: maxSkew below 1, no topologyKey, minDomains below 1, a node inclusion policy other
   than Honor / Ignore, a selector that does not parse): it is not placed by (the usable ones are:
-  `placement/pod_spread.py`);
+  `placement/pod_spread.py`), and those past the first `MAX_SPREAD_CONSTRAINTS`;
 - a host port of an init container (`spec.initContainers[*].ports[*].hostPort`): kube-scheduler's
   NodePorts reads the containers' host ports only, and so does toposched (placement keeps one holder
   of a host port per node: `state.resources.host_port_resource`);
@@ -37,6 +37,9 @@ _NONE: Sequence[Problem] = ()
 # Required podAffinity / podAntiAffinity terms placed by per pod and kind: any pod may carry thousands
 # (the API server bounds only the object's size), and each costs every placement of the pods near it.
 MAX_REQUIRED_TERMS = 64
+# DoNotSchedule spread constraints placed by per pod: the API server wants their keys distinct, nothing
+# more, and each costs every placement of the pod a pass over the nodes.
+MAX_SPREAD_CONSTRAINTS = 64
 DO_NOT_SCHEDULE = "DoNotSchedule"
 NODE_INCLUSION_POLICIES = ("Honor", "Ignore")
 DRA_NOT_PLACED = (
@@ -77,8 +80,15 @@ def unconsidered(pod: Pod, key: str) -> Sequence[Problem]:
                            ".namespaceSelector",
                            f"a namespaceSelector chooses namespaces by their labels, and toposched reads no "
                            f"Namespace objects: the term is read as looking in every namespace ({consequence})")
+    hard = 0
     for index, spread in enumerate(spec.topology_spread_constraints):
         if spread.when_unsatisfiable == DO_NOT_SCHEDULE:
+            hard += 1
+            if hard > MAX_SPREAD_CONSTRAINTS:
+                report(f"spec.topologySpreadConstraints[{index}]",
+                       f"toposched places by the first {MAX_SPREAD_CONSTRAINTS} DoNotSchedule constraints only "
+                       f"(this one, topologyKey {spread.topology_key!r}, and those after it are not considered)")
+                break
             found = spread_problem(spread)
             if found:
                 where, message = found

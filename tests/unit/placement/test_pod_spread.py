@@ -169,6 +169,16 @@ def test_an_unusable_constraint_is_reported_by_field_and_not_placed_by() -> None
     assert planned(plan_pod(state, key)).assignments
 
 
+def test_constraints_past_the_first_64_are_reported_and_the_pod_is_still_planned_promptly() -> None:
+    state = fabric(blocks=2, nvlinks=1, nodes=1)
+    many = [spread(HOST), *(spread(f"example.com/key-{index}") for index in range(500))]
+    key = add(state, web("web-0", *many))
+    problems = state.problems_of("Pod", key)
+    assert [(p.field, p.reason) for p in problems] == [("spec.topologySpreadConstraints[64]", UNSUPPORTED_FIELD)]
+    assert "the first 64 DoNotSchedule constraints only" in problems[0].message
+    assert MISSING_LABEL in refused(plan_pod(state, key)).reason  # no node carries example.com/key-0
+
+
 def test_schedule_anyway_and_valid_constraints_are_not_reported() -> None:
     state = fabric(blocks=2, nvlinks=1, nodes=1)
     key = add(state, web("web-0", spread(), {**spread(HOST), "whenUnsatisfiable": "ScheduleAnyway"}))
