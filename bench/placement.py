@@ -21,6 +21,10 @@ over the block label):
 - a lone pod of that service (kept off its 2,000 nodes),
 - a 3,000-pod gang of 1-GPU pods without terms (each pod's shape asks which of the 525 anti-affinity
   terms of running pods select it).
+Then DoNotSchedule topology spread constraints, on the same fabric with 2,000 replicas of a service
+spread over the 125 blocks (maxSkew 1, 16 per block):
+- a lone replica more (any block; the counts are derived from the 2,000),
+- a 512-pod gang of 1-GPU pods spread one per host (hostname, maxSkew 1, selecting its own pods).
 Targets (issue 7): 3,000-pod gang < 250 ms p50; 4-pod gang < 6 ms p50, on 2 cores.
 """
 
@@ -45,6 +49,7 @@ from events.objects import (
     NetworkTopologySpec,
     ObjectMeta,
     SubGroupPolicy,
+    TopologySpreadConstraint,
     VolcanoPodGroup,
     VolcanoPodGroupSpec,
 )
@@ -161,6 +166,32 @@ def build_affinity() -> ClusterState:
     return state
 
 
+def _spreading(name: str, gpus: int, labels: dict[str, str], key: str, *, gang: str | None = None) -> Any:
+    """A pod with a DoNotSchedule spread (maxSkew 1) over `key` among the pods of its labels."""
+    constraints = [{"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": labels}}]
+    obj = pod(name, gpus=gpus, gang=gang, labels=labels)
+    parsed = msgspec.convert(constraints, list[TopologySpreadConstraint])
+    return msgspec.structs.replace(obj, spec=msgspec.structs.replace(obj.spec, topology_spread_constraints=parsed))
+
+
+def build_spread() -> ClusterState:
+    """The fabric with 2,000 replicas of a service spread over the blocks (the module docstring)."""
+    state = ClusterState()
+    names = add_fabric(state)
+    per_block = len(names) // 125
+    for index in range(2000):  # 16 per block, on its first nodes
+        block, slot = index % 125, index // 125
+        state.apply(PodUpserted(pod=bound(_spreading(f"web-{index}", 1, {"app": "web"}, BLOCK_KEY),
+                                          names[block * per_block + slot])))
+    state.apply(PodUpserted(pod=_spreading("web-new", 1, {"app": "web"}, BLOCK_KEY)))
+    state.apply(PodGroupUpserted(pod_group=pod_group("spread-per-host", min_member=512)))
+    for i in range(512):
+        state.apply(PodUpserted(pod=_spreading(f"spread-per-host-{i}", 1, {"job": "spread-per-host"}, HOST_KEY,
+                                               gang="spread-per-host")))
+    return state
+
+
 def measure(label: str, runs: int, call: Callable[[], object]) -> float:
     result = call()
     times: list[float] = []
@@ -209,6 +240,23 @@ def main() -> None:
     measure("lone pod kept off 2,000 nodes", args.runs, lambda: plan_pod(state, "default/serve-new"))
     measure("3,000-pod gang without terms, 501 anti groups", max(args.runs // 3, 5),
             lambda: plan_gang(state, "default/plain"))
+    started = time.perf_counter()
+    state = build_spread()
+    print(f"cluster with topology spread: {len(state.pods)} pods, built in {time.perf_counter() - started:.1f} s")
+    # Each run after a pod changed, as in the loop (a placement changes the counts): the rules are derived
+    # afresh, from the counts of the 2,000 replicas; the eligible nodes stay known while no node changes.
+    first_node = next(iter(state.nodes))
+    churn = [PodUpserted(pod=bound(pod("churn", gpus=0, labels={"turn": str(turn)}, scheduler="other"), first_node))
+             for turn in range(2)]
+    turns = iter(range(1 << 30))
+
+    def spread_lone() -> object:
+        state.apply(churn[next(turns) % 2])
+        return plan_pod(state, "default/web-new")
+
+    measure("lone pod spread over blocks, 2,000 replicas", args.runs, spread_lone)
+    measure("512-pod gang spread one per host", max(args.runs // 3, 5),
+            lambda: plan_gang(state, "default/spread-per-host"))
     targets.line(f"plan a 3,000-pod gang, {len(state.nodes):,} nodes", f"{big:.1f} ms p50", "< 250 ms", big < 250)
     targets.line("plan a 4-pod MustGather gang", f"{small:.2f} ms p50", "< 6 ms", small < 6)
 

@@ -162,7 +162,8 @@ class SpreadIndex:
     """Eligible nodes per kind of constraint, kept while no node changes; the rules of pods alike, kept
     while no pod and no node changes. Get it with `spread_index(state)`."""
 
-    __slots__ = ("_eligible", "_eligible_stamp", "_keyed", "_resolved", "_rules", "_rules_stamp", "_tokens", "state")
+    __slots__ = ("_changes", "_eligible", "_keyed", "_marks", "_resolved", "_rules", "_rules_stamp", "_tokens",
+                 "state")
 
     LIMIT = 4096
     KEYED_LIMIT = 64  # lists of nodes: few kinds of pods with constraints at once, each list up to every node
@@ -170,7 +171,10 @@ class SpreadIndex:
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         self._eligible: dict[_EligibleKey, tuple[frozenset[str], frozenset[str]]] = {}
-        self._eligible_stamp = -1
+        # What the eligible nodes depend on, per node (labels, taints): the eligible nodes stay known while
+        # none changes, though pods come and go on the nodes (which the node change record notes too).
+        self._changes = state.node_changes.cursor()
+        self._marks = {name: _mark(node) for name, node in state.nodes.items()}
         self._keyed: dict[tuple[str, ...], list[NodeInfo]] = {}
         self._resolved: dict[tuple[int, str, tuple[str | None, ...]], tuple[object, tuple[Spread, ...]]] = {}
         self._rules: dict[tuple[object, ...], tuple[PodRule, ...]] = {}
@@ -178,7 +182,29 @@ class SpreadIndex:
         self._rules_stamp: tuple[int, int] = (-1, -1)
 
     def sync(self) -> None:
-        """Nothing to follow event by event: what is kept is dated by the fold's change records."""
+        """Forget the eligible nodes when a node came, went, or changed its labels or taints."""
+        names = self._changes.take()
+        nodes, marks = self.state.nodes, self._marks
+        if names is None:
+            self._marks = {name: _mark(node) for name, node in nodes.items()}
+            self._forget_nodes()
+            return
+        moved = False
+        for name in names:
+            node = nodes.get(name)
+            mark = _mark(node) if node is not None else None
+            if marks.get(name) != mark:
+                moved = True
+                if mark is None:
+                    marks.pop(name, None)
+                else:
+                    marks[name] = mark
+        if moved:
+            self._forget_nodes()
+
+    def _forget_nodes(self) -> None:
+        self._eligible.clear()
+        self._keyed.clear()
 
     def spreads(self, pod: PodInfo) -> tuple[Spread, ...]:
         """`spreads_of(pod.obj)`, once per constraints object, namespace and the labels matchLabelKeys read."""
@@ -198,11 +224,6 @@ class SpreadIndex:
 
     def eligible(self, spread: Spread, keys: tuple[str, ...], shape: Shape) -> tuple[frozenset[str], frozenset[str]]:
         """The eligible nodes of `spread` for a pod of `shape` whose constraints name `keys`, and their domains."""
-        stamp = self.state.node_changes.end
-        if stamp != self._eligible_stamp:
-            self._eligible_stamp = stamp
-            self._eligible.clear()
-            self._keyed.clear()
         cache_key: _EligibleKey = (spread.topology_key, keys, _policy_key(spread, shape))
         hit = self._eligible.get(cache_key)
         if hit is not None:
@@ -272,6 +293,11 @@ class SpreadIndex:
         if len(self._tokens) >= self.LIMIT:
             self._tokens.clear()
         self._tokens[key] = tokens
+
+
+def _mark(node: NodeInfo) -> tuple[Mapping[str, str], tuple[object, ...]]:
+    """What of a node decides whether it is eligible for a constraint."""
+    return node.labels, tuple(node.taints)
 
 
 def _matches_affinity(shape: Shape, node: NodeInfo) -> bool:

@@ -245,3 +245,16 @@ def test_a_gang_whose_plan_keeps_within_its_spread_over_blocks_is_placed_gathere
     constraint = {**spread(BLOCK, max_skew=3), "labelSelector": {"matchLabels": {"job": "tight"}}}
     spread_gang(state, "tight", 4, constraint, gpus=8)  # the fourth pod in one block would make 3 + 1 - 0
     assert refused(plan_gang(state, "default/tight")).constraint == POD_SPREAD
+
+
+def test_a_node_that_gains_the_key_becomes_a_domain_at_once_though_pods_moved_meanwhile() -> None:
+    state = ClusterState()
+    for name, labels in (("a", {ZONE: "a"}), ("b", {ZONE: "b"}), ("c", {})):
+        state.apply(node_event(node(name, gpus=8, labels=labels)))
+    add(state, pod("web-0", gpus=1, labels={"app": "web"}), "a")
+    add(state, pod("web-1", gpus=1, labels={"app": "web"}), "b")
+    key = add(state, web("web-2", spread(ZONE)))
+    assert planned(plan_pod(state, key)).assignments[0].node in ("a", "b")  # zones a and b hold 1 each
+    add(state, pod("other", gpus=1), "a")  # pods moving on the nodes leave what is eligible as it was
+    state.apply(node_event(node("c", gpus=8, labels={ZONE: "c"})))
+    assert planned(plan_pod(state, key)).assignments[0].node == "c"  # zone c, empty, is the minimum now
