@@ -477,6 +477,13 @@ def validate_pod_spec(spec: Obj, field: str = "spec") -> list[Cause]:
     return causes
 
 
+def validate_placement_rules(spec: Obj, field: str = "spec") -> list[Cause]:
+    """The rules a pod's spec asks of its placement that the API server refuses as written: its pod
+    (anti-)affinity terms and topology spread constraints (`toposched validate` checks these; images and
+    the rest are for `kubectl apply --dry-run=server`)."""
+    return _pod_affinity(spec, field) + _topology_spread(spec, field)
+
+
 def validate_pod(spec: Obj) -> list[Cause]:
     """A pod's spec on create: every rule but metadata's."""
     return validate_pod_spec(spec) + _pod_workload_fields(spec)

@@ -13,7 +13,9 @@ min above max, a parent label naming no quota or looping, negative or malformed 
 (of this scheduler) naming a quota the files do not define, a PodGroup naming a missing queue; each
 message says the rule that then applies. Pods are read as the API server would store them (its
 defaulting: requests from limits, host ports of a pod on the host network, ...; a quantity it cannot
-decode is a problem), and a pod of this scheduler asking for a rule toposched does not place by
+decode is a problem; so are pod (anti-)affinity terms and topology spread constraints it refuses, in
+its words: `manifests.validation.validate_placement_rules`), and a pod of this scheduler asking for a
+rule toposched does not place by
 (a pod affinity term's namespaceSelector, a DoNotSchedule spread no API server admits, an init
 container's host port, resource claims:
 `state/pod_constraints.py`, the daemon's own words) is reported. Other kinds are skipped.
@@ -51,7 +53,9 @@ from events.objects import (
     VolcanoPodGroup,
     Workload,
 )
+from manifests.admission import merge_label_keys
 from manifests.defaulting import UndecodableQuantity, default_pod
+from manifests.validation import validate_placement_rules
 from state.cluster import ClusterState
 from state.gangs import Problem
 from state.hypernodes import HYPERNODE_KIND
@@ -139,11 +143,16 @@ def _read(paths: Sequence[str]) -> _Documents:
                 continue
             if info.name == POD_KIND:  # as the API server stores it: requests from limits, host ports, ...
                 try:
-                    document = default_pod(document)
+                    document = merge_label_keys(default_pod(document))
                 except UndecodableQuantity as error:
                     docs.findings.append(Finding(source, Problem(
                         POD_KIND, _name_of(document), error.field, f"{error.message} (the API server refuses it)")))
                     continue
+                spec = document.get("spec")
+                docs.findings += [Finding(source, Problem(POD_KIND, _name_of(document), field,
+                                                          f"{message} (the API server refuses it)"))
+                                  for _, field, message in validate_placement_rules(spec if isinstance(spec, dict)
+                                                                                    else {})]
             decoded = decode_object(info, document)
             if isinstance(decoded, ObjectUndecodable):
                 field, _, message = decoded.problem.partition(": ")

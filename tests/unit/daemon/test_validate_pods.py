@@ -90,3 +90,34 @@ spec: {schedulerName: toposched, containers: [{name: main, resources: {limits: {
 """, capsys)
     assert line.startswith(f"{path}#1: Pod default/p: spec.containers[0].resources.limits[cpu]: ")
     assert line.endswith("(the API server refuses it)") and summary == "1 problem in 0 objects"
+
+
+def test_placement_rules_the_api_server_refuses_are_reported_in_its_words_and_merged_keys_pass(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "web.yaml"
+    lines = validated(path, """
+apiVersion: v1
+kind: Pod
+metadata: {name: web-0, labels: {app: web, pod-template-hash: 5d8f9c}}
+spec:
+  schedulerName: toposched
+  topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule,
+     labelSelector: {matchLabels: {app: web}}, matchLabelKeys: [pod-template-hash]}
+  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}
+  affinity:
+    podAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - labelSelector: {matchLabels: {app: cache}}
+  containers: [{name: main, image: web:1.0}]
+""", capsys)
+    refuses = "(the API server refuses it)"
+    assert lines == [
+        f"{path}#1: Pod default/web-0: spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+        f".topologyKey: Required value: can not be empty {refuses}",
+        f"{path}#1: Pod default/web-0: spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+        f'.topologyKey: Invalid value: "": name part must be non-empty {refuses}',
+        f"{path}#1: Pod default/web-0: spec.topologySpreadConstraints[0].{{topologyKey, whenUnsatisfiable}}: "
+        f'Duplicate value: "{{topology.kubernetes.io/zone, DoNotSchedule}}" {refuses}',
+        "3 problems in 1 object",
+    ]
