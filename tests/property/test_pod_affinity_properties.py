@@ -5,7 +5,7 @@ placement's indexes): placing the plan's pods one by one in some order, each pas
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,15 +133,18 @@ def passes(incoming: Pod, node: str, placed: Sequence[tuple[Pod, str]],
                    for _, other_node in matching) for raw in together)
 
 
+Filter = Callable[[Pod, str, Sequence[tuple[Pod, str]], Mapping[str, dict[str, str]]], bool]
+
+
 def some_order_passes(plan: Sequence[tuple[Pod, str]], running: Sequence[tuple[Pod, str]],
-                      labels_of: Mapping[str, dict[str, str]]) -> bool:
-    """Whether the plan's pods can be placed one at a time, in some order, each passing the filter when it
-    is placed (every order is tried: placing a pod can take away another's right to be the first of its
-    series, so no greedy order is exact)."""
+                      labels_of: Mapping[str, dict[str, str]], fits: Filter = passes) -> bool:
+    """Whether the plan's pods can be placed one at a time, in some order, each passing the filter `fits`
+    when it is placed (every order is tried: placing a pod can take away another's right to be the first
+    of its series, so no greedy order is exact)."""
     for order in itertools.permutations(plan):
         placed = list(running)
         for item in order:
-            if not passes(item[0], item[1], placed, labels_of):
+            if not fits(item[0], item[1], placed, labels_of):
                 break
             placed.append(item)
         else:

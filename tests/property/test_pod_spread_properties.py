@@ -6,7 +6,6 @@ the filter; and a lone pod is refused only when no node with room for it passes.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from events.objects import Pod, TopologySpreadConstraint
 from placement import GangPlan, plan_gang, plan_pod
 from state.cluster import ClusterState
 from tests.property.test_pod_affinity_properties import selects as term_selects
+from tests.property.test_pod_affinity_properties import some_order_passes
 from tests.unit.placement.builders import fabric
 
 KEYS = ("kubernetes.io/hostname", "network.topology.nvidia.com/accelerator", "network.topology.nvidia.com/block")
@@ -116,19 +116,6 @@ def passes(incoming: Pod, node_name: str, placed: Sequence[tuple[Pod, str]],
     return True
 
 
-def some_order_passes(plan: Sequence[tuple[Pod, str]], running: Sequence[tuple[Pod, str]],
-                      labels_of: Mapping[str, dict[str, str]]) -> bool:
-    for order in itertools.permutations(plan):
-        placed = list(running)
-        for item in order:
-            if not passes(item[0], item[1], placed, labels_of):
-                break
-            placed.append(item)
-        else:
-            return True
-    return False
-
-
 @st.composite
 def cases(draw: st.DrawFn) -> tuple[list[tuple[Spec, int]], list[Spec], bool]:
     running = draw(st.lists(st.tuples(specs(), st.integers(0, 8)), max_size=8))
@@ -165,7 +152,7 @@ def test_a_plan_never_breaks_a_do_not_schedule_spread_and_a_lone_pod_waits_only_
         result = plan_gang(state, "default/job")
         if isinstance(result, GangPlan):
             plan = [(objs[a.pod], a.node) for a in result.assignments]
-            assert some_order_passes(plan, placed, labels_of), (result, placed)
+            assert some_order_passes(plan, placed, labels_of, passes), (result, placed)
         return
     for key, obj in objs.items():
         result = plan_pod(state, key)

@@ -29,14 +29,20 @@ def zone_nodes() -> list[Event]:
             pod_event(bound(pod("full", cpu="8", gpus=0, memory="1Gi", scheduler="default-scheduler"), "b0"))]
 
 
-async def test_a_pod_refused_for_skew_is_placed_once_a_pod_it_counts_lands_in_the_emptier_zone() -> None:
+async def refused_for_skew() -> Harness:
+    """web-1 waits: zone a holds web-0, zone b none (and no room): 1 + 1 - 0 is past maxSkew 1."""
     h = Harness()
     h.add(*zone_nodes())
     h.add(pod_event(bound(pod("web-0", cpu="1", gpus=0, memory="1Gi", labels={"app": "web"},
                               scheduler="default-scheduler"), "a0")))
     h.add(pod_event(spreading("web-1")))
     await h.settle()
-    assert h.bound_pods() == {}  # zone a holds 1, zone b 0: 1 + 1 - 0 is past maxSkew 1
+    assert h.bound_pods() == {}
+    return h
+
+
+async def test_a_pod_refused_for_skew_is_placed_once_a_pod_it_counts_lands_in_the_emptier_zone() -> None:
+    h = await refused_for_skew()
     attempts = h.scheduler.stats.attempts
     await h.settle(10.0)
     assert h.scheduler.stats.attempts == attempts  # parked, not retried while nothing changes
@@ -48,13 +54,7 @@ async def test_a_pod_refused_for_skew_is_placed_once_a_pod_it_counts_lands_in_th
 
 
 async def test_a_pod_refused_for_skew_is_placed_once_a_pod_it_counts_leaves_its_zone() -> None:
-    h = Harness()
-    h.add(*zone_nodes())
-    h.add(pod_event(bound(pod("web-0", cpu="1", gpus=0, memory="1Gi", labels={"app": "web"},
-                              scheduler="default-scheduler"), "a0")))
-    h.add(pod_event(spreading("web-1")))
-    await h.settle()
-    assert h.bound_pods() == {}
+    h = await refused_for_skew()
     h.clock.advance_to(20.0)
     h.add(PodDeleted(key="default/web-0"))
     await h.settle()
