@@ -177,8 +177,8 @@ class SpreadIndex:
         self._marks = {name: _mark(node) for name, node in state.nodes.items()}
         self._keyed: dict[tuple[str, ...], list[NodeInfo]] = {}
         self._resolved: dict[tuple[int, str, tuple[str | None, ...]], tuple[object, tuple[Spread, ...]]] = {}
-        self._rules: dict[tuple[object, ...], tuple[PodRule, ...]] = {}
-        self._tokens: dict[tuple[object, ...], tuple[str, ...]] = {}
+        self._rules: dict[tuple[object, ...], tuple[tuple[Spread, ...], tuple[PodRule, ...]]] = {}
+        self._tokens: dict[tuple[object, ...], tuple[tuple[Spread, ...], tuple[str, ...]]] = {}
         self._rules_stamp: tuple[int, int] = (-1, -1)
 
     def sync(self) -> None:
@@ -276,23 +276,26 @@ class SpreadIndex:
             self._rules.clear()
             self._tokens.clear()
 
-    def remembered_rules(self, key: tuple[object, ...]) -> tuple[PodRule, ...] | None:
+    # Keyed by the id of the pod's resolved constraints (held with the entry, so the id is not reused).
+    def remembered_rules(self, spreads: tuple[Spread, ...], key: tuple[object, ...]) -> tuple[PodRule, ...] | None:
         self._fresh()
-        return self._rules.get(key)
+        hit = self._rules.get((id(spreads), *key))
+        return hit[1] if hit is not None and hit[0] is spreads else None
 
-    def remember_rules(self, key: tuple[object, ...], rules: tuple[PodRule, ...]) -> None:
+    def remember_rules(self, spreads: tuple[Spread, ...], key: tuple[object, ...], rules: tuple[PodRule, ...]) -> None:
         if len(self._rules) >= self.LIMIT:
             self._rules.clear()
-        self._rules[key] = rules
+        self._rules[(id(spreads), *key)] = (spreads, rules)
 
-    def remembered_tokens(self, key: tuple[object, ...]) -> tuple[str, ...] | None:
+    def remembered_tokens(self, spreads: tuple[Spread, ...], key: tuple[object, ...]) -> tuple[str, ...] | None:
         self._fresh()
-        return self._tokens.get(key)
+        hit = self._tokens.get((id(spreads), *key))
+        return hit[1] if hit is not None and hit[0] is spreads else None
 
-    def remember_tokens(self, key: tuple[object, ...], tokens: tuple[str, ...]) -> None:
+    def remember_tokens(self, spreads: tuple[Spread, ...], key: tuple[object, ...], tokens: tuple[str, ...]) -> None:
         if len(self._tokens) >= self.LIMIT:
             self._tokens.clear()
-        self._tokens[key] = tokens
+        self._tokens[(id(spreads), *key)] = (spreads, tokens)
 
 
 def _mark(node: NodeInfo) -> tuple[Mapping[str, str], tuple[object, ...]]:
@@ -326,8 +329,8 @@ def spread_rules(state: ClusterState, pod: PodInfo, shape: Shape) -> tuple[PodRu
         return ()
     labels = pod.obj.metadata.labels
     self_matches = tuple(spread.selects(labels) for spread in spreads)
-    memo_key = (id(spreads), pod.namespace, self_matches, shape.key)
-    known = index.remembered_rules(memo_key)
+    memo_key = (pod.namespace, self_matches, shape.key)
+    known = index.remembered_rules(spreads, memo_key)
     if known is not None:
         return known
     keys = _keys(spreads)
@@ -340,7 +343,7 @@ def spread_rules(state: ClusterState, pod: PodInfo, shape: Shape) -> tuple[PodRu
             refused.setdefault(spread.topology_key, set()).update(over)
     rules.extend(PodRule(key, frozenset(values), False, SPREAD) for key, values in sorted(refused.items()))
     found = tuple(rules)
-    index.remember_rules(memo_key, found)
+    index.remember_rules(spreads, memo_key, found)
     return found
 
 
@@ -360,8 +363,8 @@ def spread_tokens(state: ClusterState, pod: PodInfo, shape: Shape) -> tuple[str,
               and spread.counts_pods and spread.selects(labels)]
     if not chosen:
         return ()
-    memo_key = (id(spreads), pod.namespace, pod.gang, shape.key)
-    known = index.remembered_tokens(memo_key)
+    memo_key = (pod.namespace, pod.gang, shape.key)
+    known = index.remembered_tokens(spreads, memo_key)
     if known is not None:
         return known
     pending = state.pending
@@ -372,7 +375,7 @@ def spread_tokens(state: ClusterState, pod: PodInfo, shape: Shape) -> tuple[str,
                            for spread in chosen
                            if sum(1 for count in index.view(spread, keys, shape, pod.namespace).counts.values()
                                   if count == 0) >= placing}))
-    index.remember_tokens(memo_key, tokens)
+    index.remember_tokens(spreads, memo_key, tokens)
     return tokens
 
 
