@@ -173,11 +173,12 @@ class Affinity(_K8s, frozen=True):
 class TopologySpreadConstraint(_K8s, frozen=True):
     """One of `spec.topologySpreadConstraints` (`placement/pod_spread.py` places by those with
     `whenUnsatisfiable: DoNotSchedule`). Absent policies and minDomains take kube-scheduler's defaults
-    there (Honor, Ignore, 1); a nil labelSelector selects no pod."""
+    there (Honor, Ignore, 1); a nil labelSelector selects no pod. `maxSkew` is required by the API
+    server: None is a record written before toposched kept it (its next update brings it)."""
 
     topology_key: str = ""
     when_unsatisfiable: str = ""
-    max_skew: Int64 = 0
+    max_skew: Int64 | None = None
     label_selector: LabelSelector | None = None
     min_domains: Int64 | None = None
     node_affinity_policy: str | None = None

@@ -101,7 +101,8 @@ def _spread(raw: TopologySpreadConstraint, labels: Mapping[str, str]) -> Spread:
         if extra:
             selector = LabelSelector(match_labels=selector.match_labels,
                                      match_expressions=[*selector.match_expressions, *extra])
-    return Spread(raw.topology_key, raw.max_skew, selector, 1 if raw.min_domains is None else raw.min_domains,
+    # Only usable constraints come here (`spread_problem`): their maxSkew is there, and at least 1.
+    return Spread(raw.topology_key, raw.max_skew or 1, selector, 1 if raw.min_domains is None else raw.min_domains,
                   raw.node_affinity_policy in (None, HONOR), raw.node_taints_policy == HONOR)
 
 

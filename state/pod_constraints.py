@@ -117,6 +117,9 @@ def spread_problem(spread: TopologySpreadConstraint) -> tuple[str, str] | None:
     """Why a DoNotSchedule spread constraint cannot be placed by, as (field below the constraint, message):
     what the API server's validateTopologySpreadConstraints refuses, so only a log or a scenario written
     by hand carries it. None when it is usable."""
+    if spread.max_skew is None:
+        return ".maxSkew", ("maxSkew is missing (the API server requires it; an event log written before "
+                            "toposched read the field holds none until the pod is listed or updated again)")
     if spread.max_skew < 1:
         return ".maxSkew", f"maxSkew {spread.max_skew} must be greater than zero"
     if not spread.topology_key:

@@ -169,6 +169,17 @@ def test_an_unusable_constraint_is_reported_by_field_and_not_placed_by() -> None
     assert planned(plan_pod(state, key)).assignments
 
 
+def test_a_constraint_recorded_without_max_skew_is_reported_as_missing_it() -> None:
+    state = fabric(blocks=2, nvlinks=1, nodes=1)
+    constraint = spread()
+    del constraint["maxSkew"]  # as an event log written before toposched kept the field holds it
+    key = add(state, web("web-0", constraint))
+    problems = state.problems_of("Pod", key)
+    assert [p.field for p in problems] == ["spec.topologySpreadConstraints[0].maxSkew"]
+    assert problems[0].message.startswith("maxSkew is missing")
+    assert planned(plan_pod(state, key)).assignments
+
+
 def test_constraints_past_the_first_64_are_reported_and_the_pod_is_still_planned_promptly() -> None:
     state = fabric(blocks=2, nvlinks=1, nodes=1)
     many = [spread(HOST), *(spread(f"example.com/key-{index}") for index in range(500))]
