@@ -15,6 +15,8 @@ vocabularies; here both become level indices of `state/topology.py`'s tree (0 = 
   whose only layer is that label's values (`planning_tree`): the same search, bin-packing and
   preemption run on it, and nodes without the label are never used. The finer layers of the
   cluster's own tree are not seen there; the node layer still is (`placement/gather.py`).
+- KAI's `requiredTopologyLevel` (a node label key, or a KAI level alias) is a MustGather at the layer
+  built from that label (`state/kai_gangs.kai_level`); its preferredTopologyLevel is only a wish.
 A MustGather or hard limit naming a layer the cluster does not have cannot be honoured: it is
 reported as `invalid` (a PreferGather / soft wish on an unknown layer is only a wish and is dropped).
 
@@ -31,6 +33,7 @@ from placement.plan import HARD_TIER, MUST_GATHER
 from state.cluster import ClusterState
 from state.gangs import MUST_GATHER as MUST_GATHER_STRATEGY
 from state.gangs import GangSpec, TierLimit
+from state.kai_gangs import kai_level
 from state.topology import TopologyError, TopologyTree
 
 
@@ -80,6 +83,14 @@ def resolve(tree: TopologyTree, specs: Sequence[GangSpec]) -> Constraints | Inva
             if level_of_key is not None and level_of_key > top_level:
                 top_level, kind = level_of_key, MUST_GATHER
                 source = f"topology key {spec.topology_key} ({tree.levels[level_of_key].layer})"
+        if spec.kai is not None and spec.kai.required:
+            try:
+                level = kai_level(tree, spec.kai.required)
+            except TopologyError as error:
+                return InvalidConstraint(spec.key, f"KAI requiredTopologyLevel {spec.kai.required!r}: {error.message}")
+            if level > top_level:
+                top_level, kind = level, MUST_GATHER
+                source = f"KAI requiredTopologyLevel {spec.kai.required} ({tree.levels[level].layer})"
         for rule in spec.gather:
             try:
                 level = tree.resolve_level(rule.layer)
