@@ -15,12 +15,12 @@ What is read, and what it becomes:
   PodGroup; toposched does not read the workload objects, so it reads the annotations where they
   reach it, on the PodGroup, for any of the three fields the spec leaves empty (the spec wins when
   both are set and differ, said in a problem).
-- `spec.priorityClassName` is kept (`GangSpec.priority_class_name`); each pod's own priority still
-  orders and preempts, as in every dialect. `spec.preemptibility: non-preemptible` makes the gang
-  never a preemption victim; `preemptible` and "" leave toposched's priority rules to decide.
-- Read but not implemented, each said once in a problem (`UNSUPPORTED_FIELD`): `spec.queue` (KAI's
-  Queues are not read: no quota applies), `spec.subGroups` and `spec.minSubGroup` (the whole group is
-  one gang of minMember).
+- `spec.preemptibility: non-preemptible` makes the gang never a preemption victim; `preemptible` and
+  "" leave toposched's priority rules to decide.
+- Read but not implemented, each said once in a problem (`UNSUPPORTED_FIELD`): `spec.priorityClassName`
+  (kept as `GangSpec.priority_class_name`, but each pod's own priority orders and preempts, as in every
+  dialect), `spec.queue` (KAI's Queues are not read: no quota applies), `spec.subGroups` and
+  `spec.minSubGroup` (the whole group is one gang of minMember).
 Whether the levels are layers of the tree in use and the Topology the one the tree is built from
 needs the tree: `state/topology_wishes.py` reports both, and `placement/constraints.py` keeps a gang
 whose required level is no layer pending, as for a MustGather on an unknown layer.
@@ -83,6 +83,9 @@ def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]
     elif min_member < 1:
         problems.append(Problem(kind, key, "spec.minMember", f"{min_member} is below 1; treated as 1"))
         min_member = 1
+    if spec.priority_class_name:
+        problems.append(Problem(kind, key, "spec.priorityClassName", f"{_shown(spec.priority_class_name)} is read "
+                                "but not used: each pod's own priority orders and preempts", reason=UNSUPPORTED_FIELD))
     if spec.queue:
         problems.append(Problem(kind, key, "spec.queue", f"{_shown(spec.queue)} is read but not implemented: KAI "
                                 "Queues are not read, so no queue quota applies", reason=UNSUPPORTED_FIELD))
