@@ -409,12 +409,16 @@ KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
         "status": _object({"nodeCount": _integer(), "conditions": _array(_CONDITION, "type")}),
     })),
     # KAI Scheduler (github.com/NVIDIA/KAI-Scheduler): its CRDs' structural schemas, with the value rules a
-    # real API server applies from them (the Topology's CEL rules, unique nodeLabels and the hostname last,
-    # and the webhooks' rules are toposched's own checks: state/topology_validation.py, state/kai_gangs.py).
+    # real API server applies from them, the Topology's two CEL rules (unique levels, the hostname last)
+    # included (KAI's webhooks' rules are toposched's own checks: state/topology_validation.py).
     ("kai.scheduler/v1alpha1", "Topology"): ("ai.run.kai.v1alpha1.Topology", _crd_top({
         "spec": _crd_object({"levels": {**_array(_crd_object({
             "nodeLabel": _label_key(), "alias": _label_key(),
-        }, ("nodeLabel",))), "minItems": 1, "maxItems": 16}}, ("levels",)),
+        }, ("nodeLabel",))), "minItems": 1, "maxItems": 16, "x-devcluster-unique": True,
+            "x-devcluster-last-only": {
+                "field": "nodeLabel", "value": "kubernetes.io/hostname",
+                "message": "the kubernetes.io/hostname label can only be used at the lowest level of topology"}}},
+            ("levels",)),
     }, ("spec",))),
     ("scheduling.run.ai/v2alpha2", "PodGroup"): ("ai.run.scheduling.v2alpha2.PodGroup", _top({
         "spec": _object({

@@ -5,9 +5,11 @@
 CRD's structural schema does, values its OpenAPI value validations refuse (`minItems`, `maxItems`,
 `minLength`, `maxLength`, `pattern`, `minimum`, `enum`) and missing fields it requires (only in an
 object marked `x-devcluster-required`: the built-in kinds' `required` lists document the API and are
-not enforced here). The server refuses those with a 422 Invalid, as the API server does. The server
-applies the request's `fieldValidation` directive: Strict refuses unknown fields (422 naming them),
-Warn drops them and answers a `Warning` header, Ignore drops them silently. Subtrees marked
+not enforced here), and two rules a CRD writes in CEL, declared here as `x-devcluster-unique` (no
+two items of a list equal) and `x-devcluster-last-only` (an item whose field has a value only last).
+The server refuses those with a 422 Invalid, as the API server does. The server applies the
+request's `fieldValidation` directive: Strict refuses unknown fields (422 naming them), Warn drops
+them and answers a `Warning` header, Ignore drops them silently. Subtrees marked
 `x-kubernetes-preserve-unknown-fields` are accepted as written.
 
 Pure: no I/O; it reads the body and, only when something must be dropped, returns a pruned copy.
@@ -104,6 +106,12 @@ def _values(value: Any, schema: Schema, path: str, out: Findings) -> None:
             out.invalid.append(("FieldValueInvalid", field, f"Invalid value: {value}: {field} in body should be "
                                 f"greater than or equal to {schema['minimum']}"))
     elif isinstance(value, list):
+        if schema.get("x-devcluster-unique") and any(item in value[:index] for index, item in enumerate(value)):
+            out.invalid.append(("FieldValueInvalid", field, 'Invalid value: "array": must be unique'))
+        last_only = schema.get("x-devcluster-last-only")
+        if last_only and any(isinstance(item, dict) and item.get(last_only["field"]) == last_only["value"]
+                             for item in value[:-1]):
+            out.invalid.append(("FieldValueInvalid", field, f'Invalid value: "array": {last_only["message"]}'))
         if "minItems" in schema and len(value) < schema["minItems"]:
             out.invalid.append(("FieldValueInvalid", field, f"Invalid value: {len(value)}: {field} in body "
                                 f"should have at least {schema['minItems']} items"))

@@ -6,6 +6,7 @@ from the Topology and keeps the gang in one rack; the API server refuses what KA
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Iterator
 
 import pytest
@@ -94,12 +95,21 @@ def test_the_api_server_refuses_what_kai_s_pod_group_crd_refuses(eco: Ecosystem,
     assert refused.returncode != 0 and says in refused.stderr, refused.stderr
 
 
-def test_the_api_server_refuses_a_kai_topology_without_levels(eco: Ecosystem) -> None:
-    refused = eco.kubectl.run("apply", "-f", "-", check=False, stdin="""apiVersion: kai.scheduler/v1alpha1
+@pytest.mark.parametrize(("levels", "says"), [
+    ("[]", "should have at least 1 items"),
+    (f"[{{nodeLabel: {RACK}}}, {{nodeLabel: {RACK}}}]", "must be unique"),
+    (f"[{{nodeLabel: kubernetes.io/hostname}}, {{nodeLabel: {RACK}}}]", "can only be used at the lowest level"),
+    ("[{nodeLabel: -rack}]", "should match"),
+    ("[{alias: rack}]", "Required value"),
+], ids=["empty", "repeated", "hostname-above", "not-a-key", "no-node-label"])
+def test_the_api_server_refuses_what_kai_s_topology_crd_refuses(eco: Ecosystem, levels: str, says: str) -> None:
+    name = f"refused-{zlib.crc32(levels.encode()):08x}"
+    refused = eco.kubectl.run("apply", "-f", "-", check=False, stdin=f"""apiVersion: kai.scheduler/v1alpha1
 kind: Topology
 metadata:
-  name: empty
+  name: {name}
 spec:
-  levels: []
+  levels: {levels}
 """)
-    assert refused.returncode != 0 and "should have at least 1 items" in refused.stderr, refused.stderr
+    assert refused.returncode != 0 and says in refused.stderr, refused.stderr
+    assert eco.find("topologies.kai.scheduler", name) is None

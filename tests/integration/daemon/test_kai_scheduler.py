@@ -94,3 +94,24 @@ async def test_unusable_kai_fields_and_a_bad_kai_topology_are_warned_about_and_t
             assert event["reason"] == "InvalidTopology"
             assert event["involvedObject"]["apiVersion"] == "kai.scheduler/v1alpha1"
             assert any("spec.levels[1].nodeLabel" in e["message"] for e in warning_events(cluster, "Topology", "twice"))
+
+
+async def test_a_cluster_without_kai_runs_and_picks_kai_up_when_its_crds_appear(tmp_path: Path) -> None:
+    async with DevCluster() as cluster:
+        cluster.load_objects([*custom_nodes(), kai_topology("cluster-topology", BLOCK, RACK)])
+        missing = [cluster.faults.fail_fraction(1.0, 404, verb="list", path=path)
+                   for path in ("/apis/kai.scheduler/", "/apis/scheduling.run.ai/")]
+        async with daemons(cluster, tmp_path) as (running,):
+            watchers = running.daemon.watchers
+            assert watchers is not None
+            kai = [w for w in watchers.watchers if w.info.name in ("KaiTopology", "KaiPodGroup")]
+            await wait_until(lambda: running.daemon.health.ready, what="ready without KAI's CRDs")
+            assert len(kai) == 2 and all(w.missing_crd for w in kai)
+            for fault in missing:
+                cluster.faults.remove(fault)
+            await wait_until(lambda: source_of(running) == (SOURCE_KAI, "cluster-topology"), within=10,
+                             what="the KAI Topology picked up once its CRD is served")
+            job = kai_gang("late", 2, {"topology": "cluster-topology", "requiredTopologyLevel": RACK})
+            cluster.load_objects(job)
+            await wait_until(lambda: bound_count(cluster, names(job)) == 2, within=10, what="KAI gang bound")
+            assert sorted(node_of(cluster, name) for name in names(job)) == ["node-002", "node-003"]
