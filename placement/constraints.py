@@ -33,7 +33,7 @@ from placement.plan import HARD_TIER, MUST_GATHER
 from state.cluster import ClusterState
 from state.gangs import MUST_GATHER as MUST_GATHER_STRATEGY
 from state.gangs import GangSpec, TierLimit
-from state.kai_gangs import kai_level
+from state.kai_gangs import kai_level, shown
 from state.topology import TopologyError, TopologyTree
 
 
@@ -87,7 +87,8 @@ def resolve(tree: TopologyTree, specs: Sequence[GangSpec]) -> Constraints | Inva
             try:
                 level = kai_level(tree, spec.kai.required)
             except TopologyError as error:
-                return InvalidConstraint(spec.key, f"KAI requiredTopologyLevel {spec.kai.required!r}: {error.message}")
+                return InvalidConstraint(spec.key,
+                                         f"KAI requiredTopologyLevel {shown(spec.kai.required)}: {error.message}")
             if level > top_level:
                 top_level, kind = level, MUST_GATHER
                 source = f"KAI requiredTopologyLevel {spec.kai.required} ({tree.levels[level].layer})"

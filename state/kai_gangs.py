@@ -52,7 +52,8 @@ NON_PREEMPTIBLE = "non-preemptible"
 _MAX_SHOWN = 80
 
 
-def _shown(value: str) -> str:
+def shown(value: str) -> str:
+    """A value for a message: repr'd, long ones cut (every field here is untrusted input)."""
     return repr(value if len(value) <= _MAX_SHOWN else value[:_MAX_SHOWN] + "...")
 
 
@@ -64,7 +65,7 @@ def _field(spec_value: str, spec_field: str, annotations: dict[str, str], annota
     if spec_value:
         if from_annotation and from_annotation != spec_value:
             problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, where,
-                                    f"{_shown(from_annotation)} differs from {spec_field} {_shown(spec_value)}; "
+                                    f"{shown(from_annotation)} differs from {spec_field} {shown(spec_value)}; "
                                     f"{spec_field} is used"))
         return spec_value, spec_field
     if from_annotation:
@@ -84,10 +85,10 @@ def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]
         problems.append(Problem(kind, key, "spec.minMember", f"{min_member} is below 1; treated as 1"))
         min_member = 1
     if spec.priority_class_name:
-        problems.append(Problem(kind, key, "spec.priorityClassName", f"{_shown(spec.priority_class_name)} is read "
+        problems.append(Problem(kind, key, "spec.priorityClassName", f"{shown(spec.priority_class_name)} is read "
                                 "but not used: each pod's own priority orders and preempts", reason=UNSUPPORTED_FIELD))
     if spec.queue:
-        problems.append(Problem(kind, key, "spec.queue", f"{_shown(spec.queue)} is read but not implemented: KAI "
+        problems.append(Problem(kind, key, "spec.queue", f"{shown(spec.queue)} is read but not implemented: KAI "
                                 "Queues are not read, so no queue quota applies", reason=UNSUPPORTED_FIELD))
     if spec.sub_groups:
         problems.append(Problem(kind, key, "spec.subGroups", "is read but not implemented: the whole PodGroup is "
@@ -100,7 +101,7 @@ def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]
     if spec.preemptibility == NON_PREEMPTIBLE:
         preemptable = False
     elif spec.preemptibility not in ("", PREEMPTIBLE):
-        problems.append(Problem(kind, key, "spec.preemptibility", f"{_shown(spec.preemptibility)} is not "
+        problems.append(Problem(kind, key, "spec.preemptibility", f"{shown(spec.preemptibility)} is not "
                                 f"{PREEMPTIBLE} or {NON_PREEMPTIBLE}; toposched's priority rules decide"))
     annotations = group.metadata.annotations
     raw = spec.topology_constraint
@@ -166,7 +167,7 @@ def kai_wish_problems(constraint: KaiConstraint, kind: str, key: str, tree: Topo
     elif not (tree.source == SOURCE_KAI and tree.source_name == constraint.topology):
         known = constraint.topology in tree.kai_topology_names()
         problems.append(Problem(kind, key, constraint.topology_field,
-                                f"{_shown(constraint.topology)} is not the topology in use"
+                                f"{shown(constraint.topology)} is not the topology in use"
                                 f"{'' if known else ' (no KAI Topology has that name)'}: the tree is built from "
                                 f"{tree_words(tree)}, and the levels are looked up in it"))
     required_level = None
@@ -175,17 +176,17 @@ def kai_wish_problems(constraint: KaiConstraint, kind: str, key: str, tree: Topo
             required_level = kai_level(tree, constraint.required)
         except TopologyError as error:
             problems.append(Problem(kind, key, constraint.required_field,
-                                    f"{_shown(constraint.required)} {error.message}; the gang stays pending until "
+                                    f"{shown(constraint.required)} {error.message}; the gang stays pending until "
                                     "the cluster has it"))
     if constraint.preferred:
         try:
             preferred_level = kai_level(tree, constraint.preferred)
         except TopologyError as error:
             problems.append(Problem(kind, key, constraint.preferred_field,
-                                    f"{_shown(constraint.preferred)} {error.message}; this preference is dropped"))
+                                    f"{shown(constraint.preferred)} {error.message}; this preference is dropped"))
         else:
             if required_level is not None and preferred_level < required_level:
                 problems.append(Problem(kind, key, constraint.preferred_field,
-                                        f"{_shown(constraint.preferred)} is above the required level "
-                                        f"{_shown(constraint.required)}: it has no effect"))
+                                        f"{shown(constraint.preferred)} is above the required level "
+                                        f"{shown(constraint.required)}: it has no effect"))
     return problems

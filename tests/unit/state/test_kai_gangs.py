@@ -215,6 +215,8 @@ def test_long_untrusted_values_are_shortened_in_messages() -> None:
     spec, problems = spec_of(kai_group(topology="t" * 10_000, required="r" * 10_000, queue="q" * 10_000))
     for problem in [*problems, *wish_problems(spec, state.topology)]:
         assert len(problem.message) < 1000, problem
+    found = resolve(state.topology, [spec])
+    assert isinstance(found, InvalidConstraint) and len(found.message) < 1000
 
 
 def test_the_daemon_files_kai_problems_on_the_kai_pod_group_as_invalid_pod_group() -> None:
