@@ -7,8 +7,14 @@ What is read, and what it becomes:
   reported. Running members count towards it (waiting-and-running), as KAI counts them.
 - `spec.topologyConstraint`: `topology` names the KAI `Topology` the levels belong to;
   `requiredTopologyLevel` is a node label key (or, with newer KAI, a level's alias) whose one
-  domain must hold every pod: a MustGather at the layer of the tree built from that label;
-  `preferredTopologyLevel` likewise a PreferGather there (a wish: the search is tightest first
+  domain must hold every pod: it is the gang's topology key (`GangSpec.topology_key`, as a
+  Kubernetes PodGroup's), so a MustGather at the layer of the tree built from that label (or whose
+  alias it is), and, when no layer is (another KAI Topology than the one in use, which KAI allows
+  per workload), the gang is planned on the domains that label's values form, nodes without it
+  never used, as KAI places a required level ("not on nodes lacking the label")
+  (`placement/constraints.py`); `kubernetes.io/hostname` thus holds the gang to one node. A value
+  that is not a label key at all is reported, and the gang stays pending.
+  `preferredTopologyLevel` is a PreferGather at its layer (a wish: the search is tightest first
   anyway). KAI's pod-grouper fills these from the workload's (top owner's) annotations
   `kai.scheduler/topology`, `kai.scheduler/topology-required-placement` and
   `kai.scheduler/topology-preferred-placement`, and copies the annotations themselves onto the
@@ -22,8 +28,7 @@ What is read, and what it becomes:
   dialect), `spec.queue` (KAI's Queues are not read: no quota applies), `spec.subGroups` and
   `spec.minSubGroup` (the whole group is one gang of minMember).
 Whether the levels are layers of the tree in use and the Topology the one the tree is built from
-needs the tree: `state/topology_wishes.py` reports both, and `placement/constraints.py` keeps a gang
-whose required level is no layer pending, as for a MustGather on an unknown layer.
+needs the tree: `kai_wish_problems` reports each that is not (`state/topology_wishes.py` runs it).
 
 Pure: no I/O, no clock.
 """
@@ -45,7 +50,7 @@ from state.topology import (
     TopologyError,
     TopologyTree,
 )
-from state.topology_validation import HOSTNAME_LABEL
+from state.topology_validation import HOSTNAME_LABEL, label_key_problem
 
 PREEMPTIBLE = "preemptible"
 NON_PREEMPTIBLE = "non-preemptible"
@@ -112,6 +117,12 @@ def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]
     preferred, preferred_field = _field(raw.preferred_topology_level,
                                         "spec.topologyConstraint.preferredTopologyLevel", annotations,
                                         KAI_PREFERRED_PLACEMENT_ANNOTATION, key, problems)
+    topology_key = required
+    if required:
+        bad = label_key_problem(required)
+        if bad is not None:  # neither a node label nor a level alias (KAI's CRD gives aliases the same form)
+            topology_key = ""
+            problems.append(Problem(kind, key, required_field, f"{bad}; the gang stays pending"))
     constraint = None
     if required or preferred or topology:
         constraint = KaiConstraint(topology=topology,
@@ -119,7 +130,7 @@ def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]
                                    required=required, required_field=required_field, preferred=preferred,
                                    preferred_field=preferred_field)
     return GangSpec(key=key, dialect=KAI, min_member=min_member, schedule_timeout_seconds=None, gang_group=(key,),
-                    priority_class_name=spec.priority_class_name, preemptable=preemptable,
+                    priority_class_name=spec.priority_class_name, preemptable=preemptable, topology_key=topology_key,
                     kai=constraint), problems
 
 
@@ -127,8 +138,8 @@ def kai_level(tree: TopologyTree, value: str) -> int:
     """The level of `tree` a KAI topology level names: the layer built from that node label key, else the
     one whose KAI alias it is. Raises TopologyError when no layer is (the hostname is the node itself)."""
     if value == HOSTNAME_LABEL:
-        raise TopologyError("Level", value, "", f"is the node itself ({HOSTNAME_LABEL}), not a network domain: "
-                            "toposched does not hold a gang to one node")
+        raise TopologyError("Level", value, "", f"is the node itself ({HOSTNAME_LABEL}), not a network domain "
+                            "layer")
     levels = tree.levels
     for level in levels[1:]:
         if value in level.label_keys:
@@ -171,13 +182,15 @@ def kai_wish_problems(constraint: KaiConstraint, kind: str, key: str, tree: Topo
                                 f"{'' if known else ' (no KAI Topology has that name)'}: the tree is built from "
                                 f"{tree_words(tree)}, and the levels are looked up in it"))
     required_level = None
-    if constraint.required:
+    if constraint.required and label_key_problem(constraint.required) is None:  # else reported as folded
         try:
             required_level = kai_level(tree, constraint.required)
         except TopologyError as error:
+            consequence = ("every pod of the gang goes on one node" if constraint.required == HOSTNAME_LABEL else
+                           "the gang goes on nodes sharing one value of that node label (nodes without it are not "
+                           "used), the layers of the topology in use not looked at inside it")
             problems.append(Problem(kind, key, constraint.required_field,
-                                    f"{shown(constraint.required)} {error.message}; the gang stays pending until "
-                                    "the cluster has it"))
+                                    f"{shown(constraint.required)} {error.message}; {consequence}"))
     if constraint.preferred:
         try:
             preferred_level = kai_level(tree, constraint.preferred)

@@ -222,6 +222,11 @@ def resolve_kai_layers(topology: KaiTopology) -> tuple[tuple[LayerDef, ...] | No
                            [(level.node_label, level.alias) for level in topology.spec.levels])
 
 
+def label_key_problem(value: str) -> str | None:
+    """What is wrong with `value` as a node label key (as Kueue's and KAI's CRDs check a nodeLabel), or None."""
+    return _label_key_problem(value)
+
+
 def _label_key_problem(value: str) -> str | None:
     if len(value) > KUEUE_MAX_LABEL_LENGTH or _KUEUE_LABEL.fullmatch(value) is None:
         shown = value if len(value) <= 80 else value[:80] + "..."

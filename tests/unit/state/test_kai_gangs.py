@@ -26,7 +26,7 @@ from events.objects import (
     KaiTopologySpec,
     ObjectMeta,
 )
-from placement.constraints import Constraints, InvalidConstraint, resolve
+from placement.constraints import Constraints, InvalidConstraint, planning_tree, resolve
 from placement.plan import MUST_GATHER
 from state.cluster import KAI_SOURCE, ClusterState
 from state.gangs import KAI, KAI_POD_GROUP_PROBLEM, UNSUPPORTED_FIELD, GangSpec, Problem
@@ -119,14 +119,20 @@ def test_a_preferred_level_alone_sets_no_limit() -> None:
     assert isinstance(found, Constraints) and found.top_level == 0
 
 
-@pytest.mark.parametrize("level", ["cloud.provider.com/topology-zone", HOST])
-def test_a_required_level_that_is_no_layer_keeps_the_gang_pending_and_is_reported(level: str) -> None:
+@pytest.mark.parametrize(("level", "says"), [
+    ("cloud.provider.com/topology-zone", "nodes sharing one value of that node label"), (HOST, "on one node")])
+def test_a_required_level_that_is_no_layer_is_planned_on_its_label_s_values_and_reported(level: str,
+                                                                                          says: str) -> None:
     state = cluster()
     spec, _ = spec_of(kai_group(topology="cluster-topology", required=level))
-    found = resolve(state.topology, [spec])
-    assert isinstance(found, InvalidConstraint) and level in found.message
+    assert spec.topology_key == level
+    state.apply(KaiPodGroupUpserted(pod_group=kai_group(topology="cluster-topology", required=level)))
+    tree = planning_tree(state, [spec])
+    assert tree is state.label_trees[level] and tree.levels[1].label_keys == (level,)
+    found = resolve(tree, [spec])
+    assert isinstance(found, Constraints) and (found.top_level, found.kind) == (1, MUST_GATHER)
     [problem] = wish_problems(spec, state.topology)
-    assert problem.field == REQUIRED and "stays pending" in problem.message
+    assert problem.field == REQUIRED and says in problem.message
 
 
 def test_a_preferred_level_that_is_no_layer_is_reported_and_dropped() -> None:
@@ -215,6 +221,7 @@ def test_long_untrusted_values_are_shortened_in_messages() -> None:
     spec, problems = spec_of(kai_group(topology="t" * 10_000, required="r" * 10_000, queue="q" * 10_000))
     for problem in [*problems, *wish_problems(spec, state.topology)]:
         assert len(problem.message) < 1000, problem
+    assert spec.topology_key == "" and any(p.field == REQUIRED and "stays pending" in p.message for p in problems)
     found = resolve(state.topology, [spec])
     assert isinstance(found, InvalidConstraint) and len(found.message) < 1000
 
