@@ -135,14 +135,15 @@ def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]
 
 
 def kai_level(tree: TopologyTree, value: str) -> int:
-    """The level of `tree` a KAI topology level names: the layer built from that node label key, else the
-    one whose KAI alias it is. Raises TopologyError when no layer is (the hostname is the node itself)."""
+    """The level of `tree` a KAI topology level names: the layer built from exactly that node label key, else
+    the one whose KAI alias it is, as placement resolves a topology key (`placement.constraints.key_level`).
+    Raises TopologyError when no layer is (the hostname is the node itself)."""
     if value == HOSTNAME_LABEL:
         raise TopologyError("Level", value, "", f"is the node itself ({HOSTNAME_LABEL}), not a network domain "
                             "layer")
     levels = tree.levels
     for level in levels[1:]:
-        if value in level.label_keys:
+        if level.label_keys == (value,):
             return level.index
     for level in levels[1:]:
         if level.alias and level.alias == value:
@@ -168,7 +169,7 @@ def tree_words(tree: TopologyTree) -> str:
 
 def kai_wish_problems(constraint: KaiConstraint, kind: str, key: str, tree: TopologyTree) -> list[Problem]:
     """A KAI topologyConstraint checked against the tree in use: its Topology must be the one the tree is
-    built from, and its levels layers of it (a required one that is not keeps the gang pending)."""
+    built from, and its levels layers of it (each message says what is done instead)."""
     problems: list[Problem] = []
     if not constraint.topology:
         if constraint.required or constraint.preferred:

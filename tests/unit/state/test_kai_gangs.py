@@ -26,11 +26,12 @@ from events.objects import (
     KaiTopologySpec,
     ObjectMeta,
 )
-from placement.constraints import Constraints, InvalidConstraint, planning_tree, resolve
+from placement.constraints import Constraints, InvalidConstraint, key_level, planning_tree, resolve
 from placement.plan import MUST_GATHER
 from state.cluster import KAI_SOURCE, ClusterState
 from state.gangs import KAI, KAI_POD_GROUP_PROBLEM, UNSUPPORTED_FIELD, GangSpec, Problem
-from state.kai_gangs import kai_gang_spec
+from state.kai_gangs import kai_gang_spec, kai_level
+from state.topology import TopologyError
 from state.topology_wishes import validate_gang_object, wish_problems
 
 BLOCK = "cloud.provider.com/topology-block"
@@ -260,3 +261,28 @@ def test_kai_pod_groups_survive_a_snapshot() -> None:
     restored = ClusterState.restore(state.snapshot())
     assert restored.gangs["team/job"].spec == state.gangs["team/job"].spec
     assert restored.gangs["team/job"].source == KAI_SOURCE
+
+
+def test_a_pod_naming_a_kai_pod_group_and_another_gang_joins_the_first_and_is_told() -> None:
+    state = cluster()
+    other = pod("both", namespace="team", gang="koord", annotations={KAI_POD_GROUP_ANNOTATION: "job"})
+    state.apply(PodUpserted(pod=other))
+    assert state.pods["team/both"].gang == "team/koord"
+    [problem] = state.problems_of("Pod", "team/both")
+    assert problem.field == f"metadata.annotations[{KAI_POD_GROUP_ANNOTATION}]" and "team/job" in problem.message
+
+
+@pytest.mark.parametrize("value", [BLOCK, RACK, HOST, "block", "example.com/zone",
+                                   "network.topology.nvidia.com/block", "network.topology.nvidia.com/leaf"])
+def test_what_the_warning_calls_a_layer_is_what_placement_places_at(value: str) -> None:
+    """The wish check (`kai_level`) and placement (`key_level`) agree on every level, alias and label."""
+    kai_tree = cluster(topology=kai_topology(aliases={BLOCK: "block"})).topology
+    fabric = ClusterState()
+    fabric.apply(NodeUpserted(node=node("n0", block="b0", spine="s0")))
+    for tree in (kai_tree, fabric.topology):
+        try:
+            kai_level(tree, value)
+            named = True
+        except TopologyError:
+            named = False
+        assert named == (key_level(tree, value) is not None), (tree.source, value)
