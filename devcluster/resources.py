@@ -125,6 +125,12 @@ RESOURCES: tuple[ResourceDef, ...] = (
     # Kueue's Topology (Topology Aware Scheduling): served at v1beta2 only, as a cluster with Kueue v0.15+
     # serves it as its storage version; it has no status.
     ResourceDef("kueue.x-k8s.io", "v1beta2", "Topology", "topologies", "topology", False, custom=True),
+    # KAI Scheduler's Topology (cluster-scoped, no status) and PodGroup (namespaced; its status is KAI's to
+    # write), as its Helm chart's CRDs serve them.
+    ResourceDef("kai.scheduler", "v1alpha1", "Topology", "topologies", "topology", False, custom=True),
+    ResourceDef(
+        "scheduling.run.ai", "v2alpha2", "PodGroup", "podgroups", "podgroup", True, ("status",), ("pg",), custom=True,
+    ),
     ResourceDef(
         "scheduling.sigs.k8s.io", "v1alpha1", "ElasticQuota", "elasticquotas", "elasticquota", True, ("status",),
         ("eq", "eqs"), custom=True,

@@ -250,6 +250,27 @@ def _top(extra: dict[str, Schema], required: tuple[str, ...] = ()) -> Schema:
     return _object({"apiVersion": _string(), "kind": _string(), "metadata": OBJECT_META, **extra}, required)
 
 
+def _crd_object(properties: dict[str, Schema], required: tuple[str, ...] = ()) -> Schema:
+    """An object of a CRD whose `required` the server enforces (`validation.py`), as the API server does."""
+    return {**_object(properties, required), "x-devcluster-required": True}
+
+
+def _crd_top(extra: dict[str, Schema], required: tuple[str, ...] = ()) -> Schema:
+    return _crd_object({"apiVersion": _string(), "kind": _string(), "metadata": OBJECT_META, **extra}, required)
+
+
+def _label_key() -> Schema:
+    """A node label key as KAI's Topology CRD declares its nodeLabel (and alias)."""
+    return {**_string(), "minLength": 1, "maxLength": 316,
+            "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                       r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"}
+
+
+_KAI_TOPOLOGY_CONSTRAINT = _object({
+    "topology": _string(), "requiredTopologyLevel": _string(), "preferredTopologyLevel": _string(),
+})
+
+
 # Stored-only kinds (see resources.py): top-level fields and specs spelled out as the real types declare
 # them (so a misspelt field is a 422 and strategic merge patches find their merge keys), controller-written
 # statuses and deep subtrees accepted as written.
@@ -386,6 +407,33 @@ KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
             })),
         }),
         "status": _object({"nodeCount": _integer(), "conditions": _array(_CONDITION, "type")}),
+    })),
+    # KAI Scheduler (github.com/NVIDIA/KAI-Scheduler): its CRDs' structural schemas, with the value rules a
+    # real API server applies from them, the Topology's two CEL rules (unique levels, the hostname last)
+    # included (KAI's webhooks' rules are toposched's own checks: state/topology_validation.py).
+    ("kai.scheduler/v1alpha1", "Topology"): ("ai.run.kai.v1alpha1.Topology", _crd_top({
+        "spec": _crd_object({"levels": {**_array(_crd_object({
+            "nodeLabel": _label_key(), "alias": _label_key(),
+        }, ("nodeLabel",))), "minItems": 1, "maxItems": 16, "x-devcluster-unique": True,
+            "x-devcluster-last-only": {
+                "field": "nodeLabel", "value": "kubernetes.io/hostname",
+                "message": "the kubernetes.io/hostname label can only be used at the lowest level of topology"}}},
+            ("levels",)),
+    }, ("spec",))),
+    ("scheduling.run.ai/v2alpha2", "PodGroup"): ("ai.run.scheduling.v2alpha2.PodGroup", _top({
+        "spec": _object({
+            "minMember": {**_integer(), "minimum": 1}, "minSubGroup": {**_integer(), "minimum": 1},
+            "queue": _string(), "priorityClassName": _string(),
+            "preemptibility": {**_string(), "enum": ["preemptible", "non-preemptible"]},
+            "topologyConstraint": _KAI_TOPOLOGY_CONSTRAINT,
+            "subGroups": _array(_crd_object({
+                "name": {**_string(), "minLength": 1}, "minMember": {**_integer(), "minimum": 0},
+                "minSubGroup": {**_integer(), "minimum": 0}, "parent": _string(),
+                "topologyConstraint": _KAI_TOPOLOGY_CONSTRAINT,
+            }, ("name",))),
+            "markUnschedulable": _boolean(), "schedulingBackoff": _integer(),
+        }),
+        "status": _free(),
     })),
     ("kueue.x-k8s.io/v1beta2", "Topology"): ("io.x-k8s.kueue.v1beta2.Topology", _top({
         "spec": _object({"levels": _array(_object({"nodeLabel": _string()}, ("nodeLabel",)))}, ("levels",)),

@@ -329,6 +329,8 @@ class ApiServer:
             field, problem = findings.wrong_type[0]
             raise errors.bad_request(f'{kind} in version "{api_version.rpartition("/")[2]}" cannot be handled as a '
                                      f"{kind}: json: cannot unmarshal {field}: {problem}")
+        if findings.invalid:
+            raise errors.invalid(kind, display, findings.invalid, group)
         if findings.unknown:
             mode = query.get("fieldValidation", "Warn")
             if mode == "Strict":

@@ -29,6 +29,10 @@ from events.model import (
     Event,
     HyperNodeDeleted,
     HyperNodeUpserted,
+    KaiPodGroupDeleted,
+    KaiPodGroupUpserted,
+    KaiTopologyDeleted,
+    KaiTopologyUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
     KueueTopologyDeleted,
@@ -62,6 +66,8 @@ from events.objects import (
     CAPACITY_QUOTA_API,
     CLUSTER_NETWORK_TOPOLOGY_API,
     HYPERNODE_API,
+    KAI_POD_GROUP_API,
+    KAI_TOPOLOGY_API,
     KOORDINATOR_POD_GROUP_API,
     KOORDINATOR_QUOTA_API,
     KUBE_POD_GROUP_API,
@@ -75,6 +81,8 @@ from events.objects import (
     ClusterNetworkTopology,
     ElasticQuota,
     HyperNode,
+    KaiPodGroup,
+    KaiTopology,
     KubePodGroup,
     KueueTopology,
     Node,
@@ -93,8 +101,8 @@ from events.objects import (
 )
 
 KubeObject = (Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
-              | KueueTopology | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue | PersistentVolumeClaim
-              | PersistentVolume | StorageClass | PodDisruptionBudget)
+              | KueueTopology | KaiTopology | KaiPodGroup | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue
+              | PersistentVolumeClaim | PersistentVolume | StorageClass | PodDisruptionBudget)
 
 
 @dataclass(frozen=True)
@@ -133,6 +141,8 @@ KINDS: tuple[KindInfo, ...] = (
     KindInfo("KueueTopology", KUEUE_TOPOLOGY_API, "Topology", "topologies", False, KueueTopology,
              lambda o: KueueTopologyUpserted(topology=o), lambda k, u: KueueTopologyDeleted(name=k),
              KUEUE_TOPOLOGY_OLDER_APIS),
+    KindInfo("KaiTopology", KAI_TOPOLOGY_API, "Topology", "topologies", False, KaiTopology,
+             lambda o: KaiTopologyUpserted(topology=o), lambda k, u: KaiTopologyDeleted(name=k)),
     # Quotas come before the pods they hold, so a relist folds each pod into its quota at once.
     KindInfo("ElasticQuota", KOORDINATOR_QUOTA_API, "ElasticQuota", "elasticquotas", True, ElasticQuota,
              lambda o: ElasticQuotaUpserted(quota=o), lambda k, u: ElasticQuotaDeleted(key=k)),
@@ -161,6 +171,8 @@ KINDS: tuple[KindInfo, ...] = (
              lambda k, u: SchedulerPluginsPodGroupDeleted(key=k)),
     KindInfo("KubernetesPodGroup", KUBE_POD_GROUP_API, "PodGroup", "podgroups", True, KubePodGroup,
              lambda o: KubePodGroupUpserted(pod_group=o), lambda k, u: KubePodGroupDeleted(key=k)),
+    KindInfo("KaiPodGroup", KAI_POD_GROUP_API, "PodGroup", "podgroups", True, KaiPodGroup,
+             lambda o: KaiPodGroupUpserted(pod_group=o), lambda k, u: KaiPodGroupDeleted(key=k)),
     KindInfo("Workload", WORKLOAD_API, "Workload", "workloads", True, Workload,
              lambda o: WorkloadUpserted(workload=o), lambda k, u: WorkloadDeleted(key=k)),
     KindInfo("Pod", "v1", "Pod", "pods", True, Pod,

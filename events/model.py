@@ -22,6 +22,8 @@ from events.objects import (
     ClusterNetworkTopology,
     ElasticQuota,
     HyperNode,
+    KaiPodGroup,
+    KaiTopology,
     KubePodGroup,
     KueueTopology,
     Node,
@@ -135,6 +137,26 @@ class KueueTopologyUpserted(EventBase, tag="kt", frozen=True):
 
 class KueueTopologyDeleted(EventBase, tag="kt-", frozen=True):
     name: str
+
+
+class KaiTopologyUpserted(EventBase, tag="kait", frozen=True):
+    """A KAI Scheduler `Topology` (kai.scheduler): levels of node label keys."""
+
+    topology: KaiTopology
+
+
+class KaiTopologyDeleted(EventBase, tag="kait-", frozen=True):
+    name: str
+
+
+class KaiPodGroupUpserted(EventBase, tag="kaipg", frozen=True):
+    """A KAI Scheduler PodGroup (scheduling.run.ai/v2alpha2)."""
+
+    pod_group: KaiPodGroup
+
+
+class KaiPodGroupDeleted(EventBase, tag="kaipg-", frozen=True):
+    key: str
 
 
 class PriorityClassUpserted(EventBase, tag="pc", frozen=True):
@@ -340,6 +362,10 @@ Event: TypeAlias = (
     | HyperNodeDeleted
     | KueueTopologyUpserted
     | KueueTopologyDeleted
+    | KaiTopologyUpserted
+    | KaiTopologyDeleted
+    | KaiPodGroupUpserted
+    | KaiPodGroupDeleted
     | PriorityClassUpserted
     | PriorityClassDeleted
     | ElasticQuotaUpserted

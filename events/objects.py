@@ -495,6 +495,51 @@ class VolcanoPodGroup(_K8s, frozen=True):
     status: PodGroupStatus = PodGroupStatus()
 
 
+# --------------------------------------------------------------------------- KAI Scheduler (scheduling.run.ai)
+
+
+class KaiTopologyConstraint(_K8s, frozen=True):
+    """A KAI PodGroup's (or SubGroup's) topologyConstraint: the KAI Topology by name, and node label keys
+    (or level aliases) of its levels: all pods within one domain of `requiredTopologyLevel`, kept
+    together at `preferredTopologyLevel` when they can be."""
+
+    topology: str = ""
+    required_topology_level: str = ""
+    preferred_topology_level: str = ""
+
+
+class KaiSubGroup(_K8s, frozen=True):
+    name: str = ""
+    min_member: Int64 | None = None
+    parent: str | None = None
+    topology_constraint: KaiTopologyConstraint | None = None
+
+
+class KaiPodGroupSpec(_K8s, frozen=True):
+    min_member: Int64 | None = None
+    min_sub_group: Int64 | None = None
+    queue: str = ""
+    priority_class_name: str = ""
+    preemptibility: str = ""
+    topology_constraint: KaiTopologyConstraint = KaiTopologyConstraint()
+    sub_groups: list[KaiSubGroup] = []
+
+
+class KaiPodGroupStatus(_K8s, frozen=True):
+    phase: str = ""
+
+
+class KaiPodGroup(_K8s, frozen=True):
+    """KAI Scheduler's PodGroup (scheduling.run.ai/v2alpha2, namespaced), which KAI's pod-grouper makes
+    for each workload and which pods join with the annotation `pod-group-name`."""
+
+    api_version: str = "scheduling.run.ai/v2alpha2"
+    kind: str = "PodGroup"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: KaiPodGroupSpec = KaiPodGroupSpec()
+    status: KaiPodGroupStatus = KaiPodGroupStatus()
+
+
 # --------------------------------------------------------------------------- the Workload API (scheduling.k8s.io)
 
 
@@ -678,6 +723,26 @@ class KueueTopology(_K8s, frozen=True):
     spec: KueueTopologySpec = KueueTopologySpec()
 
 
+class KaiTopologyLevel(_K8s, frozen=True):
+    node_label: str = ""
+    alias: str = ""  # newer KAI releases: a name usable in place of nodeLabel in a workload's constraint
+
+
+class KaiTopologySpec(_K8s, frozen=True):
+    levels: list[KaiTopologyLevel] = []
+
+
+class KaiTopology(_K8s, frozen=True):
+    """NVIDIA KAI Scheduler's cluster-scoped `Topology` (kai.scheduler/v1alpha1), derived from Kueue's:
+    the network as node label keys, top level first (`spec.levels[].nodeLabel`, and an optional `alias`).
+    It has no status."""
+
+    api_version: str = "kai.scheduler/v1alpha1"
+    kind: str = "Topology"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: KaiTopologySpec = KaiTopologySpec()
+
+
 # --------------------------------------------------------------------------- quotas
 
 
@@ -765,6 +830,13 @@ LIGHTWEIGHT_MIN_AVAILABLE_LABEL = "pod-group.scheduling.sigs.k8s.io/min-availabl
 # (on pods and PodGroups, as an annotation or else a label).
 VOLCANO_TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 VOLCANO_PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
+# KAI Scheduler: a pod joins the PodGroup its `pod-group-name` annotation names (KAI's pod-grouper writes it);
+# the pod-grouper copies a workload's (top owner's) topology annotations onto the PodGroup it makes, where
+# they are read when spec.topologyConstraint leaves them unset.
+KAI_POD_GROUP_ANNOTATION = "pod-group-name"
+KAI_TOPOLOGY_ANNOTATION = "kai.scheduler/topology"
+KAI_REQUIRED_PLACEMENT_ANNOTATION = "kai.scheduler/topology-required-placement"
+KAI_PREFERRED_PLACEMENT_ANNOTATION = "kai.scheduler/topology-preferred-placement"
 SIMULATION_ANNOTATION_PREFIX = "sim.toposched.io/"
 # Set by toposched itself on the accounting core of an object too large to log; `slim()` drops it
 # from what the API sends, so no object can claim it.
@@ -815,6 +887,10 @@ KEPT_ANNOTATIONS: frozenset[str] = frozenset({
     BIND_COMPLETED_ANNOTATION,
     BETA_STORAGE_CLASS_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
+    KAI_POD_GROUP_ANNOTATION,
+    KAI_TOPOLOGY_ANNOTATION,
+    KAI_REQUIRED_PLACEMENT_ANNOTATION,
+    KAI_PREFERRED_PLACEMENT_ANNOTATION,
 })
 
 KOORDINATOR_POD_GROUP_API = "scheduling.sigs.k8s.io/v1alpha1"
@@ -828,6 +904,8 @@ KUEUE_TOPOLOGY_API = "kueue.x-k8s.io/v1beta2"
 # Kueue releases before v0.15 serve Topology as v1beta1 only (same fields); the daemon lists it there when
 # v1beta2 is not served, and a scenario may use either.
 KUEUE_TOPOLOGY_OLDER_APIS = ("kueue.x-k8s.io/v1beta1",)
+KAI_TOPOLOGY_API = "kai.scheduler/v1alpha1"
+KAI_POD_GROUP_API = "scheduling.run.ai/v2alpha2"
 KOORDINATOR_QUOTA_API = "scheduling.sigs.k8s.io/v1alpha1"
 CAPACITY_QUOTA_API = "scheduling.x-k8s.io/v1alpha1"
 VOLCANO_QUEUE_API = "scheduling.volcano.sh/v1beta1"
@@ -844,8 +922,8 @@ def keeps_annotation(key: str) -> bool:
 _Object = TypeVar(
     "_Object",
     bound=Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
-    | KueueTopology | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue | PersistentVolumeClaim
-    | PersistentVolume | StorageClass | PodDisruptionBudget,
+    | KueueTopology | KaiTopology | KaiPodGroup | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue
+    | PersistentVolumeClaim | PersistentVolume | StorageClass | PodDisruptionBudget,
 )
 
 

@@ -15,6 +15,9 @@ vocabularies; here both become level indices of `state/topology.py`'s tree (0 = 
   whose only layer is that label's values (`planning_tree`): the same search, bin-packing and
   preemption run on it, and nodes without the label are never used. The finer layers of the
   cluster's own tree are not seen there; the node layer still is (`placement/gather.py`).
+- KAI's `requiredTopologyLevel` (a node label key, or a KAI level alias) is its gang's topology key,
+  read as Kubernetes' (`state/kai_gangs.py`): a layer whose KAI alias it is counts as built from it;
+  its preferredTopologyLevel is only a wish.
 A MustGather or hard limit naming a layer the cluster does not have cannot be honoured: it is
 reported as `invalid` (a PreferGather / soft wish on an unknown layer is only a wish and is dropped).
 
@@ -31,6 +34,7 @@ from placement.plan import HARD_TIER, MUST_GATHER
 from state.cluster import ClusterState
 from state.gangs import MUST_GATHER as MUST_GATHER_STRATEGY
 from state.gangs import GangSpec, TierLimit
+from state.kai_gangs import shown
 from state.topology import TopologyError, TopologyTree
 
 
@@ -56,8 +60,10 @@ def tier_level(tree: TopologyTree, limit: TierLimit) -> int | None:
 
 
 def key_level(tree: TopologyTree, label_key: str) -> int | None:
-    """The level of `tree` built from exactly the node label `label_key` (None when none is)."""
-    return next((level.index for level in tree.levels if level.label_keys == (label_key,)), None)
+    """The level of `tree` built from exactly the node label `label_key`, or whose KAI alias it is (None when
+    none is)."""
+    return next((level.index for level in tree.levels
+                 if level.label_keys == (label_key,) or (level.alias and level.alias == label_key)), None)
 
 
 def planning_tree(state: ClusterState, specs: Sequence[GangSpec]) -> TopologyTree:
@@ -75,11 +81,17 @@ def resolve(tree: TopologyTree, specs: Sequence[GangSpec]) -> Constraints | Inva
     kind = source = ""
     multiples: dict[str, dict[int, int]] = {}
     for spec in specs:
+        if spec.kai is not None and spec.kai.required and not spec.topology_key:  # not a label key at all
+            return InvalidConstraint(spec.key, f"KAI requiredTopologyLevel {shown(spec.kai.required)}: is not a node "
+                                     "label key or level alias")
         if spec.topology_key:
             level_of_key = key_level(tree, spec.topology_key)
             if level_of_key is not None and level_of_key > top_level:
                 top_level, kind = level_of_key, MUST_GATHER
-                source = f"topology key {spec.topology_key} ({tree.levels[level_of_key].layer})"
+                # A KAI level is a free string of an untrusted PodGroup (a Kubernetes key is a checked label key).
+                named = (f"KAI requiredTopologyLevel {shown(spec.topology_key)}" if spec.kai is not None
+                         else f"topology key {spec.topology_key}")
+                source = f"{named} ({tree.levels[level_of_key].layer})"
         for rule in spec.gather:
             try:
                 level = tree.resolve_level(rule.layer)

@@ -42,6 +42,10 @@ from events.model import (
     GangTimedOut,
     HyperNodeDeleted,
     HyperNodeUpserted,
+    KaiPodGroupDeleted,
+    KaiPodGroupUpserted,
+    KaiTopologyDeleted,
+    KaiTopologyUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
     KueueTopologyDeleted,
@@ -93,6 +97,8 @@ from events.objects import (
     ContainerResourceStatus,
     ElasticQuota,
     HyperNode,
+    KaiPodGroup,
+    KaiTopology,
     KubePodGroup,
     KueueTopology,
     NetworkTopologyLayer,
@@ -119,6 +125,7 @@ from state.compact import Compactor, Shape
 from state.gangs import (
     INTERNAL_ERROR,
     INVALID_QUANTITY,
+    KAI_POD_GROUP_PROBLEM,
     KUBE_POD_GROUP_PROBLEM,
     POD_GANG_PROBLEM,
     POD_GROUP_PROBLEM,
@@ -134,6 +141,7 @@ from state.gangs import (
     preemptable_of,
     volcano_gang_spec,
 )
+from state.kai_gangs import kai_gang_spec
 from state.node_changes import NodeChanges
 from state.node_table import NodeTable, node_table, nodes_of
 from state.pod_constraints import DRA_NOT_PLACED, unconsidered
@@ -154,6 +162,7 @@ from state.topology import TopologyTree
 from state.topology_validation import (
     CLUSTER_LAYER,
     DEFAULT_CNT_NAME,
+    KAI_TOPOLOGY_KIND,
     KUEUE_TOPOLOGY_KIND,
     NODE_LAYER,
     layer_name_of,
@@ -174,6 +183,7 @@ SIGS_SOURCE = "scheduling.sigs.k8s.io PodGroup"
 X_K8S_SOURCE = "scheduling.x-k8s.io PodGroup"
 KUBE_SOURCE = "scheduling.k8s.io PodGroup"
 VOLCANO_SOURCE = "scheduling.volcano.sh PodGroup"
+KAI_SOURCE = "scheduling.run.ai PodGroup"
 WORKLOAD_SOURCE = "scheduling.k8s.io Workload"
 POD_METADATA_SOURCE = "pod annotations"
 GANG_SOURCES: tuple[tuple[str, str], ...] = (
@@ -181,6 +191,7 @@ GANG_SOURCES: tuple[tuple[str, str], ...] = (
     (X_K8S_SOURCE, SCHEDULER_PLUGINS_PROBLEM),
     (KUBE_SOURCE, KUBE_POD_GROUP_PROBLEM),
     (VOLCANO_SOURCE, POD_GROUP_PROBLEM),
+    (KAI_SOURCE, KAI_POD_GROUP_PROBLEM),
     (WORKLOAD_SOURCE, WORKLOAD_PROBLEM),
     (POD_METADATA_SOURCE, POD_GANG_PROBLEM),
 )
@@ -417,6 +428,8 @@ class _SnapshotObjects(msgspec.Struct, frozen=True, kw_only=True):
     claims: list[PersistentVolumeClaim] = []
     budgets: list[PodDisruptionBudget] = []
     kueue_topologies: list[KueueTopology] = []  # absent from snapshots written before they were read
+    kai_topologies: list[KaiTopology] = []  # likewise
+    kai_pod_groups: list[KaiPodGroup] = []  # likewise
 
 
 class StateSnapshot(_SnapshotObjects, frozen=True, kw_only=True):
@@ -508,12 +521,14 @@ class ClusterState:
         self.volcano_pod_groups: dict[str, VolcanoPodGroup] = {}
         self.scheduler_plugins_pod_groups: dict[str, PodGroup] = {}  # scheduling.x-k8s.io/v1alpha1
         self.kube_pod_groups: dict[str, KubePodGroup] = {}  # scheduling.k8s.io/v1alpha2
+        self.kai_pod_groups: dict[str, KaiPodGroup] = {}  # scheduling.run.ai/v2alpha2 (KAI Scheduler)
         self.workloads: dict[str, Workload] = {}  # scheduling.k8s.io/v1alpha1
         self._workload_gangs: dict[str, set[str]] = {}  # Workload key -> gang keys of its podGroups with pods
         self.gangs: dict[str, GangInfo] = {}
         self.network_topologies: dict[str, ClusterNetworkTopology] = {}
         self.hyper_nodes: dict[str, HyperNode] = {}
         self.kueue_topologies: dict[str, KueueTopology] = {}  # kueue.x-k8s.io Topology, by name
+        self.kai_topologies: dict[str, KaiTopology] = {}  # kai.scheduler Topology, by name
         self.priority_classes: dict[str, PriorityClass] = {}
         self.volumes = VolumeBook()  # claims, PersistentVolumes, StorageClasses (state/volumes.py)
         # PodDisruptionBudgets by namespace, then `namespace/name`: preemption ranks plans by them
@@ -565,7 +580,7 @@ class ClusterState:
         or one with no spec."""
         info = self.gangs.get(gang)
         source = info.source if info is not None else ""
-        found: PodGroup | VolcanoPodGroup | KubePodGroup | Workload | None = None
+        found: PodGroup | VolcanoPodGroup | KubePodGroup | KaiPodGroup | Workload | None = None
         if source == SIGS_SOURCE:
             found = self.pod_groups.get(gang)
         elif source == X_K8S_SOURCE:
@@ -574,6 +589,8 @@ class ClusterState:
             found = self.volcano_pod_groups.get(gang)
         elif source == KUBE_SOURCE:
             found = self.kube_pod_groups.get(gang)
+        elif source == KAI_SOURCE:
+            found = self.kai_pod_groups.get(gang)
         elif source == WORKLOAD_SOURCE:
             workload = workload_of_gang(gang)
             found = self.workloads.get(workload[0]) if workload is not None else None
@@ -1230,6 +1247,16 @@ class ClusterState:
         if self.kube_pod_groups.pop(event.key, None) is not None:
             self._drop_source(event.key, KUBE_SOURCE)
 
+    def _kai_pod_group_upserted(self, event: KaiPodGroupUpserted) -> None:
+        group = event.pod_group
+        key = object_key(group.metadata.namespace, group.metadata.name)
+        self.kai_pod_groups[key] = group
+        self._set_source(key, KAI_SOURCE, *kai_gang_spec(group, key), time=event.time)
+
+    def _kai_pod_group_deleted(self, event: KaiPodGroupDeleted) -> None:
+        if self.kai_pod_groups.pop(event.key, None) is not None:
+            self._drop_source(event.key, KAI_SOURCE)
+
     def _volcano_pod_group_upserted(self, event: VolcanoPodGroupUpserted) -> None:
         group = event.pod_group
         key = object_key(group.metadata.namespace, group.metadata.name)
@@ -1493,6 +1520,14 @@ class ClusterState:
         if self.kueue_topologies.pop(event.name, None) is not None:
             self.topology.kueue_topology_deleted(event.name)
 
+    def _kai_topology_upserted(self, event: KaiTopologyUpserted) -> None:
+        self.kai_topologies[event.topology.metadata.name] = event.topology
+        self.topology.kai_topology_upserted(event.topology)
+
+    def _kai_topology_deleted(self, event: KaiTopologyDeleted) -> None:
+        if self.kai_topologies.pop(event.name, None) is not None:
+            self.topology.kai_topology_deleted(event.name)
+
     def _quota_object(self, event: Event) -> None:
         """An ElasticQuota or Queue: the quota book (state/quota.py) keeps it and rebuilds its trees."""
         self.quotas.object_changed(self, event)
@@ -1650,6 +1685,8 @@ class ClusterState:
             network_topologies=[self.network_topologies[k] for k in sorted(self.network_topologies)],
             hyper_nodes=[self.hyper_nodes[k] for k in sorted(self.hyper_nodes)],
             kueue_topologies=[self.kueue_topologies[k] for k in sorted(self.kueue_topologies)],
+            kai_topologies=[self.kai_topologies[k] for k in sorted(self.kai_topologies)],
+            kai_pod_groups=[self.kai_pod_groups[k] for k in sorted(self.kai_pod_groups)],
             priority_classes=[self.priority_classes[k] for k in sorted(self.priority_classes)],
             assumed=[DecisionRecord(p.key, p.uid, p.assumed_node, p.gang) for p in pods if p.assumed_node],
             nominated=[DecisionRecord(p.key, p.uid, p.nominated_node, p.gang, p.priority)
@@ -1686,6 +1723,8 @@ class ClusterState:
             state.apply(HyperNodeUpserted(hyper_node=hyper_node))
         for kueue_topology in snap.kueue_topologies:
             state.apply(KueueTopologyUpserted(topology=kueue_topology))
+        for kai_topology in snap.kai_topologies:
+            state.apply(KaiTopologyUpserted(topology=kai_topology))
         for quota in snap.elastic_quotas:
             state.apply(ElasticQuotaUpserted(quota=quota))
         for capacity_quota in snap.capacity_quotas:
@@ -1722,6 +1761,8 @@ class ClusterState:
             state.apply(KubePodGroupUpserted(pod_group=kgroup))
         for workload in snap.workloads:
             state.apply(WorkloadUpserted(workload=workload))
+        for kai_group in snap.kai_pod_groups:
+            state.apply(KaiPodGroupUpserted(pod_group=kai_group))
         if isinstance(snap, StateSnapshotV1):
             for record in snap.pods:
                 state._restore_pod(record.pod, record.first_seen, record.bound_at, record.eviction_requested,
@@ -2149,6 +2190,8 @@ _UPDATE_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = {
     SchedulerPluginsPodGroupDeleted: lambda e: (SCHEDULER_PLUGINS_PROBLEM, e.key),
     KubePodGroupUpserted: lambda e: (KUBE_POD_GROUP_PROBLEM, _meta_key(e.pod_group.metadata)),
     KubePodGroupDeleted: lambda e: (KUBE_POD_GROUP_PROBLEM, e.key),
+    KaiPodGroupUpserted: lambda e: (KAI_POD_GROUP_PROBLEM, _meta_key(e.pod_group.metadata)),
+    KaiPodGroupDeleted: lambda e: (KAI_POD_GROUP_PROBLEM, e.key),
     WorkloadUpserted: lambda e: (WORKLOAD_PROBLEM, _meta_key(e.workload.metadata)),
     WorkloadDeleted: lambda e: (WORKLOAD_PROBLEM, e.key),
     NetworkTopologyUpserted: lambda e: ("ClusterNetworkTopology", e.topology.metadata.name),
@@ -2157,6 +2200,8 @@ _UPDATE_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = {
     HyperNodeDeleted: lambda e: ("HyperNode", e.name),
     KueueTopologyUpserted: lambda e: (KUEUE_TOPOLOGY_KIND, e.topology.metadata.name),
     KueueTopologyDeleted: lambda e: (KUEUE_TOPOLOGY_KIND, e.name),
+    KaiTopologyUpserted: lambda e: (KAI_TOPOLOGY_KIND, e.topology.metadata.name),
+    KaiTopologyDeleted: lambda e: (KAI_TOPOLOGY_KIND, e.name),
     PriorityClassUpserted: lambda e: ("PriorityClass", e.priority_class.metadata.name),
     PriorityClassDeleted: lambda e: ("PriorityClass", e.name),
     ObjectUndecodable: lambda e: (e.kind, e.key),
@@ -2207,10 +2252,12 @@ _HELD_OBJECTS: dict[type, tuple[Callable[[ClusterState, str], object], Callable[
     VolcanoPodGroupUpserted: (lambda s, k: s.volcano_pod_groups.get(k), lambda e: e.pod_group),
     SchedulerPluginsPodGroupUpserted: (lambda s, k: s.scheduler_plugins_pod_groups.get(k), lambda e: e.pod_group),
     KubePodGroupUpserted: (lambda s, k: s.kube_pod_groups.get(k), lambda e: e.pod_group),
+    KaiPodGroupUpserted: (lambda s, k: s.kai_pod_groups.get(k), lambda e: e.pod_group),
     WorkloadUpserted: (lambda s, k: s.workloads.get(k), lambda e: e.workload),
     NetworkTopologyUpserted: (lambda s, k: s.network_topologies.get(k), lambda e: e.topology),
     HyperNodeUpserted: (lambda s, k: s.hyper_nodes.get(k), lambda e: e.hyper_node),
     KueueTopologyUpserted: (lambda s, k: s.kueue_topologies.get(k), lambda e: e.topology),
+    KaiTopologyUpserted: (lambda s, k: s.kai_topologies.get(k), lambda e: e.topology),
     PriorityClassUpserted: (lambda s, k: s.priority_classes.get(k), lambda e: e.priority_class),
     ElasticQuotaUpserted: (lambda s, k: s.quotas.elastic_quotas.get(k), lambda e: e.quota),
     CapacityElasticQuotaUpserted: (lambda s, k: s.quotas.capacity_quotas.get(k), lambda e: e.quota),
@@ -2261,6 +2308,8 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None] | None] = exhaustive("
     SchedulerPluginsPodGroupDeleted: ClusterState._scheduler_plugins_pod_group_deleted,
     KubePodGroupUpserted: ClusterState._kube_pod_group_upserted,
     KubePodGroupDeleted: ClusterState._kube_pod_group_deleted,
+    KaiPodGroupUpserted: ClusterState._kai_pod_group_upserted,
+    KaiPodGroupDeleted: ClusterState._kai_pod_group_deleted,
     WorkloadUpserted: ClusterState._workload_upserted,
     WorkloadDeleted: ClusterState._workload_deleted,
     NetworkTopologyUpserted: ClusterState._network_topology_upserted,
@@ -2269,6 +2318,8 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None] | None] = exhaustive("
     HyperNodeDeleted: ClusterState._hyper_node_deleted,
     KueueTopologyUpserted: ClusterState._kueue_topology_upserted,
     KueueTopologyDeleted: ClusterState._kueue_topology_deleted,
+    KaiTopologyUpserted: ClusterState._kai_topology_upserted,
+    KaiTopologyDeleted: ClusterState._kai_topology_deleted,
     PriorityClassUpserted: ClusterState._priority_class_upserted,
     PriorityClassDeleted: ClusterState._priority_class_deleted,
     ObjectUndecodable: ClusterState._object_undecodable,

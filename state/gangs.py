@@ -9,8 +9,9 @@ so placement never looks at raw annotations:
 - Volcano PodGroups (scheduling.volcano.sh/v1beta1): `spec.networkTopology`, `spec.subGroupPolicy`,
   `spec.minTaskMember` (per task, the task being a pod's `volcano.sh/task-spec` annotation) and
   `volcano.sh/preemptable`;
-- Koordinator's gangs made of pod annotations alone (`state/pod_gangs.py`) and Kubernetes' Workload
-  API (`state/workload_api.py`) build the same `GangSpec` from the pieces here.
+- Koordinator's gangs made of pod annotations alone (`state/pod_gangs.py`), Kubernetes' Workload
+  API (`state/workload_api.py`) and KAI Scheduler's PodGroups (`state/kai_gangs.py`) build the same
+  `GangSpec` from the pieces here.
 Malformed input never raises out of here: it becomes a `Problem` naming the object and field, and
 the gang falls back to the behaviour a user would least be surprised by (no constraint, i.e. "as
 tight as possible"). A field that is read but not implemented is a `Problem` too
@@ -59,6 +60,7 @@ POD_GROUP_PROBLEM = "PodGroup"  # Koordinator's and Volcano's PodGroups (told ap
 SCHEDULER_PLUGINS_PROBLEM = "SchedulerPluginsPodGroup"
 KUBE_POD_GROUP_PROBLEM = "KubernetesPodGroup"
 WORKLOAD_PROBLEM = "Workload"
+KAI_POD_GROUP_PROBLEM = "KaiPodGroup"  # KAI Scheduler's PodGroup (scheduling.run.ai/v2alpha2)
 POD_GANG_PROBLEM = "Gang"  # a gang of pod annotations: reported on the pod whose annotations define it
 
 # Dialects (GangSpec.dialect): where a gang's spec was read from.
@@ -67,6 +69,7 @@ SCHEDULER_PLUGINS = "scheduler-plugins"
 KOORDINATOR_PODS = "koordinator-annotations"
 VOLCANO = "volcano"
 KUBERNETES = "kubernetes"
+KAI = "kai"
 
 
 # Reasons a problem can carry (the Warning Event's reason and the `reason` of
@@ -128,9 +131,22 @@ class SubGroupRule(msgspec.Struct, frozen=True):
         return all(labels.get(key) for key in self.match_label_keys)
 
 
+class KaiConstraint(msgspec.Struct, frozen=True):
+    """KAI's topologyConstraint (`state/kai_gangs.py`): the KAI Topology by name, and the node label keys
+    (or level aliases) of its required and preferred levels; each `*_field` is where the value was read
+    (the spec's field or the PodGroup's annotation), for messages."""
+
+    topology: str = ""
+    topology_field: str = ""
+    required: str = ""
+    required_field: str = ""
+    preferred: str = ""
+    preferred_field: str = ""
+
+
 class GangSpec(msgspec.Struct, frozen=True):
     key: str
-    dialect: str  # KOORDINATOR, SCHEDULER_PLUGINS, KOORDINATOR_PODS, VOLCANO or KUBERNETES
+    dialect: str  # KOORDINATOR, SCHEDULER_PLUGINS, KOORDINATOR_PODS, VOLCANO, KUBERNETES or KAI
     min_member: int
     schedule_timeout_seconds: float | None
     gang_group: tuple[str, ...]  # gang keys that must be placed together, this one included, sorted
@@ -143,6 +159,7 @@ class GangSpec(msgspec.Struct, frozen=True):
     topology_key: str = ""  # Kubernetes: every pod on nodes sharing one value of this node label
     preemptable: bool = True  # False: never a preemption victim (volcano.sh/preemptable: "false")
     disrupt_whole: bool = False  # Kubernetes disruptionMode PodGroup: no member is preempted alone
+    kai: KaiConstraint | None = None  # KAI: required / preferred levels named by node label key
 
 
 # --------------------------------------------------------------------------- the rules

@@ -8,10 +8,11 @@ gangs joins the first and gets a problem naming the other):
 4. label `pod-group.scheduling.sigs.k8s.io/name` (scheduler-plugins' deprecated lightweight coscheduling,
    still read by Koordinator),
 5. annotation `scheduling.k8s.io/group-name` (Volcano),
-6. `spec.schedulingGroup.podGroupName` (Kubernetes 1.36: a scheduling.k8s.io/v1alpha2 PodGroup),
-7. `spec.workloadRef` (Kubernetes 1.35: a podGroup of a scheduling.k8s.io/v1alpha1 Workload; each
+6. annotation `pod-group-name` (KAI Scheduler: its pod-grouper writes it; a scheduling.run.ai PodGroup),
+7. `spec.schedulingGroup.podGroupName` (Kubernetes 1.36: a scheduling.k8s.io/v1alpha2 PodGroup),
+8. `spec.workloadRef` (Kubernetes 1.35: a podGroup of a scheduling.k8s.io/v1alpha1 Workload; each
    `podGroupReplicaKey` is a gang of its own).
-Gangs 1-6 are keyed `namespace/name`; a Workload's are `namespace/workload:podGroup[:replicaKey]`
+Gangs 1-7 are keyed `namespace/name`; a Workload's are `namespace/workload:podGroup[:replicaKey]`
 (`:` cannot occur in a Kubernetes name, so these never collide with a PodGroup's key, and the key's
 namespace part stays what it is).
 
@@ -37,6 +38,7 @@ from events.objects import (
     GANG_MIN_AVAILABLE_ANNOTATION,
     GANG_NAME_ANNOTATION,
     GANG_WAITING_TIME_ANNOTATION,
+    KAI_POD_GROUP_ANNOTATION,
     LIGHTWEIGHT_GANG_NAME_LABEL,
     LIGHTWEIGHT_MIN_AVAILABLE_LABEL,
     POD_GROUP_LABEL,
@@ -99,11 +101,12 @@ def membership(pod: Pod, key: str) -> tuple[str, Sequence[Problem]]:
         third = annotations.get(GANG_NAME_ANNOTATION)
         fourth = labels.get(LIGHTWEIGHT_GANG_NAME_LABEL)
         fifth = annotations.get(VOLCANO_GROUP_ANNOTATION)
-        name = first or second or third or fourth or fifth
+        sixth = annotations.get(KAI_POD_GROUP_ANNOTATION)
+        name = first or second or third or fourth or fifth or sixth
         if not name:
             return "", _NONE
         if not ((second and second != name) or (third and third != name) or (fourth and fourth != name)
-                or (fifth and fifth != name)):
+                or (fifth and fifth != name) or (sixth and sixth != name)):
             return f"{meta.namespace}/{name}" if meta.namespace else name, _NONE
     return _membership(pod, key)
 
@@ -118,6 +121,7 @@ def _membership(pod: Pod, key: str) -> tuple[str, Sequence[Problem]]:
         (f"annotation {GANG_NAME_ANNOTATION}", annotations.get(GANG_NAME_ANNOTATION)),
         (f"label {LIGHTWEIGHT_GANG_NAME_LABEL}", labels.get(LIGHTWEIGHT_GANG_NAME_LABEL)),
         (f"annotation {VOLCANO_GROUP_ANNOTATION}", annotations.get(VOLCANO_GROUP_ANNOTATION)),
+        (f"annotation {KAI_POD_GROUP_ANNOTATION}", annotations.get(KAI_POD_GROUP_ANNOTATION)),
     ):
         if value:
             named.append((object_key(meta.namespace, value), how))

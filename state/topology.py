@@ -1,8 +1,8 @@
 """The network-topology tree: cluster > ... > node, from whichever source the cluster uses.
 
-Owns the one internal model of the network that placement and preemption query, folded from four
+Owns the one internal model of the network that placement and preemption query, folded from five
 user-facing descriptions (precedence in this order; `tree.source` says which one is in use, and
-`tree.source_name` which object, for a ClusterNetworkTopology or a Kueue Topology):
+`tree.source_name` which object, for a ClusterNetworkTopology or a KAI or Kueue Topology):
 
 1. `SOURCE_CNT`: the Koordinator ClusterNetworkTopology named `default`. Its layers (a chain of
    `topologyLayer`s with `labelKey`s and `parentTopologyLayer`s; `NodeTopologyLayer` is the node
@@ -13,7 +13,13 @@ user-facing descriptions (precedence in this order; `tree.source` says which one
    upward); a HyperNode is a domain, its HyperNode members its children, its Node members (exact
    name, RE2 regex searched in the name as Go's MatchString does (`state/name_patterns.py`), or
    label selector) its nodes.
-3. `SOURCE_KUEUE`: a Kueue `Topology` (kueue.x-k8s.io v1beta2 or v1beta1, cluster-scoped; as Kueue's
+3. `SOURCE_KAI`: an NVIDIA KAI Scheduler `Topology` (kai.scheduler/v1alpha1, cluster-scoped), derived
+   from Kueue's and read exactly as a Kueue Topology below (the same levels, names, choice among
+   several, bad objects and last good levels), each level's optional `alias` also naming it
+   (`resolve_level`). It comes before a Kueue Topology, every usable one of which is then reported
+   as not used: KAI is a scheduler and its Topology describes the network it places on, and KAI
+   PodGroups name their KAI Topology (`state/kai_gangs.py`).
+4. `SOURCE_KUEUE`: a Kueue `Topology` (kueue.x-k8s.io v1beta2 or v1beta1, cluster-scoped; as Kueue's
    Topology Aware Scheduling reads it). Its `spec.levels[].nodeLabel`s, top level first, are the
    levels, but a lowest `kubernetes.io/hostname` level, which is the node itself; built as from a CNT
    (a node's path is the prefix of levels whose label it carries). Layer names follow the label
@@ -25,7 +31,7 @@ user-facing descriptions (precedence in this order; `tree.source` says which one
    whose levels' labels the most nodes carry (a node counts when it carries any of them) is used, ties
    by name; the others are reported as not used. A Topology that no node carries a label of (or whose
    only level is the hostname) describes nothing and never takes the label schemes' place.
-4. `SOURCE_LABELS`: node labels, of the first scheme in `LABEL_SCHEMES` any node carries: NVIDIA
+5. `SOURCE_LABELS`: node labels, of the first scheme in `LABEL_SCHEMES` any node carries: NVIDIA
    topograph v1 (`fabric.topograph.run/tier-N`, tier 0 nearest the node, and
    `accelerator.topograph.run/{domain,sub-domain}`), topograph before v1
    (`network.topology.nvidia.com/{datacenter|core,spine,block|leaf,accelerator}`), then the labels
@@ -120,7 +126,7 @@ from typing import Final
 
 import msgspec
 
-from events.objects import ClusterNetworkTopology, HyperNode, KueueTopology, TopologyDetail, TopologyInfo
+from events.objects import ClusterNetworkTopology, HyperNode, KaiTopology, KueueTopology, TopologyDetail, TopologyInfo
 from state.gangs import Problem
 from state.hypernodes import HYPERNODE_KIND, HyperNodeGraph, HyperNodeSet, NodeSelectorRule
 from state.name_patterns import NamePattern, NamePatternSet
@@ -130,17 +136,20 @@ from state.topology_validation import (
     CLUSTER_TIER_NAME,
     CNT_KIND,
     DEFAULT_CNT_NAME,
+    KAI_TOPOLOGY_KIND,
     KUEUE_TOPOLOGY_KIND,
     NODE_KIND,
     NODE_LAYER,
     LayerDef,
     layer_name_of,
     resolve_cnt_layers,
+    resolve_kai_layers,
     resolve_kueue_layers,
 )
 
 SOURCE_CNT: Final = "ClusterNetworkTopology"
 SOURCE_HYPERNODES: Final = "HyperNode"
+SOURCE_KAI: Final = "KaiTopology"
 SOURCE_KUEUE: Final = "KueueTopology"
 SOURCE_LABELS: Final = "labels"
 
@@ -217,6 +226,7 @@ class Level(msgspec.Struct, frozen=True):
     tier: int  # Volcano tier (1 = lowest domain level)
     tier_name: str  # Volcano tierName
     label_keys: tuple[str, ...] = ()  # node labels the level is built from (CNT / topograph sources)
+    alias: str = ""  # a KAI Topology level's alias (resolves as a name too)
 
 
 class Domain:
@@ -331,6 +341,95 @@ class _Built:
         return domain
 
 
+class _LevelTopologies:
+    """The Topologies of one kind made of label levels (Kueue's, KAI's): each object as folded, and the
+    last good levels of each (judged as folded, as a CNT's last good chain is, so the same events give the
+    same tree). `choice` picks the one the tree is built from."""
+
+    def __init__(self, kind: str, words: str) -> None:
+        self.kind = kind
+        self.words = words  # how messages name the kind ("Kueue Topology")
+        self.specs: dict[str, object] = {}
+        self.found: dict[str, list[Problem]] = {}  # each object's own problems, as last folded
+        self.last_good: dict[str, tuple[LayerDef, ...]] = {}
+
+    def upsert(self, name: str, spec: object, resolved: tuple[tuple[LayerDef, ...] | None, list[Problem]]) -> bool:
+        """Whether the tree must be rebuilt (the spec changed)."""
+        if name in self.specs and self.specs[name] == spec:
+            return False
+        self.specs[name] = spec
+        layers, found = resolved
+        self.found[name] = found
+        if layers is not None:
+            self.last_good[name] = layers
+        return True
+
+    def delete(self, name: str) -> bool:
+        if self.specs.pop(name, None) is None:
+            return False
+        self.found.pop(name, None)
+        self.last_good.pop(name, None)
+        return True
+
+    def usable(self) -> list[str]:
+        return [name for name, layers in self.last_good.items() if layers]
+
+    def problems(self) -> list[Problem]:
+        """Each object's own problems (reported whichever source wins), and what is done about them."""
+        problems: list[Problem] = []
+        for name in sorted(self.found):
+            found = self.found[name]
+            if not found:
+                continue
+            problems += found
+            problems.append(Problem(self.kind, name, "spec.levels",
+                                    "is not usable; the Topology's last good levels stay in use"
+                                    if name in self.last_good else
+                                    "is not usable and no good version was seen; the Topology is left out"))
+        return problems
+
+    def choice(self, nodes: Mapping[str, _NodeRecord]) -> tuple[str | None, list[Problem]]:
+        """The Topology the tree is built from (None: none describes the network) and the problems: of
+        every Topology, and which are not used. Among the usable ones (levels as written, else the last
+        good ones), the one whose levels' labels the most nodes carry, then first by name; one that no node
+        carries a label of describes nothing and never takes a later source's place."""
+        problems = self.problems()
+        usable = {name: self.last_good[name] for name in sorted(self.usable())}
+        for name in sorted(self.last_good):
+            if not self.last_good[name]:
+                problems.append(Problem(self.kind, name, "spec.levels",
+                                        "has no level above kubernetes.io/hostname (the node itself), so it describes "
+                                        "no network domain; not used"))
+        if not usable:
+            return None, problems
+        keys_of = {name: frozenset(key for layer in layers for key in layer.label_keys)
+                   for name, layers in usable.items()}
+        every_key = frozenset().union(*keys_of.values())
+        counts = dict.fromkeys(usable, 0)
+        for record in nodes.values():
+            if record.labels:
+                found = every_key.intersection(record.labels)
+                if found:
+                    for name, keys in keys_of.items():
+                        if not keys.isdisjoint(found):
+                            counts[name] += 1
+        ranked = sorted(usable, key=lambda n: (-counts[n], n))
+        chosen = ranked[0]
+        if counts[chosen] == 0:
+            for name in ranked:
+                problems.append(Problem(self.kind, name, "spec.levels",
+                                        "no node carries a label of its levels, so it describes no network domain; "
+                                        "not used"))
+            return None, problems
+        for name in ranked[1:]:
+            problems.append(Problem(
+                self.kind, name, "spec.levels",
+                f"not used: the tree is built from {self.words} {chosen!r}, whose levels {counts[chosen]} nodes "
+                f"carry (this one's: {counts[name]}); with several Topologies the one the most nodes carry is "
+                "used, then the first by name"))
+        return chosen, problems
+
+
 class TopologyTree:
     """See the module docstring. Construct empty; `state/cluster.py` feeds it."""
 
@@ -339,8 +438,8 @@ class TopologyTree:
         self._cnt: ClusterNetworkTopology | None = None
         self._hypernodes = HyperNodeSet()
         self._last_good_layers: tuple[LayerDef, ...] | None = None  # judged as the CNT is folded
-        self._kueue: dict[str, KueueTopology] = {}
-        self._kueue_last_good: dict[str, tuple[LayerDef, ...]] = {}  # Topology name -> its last good levels
+        self._kueue = _LevelTopologies(KUEUE_TOPOLOGY_KIND, "Kueue Topology")
+        self._kai = _LevelTopologies(KAI_TOPOLOGY_KIND, "KAI Topology")
         self._built: _Built | None = None
         self._version = 0
         self._pending = _Pending(self._nodes)
@@ -424,18 +523,19 @@ class TopologyTree:
             self._built = None
 
     def kueue_topology_upserted(self, topology: KueueTopology) -> None:
-        name = topology.metadata.name
-        known = self._kueue.get(name)
-        if known is None or known.spec != topology.spec:
+        if self._kueue.upsert(topology.metadata.name, topology.spec, resolve_kueue_layers(topology)):
             self._built = None
-            layers, _ = resolve_kueue_layers(topology)
-            if layers is not None:  # judged as folded, as a CNT's last good chain is
-                self._kueue_last_good[name] = layers
-        self._kueue[name] = topology
 
     def kueue_topology_deleted(self, name: str) -> None:
-        if self._kueue.pop(name, None) is not None:
-            self._kueue_last_good.pop(name, None)
+        if self._kueue.delete(name):
+            self._built = None
+
+    def kai_topology_upserted(self, topology: KaiTopology) -> None:
+        if self._kai.upsert(topology.metadata.name, topology.spec, resolve_kai_layers(topology)):
+            self._built = None
+
+    def kai_topology_deleted(self, name: str) -> None:
+        if self._kai.delete(name):
             self._built = None
 
     def hypernode_upserted(self, hn: HyperNode) -> None:
@@ -454,9 +554,13 @@ class TopologyTree:
 
     @property
     def source_name(self) -> str:
-        """The name of the object the tree is built from: `default` for a ClusterNetworkTopology, the Kueue
-        Topology's name; "" for HyperNodes (many objects) and labels."""
+        """The name of the object the tree is built from: `default` for a ClusterNetworkTopology, the KAI or
+        Kueue Topology's name; "" for HyperNodes (many objects) and labels."""
         return self._ensure().source_name
+
+    def kai_topology_names(self) -> frozenset[str]:
+        """The names of the KAI Topologies folded (whether or not the tree is built from one)."""
+        return frozenset(self._kai.specs)
 
     @property
     def levels(self) -> tuple[Level, ...]:
@@ -578,6 +682,9 @@ class TopologyTree:
         for level in levels:
             if level.tier_name and level.tier_name == name_or_tier:
                 return level.index
+        for level in levels:
+            if level.alias and level.alias == name_or_tier:
+                return level.index
         if name_or_tier == NODE_LAYER:
             raise TopologyError("Layer", name_or_tier, "", "is the node itself, not a domain layer")
         known = ", ".join(f"{level.layer}/{level.tier_name}/tier {level.tier}" for level in levels)
@@ -652,80 +759,36 @@ class TopologyTree:
             if layers is not None:
                 self._forget_matches()
                 built = self._build_from_labels(SOURCE_CNT, layers, DEFAULT_CNT_NAME)
-                built.problems[:0] = problems + hypernode_problems + self._kueue_problems()
+                built.problems[:0] = (problems + hypernode_problems + self._kai.problems()
+                                      + self._kueue.problems())
                 return built
             problems.append(Problem(CNT_KIND, self._cnt.metadata.name, "spec",
-                                    "is not usable and no good version was seen; "
-                                    "topology falls back to HyperNodes, a Kueue Topology or node labels"))
+                                    "is not usable and no good version was seen; topology falls back to "
+                                    "HyperNodes, a KAI or Kueue Topology or node labels"))
         problems += hypernode_problems
         if graph.describes:
             built = self._build_from_hypernodes(graph)
-            problems += self._kueue_problems()
+            problems += self._kai.problems() + self._kueue.problems()
         else:  # no HyperNode, or none usable: they must not take the labels' tree away
             self._forget_matches()
-            chosen, kueue_problems = self._kueue_choice()
-            problems += kueue_problems
-            if chosen is not None:
-                built = self._build_from_labels(SOURCE_KUEUE, self._kueue_last_good[chosen], chosen)
+            kai_chosen, kai_problems = self._kai.choice(self._nodes)
+            problems += kai_problems
+            if kai_chosen is not None:
+                built = self._build_from_labels(SOURCE_KAI, self._kai.last_good[kai_chosen], kai_chosen)
+                problems += self._kueue.problems()
+                problems += [Problem(KUEUE_TOPOLOGY_KIND, name, "spec.levels",
+                                     f"not used: the tree is built from KAI Topology {kai_chosen!r} "
+                                     "(a KAI Topology takes precedence over a Kueue one)")
+                             for name in sorted(self._kueue.usable())]
             else:
-                built = self._build_from_labels(SOURCE_LABELS, self._label_layers())
+                chosen, kueue_problems = self._kueue.choice(self._nodes)
+                problems += kueue_problems
+                if chosen is not None:
+                    built = self._build_from_labels(SOURCE_KUEUE, self._kueue.last_good[chosen], chosen)
+                else:
+                    built = self._build_from_labels(SOURCE_LABELS, self._label_layers())
         built.problems[:0] = problems
         return built
-
-    def _kueue_problems(self) -> list[Problem]:
-        """Each Kueue Topology's own problems (reported whichever source wins), and what is done about them."""
-        problems: list[Problem] = []
-        for name in sorted(self._kueue):
-            found = resolve_kueue_layers(self._kueue[name])[1]
-            if not found:
-                continue
-            problems += found
-            problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, "spec.levels",
-                                    "is not usable; the Topology's last good levels stay in use"
-                                    if name in self._kueue_last_good else
-                                    "is not usable and no good version was seen; the Topology is left out"))
-        return problems
-
-    def _kueue_choice(self) -> tuple[str | None, list[Problem]]:
-        """The Kueue Topology the tree is built from (None: none describes the network) and the problems:
-        of every Topology, and which are not used. Among the usable ones (levels as written, else the last
-        good ones), the one whose levels' labels the most nodes carry, then first by name; one that no node
-        carries a label of describes nothing and never takes the node label schemes' place."""
-        problems = self._kueue_problems()
-        usable = {name: layers for name, layers in sorted(self._kueue_last_good.items()) if layers}
-        for name in sorted(self._kueue_last_good):
-            if not self._kueue_last_good[name]:
-                problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, "spec.levels",
-                                        "has no level above kubernetes.io/hostname (the node itself), so it describes "
-                                        "no network domain; not used"))
-        if not usable:
-            return None, problems
-        keys_of = {name: frozenset(key for layer in layers for key in layer.label_keys)
-                   for name, layers in usable.items()}
-        every_key = frozenset().union(*keys_of.values())
-        counts = dict.fromkeys(usable, 0)
-        for record in self._nodes.values():
-            if record.labels:
-                found = every_key.intersection(record.labels)
-                if found:
-                    for name, keys in keys_of.items():
-                        if not keys.isdisjoint(found):
-                            counts[name] += 1
-        ranked = sorted(usable, key=lambda n: (-counts[n], n))
-        chosen = ranked[0]
-        if counts[chosen] == 0:
-            for name in ranked:
-                problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, "spec.levels",
-                                        "no node carries a label of its levels, so it describes no network domain; "
-                                        "not used"))
-            return None, problems
-        for name in ranked[1:]:
-            problems.append(Problem(
-                KUEUE_TOPOLOGY_KIND, name, "spec.levels",
-                f"not used: the tree is built from Topology {chosen!r}, whose levels {counts[chosen]} nodes carry "
-                f"(this one's: {counts[name]}); with several Topologies the one the most nodes carry is used, "
-                "then the first by name"))
-        return chosen, problems
 
     def _label_layers(self) -> tuple[LayerDef, ...]:
         """The layers of the first label scheme (`LABEL_SCHEMES`) any node carries, those some node carries;
@@ -777,7 +840,7 @@ class TopologyTree:
     def _build_from_labels(self, source: str, layers: tuple[LayerDef, ...], source_name: str = "") -> _Built:
         depth = len(layers)
         levels = (Level(0, CLUSTER_LAYER, depth + 1, CLUSTER_TIER_NAME),
-                  *(Level(i + 1, layer.name, depth - i, layer.tier_name, layer.label_keys)
+                  *(Level(i + 1, layer.name, depth - i, layer.tier_name, layer.label_keys, layer.alias)
                     for i, layer in enumerate(layers)))
         built = _Built(source, levels, self._pending, source_name)
         # 1. each node's label values, top first, up to its first missing label
@@ -790,7 +853,7 @@ class TopologyTree:
             for index, layer in enumerate(layers):
                 value = next((labels[key] for key in layer.label_keys if key in labels), None)
                 if value is None:
-                    if (collected and source in (SOURCE_CNT, SOURCE_KUEUE)) or any(
+                    if (collected and source in (SOURCE_CNT, SOURCE_KAI, SOURCE_KUEUE)) or any(
                             key in labels for lower in layers[index + 1:] for key in lower.label_keys):
                         missing.append((name, index))
                     break

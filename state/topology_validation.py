@@ -1,5 +1,5 @@
-"""The admission rules for a Koordinator ClusterNetworkTopology and a Kueue Topology, and the names of
-layers and tiers.
+"""The admission rules for a Koordinator ClusterNetworkTopology, a Kueue Topology and a KAI Scheduler
+Topology, and the names of layers and tiers.
 
 Owns every check a user can get wrong when describing a network as layers of node labels (the
 ClusterNetworkTopology layer chain). HyperNodes have their own module (`state/hypernodes.py`),
@@ -19,6 +19,9 @@ How conflicts are resolved (the tree and the messages say the same thing):
   not a label key or repeated, `kubernetes.io/hostname` above the lowest level) is unusable as a
   whole, as the API server would have refused it: `resolve_kueue_layers` returns no layers, and the
   tree keeps the object's last good levels (`state/topology.py`).
+- A KAI Scheduler Topology (kai.scheduler/v1alpha1, derived from Kueue's) is held to the same rules
+  (its CRD's), and to those KAI's webhook adds for a level's optional `alias` (a label-key-like name,
+  unique, never another level's nodeLabel): `resolve_kai_layers`, with the same consequences.
 """
 
 from __future__ import annotations
@@ -28,11 +31,12 @@ from collections.abc import Sequence
 
 import msgspec
 
-from events.objects import ClusterNetworkTopology, KueueTopology
+from events.objects import ClusterNetworkTopology, KaiTopology, KueueTopology
 from state.gangs import Problem
 
 CNT_KIND = "ClusterNetworkTopology"
 KUEUE_TOPOLOGY_KIND = "KueueTopology"  # the Problem kind of a kueue.x-k8s.io Topology (our name for the kind)
+KAI_TOPOLOGY_KIND = "KaiTopology"  # the Problem kind of a kai.scheduler Topology (our name for the kind)
 NODE_KIND = "Node"
 
 DEFAULT_CNT_NAME = "default"
@@ -50,6 +54,7 @@ class LayerDef(msgspec.Struct, frozen=True):
     name: str
     label_keys: tuple[str, ...]
     tier_name: str
+    alias: str = ""  # a KAI Topology level's alias
 
 
 def tier_name_of(layer: str, label_keys: Sequence[str]) -> str:
@@ -205,46 +210,89 @@ def kueue_layer_name(tier: int) -> str:
 def resolve_kueue_layers(topology: KueueTopology) -> tuple[tuple[LayerDef, ...] | None, list[Problem]]:
     """The domain layers of a Kueue Topology, top first, without a lowest `kubernetes.io/hostname` level
     (the node itself), or None when the object breaks a rule of Kueue's CRD (every problem listed)."""
-    name = topology.metadata.name
+    return _resolve_levels(KUEUE_TOPOLOGY_KIND, topology.metadata.name,
+                           [(level.node_label, "") for level in topology.spec.levels])
+
+
+def resolve_kai_layers(topology: KaiTopology) -> tuple[tuple[LayerDef, ...] | None, list[Problem]]:
+    """The domain layers of a KAI Scheduler Topology, as `resolve_kueue_layers` (KAI's CRD has Kueue's
+    rules), each with its alias; None when the object breaks a rule of KAI's CRD or of its webhook's
+    alias checks (every problem listed)."""
+    return _resolve_levels(KAI_TOPOLOGY_KIND, topology.metadata.name,
+                           [(level.node_label, level.alias) for level in topology.spec.levels])
+
+
+def label_key_problem(value: str) -> str | None:
+    """What is wrong with `value` as a node label key (as Kueue's and KAI's CRDs check a nodeLabel), or None."""
+    return _label_key_problem(value)
+
+
+def _label_key_problem(value: str) -> str | None:
+    if len(value) > KUEUE_MAX_LABEL_LENGTH or _KUEUE_LABEL.fullmatch(value) is None:
+        shown = value if len(value) <= 80 else value[:80] + "..."
+        return (f"{shown!r} is not a node label key (at most {KUEUE_MAX_LABEL_LENGTH} characters: an optional DNS "
+                "subdomain and '/', then a name of letters, digits, '-', '_', '.' that starts and ends with a letter "
+                "or digit)")
+    return None
+
+
+def _resolve_levels(kind: str, name: str, levels: Sequence[tuple[str, str]]
+                    ) -> tuple[tuple[LayerDef, ...] | None, list[Problem]]:
+    """`levels`: (nodeLabel, alias) top first, alias "" when none."""
     problems: list[Problem] = []
-    levels = topology.spec.levels
     if not levels:
-        problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, "spec.levels", "is empty: no level is defined"))
+        problems.append(Problem(kind, name, "spec.levels", "is empty: no level is defined"))
         return None, problems
     if len(levels) > KUEUE_MAX_LEVELS:
-        problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, "spec.levels",
+        problems.append(Problem(kind, name, "spec.levels",
                                 f"has {len(levels)} levels; a Topology has at most {KUEUE_MAX_LEVELS}"))
     first_at: dict[str, int] = {}
-    for index, level in enumerate(levels):
-        key = level.node_label
+    for index, (key, _) in enumerate(levels):
         where = f"spec.levels[{index}].nodeLabel"
         if not key:
-            problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, where, "is empty"))
+            problems.append(Problem(kind, name, where, "is empty"))
             continue
-        if len(key) > KUEUE_MAX_LABEL_LENGTH or _KUEUE_LABEL.fullmatch(key) is None:
-            shown = key if len(key) <= 80 else key[:80] + "..."
-            problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, where,
-                                    f"{shown!r} is not a node label key (at most {KUEUE_MAX_LABEL_LENGTH} characters: "
-                                    "an optional DNS subdomain and '/', then a name of letters, digits, '-', '_', "
-                                    "'.' that starts and ends with a letter or digit)"))
+        bad = _label_key_problem(key)
+        if bad is not None:
+            problems.append(Problem(kind, name, where, bad))
             continue
         if key in first_at:
-            problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, where,
+            problems.append(Problem(kind, name, where,
                                     f"{key!r} is already spec.levels[{first_at[key]}]: each level needs its own label"))
             continue
         first_at[key] = index
         if key == HOSTNAME_LABEL and index != len(levels) - 1:
-            problems.append(Problem(KUEUE_TOPOLOGY_KIND, name, where,
+            problems.append(Problem(kind, name, where,
                                     f"{HOSTNAME_LABEL} can only be the lowest level (it is the node itself)"))
+    alias_at: dict[str, int] = {}
+    for index, (_, alias) in enumerate(levels):
+        if not alias:
+            continue
+        where = f"spec.levels[{index}].alias"
+        bad = _label_key_problem(alias)
+        if bad is not None:
+            problems.append(Problem(kind, name, where, bad.replace("a node label key", "a valid alias")))
+        elif alias in alias_at:
+            problems.append(Problem(kind, name, where, f"{alias!r} is already the alias of "
+                                    f"spec.levels[{alias_at[alias]}]: aliases are unique"))
+        elif alias in first_at:
+            problems.append(Problem(kind, name, where, f"{alias!r} is the nodeLabel of "
+                                    f"spec.levels[{first_at[alias]}]: an alias cannot be a level's nodeLabel"))
+        else:
+            alias_at[alias] = index
     if problems:
         return None, problems
-    keys = [level.node_label for level in levels]
-    if keys[-1] == HOSTNAME_LABEL:
-        keys.pop()
-    depth = len(keys)
-    return tuple(LayerDef(kueue_layer_name(depth - index), (key,), tier_name_of("", (key,)))
-                 for index, key in enumerate(keys)), problems
+    named = list(levels)
+    if named[-1][0] == HOSTNAME_LABEL:
+        named.pop()
+    depth = len(named)
+    return tuple(LayerDef(kueue_layer_name(depth - index), (key,), tier_name_of("", (key,)), alias)
+                 for index, (key, alias) in enumerate(named)), problems
 
 
 def validate_kueue_topology(topology: KueueTopology) -> list[Problem]:
     return resolve_kueue_layers(topology)[1]
+
+
+def validate_kai_topology(topology: KaiTopology) -> list[Problem]:
+    return resolve_kai_layers(topology)[1]

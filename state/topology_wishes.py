@@ -2,11 +2,13 @@
 
 The PodGroup rules that need the tree: a Koordinator `gatherStrategy` layer and a Volcano
 `highestTierAllowed` / `highestTierName` (of the gang or of a `subGroupPolicy`) must name a level of
-it, resolved exactly as placement resolves them (`TopologyTree.resolve_level`: a layer name, a
-tierName or a tier number). The rules that need nothing but the object are in `state/gangs.py`, and
-`validate_pod_group` / `validate_volcano_pod_group` here are both together, so there is one rule
-set: `toposched validate` applies it to the files, with the topology they describe; the daemon
-applies the first half as it folds a PodGroup and this half whenever the tree or a PodGroup changes
+it (and a KAI PodGroup's `topologyConstraint` must name the KAI Topology in use, and node labels of
+its layers: `state/kai_gangs.py`), resolved exactly as placement resolves them
+(`TopologyTree.resolve_level`: a layer name, a tierName or a tier number). The rules that need
+nothing but the object are in `state/gangs.py`, and `validate_pod_group` /
+`validate_volcano_pod_group` here are both together, so there is one rule set: `toposched validate`
+applies it to the files, with the topology they describe; the daemon applies the first half as it
+folds a PodGroup and this half whenever the tree or a PodGroup changes
 (`daemon/kube/topology_status.py`, which posts each problem as an `InvalidPodGroup` Warning Event).
 
 Each message says what the scheduler does, as placement does it: a MustGather or a hard limit on a
@@ -21,8 +23,16 @@ from __future__ import annotations
 import msgspec
 
 from events.model import object_key
-from events.objects import NETWORK_TOPOLOGY_SPEC_ANNOTATION, KubePodGroup, PodGroup, VolcanoPodGroup, Workload
+from events.objects import (
+    NETWORK_TOPOLOGY_SPEC_ANNOTATION,
+    KaiPodGroup,
+    KubePodGroup,
+    PodGroup,
+    VolcanoPodGroup,
+    Workload,
+)
 from state.gangs import (
+    KAI_POD_GROUP_PROBLEM,
     KUBE_POD_GROUP_PROBLEM,
     MUST_GATHER,
     SCHEDULER_PLUGINS,
@@ -33,6 +43,7 @@ from state.gangs import (
     koordinator_gang_spec,
     volcano_gang_spec,
 )
+from state.kai_gangs import kai_gang_spec, kai_wish_problems
 from state.topology import TopologyError, TopologyTree
 from state.workload_api import kube_pod_group_spec, workload_problems
 
@@ -52,6 +63,8 @@ def wish_problems(spec: GangSpec, tree: TopologyTree) -> list[Problem]:
             consequence = _PENDING if rule.strategy == MUST_GATHER else "this PreferGather wish is dropped"
             problems.append(Problem(POD_GROUP_KIND, key, f"{annotation}.gatherStrategy[{rule.index}].layer",
                                     f"{rule.layer!r} {error.message}; {consequence}"))
+    if spec.kai is not None:
+        problems += kai_wish_problems(spec.kai, POD_GROUP_KIND, key, tree)
     gang_level = None
     if spec.tier_limit is not None:
         gang_level = _limit_level(spec.tier_limit, key, "spec.networkTopology", tree, problems)
@@ -108,13 +121,18 @@ def validate_volcano_pod_group(group: VolcanoPodGroup, tree: TopologyTree | None
     return problems + (wish_problems(spec, tree) if tree is not None else [])
 
 
-def validate_gang_object(kind_name: str, obj: PodGroup | KubePodGroup | Workload,
+def validate_gang_object(kind_name: str, obj: PodGroup | KubePodGroup | KaiPodGroup | Workload,
                          tree: TopologyTree | None = None) -> list[Problem]:
     """Every problem of a scheduler-plugins PodGroup ("SchedulerPluginsPodGroup"), a Kubernetes
-    PodGroup ("KubernetesPodGroup") or a Workload, with the same functions the fold uses."""
+    PodGroup ("KubernetesPodGroup"), a KAI PodGroup ("KaiPodGroup") or a Workload, with the same
+    functions the fold uses."""
     key = pod_group_key(obj.metadata.namespace, obj.metadata.name)
     if isinstance(obj, Workload):
         return workload_problems(obj, key)
+    if isinstance(obj, KaiPodGroup):
+        spec, problems = kai_gang_spec(obj, key)
+        wishes = wish_problems(spec, tree) if tree is not None else []
+        return problems + [msgspec.structs.replace(p, kind=KAI_POD_GROUP_PROBLEM) for p in wishes]
     if isinstance(obj, KubePodGroup):
         spec, problems = kube_pod_group_spec(obj, key)
     else:

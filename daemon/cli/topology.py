@@ -1,9 +1,9 @@
 """`toposched topology show|generate`: look at a scenario's network topology, or convert it.
 
 - `show --scenario FILE [--json]` folds the scenario's objects (nodes, pods already carrying
-  spec.nodeName, ClusterNetworkTopology, HyperNodes, Kueue Topologies) into a `ClusterState` and
-  prints its topology: the source (and the object, for a ClusterNetworkTopology or a Kueue
-  Topology), the levels (layer, tier, tierName, node label keys), then a rich tree with layer
+  spec.nodeName, ClusterNetworkTopology, HyperNodes, Kueue and KAI Topologies) into a `ClusterState`
+  and prints its topology: the source (and the object, for a ClusterNetworkTopology or a Kueue or
+  KAI Topology), the levels (layer, tier, tierName, node label keys), then a rich tree with layer
   names, domains, node counts and free GPUs, or with `--json` the
   document other tools read: `{"layers": [layer names, top first], "root": domain}`, every domain
   `{"name", "layer", "tier", "nodeCount", "free": {resource: quantity}, "children": [domains],
@@ -18,7 +18,8 @@
   ClusterNetworkTopologies and HyperNodes (listed once, as `show --kubeconfig` lists them).
 
 - `show --kubeconfig PATH [--context NAME] [--json]` does the same with a live cluster: it lists
-  Nodes, ClusterNetworkTopologies, HyperNodes, Kueue Topologies and Pods once (the watchers' own paginated list, each
+  Nodes, ClusterNetworkTopologies, HyperNodes, Kueue and KAI Topologies and Pods once (the watchers' own
+  paginated list, each
   object decoded from raw JSON by `events.ingest`; a topology CRD that is not installed is skipped)
   and folds them. Exactly one of --scenario / --kubeconfig.
 
@@ -57,7 +58,7 @@ from events.objects import CLUSTER_NETWORK_TOPOLOGY_API, HYPERNODE_API
 from events.scenario import ScenarioError, load_scenario
 from state.cluster import ClusterState
 from state.resources import format_quantity, is_host_port
-from state.topology import SOURCE_HYPERNODES, SOURCE_KUEUE, TOPOGRAPH_LAYERS, Domain, Level, TopologyTree
+from state.topology import SOURCE_HYPERNODES, SOURCE_KAI, SOURCE_KUEUE, TOPOGRAPH_LAYERS, Domain, Level, TopologyTree
 from state.topology_validation import DEFAULT_CNT_NAME, NODE_LAYER
 
 GPU = "nvidia.com/gpu"
@@ -92,8 +93,8 @@ class _Fold:
 
 
 # Nodes first: pods count on them.
-LIVE_KINDS = ("Node", "ClusterNetworkTopology", "HyperNode", "KueueTopology", "Pod")
-TREE_KINDS = LIVE_KINDS[:4]  # what the tree is built from (generate needs no pods: it writes no free capacity)
+LIVE_KINDS = ("Node", "ClusterNetworkTopology", "HyperNode", "KueueTopology", "KaiTopology", "Pod")
+TREE_KINDS = LIVE_KINDS[:5]  # what the tree is built from (generate needs no pods: it writes no free capacity)
 
 
 async def state_of_cluster(kubeconfig: str, context: str | None = None,
@@ -190,9 +191,11 @@ def rich_tree(tree: TopologyTree, *, max_nodes: int = 8) -> Tree:
 
 def source_line(tree: TopologyTree) -> str:
     """The tree's source, and the object it is built from where that is one object (`ClusterNetworkTopology
-    default`, `KueueTopology default (kueue.x-k8s.io Topology)`)."""
+    default`, `KueueTopology default (kueue.x-k8s.io Topology)`, `KaiTopology default (kai.scheduler Topology)`)."""
     if tree.source == SOURCE_KUEUE:
         return f"{tree.source} {tree.source_name} (kueue.x-k8s.io Topology)"
+    if tree.source == SOURCE_KAI:
+        return f"{tree.source} {tree.source_name} (kai.scheduler Topology)"
     return f"{tree.source} {tree.source_name}" if tree.source_name else tree.source
 
 

@@ -4,8 +4,8 @@ Reads multi-document YAML files and applies the very rules the daemon applies to
 (`state/topology_validation.py`, `state/hypernodes.py`, `state/gangs.py`, `state/topology_wishes.py`;
 the same functions, so the same problems and messages), across all files together: a HyperNode
 member may name a HyperNode from another file, and PodGroup layer / tier names are checked against
-the topology the files describe (a ClusterNetworkTopology, HyperNodes, a Kueue Topology, or Nodes
-carrying topograph labels). Node
+the topology the files describe (a ClusterNetworkTopology, HyperNodes, a KAI or Kueue Topology, or
+Nodes carrying topograph labels); a KAI PodGroup's topologyConstraint is checked against it too. Node
 documents, when given, are context: label contradictions and nodes claimed by two HyperNodes are
 reported too. Quota objects (both ElasticQuota kinds, Volcano Queues) are folded with the PodGroups
 and the Pods of the files as the daemon folds them (`state/quota.py`, the same rules and messages):
@@ -45,6 +45,8 @@ from events.objects import (
     DEFAULT_SCHEDULER_NAME,
     ClusterNetworkTopology,
     HyperNode,
+    KaiPodGroup,
+    KaiTopology,
     KubePodGroup,
     KueueTopology,
     Node,
@@ -65,6 +67,7 @@ from state.topology import TopologyTree
 from state.topology_validation import (
     CNT_KIND,
     DEFAULT_CNT_NAME,
+    KAI_TOPOLOGY_KIND,
     KUEUE_TOPOLOGY_KIND,
     NODE_KIND,
     validate_network_topology,
@@ -72,9 +75,10 @@ from state.topology_validation import (
 from state.topology_wishes import POD_GROUP_KIND, validate_gang_object, validate_pod_group, validate_volcano_pod_group
 
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: depth-capped
-_GANG_OBJECTS = {"SchedulerPluginsPodGroup", "KubernetesPodGroup", "Workload"}
+_GANG_OBJECTS = {"SchedulerPluginsPodGroup", "KubernetesPodGroup", "KaiPodGroup", "Workload"}
 _QUOTA_OBJECTS = {"ElasticQuota", "CapacityElasticQuota", "Queue"}
-_CHECKED = {"HyperNode", "ClusterNetworkTopology", KUEUE_TOPOLOGY_KIND, "PodGroup", "VolcanoPodGroup", *_GANG_OBJECTS,
+_CHECKED = {"HyperNode", "ClusterNetworkTopology", KUEUE_TOPOLOGY_KIND, KAI_TOPOLOGY_KIND, "PodGroup",
+            "VolcanoPodGroup", *_GANG_OBJECTS,
             *_QUOTA_OBJECTS}
 POD_KIND = "Pod"
 
@@ -101,11 +105,13 @@ class _Documents:
     hypernodes: list[tuple[str, HyperNode]]
     cnts: list[tuple[str, ClusterNetworkTopology]]
     kueue_topologies: list[tuple[str, KueueTopology]]
+    kai_topologies: list[tuple[str, KaiTopology]]
     pod_groups: list[tuple[str, PodGroup]]
     volcano_pod_groups: list[tuple[str, VolcanoPodGroup]]
     nodes: list[tuple[str, Node]]
     findings: list[Finding]
-    gang_objects: list[tuple[str, str, PodGroup | KubePodGroup | Workload]]  # (source, our kind name, object)
+    # (source, our kind name, object)
+    gang_objects: list[tuple[str, str, PodGroup | KubePodGroup | KaiPodGroup | Workload]]
     folded: list[tuple[str, KindInfo, KubeObject]] = field(default_factory=list)  # what the quota rules fold
     skipped: int = 0
 
@@ -126,7 +132,7 @@ def _documents_of(path: str) -> list[Any]:
 
 
 def _read(paths: Sequence[str]) -> _Documents:
-    docs = _Documents([], [], [], [], [], [], [], [])
+    docs = _Documents([], [], [], [], [], [], [], [], [])
     for path in paths:
         loaded = _documents_of(path)
         for number, document in enumerate(loaded, start=1):
@@ -164,7 +170,7 @@ def _read(paths: Sequence[str]) -> _Documents:
                 continue
             if info.namespaced or info.name in _QUOTA_OBJECTS:
                 docs.folded.append((source, info, _in_namespace(decoded) if info.namespaced else decoded))
-            if info.name in _GANG_OBJECTS and isinstance(decoded, PodGroup | KubePodGroup | Workload):
+            if info.name in _GANG_OBJECTS and isinstance(decoded, PodGroup | KubePodGroup | KaiPodGroup | Workload):
                 docs.gang_objects.append((source, info.name, decoded))
             elif isinstance(decoded, HyperNode):
                 docs.hypernodes.append((source, decoded))
@@ -172,6 +178,8 @@ def _read(paths: Sequence[str]) -> _Documents:
                 docs.cnts.append((source, decoded))
             elif isinstance(decoded, KueueTopology):
                 docs.kueue_topologies.append((source, decoded))
+            elif isinstance(decoded, KaiTopology):
+                docs.kai_topologies.append((source, decoded))
             elif isinstance(decoded, PodGroup):
                 docs.pod_groups.append((source, decoded))
             elif isinstance(decoded, VolcanoPodGroup):
@@ -244,11 +252,15 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
     for source, topology in docs.kueue_topologies:
         where[(KUEUE_TOPOLOGY_KIND, topology.metadata.name)] = source
         tree.kueue_topology_upserted(topology)
-    described = bool(docs.nodes or docs.hypernodes or docs.kueue_topologies
+    for source, kai_topology in docs.kai_topologies:
+        where[(KAI_TOPOLOGY_KIND, kai_topology.metadata.name)] = source
+        tree.kai_topology_upserted(kai_topology)
+    described = bool(docs.nodes or docs.hypernodes or docs.kueue_topologies or docs.kai_topologies
                      or any(c.metadata.name == DEFAULT_CNT_NAME for _, c in docs.cnts))
     reported = {f.problem for f in findings}
     for problem in tree.problems:
-        if problem.kind in (NODE_KIND, HYPERNODE_KIND, KUEUE_TOPOLOGY_KIND) and problem not in reported:
+        if (problem.kind in (NODE_KIND, HYPERNODE_KIND, KUEUE_TOPOLOGY_KIND, KAI_TOPOLOGY_KIND)
+                and problem not in reported):
             findings.append(Finding(where.get((problem.kind, problem.key), "?"), problem))
     context = tree if described else None  # with no topology in the files, layer and tier names go unchecked
     for source, group in docs.pod_groups:
@@ -264,7 +276,8 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
         findings += [Finding(source, p) for p in unconsidered(pod, key_of(pod.metadata))]
     order = {source: index for index, source in enumerate(_all_sources(docs))}
     findings.sort(key=lambda f: order.get(f.source, len(order)))
-    counts = {HYPERNODE_KIND: len(docs.hypernodes), CNT_KIND: len(docs.cnts), "Topology": len(docs.kueue_topologies),
+    counts = {HYPERNODE_KIND: len(docs.hypernodes), CNT_KIND: len(docs.cnts),
+              "Topology": len(docs.kueue_topologies) + len(docs.kai_topologies),
               POD_GROUP_KIND: len(docs.pod_groups) + len(docs.volcano_pod_groups)
               + sum(1 for _, name, _ in docs.gang_objects if name != "Workload"),
               "Workload": sum(1 for _, name, _ in docs.gang_objects if name == "Workload"),
@@ -275,7 +288,7 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
 
 def _all_sources(docs: _Documents) -> list[str]:
     sources = [s for s, _ in docs.hypernodes] + [s for s, _ in docs.cnts] + [s for s, _ in docs.pod_groups]
-    sources += [s for s, _ in docs.kueue_topologies]
+    sources += [s for s, _ in docs.kueue_topologies] + [s for s, _ in docs.kai_topologies]
     sources += [s for s, _ in docs.volcano_pod_groups] + [s for s, _ in docs.nodes] + [f.source for f in docs.findings]
     sources += [s for s, _, _ in docs.gang_objects] + [s for s, _, _ in docs.folded]
 
@@ -289,7 +302,7 @@ def _all_sources(docs: _Documents) -> list[str]:
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toposched validate",
-        description="Validate HyperNode, ClusterNetworkTopology, Kueue Topology and PodGroup manifests "
+        description="Validate HyperNode, ClusterNetworkTopology, Kueue and KAI Topology and PodGroup manifests "
                     "(multi-document YAML).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=exit_codes_epilog(

@@ -58,6 +58,10 @@ from events.model import (
     GangTimedOut,
     HyperNodeDeleted,
     HyperNodeUpserted,
+    KaiPodGroupDeleted,
+    KaiPodGroupUpserted,
+    KaiTopologyDeleted,
+    KaiTopologyUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
     KueueTopologyDeleted,
@@ -124,6 +128,7 @@ _MARKS: Final[dict[type, bool]] = exhaustive("the quota status", {
             SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted,
             KubePodGroupDeleted, WorkloadUpserted, WorkloadDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted,
             HyperNodeUpserted, HyperNodeDeleted, KueueTopologyUpserted, KueueTopologyDeleted, PriorityClassUpserted,
+            KaiTopologyUpserted, KaiTopologyDeleted, KaiPodGroupUpserted, KaiPodGroupDeleted,
             PriorityClassDeleted, ObjectUndecodable,
             *VOLUME_EVENTS, *BUDGET_EVENTS), False),
 })

@@ -8,7 +8,7 @@ What it writes (only these, only when the value differs from what the folded obj
   HyperNodes are the tree's source (when a ClusterNetworkTopology wins, their counts are left alone).
 
 What it reports: every distinct problem of the objects the daemon reads (`object_problems`): the
-topology and gang problems (the tree's `problems`, Kueue Topologies' among them, plus the state's
+topology and gang problems (the tree's `problems`, Kueue and KAI Topologies' among them, plus the state's
 problems about HyperNodes, ClusterNetworkTopologies, PodGroups of every dialect, Workloads and gangs
 of pod annotations (reported on the pod whose annotations define the gang), plus each gang's layer and tier names the
 tree does not have, `state/topology_wishes.py`, the same check `toposched validate` makes) and every other problem
@@ -71,6 +71,10 @@ from events.model import (
     GangTimedOut,
     HyperNodeDeleted,
     HyperNodeUpserted,
+    KaiPodGroupDeleted,
+    KaiPodGroupUpserted,
+    KaiTopologyDeleted,
+    KaiTopologyUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
     KueueTopologyDeleted,
@@ -105,6 +109,8 @@ from events.objects import (
     CAPACITY_QUOTA_API,
     CLUSTER_NETWORK_TOPOLOGY_API,
     HYPERNODE_API,
+    KAI_POD_GROUP_API,
+    KAI_TOPOLOGY_API,
     KOORDINATOR_POD_GROUP_API,
     KOORDINATOR_QUOTA_API,
     KUBE_POD_GROUP_API,
@@ -118,6 +124,7 @@ from events.objects import (
 from state.cluster import ClusterState
 from state.gangs import (
     INTERNAL_ERROR,
+    KAI_POD_GROUP_PROBLEM,
     KUBE_POD_GROUP_PROBLEM,
     POD_GANG_PROBLEM,
     SCHEDULER_PLUGINS_PROBLEM,
@@ -127,7 +134,7 @@ from state.gangs import (
 from state.hypernodes import HYPERNODE_KIND
 from state.quota import CAPACITY_KIND, QUEUE_KIND, QUOTA_KINDS
 from state.topology import SOURCE_CNT, SOURCE_HYPERNODES
-from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, KUEUE_TOPOLOGY_KIND, NODE_KIND
+from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, KAI_TOPOLOGY_KIND, KUEUE_TOPOLOGY_KIND, NODE_KIND
 from state.topology_wishes import POD_GROUP_KIND, wish_problems
 from state.volumes import CLAIM_KIND
 
@@ -154,9 +161,9 @@ _CHANGES: Final[dict[type, str | None]] = exhaustive("the topology status", {
     **each((NodeUpserted, NodeDeleted), _TREE),  # a node's problems change only with the tree's version
     **each((PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted, ObjectUndecodable,
             NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
-            KueueTopologyUpserted, KueueTopologyDeleted,
-            SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted,
-            KubePodGroupDeleted, WorkloadUpserted, WorkloadDeleted), _PROBLEMS),
+            KueueTopologyUpserted, KueueTopologyDeleted, KaiTopologyUpserted, KaiTopologyDeleted,
+            KaiPodGroupUpserted, KaiPodGroupDeleted, SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted,
+            KubePodGroupUpserted, KubePodGroupDeleted, WorkloadUpserted, WorkloadDeleted), _PROBLEMS),
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
             QueueUpserted, QueueDeleted), _PROBLEMS),  # quota problems (state/quota.py)
     **each((PodUpserted, PodDeleted, PriorityClassUpserted, PriorityClassDeleted, PodAssumed, PodForgotten,
@@ -165,7 +172,7 @@ _CHANGES: Final[dict[type, str | None]] = exhaustive("the topology status", {
 })
 # Problem kinds taken from `state.all_problems()` (the tree's own problems are all taken).
 _STATE_KINDS: Final = frozenset({CNT_KIND, HYPERNODE_KIND, POD_GROUP_KIND, "VolcanoPodGroup", SCHEDULER_PLUGINS_PROBLEM,
-                                 KUBE_POD_GROUP_PROBLEM, WORKLOAD_PROBLEM, POD_GANG_PROBLEM})
+                                 KUBE_POD_GROUP_PROBLEM, KAI_POD_GROUP_PROBLEM, WORKLOAD_PROBLEM, POD_GANG_PROBLEM})
 
 
 class TopologyStatusWriter(Protocol):
@@ -236,7 +243,8 @@ def reason_of(problem: Problem) -> str:
     """The Warning Event's reason for a problem (see the module docstring)."""
     if problem.reason:
         return problem.reason
-    if problem.kind in (POD_GROUP_KIND, "VolcanoPodGroup", SCHEDULER_PLUGINS_PROBLEM, KUBE_POD_GROUP_PROBLEM):
+    if problem.kind in (POD_GROUP_KIND, "VolcanoPodGroup", SCHEDULER_PLUGINS_PROBLEM, KUBE_POD_GROUP_PROBLEM,
+                        KAI_POD_GROUP_PROBLEM):
         return INVALID_POD_GROUP
     if problem.kind == WORKLOAD_PROBLEM:
         return INVALID_WORKLOAD
@@ -268,6 +276,9 @@ def object_of(state: ClusterState, problem: Problem) -> ObjectRef:
     if problem.kind == KUEUE_TOPOLOGY_KIND:
         kueue = state.kueue_topologies.get(key)
         return ObjectRef(key, KUEUE_TOPOLOGY_API, "Topology", kueue.metadata.uid if kueue else "")
+    if problem.kind == KAI_TOPOLOGY_KIND:
+        kai = state.kai_topologies.get(key)
+        return ObjectRef(key, KAI_TOPOLOGY_API, "Topology", kai.metadata.uid if kai else "")
     if problem.kind == NODE_KIND:
         node = state.nodes.get(key)
         return ObjectRef(key, "v1", NODE_KIND, node.obj.metadata.uid if node else "")
@@ -287,6 +298,9 @@ def object_of(state: ClusterState, problem: Problem) -> ObjectRef:
     if problem.kind == KUBE_POD_GROUP_PROBLEM:
         kube = state.kube_pod_groups.get(key)
         return ObjectRef(key, KUBE_POD_GROUP_API, POD_GROUP_KIND, kube.metadata.uid if kube else "")
+    if problem.kind == KAI_POD_GROUP_PROBLEM:
+        kai_group = state.kai_pod_groups.get(key)
+        return ObjectRef(key, KAI_POD_GROUP_API, POD_GROUP_KIND, kai_group.metadata.uid if kai_group else "")
     if problem.kind == WORKLOAD_PROBLEM:
         workload = state.workloads.get(key)
         return ObjectRef(key, WORKLOAD_API, "Workload", workload.metadata.uid if workload else "")

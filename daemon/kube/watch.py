@@ -483,6 +483,8 @@ HELD_BY_KIND: dict[str, Callable[[ClusterState], dict[str, str]]] = {
     "ClusterNetworkTopology": lambda state: _uids(state.network_topologies),
     "HyperNode": lambda state: _uids(state.hyper_nodes),
     "KueueTopology": lambda state: _uids(state.kueue_topologies),
+    "KaiTopology": lambda state: _uids(state.kai_topologies),
+    "KaiPodGroup": lambda state: _uids(state.kai_pod_groups),
     "PriorityClass": lambda state: _uids(state.priority_classes),
     "ElasticQuota": lambda state: _uids(state.quotas.elastic_quotas),
     "CapacityElasticQuota": lambda state: _uids(state.quotas.capacity_quotas),

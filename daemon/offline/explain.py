@@ -33,6 +33,10 @@ from events.model import (
     GangTimedOut,
     HyperNodeDeleted,
     HyperNodeUpserted,
+    KaiPodGroupDeleted,
+    KaiPodGroupUpserted,
+    KaiTopologyDeleted,
+    KaiTopologyUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
     KueueTopologyDeleted,
@@ -144,8 +148,14 @@ class _Explainer:
             self.story.add(event, f"PodGroup created (minCount {gang.min_count})" if gang is not None
                            else "PodGroup created (basic policy)")
 
+    def kai_group_upserted(self, event: KaiPodGroupUpserted) -> None:
+        meta = event.pod_group.metadata
+        if object_key(meta.namespace, meta.name) == self.gang and not self.seen_group:
+            self.seen_group = True
+            self.story.add(event, f"KAI PodGroup created (minMember {event.pod_group.spec.min_member})")
+
     def group_deleted(self, event: PodGroupDeleted | VolcanoPodGroupDeleted | SchedulerPluginsPodGroupDeleted
-                      | KubePodGroupDeleted) -> None:
+                      | KubePodGroupDeleted | KaiPodGroupDeleted) -> None:
         if event.key == self.gang:
             self.story.add(event, "PodGroup deleted")
 
@@ -233,6 +243,8 @@ _TOLD: dict[type, Callable[[_Explainer, Any], None] | None] = exhaustive("replay
     SchedulerPluginsPodGroupDeleted: _Explainer.group_deleted,
     KubePodGroupUpserted: _Explainer.kube_group_upserted,
     KubePodGroupDeleted: _Explainer.group_deleted,
+    KaiPodGroupUpserted: _Explainer.kai_group_upserted,
+    KaiPodGroupDeleted: _Explainer.group_deleted,
     PodUpserted: _Explainer.pod_upserted,
     PodDeleted: _Explainer.pod_deleted,
     GangPending: _Explainer.pending,
@@ -248,8 +260,8 @@ _TOLD: dict[type, Callable[[_Explainer, Any], None] | None] = exhaustive("replay
     NominationCleared: _Explainer.nomination_cleared,
     # Not part of one gang's story: the cluster's shape, and a bind the PodBound after it tells.
     **each((NodeUpserted, NodeDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
-            HyperNodeDeleted, KueueTopologyUpserted, KueueTopologyDeleted, PriorityClassUpserted,
-            PriorityClassDeleted, ObjectUndecodable, BindRequested,
+            HyperNodeDeleted, KueueTopologyUpserted, KueueTopologyDeleted, KaiTopologyUpserted, KaiTopologyDeleted,
+            PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable, BindRequested,
             WorkloadUpserted, WorkloadDeleted), None),  # a Workload is a template: its gangs' pods tell the story
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
             QueueUpserted, QueueDeleted, *VOLUME_EVENTS,

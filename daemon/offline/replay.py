@@ -136,6 +136,8 @@ def summarise(state: ClusterState) -> Summary:
         "ClusterNetworkTopology": len(state.network_topologies),
         "HyperNode": len(state.hyper_nodes),
         "Topology (kueue.x-k8s.io)": len(state.kueue_topologies),
+        "Topology (kai.scheduler)": len(state.kai_topologies),
+        "PodGroup (scheduling.run.ai)": len(state.kai_pod_groups),
         "PriorityClass": len(state.priority_classes),
         "PersistentVolumeClaim": len(state.volumes.claims),
         "PersistentVolume": len(state.volumes.volumes),

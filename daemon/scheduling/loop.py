@@ -141,6 +141,10 @@ from events.model import (
     GangTimedOut,
     HyperNodeDeleted,
     HyperNodeUpserted,
+    KaiPodGroupDeleted,
+    KaiPodGroupUpserted,
+    KaiTopologyDeleted,
+    KaiTopologyUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
     KueueTopologyDeleted,
@@ -491,9 +495,10 @@ class Scheduler:
 
     def _gang_spec_changed(self, event: PodGroupUpserted | PodGroupDeleted | VolcanoPodGroupUpserted
                            | VolcanoPodGroupDeleted | SchedulerPluginsPodGroupUpserted
-                           | SchedulerPluginsPodGroupDeleted | KubePodGroupUpserted | KubePodGroupDeleted) -> bool:
+                           | SchedulerPluginsPodGroupDeleted | KubePodGroupUpserted | KubePodGroupDeleted
+                           | KaiPodGroupUpserted | KaiPodGroupDeleted) -> bool:
         if isinstance(event, PodGroupUpserted | VolcanoPodGroupUpserted | SchedulerPluginsPodGroupUpserted
-                      | KubePodGroupUpserted):
+                      | KubePodGroupUpserted | KaiPodGroupUpserted):
             meta = event.pod_group.metadata
             key = object_key(meta.namespace, meta.name)
         else:
@@ -1275,11 +1280,11 @@ _OBSERVERS: dict[type, Callable[[Scheduler, Any], bool] | None] = exhaustive("th
     NodeDeleted: Scheduler._node_deleted,
     **each((PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
             SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted,
-            KubePodGroupDeleted), Scheduler._gang_spec_changed),
+            KubePodGroupDeleted, KaiPodGroupUpserted, KaiPodGroupDeleted), Scheduler._gang_spec_changed),
     PodDeleted: Scheduler._pod_deleted,
     **each((PodForgotten, BindFailed, NominationCleared), Scheduler._capacity_freed),
     **each((NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
-            KueueTopologyUpserted, KueueTopologyDeleted,
+            KueueTopologyUpserted, KueueTopologyDeleted, KaiTopologyUpserted, KaiTopologyDeleted,
             PriorityClassUpserted, PriorityClassDeleted,
             WorkloadUpserted, WorkloadDeleted), Scheduler._structure_changed),  # a Workload: each of its gangs
     **each((ClaimUpserted, ClaimDeleted, VolumeUpserted), Scheduler._claim_changed),

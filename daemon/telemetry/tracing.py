@@ -84,6 +84,10 @@ from events.model import (
     GangTimedOut,
     HyperNodeDeleted,
     HyperNodeUpserted,
+    KaiPodGroupDeleted,
+    KaiPodGroupUpserted,
+    KaiTopologyDeleted,
+    KaiTopologyUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
     KueueTopologyDeleted,
@@ -296,7 +300,7 @@ class SchedulingObserver:
             log.debug("pod.arrived", pod=pod.key, priority=pod.priority)
 
     def _group_upserted(self, event: PodGroupUpserted | VolcanoPodGroupUpserted | SchedulerPluginsPodGroupUpserted
-                        | KubePodGroupUpserted) -> None:
+                        | KubePodGroupUpserted | KaiPodGroupUpserted) -> None:
         self._watched(event)
         meta = event.pod_group.metadata
         self._gang_seen(object_key(meta.namespace, meta.name))
@@ -332,7 +336,7 @@ class SchedulingObserver:
             self._release(event.key)
 
     def _group_deleted(self, event: PodGroupDeleted | VolcanoPodGroupDeleted | SchedulerPluginsPodGroupDeleted
-                       | KubePodGroupDeleted) -> None:
+                       | KubePodGroupDeleted | KaiPodGroupDeleted) -> None:
         self._watched(event)
         if event.key not in self.state.gangs:
             self._release(event.key)
@@ -862,6 +866,8 @@ _WATCHED: dict[type, tuple[str, str]] = {
     NetworkTopologyDeleted: ("ClusterNetworkTopology", "delete"),
     HyperNodeUpserted: ("HyperNode", "upsert"), HyperNodeDeleted: ("HyperNode", "delete"),
     KueueTopologyUpserted: ("KueueTopology", "upsert"), KueueTopologyDeleted: ("KueueTopology", "delete"),
+    KaiTopologyUpserted: ("KaiTopology", "upsert"), KaiTopologyDeleted: ("KaiTopology", "delete"),
+    KaiPodGroupUpserted: ("KaiPodGroup", "upsert"), KaiPodGroupDeleted: ("KaiPodGroup", "delete"),
     PriorityClassUpserted: ("PriorityClass", "upsert"), PriorityClassDeleted: ("PriorityClass", "delete"),
     ElasticQuotaUpserted: ("ElasticQuota", "upsert"), ElasticQuotaDeleted: ("ElasticQuota", "delete"),
     CapacityElasticQuotaUpserted: ("CapacityElasticQuota", "upsert"),
@@ -885,8 +891,10 @@ def kubelet_rejected(status: PodStatus) -> bool:
     return status.phase == FAILED and status.message.startswith(KUBELET_REJECTED)
 
 
-_GROUP_UPSERTS = (PodGroupUpserted, VolcanoPodGroupUpserted, SchedulerPluginsPodGroupUpserted, KubePodGroupUpserted)
-_GROUP_DELETES = (PodGroupDeleted, VolcanoPodGroupDeleted, SchedulerPluginsPodGroupDeleted, KubePodGroupDeleted)
+_GROUP_UPSERTS = (PodGroupUpserted, VolcanoPodGroupUpserted, SchedulerPluginsPodGroupUpserted, KubePodGroupUpserted,
+                  KaiPodGroupUpserted)
+_GROUP_DELETES = (PodGroupDeleted, VolcanoPodGroupDeleted, SchedulerPluginsPodGroupDeleted, KubePodGroupDeleted,
+                  KaiPodGroupDeleted)
 
 # Event type -> what the observer does with it (typed per event at registration, called untyped).
 # Exhaustive (events.dispatch): a new event type must say whether it is counted, traced, or neither.

@@ -10,6 +10,10 @@ from events.builders import bound, group_event, node, node_event, pod, pod_event
 from events.model import (
     BindFailed,
     Event,
+    KaiPodGroupDeleted,
+    KaiPodGroupUpserted,
+    KaiTopologyDeleted,
+    KaiTopologyUpserted,
     KueueTopologyDeleted,
     KueueTopologyUpserted,
     NodeDeleted,
@@ -28,6 +32,12 @@ from events.objects import (
     RESIZE_PENDING,
     Condition,
     ContainerResourceStatus,
+    KaiPodGroup,
+    KaiPodGroupSpec,
+    KaiTopology,
+    KaiTopologyConstraint,
+    KaiTopologyLevel,
+    KaiTopologySpec,
     KueueTopology,
     KueueTopologyLevel,
     KueueTopologySpec,
@@ -110,6 +120,25 @@ def _kueue_events() -> st.SearchStrategy[Event]:
     )
 
 
+def _kai_events() -> st.SearchStrategy[Event]:
+    """KAI Topologies (the same levels as the Kueue ones: a KAI Topology takes precedence) and KAI PodGroups
+    of the gangs pods join, with required levels that are and are not layers."""
+    return st.one_of(
+        st.builds(lambda name, levels: KaiTopologyUpserted(topology=KaiTopology(
+            metadata=ObjectMeta(name=name, uid=f"uid-kai-{name}"),
+            spec=KaiTopologySpec(levels=[KaiTopologyLevel(node_label=key) for key in levels]))),
+                  st.sampled_from(["k0", "k1"]), TOPOLOGY_LEVELS),
+        st.builds(lambda name: KaiTopologyDeleted(name=name), st.sampled_from(["k0", "k1"])),
+        st.builds(lambda gang, minimum, level: KaiPodGroupUpserted(pod_group=KaiPodGroup(
+            metadata=ObjectMeta(name=gang, namespace="default", uid=f"uid-kaipg-{gang}"),
+            spec=KaiPodGroupSpec(min_member=minimum, topology_constraint=KaiTopologyConstraint(
+                topology="k0", required_topology_level=level)))),
+                  st.sampled_from(GANGS), st.sampled_from([None, 0, 1, 3]),
+                  st.sampled_from(["", RACK_KEY, "example.com/nowhere"])),
+        st.builds(lambda gang: KaiPodGroupDeleted(key=f"default/{gang}"), st.sampled_from(GANGS)),
+    )
+
+
 def _custom_labels(block: str | None, rack: str | None) -> dict[str, str]:
     return {**({BLOCK_KEY: block} if block else {}), **({RACK_KEY: rack} if rack else {})}
 
@@ -119,6 +148,7 @@ single_events = st.one_of(
     st.builds(lambda n, g, b, r: node_event(node(n, gpus=g, labels=_custom_labels(b, r))), st.sampled_from(NODES),
               st.integers(0, 16), st.sampled_from([None, "b0", "b1"]), st.sampled_from([None, "r0", "r1", "r2"])),
     _kueue_events(),
+    _kai_events(),
     st.builds(lambda n: NodeDeleted(name=n), st.sampled_from(NODES)),
     st.builds(lambda g, m: group_event(pod_group(g, min_member=m)), st.sampled_from(GANGS), st.integers(-1, 4)),
     _pod_events(),

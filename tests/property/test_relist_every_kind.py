@@ -1,11 +1,12 @@
 """A relist leaves out an object the state holds unchanged (`ClusterState.holds_unchanged`) for every kind
-the watch lists, not only nodes, pods, PodGroups and PriorityClasses: random histories of all eighteen
+the watch lists, not only nodes, pods, PodGroups and PriorityClasses: random histories of all twenty
 kinds, as the API writes them (Koordinator and scheduler-plugins ElasticQuotas with their trees, Volcano
-Queues and PodGroups, HyperNodes, the ClusterNetworkTopology, Kueue Topologies, upstream Workloads and PodGroups, pods
-joining each kind of gang), with deletions and versions that do not decode. Each object the state holds,
-listed again as JSON as a relist would decode it, is recognized unless it is marked broken; folding it
-again changes nothing; the next resourceVersion of it is never left out. And what a restart rebuilds from
-such a history (a snapshot, then the log's records) is what folding it live gave."""
+Queues and PodGroups, HyperNodes, the ClusterNetworkTopology, Kueue and KAI Topologies, upstream Workloads
+and PodGroups, KAI PodGroups, pods joining each kind of gang), with deletions and versions that do not
+decode. Each object the state holds, listed again as JSON as a relist would decode it, is recognized
+unless it is marked broken; folding it again changes nothing; the next resourceVersion of it is never left
+out. And what a restart rebuilds from such a history (a snapshot, then the log's records) is what folding
+it live gave."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from events.model import Event, encode_event, with_seq
 from events.objects import (
     GANG_MIN_AVAILABLE_ANNOTATION,
     GANG_NAME_ANNOTATION,
+    KAI_POD_GROUP_ANNOTATION,
     POD_GROUP_LABEL,
     QUOTA_NAME_LABEL,
     QUOTA_PARENT_LABEL,
@@ -74,6 +76,12 @@ _DOCUMENTS: dict[str, Any] = {
     "KueueTopology": st.builds(
         lambda index, levels: (f"t{index}", "", {"spec": {"levels": [{"nodeLabel": key} for key in levels]}}),
         st.integers(0, 1), st.sampled_from([[BLOCK, RACK, "kubernetes.io/hostname"], [RACK], [BLOCK, BLOCK], []])),
+    "KaiTopology": st.builds(
+        lambda index, levels, alias: (f"kt{index}", "", {"spec": {"levels": [
+            {"nodeLabel": key, **({"alias": alias} if alias and position == 0 else {})}
+            for position, key in enumerate(levels)]}}),
+        st.integers(0, 1), st.sampled_from([[BLOCK, RACK, "kubernetes.io/hostname"], [RACK], [BLOCK, BLOCK], []]),
+        st.sampled_from(["", "block"])),
     "ElasticQuota": st.builds(
         lambda name, namespace, low, high, parent: (name, namespace, {
             "metadata": {"labels": {QUOTA_PARENT_LABEL: parent} if parent else {}},
@@ -106,6 +114,11 @@ _DOCUMENTS: dict[str, Any] = {
             "schedulingPolicy": {"gang": {"minCount": minimum}},
             **({"schedulingConstraints": {"topology": [{"key": RACK}]}} if keyed else {})}}),
         st.sampled_from(NAMESPACES), st.integers(1, 3), st.booleans()),
+    "KaiPodGroup": st.builds(
+        lambda namespace, minimum, level, topology: ("kai0", namespace, {"spec": {
+            "minMember": minimum, "topologyConstraint": {"topology": topology, "requiredTopologyLevel": level}}}),
+        st.sampled_from(NAMESPACES), st.integers(0, 3), st.sampled_from(["", RACK, "example.com/nowhere"]),
+        st.sampled_from(["", "kt0", "kt1"])),
     "Workload": st.builds(
         lambda namespace, minimum: ("w0", namespace, {"spec": {"podGroups": [
             {"name": "workers", "policy": {"gang": {"minCount": minimum}}}]}}),
@@ -148,6 +161,7 @@ _MEMBERSHIPS: list[tuple[dict[str, str], dict[str, str], dict[str, Any]]] = [
     ({}, {}, {"schedulingGroup": {"podGroupName": "k0"}}),
     ({}, {}, {"workloadRef": {"name": "w0", "podGroup": "workers", "podGroupReplicaKey": "0"}}),
     ({}, {GANG_NAME_ANNOTATION: "ag", GANG_MIN_AVAILABLE_ANNOTATION: "2"}, {}),
+    ({}, {KAI_POD_GROUP_ANNOTATION: "kai0"}, {}),
 ]
 
 _DOCUMENTS["Pod"] = st.builds(
@@ -171,6 +185,8 @@ _DOCUMENTS["Pod"] = st.builds(
 _UNDECODABLE: dict[str, dict[str, Any]] = {
     "Queue": {"spec": {"weight": "heavy"}},
     "KueueTopology": {"spec": {"levels": [{"nodeLabel": 7}]}},
+    "KaiTopology": {"spec": {"levels": "racks"}},
+    "KaiPodGroup": {"spec": {"minMember": "two"}},
     "Pod": {"spec": {"containers": "not a list"}},
     "PodGroup": {"spec": {"minMember": "three"}},
     "Node": {"status": {"allocatable": ["not", "a", "map"]}},
@@ -221,6 +237,8 @@ def _held(state: ClusterState) -> list[tuple[KindInfo, Any]]:
         "ClusterNetworkTopology": state.network_topologies.values(),
         "HyperNode": state.hyper_nodes.values(),
         "KueueTopology": state.kueue_topologies.values(),
+        "KaiTopology": state.kai_topologies.values(),
+        "KaiPodGroup": state.kai_pod_groups.values(),
         "PriorityClass": state.priority_classes.values(),
         "ElasticQuota": quotas.elastic_quotas.values(),
         "CapacityElasticQuota": quotas.capacity_quotas.values(),

@@ -52,7 +52,7 @@ from state.topology import TopologyTree
 
 HERE = Path(__file__).parent
 EXPECTATIONS = sorted(HERE.glob("*.expect.yaml"))
-TOPOLOGY_KINDS = ("Node", "ClusterNetworkTopology", "HyperNode", "KueueTopology")
+TOPOLOGY_KINDS = ("Node", "ClusterNetworkTopology", "HyperNode", "KueueTopology", "KaiTopology")
 QUOTA_KINDS = {"ElasticQuota", "CapacityElasticQuota", "Queue"}
 
 

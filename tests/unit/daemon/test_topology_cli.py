@@ -158,3 +158,14 @@ def test_show_names_the_kueue_topology_and_each_level_s_label_key(
     assert ("SpineLayer (tier 2, topology-block, cloud.provider.com/topology-block) > "
             "BlockLayer (tier 1, topology-rack, cloud.provider.com/topology-rack)") in out
     assert "BlockLayer rack-3 (tier 1, topology-rack) · 2 nodes" in out
+
+
+KAI_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "kai-topology-podgroups.yaml"
+
+
+def test_show_names_the_kai_topology_and_each_level_s_label_key(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", "--scenario", str(KAI_SCENARIO)]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # as printed, but for the console's line wrapping
+    assert "source: KaiTopology cluster-topology (kai.scheduler Topology)" in out
+    assert ("SpineLayer (tier 2, topology-block, cloud.provider.com/topology-block) > "
+            "BlockLayer (tier 1, topology-rack, cloud.provider.com/topology-rack)") in out

@@ -241,3 +241,28 @@ def test_a_kueue_topology_is_checked_and_names_the_layers_pod_groups_may_use(
     assert main([write(tmp_path, "bad.yaml", bad)]) == 1
     out = capsys.readouterr().out
     assert "bad.yaml#1: KueueTopology racks: spec.levels[1].nodeLabel: 'x/-y-' is not a node label key" in out
+
+
+def test_kai_topologies_and_pod_groups_are_checked_together(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    topology = ("apiVersion: kai.scheduler/v1alpha1\nkind: Topology\nmetadata: {name: cluster-topology}\nspec:\n"
+                "  levels:\n  - nodeLabel: cloud.provider.com/topology-rack\n  - nodeLabel: kubernetes.io/hostname\n")
+    gang = ("apiVersion: scheduling.run.ai/v2alpha2\nkind: PodGroup\nmetadata: {name: job, namespace: team}\n"
+            "spec:\n  minMember: 2\n  topologyConstraint:\n    topology: cluster-topology\n"
+            "    requiredTopologyLevel: cloud.provider.com/topology-rack\n")
+    node = ("apiVersion: v1\nkind: Node\nmetadata:\n  name: n0\n  labels: {cloud.provider.com/topology-rack: r0}\n"
+            "status: {allocatable: {cpu: '8'}}\n")
+    files = [write(tmp_path, "t.yaml", topology), write(tmp_path, "g.yaml", gang), write(tmp_path, "n.yaml", node)]
+    assert main(files) == 0
+    assert "1 Topology" in capsys.readouterr().out
+    lost = gang.replace("requiredTopologyLevel: cloud.provider.com/topology-rack",
+                        "requiredTopologyLevel: example.com/zone").replace("topology: cluster-topology",
+                                                                           "topology: elsewhere")
+    bad = topology.replace("nodeLabel: kubernetes.io/hostname", "nodeLabel: x/-y-")
+    files = [write(tmp_path, "t.yaml", topology), write(tmp_path, "lost.yaml", lost), write(tmp_path, "n.yaml", node),
+             write(tmp_path, "bad.yaml", bad.replace("cluster-topology", "bad"))]
+    assert main(files) == 1
+    out = capsys.readouterr().out
+    assert ("lost.yaml#1: KaiPodGroup team/job: spec.topologyConstraint.requiredTopologyLevel: 'example.com/zone' "
+            "is not the node label") in out
+    assert "lost.yaml#1: KaiPodGroup team/job: spec.topologyConstraint.topology: 'elsewhere' is not the topology" in out
+    assert "bad.yaml#1: KaiTopology bad: spec.levels[1].nodeLabel: 'x/-y-' is not a node label key" in out

@@ -18,9 +18,9 @@ from events.ingest import KINDS
 from .crdcheck import served_schema, untyped_nodes, violations
 from .opsfiles import CRDS, OPS, REPO, Manifest, component_objects, kustomization, load_documents
 
-COMPONENTS = ("scheduler-plugins", "scheduler-plugins-x-k8s", "koordinator", "volcano", "kueue")
-# CRDs of kinds toposched only reads: no status subresource (Kueue's Topology has no status).
-READ_ONLY_CRDS = frozenset({"topologies.kueue.x-k8s.io"})
+COMPONENTS = ("scheduler-plugins", "scheduler-plugins-x-k8s", "koordinator", "volcano", "kueue", "kai")
+# CRDs of kinds toposched only reads: no status subresource (Kueue's and KAI's Topology have no status).
+READ_ONLY_CRDS = frozenset({"topologies.kueue.x-k8s.io", "topologies.kai.scheduler"})
 
 
 def all_crds() -> dict[str, Manifest]:
@@ -61,6 +61,8 @@ def test_the_koordinator_and_volcano_crds_live_in_their_own_components() -> None
         ("CustomResourceDefinition", "podgroups.scheduling.volcano.sh"),
         ("CustomResourceDefinition", "queues.scheduling.volcano.sh")}
     assert set(component_objects("kueue")) == {("CustomResourceDefinition", "topologies.kueue.x-k8s.io")}
+    assert set(component_objects("kai")) == {("CustomResourceDefinition", "topologies.kai.scheduler"),
+                                             ("CustomResourceDefinition", "podgroups.scheduling.run.ai")}
     for name, crd in all_crds().items():
         text = (CRDS / next(c for c in COMPONENTS if ("CustomResourceDefinition", name) in component_objects(c))
                 / f"{name}.yaml").read_text(encoding="utf-8")
@@ -70,7 +72,7 @@ def test_the_koordinator_and_volcano_crds_live_in_their_own_components() -> None
 
 def test_every_custom_kind_the_daemon_watches_has_a_crd_with_the_same_scope_and_plural() -> None:
     custom = [info for info in KINDS if info.group not in ("", "scheduling.k8s.io", "storage.k8s.io", "policy")]
-    assert len(custom) == 9
+    assert len(custom) == 11
     for info in custom:
         crd = crd_for(info.api_version, info.kind)
         for older in info.older_api_versions:
@@ -136,6 +138,11 @@ def _schema_paths(schema: Manifest, prefix: str = "") -> set[str]:
         "status.phase", "status.conditions"]),
     ("kueue.x-k8s.io/v1beta2", "Topology", ["spec.levels[].nodeLabel"]),
     ("kueue.x-k8s.io/v1beta1", "Topology", ["spec.levels[].nodeLabel"]),
+    ("kai.scheduler/v1alpha1", "Topology", ["spec.levels[].nodeLabel", "spec.levels[].alias"]),
+    ("scheduling.run.ai/v2alpha2", "PodGroup", [
+        "spec.minMember", "spec.minSubGroup", "spec.queue", "spec.priorityClassName", "spec.preemptibility",
+        "spec.topologyConstraint.topology", "spec.topologyConstraint.requiredTopologyLevel",
+        "spec.topologyConstraint.preferredTopologyLevel", "spec.subGroups[].name"]),
     ("scheduling.sigs.k8s.io/v1alpha1", "ElasticQuota", ["spec.min", "spec.max", "status.used"]),
     ("scheduling.x-k8s.io/v1alpha1", "ElasticQuota", ["spec.min", "spec.max", "status.used"]),
     ("scheduling.volcano.sh/v1beta1", "Queue", [
@@ -263,3 +270,34 @@ def test_kueue_topology_crd_admits_levels_ending_with_the_hostname() -> None:
 ], ids=["none", "repeated", "hostname-above", "empty", "not-a-key", "seventeen"])
 def test_kueue_topology_crd_refuses_what_kueue_refuses(labels: tuple[str, ...]) -> None:
     assert violations(all_crds()[TOPOLOGY], _kueue_topology(*labels)) != []
+
+
+KAI_TOPOLOGY = "topologies.kai.scheduler"
+
+
+def _kai_topology(*labels: str) -> Manifest:
+    return {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "t"},
+            "spec": {"levels": [{"nodeLabel": label} for label in labels]}}
+
+
+def test_kai_topology_crd_admits_levels_ending_with_the_hostname() -> None:
+    assert violations(all_crds()[KAI_TOPOLOGY], _kai_topology(
+        "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack", "kubernetes.io/hostname")) == []
+
+
+@pytest.mark.parametrize("labels", [
+    (), ("a/b",) * 2, ("kubernetes.io/hostname", "a/rack"), ("",), ("-bad",), tuple(f"l/{i}" for i in range(17)),
+], ids=["none", "repeated", "hostname-above", "empty", "not-a-key", "seventeen"])
+def test_kai_topology_crd_refuses_what_kai_refuses(labels: tuple[str, ...]) -> None:
+    assert violations(all_crds()[KAI_TOPOLOGY], _kai_topology(*labels)) != []
+
+
+@pytest.mark.parametrize(("spec", "refused"), [
+    ({"minMember": 2, "preemptibility": "non-preemptible"}, False),
+    ({"minMember": 0}, True),
+    ({"preemptibility": "sometimes"}, True),
+    ({"subGroups": [{"name": ""}]}, True),
+], ids=["valid", "min-member-0", "unknown-preemptibility", "unnamed-subgroup"])
+def test_kai_pod_group_crd_applies_kais_value_rules(spec: Manifest, refused: bool) -> None:
+    group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "g"}, "spec": spec}
+    assert (violations(crd_for("scheduling.run.ai/v2alpha2", "PodGroup"), group) != []) == refused

@@ -1,5 +1,6 @@
 """Placement of every gang protocol: all-or-nothing for annotation gangs, match policies, task
-minimums, and Kubernetes' topology key whether or not it is a layer of the cluster's tree."""
+minimums, and Kubernetes' topology key and KAI's required level whether or not it is a layer of the
+cluster's tree."""
 
 from __future__ import annotations
 
@@ -180,6 +181,55 @@ def test_recreated_member_of_a_topology_keyed_gang_joins_the_value_its_members_r
     run_pod(state, "default/worker-0", "n0")
     plan = planned(plan_gang(state, "default/example-podgroup"))
     assert {state.nodes[n].labels["topology.example.com/rack"] for n in nodes_of(plan).values()} == {"r0"}
+
+
+# --------------------------------------------------------------------------- KAI Scheduler
+
+
+def kai_topology(name: str, *labels: str) -> dict[str, Any]:
+    return {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": name},
+            "spec": {"levels": [{"nodeLabel": label} for label in labels]}}
+
+
+def kai_group(state: ClusterState, size: int, topology: str, required: str, gpus: int = 8) -> None:
+    apply(state, {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                  "metadata": {"name": "kai-job", "namespace": "default"},
+                  "spec": {"minMember": size, "topologyConstraint": {"topology": topology,
+                                                                     "requiredTopologyLevel": required}}})
+    for i in range(size):
+        apply(state, gpu_pod(f"kai-{i}", gpus=gpus, annotations={"pod-group-name": "kai-job"}))
+
+
+def test_a_kai_required_level_of_another_kai_topology_keeps_the_gang_within_one_value_of_its_label() -> None:
+    state = rack_cluster()
+    apply(state, kai_topology("blocks", "network.topology.nvidia.com/block"))
+    apply(state, kai_topology("racks", "topology.example.com/rack"))
+    assert state.topology.source_name == "blocks"  # as many nodes carry both: the first by name
+    kai_group(state, 4, "racks", "topology.example.com/rack")
+    plan = planned(plan_gang(state, "default/kai-job"))
+    assert {state.nodes[n].labels["topology.example.com/rack"] for n in nodes_of(plan).values()} == {"r1"}
+
+
+def test_a_kai_required_level_of_the_topology_in_use_is_a_must_gather_at_its_layer() -> None:
+    state = fabric(blocks=2, nvlinks=2, nodes=2)
+    occupy(state, "n-s0b0a0-0", 8)
+    kai_group(state, 4, "", "network.topology.nvidia.com/block")
+    plan = planned(plan_gang(state, "default/kai-job"))
+    assert {block_of(n) for n in nodes_of(plan).values()} == {"s0b1"} and plan.level == "BlockLayer"
+
+
+def test_a_kai_required_hostname_holds_the_gang_to_one_node() -> None:
+    state = rack_cluster()
+    kai_group(state, 4, "", "kubernetes.io/hostname", gpus=2)
+    plan = planned(plan_gang(state, "default/kai-job"))
+    assert len(set(nodes_of(plan).values())) == 1 and len(plan.assignments) == 4
+
+
+def test_a_kai_required_level_that_is_no_label_key_keeps_the_gang_pending() -> None:
+    state = rack_cluster()
+    kai_group(state, 2, "", "not a label")
+    result = refused(plan_gang(state, "default/kai-job"))
+    assert "KAI requiredTopologyLevel 'not a label'" in result.reason
 
 
 def test_workload_replicas_are_planned_as_separate_gangs() -> None:

@@ -1,0 +1,206 @@
+"""NVIDIA KAI Scheduler's gangs read into `GangSpec`.
+
+A KAI PodGroup (`scheduling.run.ai/v2alpha2`, namespaced) is made by KAI's pod-grouper for each
+workload; pods join it with the annotation `pod-group-name: <podgroup name>` (`state/pod_gangs.py`).
+What is read, and what it becomes:
+- `spec.minMember`: the gang's size (all or nothing for that many pods); absent or below 1 is 1,
+  reported. Running members count towards it (waiting-and-running), as KAI counts them.
+- `spec.topologyConstraint`: `topology` names the KAI `Topology` the levels belong to;
+  `requiredTopologyLevel` is a node label key (or, with newer KAI, a level's alias) whose one
+  domain must hold every pod: it is the gang's topology key (`GangSpec.topology_key`, as a
+  Kubernetes PodGroup's), so a MustGather at the layer of the tree built from that label (or whose
+  alias it is), and, when no layer is (another KAI Topology than the one in use, which KAI allows
+  per workload), the gang is planned on the domains that label's values form, nodes without it
+  never used, as KAI places a required level ("not on nodes lacking the label")
+  (`placement/constraints.py`); `kubernetes.io/hostname` thus holds the gang to one node. A value
+  that is not a label key at all is reported, and the gang stays pending.
+  `preferredTopologyLevel` is a PreferGather at its layer (a wish: the search is tightest first
+  anyway). KAI's pod-grouper fills these from the workload's (top owner's) annotations
+  `kai.scheduler/topology`, `kai.scheduler/topology-required-placement` and
+  `kai.scheduler/topology-preferred-placement`, and copies the annotations themselves onto the
+  PodGroup; toposched does not read the workload objects, so it reads the annotations where they
+  reach it, on the PodGroup, for any of the three fields the spec leaves empty (the spec wins when
+  both are set and differ, said in a problem).
+- `spec.preemptibility: non-preemptible` makes the gang never a preemption victim; `preemptible` and
+  "" leave toposched's priority rules to decide.
+- Read but not implemented, each said once in a problem (`UNSUPPORTED_FIELD`): `spec.priorityClassName`
+  (kept as `GangSpec.priority_class_name`, but each pod's own priority orders and preempts, as in every
+  dialect), `spec.queue` (KAI's Queues are not read: no quota applies), `spec.subGroups` and
+  `spec.minSubGroup` (the whole group is one gang of minMember).
+Whether the levels are layers of the tree in use and the Topology the one the tree is built from
+needs the tree: `kai_wish_problems` reports each that is not (`state/topology_wishes.py` runs it).
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from events.objects import (
+    KAI_PREFERRED_PLACEMENT_ANNOTATION,
+    KAI_REQUIRED_PLACEMENT_ANNOTATION,
+    KAI_TOPOLOGY_ANNOTATION,
+    KaiPodGroup,
+)
+from state.gangs import KAI, KAI_POD_GROUP_PROBLEM, UNSUPPORTED_FIELD, GangSpec, KaiConstraint, Problem
+from state.topology import (
+    SOURCE_CNT,
+    SOURCE_HYPERNODES,
+    SOURCE_KAI,
+    SOURCE_KUEUE,
+    TopologyError,
+    TopologyTree,
+)
+from state.topology_validation import HOSTNAME_LABEL, label_key_problem
+
+PREEMPTIBLE = "preemptible"
+NON_PREEMPTIBLE = "non-preemptible"
+_MAX_SHOWN = 80
+
+
+def shown(value: str) -> str:
+    """A value for a message: repr'd, long ones cut (every field here is untrusted input)."""
+    return repr(value if len(value) <= _MAX_SHOWN else value[:_MAX_SHOWN] + "...")
+
+
+def _field(spec_value: str, spec_field: str, annotations: dict[str, str], annotation: str, key: str,
+           problems: list[Problem]) -> tuple[str, str]:
+    """(value, the field it was read from) of one topologyConstraint field, the spec first."""
+    from_annotation = annotations.get(annotation, "")
+    where = f"metadata.annotations[{annotation}]"
+    if spec_value:
+        if from_annotation and from_annotation != spec_value:
+            problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, where,
+                                    f"{shown(from_annotation)} differs from {spec_field} {shown(spec_value)}; "
+                                    f"{spec_field} is used"))
+        return spec_value, spec_field
+    if from_annotation:
+        return from_annotation, where
+    return "", ""
+
+
+def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]]:
+    kind = KAI_POD_GROUP_PROBLEM
+    spec = group.spec
+    problems: list[Problem] = []
+    min_member = spec.min_member
+    if min_member is None:
+        problems.append(Problem(kind, key, "spec.minMember", "is missing: a gang needs at least 1; treated as 1"))
+        min_member = 1
+    elif min_member < 1:
+        problems.append(Problem(kind, key, "spec.minMember", f"{min_member} is below 1; treated as 1"))
+        min_member = 1
+    if spec.priority_class_name:
+        problems.append(Problem(kind, key, "spec.priorityClassName", f"{shown(spec.priority_class_name)} is read "
+                                "but not used: each pod's own priority orders and preempts", reason=UNSUPPORTED_FIELD))
+    if spec.queue:
+        problems.append(Problem(kind, key, "spec.queue", f"{shown(spec.queue)} is read but not implemented: KAI "
+                                "Queues are not read, so no queue quota applies", reason=UNSUPPORTED_FIELD))
+    if spec.sub_groups:
+        problems.append(Problem(kind, key, "spec.subGroups", "is read but not implemented: the whole PodGroup is "
+                                "one gang of minMember, placed within its own topologyConstraint",
+                                reason=UNSUPPORTED_FIELD))
+    if spec.min_sub_group is not None:
+        problems.append(Problem(kind, key, "spec.minSubGroup", "is read but not implemented: minMember is the "
+                                "gang's size", reason=UNSUPPORTED_FIELD))
+    preemptable = True
+    if spec.preemptibility == NON_PREEMPTIBLE:
+        preemptable = False
+    elif spec.preemptibility not in ("", PREEMPTIBLE):
+        problems.append(Problem(kind, key, "spec.preemptibility", f"{shown(spec.preemptibility)} is not "
+                                f"{PREEMPTIBLE} or {NON_PREEMPTIBLE}; toposched's priority rules decide"))
+    annotations = group.metadata.annotations
+    raw = spec.topology_constraint
+    topology, topology_field = _field(raw.topology, "spec.topologyConstraint.topology", annotations,
+                                      KAI_TOPOLOGY_ANNOTATION, key, problems)
+    required, required_field = _field(raw.required_topology_level, "spec.topologyConstraint.requiredTopologyLevel",
+                                      annotations, KAI_REQUIRED_PLACEMENT_ANNOTATION, key, problems)
+    preferred, preferred_field = _field(raw.preferred_topology_level,
+                                        "spec.topologyConstraint.preferredTopologyLevel", annotations,
+                                        KAI_PREFERRED_PLACEMENT_ANNOTATION, key, problems)
+    topology_key = required
+    if required:
+        bad = label_key_problem(required)
+        if bad is not None:  # neither a node label nor a level alias (KAI's CRD gives aliases the same form)
+            topology_key = ""
+            problems.append(Problem(kind, key, required_field, f"{bad}; the gang stays pending"))
+    constraint = None
+    if required or preferred or topology:
+        constraint = KaiConstraint(topology=topology,
+                                   topology_field=topology_field or "spec.topologyConstraint.topology",
+                                   required=required, required_field=required_field, preferred=preferred,
+                                   preferred_field=preferred_field)
+    return GangSpec(key=key, dialect=KAI, min_member=min_member, schedule_timeout_seconds=None, gang_group=(key,),
+                    priority_class_name=spec.priority_class_name, preemptable=preemptable, topology_key=topology_key,
+                    kai=constraint), problems
+
+
+def kai_level(tree: TopologyTree, value: str) -> int:
+    """The level of `tree` a KAI topology level names: the layer built from exactly that node label key, else
+    the one whose KAI alias it is, as placement resolves a topology key (`placement.constraints.key_level`).
+    Raises TopologyError when no layer is (the hostname is the node itself)."""
+    if value == HOSTNAME_LABEL:
+        raise TopologyError("Level", value, "", f"is the node itself ({HOSTNAME_LABEL}), not a network domain "
+                            "layer")
+    levels = tree.levels
+    for level in levels[1:]:
+        if level.label_keys == (value,):
+            return level.index
+    for level in levels[1:]:
+        if level.alias and level.alias == value:
+            return level.index
+    known = ", ".join(f"{level.layer} ({'/'.join(level.label_keys) or level.tier_name})" for level in levels[1:])
+    raise TopologyError("Level", value, "", f"is not the node label (or alias) of a layer of the topology in use, "
+                        f"{tree_words(tree)} (layers: {known or 'none'})")
+
+
+def tree_words(tree: TopologyTree) -> str:
+    """What the tree in use is built from, in words."""
+    source, name = tree.source, tree.source_name
+    if source == SOURCE_KAI:
+        return f"KAI Topology {name!r}"
+    if source == SOURCE_KUEUE:
+        return f"Kueue Topology {name!r}"
+    if source == SOURCE_CNT:
+        return f"ClusterNetworkTopology {name!r}"
+    if source == SOURCE_HYPERNODES:
+        return "Volcano HyperNodes"
+    return "node labels"
+
+
+def kai_wish_problems(constraint: KaiConstraint, kind: str, key: str, tree: TopologyTree) -> list[Problem]:
+    """A KAI topologyConstraint checked against the tree in use: its Topology must be the one the tree is
+    built from, and its levels layers of it (each message says what is done instead)."""
+    problems: list[Problem] = []
+    if not constraint.topology:
+        if constraint.required or constraint.preferred:
+            problems.append(Problem(kind, key, constraint.topology_field,
+                                    "is empty: KAI needs the Topology its levels belong to named; they are looked up "
+                                    f"in the topology in use, {tree_words(tree)}"))
+    elif not (tree.source == SOURCE_KAI and tree.source_name == constraint.topology):
+        known = constraint.topology in tree.kai_topology_names()
+        problems.append(Problem(kind, key, constraint.topology_field,
+                                f"{shown(constraint.topology)} is not the topology in use"
+                                f"{'' if known else ' (no KAI Topology has that name)'}: the tree is built from "
+                                f"{tree_words(tree)}, and the levels are looked up in it"))
+    required_level = None
+    if constraint.required and label_key_problem(constraint.required) is None:  # else reported as folded
+        try:
+            required_level = kai_level(tree, constraint.required)
+        except TopologyError as error:
+            consequence = ("every pod of the gang goes on one node" if constraint.required == HOSTNAME_LABEL else
+                           "the gang goes on nodes sharing one value of that node label (nodes without it are not "
+                           "used), the layers of the topology in use not looked at inside it")
+            problems.append(Problem(kind, key, constraint.required_field,
+                                    f"{shown(constraint.required)} {error.message}; {consequence}"))
+    if constraint.preferred:
+        try:
+            preferred_level = kai_level(tree, constraint.preferred)
+        except TopologyError as error:
+            problems.append(Problem(kind, key, constraint.preferred_field,
+                                    f"{shown(constraint.preferred)} {error.message}; this preference is dropped"))
+        else:
+            if required_level is not None and preferred_level < required_level:
+                problems.append(Problem(kind, key, constraint.preferred_field,
+                                        f"{shown(constraint.preferred)} is above the required level "
+                                        f"{shown(constraint.required)}: it has no effect"))
+    return problems

@@ -1,0 +1,115 @@
+"""NVIDIA KAI Scheduler's dialect applied with kubectl as KAI's docs write it: a `Topology`
+(kai.scheduler/v1alpha1) over the admin's own rack labels, and a `PodGroup` (scheduling.run.ai/v2alpha2)
+with a topologyConstraint that pods join with the `pod-group-name` annotation. toposched builds its tree
+from the Topology and keeps the gang in one rack; the API server refuses what KAI's CRDs refuse."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterator
+
+import pytest
+
+from daemon.cli.topology import main as show
+from tests.ecosystem.harness import Ecosystem, ecosystem, gpu_nodes, namespace_yaml, pod_yaml, running, stream
+
+pytestmark = ecosystem
+
+BLOCK = "cloud.provider.com/topology-block"
+RACK = "cloud.provider.com/topology-rack"
+NODES = [f"gpu-{index:02d}" for index in range(8)]
+# gpu-00 and gpu-01 are in two racks (the first free nodes by name); racks c and d hold three nodes each.
+RACK_OF = dict(zip(NODES, ["rack-a", "rack-b", "rack-c", "rack-c", "rack-c", "rack-d", "rack-d", "rack-d"],
+                   strict=True))
+
+TOPOLOGY = """apiVersion: kai.scheduler/v1alpha1
+kind: Topology
+metadata:
+  name: "cluster-topology"
+spec:
+  levels:
+  - nodeLabel: "cloud.provider.com/topology-block"
+  - nodeLabel: "cloud.provider.com/topology-rack"
+  - nodeLabel: "kubernetes.io/hostname"
+"""
+
+
+def labels(index: int) -> dict[str, str]:
+    return {BLOCK: "block-0" if index < 5 else "block-1", RACK: RACK_OF[NODES[index]]}
+
+
+def pod_group(name: str, namespace: str, min_member: int, extra: str = "") -> str:
+    return f"""apiVersion: scheduling.run.ai/v2alpha2
+kind: PodGroup
+metadata:
+  name: {name}
+  namespace: {namespace}
+spec:
+  minMember: {min_member}
+  queue: default-queue
+  topologyConstraint:
+    topology: cluster-topology
+    requiredTopologyLevel: {RACK}{extra}
+"""
+
+
+@pytest.fixture(scope="module")
+def eco(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ecosystem]:
+    with running(tmp_path_factory.mktemp("kai"), gpu_nodes(NODES, labels), TOPOLOGY) as started:
+        yield started
+
+
+def test_kubectl_lists_the_kai_topology_and_topology_show_reads_the_tree_from_it(
+        eco: Ecosystem, capsys: pytest.CaptureFixture[str]) -> None:
+    listed = eco.kubectl.run("get", "topologies.kai.scheduler", "-o", "name").stdout.split()
+    assert listed == ["topology.kai.scheduler/cluster-topology"]
+    kubeconfig = eco.kubectl.base[eco.kubectl.base.index("--kubeconfig") + 1]
+    assert show(["show", "--kubeconfig", kubeconfig]) == 0
+    assert "KaiTopology cluster-topology (kai.scheduler Topology)" in capsys.readouterr().out
+    assert show(["show", "--kubeconfig", kubeconfig, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["layers"] == ["ClusterTopologyLayer", "SpineLayer", "BlockLayer"]
+
+
+def test_a_kai_pod_group_s_required_rack_keeps_its_pods_in_one_rack(eco: Ecosystem) -> None:
+    namespace = "kai-racked"
+    pods = [pod_yaml(f"train-{index}", namespace, annotations={"pod-group-name": "train"}) for index in range(3)]
+    eco.apply(stream(namespace_yaml(namespace), pod_group("train", namespace, 3), *pods))
+    where = eco.wait_bound([f"train-{index}" for index in range(3)], namespace)
+    assert len({RACK_OF[node] for node in where.values()}) == 1, where
+    eco.wait_for(lambda: any(e["reason"] == "UnsupportedField" and "spec.queue" in e["message"]
+                             for e in eco.events(namespace, "train", "PodGroup")),
+                 what="a Warning that KAI's queue is read but not used")
+    eco.kubectl.run("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force", "--wait=false")
+    eco.kubectl.run("delete", "podgroups.scheduling.run.ai", "--all", "-n", namespace, "--wait=false")
+    eco.wait_for(lambda: not eco.objects("pods", namespace), what="the pods gone")
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    ("\n  preemptibility: sometimes", "supported values"),
+    ("\n  minSubGroup: 0", "greater than or equal to 1"),
+], ids=["preemptibility", "min-sub-group"])
+def test_the_api_server_refuses_what_kai_s_pod_group_crd_refuses(eco: Ecosystem, extra: str, says: str) -> None:
+    refused = eco.kubectl.run("apply", "-f", "-", stdin=pod_group("bad", "default", 2, "").replace(
+        "  queue: default-queue", "  queue: default-queue" + extra), check=False)
+    assert refused.returncode != 0 and says in refused.stderr, refused.stderr
+
+
+@pytest.mark.parametrize(("levels", "says"), [
+    ("[]", "should have at least 1 items"),
+    (f"[{{nodeLabel: {RACK}}}, {{nodeLabel: {RACK}}}]", "must be unique"),
+    (f"[{{nodeLabel: kubernetes.io/hostname}}, {{nodeLabel: {RACK}}}]", "can only be used at the lowest level"),
+    ("[{nodeLabel: -rack}]", "should match"),
+    ("[{alias: rack}]", "Required value"),
+], ids=["empty", "repeated", "hostname-above", "not-a-key", "no-node-label"])
+def test_the_api_server_refuses_what_kai_s_topology_crd_refuses(eco: Ecosystem, levels: str, says: str) -> None:
+    name = f"refused-{zlib.crc32(levels.encode()):08x}"
+    refused = eco.kubectl.run("apply", "-f", "-", check=False, stdin=f"""apiVersion: kai.scheduler/v1alpha1
+kind: Topology
+metadata:
+  name: {name}
+spec:
+  levels: {levels}
+""")
+    assert refused.returncode != 0 and says in refused.stderr, refused.stderr
+    assert eco.find("topologies.kai.scheduler", name) is None
