@@ -244,7 +244,7 @@ def main() -> None:
     state = build_spread()
     print(f"cluster with topology spread: {len(state.pods)} pods, built in {time.perf_counter() - started:.1f} s")
     # Each run after a pod changed, as in the loop (a placement changes the counts): the rules are derived
-    # afresh, from the counts of the 2,000 replicas; the eligible nodes stay known while no node changes.
+    # afresh; the counts follow the changed pod, and the eligible nodes stay known while no node changes.
     first_node = next(iter(state.nodes))
     churn = [PodUpserted(pod=bound(pod("churn", gpus=0, labels={"turn": str(turn)}, scheduler="other"), first_node))
              for turn in range(2)]

@@ -20,15 +20,17 @@ no pod (kube-scheduler counts nothing with an empty selector). Constraints the A
 are reported by `state.pod_constraints` and not placed by.
 
 These become `PodRule`s of the pod's shape (`spread_rules`), derived from the pods placed now, as
-required pod affinity's are. The pods of one plan (a gang's, placed together) do not see one another
-there; `plan_violation` checks a plan as kube-scheduler would meet it, one pod at a time: it places the
-plan's pods in an order that always takes a pod whose domains hold the fewest matching pods, and
-refuses the plan when at some step no remaining pod may go where the plan puts it. The planner spreads
-a gang by itself in one case: the pods of a gang whose constraint over kubernetes.io/hostname with
-maxSkew 1 selects them get a per-node token of their shape (`spread_tokens`, handed out once per node
-as a host port is) while at least as many eligible nodes hold none of the pods it counts, so the plan
-puts one per node. Otherwise a gang whose pods must spread over a
-layer it gathers in waits with the reason.
+required pod affinity's are. What they are derived from is kept (`SpreadIndex`): each constraint's
+eligible nodes while no node changes its labels or taints, and its counts per domain, brought up to date
+from the fold's record of changed pods (a placement changes one count). The pods of one plan (a gang's,
+placed together) do not see one another there; `plan_violation` checks a plan as kube-scheduler would
+meet it, one pod at a time: it places the plan's pods in an order that always takes a pod whose domains
+hold the fewest matching pods, and refuses the plan when at some step no remaining pod may go where the
+plan puts it. The planner spreads a gang by itself in one case: the pods of a gang whose constraint over
+kubernetes.io/hostname with maxSkew 1 selects them get a per-node token of their shape (`spread_tokens`,
+handed out once per node as a host port is) while at least as many eligible nodes hold none of the pods
+it counts, so the plan puts one per node. Otherwise a gang whose pods must spread over a layer it
+gathers in waits with the reason.
 
 Pure: no I/O, no clock.
 """
@@ -159,15 +161,64 @@ class _View:
                 self.moves += 1
 
 
+class _Counts:
+    """The matching pods per domain of one constraint (its selector, key, eligible nodes and namespace),
+    kept true from the fold's record of changed pods: a placement changes one pod, so it costs one pod's
+    look here, not a pass over every pod the selector may select."""
+
+    __slots__ = ("changes", "counts", "eligible", "namespace", "of", "spread", "state")
+
+    def __init__(self, state: ClusterState, spread: Spread, namespace: str, eligible: frozenset[str],
+                 domains: frozenset[str]) -> None:
+        self.state, self.spread, self.namespace, self.eligible = state, spread, namespace, eligible
+        self.changes = state.pod_changes.cursor()
+        self.counts = dict.fromkeys(domains, 0)
+        self.of: dict[str, str] = {}  # pod counted -> its domain
+        index = affinity_index(state)
+        for name in index.candidates(Term(spread.topology_key, frozenset((namespace,)), spread.selector)):
+            self._note(name)
+
+    def sync(self) -> None:
+        names = self.changes.take()
+        if names is None:  # the record forgot some: count afresh
+            self.counts = dict.fromkeys(self.counts, 0)
+            self.of = {}
+            index = affinity_index(self.state)
+            candidates = index.candidates(Term(self.spread.topology_key, frozenset((self.namespace,)),
+                                               self.spread.selector))
+            for name in candidates:
+                self._note(name)
+            return
+        for name in names:
+            before = self.of.pop(name, None)
+            if before is not None:
+                self.counts[before] -= 1
+            self._note(name)
+
+    def _note(self, name: str) -> None:
+        """Count the pod `name` if it is placed on an eligible node, in the namespace, not terminating, and
+        selected (it is counted nowhere when this is called)."""
+        pod = self.state.pods.get(name)
+        if pod is None or pod.namespace != self.namespace:
+            return
+        node = pod.placed_on
+        if not node or node not in self.eligible or pod.terminating or not self.spread.selects(pod.obj.metadata.labels):
+            return
+        value = self.state.nodes[node].labels[self.spread.topology_key]
+        self.of[name] = value
+        self.counts[value] += 1
+
+
 class SpreadIndex:
     """Eligible nodes per kind of constraint, kept while no node changes; the rules of pods alike, kept
     while no pod and no node changes. Get it with `spread_index(state)`."""
 
-    __slots__ = ("_changes", "_eligible", "_keyed", "_marks", "_resolved", "_rules", "_rules_stamp", "_tokens",
-                 "state")
+    __slots__ = ("_changes", "_counts", "_eligible", "_keyed", "_marks", "_resolved", "_rules", "_rules_stamp",
+                 "_tokens", "state")
 
     LIMIT = 4096
     KEYED_LIMIT = 64  # lists of nodes: few kinds of pods with constraints at once, each list up to every node
+    COUNTS_LIMIT = 256  # count tables, each up to a count per domain and an entry per pod it counts
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
@@ -177,6 +228,7 @@ class SpreadIndex:
         self._changes = state.node_changes.cursor()
         self._marks = {name: _mark(node) for name, node in state.nodes.items()}
         self._keyed: dict[tuple[str, ...], list[NodeInfo]] = {}
+        self._counts: dict[tuple[bytes, str, tuple[str, ...], bytes, str], _Counts] = {}
         self._resolved: dict[tuple[int, str, tuple[str | None, ...]], tuple[object, tuple[Spread, ...]]] = {}
         self._rules: dict[tuple[object, ...], tuple[tuple[Spread, ...], tuple[PodRule, ...]]] = {}
         self._tokens: dict[tuple[object, ...], tuple[tuple[Spread, ...], tuple[str, ...]]] = {}
@@ -206,6 +258,7 @@ class SpreadIndex:
     def _forget_nodes(self) -> None:
         self._eligible.clear()
         self._keyed.clear()
+        self._counts.clear()
 
     def spreads(self, pod: PodInfo) -> tuple[Spread, ...]:
         """`spreads_of(pod.obj)`, once per constraints object, namespace and the labels matchLabelKeys read."""
@@ -253,21 +306,19 @@ class SpreadIndex:
         return found
 
     def view(self, spread: Spread, keys: tuple[str, ...], shape: Shape, namespace: str) -> _View:
-        """`spread` of a pod in `namespace` against the pods placed now."""
+        """`spread` of a pod in `namespace` against the pods placed now (a view of its own, to add to)."""
         eligible, domains = self.eligible(spread, keys, shape)
-        counts = dict.fromkeys(domains, 0)
-        if spread.counts_pods:
-            index = affinity_index(self.state)
-            pods, nodes, key = self.state.pods, self.state.nodes, spread.topology_key
-            for name in index.candidates(Term(key, frozenset((namespace,)), spread.selector)):
-                other = pods.get(name)
-                node = index.placed_on.get(name, "")
-                if (other is None or node not in eligible or other.terminating
-                        or not spread.selects(other.obj.metadata.labels)):
-                    continue
-                value = nodes[node].labels[key]
-                counts[value] += 1
-        return _View(spread, namespace, eligible, counts)
+        if not spread.counts_pods:
+            return _View(spread, namespace, eligible, dict.fromkeys(domains, 0))
+        count_key = (_encoder.encode(spread.selector), spread.topology_key, keys, _policy_key(spread, shape), namespace)
+        table = self._counts.get(count_key)
+        if table is None or table.eligible is not eligible:
+            if len(self._counts) >= self.COUNTS_LIMIT:
+                self._counts.clear()
+            table = self._counts[count_key] = _Counts(self.state, spread, namespace, eligible, domains)
+        else:
+            table.sync()
+        return _View(spread, namespace, eligible, dict(table.counts))
 
     def _fresh(self) -> None:
         """Forget the rules and tokens derived before a pod or a node changed."""

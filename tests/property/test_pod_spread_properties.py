@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
+from events.model import PodAssumed
 from events.objects import Pod, TopologySpreadConstraint
 from placement import GangPlan, plan_gang, plan_pod
 from state.cluster import ClusterState
@@ -154,11 +155,15 @@ def test_a_plan_never_breaks_a_do_not_schedule_spread_and_a_lone_pod_waits_only_
             plan = [(objs[a.pod], a.node) for a in result.assignments]
             assert some_order_passes(plan, placed, labels_of, passes), (result, placed)
         return
-    for key, obj in objs.items():
+    for key, obj in objs.items():  # one after the other, each placed before the next is planned
         result = plan_pod(state, key)
         if isinstance(result, GangPlan):
             (assignment,) = result.assignments
             assert passes(obj, assignment.node, placed, labels_of), (result, placed)
+            state.apply(PodAssumed(pod=key, uid=obj.metadata.uid, node=assignment.node))
+            placed.append((obj, assignment.node))
+            requested = int(obj.spec.containers[0].resources.requests["nvidia.com/gpu"])
+            gpus_used[assignment.node] = gpus_used.get(assignment.node, 0) + requested
         else:
             wanted = int(obj.spec.containers[0].resources.requests["nvidia.com/gpu"])
             free = [name for name in names if gpus_used.get(name, 0) + wanted <= 8
