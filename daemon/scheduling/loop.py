@@ -478,10 +478,11 @@ class Scheduler:
         return True
 
     def _pod_deleted(self, event: PodDeleted) -> bool:
-        self._pod_shapes.pop(event.key, None)
+        was_pending = self._pod_shapes.pop(event.key, None) is not None
         self._stop_waiting(event.key)
         self._stop_spreading(event.key)
-        self._wake_spread_waiters(event.key.partition("/")[0], None)
+        if not was_pending:  # it may have been counted where it ran (its labels are gone with it)
+            self._wake_spread_waiters(event.key.partition("/")[0], None)
         gang = self._gang_of.pop(event.key, None)
         if gang:  # a member left: its gang's reason ("6 of minMember 6 pods exist", ...) may be stale
             self.queue.unit_changed(gang)

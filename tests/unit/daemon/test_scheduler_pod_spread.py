@@ -59,3 +59,30 @@ async def test_a_pod_refused_for_skew_is_placed_once_a_pod_it_counts_leaves_its_
     h.add(PodDeleted(key="default/web-0"))
     await h.settle()
     assert h.bound_pods() == {"default/web-1": "a0"}
+
+
+async def test_a_pod_refused_everywhere_is_woken_by_a_deletion_that_moves_a_count_and_by_no_other() -> None:
+    # Zones a and b hold one web pod each; with minDomains 3 the global minimum is 0, so every node is
+    # past maxSkew (1 + 1 - 0) whatever its room: refused as kube-scheduler refuses it, on no capacity.
+    h = Harness()
+    h.add(node_event(node("a0", cpu="8", gpus=0, labels={ZONE: "a"})),
+          node_event(node("b0", cpu="8", gpus=0, labels={ZONE: "b"})))
+    for name, where in (("web-a", "a0"), ("web-b", "b0")):
+        h.add(pod_event(bound(pod(name, cpu="1", gpus=0, memory="1Gi", labels={"app": "web"},
+                                  scheduler="default-scheduler"), where)))
+    waiter = spreading("web-1")
+    constraints = [msgspec.structs.replace(c, min_domains=3) for c in waiter.spec.topology_spread_constraints]
+    h.add(pod_event(msgspec.structs.replace(waiter, spec=msgspec.structs.replace(
+        waiter.spec, topology_spread_constraints=constraints))))
+    h.add(pod_event(pod("never-placed", cpu="64", gpus=0, memory="1Gi")))  # ours, fits nowhere
+    await h.settle()
+    assert h.bound_pods() == {}
+    attempts = h.scheduler.stats.attempts
+    h.clock.advance_to(20.0)
+    h.add(PodDeleted(key="default/never-placed"))  # pending: it was counted nowhere
+    await h.settle()
+    assert h.scheduler.stats.attempts == attempts
+    h.clock.advance_to(40.0)
+    h.add(PodDeleted(key="default/web-a"))  # zone a holds none now: 0 + 1 - 0 fits there
+    await h.settle()
+    assert h.bound_pods() == {"default/web-1": "a0"}
