@@ -431,6 +431,35 @@ def spread_tokens(state: ClusterState, pod: PodInfo, shape: Shape) -> tuple[str,
     return tokens
 
 
+def placed_violation(state: ClusterState, pod: PodInfo, node: str, shape: Shape) -> str:
+    """Why `pod` (of `shape`, its own parts), placed on `node`, breaks one of its DoNotSchedule constraints
+    next to the other pods placed now, in kube-scheduler's words ("" when it keeps them): the check of a
+    plan adopted after a restart, whose pods are placed already (so the pod is left out of its own count)."""
+    if not has_spreads(pod.obj):
+        return ""
+    index = spread_index(state)
+    spreads = index.spreads(pod)
+    info = state.nodes.get(node)
+    if not spreads or info is None:
+        return ""
+    keys = _keys(spreads)
+    labels = pod.obj.metadata.labels
+    for spread in spreads:
+        value = info.labels.get(spread.topology_key)
+        if value is None:
+            return MISSING_LABEL
+        view = index.view(spread, keys, shape, pod.namespace)
+        self_match = spread.selects(labels)
+        if (self_match and spread.counts_pods and node in view.eligible and not pod.terminating
+                and pod.placed_on == node):
+            counts = dict(view.counts)
+            counts[value] -= 1
+            view = _View(spread, pod.namespace, view.eligible, counts)
+        if view.over(value, int(self_match)) > 0:
+            return SPREAD
+    return ""
+
+
 def plan_violation(state: ClusterState, assignments: Sequence[tuple[str, str]],
                    shapes: Mapping[str, Shape]) -> str:
     """"" when the pods of one plan (`assignments`: pod, node) may be placed one at a time, each where the

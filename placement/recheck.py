@@ -8,7 +8,8 @@ anything of such a plan is bound, it is checked against the state rebuilt from t
 - every assumed pod's node still exists and still admits it (`fit.admits`: spec.unschedulable,
   NoSchedule/NoExecute taints, nodeSelector, required node affinity), and it keeps its required pod
   affinity and anti-affinity there next to every pod placed now, the plan's own included
-  (`pod_affinity.placed_violation`);
+  (`pod_affinity.placed_violation`), and its DoNotSchedule spread constraints, counted without itself
+  (`pod_spread.placed_violation`);
 - every node has room for the assumed pods kept on it, next to what is bound there and the
   nominations of priority >= theirs held by other gangs (the same rule as planning);
 - a gang's PodGroup (and every PodGroup of its GangGroup) still exists, each gang's members bound
@@ -34,6 +35,7 @@ from placement.constraints import InvalidConstraint, resolve
 from placement.fit import Capacity, admits, shape_in
 from placement.members import is_running, where
 from placement.pod_affinity import placed_violation
+from placement.pod_spread import placed_violation as placed_spread_violation
 from state.cluster import ClusterState, PodInfo
 from state.gangs import GangSpec
 from state.resources import Resources, add_into, format_quantity, is_host_port, port_room, shown_host_port
@@ -53,7 +55,8 @@ def refusal(state: ClusterState, pod: PodInfo, node: str) -> str:
     info = state.nodes.get(node)
     if info is None:
         return f"node {node} no longer exists"
-    why = admits(shape_in(state, pod), info) or placed_violation(state, pod, node)
+    shape = shape_in(state, pod)
+    why = admits(shape, info) or placed_violation(state, pod, node) or placed_spread_violation(state, pod, node, shape)
     return f"node {node} no longer admits it: {why}" if why else ""
 
 

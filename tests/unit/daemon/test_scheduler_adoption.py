@@ -23,7 +23,7 @@ from events.model import (
     PodNominated,
     PodUpserted,
 )
-from events.objects import Affinity, Pod, Toleration
+from events.objects import Affinity, Pod, Toleration, TopologySpreadConstraint
 from tests.unit.daemon.restart import (
     Run,
     assumed_nodes,
@@ -295,3 +295,23 @@ async def test_a_one_per_host_plan_is_bound_as_planned_unless_a_pod_its_terms_ex
                                                        labels={"job": "ranks"}, scheduler="default-scheduler"),
                                                    taken)),
         "node(s) didn't match pod anti-affinity rules")
+
+
+async def test_a_plan_spread_one_per_host_is_bound_as_planned_unless_a_pod_it_counts_came_while_down() -> None:
+    # A DoNotSchedule spread over the host (maxSkew 1) selecting the job's own pods: one per node, and
+    # empty nodes left, so the plan keeps the skew. Another scheduler binds a pod of the job on one
+    # planned node while the daemon is down: that node would hold two, against empty ones.
+    constraints = msgspec.convert([{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                    "whenUnsatisfiable": "DoNotSchedule",
+                                    "labelSelector": {"matchLabels": {"job": "ranks"}}}],
+                                  list[TopologySpreadConstraint])
+    ranks: list[Event] = [group_event(pod_group("ranks", min_member=4))]
+    for i in range(4):
+        obj = pod(f"ranks-{i}", gang="ranks", gpus=2, labels={"job": "ranks"})
+        ranks.append(pod_event(msgspec.structs.replace(obj, spec=msgspec.structs.replace(
+            obj.spec, topology_spread_constraints=constraints))))
+    await _one_per_node_plan_holds_unless(
+        ranks, lambda taken: PodUpserted(pod=bound(pod("stray", gpus=0, cpu="100m", memory="64Mi",
+                                                       labels={"job": "ranks"}, scheduler="default-scheduler"),
+                                                   taken)),
+        "node(s) didn't match pod topology spread constraints")
