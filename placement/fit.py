@@ -187,6 +187,15 @@ def term_matches(term: NodeSelectorTerm, name: str, labels: Mapping[str, str]) -
 UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect=NO_SCHEDULE)
 
 
+def node_affinity_matches(shape: Shape, node: NodeInfo) -> bool:
+    """The shape's nodeSelector and required node affinity hold on `node` (kube-scheduler's
+    GetRequiredNodeAffinity)."""
+    labels = node.labels
+    if any(labels.get(key) != value for key, value in shape.node_selector):
+        return False
+    return shape.terms is None or any(term_matches(term, node.name, labels) for term in shape.terms)
+
+
 def admits(shape: Shape, node: NodeInfo) -> str:
     """"" when a pod of `shape` may go on `node` (capacity aside), else the reason it may not."""
     if node.unschedulable and not tolerates(shape.tolerations, UNSCHEDULABLE_TAINT):
@@ -199,10 +208,7 @@ def admits(shape: Shape, node: NodeInfo) -> str:
     if shape.unconstrained:
         return ""
     labels = node.labels
-    for key, value in shape.node_selector:
-        if labels.get(key) != value:
-            return "node(s) didn't match Pod's node affinity/selector"
-    if shape.terms is not None and not any(term_matches(term, node.name, labels) for term in shape.terms):
+    if not node_affinity_matches(shape, node):
         return "node(s) didn't match Pod's node affinity/selector"
     for reach in shape.volumes:
         if reach.terms is not None and not any(term_matches(term, node.name, labels) for term in reach.terms):

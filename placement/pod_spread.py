@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 import msgspec
 
 from events.objects import LabelSelector, LabelSelectorRequirement, Pod, TopologySpreadConstraint
-from placement.fit import NO_EXECUTE, NO_SCHEDULE, Shape, term_matches, tolerates
+from placement.fit import Shape, node_affinity_matches, untolerated_taint
 from placement.pod_affinity import SELF_EXCLUSION_TOKEN, PodRule, Term, affinity_index
 from state.cluster import ClusterState, NodeInfo, PodInfo
 from state.label_selectors import selects
@@ -174,8 +174,12 @@ class _Counts:
         self.changes = state.pod_changes.cursor()
         self.counts = dict.fromkeys(domains, 0)
         self.of: dict[str, str] = {}  # pod counted -> its domain
-        index = affinity_index(state)
-        for name in index.candidates(Term(spread.topology_key, frozenset((namespace,)), spread.selector)):
+        self._count()
+
+    def _count(self) -> None:
+        """Count every pod the selector may select (the counts are all 0 when this is called)."""
+        term = Term(self.spread.topology_key, frozenset((self.namespace,)), self.spread.selector)
+        for name in affinity_index(self.state).candidates(term):
             self._note(name)
 
     def sync(self) -> None:
@@ -183,11 +187,7 @@ class _Counts:
         if names is None:  # the record forgot some: count afresh
             self.counts = dict.fromkeys(self.counts, 0)
             self.of = {}
-            index = affinity_index(self.state)
-            candidates = index.candidates(Term(self.spread.topology_key, frozenset((self.namespace,)),
-                                               self.spread.selector))
-            for name in candidates:
-                self._note(name)
+            self._count()
             return
         for name in names:
             before = self.of.pop(name, None)
@@ -292,10 +292,9 @@ class SpreadIndex:
         domains: set[str] = set()
         for node in keyed:
             name, labels = node.name, node.labels
-            if spread.honor_affinity and not _matches_affinity(shape, node):
+            if spread.honor_affinity and not node_affinity_matches(shape, node):
                 continue
-            if spread.honor_taints and any(taint.effect in (NO_SCHEDULE, NO_EXECUTE)
-                                           and not tolerates(shape.tolerations, taint) for taint in node.taints):
+            if spread.honor_taints and untolerated_taint(shape, node.taints) is not None:
                 continue
             names.append(name)
             domains.add(labels[spread.topology_key])
@@ -353,14 +352,6 @@ class SpreadIndex:
 def _mark(node: NodeInfo) -> tuple[Mapping[str, str], tuple[object, ...]]:
     """What of a node decides whether it is eligible for a constraint."""
     return node.labels, tuple(node.taints)
-
-
-def _matches_affinity(shape: Shape, node: NodeInfo) -> bool:
-    """The pod's nodeSelector and required node affinity (kube-scheduler's GetRequiredNodeAffinity)."""
-    labels = node.labels
-    if any(labels.get(key) != value for key, value in shape.node_selector):
-        return False
-    return shape.terms is None or any(term_matches(term, node.name, labels) for term in shape.terms)
 
 
 def spread_index(state: ClusterState) -> SpreadIndex:
