@@ -326,10 +326,20 @@ class ClaimMeta(ObjectMeta, frozen=True):
 READ_WRITE_ONCE_POD = "ReadWriteOncePod"  # a claim's access mode: one pod in the cluster may use it
 
 
+class VolumeResourceRequirements(_K8s, frozen=True):
+    requests: dict[str, str] = {}
+
+
 class PersistentVolumeClaimSpec(_K8s, frozen=True):
     storage_class_name: str | None = None
     volume_name: str = ""
     access_modes: list[str] = []
+    # What a volume made in advance must offer to be bound to the claim (kube-scheduler's VolumeBinding
+    # matches one for a WaitForFirstConsumer claim): its size, labels, mode and attributes class.
+    resources: VolumeResourceRequirements | None = None
+    selector: LabelSelector | None = None
+    volume_mode: str | None = None
+    volume_attributes_class_name: str | None = None
 
 
 class PersistentVolumeClaimStatus(_K8s, frozen=True):
@@ -358,6 +368,10 @@ class PersistentVolumeSpec(_K8s, frozen=True):
     storage_class_name: str = ""
     node_affinity: VolumeNodeAffinity | None = None
     claim_ref: ClaimReference | None = None
+    capacity: dict[str, str] = {}
+    access_modes: list[str] = []
+    volume_mode: str | None = None
+    volume_attributes_class_name: str | None = None
 
 
 class PersistentVolumeStatus(_K8s, frozen=True):

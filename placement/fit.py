@@ -34,8 +34,8 @@ from events.objects import (
 )
 from placement.pod_affinity import PodRule
 from state.cluster import ClusterState, NodeInfo, PodInfo
-from state.resources import HOST_PORT_PREFIX, MILLI, Resources
-from state.volumes import ZONE_CONFLICT, VolumeReach, zone_conflict
+from state.resources import HOST_PORT_PREFIX, MILLI, STATIC_VOLUME_PROTOCOL, Resources
+from state.volumes import HOSTNAME_LABEL, ZONE_CONFLICT, VolumeReach, zone_conflict
 
 NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"
@@ -72,6 +72,8 @@ class Shape(msgspec.Struct, frozen=True):
 
 
 _shape_encoder = msgspec.msgpack.Encoder(order="deterministic")
+# The per-node token (`Shape.host_ports`) of pods waiting for a volume made in advance (`shape_of`).
+STATIC_VOLUME_TOKEN = f"{HOST_PORT_PREFIX}{STATIC_VOLUME_PROTOCOL}/"
 
 
 def shape_of(pod: PodInfo, volumes: tuple[VolumeReach, ...] = ()) -> Shape:
@@ -90,6 +92,10 @@ def shape_of(pod: PodInfo, volumes: tuple[VolumeReach, ...] = ()) -> Shape:
         required = affinity.node_affinity.required_during_scheduling_ignored_during_execution
         if required is not None:
             terms = tuple(required.node_selector_terms)
+    if any(reach.static for reach in volumes):
+        # One pod per node of those a plan places that wait for a volume made in advance: each node's count
+        # of such volumes (`static_room`) is for the pods placed before the plan, not among its own pods.
+        ports = tuple(sorted({*ports, STATIC_VOLUME_TOKEN}))
     # The volumes join the key only when there are some, so the shapes of pods without claims keep their keys.
     parts: tuple[object, ...] = (requests, pod.priority, selector, tolerations, terms, *((volumes,) if volumes else ()),
                                  *((ports,) if ports else ()))
@@ -196,6 +202,21 @@ def node_affinity_matches(shape: Shape, node: NodeInfo) -> bool:
     return shape.terms is None or any(term_matches(term, node.name, labels) for term in shape.terms)
 
 
+def static_room(reach: VolumeReach, node: NodeInfo) -> int:
+    """How many more claims of a static reach (state/volumes.py `static_reach`) the volumes made in advance
+    that reach `node` can take: those pinned to it and those whose node terms it matches, less the claims
+    of pods placed there that wait for one."""
+    count = reach.by_name.get(node.name, 0) if reach.by_name else 0
+    if reach.by_hostname:
+        host = node.labels.get(HOSTNAME_LABEL)
+        if host is not None:
+            count += reach.by_hostname.get(host, 0)
+    for terms in reach.elsewhere:
+        if terms is None or any(term_matches(term, node.name, node.labels) for term in terms):
+            count += 1
+    return count - reach.taken.get(node.name, 0) if reach.taken else count
+
+
 def admits(shape: Shape, node: NodeInfo) -> str:
     """"" when a pod of `shape` may go on `node` (capacity aside), else the reason it may not."""
     if node.unschedulable and not tolerates(shape.tolerations, UNSCHEDULABLE_TAINT):
@@ -211,6 +232,10 @@ def admits(shape: Shape, node: NodeInfo) -> str:
     if not node_affinity_matches(shape, node):
         return "node(s) didn't match Pod's node affinity/selector"
     for reach in shape.volumes:
+        if reach.static:
+            if static_room(reach, node) < 1:
+                return reach.reason
+            continue
         if reach.terms is not None and not any(term_matches(term, node.name, labels) for term in reach.terms):
             return reach.reason
         if reach.zones and zone_conflict(reach.zones, labels):

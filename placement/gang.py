@@ -60,6 +60,7 @@ from placement.pod_spread import plan_violation as spread_violation
 from placement.quota import admitted_pending
 from placement.reasons import explain_failure, job_label
 from placement.subgroups import plan_sub_groups, uses_sub_groups
+from placement.volume_binding import choose_volumes
 from state.cluster import ClusterState, GangInfo, PodInfo
 from state.gangs import GangSpec
 from state.pod_gangs import missing_spec
@@ -140,6 +141,10 @@ def plan_gang(state: ClusterState, gang: str, *,
         if spread:
             return Unschedulable(gangs=group, constraint=POD_SPREAD, needed=len(result.assignments),
                                  reason=f"{label}: {spread}")
+        _, no_volume = choose_volumes(state, pairs)
+        if no_volume:
+            return Unschedulable(gangs=group, constraint=VOLUME, needed=len(result.assignments),
+                                 reason=f"{label}: {no_volume}")
     if quota_note and isinstance(result, GangPlan):  # the loop reports the pods left out as waiting
         return GangPlan(gangs=result.gangs, assignments=result.assignments, domain=result.domain,
                         level=result.level, explanation=f"{result.explanation}; {quota_note}")

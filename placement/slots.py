@@ -31,13 +31,14 @@ from collections.abc import Mapping
 
 import msgspec
 
-from placement.fit import UNLIMITED, Shape, admits, port_taken
+from placement.fit import STATIC_VOLUME_TOKEN, UNLIMITED, Shape, admits, port_taken
 from placement.pod_affinity import ANTI_AFFINITY, SELF_EXCLUSION_TOKEN
 from placement.pod_spread import SPREAD, SPREAD_TOKEN
 from state.cluster import ClusterState
 from state.node_changes import kept_table
 from state.resources import is_host_port
 from state.topology import Domain
+from state.volumes import NO_VOLUME_TO_BIND
 
 CACHE_KEY = "placement.slots"
 MAX_SHAPES = 64  # shapes kept (each up to a few figures per node); past it the oldest is dropped
@@ -53,6 +54,8 @@ def refusal(short: str) -> str:
     """kube-scheduler's words for a node short of `short` (a resource, or a host port) for one more pod."""
     if short == "pods":
         return TOO_MANY_PODS
+    if short == STATIC_VOLUME_TOKEN:  # another pod of the plan takes the node's volume made in advance
+        return NO_VOLUME_TO_BIND
     if short.startswith(SPREAD_TOKEN):  # another pod of the plan holds the node (placement/pod_spread.py)
         return SPREAD
     if short.startswith(SELF_EXCLUSION_TOKEN):  # another pod of the plan holds the node (placement/pod_affinity.py)

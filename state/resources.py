@@ -140,6 +140,9 @@ def port_room(free: Mapping[str, int], name: str) -> int:
 # The "protocol" of the per-node tokens that keep one pod per node among pods whose required
 # podAntiAffinity over kubernetes.io/hostname selects one another (placement/pod_affinity.py).
 SELF_EXCLUSION_PROTOCOL = "pod-anti-affinity"
+# The "protocol" of the per-node token of pods waiting for a volume made in advance: one per node in a plan
+# (placement/fit.py `shape_of`).
+STATIC_VOLUME_PROTOCOL = "static-volume"
 
 
 def shown_host_port(name: str) -> str:
@@ -147,6 +150,8 @@ def shown_host_port(name: str) -> str:
     protocol, _, port = name[len(HOST_PORT_PREFIX):].partition("/")
     if protocol == SELF_EXCLUSION_PROTOCOL:
         return "one pod per node (required podAntiAffinity over kubernetes.io/hostname)"
+    if protocol == STATIC_VOLUME_PROTOCOL:
+        return "one pod per node of a plan waiting for a PersistentVolume made in advance"
     return f"host port {port}/{protocol}"
 
 

@@ -13,11 +13,23 @@ controlled by the pod. Each claim is in one of these states for the scheduler:
   (`volume.kubernetes.io/selected-node`), the provisioner creates the volume there, and the pod is
   bound once the claim is (the loop's `_provision`). Without that annotation such a claim is never
   provisioned and its pod never starts;
+- *unbound, WaitForFirstConsumer, of a class that provisions nothing* (`kubernetes.io/no-provisioner`:
+  local disks made into PersistentVolumes in advance): bound to one of those volumes, as kube-scheduler's
+  VolumeBinding does it (`FindMatchingVolume` of k8s.io/component-helpers, scheduler path). A volume may
+  be bound to the claim when it is pre-bound to it (`spec.claimRef` naming it, without a uid or with its
+  uid: then it is the only one), or else when it is Available, names no claim, is not being deleted,
+  is of the claim's class, volumeMode (Filesystem when unset) and volumeAttributesClassName, offers
+  every access mode of the claim and at least the storage it requests, and carries labels the claim's
+  `spec.selector` selects. The pod may go where such a volume's required node affinity allows
+  (`static_reach`: counted per node, less the claims of pods already placed there that wait for one);
+  once it is placed, the loop pre-binds the smallest of them on its node to the claim (the volume's
+  `claimRef`, as kube-scheduler's PreBind writes it) and waits for the PV controller to bind the claim.
+  A claim of a class with a provisioner is bound so too when such a volume reaches the chosen node,
+  and provisioned otherwise;
 - anything else waits, and the pod with it, in kube-scheduler's words: a claim not found (or not created
   yet by the ephemeral volume controller, or not the pod's own), being deleted, lost, unbound with an
   Immediate class (the PV controller binds it on its own; kube-scheduler waits for that too), or of a
-  WaitForFirstConsumer class that provisions nothing (`kubernetes.io/no-provisioner`: local volumes
-  made in advance), which toposched does not bind; the reason says so.
+  WaitForFirstConsumer class without a provisioner while no volume made in advance may be bound to it.
 
 A claim whose access modes hold ReadWriteOncePod may be used by one pod in the whole cluster
 (VolumeRestrictions): a pod waits while another pod that uses it is placed (bound, or assumed by us)
@@ -29,15 +41,14 @@ preempt for a volume (the constraint `volume`), so the pod waits until the holde
 `VolumeBook.users` indexes the pods by the claims they name, and `released` gathers the claims whose
 users left or finished, for the loop to wake the pods that wait on them.
 
-Not modelled: a WaitForFirstConsumer claim matched to a pre-created PersistentVolume (kube-scheduler
-would bind one, toposched waits), CSI storage capacity and attach limits per node (NodeVolumeLimits).
+Not modelled: CSI storage capacity and attach limits per node (NodeVolumeLimits).
 
 Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
@@ -53,10 +64,17 @@ from events.objects import (
     StorageClass,
     TopologySelectorTerm,
 )
+from state.label_selectors import selects
+from state.resources import QuantityError, parse_quantity
 
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 CLAIM_LOST = "Lost"
+VOLUME_AVAILABLE = "Available"
+FILESYSTEM = "Filesystem"  # a volumeMode left unset
+STORAGE = "storage"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+HOSTNAME_FIELD = "metadata.name"
 CLAIM_KIND = "PersistentVolumeClaim"
 # The labels VolumeZone compares between a PersistentVolume and a node; a PV's value may list several
 # zones joined by "__".
@@ -84,16 +102,29 @@ class VolumeReach(msgspec.Struct, frozen=True):
     terms: tuple[NodeSelectorTerm, ...] | None
     zones: tuple[tuple[str, tuple[str, ...]], ...]
     reason: str
+    # A claim to be bound to a volume made in advance (`static_reach`): how many of the volumes it may be
+    # bound to reach each node, less `taken` there (by node name: the claims of pods placed there that wait
+    # for such a volume). A volume pinned to one node, as a local disk is, is counted by that node's
+    # kubernetes.io/hostname label (`by_hostname`) or name (`by_name`); `elsewhere` holds the required node
+    # terms of each other volume (None: any node). `static` is False for every other reach.
+    static: bool = False
+    by_hostname: dict[str, int] = {}
+    by_name: dict[str, int] = {}
+    elsewhere: tuple[tuple[NodeSelectorTerm, ...] | None, ...] = ()
+    taken: dict[str, int] = {}
 
 
 class VolumeNeeds(msgspec.Struct, frozen=True):
     """What a pod's claims ask of its placement: `blocked` (why no node can take it now, "" when one
-    may), `reach` (each claim that narrows its nodes) and `provision` (the claims the scheduler must mark
-    with the chosen node before the Binding)."""
+    may), `reach` (each claim that narrows its nodes), `provision` (the claims the scheduler must mark
+    with the chosen node before the Binding, unless a volume made in advance reaches it) and `static`
+    (those it must bind to a volume made in advance)."""
 
     blocked: str = ""
     reach: tuple[VolumeReach, ...] = ()
     provision: tuple[str, ...] = ()
+    # The claims to be bound to a volume made in advance once the pod is placed (`static_reach`).
+    static: tuple[str, ...] = ()
 
 
 NO_NEEDS = VolumeNeeds()
@@ -104,9 +135,10 @@ class VolumeBook:
     pods that name each claim (`users`, by pod key, whatever their phase); and the claims whose users left
     or finished since the loop last looked (`released`)."""
 
-    __slots__ = ("claims", "classes", "released", "users", "volumes")
+    __slots__ = ("claims", "classes", "released", "users", "version", "volumes")
 
     def __init__(self) -> None:
+        self.version = 0  # counts the changes of claims and volumes (what `ClusterState.static_waiting` derives)
         self.claims: dict[str, PersistentVolumeClaim] = {}
         self.volumes: dict[str, PersistentVolume] = {}
         self.classes: dict[str, StorageClass] = {}
@@ -165,14 +197,17 @@ def claim_class(claim: PersistentVolumeClaim) -> str:
 
 
 def needs_of(book: VolumeBook, pod: Pod, unreadable: Mapping[tuple[str, str], object],
-             holder: Callable[[str], str] = lambda claim: "") -> VolumeNeeds:
+             holder: Callable[[str], str] = lambda claim: "",
+             waiting: Callable[[str], Mapping[str, int]] = lambda class_name: {}) -> VolumeNeeds:
     """What `pod`'s claims ask (see the module docstring). `unreadable`: the (kind, key) of objects whose
     latest version could not be decoded, so a claim that could not be read is named as such. `holder`: the
-    key of another pod that holds a ReadWriteOncePod claim now ("" when none does)."""
+    key of another pod that holds a ReadWriteOncePod claim now ("" when none does). `waiting(class)`: by
+    node, the claims of that class of the pods placed there that wait for a volume made in advance."""
     if not pod.spec.volumes:
         return NO_NEEDS
     reach: list[VolumeReach] = []
     provision: list[str] = []
+    static: list[str] = []
     for key, ephemeral in claim_keys(pod):
         name = key.partition("/")[2]
         if (CLAIM_KIND, key) in unreadable:  # what we hold of it (if anything) is out of date
@@ -208,15 +243,133 @@ def needs_of(book: VolumeBook, pod: Pod, unreadable: Mapping[tuple[str, str], ob
             return VolumeNeeds(blocked=("pod has unbound immediate PersistentVolumeClaims "
                                         f"({_why_immediate(name, volume_name, class_name, storage_class)})"))
         if storage_class.provisioner in ("", NO_PROVISIONER):
-            return VolumeNeeds(blocked=(
-                f'persistentvolumeclaim "{name}" waits for a pre-created PersistentVolume of StorageClass '
-                f'"{class_name}" (WaitForFirstConsumer, no provisioner), which toposched does not bind; '
-                "use a class with a provisioner, or bind the claim (spec.volumeName) before the pod"))
+            candidates = static_candidates(book, claim, key)
+            if not candidates:
+                return VolumeNeeds(blocked=(
+                    f'{NO_VOLUME_TO_BIND}: no PersistentVolume of StorageClass "{class_name}" (WaitForFirstConsumer, '
+                    f'no provisioner) may be bound to persistentvolumeclaim "{name}" ({_wanted(claim)})'))
+            reach.append(static_reach(candidates, waiting(class_name)))
+            static.append(key)
+            continue
         terms = _topology_terms(storage_class.allowed_topologies)
         if terms is not None:
             reach.append(VolumeReach(terms=terms, zones=(), reason=NO_VOLUME_TO_BIND))
         provision.append(key)
-    return VolumeNeeds(reach=tuple(reach), provision=tuple(provision))
+    return VolumeNeeds(reach=tuple(reach), provision=tuple(provision), static=tuple(static))
+
+
+def static_candidates(book: VolumeBook, claim: PersistentVolumeClaim, key: str) -> list[PersistentVolume]:
+    """The volumes made in advance that `claim` (held under `key`) may be bound to, wherever they are
+    (kube-scheduler's FindMatchingVolume but for the node): the one pre-bound to it if there is one, else
+    every match (module docstring), smallest first (then by name: the one the binder takes first)."""
+    requested = _storage(claim.spec.resources.requests if claim.spec.resources is not None else {})
+    if requested is None:
+        return []
+    class_name = claim_class(claim)
+    namespace, _, name = key.partition("/")
+    uid = claim.metadata.uid
+    spec = claim.spec
+    mode = spec.volume_mode or FILESYSTEM
+    attributes = spec.volume_attributes_class_name or ""
+    found: list[tuple[int, str, PersistentVolume]] = []
+    for volume in book.volumes.values():
+        volume_spec = volume.spec
+        ref = volume_spec.claim_ref
+        prebound = (ref is not None and ref.namespace == namespace and ref.name == name
+                    and (not ref.uid or ref.uid == uid))
+        if ref is not None and not prebound:
+            continue
+        capacity = _storage(volume_spec.capacity)
+        if (capacity is None or capacity < requested or (volume_spec.volume_mode or FILESYSTEM) != mode
+                or (volume_spec.volume_attributes_class_name or "") != attributes
+                or volume.metadata.deletion_timestamp is not None):
+            continue
+        if prebound:
+            return [volume]
+        if (volume.status.phase != VOLUME_AVAILABLE
+                or (spec.selector is not None and not selects(spec.selector, volume.metadata.labels))
+                or volume_class(volume) != class_name
+                or any(wanted not in volume_spec.access_modes for wanted in spec.access_modes)):
+            continue
+        found.append((capacity, volume.metadata.name, volume))
+    found.sort(key=lambda entry: (entry[0], entry[1]))
+    return [volume for _, _, volume in found]
+
+
+def static_reach(candidates: Iterable[PersistentVolume], taken: Mapping[str, int]) -> VolumeReach:
+    """Where a claim bound to one of `candidates` may go, counted per node (`VolumeReach`), less `taken`."""
+    by_hostname: dict[str, int] = {}
+    by_name: dict[str, int] = {}
+    elsewhere: list[tuple[NodeSelectorTerm, ...] | None] = []
+    for volume in candidates:
+        terms = volume_terms(volume)
+        pin = _pinned(terms)
+        if pin is None:
+            elsewhere.append(terms)
+        else:
+            into = by_name if pin[0] == HOSTNAME_FIELD else by_hostname
+            into[pin[1]] = into.get(pin[1], 0) + 1
+    return VolumeReach(terms=None, zones=(), reason=NO_VOLUME_TO_BIND, static=True, by_hostname=by_hostname,
+                       by_name=by_name, elsewhere=tuple(elsewhere), taken=dict(taken))
+
+
+def volume_terms(volume: PersistentVolume) -> tuple[NodeSelectorTerm, ...] | None:
+    """The volume's required node terms (None: it may be used from any node)."""
+    affinity = volume.spec.node_affinity
+    required = affinity.required if affinity is not None else None
+    return tuple(required.node_selector_terms) if required is not None else None
+
+
+def volume_class(volume: PersistentVolume) -> str:
+    """The volume's StorageClass name, the deprecated annotation first, as the PV controller reads it."""
+    annotated = volume.metadata.annotations.get(BETA_STORAGE_CLASS_ANNOTATION)
+    return annotated if annotated is not None else volume.spec.storage_class_name
+
+
+def refers_to(volume: PersistentVolume, claim: str, uid: str) -> bool:
+    """Whether the volume's claimRef names `claim` (`namespace/name`), without a uid or with `uid`."""
+    ref = volume.spec.claim_ref
+    return (ref is not None and f"{ref.namespace}/{ref.name}" == claim and (not ref.uid or not uid or ref.uid == uid))
+
+
+def _pinned(terms: tuple[NodeSelectorTerm, ...] | None) -> tuple[str, str] | None:
+    """(kubernetes.io/hostname or metadata.name, the value) of terms that admit exactly one node by it."""
+    if terms is None or len(terms) != 1:
+        return None
+    term = terms[0]
+    requirements = [*term.match_expressions, *term.match_fields]
+    if len(requirements) != 1:
+        return None
+    requirement = requirements[0]
+    key = HOSTNAME_FIELD if term.match_fields else HOSTNAME_LABEL
+    if requirement.key != key or requirement.operator != "In" or len(requirement.values) != 1:
+        return None
+    return key, requirement.values[0]
+
+
+def _storage(amounts: Mapping[str, str]) -> int | None:
+    """The storage amount (milli-units; 0 when absent), None when it is not a quantity."""
+    raw = amounts.get(STORAGE)
+    if raw is None:
+        return 0
+    try:
+        return parse_quantity(raw)
+    except QuantityError:
+        return None
+
+
+def _wanted(claim: PersistentVolumeClaim) -> str:
+    """What the claim asks of a volume, as a user reads it."""
+    spec = claim.spec
+    asked = spec.resources.requests.get(STORAGE, "0") if spec.resources is not None else "0"
+    parts = [f"storage {asked if len(asked) <= 32 else asked[:32] + '...'}"]  # any quantity the API admits
+    if spec.access_modes:
+        parts.append(f"access modes {', '.join(spec.access_modes)}")
+    if spec.volume_mode and spec.volume_mode != FILESYSTEM:
+        parts.append(f"volumeMode {spec.volume_mode}")
+    if spec.selector is not None:
+        parts.append("a selector on its labels")
+    return "; ".join(parts)
 
 
 def zone_conflict(zones: tuple[tuple[str, tuple[str, ...]], ...], labels: Mapping[str, str]) -> bool:
@@ -249,9 +402,7 @@ def _why_immediate(name: str, volume_name: str, class_name: str, storage_class: 
 
 
 def _bound_reach(volume: PersistentVolume) -> VolumeReach | None:
-    affinity = volume.spec.node_affinity
-    required = affinity.required if affinity is not None else None
-    terms = tuple(required.node_selector_terms) if required is not None else None
+    terms = volume_terms(volume)
     labels = volume.metadata.labels
     zones = tuple((label, tuple(labels[label].split(ZONES_DELIMITER))) for label in ZONE_LABELS if label in labels)
     if terms is None and not zones:

@@ -90,12 +90,16 @@ log = structlog.get_logger("toposched.kubeapi")
 
 ApiCall = tuple[str, str, str, str]  # (API group, resource, subresource, verb)
 
+# What kube-scheduler's volume binder writes on a volume it pre-binds to a claim (written, never read).
+BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+
 # Every call the daemon makes. Keep in step with the code below: the ops RBAC test reads this.
 API_CALLS: tuple[ApiCall, ...] = (
     *((info.group, info.plural, "", verb) for info in KINDS for verb in ("list", "watch")),
     ("", "pods", "", "get"),  # read back a 409 binding; read conditions before a status patch
     ("", "pods", "binding", "create"),
     ("", "persistentvolumeclaims", "", "patch"),  # volume.kubernetes.io/selected-node before a Binding
+    ("", "persistentvolumes", "", "patch"),  # claimRef of a volume made in advance before a Binding
     ("", "pods", "eviction", "create"),
     ("", "pods", "", "delete"),  # eviction API not served
     ("", "pods", "status", "patch"),  # nominatedNodeName, the DisruptionTarget and PodScheduled=False conditions
@@ -320,6 +324,26 @@ class KubeClusterAPI:
         path = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"
         body = {"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: node}}}
         return await self._outcome("patch", "persistentvolumeclaims", path, body, MERGE_PATCH)
+
+    async def bind_volume(self, volume: str, claim: str) -> ApiOutcome:
+        """`ClusterAPI.bind_volume`: a merge patch of the volume's claimRef, through the write gate, on the
+        condition that the volume is still at the version the state holds (409 otherwise)."""
+        held = self.state.volumes if self.state is not None else None
+        found = held.volumes.get(volume) if held is not None else None
+        wanted = held.claims.get(claim) if held is not None else None
+        if found is None or wanted is None:
+            return ApiOutcome(ok=False, reason=f"persistentvolume {volume} or claim {claim} is not known",
+                              retriable=False)
+        namespace, name = _split(claim)
+        metadata: dict[str, Any] = {"resourceVersion": found.metadata.resource_version}
+        ref = found.spec.claim_ref
+        if ref is None or ref.namespace != namespace or ref.name != name:  # not pre-bound by a user
+            metadata["annotations"] = {BOUND_BY_CONTROLLER: "yes"}
+        claim_ref = {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": namespace, "name": name,
+                     "uid": wanted.metadata.uid, "resourceVersion": wanted.metadata.resource_version}
+        body = {"metadata": metadata, "spec": {"claimRef": claim_ref}}
+        return await self._outcome("patch", "persistentvolumes", f"/api/v1/persistentvolumes/{volume}", body,
+                                   MERGE_PATCH)
 
     async def _read_back(self, pod: str, uid: str, node: str, problem: str) -> BindOutcome:
         try:

@@ -351,6 +351,17 @@ class World:
             if claim is not None and not claim.spec.volume_name:
                 self._bind_claim(claim, term)
 
+    def bind_volume(self, volume_name: str, key: str) -> None:
+        """The PV controller, once the scheduler pre-bound a volume made in advance to a claim: both are bound."""
+        volume = self.state.volumes.volumes[volume_name]
+        claim = self.state.volumes.claims[key]
+        meta = claim.metadata
+        ref = ClaimReference(namespace=meta.namespace, name=meta.name, uid=meta.uid)
+        self.journal.record(VolumeUpserted(volume=msgspec.structs.replace(
+            volume, spec=msgspec.structs.replace(volume.spec, claim_ref=ref),
+            status=PersistentVolumeStatus(phase="Bound"))))
+        self._claim_bound(claim, volume_name)
+
     def _bind_claim(self, claim: PersistentVolumeClaim, term: NodeSelectorTerm | None) -> None:
         meta = claim.metadata
         name = f"pvc-{meta.uid or meta.namespace + '-' + meta.name}"
@@ -360,6 +371,10 @@ class World:
             spec=PersistentVolumeSpec(storage_class_name=claim_class(claim), node_affinity=affinity,
                                       claim_ref=ClaimReference(namespace=meta.namespace, name=meta.name, uid=meta.uid)),
             status=PersistentVolumeStatus(phase="Bound"))))
+        self._claim_bound(claim, name)
+
+    def _claim_bound(self, claim: PersistentVolumeClaim, name: str) -> None:
+        meta = claim.metadata
         bound = msgspec.structs.replace(
             claim, metadata=msgspec.structs.replace(meta, annotations={**meta.annotations,
                                                                        BIND_COMPLETED_ANNOTATION: "yes"}),
@@ -407,6 +422,16 @@ class InMemoryCluster:
         if claim not in self.world.state.volumes.claims:
             return ApiOutcome(ok=False, reason=f'persistentvolumeclaims "{claim}" not found', retriable=False)
         self.world.provision((claim,), node)
+        return OK
+
+    async def bind_volume(self, volume: str, claim: str) -> ApiOutcome:
+        """The world's PV controller binds the claim to the volume at once (`World.bind_volume`)."""
+        self.calls.append(("bind_volume", claim))
+        held = self.world.state.volumes
+        if claim not in held.claims or volume not in held.volumes:
+            return ApiOutcome(ok=False, reason=f'persistentvolume "{volume}" or claim "{claim}" not found',
+                              retriable=False)
+        self.world.bind_volume(volume, claim)
         return OK
 
     async def bind(self, pod: str, uid: str, node: str) -> BindOutcome:

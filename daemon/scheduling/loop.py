@@ -185,11 +185,12 @@ from placement.fit import Requests
 from placement.plan import Unschedulable
 from placement.pod_affinity import PodTerms, affinity_index, has_terms
 from placement.pod_spread import Spread, has_spreads, spread_index
+from placement.volume_binding import choose_volumes
 from preemption.plan import PreemptionPlan
 from preemption.reclaim import may_reclaim
 from state.cluster import ClusterState, PodInfo, subject_of
 from state.resources import Resources
-from state.volumes import claim_bound
+from state.volumes import claim_bound, claim_class, refers_to, volume_class
 
 log = structlog.get_logger("toposched.scheduler")
 
@@ -275,6 +276,8 @@ class Scheduler:
         self._node_shapes: dict[str, tuple[object, ...]] = {}
         self._pod_shapes: dict[str, tuple[object, ...]] = {}  # pending pods: what of them placement reads
         self._claims_moved = anyio.Event()  # set (and replaced) whenever a claim changes: provisioning waits on it
+        # Volumes made in advance being pre-bound to a plan's claims: no other plan is given them meanwhile.
+        self._prebinding: set[str] = set()
         self._gang_of: dict[str, str] = {}  # pod -> its gang, to know whose membership a deletion changes
         # Pending pods with required podAffinity, by their terms (pods alike share them: a gang's are asked
         # once): a pod placed that the terms select may let them fit.
@@ -534,11 +537,24 @@ class Scheduler:
         else:
             ref = event.volume.spec.claim_ref
             if ref is None:
-                return False
+                moved, self._claims_moved = self._claims_moved, anyio.Event()
+                moved.set()
+                return self._volume_free(volume_class(event.volume))
             key = object_key(ref.namespace, ref.name)
         moved, self._claims_moved = self._claims_moved, anyio.Event()
         moved.set()
         return self._wake_claim_users(key)
+
+    def _volume_free(self, class_name: str) -> bool:
+        """A volume of StorageClass `class_name` names no claim (made, or let go): the pending pods whose
+        unbound claims of that class may be bound to it are tried again. Whether any was."""
+        woken = False
+        book = self.state.volumes
+        for claim_key in sorted(book.users):
+            claim = book.claims.get(claim_key)
+            if claim is not None and not claim.spec.volume_name and claim_class(claim) == class_name:
+                woken = self._wake_claim_users(claim_key) or woken
+        return woken
 
     def _wake_claim_users(self, claim: str) -> bool:
         """The pending pods that use `claim` may fit now: their units are tried again. Whether any was."""
@@ -795,11 +811,12 @@ class Scheduler:
         A plan whose pods have WaitForFirstConsumer claims has them provisioned first (`_provision`)."""
         binding = _Binding(bind)
         self._binding[bind.unit] = binding
-        claims, blocked = self._claims_to_provision(bind)
+        claims, volumes, blocked = self._claims_to_provision(bind)
         if blocked:  # a claim went since the plan was made (deleted, lost, ...): nothing is sent
             binding.failure = blocked
-        if claims and not blocked:
-            group.start_soon(self._provision_then_bind, binding, claims, group)
+        if (claims or volumes) and not blocked:
+            self._prebinding.update(volumes.values())  # before any await: the next plan must not choose them
+            group.start_soon(self._provision_then_bind, binding, claims, volumes, group)
         else:
             self._queue_binds(binding, group)
 
@@ -933,40 +950,56 @@ class Scheduler:
 
     # ------------------------------------------------------------------ provisioning before binding
 
-    def _claims_to_provision(self, bind: Bind) -> tuple[dict[str, str], str]:
-        """The plan's WaitForFirstConsumer claims not bound yet, each with the node its pod goes to; and why
-        a pod of it can no longer go anywhere ("" when each still may: a claim changed since the plan)."""
+    def _claims_to_provision(self, bind: Bind) -> tuple[dict[str, str], dict[str, str], str]:
+        """The plan's WaitForFirstConsumer claims not bound yet: those to provision, each with the node its
+        pod goes to, and those to bind to a volume made in advance, each with that volume
+        (`placement.volume_binding.choose_volumes`, leaving out the volumes of Bindings still in flight); and
+        why a pod of it can no longer go anywhere ("" when each still may: a claim changed since the plan)."""
         claims: dict[str, str] = {}
         pods = self.state.pods
+        with_volumes: list[tuple[str, str]] = []
         for key, _, node in bind.binds:
             pod = pods.get(key)
             if pod is not None and pod.obj.spec.volumes:
                 needs = self.state.volume_needs(pod)
                 if needs.blocked:
-                    return {}, f"pod {key}: {needs.blocked}"
+                    return {}, {}, f"pod {key}: {needs.blocked}"
                 for claim in needs.provision:
                     claims.setdefault(claim, node)
-        return claims, ""
+                if needs.static or needs.provision:
+                    with_volumes.append((key, node))
+        if not with_volumes:
+            return claims, {}, ""
+        volumes, blocked = choose_volumes(self.state, with_volumes, self._prebinding)
+        if blocked:
+            return {}, {}, blocked
+        for claim in volumes:
+            claims.pop(claim, None)  # bound to a volume made in advance that reaches its node: not provisioned
+        return claims, volumes, ""
 
-    async def _provision_then_bind(self, binding: _Binding, claims: dict[str, str],
+    async def _provision_then_bind(self, binding: _Binding, claims: dict[str, str], volumes: dict[str, str],
                                    group: anyio.abc.TaskGroup) -> None:
         """kube-scheduler's VolumeBinding PreBind for a whole plan: its claims are marked with their
-        pods' nodes and provisioned before any pod is bound, so a provisioning that fails (or a claim
-        that goes) releases the plan whole, to be placed again, instead of leaving a bound pod that
-        never starts. Then the binds are queued, or, on a failure, settled as failed."""
+        pods' nodes and provisioned, or bound to the volumes made in advance chosen for them, before any
+        pod is bound, so a provisioning that fails (or a claim that goes) releases the plan whole, to be
+        placed again, instead of leaving a bound pod that never starts. Then the binds are queued, or, on
+        a failure, settled as failed."""
         try:
-            failure = await self._provision(claims)
+            failure = await self._provision(claims, volumes)
         except Exception as error:  # an adapter bug must not strand the plan's assumed pods
             log.exception("scheduler.provision_raised", unit=binding.bind.unit)
             failure = f"provisioning its volumes raised {type(error).__name__}: {error}"
+        finally:
+            self._prebinding.difference_update(volumes.values())
         if failure:
             log.warning("scheduler.volumes_not_provisioned", unit=binding.bind.unit, reason=failure)
             binding.failure = failure
             binding.retriable = True
         self._queue_binds(binding, group)
 
-    async def _provision(self, claims: dict[str, str]) -> str:
-        """Mark each claim with its node, then wait until all are bound; "" once they are, else why not."""
+    async def _provision(self, claims: dict[str, str], volumes: dict[str, str]) -> str:
+        """Mark each claim of `claims` with its node, pre-bind each volume of `volumes` to its claim, then wait
+        until all are bound; "" once they are, else why not."""
         held = self.state.volumes.claims
         to_mark: list[tuple[str, str]] = []
         for claim, node in sorted(claims.items()):
@@ -975,6 +1008,17 @@ class Scheduler:
                 return f"claim {claim} is gone"
             if found.metadata.annotations.get(SELECTED_NODE_ANNOTATION) != node:
                 to_mark.append((claim, node))
+        to_bind: list[tuple[str, str]] = []
+        for claim, volume_name in sorted(volumes.items()):
+            found = held.get(claim)
+            volume = self.state.volumes.volumes.get(volume_name)
+            if found is None:
+                return f"claim {claim} is gone"
+            if volume is None:
+                return f"persistentvolume {volume_name} chosen for claim {claim} is gone"
+            ref = volume.spec.claim_ref
+            if ref is None or ref.uid != found.metadata.uid or f"{ref.namespace}/{ref.name}" != claim:
+                to_bind.append((claim, volume_name))  # not pre-bound to this very claim yet
         failures: list[str] = []
         limiter = anyio.CapacityLimiter(self.config.bind_concurrency)  # a gang's claims, marked as its binds go
 
@@ -984,21 +1028,52 @@ class Scheduler:
             if not outcome.ok:
                 failures.append(f"marking claim {claim} for node {node} failed: {outcome.reason}")
 
+        async def prebind(claim: str, volume: str) -> None:
+            async with limiter:
+                outcome = await self.api.bind_volume(volume, claim)
+            if not outcome.ok:
+                failures.append(f"binding persistentvolume {volume} to claim {claim} failed: {outcome.reason}")
+
         async with anyio.create_task_group() as marking:
             for claim, node in to_mark:
                 marking.start_soon(mark, claim, node)
+            for claim, volume_name in to_bind:
+                marking.start_soon(prebind, claim, volume_name)
         if failures:
             return min(failures)
         timeout = self.config.volume_binding_timeout_seconds
         with anyio.move_on_after(timeout):
             while True:
                 moved = self._claims_moved
-                why = self._unprovisioned(claims)
-                if why is not None:
-                    return why
+                provisioned, bound = self._unprovisioned(claims), self._unbound(volumes)
+                if provisioned or bound:  # why one cannot be
+                    return provisioned or bound or ""
+                if provisioned == "" and bound == "":
+                    return ""
                 await moved.wait()
-        return (f"its claims were not provisioned within {timeout:g} s: "
-                f"{', '.join(sorted(c for c in claims if not claim_bound(held.get(c))))}")
+        late = sorted(c for c in (*claims, *volumes) if not claim_bound(held.get(c)))
+        return f"its claims were not provisioned within {timeout:g} s: {', '.join(late)}"
+
+    def _unbound(self, volumes: dict[str, str]) -> str | None:
+        """"" when every claim of `volumes` is bound, why its binding failed when one cannot be, None while
+        waiting (the PV controller binds a claim once its volume names it)."""
+        held = self.state.volumes.claims
+        waiting = False
+        for claim, volume_name in sorted(volumes.items()):
+            found = held.get(claim)
+            if found is None:
+                return f"claim {claim} was deleted while it was bound"
+            if claim_bound(found):
+                continue
+            volume = self.state.volumes.volumes.get(volume_name)
+            if volume is None:
+                return f"persistentvolume {volume_name} was deleted while claim {claim} was bound to it"
+            ref = volume.spec.claim_ref
+            if ref is not None and not refers_to(volume, claim, found.metadata.uid):
+                return (f"persistentvolume {volume_name} was taken by claim {ref.namespace}/{ref.name} "
+                        f"before claim {claim} was bound to it")
+            waiting = True
+        return None if waiting else ""
 
     def _unprovisioned(self, claims: dict[str, str]) -> str | None:
         """"" when every claim is bound, why provisioning failed when one cannot be, None while waiting."""

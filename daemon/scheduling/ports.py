@@ -96,6 +96,14 @@ class ClusterAPI(Protocol):
         (`volume.kubernetes.io/selected-node`), as kube-scheduler's VolumeBinding PreBind does."""
         ...
 
+    async def bind_volume(self, volume: str, claim: str) -> ApiOutcome:
+        """Pre-bind PersistentVolume `volume`, made in advance, to WaitForFirstConsumer claim `claim`
+        (`namespace/name`): its `spec.claimRef` names the claim (with its uid) and, unless it named it
+        already, `pv.kubernetes.io/bound-by-controller: "yes"`, as kube-scheduler's VolumeBinding PreBind
+        writes them; the PV controller then binds the claim. Refused when the volume changed since it was
+        read (another writer may have taken it)."""
+        ...
+
     def hold_scheduled_events(self) -> None:
         """A gang's Bindings start: hold the `Scheduled` Events of the pods bound from now on until the
         matching `release_scheduled_events` (holds nest). Binding is the gang's critical path; the Events

@@ -217,3 +217,73 @@ def test_a_claim_deleted_while_a_pod_runs_on_it_holds_new_pods_as_being_deleted_
                  what="the claim gone with its last user")
     eco.wait_pending(["evaluator"], namespace, says='persistentvolumeclaim "results" not found')
     delete_claims(eco, namespace)
+
+
+def local_volume_yaml(name: str, node: str, path: str) -> str:
+    """A local volume as the Kubernetes docs' "local" volume example (and the local static provisioner)
+    writes it: pinned by node affinity to the node whose disk it is."""
+    return f"""apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: {name}
+spec:
+  capacity:
+    storage: 370Gi
+  volumeMode: Filesystem
+  accessModes:
+  - ReadWriteOnce
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: local-storage
+  local:
+    path: {path}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - key: kubernetes.io/hostname
+          operator: In
+          values:
+          - {node}
+"""
+
+
+LOCAL_STORAGE_CLASS = """apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: local-storage
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+"""
+
+
+def test_claims_of_a_class_without_provisioner_are_bound_to_the_local_volumes_made_in_advance(
+        eco: Ecosystem) -> None:
+    """The docs' local-storage class and two local volumes (node-1, node-4): each pod goes to a node whose
+    disk its claim is bound to, the volume names the claim as kube-scheduler's binder writes it, and a
+    third pod, with no disk left, waits in kube-scheduler's words until a new one is made."""
+    namespace = "vol-local"
+    disks = {"local-pv-node-1": "node-1", "local-pv-node-4": "node-4"}
+    eco.apply(stream(namespace_yaml(namespace), LOCAL_STORAGE_CLASS,
+                     *(local_volume_yaml(name, node, "/mnt/disks/ssd1") for name, node in disks.items()),
+                     *(claim_yaml(f"data-db-{index}", namespace, "local-storage") for index in range(2)),
+                     *(pod_yaml(f"db-{index}", namespace, gpus="1", spec=claim_volume(f"data-db-{index}"))
+                       for index in range(2))))
+    placed = eco.wait_bound(["db-0", "db-1"], namespace)
+    assert sorted(placed.values()) == ["node-1", "node-4"]
+    eco.wait_for(lambda: all(((eco.find("persistentvolumeclaims", f"data-db-{index}", namespace) or {})
+                              .get("status") or {}).get("phase") == "Bound" for index in range(2)),
+                 what="the claims bound to the local volumes")
+    for index in range(2):
+        claim = eco.find("persistentvolumeclaims", f"data-db-{index}", namespace)
+        assert claim is not None and SELECTED_NODE not in claim["metadata"].get("annotations", {})
+        volume = eco.find("persistentvolumes", claim["spec"]["volumeName"], "")
+        assert volume is not None and disks[volume["metadata"]["name"]] == placed[f"db-{index}"]
+        assert volume["spec"]["claimRef"]["uid"] == claim["metadata"]["uid"]
+        assert volume["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"] == "yes"
+    eco.apply(stream(claim_yaml("data-db-2", namespace, "local-storage"),
+                     pod_yaml("db-2", namespace, gpus="1", spec=claim_volume("data-db-2"))))
+    eco.wait_pending(["db-2"], namespace, says="didn't find available persistent volumes to bind")
+    eco.apply(local_volume_yaml("local-pv-node-2", "node-2", "/mnt/disks/ssd1"))
+    assert eco.wait_bound(["db-2"], namespace)["db-2"] == "node-2"
+    delete_claims(eco, namespace)
+    eco.kubectl.run("delete", "pv", *disks, "local-pv-node-2", "--wait=false")

@@ -32,8 +32,9 @@ from events.model import (
     PodNominated,
     PodUpserted,
     PreemptionPlanned,
+    VolumeUpserted,
 )
-from events.objects import SELECTED_NODE_ANNOTATION
+from events.objects import SELECTED_NODE_ANNOTATION, ClaimReference
 from placement import Assignment, Unschedulable
 from preemption.plan import PreemptionPlan
 from state.cluster import ClusterState
@@ -91,6 +92,19 @@ class FakeAPI:
         meta = held.metadata
         marked = msgspec.structs.replace(meta, annotations={**meta.annotations, SELECTED_NODE_ANNOTATION: node})
         self.journal.record(ClaimUpserted(claim=msgspec.structs.replace(held, metadata=marked)))
+        return OK
+
+    async def bind_volume(self, volume: str, claim: str) -> ApiOutcome:
+        """As the API server answers the patch: the volume now names the claim (no PV controller binds it)."""
+        self.calls.append(("bind_volume", f"{claim}@{volume}"))
+        held = self.state.volumes.volumes.get(volume)
+        wanted = self.state.volumes.claims.get(claim)
+        if held is None or wanted is None:
+            return ApiOutcome(ok=False, reason="not found", retriable=False)
+        namespace, _, name = claim.partition("/")
+        ref = ClaimReference(namespace=namespace, name=name, uid=wanted.metadata.uid)
+        self.journal.record(VolumeUpserted(volume=msgspec.structs.replace(
+            held, spec=msgspec.structs.replace(held.spec, claim_ref=ref))))
         return OK
 
     async def evict(self, pod: str, uid: str, *, preemptor: str, message: str, grace_seconds: int | None) -> ApiOutcome:

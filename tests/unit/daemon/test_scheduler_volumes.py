@@ -25,14 +25,21 @@ from events.objects import (
     READ_WRITE_ONCE_POD,
     SELECTED_NODE_ANNOTATION,
     ClaimMeta,
+    NodeSelector,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
     ObjectMeta,
     PersistentVolume,
     PersistentVolumeClaim,
     PersistentVolumeClaimSpec,
     PersistentVolumeClaimVolumeSource,
+    PersistentVolumeSpec,
+    PersistentVolumeStatus,
     PodStatus,
     StorageClass,
     Volume,
+    VolumeNodeAffinity,
+    VolumeResourceRequirements,
 )
 
 from .test_scheduler import Harness, gang, nodes, wait_for
@@ -202,3 +209,87 @@ async def test_a_gang_whose_two_pods_share_a_read_write_once_pod_claim_never_bin
     h.add(*_solo_claim("ReadWriteOnce"))  # the claim may be shared on one node now: both go
     await h.settle()
     assert sorted(h.bound_pods()) == ["default/pair-0", "default/pair-1"]
+
+
+# --------------------------------------------------------------------------- volumes made in advance
+
+LOCAL = StorageClassUpserted(storage_class=StorageClass(
+    metadata=ObjectMeta(name="local"), provisioner="kubernetes.io/no-provisioner",
+    volume_binding_mode="WaitForFirstConsumer"))
+
+
+def local_claim(name: str) -> ClaimUpserted:
+    return ClaimUpserted(claim=PersistentVolumeClaim(
+        metadata=ClaimMeta(name=name, namespace="default", uid=f"uid-{name}"),
+        spec=PersistentVolumeClaimSpec(storage_class_name="local", access_modes=["ReadWriteOnce"],
+                                       resources=VolumeResourceRequirements(requests={"storage": "1Ti"}))))
+
+
+def local_volume(name: str, node_name: str) -> VolumeUpserted:
+    pinned = NodeSelectorTerm(match_fields=[NodeSelectorRequirement(key="metadata.name", operator="In",
+                                                                    values=[node_name])])
+    return VolumeUpserted(volume=PersistentVolume(
+        metadata=ObjectMeta(name=name, resource_version="7"),
+        spec=PersistentVolumeSpec(storage_class_name="local", capacity={"storage": "2Ti"},
+                                  access_modes=["ReadWriteOnce"],
+                                  node_affinity=VolumeNodeAffinity(required=NodeSelector(node_selector_terms=[pinned]))),
+        status=PersistentVolumeStatus(phase="Available")))
+
+
+def controller_binds(h: Harness, claim_key: str) -> None:
+    """What the PV controller does once a volume names a claim: the claim is bound to that volume."""
+    volume = next(v for v in h.state.volumes.volumes.values()
+                  if v.spec.claim_ref is not None and f"default/{v.spec.claim_ref.name}" == claim_key)
+    held = h.state.volumes.claims[claim_key]
+    meta = held.metadata
+    h.add(ClaimUpserted(claim=msgspec.structs.replace(
+        held,
+        metadata=msgspec.structs.replace(meta, annotations={**meta.annotations, BIND_COMPLETED_ANNOTATION: "yes"}),
+        spec=msgspec.structs.replace(held.spec, volume_name=volume.metadata.name))))
+
+
+def small_gang(name: str, size: int) -> list[Event]:
+    """A gang of one-GPU pods, each with a claim of its own (`data-<pod>`): several fit one node."""
+    return with_claims([group_event(pod_group(name, min_member=size)),
+                        *(pod_event(pod(f"{name}-{i}", gang=name, gpus=1, cpu="1", memory="1Gi"))
+                          for i in range(size))])
+
+
+async def test_claims_without_provisioner_get_the_local_volumes_made_in_advance_before_any_pod_is_bound() -> None:
+    # Both one-GPU pods would fit n1 alone; its one local volume takes one of them, n2's the other.
+    h = Harness()
+    h.add(*nodes(4), LOCAL, local_volume("pv-n1", "n1"), local_volume("pv-n2", "n2"),
+          *(local_claim(key.partition("/")[2]) for key in CLAIMS), *small_gang("train", 2))
+    async with anyio.create_task_group() as group:
+        group.start_soon(h.scheduler.run_once)
+        await wait_for(lambda: len([c for c in h.api.calls if c[0] == "bind_volume"]) == 2)
+        named = {v.metadata.name: v.spec.claim_ref.name for v in h.state.volumes.volumes.values()
+                 if v.spec.claim_ref is not None}
+        assert sorted(named) == ["pv-n1", "pv-n2"] and sorted(named.values()) == ["data-train-0", "data-train-1"]
+        assert not [c for c in h.api.calls if c[0] in ("bind", "select_node")]  # not provisioned: bound
+        controller_binds(h, CLAIMS[0])
+        await anyio.sleep(0.01)
+        assert not [c for c in h.api.calls if c[0] == "bind"]  # one claim is not bound yet
+        controller_binds(h, CLAIMS[1])
+    bound = h.bound_pods()
+    assert sorted(bound.values()) == ["n1", "n2"]
+    for volume in h.state.volumes.volumes.values():  # each pod went where the volume its claim got is
+        ref = volume.spec.claim_ref
+        assert ref is not None and bound[f"default/{ref.name.removeprefix('data-')}"] == volume.metadata.name[3:]
+
+
+async def test_a_gang_with_more_pods_than_local_volumes_waits_saying_so() -> None:
+    h = Harness()
+    claims = [f"data-train-{i}" for i in range(3)]
+    h.add(*nodes(4), LOCAL, local_volume("pv-n1", "n1"), local_volume("pv-n2", "n2"),
+          *(local_claim(name) for name in claims), *small_gang("train", 3))
+    await h.settle()
+    assert h.bound_pods() == {} and not [c for c in h.api.calls if c[0] == "bind_volume"]
+    assert "didn't find available persistent volumes to bind" in h.state.gangs["default/train"].last_reason
+    h.add(local_volume("pv-n3", "n3"))  # a new volume made in advance wakes the gang
+    async with anyio.create_task_group() as group:
+        group.start_soon(h.scheduler.run_once)
+        await wait_for(lambda: len([c for c in h.api.calls if c[0] == "bind_volume"]) == 3)
+        for name in claims:
+            controller_binds(h, f"default/{name}")
+    assert sorted(h.bound_pods().values()) == ["n1", "n2", "n3"]

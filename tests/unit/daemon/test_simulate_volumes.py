@@ -142,7 +142,39 @@ def test_an_immediate_class_binds_the_claim_at_once_and_a_claim_without_provisio
     report = simulate(tmp_path, text)
     assert "default/reader" in nodes_of(report)
     reason = reasons_of(report)["default/local-user"]
-    assert 'persistentvolumeclaim "nvme" waits for a pre-created PersistentVolume of StorageClass "local"' in reason
+    assert ("node(s) didn't find available persistent volumes to bind: no PersistentVolume of StorageClass "
+            '"local" (WaitForFirstConsumer, no provisioner) may be bound to persistentvolumeclaim "nvme"') in reason
+
+
+def local_volume(name: str, node_name: str) -> str:
+    return f"""---
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: {name}
+spec:
+  storageClassName: local
+  capacity: {{storage: 200Gi}}
+  accessModes: [ReadWriteOnce]
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchFields:
+        - {{key: metadata.name, operator: In, values: [{node_name}]}}
+status:
+  phase: Available
+"""
+
+
+def test_a_claim_without_provisioner_is_bound_to_a_local_volume_made_in_advance_and_its_pod_goes_there(
+        tmp_path: Path) -> None:
+    """One local volume, on b0: the first pod (by name) gets it and goes there; the second finds none left."""
+    text = (CLUSTER + storage_class("local", provisioner="kubernetes.io/no-provisioner") + local_volume("pv-b0", "b0")
+            + claim("nvme-1", storage_class_name="local") + claim("nvme-2", storage_class_name="local")
+            + with_claim(pod("local-1", gpus=1), "nvme-1") + with_claim(pod("local-2", gpus=1), "nvme-2"))
+    report = simulate(tmp_path, text)
+    assert nodes_of(report) == {"default/local-1": "b0"}
+    assert "node(s) didn't find available persistent volumes to bind" in reasons_of(report)["default/local-2"]
 
 
 def test_an_immediate_claim_never_bound_keeps_its_pod_pending(tmp_path: Path) -> None:

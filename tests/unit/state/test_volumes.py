@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from events.ingest import KIND_BY_NAME, upsert_event
-from events.model import PodDeleted
+from events.model import PodAssumed, PodDeleted
 from placement.fit import admits, shape_in
 from placement.lone import plan_pod
 from placement.plan import VOLUME, GangPlan, Unschedulable
@@ -165,8 +165,8 @@ def test_a_wait_for_first_consumer_claim_is_provisioned_where_the_class_allows(s
      'persistentvolume "pv-1" is not complete yet)'),
     ([("StorageClass", storage_class("local", provisioner="kubernetes.io/no-provisioner")),
       ("PersistentVolumeClaim", claim("data", storage_class="local"))], [uses("data")],
-     'persistentvolumeclaim "data" waits for a pre-created PersistentVolume of StorageClass "local" '
-     "(WaitForFirstConsumer, no provisioner), which toposched does not bind"),
+     "node(s) didn't find available persistent volumes to bind: no PersistentVolume of StorageClass "
+     '"local" (WaitForFirstConsumer, no provisioner) may be bound to persistentvolumeclaim "data" (storage 0)'),
 ], ids=["missing", "ephemeral-not-yet", "ephemeral-not-owned", "deleting", "lost", "volume-gone",
         "immediate", "class-missing", "no-class", "prebound", "no-provisioner"])
 def test_a_claim_that_is_not_usable_keeps_the_pod_off_every_node_and_says_why(
@@ -269,3 +269,124 @@ def test_of_two_pending_pods_of_ours_on_one_read_write_once_pod_claim_the_first_
     _rwop_user(state, "trainer")
     assert not state.volume_needs(state.pods["default/a-first"]).blocked
     assert "is used by pod default/a-first" in blocked(state)
+
+
+# --------------------------------------------------------------------------- volumes made in advance
+
+NO_VOLUME = "node(s) didn't find available persistent volumes to bind"
+
+
+def local_class(state: ClusterState) -> None:
+    obj(state, "StorageClass", storage_class("local", provisioner="kubernetes.io/no-provisioner"))
+
+
+def local_claim(name: str, request: str = "100Gi", **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": request}}, **spec}}
+
+
+def local_volume(name: str, host: str | None, capacity: str = "100Gi", *, phase: str = "Available",
+                 labels: dict[str, str] | None = None, claim_ref: dict[str, str] | None = None,
+                 **spec: Any) -> dict[str, Any]:
+    document: dict[str, Any] = {"storageClassName": "local", "capacity": {"storage": capacity},
+                                "accessModes": ["ReadWriteOnce"], **spec}
+    if host is not None:
+        document["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": [host]}]}]}}
+    if claim_ref is not None:
+        document["claimRef"] = claim_ref
+    return {"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name, "labels": labels or {}, "resourceVersion": "1"},
+            "spec": document, "status": {"phase": phase}}
+
+
+def test_a_claim_of_a_class_without_provisioner_goes_where_a_matching_volume_made_in_advance_is(
+        state: ClusterState) -> None:
+    local_class(state)
+    obj(state, "PersistentVolume", local_volume("pv-b0", "b0"))
+    obj(state, "PersistentVolumeClaim", local_claim("data"))
+    trainer(state, uses("data"))
+    needs = state.volume_needs(state.pods["default/trainer"])
+    assert needs.static == ("default/data",) and not needs.blocked and not needs.provision
+    assert admitted(state) == {"a0": NO_VOLUME, "b0": "", "plain": NO_VOLUME}
+    plan = plan_pod(state, "default/trainer")
+    assert isinstance(plan, GangPlan) and plan.assignments[0].node == "b0"
+
+
+@pytest.mark.parametrize(("volume_document", "why"), [
+    (local_volume("pv", "a0", capacity="50Gi"), "too small"),
+    (local_volume("pv", "a0", phase="Released"), "not Available"),
+    (local_volume("pv", "a0", claim_ref={"namespace": "default", "name": "other"}), "names another claim"),
+    (local_volume("pv", "a0", volumeMode="Block"), "another volumeMode"),
+    (local_volume("pv", "a0", accessModes=["ReadOnlyMany"]), "lacks ReadWriteOnce"),
+    (local_volume("pv", "a0", storageClassName="other"), "another class"),
+    (local_volume("pv", "a0", volumeAttributesClassName="gold"), "another attributes class"),
+    ({**local_volume("pv", "a0"), "metadata": {"name": "pv", "deletionTimestamp": "2026-11-27T00:00:00Z"}},
+     "being deleted"),
+], ids=["too-small", "released", "other-claim", "block", "access-modes", "class", "attributes-class", "deleting"])
+def test_a_volume_that_does_not_match_the_claim_is_not_bound_to_it(
+        state: ClusterState, volume_document: dict[str, Any], why: str) -> None:
+    local_class(state)
+    obj(state, "PersistentVolume", volume_document)
+    obj(state, "PersistentVolumeClaim", local_claim("data"))
+    trainer(state, uses("data"))
+    assert blocked(state).startswith(f'{NO_VOLUME}: no PersistentVolume of StorageClass "local"'), why
+
+
+def test_the_claims_selector_must_select_the_volumes_labels(state: ClusterState) -> None:
+    local_class(state)
+    obj(state, "PersistentVolume", local_volume("pv-a0", "a0", labels={"disk": "nvme"}))
+    obj(state, "PersistentVolume", local_volume("pv-b0", "b0", labels={"disk": "hdd"}))
+    obj(state, "PersistentVolumeClaim", local_claim("data", selector={"matchLabels": {"disk": "nvme"}}))
+    trainer(state, uses("data"))
+    assert admitted(state) == {"a0": "", "b0": NO_VOLUME, "plain": NO_VOLUME}
+
+
+def test_a_volume_pre_bound_to_the_claim_is_the_only_one_it_may_get(state: ClusterState) -> None:
+    local_class(state)
+    obj(state, "PersistentVolume", local_volume("pv-a0", "a0"))
+    obj(state, "PersistentVolume", local_volume("pv-b0", "b0", phase="Pending",
+                                                claim_ref={"namespace": "default", "name": "data"}))
+    obj(state, "PersistentVolumeClaim", local_claim("data"))
+    trainer(state, uses("data"))
+    assert admitted(state) == {"a0": NO_VOLUME, "b0": "", "plain": NO_VOLUME}
+
+
+def test_a_volume_without_node_affinity_reaches_every_node(state: ClusterState) -> None:
+    local_class(state)
+    obj(state, "PersistentVolume", local_volume("pv-net", None))
+    obj(state, "PersistentVolumeClaim", local_claim("data"))
+    trainer(state, uses("data"))
+    assert admitted(state) == {"a0": "", "b0": "", "plain": ""}
+
+
+def second_pod(state: ClusterState, name: str, claim_name: str) -> None:
+    obj(state, "Pod", {"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+                       "spec": {"schedulerName": "toposched", "volumes": [uses(claim_name)],
+                                "containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]}})
+
+
+def test_a_node_whose_volumes_other_placed_pods_wait_for_takes_no_more(state: ClusterState) -> None:
+    """The first pod is placed (assumed) on the node of the only volume: until its claim is bound, that
+    volume is spoken for, and the second pod's claim finds none left there."""
+    local_class(state)
+    obj(state, "PersistentVolume", local_volume("pv-b0", "b0"))
+    obj(state, "PersistentVolumeClaim", local_claim("data"))
+    obj(state, "PersistentVolumeClaim", local_claim("other"))
+    trainer(state, uses("data"))
+    second_pod(state, "second", "other")
+    first = plan_pod(state, "default/trainer")
+    assert isinstance(first, GangPlan) and first.assignments[0].node == "b0"
+    state.apply(PodAssumed(pod="default/trainer", uid=POD_UID, node="b0"))
+    second = plan_pod(state, "default/second")
+    assert isinstance(second, Unschedulable) and NO_VOLUME in second.reason
+    # its own claim does not count against the pod itself (a plan adopted after a restart is rechecked)
+    assert admitted(state)["b0"] == ""
+    # once the volume names the first claim, it is no candidate for the second (and nothing waits on b0)
+    named = local_volume("pv-b0", "b0", claim_ref={"namespace": "default", "name": "data", "uid": "uid-data"})
+    obj(state, "PersistentVolume", named)
+    assert state.static_waiting("local") == {}
+    assert state.volume_needs(state.pods["default/second"]).blocked.startswith(NO_VOLUME)
