@@ -85,6 +85,7 @@ ZONE_LABELS = (
     "failure-domain.beta.kubernetes.io/region",
 )
 ZONES_DELIMITER = "__"
+_SELECTOR_KEY = msgspec.msgpack.Encoder(order="deterministic")
 # kube-scheduler's filter reasons, so `kubectl describe` reads the same with either scheduler.
 NODE_CONFLICT = "node(s) had volume node affinity conflict"
 NO_VOLUME_TO_BIND = "node(s) didn't find available persistent volumes to bind"
@@ -135,10 +136,16 @@ class VolumeBook:
     pods that name each claim (`users`, by pod key, whatever their phase); and the claims whose users left
     or finished since the loop last looked (`released`)."""
 
-    __slots__ = ("claims", "classes", "released", "users", "version", "volumes")
+    __slots__ = ("_matches", "_named", "claims", "classes", "released", "users", "version", "volumes")
+
+    MATCHES_KEPT = 256  # `static_match` entries (one per distinct request of a claim: a few per cluster)
 
     def __init__(self) -> None:
-        self.version = 0  # counts the changes of claims and volumes (what `ClusterState.static_waiting` derives)
+        self.version = 0  # counts the changes of claims and volumes (what is derived from them is kept per version)
+        # `static_match`: by what a claim asks of a volume, (version, its candidates, their reach); and the
+        # volumes whose claimRef names each claim, at a version.
+        self._matches: dict[tuple[object, ...], tuple[int, list[PersistentVolume], VolumeReach]] = {}
+        self._named: tuple[int, dict[str, list[PersistentVolume]]] = (-1, {})
         self.claims: dict[str, PersistentVolumeClaim] = {}
         self.volumes: dict[str, PersistentVolume] = {}
         self.classes: dict[str, StorageClass] = {}
@@ -243,12 +250,13 @@ def needs_of(book: VolumeBook, pod: Pod, unreadable: Mapping[tuple[str, str], ob
             return VolumeNeeds(blocked=("pod has unbound immediate PersistentVolumeClaims "
                                         f"({_why_immediate(name, volume_name, class_name, storage_class)})"))
         if storage_class.provisioner in ("", NO_PROVISIONER):
-            candidates = static_candidates(book, claim, key)
+            candidates, free = static_match(book, claim, key)
             if not candidates:
                 return VolumeNeeds(blocked=(
                     f'{NO_VOLUME_TO_BIND}: no PersistentVolume of StorageClass "{class_name}" (WaitForFirstConsumer, '
                     f'no provisioner) may be bound to persistentvolumeclaim "{name}" ({_wanted(claim)})'))
-            reach.append(static_reach(candidates, waiting(class_name)))
+            taken = waiting(class_name)
+            reach.append(msgspec.structs.replace(free, taken=dict(taken)) if taken else free)
             static.append(key)
             continue
         terms = _topology_terms(storage_class.allowed_topologies)
@@ -262,38 +270,64 @@ def static_candidates(book: VolumeBook, claim: PersistentVolumeClaim, key: str) 
     """The volumes made in advance that `claim` (held under `key`) may be bound to, wherever they are
     (kube-scheduler's FindMatchingVolume but for the node): the one pre-bound to it if there is one, else
     every match (module docstring), smallest first (then by name: the one the binder takes first)."""
-    requested = _storage(claim.spec.resources.requests if claim.spec.resources is not None else {})
-    if requested is None:
-        return []
-    class_name = claim_class(claim)
-    namespace, _, name = key.partition("/")
-    uid = claim.metadata.uid
+    return static_match(book, claim, key)[0]
+
+
+def static_match(book: VolumeBook, claim: PersistentVolumeClaim, key: str) -> tuple[list[PersistentVolume],
+                                                                                     VolumeReach]:
+    """`static_candidates` and their `static_reach` (nothing taken). The pods of a StatefulSet or a gang
+    ask alike of a volume: what one asks is derived once per change of the claims and volumes."""
     spec = claim.spec
+    requested = _storage(spec.resources.requests if spec.resources is not None else {})
+    if requested is None:
+        return [], static_reach((), {})
     mode = spec.volume_mode or FILESYSTEM
     attributes = spec.volume_attributes_class_name or ""
+    version = book.version
+    named_at, named = book._named
+    if named_at != version:
+        named = {}
+        for volume in book.volumes.values():
+            ref = volume.spec.claim_ref
+            if ref is not None:
+                named.setdefault(f"{ref.namespace}/{ref.name}", []).append(volume)
+        book._named = (version, named)
+    uid = claim.metadata.uid
+    for volume in named.get(key, ()):  # pre-bound to this claim: that volume or none of them
+        ref = volume.spec.claim_ref
+        if ref is not None and (not ref.uid or ref.uid == uid) and _fits(volume, requested, mode, attributes):
+            return [volume], static_reach((volume,), {})
+    class_name = claim_class(claim)
+    match_key = (class_name, requested, tuple(spec.access_modes), mode, attributes,
+                 _SELECTOR_KEY.encode(spec.selector) if spec.selector is not None else b"")
+    kept = book._matches.get(match_key)
+    if kept is not None and kept[0] == version:
+        return kept[1], kept[2]
     found: list[tuple[int, str, PersistentVolume]] = []
     for volume in book.volumes.values():
         volume_spec = volume.spec
-        ref = volume_spec.claim_ref
-        prebound = (ref is not None and ref.namespace == namespace and ref.name == name
-                    and (not ref.uid or ref.uid == uid))
-        if ref is not None and not prebound:
-            continue
-        capacity = _storage(volume_spec.capacity)
-        if (capacity is None or capacity < requested or (volume_spec.volume_mode or FILESYSTEM) != mode
-                or (volume_spec.volume_attributes_class_name or "") != attributes
-                or volume.metadata.deletion_timestamp is not None):
-            continue
-        if prebound:
-            return [volume]
-        if (volume.status.phase != VOLUME_AVAILABLE
+        if (volume_spec.claim_ref is not None or volume.status.phase != VOLUME_AVAILABLE
+                or not _fits(volume, requested, mode, attributes)
                 or (spec.selector is not None and not selects(spec.selector, volume.metadata.labels))
                 or volume_class(volume) != class_name
                 or any(wanted not in volume_spec.access_modes for wanted in spec.access_modes)):
             continue
-        found.append((capacity, volume.metadata.name, volume))
+        found.append((_storage(volume_spec.capacity) or 0, volume.metadata.name, volume))
     found.sort(key=lambda entry: (entry[0], entry[1]))
-    return [volume for _, _, volume in found]
+    candidates = [volume for _, _, volume in found]
+    reach = static_reach(candidates, {})
+    if len(book._matches) >= VolumeBook.MATCHES_KEPT:
+        book._matches.clear()
+    book._matches[match_key] = (version, candidates, reach)
+    return candidates, reach
+
+
+def _fits(volume: PersistentVolume, requested: int, mode: str, attributes: str) -> bool:
+    """Big enough, of the claim's volumeMode and attributes class, not being deleted."""
+    spec = volume.spec
+    capacity = _storage(spec.capacity)
+    return (capacity is not None and capacity >= requested and (spec.volume_mode or FILESYSTEM) == mode
+            and (spec.volume_attributes_class_name or "") == attributes and volume.metadata.deletion_timestamp is None)
 
 
 def static_reach(candidates: Iterable[PersistentVolume], taken: Mapping[str, int]) -> VolumeReach:
