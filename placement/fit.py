@@ -26,7 +26,6 @@ import msgspec
 
 from events.objects import (
     NETWORK_TOPOLOGY_INDEX_ANNOTATION,
-    NodeSelectorRequirement,
     NodeSelectorTerm,
     Pod,
     Taint,
@@ -34,13 +33,13 @@ from events.objects import (
 )
 from placement.pod_affinity import PodRule
 from state.cluster import ClusterState, NodeInfo, PodInfo
+from state.node_selectors import term_matches
 from state.resources import HOST_PORT_PREFIX, MILLI, STATIC_VOLUME_PROTOCOL, Resources
 from state.volumes import HOSTNAME_LABEL, ZONE_CONFLICT, VolumeReach, zone_conflict
 
 NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
-HOSTNAME_FIELD = "metadata.name"
 UNLIMITED = 1 << 30
 
 
@@ -152,42 +151,6 @@ def prefer_no_schedule_count(shape: Shape, taints: Iterable[Taint]) -> int:
     return sum(1 for taint in taints if taint.effect == PREFER_NO_SCHEDULE and not tolerates(shape.tolerations, taint))
 
 
-def requirement_matches(requirement: NodeSelectorRequirement, value: str | None) -> bool:
-    """One matchExpressions / matchFields entry against the node's value for its key (None: absent)."""
-    operator = requirement.operator
-    if operator == "In":
-        return value is not None and value in requirement.values
-    if operator == "NotIn":
-        return value is None or value not in requirement.values
-    if operator == "Exists":
-        return value is not None
-    if operator == "DoesNotExist":
-        return value is None
-    if operator in ("Gt", "Lt"):
-        if value is None or len(requirement.values) != 1:
-            return False
-        try:
-            have, bound = int(value), int(requirement.values[0])
-        except ValueError:
-            return False
-        return have > bound if operator == "Gt" else have < bound
-    return False  # an unknown operator selects nothing, as the API server would reject it
-
-
-def term_matches(term: NodeSelectorTerm, name: str, labels: Mapping[str, str]) -> bool:
-    """A term matches when all its expressions and fields do; an empty term matches nothing."""
-    if not term.match_expressions and not term.match_fields:
-        return False
-    for requirement in term.match_expressions:
-        if not requirement_matches(requirement, labels.get(requirement.key)):
-            return False
-    for requirement in term.match_fields:
-        value = name if requirement.key == HOSTNAME_FIELD else None
-        if not requirement_matches(requirement, value):
-            return False
-    return True
-
-
 # A cordoned node admits the pods that tolerate this taint (kube-scheduler's NodeUnschedulable filter: a
 # pod tolerating it tolerates spec.unschedulable, as DaemonSet pods and node diagnostics do).
 UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect=NO_SCHEDULE)
@@ -204,8 +167,7 @@ def node_affinity_matches(shape: Shape, node: NodeInfo) -> bool:
 
 def static_room(reach: VolumeReach, node: NodeInfo) -> int:
     """How many more claims of a static reach (state/volumes.py `static_reach`) the volumes made in advance
-    that reach `node` can take: those pinned to it and those whose node terms it matches, less the claims
-    of pods placed there that wait for one."""
+    that reach `node` can take: those pinned to it and those whose node terms it matches."""
     count = reach.by_name.get(node.name, 0) if reach.by_name else 0
     if reach.by_hostname:
         host = node.labels.get(HOSTNAME_LABEL)
@@ -214,7 +176,7 @@ def static_room(reach: VolumeReach, node: NodeInfo) -> int:
     for terms in reach.elsewhere:
         if terms is None or any(term_matches(term, node.name, node.labels) for term in terms):
             count += 1
-    return count - reach.taken.get(node.name, 0) if reach.taken else count
+    return count
 
 
 def admits(shape: Shape, node: NodeInfo) -> str:

@@ -4,9 +4,11 @@ volume that matches it and reaches the pod's node, none given twice).
 
 A claim of a WaitForFirstConsumer class without a provisioner must get one (`VolumeNeeds.static`); a
 claim of a class with a provisioner gets one when one reaches the node, and is provisioned otherwise
-(`VolumeNeeds.provision`). `choose_volumes` answers for a whole plan: the gang planner checks a plan
-with it before anything is assumed (two pods of one plan never count on one volume), and the loop
-asks it again when the plan's Bindings start, to pre-bind the volumes it names (state/volumes.py).
+(`VolumeNeeds.provision`). A volume the claims of pods placed before the plan will get
+(`ClusterState.static_spoken`) is given to none of the plan's. `choose_volumes` answers for a whole
+plan: the gang planner checks a plan with it before anything is assumed (two pods of one plan never
+count on one volume), and the loop asks it again when the plan's Bindings start, to pre-bind the
+volumes it names (state/volumes.py).
 
 Pure: no I/O, no clock.
 """
@@ -16,11 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 
-from events.objects import PersistentVolume
-from placement.fit import term_matches
-from state.cluster import ClusterState, NodeInfo
-from state.resources import QuantityError, parse_quantity
-from state.volumes import NO_VOLUME_TO_BIND, STORAGE, static_candidates, volume_terms
+from state.cluster import ClusterState
+from state.volumes import NO_VOLUME_TO_BIND, VolumeBook, claim_class, claim_request, static_match
 
 
 def choose_volumes(state: ClusterState, assignments: Sequence[tuple[str, str]],
@@ -31,6 +30,8 @@ def choose_volumes(state: ClusterState, assignments: Sequence[tuple[str, str]],
     book = state.volumes
     chosen: dict[str, str] = {}
     taken = set(excluded)
+    planned = {pod_key for pod_key, _ in assignments}
+    spoken: dict[str, set[str]] = {}  # by class: the volumes the claims of pods placed before the plan will get
     for pod_key, node_name in assignments:
         pod = state.pods.get(pod_key)
         if pod is None or not pod.obj.spec.volumes:
@@ -40,14 +41,19 @@ def choose_volumes(state: ClusterState, assignments: Sequence[tuple[str, str]],
             continue
         node = state.nodes.get(node_name)
         wanted = [(claim, True) for claim in needs.static] + [(claim, False) for claim in needs.provision]
-        wanted.sort(key=lambda entry: (_requested(state, entry[0]), entry[0]))
+        wanted.sort(key=lambda entry: (_requested(book, entry[0]), entry[0]))
         for claim_key, required in wanted:
             claim = book.claims.get(claim_key)
             if claim is None or claim_key in chosen:
                 continue
-            for volume in static_candidates(book, claim, claim_key):
+            class_name = claim_class(claim)
+            others = spoken.get(class_name)
+            if others is None:
+                others = spoken[class_name] = state.static_spoken(class_name, planned)
+            reaching = static_match(book, claim, claim_key).reaching(node.name, node.labels) if node is not None else []
+            for volume in reaching:
                 name = volume.metadata.name
-                if name not in taken and node is not None and reaches(volume, node):
+                if name not in taken and name not in others:
                     chosen[claim_key] = name
                     taken.add(name)
                     break
@@ -58,17 +64,6 @@ def choose_volumes(state: ClusterState, assignments: Sequence[tuple[str, str]],
     return chosen, ""
 
 
-def reaches(volume: PersistentVolume, node: NodeInfo) -> bool:
-    """The volume's required node affinity admits `node` (kube-scheduler's CheckNodeAffinity)."""
-    terms = volume_terms(volume)
-    return terms is None or any(term_matches(term, node.name, node.labels) for term in terms)
-
-
-def _requested(state: ClusterState, claim_key: str) -> int:
-    claim = state.volumes.claims.get(claim_key)
-    if claim is None or claim.spec.resources is None:
-        return 0
-    try:
-        return parse_quantity(claim.spec.resources.requests.get(STORAGE, "0"))
-    except QuantityError:
-        return 0
+def _requested(book: VolumeBook, claim_key: str) -> int:
+    claim = book.claims.get(claim_key)
+    return claim_request(claim) if claim is not None else 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import msgspec
@@ -168,7 +169,7 @@ from state.topology_validation import (
     layer_name_of,
     tier_name_of,
 )
-from state.volumes import CLAIM_KIND, NO_NEEDS, VolumeBook, VolumeNeeds, claim_class, needs_of
+from state.volumes import CLAIM_KIND, NO_NEEDS, VolumeBook, VolumeNeeds, claim_class, needs_of, spoken_for
 from state.workload_api import kube_pod_group_spec, workload_gang_spec, workload_problems
 
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
@@ -531,9 +532,9 @@ class ClusterState:
         self.kai_topologies: dict[str, KaiTopology] = {}  # kai.scheduler Topology, by name
         self.priority_classes: dict[str, PriorityClass] = {}
         self.volumes = VolumeBook()  # claims, PersistentVolumes, StorageClasses (state/volumes.py)
-        # `static_waiting`'s counts by StorageClass, and the (pod changes, volume changes) they were made at
-        self._static_waiting: dict[str, tuple[dict[str, int], dict[str, tuple[str, int]]]] = {}
-        self._static_waiting_stamp: tuple[int, int] = (-1, -1)
+        # `static_spoken`'s volumes by StorageClass and pod, and the (pod changes, volume changes) they were made at
+        self._spoken: dict[str, dict[str, list[str]]] = {}
+        self._spoken_stamp: tuple[int, int] = (-1, -1)
         # PodDisruptionBudgets by namespace, then `namespace/name`: preemption ranks plans by them
         self.budgets: dict[str, dict[str, PodDisruptionBudget]] = {}
         self.pending: set[str] = set()  # keys of our pods waiting to be placed
@@ -1487,48 +1488,40 @@ class ClusterState:
         if not pod.obj.spec.volumes:
             return NO_NEEDS
         return needs_of(self.volumes, pod.obj, self.undecodable, lambda claim: self.claim_holder(claim, pod.key),
-                        lambda class_name: self.static_waiting(class_name, pod.key))
+                        lambda class_name: self.static_spoken(class_name, {pod.key}))
 
-    def static_waiting(self, class_name: str, besides: str = "") -> dict[str, int]:
-        """By node, the claims of StorageClass `class_name` that pods placed there (but `besides`) use, not
-        bound yet and named by no volume's claimRef: each will take a volume made in advance on its node
-        (state/volumes.py). Derived once per change of a pod or of a volume object."""
+    def static_spoken(self, class_name: str, besides: AbstractSet[str] = frozenset()) -> set[str]:
+        """The volumes of StorageClass `class_name`, made in advance, that the unbound claims (named by no
+        volume yet) of the pods placed already, but those of `besides`, will get (`volumes.spoken_for`, in
+        the order of the pods' keys). Derived once per change of a pod or of a volume object."""
         stamp = (self.pod_changes.end, self.volumes.version)
-        if self._static_waiting_stamp != stamp:
-            self._static_waiting_stamp = stamp
-            self._static_waiting.clear()
-        found = self._static_waiting.get(class_name)
-        if found is None:
-            found = self._static_waiting[class_name] = self._count_static_waiting(class_name)
-        by_node, by_pod = found
-        own = by_pod.get(besides)
-        if own is None:
-            return by_node
-        node, count = own
-        mine = dict(by_node)
-        mine[node] -= count
-        return mine
+        if self._spoken_stamp != stamp:
+            self._spoken_stamp = stamp
+            self._spoken.clear()
+        by_pod = self._spoken.get(class_name)
+        if by_pod is None:
+            by_pod = self._spoken[class_name] = self._spoken_for(class_name)
+        return {name for key, names in by_pod.items() if key not in besides for name in names}
 
-    def _count_static_waiting(self, class_name: str) -> tuple[dict[str, int], dict[str, tuple[str, int]]]:
+    def _spoken_for(self, class_name: str) -> dict[str, list[str]]:
         book = self.volumes
         named = {f"{ref.namespace}/{ref.name}" for volume in book.volumes.values()
                  if (ref := volume.spec.claim_ref) is not None}
-        by_node: dict[str, int] = {}
-        by_pod: dict[str, tuple[str, int]] = {}
+        waiting: dict[str, list[str]] = {}
         for claim_key, users in book.users.items():
             claim = book.claims.get(claim_key)
-            if (claim is None or claim.spec.volume_name or claim_key in named or claim_class(claim) != class_name):
+            if claim is None or claim.spec.volume_name or claim_key in named or claim_class(claim) != class_name:
                 continue
             for pod_key in users:
                 pod = self.pods.get(pod_key)
-                if pod is None or pod.removed or pod.terminal:
-                    continue
-                node = pod.placed_node
-                if node:
-                    by_node[node] = by_node.get(node, 0) + 1
-                    count = by_pod.get(pod_key, (node, 0))[1]
-                    by_pod[pod_key] = (node, count + 1)
-        return by_node, by_pod
+                if pod is not None and not pod.removed and not pod.terminal and pod.placed_node:
+                    waiting.setdefault(pod_key, []).append(claim_key)
+        placed: list[tuple[str, str, Mapping[str, str], list[str]]] = []
+        for pod_key in sorted(waiting):
+            node_name = self.pods[pod_key].placed_node
+            node = self.nodes.get(node_name)
+            placed.append((pod_key, node_name, node.labels if node is not None else {}, waiting[pod_key]))
+        return spoken_for(book, placed)
 
     def claim_holder(self, claim: str, key: str) -> str:
         """The pod other than `key` that holds `claim` as a ReadWriteOncePod claim is held ("" when none): one

@@ -21,7 +21,8 @@ controlled by the pod. Each claim is in one of these states for the scheduler:
   is of the claim's class, volumeMode (Filesystem when unset) and volumeAttributesClassName, offers
   every access mode of the claim and at least the storage it requests, and carries labels the claim's
   `spec.selector` selects. The pod may go where such a volume's required node affinity allows
-  (`static_reach`: counted per node, less the claims of pods already placed there that wait for one);
+  (`static_reach`: counted per node, leaving out the volumes spoken for by the claims of pods placed
+  already, `spoken_for`);
   once it is placed, the loop pre-binds the smallest of them on its node to the claim (the volume's
   `claimRef`, as kube-scheduler's PreBind writes it) and waits for the PV controller to bind the claim.
   A claim of a class with a provisioner is bound so too when such a volume reaches the chosen node,
@@ -49,6 +50,7 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 
 import msgspec
 
@@ -65,6 +67,7 @@ from events.objects import (
     TopologySelectorTerm,
 )
 from state.label_selectors import selects
+from state.node_selectors import HOSTNAME_FIELD, term_matches
 from state.resources import QuantityError, parse_quantity
 
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
@@ -74,7 +77,6 @@ VOLUME_AVAILABLE = "Available"
 FILESYSTEM = "Filesystem"  # a volumeMode left unset
 STORAGE = "storage"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-HOSTNAME_FIELD = "metadata.name"
 CLAIM_KIND = "PersistentVolumeClaim"
 # The labels VolumeZone compares between a PersistentVolume and a node; a PV's value may list several
 # zones joined by "__".
@@ -104,15 +106,14 @@ class VolumeReach(msgspec.Struct, frozen=True):
     zones: tuple[tuple[str, tuple[str, ...]], ...]
     reason: str
     # A claim to be bound to a volume made in advance (`static_reach`): how many of the volumes it may be
-    # bound to reach each node, less `taken` there (by node name: the claims of pods placed there that wait
-    # for such a volume). A volume pinned to one node, as a local disk is, is counted by that node's
-    # kubernetes.io/hostname label (`by_hostname`) or name (`by_name`); `elsewhere` holds the required node
-    # terms of each other volume (None: any node). `static` is False for every other reach.
+    # bound to, and no other pod's claim is spoken for, reach each node. A volume pinned to one node, as a
+    # local disk is, is counted by that node's kubernetes.io/hostname label (`by_hostname`) or name
+    # (`by_name`); `elsewhere` holds the required node terms of each other volume (None: any node).
+    # `static` is False for every other reach.
     static: bool = False
     by_hostname: dict[str, int] = {}
     by_name: dict[str, int] = {}
     elsewhere: tuple[tuple[NodeSelectorTerm, ...] | None, ...] = ()
-    taken: dict[str, int] = {}
 
 
 class VolumeNeeds(msgspec.Struct, frozen=True):
@@ -142,9 +143,9 @@ class VolumeBook:
 
     def __init__(self) -> None:
         self.version = 0  # counts the changes of claims and volumes (what is derived from them is kept per version)
-        # `static_match`: by what a claim asks of a volume, (version, its candidates, their reach); and the
+        # `static_match`: by what a claim asks of a volume, (version, its `Candidates`); and the
         # volumes whose claimRef names each claim, at a version.
-        self._matches: dict[tuple[object, ...], tuple[int, list[PersistentVolume], VolumeReach]] = {}
+        self._matches: dict[tuple[object, ...], tuple[int, Candidates]] = {}
         self._named: tuple[int, dict[str, list[PersistentVolume]]] = (-1, {})
         self.claims: dict[str, PersistentVolumeClaim] = {}
         self.volumes: dict[str, PersistentVolume] = {}
@@ -205,11 +206,11 @@ def claim_class(claim: PersistentVolumeClaim) -> str:
 
 def needs_of(book: VolumeBook, pod: Pod, unreadable: Mapping[tuple[str, str], object],
              holder: Callable[[str], str] = lambda claim: "",
-             waiting: Callable[[str], Mapping[str, int]] = lambda class_name: {}) -> VolumeNeeds:
+             spoken: Callable[[str], AbstractSet[str]] = lambda class_name: frozenset()) -> VolumeNeeds:
     """What `pod`'s claims ask (see the module docstring). `unreadable`: the (kind, key) of objects whose
     latest version could not be decoded, so a claim that could not be read is named as such. `holder`: the
-    key of another pod that holds a ReadWriteOncePod claim now ("" when none does). `waiting(class)`: by
-    node, the claims of that class of the pods placed there that wait for a volume made in advance."""
+    key of another pod that holds a ReadWriteOncePod claim now ("" when none does). `spoken(class)`: the
+    volumes of that class the claims of other pods placed already will get (`spoken_for`)."""
     if not pod.spec.volumes:
         return NO_NEEDS
     reach: list[VolumeReach] = []
@@ -250,13 +251,16 @@ def needs_of(book: VolumeBook, pod: Pod, unreadable: Mapping[tuple[str, str], ob
             return VolumeNeeds(blocked=("pod has unbound immediate PersistentVolumeClaims "
                                         f"({_why_immediate(name, volume_name, class_name, storage_class)})"))
         if storage_class.provisioner in ("", NO_PROVISIONER):
-            candidates, free = static_match(book, claim, key)
+            match = static_match(book, claim, key)
+            candidates, free = match.volumes, match.reach
             if not candidates:
                 return VolumeNeeds(blocked=(
                     f'{NO_VOLUME_TO_BIND}: no PersistentVolume of StorageClass "{class_name}" (WaitForFirstConsumer, '
                     f'no provisioner) may be bound to persistentvolumeclaim "{name}" ({_wanted(claim)})'))
-            taken = waiting(class_name)
-            reach.append(msgspec.structs.replace(free, taken=dict(taken)) if taken else free)
+            taken = spoken(class_name)
+            if taken and any(volume.metadata.name in taken for volume in candidates):
+                free = static_reach([volume for volume in candidates if volume.metadata.name not in taken])
+            reach.append(free)
             static.append(key)
             continue
         terms = _topology_terms(storage_class.allowed_topologies)
@@ -270,17 +274,50 @@ def static_candidates(book: VolumeBook, claim: PersistentVolumeClaim, key: str) 
     """The volumes made in advance that `claim` (held under `key`) may be bound to, wherever they are
     (kube-scheduler's FindMatchingVolume but for the node): the one pre-bound to it if there is one, else
     every match (module docstring), smallest first (then by name: the one the binder takes first)."""
-    return static_match(book, claim, key)[0]
+    return static_match(book, claim, key).volumes
 
 
-def static_match(book: VolumeBook, claim: PersistentVolumeClaim, key: str) -> tuple[list[PersistentVolume],
-                                                                                     VolumeReach]:
-    """`static_candidates` and their `static_reach` (nothing taken). The pods of a StatefulSet or a gang
+class Candidates:
+    """A claim's `static_candidates` (`volumes`), their `static_reach` (`reach`), and which of them reach
+    a node (`reaching`), found without a pass over all of them: a volume pinned to one node is indexed by
+    that node's hostname label or name, the rest (`elsewhere`) are few."""
+
+    __slots__ = ("elsewhere", "pinned", "reach", "volumes")
+
+    def __init__(self, volumes: list[PersistentVolume]) -> None:
+        self.volumes = volumes
+        self.reach = static_reach(volumes)
+        self.pinned: dict[tuple[str, str], list[PersistentVolume]] = {}
+        self.elsewhere: list[PersistentVolume] = []
+        for volume in volumes:  # smallest first: so is each list
+            pin = _pinned(volume_terms(volume))
+            if pin is None:
+                self.elsewhere.append(volume)
+            else:
+                self.pinned.setdefault(pin, []).append(volume)
+
+    def reaching(self, name: str, labels: Mapping[str, str]) -> list[PersistentVolume]:
+        """The candidates whose node affinity admits the node, smallest first (then by name)."""
+        found = [*self.pinned.get((HOSTNAME_FIELD, name), ())]
+        host = labels.get(HOSTNAME_LABEL)
+        if host is not None:
+            found += self.pinned.get((HOSTNAME_LABEL, host), ())
+        found += (volume for volume in self.elsewhere if reaches_node(volume, name, labels))
+        found.sort(key=_size_then_name)
+        return found
+
+
+def _size_then_name(volume: PersistentVolume) -> tuple[int, str]:
+    return _storage(volume.spec.capacity) or 0, volume.metadata.name
+
+
+def static_match(book: VolumeBook, claim: PersistentVolumeClaim, key: str) -> Candidates:
+    """`static_candidates`, with their reach and index (`Candidates`). The pods of a StatefulSet or a gang
     ask alike of a volume: what one asks is derived once per change of the claims and volumes."""
     spec = claim.spec
     requested = _storage(spec.resources.requests if spec.resources is not None else {})
     if requested is None:
-        return [], static_reach((), {})
+        return Candidates([])
     mode = spec.volume_mode or FILESYSTEM
     attributes = spec.volume_attributes_class_name or ""
     version = book.version
@@ -296,30 +333,25 @@ def static_match(book: VolumeBook, claim: PersistentVolumeClaim, key: str) -> tu
     for volume in named.get(key, ()):  # pre-bound to this claim: that volume or none of them
         ref = volume.spec.claim_ref
         if ref is not None and (not ref.uid or ref.uid == uid) and _fits(volume, requested, mode, attributes):
-            return [volume], static_reach((volume,), {})
+            return Candidates([volume])
     class_name = claim_class(claim)
     match_key = (class_name, requested, tuple(spec.access_modes), mode, attributes,
                  _SELECTOR_KEY.encode(spec.selector) if spec.selector is not None else b"")
     kept = book._matches.get(match_key)
     if kept is not None and kept[0] == version:
-        return kept[1], kept[2]
-    found: list[tuple[int, str, PersistentVolume]] = []
-    for volume in book.volumes.values():
-        volume_spec = volume.spec
-        if (volume_spec.claim_ref is not None or volume.status.phase != VOLUME_AVAILABLE
-                or not _fits(volume, requested, mode, attributes)
-                or (spec.selector is not None and not selects(spec.selector, volume.metadata.labels))
-                or volume_class(volume) != class_name
-                or any(wanted not in volume_spec.access_modes for wanted in spec.access_modes)):
-            continue
-        found.append((_storage(volume_spec.capacity) or 0, volume.metadata.name, volume))
-    found.sort(key=lambda entry: (entry[0], entry[1]))
-    candidates = [volume for _, _, volume in found]
-    reach = static_reach(candidates, {})
+        return kept[1]
+    found = [volume for volume in book.volumes.values()
+             if volume.spec.claim_ref is None and volume.status.phase == VOLUME_AVAILABLE
+             and _fits(volume, requested, mode, attributes)
+             and (spec.selector is None or selects(spec.selector, volume.metadata.labels))
+             and volume_class(volume) == class_name
+             and all(wanted in volume.spec.access_modes for wanted in spec.access_modes)]
+    found.sort(key=_size_then_name)
+    candidates = Candidates(found)
     if len(book._matches) >= VolumeBook.MATCHES_KEPT:
         book._matches.clear()
-    book._matches[match_key] = (version, candidates, reach)
-    return candidates, reach
+    book._matches[match_key] = (version, candidates)
+    return candidates
 
 
 def _fits(volume: PersistentVolume, requested: int, mode: str, attributes: str) -> bool:
@@ -330,8 +362,8 @@ def _fits(volume: PersistentVolume, requested: int, mode: str, attributes: str) 
             and (spec.volume_attributes_class_name or "") == attributes and volume.metadata.deletion_timestamp is None)
 
 
-def static_reach(candidates: Iterable[PersistentVolume], taken: Mapping[str, int]) -> VolumeReach:
-    """Where a claim bound to one of `candidates` may go, counted per node (`VolumeReach`), less `taken`."""
+def static_reach(candidates: Iterable[PersistentVolume]) -> VolumeReach:
+    """Where a claim bound to one of `candidates` may go, counted per node (`VolumeReach`)."""
     by_hostname: dict[str, int] = {}
     by_name: dict[str, int] = {}
     elsewhere: list[tuple[NodeSelectorTerm, ...] | None] = []
@@ -344,7 +376,47 @@ def static_reach(candidates: Iterable[PersistentVolume], taken: Mapping[str, int
             into = by_name if pin[0] == HOSTNAME_FIELD else by_hostname
             into[pin[1]] = into.get(pin[1], 0) + 1
     return VolumeReach(terms=None, zones=(), reason=NO_VOLUME_TO_BIND, static=True, by_hostname=by_hostname,
-                       by_name=by_name, elsewhere=tuple(elsewhere), taken=dict(taken))
+                       by_name=by_name, elsewhere=tuple(elsewhere))
+
+
+def spoken_for(book: VolumeBook, waiting: Iterable[tuple[str, str, Mapping[str, str], list[str]]]
+               ) -> dict[str, list[str]]:
+    """The volumes made in advance that the unbound claims of pods placed already will get, by pod: for each
+    (pod key, its node's name, the node's labels, its claims waiting for such a volume), in that order, each
+    claim (smallest request first) given the smallest of its candidates that reaches the node and is not
+    given yet, as the loop chooses them before the Bindings (placement/volume_binding.py). Until a volume
+    names its claim, no other claim may count on it."""
+    given: set[str] = set()
+    by_pod: dict[str, list[str]] = {}
+    for pod_key, node_name, labels, claims in waiting:
+        ordered = sorted(claims, key=lambda key: (_claim_request(book, key), key))
+        for claim_key in ordered:
+            claim = book.claims.get(claim_key)
+            if claim is None:
+                continue
+            for volume in static_match(book, claim, claim_key).reaching(node_name, labels):
+                name = volume.metadata.name
+                if name not in given:
+                    given.add(name)
+                    by_pod.setdefault(pod_key, []).append(name)
+                    break
+    return by_pod
+
+
+def reaches_node(volume: PersistentVolume, name: str, labels: Mapping[str, str]) -> bool:
+    """The volume's required node affinity admits the node (kube-scheduler's CheckNodeAffinity)."""
+    terms = volume_terms(volume)
+    return terms is None or any(term_matches(term, name, labels) for term in terms)
+
+
+def claim_request(claim: PersistentVolumeClaim) -> int:
+    """The storage the claim asks for (milli-units; 0 when absent or not a quantity)."""
+    return _storage(claim.spec.resources.requests if claim.spec.resources is not None else {}) or 0
+
+
+def _claim_request(book: VolumeBook, key: str) -> int:
+    claim = book.claims.get(key)
+    return claim_request(claim) if claim is not None else 0
 
 
 def volume_terms(volume: PersistentVolume) -> tuple[NodeSelectorTerm, ...] | None:

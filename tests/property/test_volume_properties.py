@@ -11,14 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events.builders import group_event, pod_group
 from events.ingest import KIND_BY_NAME, upsert_event
-from events.model import Event, PodDeleted
+from events.model import Event, PodAssumed, PodDeleted, VolumeUpserted
+from events.objects import ClaimReference
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod
 from placement.plan import VOLUME
+from placement.volume_binding import choose_volumes
 from state.cluster import ClusterState
 
 ZONE = "topology.kubernetes.io/zone"
@@ -247,3 +250,126 @@ def test_the_users_of_each_claim_are_the_pods_that_name_it_after_any_history_and
             pod = state.pods[user]
             if user in state.pending and running:
                 assert state.volume_needs(pod).blocked
+
+
+# Volumes made in advance (a class without provisioner): whatever the volumes, their sizes and where they
+# reach, no volume is given to two claims, each claim gets one that reaches its pod's node and is big
+# enough, and a lone pod waits only when no volume left for it reaches any node.
+
+STATIC_SIZES = [50, 100, 200]  # Gi
+
+
+@dataclass
+class StaticCase:
+    events: list[Event]
+    volumes: dict[str, tuple[int, frozenset[str] | None]]  # name -> (Gi, the nodes it reaches; None: any)
+    requests: dict[str, int]  # pod key -> the Gi its one claim asks
+    gang: bool
+
+
+@st.composite
+def static_cases(draw: st.DrawFn) -> StaticCase:
+    events: list[Event] = [_obj("StorageClass", {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "local"},
+        "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"})]
+    names = [f"n{index}" for index in range(draw(st.integers(1, 5)))]
+    for name in names:
+        events.append(_obj("Node", {"apiVersion": "v1", "kind": "Node",
+                                    "metadata": {"name": name, "uid": f"uid-{name}",
+                                                 "labels": {"kubernetes.io/hostname": name,
+                                                            "network.topology.nvidia.com/block": "b0"}},
+                                    "status": {"allocatable": {"cpu": "64", "memory": "64Gi", "pods": "110"}}}))
+    volumes: dict[str, tuple[int, frozenset[str] | None]] = {}
+    for index in range(draw(st.integers(0, 8))):
+        size = draw(st.sampled_from(STATIC_SIZES))
+        how = draw(st.sampled_from(["hostname", "name", "two", "any"]))
+        spec: dict[str, Any] = {"storageClassName": "local", "capacity": {"storage": f"{size}Gi"},
+                                "accessModes": ["ReadWriteOnce"]}
+        reach: frozenset[str] | None = None
+        if how != "any":
+            pinned = draw(st.lists(st.sampled_from(names), min_size=1, max_size=1 if how != "two" else 2,
+                                   unique=True))
+            reach = frozenset(pinned)
+            requirement = ({"matchFields": [{"key": "metadata.name", "operator": "In", "values": pinned}]}
+                           if how == "name" else
+                           {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                                  "values": pinned}]})
+            spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [requirement]}}
+        volumes[f"pv{index}"] = (size, reach)
+        events.append(_obj("PersistentVolume", {"apiVersion": "v1", "kind": "PersistentVolume",
+                                                "metadata": {"name": f"pv{index}"}, "spec": spec,
+                                                "status": {"phase": "Available"}}))
+    gang = draw(st.booleans())
+    size = draw(st.integers(1, 4))
+    if gang:
+        events.append(group_event(pod_group("job", min_member=size)))
+    requests: dict[str, int] = {}
+    for index in range(size):
+        asked = draw(st.sampled_from(STATIC_SIZES))
+        claim = f"data-p{index}"
+        events.append(_obj("PersistentVolumeClaim", {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim, "namespace": "default", "uid": f"uid-{claim}"},
+            "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": f"{asked}Gi"}}}}))
+        labels = {"pod-group.scheduling.sigs.k8s.io": "job"} if gang else {}
+        events.append(_obj("Pod", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"p{index}", "namespace": "default", "uid": f"uid-p{index}", "labels": labels},
+            "spec": {"schedulerName": "toposched",
+                     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
+                     "containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]}}))
+        requests[f"default/p{index}"] = asked
+    return StaticCase(events, volumes, requests, gang)
+
+
+def _pre_bind(state: ClusterState, chosen: dict[str, str]) -> None:
+    """What the API and the PV controller leave once each chosen volume was pre-bound to its claim."""
+    for claim_key, volume_name in chosen.items():
+        volume = state.volumes.volumes[volume_name]
+        namespace, _, name = claim_key.partition("/")
+        state.apply(VolumeUpserted(volume=msgspec.structs.replace(volume, spec=msgspec.structs.replace(
+            volume.spec, claim_ref=ClaimReference(namespace=namespace, name=name, uid=f"uid-{name}")))))
+
+
+def _check_given(case: StaticCase, state: ClusterState, placed: dict[str, str], chosen: dict[str, str]) -> None:
+    assert len(set(chosen.values())) == len(chosen), chosen  # no volume given twice
+    for pod_key, node in placed.items():
+        volume_name = chosen[f"default/data-{pod_key.partition('/')[2]}"]
+        size, reach = case.volumes[volume_name]
+        assert size >= case.requests[pod_key] and (reach is None or node in reach), (pod_key, node, volume_name)
+
+
+@settings(max_examples=200, deadline=None)
+@given(static_cases())
+def test_claims_get_distinct_volumes_made_in_advance_that_reach_their_pods_and_are_big_enough(
+        case: StaticCase) -> None:
+    state = ClusterState()
+    state.apply_all(case.events)
+    placed: dict[str, str] = {}
+    chosen: dict[str, str] = {}
+    if case.gang:
+        plan = plan_gang(state, "default/job")
+        if isinstance(plan, GangPlan):
+            pairs = [(a.pod, a.node) for a in plan.assignments]
+            chosen, why = choose_volumes(state, pairs)
+            assert not why, why  # a plan made is one whose claims all get a volume
+            placed = dict(pairs)
+        _check_given(case, state, placed, chosen)
+        return
+    for key in sorted(case.requests):
+        plan = plan_pod(state, key)
+        free = {name for name in case.volumes if name not in chosen.values()}
+        could = any(case.volumes[name][0] >= case.requests[key] for name in free)
+        if not isinstance(plan, GangPlan):
+            assert not could, (key, plan, free)  # every node has room: only the volumes can refuse it
+            continue
+        (assignment,) = plan.assignments
+        state.apply(PodAssumed(pod=key, uid=f"uid-{key.partition('/')[2]}", node=assignment.node))
+        got, why = choose_volumes(state, [(key, assignment.node)], frozenset(chosen.values()))
+        assert not why, why
+        placed[key] = assignment.node
+        chosen.update(got)
+        if len(chosen) % 2:  # the watch shows the claimRef of some at once, of others not yet
+            _pre_bind(state, got)
+    _check_given(case, state, placed, chosen)

@@ -17,10 +17,11 @@ from events.objects import (
     Toleration,
 )
 from placement import plan_gang, plan_pod
-from placement.fit import requirement_matches, shape_of
+from placement.fit import shape_of
 from placement.members import pod_shapes
 from placement.plan import CAPACITY, POD_FIT
 from state.cluster import ClusterState
+from state.node_selectors import requirement_matches
 from tests.unit.placement.builders import fabric, gang, nodes_of, nominate, occupy, planned, refused
 
 

@@ -388,5 +388,5 @@ def test_a_node_whose_volumes_other_placed_pods_wait_for_takes_no_more(state: Cl
     # once the volume names the first claim, it is no candidate for the second (and nothing waits on b0)
     named = local_volume("pv-b0", "b0", claim_ref={"namespace": "default", "name": "data", "uid": "uid-data"})
     obj(state, "PersistentVolume", named)
-    assert state.static_waiting("local") == {}
+    assert state.static_spoken("local") == set()
     assert state.volume_needs(state.pods["default/second"]).blocked.startswith(NO_VOLUME)
