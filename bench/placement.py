@@ -25,6 +25,10 @@ Then DoNotSchedule topology spread constraints, on the same fabric with 2,000 re
 spread over the 125 blocks (maxSkew 1, 16 per block):
 - a lone replica more (any block; the counts are derived from the 2,000),
 - a 512-pod gang of 1-GPU pods spread one per host (hostname, maxSkew 1, selecting its own pods).
+Then local volumes made in advance (a WaitForFirstConsumer class without provisioner), one of 1 TiB
+on each of the 5,000 nodes, pinned to it:
+- a lone pod whose claim must get one, planned after a volume changed (as each pre-binding changes one),
+- a 512-pod gang of 1-GPU pods, each with such a claim (one pod per node: one volume each).
 Targets (issue 7): 3,000-pod gang < 250 ms p50; 4-pod gang < 6 ms p50, on 2 cores.
 """
 
@@ -42,16 +46,19 @@ import msgspec
 from bench import targets
 from bench.fabric import add_fabric
 from events.builders import bound, pod, pod_group
+from events.ingest import KIND_BY_NAME, upsert_event
 from events.model import PodGroupUpserted, PodUpserted, VolcanoPodGroupUpserted
 from events.objects import (
     VOLCANO_GROUP_ANNOTATION,
     Affinity,
     NetworkTopologySpec,
     ObjectMeta,
+    PersistentVolumeClaimVolumeSource,
     SubGroupPolicy,
     TopologySpreadConstraint,
     VolcanoPodGroup,
     VolcanoPodGroupSpec,
+    Volume,
 )
 from placement import GangPlan, plan_gang, plan_pod
 from state.cluster import ClusterState
@@ -192,6 +199,49 @@ def build_spread() -> ClusterState:
     return state
 
 
+LOCAL_CLASS = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "local"},
+               "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}
+
+
+def _local_volume(name: str, node_name: str, claim: str = "") -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+        "spec": {"storageClassName": "local", "capacity": {"storage": "1Ti"}, "accessModes": ["ReadWriteOnce"],
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": HOST_KEY, "operator": "In", "values": [node_name]}]}]}}},
+        "status": {"phase": "Bound" if claim else "Available"}}
+    if claim:
+        document["spec"]["claimRef"] = {"namespace": "default", "name": claim}
+    return document
+
+
+def _with_local_claim(obj: Any, claim: str) -> Any:
+    volume = Volume(name="data", persistent_volume_claim=PersistentVolumeClaimVolumeSource(claim_name=claim))
+    return msgspec.structs.replace(obj, spec=msgspec.structs.replace(obj.spec, volumes=[volume]))
+
+
+def build_local() -> tuple[ClusterState, list[str]]:
+    """The fabric with a local volume made in advance on every node (the module docstring); its node names."""
+    state = ClusterState()
+    names = add_fabric(state)
+    state.apply(upsert_event(KIND_BY_NAME["StorageClass"], LOCAL_CLASS))
+    for name in names:
+        state.apply(upsert_event(KIND_BY_NAME["PersistentVolume"], _local_volume(f"local-{name}", name)))
+    claims = ["data-lone", *(f"data-local-gang-{i}" for i in range(512))]
+    for claim in claims:
+        state.apply(upsert_event(KIND_BY_NAME["PersistentVolumeClaim"], {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim, "namespace": "default", "uid": f"uid-{claim}"},
+            "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "500Gi"}}}}))
+    state.apply(PodUpserted(pod=_with_local_claim(pod("local-lone", gpus=1), "data-lone")))
+    state.apply(PodGroupUpserted(pod_group=pod_group("local-gang", min_member=512)))
+    for i in range(512):
+        state.apply(PodUpserted(pod=_with_local_claim(pod(f"local-gang-{i}", gpus=1, gang="local-gang"),
+                                                      f"data-local-gang-{i}")))
+    return state, names
+
+
 def measure(label: str, runs: int, call: Callable[[], object]) -> float:
     result = call()
     times: list[float] = []
@@ -257,6 +307,20 @@ def main() -> None:
     measure("lone pod spread over blocks, 2,000 replicas", args.runs, spread_lone)
     measure("512-pod gang spread one per host", max(args.runs // 3, 5),
             lambda: plan_gang(state, "default/spread-per-host"))
+    started = time.perf_counter()
+    state, names = build_local()
+    print(f"cluster with local volumes: {len(state.volumes.volumes)} volumes, built in "
+          f"{time.perf_counter() - started:.1f} s")
+    # Each run after a volume changed, as in the loop: each pre-binding names a claim on one volume.
+    taken = [upsert_event(KIND_BY_NAME["PersistentVolume"], _local_volume(f"local-{names[0]}", names[0], claim))
+             for claim in ("elsewhere-a", "elsewhere-b")]
+
+    def local_lone() -> object:
+        state.apply(taken[next(turns) % 2])
+        return plan_pod(state, "default/local-lone")
+
+    measure("lone pod, a local volume of 5,000", args.runs, local_lone)
+    measure("512-pod gang, a local volume each", max(args.runs // 3, 5), lambda: plan_gang(state, "default/local-gang"))
     targets.line(f"plan a 3,000-pod gang, {len(state.nodes):,} nodes", f"{big:.1f} ms p50", "< 250 ms", big < 250)
     targets.line("plan a 4-pod MustGather gang", f"{small:.2f} ms p50", "< 6 ms", small < 6)
 

@@ -96,8 +96,8 @@ def shape_of(pod: PodInfo, volumes: tuple[VolumeReach, ...] = ()) -> Shape:
         # of such volumes (`static_room`) is for the pods placed before the plan, not among its own pods.
         ports = tuple(sorted({*ports, STATIC_VOLUME_TOKEN}))
     # The volumes join the key only when there are some, so the shapes of pods without claims keep their keys.
-    parts: tuple[object, ...] = (requests, pod.priority, selector, tolerations, terms, *((volumes,) if volumes else ()),
-                                 *((ports,) if ports else ()))
+    parts: tuple[object, ...] = (requests, pod.priority, selector, tolerations, terms,
+                                 *((volumes_key(volumes),) if volumes else ()), *((ports,) if ports else ()))
     try:
         key = _shape_encoder.encode(parts)
     except OverflowError:  # a request past 2^64 milli-units (Kubernetes allows 2^63-1 units): spell the amounts out
@@ -105,6 +105,11 @@ def shape_of(pod: PodInfo, volumes: tuple[VolumeReach, ...] = ()) -> Shape:
         key = _shape_encoder.encode((spelled, *parts[1:]))
     return Shape(key=key, requests=requests, priority=pod.priority, node_selector=selector,
                  tolerations=tolerations, terms=terms, volumes=volumes, host_ports=ports)
+
+
+def volumes_key(volumes: tuple[VolumeReach, ...]) -> tuple[object, ...]:
+    """What a shape's key holds of its volumes' reach: a static reach by its digest."""
+    return tuple(("static", reach.digest) if reach.static else reach for reach in volumes)
 
 
 def shape_in(state: ClusterState, pod: PodInfo) -> Shape:

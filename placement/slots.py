@@ -31,7 +31,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from placement.fit import STATIC_VOLUME_TOKEN, UNLIMITED, Shape, admits, port_taken
+from placement.fit import STATIC_VOLUME_TOKEN, UNLIMITED, Shape, admits, port_taken, volumes_key
 from placement.pod_affinity import ANTI_AFFINITY, SELF_EXCLUSION_TOKEN
 from placement.pod_spread import SPREAD, SPREAD_TOKEN
 from state.cluster import ClusterState
@@ -294,13 +294,14 @@ def _filter_key(shape: Shape) -> bytes:
     # entry. Encoded once per distinct Shape.key.
     spelled = tuple((name, str(amount)) for name, amount in shape.requests)
     if shape.pod_rules:
-        return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms, shape.volumes,
-                                shape.host_ports, shape.pod_rules))
+        return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms,
+                                volumes_key(shape.volumes), shape.host_ports, shape.pod_rules))
     if shape.host_ports:
-        return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms, shape.volumes,
-                                shape.host_ports))
+        return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms,
+                                volumes_key(shape.volumes), shape.host_ports))
     if shape.volumes:
-        return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms, shape.volumes))
+        return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms,
+                                volumes_key(shape.volumes)))
     return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms))
 
 

@@ -1458,12 +1458,10 @@ class ClusterState:
         self.volumes.version += 1
 
     def _volume_upserted(self, event: VolumeUpserted) -> None:
-        self.volumes.volumes[event.volume.metadata.name] = event.volume
-        self.volumes.version += 1
+        self.volumes.put_volume(event.volume)
 
     def _volume_deleted(self, event: VolumeDeleted) -> None:
-        self.volumes.volumes.pop(event.name, None)
-        self.volumes.version += 1
+        self.volumes.drop_volume(event.name)
 
     def _storage_class_upserted(self, event: StorageClassUpserted) -> None:
         self.volumes.classes[event.storage_class.metadata.name] = event.storage_class

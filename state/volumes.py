@@ -49,6 +49,7 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 
@@ -114,6 +115,9 @@ class VolumeReach(msgspec.Struct, frozen=True):
     by_hostname: dict[str, int] = {}
     by_name: dict[str, int] = {}
     elsewhere: tuple[tuple[NodeSelectorTerm, ...] | None, ...] = ()
+    # Equal for two static reaches exactly when they are: what a shape's key holds of one (thousands of
+    # counts, the same for every pod of a gang, are not encoded again for each).
+    digest: str = ""
 
 
 class VolumeNeeds(msgspec.Struct, frozen=True):
@@ -137,21 +141,90 @@ class VolumeBook:
     pods that name each claim (`users`, by pod key, whatever their phase); and the claims whose users left
     or finished since the loop last looked (`released`)."""
 
-    __slots__ = ("_matches", "_named", "claims", "classes", "released", "users", "version", "volumes")
+    __slots__ = ("_changed", "_changed_from", "_facts", "_matches", "_named", "_serial", "claims", "classes",
+                 "released", "users", "version", "volume_version", "volumes")
 
     MATCHES_KEPT = 256  # `static_match` entries (one per distinct request of a claim: a few per cluster)
+    CHANGES_KEPT = 4096  # volume changes remembered for `static_match` to follow (past that, it derives afresh)
 
     def __init__(self) -> None:
         self.version = 0  # counts the changes of claims and volumes (what is derived from them is kept per version)
-        # `static_match`: by what a claim asks of a volume, (version, its `Candidates`); and the
-        # volumes whose claimRef names each claim, at a version.
+        self.volume_version = 0  # counts the changes of volumes alone
+        # The names of the volumes changed since volume version `_changed_from`, one per change.
+        self._changed: list[str] = []
+        self._changed_from = 0
+        # `static_match`: by what a claim asks of a volume, (volume version, its `Candidates`); and the names of
+        # the volumes whose claimRef names each claim (kept as volumes change).
         self._matches: dict[tuple[object, ...], tuple[int, Candidates]] = {}
-        self._named: tuple[int, dict[str, list[PersistentVolume]]] = (-1, {})
+        self._named: dict[str, set[str]] = {}
+        self._serial = 0  # numbers each static reach made (`VolumeReach.digest`)
+        # By volume name: (the volume as held, its capacity, the node it is pinned to), read once per version
+        # of each volume (`facts`).
+        self._facts: dict[str, tuple[PersistentVolume, int | None, tuple[str, str] | None]] = {}
         self.claims: dict[str, PersistentVolumeClaim] = {}
         self.volumes: dict[str, PersistentVolume] = {}
         self.classes: dict[str, StorageClass] = {}
         self.users: dict[str, set[str]] = {}
         self.released: set[str] = set()
+
+    def put_volume(self, volume: PersistentVolume) -> None:
+        """Hold `volume` (new, or a version of one held)."""
+        name = volume.metadata.name
+        self._unname(self.volumes.get(name))
+        self.volumes[name] = volume
+        ref = volume.spec.claim_ref
+        if ref is not None:
+            self._named.setdefault(f"{ref.namespace}/{ref.name}", set()).add(name)
+        self._volume_changed(name)
+
+    def drop_volume(self, name: str) -> None:
+        self._unname(self.volumes.pop(name, None))
+        self._volume_changed(name)
+
+    def _unname(self, volume: PersistentVolume | None) -> None:
+        ref = volume.spec.claim_ref if volume is not None else None
+        if ref is not None and volume is not None:
+            key = f"{ref.namespace}/{ref.name}"
+            names = self._named.get(key)
+            if names is not None:
+                names.discard(volume.metadata.name)
+                if not names:
+                    del self._named[key]
+
+    def _volume_changed(self, name: str) -> None:
+        self.version += 1
+        self.volume_version += 1
+        if len(self._changed) >= self.CHANGES_KEPT:
+            self._changed = []
+            self._changed_from = self.volume_version - 1
+        self._changed.append(name)
+
+    def changed_since(self, volume_version: int) -> set[str] | None:
+        """The names of the volumes changed since `volume_version` (None: too far back to tell)."""
+        if volume_version < self._changed_from:
+            return None
+        return set(self._changed[volume_version - self._changed_from:])
+
+    def named(self, claim: str) -> list[PersistentVolume]:
+        """The volumes whose claimRef names `claim` (`namespace/name`)."""
+        return [self.volumes[name] for name in sorted(self._named.get(claim, ()))]
+
+    def next_serial(self) -> int:
+        self._serial += 1
+        return self._serial
+
+    def facts(self, volume: PersistentVolume) -> tuple[int | None, tuple[str, str] | None]:
+        """The volume's storage capacity (None: not a quantity) and the (kubernetes.io/hostname or
+        metadata.name, value) of the one node it is pinned to (None: not pinned to one)."""
+        name = volume.metadata.name
+        kept = self._facts.get(name)
+        if kept is not None and kept[0] is volume:
+            return kept[1], kept[2]
+        capacity, pin = _storage(volume.spec.capacity), _pinned(volume_terms(volume))
+        if len(self._facts) > 2 * len(self.volumes) + 1024:  # volumes deleted: let go of theirs
+            self._facts = {key: value for key, value in self._facts.items() if key in self.volumes}
+        self._facts[name] = (volume, capacity, pin)
+        return capacity, pin
 
     def pod_held(self, pod: Pod, key: str) -> None:
         """`pod` (held under `key`, with volumes) names its claims."""
@@ -252,14 +325,14 @@ def needs_of(book: VolumeBook, pod: Pod, unreadable: Mapping[tuple[str, str], ob
                                         f"({_why_immediate(name, volume_name, class_name, storage_class)})"))
         if storage_class.provisioner in ("", NO_PROVISIONER):
             match = static_match(book, claim, key)
-            candidates, free = match.volumes, match.reach
-            if not candidates:
+            free = match.reach
+            if not match.entries:
                 return VolumeNeeds(blocked=(
                     f'{NO_VOLUME_TO_BIND}: no PersistentVolume of StorageClass "{class_name}" (WaitForFirstConsumer, '
                     f'no provisioner) may be bound to persistentvolumeclaim "{name}" ({_wanted(claim)})'))
             taken = spoken(class_name)
-            if taken and any(volume.metadata.name in taken for volume in candidates):
-                free = static_reach([volume for volume in candidates if volume.metadata.name not in taken])
+            if taken and not match.names().isdisjoint(taken):
+                free = static_reach([volume for _, name, volume in match.entries if name not in taken])
             reach.append(free)
             static.append(key)
             continue
@@ -282,19 +355,82 @@ class Candidates:
     a node (`reaching`), found without a pass over all of them: a volume pinned to one node is indexed by
     that node's hostname label or name, the rest (`elsewhere`) are few."""
 
-    __slots__ = ("elsewhere", "pinned", "reach", "volumes")
+    __slots__ = ("_names", "elsewhere", "entries", "pinned", "reach")
 
-    def __init__(self, volumes: list[PersistentVolume]) -> None:
-        self.volumes = volumes
-        self.reach = static_reach(volumes)
-        self.pinned: dict[tuple[str, str], list[PersistentVolume]] = {}
-        self.elsewhere: list[PersistentVolume] = []
-        for volume in volumes:  # smallest first: so is each list
-            pin = _pinned(volume_terms(volume))
+    def __init__(self, book: VolumeBook, volumes: list[tuple[int, str, PersistentVolume]]) -> None:
+        """`volumes`: (capacity, name, volume), sorted."""
+        self._names: frozenset[str] | None = None
+        self.entries = volumes
+        self.pinned: dict[tuple[str, str], list[tuple[int, str, PersistentVolume]]] = {}
+        self.elsewhere: list[tuple[int, str, PersistentVolume]] = []
+        by_hostname: dict[str, int] = {}
+        by_name: dict[str, int] = {}
+        for entry in volumes:  # smallest first: so is each list
+            pin = book.facts(entry[2])[1]
             if pin is None:
-                self.elsewhere.append(volume)
+                self.elsewhere.append(entry)
             else:
-                self.pinned.setdefault(pin, []).append(volume)
+                self.pinned.setdefault(pin, []).append(entry)
+                into = by_name if pin[0] == HOSTNAME_FIELD else by_hostname
+                into[pin[1]] = into.get(pin[1], 0) + 1
+        self.reach = _reach(book, by_hostname, by_name, tuple(volume_terms(entry[2]) for entry in self.elsewhere))
+
+    @property
+    def volumes(self) -> list[PersistentVolume]:
+        return [volume for _, _, volume in self.entries]
+
+    def names(self) -> frozenset[str]:
+        """The candidates' names (made on first use)."""
+        if self._names is None:
+            self._names = frozenset(name for _, name, _ in self.entries)
+        return self._names
+
+    def updated(self, book: VolumeBook, gone: set[str], added: list[tuple[int, str, PersistentVolume]]
+                ) -> Candidates:
+        """These candidates without the volumes named in `gone`, with `added` (sorted): what a few volume
+        changes make of them, derived from these (a pass over the names, no volume read again)."""
+        new = Candidates.__new__(Candidates)
+        new._names = None
+        kept = [entry for entry in self.entries if entry[1] not in gone] if gone else list(self.entries)
+        if added:
+            kept.extend(added)
+            kept.sort(key=_size_then_name)
+        new.entries = kept
+        pinned = dict(self.pinned)
+        by_hostname, by_name = dict(self.reach.by_hostname), dict(self.reach.by_name)
+        touched: set[tuple[str, str]] = set()
+        for entry in self.entries if gone else ():
+            if entry[1] in gone:
+                pin = book.facts(entry[2])[1] if entry[2] is book.volumes.get(entry[1]) else _pin_of(entry[2])
+                if pin is not None:
+                    touched.add(pin)
+                    into = by_name if pin[0] == HOSTNAME_FIELD else by_hostname
+                    into[pin[1]] -= 1
+                    if not into[pin[1]]:
+                        del into[pin[1]]
+        for entry in added:
+            pin = book.facts(entry[2])[1]
+            if pin is not None:
+                touched.add(pin)
+                into = by_name if pin[0] == HOSTNAME_FIELD else by_hostname
+                into[pin[1]] = into.get(pin[1], 0) + 1
+        for pin in touched:
+            entries = [entry for entry in pinned.get(pin, ()) if entry[1] not in gone]
+            entries += (entry for entry in added if book.facts(entry[2])[1] == pin)
+            entries.sort(key=_size_then_name)
+            if entries:
+                pinned[pin] = entries
+            else:
+                pinned.pop(pin, None)
+        new.pinned = pinned
+        elsewhere = [entry for entry in self.elsewhere if entry[1] not in gone]
+        unpinned = [entry for entry in added if book.facts(entry[2])[1] is None]
+        if unpinned:
+            elsewhere.extend(unpinned)
+            elsewhere.sort(key=_size_then_name)
+        new.elsewhere = elsewhere
+        new.reach = _reach(book, by_hostname, by_name, tuple(volume_terms(entry[2]) for entry in elsewhere))
+        return new
 
     def reaching(self, name: str, labels: Mapping[str, str]) -> list[PersistentVolume]:
         """The candidates whose node affinity admits the node, smallest first (then by name)."""
@@ -302,13 +438,17 @@ class Candidates:
         host = labels.get(HOSTNAME_LABEL)
         if host is not None:
             found += self.pinned.get((HOSTNAME_LABEL, host), ())
-        found += (volume for volume in self.elsewhere if reaches_node(volume, name, labels))
+        found += (entry for entry in self.elsewhere if reaches_node(entry[2], name, labels))
         found.sort(key=_size_then_name)
-        return found
+        return [volume for _, _, volume in found]
 
 
-def _size_then_name(volume: PersistentVolume) -> tuple[int, str]:
-    return _storage(volume.spec.capacity) or 0, volume.metadata.name
+def _size_then_name(entry: tuple[int, str, PersistentVolume]) -> tuple[int, str]:
+    return entry[0], entry[1]
+
+
+def _pin_of(volume: PersistentVolume) -> tuple[str, str] | None:
+    return _pinned(volume_terms(volume))
 
 
 def static_match(book: VolumeBook, claim: PersistentVolumeClaim, key: str) -> Candidates:
@@ -317,47 +457,50 @@ def static_match(book: VolumeBook, claim: PersistentVolumeClaim, key: str) -> Ca
     spec = claim.spec
     requested = _storage(spec.resources.requests if spec.resources is not None else {})
     if requested is None:
-        return Candidates([])
+        return Candidates(book, [])
     mode = spec.volume_mode or FILESYSTEM
     attributes = spec.volume_attributes_class_name or ""
-    version = book.version
-    named_at, named = book._named
-    if named_at != version:
-        named = {}
-        for volume in book.volumes.values():
-            ref = volume.spec.claim_ref
-            if ref is not None:
-                named.setdefault(f"{ref.namespace}/{ref.name}", []).append(volume)
-        book._named = (version, named)
     uid = claim.metadata.uid
-    for volume in named.get(key, ()):  # pre-bound to this claim: that volume or none of them
+    for volume in book.named(key):  # pre-bound to this claim: that volume or none of them
         ref = volume.spec.claim_ref
-        if ref is not None and (not ref.uid or ref.uid == uid) and _fits(volume, requested, mode, attributes):
-            return Candidates([volume])
+        if ref is not None and (not ref.uid or ref.uid == uid) and _fits(book, volume, requested, mode, attributes):
+            return Candidates(book, [(book.facts(volume)[0] or 0, volume.metadata.name, volume)])
     class_name = claim_class(claim)
     match_key = (class_name, requested, tuple(spec.access_modes), mode, attributes,
                  _SELECTOR_KEY.encode(spec.selector) if spec.selector is not None else b"")
+    version = book.volume_version
+
+    def qualifies(volume: PersistentVolume) -> bool:
+        return (volume.spec.claim_ref is None and volume.status.phase == VOLUME_AVAILABLE
+                and _fits(book, volume, requested, mode, attributes)
+                and (spec.selector is None or selects(spec.selector, volume.metadata.labels))
+                and volume_class(volume) == class_name
+                and all(wanted in volume.spec.access_modes for wanted in spec.access_modes))
+
     kept = book._matches.get(match_key)
     if kept is not None and kept[0] == version:
         return kept[1]
-    found = [volume for volume in book.volumes.values()
-             if volume.spec.claim_ref is None and volume.status.phase == VOLUME_AVAILABLE
-             and _fits(volume, requested, mode, attributes)
-             and (spec.selector is None or selects(spec.selector, volume.metadata.labels))
-             and volume_class(volume) == class_name
-             and all(wanted in volume.spec.access_modes for wanted in spec.access_modes)]
-    found.sort(key=_size_then_name)
-    candidates = Candidates(found)
-    if len(book._matches) >= VolumeBook.MATCHES_KEPT:
+    changed = book.changed_since(kept[0]) if kept is not None else None
+    if kept is not None and changed is not None:
+        added = [(book.facts(held)[0] or 0, name, held) for name in changed
+                 if (held := book.volumes.get(name)) is not None and qualifies(held)]
+        added.sort(key=_size_then_name)
+        candidates = kept[1].updated(book, changed, added)
+    else:
+        found = [(book.facts(volume)[0] or 0, name, volume) for name, volume in book.volumes.items()
+                 if qualifies(volume)]
+        found.sort(key=_size_then_name)
+        candidates = Candidates(book, found)
+    if len(book._matches) >= VolumeBook.MATCHES_KEPT and match_key not in book._matches:
         book._matches.clear()
     book._matches[match_key] = (version, candidates)
     return candidates
 
 
-def _fits(volume: PersistentVolume, requested: int, mode: str, attributes: str) -> bool:
+def _fits(book: VolumeBook, volume: PersistentVolume, requested: int, mode: str, attributes: str) -> bool:
     """Big enough, of the claim's volumeMode and attributes class, not being deleted."""
     spec = volume.spec
-    capacity = _storage(spec.capacity)
+    capacity = book.facts(volume)[0]
     return (capacity is not None and capacity >= requested and (spec.volume_mode or FILESYSTEM) == mode
             and (spec.volume_attributes_class_name or "") == attributes and volume.metadata.deletion_timestamp is None)
 
@@ -375,8 +518,19 @@ def static_reach(candidates: Iterable[PersistentVolume]) -> VolumeReach:
         else:
             into = by_name if pin[0] == HOSTNAME_FIELD else by_hostname
             into[pin[1]] = into.get(pin[1], 0) + 1
+    return _reach(None, by_hostname, by_name, tuple(elsewhere))
+
+
+def _reach(book: VolumeBook | None, by_hostname: dict[str, int], by_name: dict[str, int],
+           elsewhere: tuple[tuple[NodeSelectorTerm, ...] | None, ...]) -> VolumeReach:
+    """A static reach, numbered by `book` (never twice the same number); without a book (a reach made for one
+    pod), digested from its counts."""
+    if book is not None:
+        digest = f"#{book.next_serial()}"
+    else:
+        digest = hashlib.blake2b(_SELECTOR_KEY.encode((by_hostname, by_name, elsewhere)), digest_size=16).hexdigest()
     return VolumeReach(terms=None, zones=(), reason=NO_VOLUME_TO_BIND, static=True, by_hostname=by_hostname,
-                       by_name=by_name, elsewhere=tuple(elsewhere))
+                       by_name=by_name, elsewhere=elsewhere, digest=digest)
 
 
 def spoken_for(book: VolumeBook, waiting: Iterable[tuple[str, str, Mapping[str, str], list[str]]]

@@ -17,12 +17,13 @@ from hypothesis import strategies as st
 
 from events.builders import group_event, pod_group
 from events.ingest import KIND_BY_NAME, upsert_event
-from events.model import Event, PodAssumed, PodDeleted, VolumeUpserted
-from events.objects import ClaimReference
+from events.model import Event, PodAssumed, PodDeleted, VolumeDeleted, VolumeUpserted
+from events.objects import ClaimReference, PersistentVolumeClaim
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod
 from placement.plan import VOLUME
 from placement.volume_binding import choose_volumes
 from state.cluster import ClusterState
+from state.volumes import static_match
 
 ZONE = "topology.kubernetes.io/zone"
 ZONES = ["z1", "z2", "z3"]
@@ -373,3 +374,54 @@ def test_claims_get_distinct_volumes_made_in_advance_that_reach_their_pods_and_a
         if len(chosen) % 2:  # the watch shows the claimRef of some at once, of others not yet
             _pre_bind(state, got)
     _check_given(case, state, placed, chosen)
+
+
+# The candidates of a claim are kept as volumes change (`static_match` follows the changes): after any
+# sequence of volume upserts and deletions they equal those derived afresh from the volumes held.
+
+@st.composite
+def volume_changes(draw: st.DrawFn) -> list[Event]:
+    events: list[Event] = []
+    for _ in range(draw(st.integers(1, 25))):
+        name = f"pv{draw(st.integers(0, 6))}"
+        if draw(st.integers(0, 5)) == 0:
+            events.append(VolumeDeleted(name=name))
+            continue
+        spec: dict[str, Any] = {"storageClassName": draw(st.sampled_from(["local", "local", "other"])),
+                                "capacity": {"storage": f"{draw(st.sampled_from(STATIC_SIZES))}Gi"},
+                                "accessModes": ["ReadWriteOnce"]}
+        pin = draw(st.sampled_from(["n0", "n1", "n2", None]))
+        if pin is not None:
+            spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [pin]}]}]}}
+        if draw(st.integers(0, 3)) == 0:
+            spec["claimRef"] = {"namespace": "default", "name": draw(st.sampled_from(["data", "other"]))}
+        phase = draw(st.sampled_from(["Available", "Available", "Bound", "Released"]))
+        events.append(_obj("PersistentVolume", {"apiVersion": "v1", "kind": "PersistentVolume",
+                                                "metadata": {"name": name}, "spec": spec, "status": {"phase": phase}}))
+    return events
+
+
+@settings(max_examples=300, deadline=None)
+@given(volume_changes(), st.lists(st.integers(0, 24), max_size=6))
+def test_a_claims_candidates_followed_through_volume_changes_equal_those_derived_afresh(
+        events: list[Event], looks: list[int]) -> None:
+    claim = msgspec.convert({"metadata": {"name": "data", "namespace": "default", "uid": "uid-data"},
+                             "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+                                      "resources": {"requests": {"storage": "100Gi"}}}}, PersistentVolumeClaim)
+    kept = ClusterState()
+    for index, event in enumerate(events):
+        kept.apply(event)
+        if index in looks or index == len(events) - 1:  # looked at now and then: the changes pile up between
+            fresh = ClusterState()
+            fresh.apply_all([VolumeUpserted(volume=volume) for volume in kept.volumes.volumes.values()])
+            followed = static_match(kept.volumes, claim, "default/data")
+            derived = static_match(fresh.volumes, claim, "default/data")
+            assert [name for _, name, _ in followed.entries] == [name for _, name, _ in derived.entries]
+            assert followed.reach.by_hostname == derived.reach.by_hostname
+            assert followed.reach.by_name == derived.reach.by_name
+            assert followed.reach.elsewhere == derived.reach.elsewhere
+            for node in ("n0", "n1", "n2", "n3"):
+                labels = {"kubernetes.io/hostname": node}
+                assert ([v.metadata.name for v in followed.reaching(node, labels)]
+                        == [v.metadata.name for v in derived.reaching(node, labels)])
