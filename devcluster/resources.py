@@ -131,6 +131,8 @@ RESOURCES: tuple[ResourceDef, ...] = (
     ResourceDef(
         "scheduling.run.ai", "v2alpha2", "PodGroup", "podgroups", "podgroup", True, ("status",), ("pg",), custom=True,
     ),
+    # KAI's Queue (cluster-scoped; its status is KAI's queue controller's to write).
+    ResourceDef("scheduling.run.ai", "v2", "Queue", "queues", "queue", False, ("status",), custom=True),
     ResourceDef(
         "scheduling.sigs.k8s.io", "v1alpha1", "ElasticQuota", "elasticquotas", "elasticquota", True, ("status",),
         ("eq", "eqs"), custom=True,

@@ -259,6 +259,14 @@ def _crd_top(extra: dict[str, Schema], required: tuple[str, ...] = ()) -> Schema
     return _crd_object({"apiVersion": _string(), "kind": _string(), "metadata": OBJECT_META, **extra}, required)
 
 
+def _number() -> Schema:
+    return {"type": "number"}
+
+
+# One resource of a KAI Queue: plain JSON numbers in KAI's units (-1: unlimited), as its CRD declares them.
+_KAI_QUEUE_RESOURCE = _object({field: _number() for field in ("quota", "limit", "overQuotaWeight", "lendingLimit")})
+
+
 def _label_key() -> Schema:
     """A node label key as KAI's Topology CRD declares its nodeLabel (and alias)."""
     return {**_string(), "minLength": 1, "maxLength": 316,
@@ -432,6 +440,14 @@ KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
                 "topologyConstraint": _KAI_TOPOLOGY_CONSTRAINT,
             }, ("name",))),
             "markUnschedulable": _boolean(), "schedulingBackoff": _integer(),
+        }),
+        "status": _free(),
+    })),
+    ("scheduling.run.ai/v2", "Queue"): ("ai.run.scheduling.v2.Queue", _top({
+        "spec": _object({
+            "displayName": _string(), "parentQueue": _string(), "priority": _integer(),
+            "preemptMinRuntime": _string(), "reclaimMinRuntime": _string(),
+            "resources": _object({resource: _KAI_QUEUE_RESOURCE for resource in ("cpu", "memory", "gpu")}),
         }),
         "status": _free(),
     })),

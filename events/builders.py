@@ -18,6 +18,12 @@ from events.objects import (
     Container,
     ElasticQuota,
     ElasticQuotaSpec,
+    KaiPodGroup,
+    KaiPodGroupSpec,
+    KaiQueue,
+    KaiQueueResource,
+    KaiQueueResources,
+    KaiQueueSpec,
     Node,
     NodeSpec,
     NodeStatus,
@@ -193,6 +199,36 @@ def volcano_pod_group(name: str, *, namespace: str = "default", min_member: int 
     return VolcanoPodGroup(
         metadata=ObjectMeta(name=name, namespace=namespace, uid=f"uid-vpg-{namespace}-{name}"),
         spec=VolcanoPodGroupSpec(min_member=min_member, queue=queue),
+    )
+
+
+KaiAmounts = tuple[float | None, float | None, float | None]  # KAI's (quota, limit, overQuotaWeight)
+
+
+def kai_queue(name: str, *, parent: str = "", cpu: KaiAmounts | None = None, memory: KaiAmounts | None = None,
+              gpu: KaiAmounts | None = None, priority: int | None = None) -> KaiQueue:
+    """A KAI Scheduler Queue (scheduling.run.ai/v2); each resource given as (quota, limit, overQuotaWeight)
+    in KAI's units (millicores, megabytes, GPUs), None for an absent field; an absent resource is absent."""
+
+    def resource(amounts: KaiAmounts | None) -> KaiQueueResource | None:
+        if amounts is None:
+            return None
+        quota, limit, weight = (None if value is None else float(value) for value in amounts)  # as JSON decodes
+        return KaiQueueResource(quota=quota, limit=limit, over_quota_weight=weight)
+
+    return KaiQueue(
+        metadata=ObjectMeta(name=name, uid=f"uid-kaiq-{name}"),
+        spec=KaiQueueSpec(parent_queue=parent, priority=priority, resources=KaiQueueResources(
+            cpu=resource(cpu), memory=resource(memory), gpu=resource(gpu))),
+    )
+
+
+def kai_pod_group(name: str, *, namespace: str = "default", min_member: int = 1, queue: str = "",
+                  preemptibility: str = "") -> KaiPodGroup:
+    """A KAI Scheduler PodGroup (scheduling.run.ai/v2alpha2); pods join it with `pod-group-name`."""
+    return KaiPodGroup(
+        metadata=ObjectMeta(name=name, namespace=namespace, uid=f"uid-kaipg-{namespace}-{name}"),
+        spec=KaiPodGroupSpec(min_member=min_member, queue=queue, preemptibility=preemptibility),
     )
 
 

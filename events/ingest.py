@@ -31,6 +31,8 @@ from events.model import (
     HyperNodeUpserted,
     KaiPodGroupDeleted,
     KaiPodGroupUpserted,
+    KaiQueueDeleted,
+    KaiQueueUpserted,
     KaiTopologyDeleted,
     KaiTopologyUpserted,
     KubePodGroupDeleted,
@@ -67,6 +69,7 @@ from events.objects import (
     CLUSTER_NETWORK_TOPOLOGY_API,
     HYPERNODE_API,
     KAI_POD_GROUP_API,
+    KAI_QUEUE_API,
     KAI_TOPOLOGY_API,
     KOORDINATOR_POD_GROUP_API,
     KOORDINATOR_QUOTA_API,
@@ -82,6 +85,7 @@ from events.objects import (
     ElasticQuota,
     HyperNode,
     KaiPodGroup,
+    KaiQueue,
     KaiTopology,
     KubePodGroup,
     KueueTopology,
@@ -102,7 +106,7 @@ from events.objects import (
 
 KubeObject = (Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
               | KueueTopology | KaiTopology | KaiPodGroup | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue
-              | PersistentVolumeClaim | PersistentVolume | StorageClass | PodDisruptionBudget)
+              | KaiQueue | PersistentVolumeClaim | PersistentVolume | StorageClass | PodDisruptionBudget)
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,8 @@ KINDS: tuple[KindInfo, ...] = (
              lambda k, u: CapacityElasticQuotaDeleted(key=k)),
     KindInfo("Queue", VOLCANO_QUEUE_API, "Queue", "queues", False, Queue,
              lambda o: QueueUpserted(queue=o), lambda k, u: QueueDeleted(name=k)),
+    KindInfo("KaiQueue", KAI_QUEUE_API, "Queue", "queues", False, KaiQueue,
+             lambda o: KaiQueueUpserted(queue=o), lambda k, u: KaiQueueDeleted(name=k)),
     # Volumes: what a pod's claims let it reach (state/volumes.py).
     KindInfo("StorageClass", "storage.k8s.io/v1", "StorageClass", "storageclasses", False, StorageClass,
              lambda o: StorageClassUpserted(storage_class=o), lambda k, u: StorageClassDeleted(name=k)),

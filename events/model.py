@@ -23,6 +23,7 @@ from events.objects import (
     ElasticQuota,
     HyperNode,
     KaiPodGroup,
+    KaiQueue,
     KaiTopology,
     KubePodGroup,
     KueueTopology,
@@ -188,6 +189,16 @@ class QueueUpserted(EventBase, tag="queue", frozen=True):
 
 
 class QueueDeleted(EventBase, tag="queue-", frozen=True):
+    name: str
+
+
+class KaiQueueUpserted(EventBase, tag="kaiq", frozen=True):
+    """A KAI Scheduler Queue (scheduling.run.ai/v2)."""
+
+    queue: KaiQueue
+
+
+class KaiQueueDeleted(EventBase, tag="kaiq-", frozen=True):
     name: str
 
 
@@ -374,6 +385,8 @@ Event: TypeAlias = (
     | CapacityElasticQuotaDeleted
     | QueueUpserted
     | QueueDeleted
+    | KaiQueueUpserted
+    | KaiQueueDeleted
     | ClaimUpserted
     | ClaimDeleted
     | VolumeUpserted

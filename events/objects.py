@@ -821,6 +821,43 @@ class Queue(_K8s, frozen=True):
     status: QueueStatus = QueueStatus()
 
 
+class KaiQueueResource(_K8s, frozen=True):
+    """One resource of a KAI Queue, in KAI's units (cpu: millicores, memory: megabytes of 10^6 bytes, gpu:
+    GPUs); -1 is unlimited. An absent field is None here (KAI reads it as 0) so the fold can say which
+    value it is reading."""
+
+    quota: float | None = None
+    over_quota_weight: float | None = None
+    limit: float | None = None
+    lending_limit: float | None = None  # newer KAI releases only
+
+
+class KaiQueueResources(_K8s, frozen=True):
+    cpu: KaiQueueResource | None = None
+    memory: KaiQueueResource | None = None
+    gpu: KaiQueueResource | None = None
+
+
+class KaiQueueSpec(_K8s, frozen=True):
+    display_name: str = ""
+    parent_queue: str = ""
+    resources: KaiQueueResources | None = None
+    priority: Int64 | None = None
+    preempt_min_runtime: str | None = None
+    reclaim_min_runtime: str | None = None
+
+
+class KaiQueue(_K8s, frozen=True):
+    """NVIDIA KAI Scheduler's Queue (scheduling.run.ai/v2, cluster-scoped); KAI PodGroups name it in
+    spec.queue, and the pod-grouper takes it from the label `kai.scheduler/queue`. Its status is KAI's
+    own output (allocated, childQueues) and is not read."""
+
+    api_version: str = "scheduling.run.ai/v2"
+    kind: str = "Queue"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: KaiQueueSpec = KaiQueueSpec()
+
+
 # --------------------------------------------------------------------------- well-known names
 
 POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
@@ -870,6 +907,9 @@ QUOTA_RUNTIME_ANNOTATION = "quota.scheduling.koordinator.sh/runtime"
 QUOTA_REQUEST_ANNOTATION = "quota.scheduling.koordinator.sh/request"
 # Volcano: only pods marked preemptable "true" (annotation or label) may be reclaimed by another queue.
 VOLCANO_PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
+# KAI Scheduler: the queue a workload (its top owner) or pod names; KAI's pod-grouper copies it into the
+# PodGroup's spec.queue, which is what KAI's scheduler reads.
+KAI_QUEUE_LABEL = "kai.scheduler/queue"
 # Persistent volumes, as the PV controller and kube-scheduler's VolumeBinding plugin write and read them:
 # a claim is bound once the PV controller has marked the binding complete; the deprecated class
 # annotation still names a claim's StorageClass before spec.storageClassName; the scheduler writes the
@@ -923,6 +963,7 @@ KAI_POD_GROUP_API = "scheduling.run.ai/v2alpha2"
 KOORDINATOR_QUOTA_API = "scheduling.sigs.k8s.io/v1alpha1"
 CAPACITY_QUOTA_API = "scheduling.x-k8s.io/v1alpha1"
 VOLCANO_QUEUE_API = "scheduling.volcano.sh/v1beta1"
+KAI_QUEUE_API = "scheduling.run.ai/v2"
 
 
 # --------------------------------------------------------------------------- slimming
@@ -937,7 +978,7 @@ _Object = TypeVar(
     "_Object",
     bound=Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
     | KueueTopology | KaiTopology | KaiPodGroup | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue
-    | PersistentVolumeClaim | PersistentVolume | StorageClass | PodDisruptionBudget,
+    | KaiQueue | PersistentVolumeClaim | PersistentVolume | StorageClass | PodDisruptionBudget,
 )
 
 

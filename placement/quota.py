@@ -12,7 +12,8 @@ nominated pods, minus the asking pods themselves and the pods the caller treats 
   idle capacity; the same for Volcano queues, by weight): borrowing beyond min goes only as far as
   the runtime share;
 - Koordinator: pods labelled `quota.scheduling.koordinator.sh/preemptible: "false"` count against
-  min only (non-preemptible used + asked <= min, at the quota itself);
+  min only (non-preemptible used + asked <= min, at the quota itself); KAI likewise for the pods of a
+  non-preemptible PodGroup (within quota);
 - capacity scheduling ElasticQuotas: what one borrows beyond its min must fit in the unused part of
   the sum of all their mins (first come, first served); within its min a quota is always admitted.
 A pod naming a missing quota or a parent quota is refused with its membership's reason.
@@ -31,8 +32,12 @@ from collections.abc import Set as AbstractSet
 
 from placement.plan import QUOTA, Unschedulable
 from state.cluster import ClusterState, PodInfo
-from state.quota import CAPACITY, KOORDINATOR, Quota, QuotaBook
+from state.quota import CAPACITY, KAI_DIALECT, KOORDINATOR, Quota, QuotaBook, shown_amount
 from state.resources import Resources, format_quantity
+
+# The dialects whose non-preemptible pods must stay within min, and how each says which pods those are.
+_NON_PREEMPTIBLE_WITHIN_MIN = {KOORDINATOR: ' (pods labelled preemptible "false" stay within min)',
+                               KAI_DIALECT: " (non-preemptible jobs stay within quota)"}
 
 
 def admit(state: ClusterState, pods: Sequence[str], *, ignore_pods: AbstractSet[str] = frozenset(),
@@ -57,7 +62,7 @@ def admit(state: ClusterState, pods: Sequence[str], *, ignore_pods: AbstractSet[
         if quota is None:
             continue
         _add(asked.setdefault(quota.id, {}), pod)
-        if quota.dialect == KOORDINATOR and not book.preemptible(pod):
+        if quota.dialect in _NON_PREEMPTIBLE_WITHIN_MIN and not book.preemptible(pod):
             _add(asked_np.setdefault(quota.id, {}), pod)
     if not asked:
         return ""
@@ -136,8 +141,7 @@ def _check(state: ClusterState, book: QuotaBook, quota: Quota, asked: Resources,
             floor = quota.min.get(resource, 0)
             if used + amount > floor:
                 return _words(quota, resource, used, amount, quota.guarded_word, floor,
-                              ' (pods labelled preemptible "false" stay within min)',
-                              "used by non-preemptible pods")
+                              _NON_PREEMPTIBLE_WITHIN_MIN[quota.dialect], "used by non-preemptible pods")
     for level in quota.path():
         if level.closed and starting:
             return f"{level.label} is Closed: it admits no new job"
@@ -161,7 +165,7 @@ def _check(state: ClusterState, book: QuotaBook, quota: Quota, asked: Resources,
         used = quota.used.get(resource, 0) - released.get(resource, 0)
         if used + amount > share:
             return _words(quota, resource, used, amount, "runtime", share,
-                          f" ({quota.guarded_word} {format_quantity(resource, quota.min.get(resource, 0))} "
+                          f" ({quota.guarded_word} {shown_amount(resource, quota.min.get(resource, 0))} "
                           "plus its share of idle capacity)")
     return ""
 

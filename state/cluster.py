@@ -45,6 +45,8 @@ from events.model import (
     HyperNodeUpserted,
     KaiPodGroupDeleted,
     KaiPodGroupUpserted,
+    KaiQueueDeleted,
+    KaiQueueUpserted,
     KaiTopologyDeleted,
     KaiTopologyUpserted,
     KubePodGroupDeleted,
@@ -99,6 +101,7 @@ from events.objects import (
     ElasticQuota,
     HyperNode,
     KaiPodGroup,
+    KaiQueue,
     KaiTopology,
     KubePodGroup,
     KueueTopology,
@@ -148,7 +151,7 @@ from state.node_table import NodeTable, node_table, nodes_of
 from state.pod_constraints import DRA_NOT_PLACED, unconsidered
 from state.pod_gangs import annotation_gang_spec, defines_gang, membership, workload_of_gang
 from state.pod_table import PodRowTable, PodTable, columns, columns_of_rows, pod_table, pods_of, shared_parts
-from state.quota import IDLE_UNLESS_ACTIVE, QuotaBook
+from state.quota import IDLE_UNLESS_ACTIVE, KAI_QUEUE_KIND, QuotaBook
 from state.resources import (
     HOST_PORT_PREFIX,
     MILLI,
@@ -431,6 +434,7 @@ class _SnapshotObjects(msgspec.Struct, frozen=True, kw_only=True):
     kueue_topologies: list[KueueTopology] = []  # absent from snapshots written before they were read
     kai_topologies: list[KaiTopology] = []  # likewise
     kai_pod_groups: list[KaiPodGroup] = []  # likewise
+    kai_queues: list[KaiQueue] = []  # likewise
 
 
 class StateSnapshot(_SnapshotObjects, frozen=True, kw_only=True):
@@ -1738,6 +1742,7 @@ class ClusterState:
             elastic_quotas=[self.quotas.elastic_quotas[k] for k in sorted(self.quotas.elastic_quotas)],
             capacity_quotas=[self.quotas.capacity_quotas[k] for k in sorted(self.quotas.capacity_quotas)],
             queues=[self.quotas.queues[k] for k in sorted(self.quotas.queues)],
+            kai_queues=[self.quotas.kai_queues[k] for k in sorted(self.quotas.kai_queues)],
             storage_classes=[self.volumes.classes[k] for k in sorted(self.volumes.classes)],
             persistent_volumes=[self.volumes.volumes[k] for k in sorted(self.volumes.volumes)],
             claims=[self.volumes.claims[k] for k in sorted(self.volumes.claims)],
@@ -1771,6 +1776,8 @@ class ClusterState:
             state.apply(CapacityElasticQuotaUpserted(quota=capacity_quota))
         for queue in snap.queues:
             state.apply(QueueUpserted(queue=queue))
+        for kai_queue in snap.kai_queues:
+            state.apply(KaiQueueUpserted(queue=kai_queue))
         for storage_class in snap.storage_classes:
             state.apply(StorageClassUpserted(storage_class=storage_class))
         for volume in snap.persistent_volumes:
@@ -2251,6 +2258,8 @@ _UPDATE_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = {
     CapacityElasticQuotaDeleted: lambda e: ("CapacityElasticQuota", e.key),
     QueueUpserted: lambda e: ("Queue", e.queue.metadata.name),
     QueueDeleted: lambda e: ("Queue", e.name),
+    KaiQueueUpserted: lambda e: (KAI_QUEUE_KIND, e.queue.metadata.name),
+    KaiQueueDeleted: lambda e: (KAI_QUEUE_KIND, e.name),
     ClaimUpserted: lambda e: (CLAIM_KIND, _meta_key(e.claim.metadata)),
     ClaimDeleted: lambda e: (CLAIM_KIND, e.key),
     VolumeUpserted: lambda e: ("PersistentVolume", e.volume.metadata.name),
@@ -2302,6 +2311,7 @@ _HELD_OBJECTS: dict[type, tuple[Callable[[ClusterState, str], object], Callable[
     ElasticQuotaUpserted: (lambda s, k: s.quotas.elastic_quotas.get(k), lambda e: e.quota),
     CapacityElasticQuotaUpserted: (lambda s, k: s.quotas.capacity_quotas.get(k), lambda e: e.quota),
     QueueUpserted: (lambda s, k: s.quotas.queues.get(k), lambda e: e.queue),
+    KaiQueueUpserted: (lambda s, k: s.quotas.kai_queues.get(k), lambda e: e.queue),
     ClaimUpserted: (lambda s, k: s.volumes.claims.get(k), lambda e: e.claim),
     VolumeUpserted: (lambda s, k: s.volumes.volumes.get(k), lambda e: e.volume),
     StorageClassUpserted: (lambda s, k: s.volumes.classes.get(k), lambda e: e.storage_class),
@@ -2376,7 +2386,7 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None] | None] = exhaustive("
     GangPlanned: ClusterState._gang_planned,
     PreemptionPlanned: None,
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
-            QueueUpserted, QueueDeleted), ClusterState._quota_object),
+            QueueUpserted, QueueDeleted, KaiQueueUpserted, KaiQueueDeleted), ClusterState._quota_object),
     ClaimUpserted: ClusterState._claim_upserted,
     ClaimDeleted: ClusterState._claim_deleted,
     VolumeUpserted: ClusterState._volume_upserted,

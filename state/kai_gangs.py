@@ -25,8 +25,8 @@ What is read, and what it becomes:
   "" leave toposched's priority rules to decide.
 - Read but not implemented, each said once in a problem (`UNSUPPORTED_FIELD`): `spec.priorityClassName`
   (kept as `GangSpec.priority_class_name`, but each pod's own priority orders and preempts, as in every
-  dialect), `spec.queue` (KAI's Queues are not read: no quota applies), `spec.subGroups` and
-  `spec.minSubGroup` (the whole group is one gang of minMember).
+  dialect), `spec.subGroups` and `spec.minSubGroup` (the whole group is one gang of minMember).
+- `spec.queue` names the KAI Queue whose quota the gang's pods count against (`state/quota.py`).
 Whether the levels are layers of the tree in use and the Topology the one the tree is built from
 needs the tree: `kai_wish_problems` reports each that is not (`state/topology_wishes.py` runs it).
 
@@ -92,9 +92,6 @@ def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]
     if spec.priority_class_name:
         problems.append(Problem(kind, key, "spec.priorityClassName", f"{shown(spec.priority_class_name)} is read "
                                 "but not used: each pod's own priority orders and preempts", reason=UNSUPPORTED_FIELD))
-    if spec.queue:
-        problems.append(Problem(kind, key, "spec.queue", f"{shown(spec.queue)} is read but not implemented: KAI "
-                                "Queues are not read, so no queue quota applies", reason=UNSUPPORTED_FIELD))
     if spec.sub_groups:
         problems.append(Problem(kind, key, "spec.subGroups", "is read but not implemented: the whole PodGroup is "
                                 "one gang of minMember, placed within its own topologyConstraint",

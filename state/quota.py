@@ -15,13 +15,30 @@ Three dialects are read into one model (`Quota`: min, max, weight, parent), each
   guaranteed level reclaim protects, `guarantee` is reserved (never lent), `weight` (default 1)
   shares idle capacity, `reclaimable: false` protects everything it runs, a Closed or Closing queue
   (`status.state`, else the deprecated `spec.state`) admits no new job, `spec.parent` builds the tree.
+- NVIDIA KAI Scheduler's Queue (scheduling.run.ai/v2, cluster-scoped; KAI PodGroups name it in
+  `spec.queue`, which KAI's pod-grouper takes from the workload's or pod's label `kai.scheduler/queue`).
+  `spec.resources.{cpu,memory,gpu}` each hold `quota` (the guaranteed level: min), `limit` (max) and
+  `overQuotaWeight` (the weight for idle capacity), in KAI's units: cpu in millicores, memory in
+  megabytes of 10^6 bytes, gpu in GPUs of `nvidia.com/gpu`. As KAI reads them (its proportion plugin
+  and capacity policy): -1 is unlimited (a quota of -1 deserves everything up to its limit); an absent
+  value is 0, so an absent limit lets no pod of the queue ask for that resource at all, and an absent
+  weight lends the queue nothing of what others leave idle. Every KAI queue thus counts all three
+  resources. `spec.parentQueue` builds the tree; only leaf queues take jobs. Non-preemptible jobs (a
+  KAI PodGroup's `spec.preemptibility: non-preemptible`) stay within quota and are never reclaimed.
+  Read but not implemented (UnsupportedField): `spec.priority` (over-quota order between queues),
+  `spec.preemptMinRuntime`, `spec.reclaimMinRuntime`, `lendingLimit`.
 
-Which quota a pod belongs to (one at most), first match wins:
+Which quota a pod belongs to (one at most), first match wins: a quota the pod or its gang names comes
+before one its namespace implies, and a gang's PodGroup before a pod's own label (KAI's scheduler reads
+the PodGroup's queue; the label is only what its pod-grouper copies there):
 1. the Koordinator quota its label `quota.scheduling.koordinator.sh/name` names;
 2. the Queue of its Volcano PodGroup (`spec.queue`, or `default`);
-3. the first Koordinator quota (by name) that is no parent, in the pod's namespace;
-4. the capacity scheduling ElasticQuota of the pod's namespace;
-5. none: the pod is not limited by any quota (nor protected by one).
+3. the KAI Queue of its KAI PodGroup (`spec.queue`, else the pod's `kai.scheduler/queue` label, else
+   `default-queue`, what KAI's pod-grouper would have written);
+4. the KAI Queue its label `kai.scheduler/queue` names (a pod of no KAI PodGroup);
+5. the first Koordinator quota (by name) that is no parent, in the pod's namespace;
+6. the capacity scheduling ElasticQuota of the pod's namespace;
+7. none: the pod is not limited by any quota (nor protected by one).
 
 What a quota holds (every vector is in milli-units and summed up the tree, parents included):
 - `used`: requests of its pods that are bound or assumed (and not finished), plus its pending pods
@@ -38,7 +55,8 @@ of a quota first gets its request up to its min (all of its min when it does not
 together when the parent's runtime cannot hold every min; what is left is shared by weight among
 the children asking for more, each capped at its request and max, until nothing is left or nobody
 asks. The root of a tree holds the allocatable of every node. Volcano queues are shared the same
-way (their weight being their share); capacity scheduling quotas have no runtime (first come).
+way (their weight being their share), and KAI queues by overQuotaWeight; capacity scheduling quotas
+have no runtime (first come).
 
 Bad input never raises: the object stays, the rule that then applies is recorded as a `Problem`
 naming the object and field: a negative or malformed quantity counts as 0; min above max is cut to
@@ -46,7 +64,9 @@ max; an unknown parent, or a parent chain that loops, makes the quota a top quot
 quotas of one name (or two capacity quotas in one namespace): the first by key is used; a pod
 naming a quota that does not exist (or a parent quota) is not placed until it does (the reason says
 so); a PodGroup naming a missing queue other than `default` likewise (a missing `default` queue
-means no quota, as Volcano creates it on its own).
+means no quota, as Volcano creates it on its own), and a KAI PodGroup or labelled pod naming a missing
+KAI queue other than `default-queue`. KAI's own rules give their words: a quota other than -1 below
+0, or a limit likewise, counts as 0; a quota above the limit is cut to it.
 
 `QuotaBook` is folded by `ClusterState.apply`: the quota objects through `object_changed` (the
 fold's table), every other event after the state has folded it (`observe`); it reads the state's
@@ -55,6 +75,7 @@ pods and gangs and never changes them. Pure: no clock, no I/O.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -79,6 +100,8 @@ from events.model import (
     HyperNodeUpserted,
     KaiPodGroupDeleted,
     KaiPodGroupUpserted,
+    KaiQueueDeleted,
+    KaiQueueUpserted,
     KaiTopologyDeleted,
     KaiTopologyUpserted,
     KubePodGroupDeleted,
@@ -113,6 +136,7 @@ from events.model import (
     object_key,
 )
 from events.objects import (
+    KAI_QUEUE_LABEL,
     QUOTA_ALLOW_LENT_LABEL,
     QUOTA_IS_PARENT_LABEL,
     QUOTA_NAME_LABEL,
@@ -122,10 +146,13 @@ from events.objects import (
     VOLCANO_PREEMPTABLE_ANNOTATION,
     CapacityElasticQuota,
     ElasticQuota,
+    KaiQueue,
+    KaiQueueResource,
     Queue,
 )
-from state.gangs import INVALID_QUANTITY, Problem
-from state.resources import QuantityError, Resources, parse_quantity
+from state.gangs import INVALID_QUANTITY, KAI, KAI_POD_GROUP_PROBLEM, UNSUPPORTED_FIELD, Problem
+from state.kai_gangs import shown
+from state.resources import QuantityError, Resources, format_quantity, parse_quantity
 
 if TYPE_CHECKING:
     from state.cluster import ClusterState, PodInfo
@@ -133,22 +160,33 @@ if TYPE_CHECKING:
 KOORDINATOR: Final = "koordinator"
 CAPACITY: Final = "scheduler-plugins"
 VOLCANO: Final = "volcano"
-DIALECTS: Final = (KOORDINATOR, CAPACITY, VOLCANO)
+KAI_DIALECT: Final = KAI  # "kai", as the gangs' dialect
+DIALECTS: Final = (KOORDINATOR, CAPACITY, VOLCANO, KAI_DIALECT)
 
 KOORDINATOR_KIND: Final = "ElasticQuota"
 CAPACITY_KIND: Final = "CapacityElasticQuota"
 QUEUE_KIND: Final = "Queue"
 VOLCANO_POD_GROUP_KIND: Final = "VolcanoPodGroup"
+KAI_QUEUE_KIND: Final = "KaiQueue"
 
 KOORDINATOR_ROOT_NAMES: Final = frozenset({"", "root", "koordinator-root-quota"})
 VOLCANO_ROOT_QUEUE: Final = "root"
 DEFAULT_QUEUE: Final = "default"
 CLOSED_STATES: Final = frozenset({"Closed", "Closing"})
 DEFAULT_VOLCANO_WEIGHT: Final = 1
+# KAI: what its pod-grouper writes into spec.queue when nothing names a queue; the value KAI reads as no
+# limit (and as a quota deserving everything); each resource of a KAI Queue, as the pod resource it counts
+# and the factor from KAI's unit to milli-units (millicores; megabytes of 10^6 bytes; GPUs).
+KAI_DEFAULT_QUEUE: Final = "default-queue"
+KAI_UNLIMITED: Final = -1.0
+KAI_RESOURCES: Final = (("cpu", "cpu", 1), ("memory", "memory", 10**9), ("gpu", "nvidia.com/gpu", 1000))
+# A KAI quota of -1 with no limit: a min no request reaches (as `_request_of`'s stand-in for no max).
+UNLIMITED_MIN: Final = 1 << 62
+_KAI_LARGEST: Final = 1e15  # above this a KAI value is no real amount (and would overflow the milli-units)
 # Reasons of the Warning Events these problems become (see daemon/kube/topology_status.py).
 INVALID_QUOTA: Final = "InvalidQuota"
 QUOTA_NOT_FOUND: Final = "QuotaNotFound"
-QUOTA_KINDS: Final = frozenset({KOORDINATOR_KIND, CAPACITY_KIND, QUEUE_KIND})
+QUOTA_KINDS: Final = frozenset({KOORDINATOR_KIND, CAPACITY_KIND, QUEUE_KIND, KAI_QUEUE_KIND})
 
 
 class Quota:
@@ -184,8 +222,9 @@ class Quota:
         self.weight: Resources = {}
         self.weight_default = 0  # a weight for every resource (Volcano); 0: per resource, from max
         self.constrained: frozenset[str] = frozenset()
-        self.max_word = "capability" if dialect == VOLCANO else "max"  # the field's name, for reasons
-        self.guarded_word = "deserved" if dialect == VOLCANO else "min"
+        # the fields' names, for reasons
+        self.max_word = {VOLCANO: "capability", KAI: "limit"}.get(dialect, "max")
+        self.guarded_word = {VOLCANO: "deserved", KAI: "quota"}.get(dialect, "min")
         self.reclaimable = True
         self.closed = False
         self.used: Resources = {}
@@ -242,6 +281,8 @@ NO_MEMBERSHIP = Membership()
 def _label(dialect: str, name: str) -> str:
     if dialect == VOLCANO:
         return f"queue {name}"
+    if dialect == KAI:
+        return f"KAI queue {name}"
     if dialect == CAPACITY:
         return f"ElasticQuota {name}"
     return f"quota {name}"
@@ -250,7 +291,7 @@ def _label(dialect: str, name: str) -> str:
 def _root(dialect: str) -> Quota:
     root = Quota(dialect, "", "", "")
     root.label = {KOORDINATOR: "the Koordinator quota tree", CAPACITY: "all capacity scheduling ElasticQuotas",
-                  VOLCANO: "the Volcano queue tree"}[dialect]
+                  VOLCANO: "the Volcano queue tree", KAI: "the KAI queue tree"}[dialect]
     return root
 
 
@@ -263,6 +304,11 @@ def _quantities(raw: Mapping[str, str], kind: str, key: str, field: str, problem
             problems.append(Problem(kind, key, f"{field}[{name}]", f"{error}; counted as 0", INVALID_QUANTITY))
             parsed[name] = 0
     return parsed
+
+
+def shown_amount(resource: str, amount: int) -> str:
+    """A min or max as quota reports write it: the unlimited min of a KAI quota of -1 as "unlimited"."""
+    return "unlimited" if amount >= UNLIMITED_MIN else format_quantity(resource, amount)
 
 
 def add_into(target: Resources, delta: Iterable[tuple[str, int]], sign: int = 1) -> None:
@@ -278,6 +324,8 @@ class QuotaBook:
         self.capacity_quotas: dict[str, CapacityElasticQuota] = {}
         self.queues: dict[str, Queue] = {}
         self.queue_refs: set[str] = set()  # Volcano PodGroups naming a queue other than `default`
+        self.kai_queues: dict[str, KaiQueue] = {}
+        self.kai_queue_refs: set[str] = set()  # KAI PodGroups naming a queue other than `default-queue`
         self.roots: dict[str, Quota] = {dialect: _root(dialect) for dialect in DIALECTS}
         self.quotas: dict[str, Quota] = {}  # by id, every quota of every tree (roots excluded)
         self.by_name: dict[str, dict[str, Quota]] = {dialect: {} for dialect in DIALECTS}
@@ -293,8 +341,10 @@ class QuotaBook:
 
     @property
     def active(self) -> bool:
-        """Any quota object known, or a Volcano PodGroup naming a queue: only then are pods looked at."""
-        return bool(self.elastic_quotas or self.capacity_quotas or self.queues or self.queue_refs)
+        """Any quota object known, or a Volcano or KAI PodGroup naming a queue: only then are pods looked
+        at (so a pod's `kai.scheduler/queue` label alone, with no quota object at all, limits nothing)."""
+        return bool(self.elastic_quotas or self.capacity_quotas or self.queues or self.queue_refs
+                    or self.kai_queues or self.kai_queue_refs)
 
     # ------------------------------------------------------------------ queries
 
@@ -333,7 +383,7 @@ class QuotaBook:
         key = (self.version, tuple(sorted(total.items())))
         if key != self._runtime_key:
             self._runtime = {}
-            for dialect in (KOORDINATOR, VOLCANO):
+            for dialect in (KOORDINATOR, VOLCANO, KAI):
                 root = self.roots[dialect]
                 self._distribute(root, {r: total.get(r, 0) for r in _resources_below(root)})
             self._runtime_key = key
@@ -385,9 +435,10 @@ class QuotaBook:
 
     def preemptible(self, pod: PodInfo) -> bool:
         """May another quota reclaim this pod? Koordinator: unless labelled preemptible "false";
-        Volcano: only when marked `volcano.sh/preemptable: "true"`; capacity scheduling: always."""
-        quota = self.quota_of(pod.key)
-        return quota is not None and _preemptible(pod, quota.dialect)
+        Volcano: only when marked `volcano.sh/preemptable: "true"`; KAI: unless its PodGroup is
+        non-preemptible; capacity scheduling: always. (As `settle` last found it.)"""
+        share = self.shares.get(pod.key)
+        return share is not None and share.preemptible
 
     # ------------------------------------------------------------------ the fold
 
@@ -406,7 +457,8 @@ class QuotaBook:
         self.settle(state, key)
 
     def _gang_event(self, state: ClusterState, event: Any) -> None:
-        if isinstance(event, VolcanoPodGroupUpserted | PodGroupUpserted | SchedulerPluginsPodGroupUpserted):
+        if isinstance(event, VolcanoPodGroupUpserted | PodGroupUpserted | SchedulerPluginsPodGroupUpserted
+                      | KubePodGroupUpserted | KaiPodGroupUpserted):
             key = object_key(event.pod_group.metadata.namespace, event.pod_group.metadata.name)
         else:
             key = event.key
@@ -416,6 +468,11 @@ class QuotaBook:
             self.queue_refs.add(key)  # it names a queue: that queue must exist, Queue objects or not
         else:
             self.queue_refs.discard(key)
+        kai_group = state.kai_pod_groups.get(key) if _kai_gang(state, key) else None
+        if kai_group is not None and (kai_group.spec.queue or KAI_DEFAULT_QUEUE) != KAI_DEFAULT_QUEUE:
+            self.kai_queue_refs.add(key)  # likewise, KAI Queue objects or not
+        else:
+            self.kai_queue_refs.discard(key)
         if self.active != was_active:
             self.rebuild(state)
             return
@@ -428,13 +485,17 @@ class QuotaBook:
         self._gang_problems(state, key)
 
     def object_changed(self, state: ClusterState, event: Any) -> None:
-        """Fold an ElasticQuota or Queue upsert or deletion (`ClusterState` hands them over)."""
+        """Fold an ElasticQuota or (Volcano or KAI) Queue upsert or deletion (`ClusterState` hands them over)."""
         if isinstance(event, ElasticQuotaUpserted):
             changed = _put(self.elastic_quotas, event.quota)
         elif isinstance(event, CapacityElasticQuotaUpserted):
             changed = _put(self.capacity_quotas, event.quota)
         elif isinstance(event, QueueUpserted):
             changed = _put(self.queues, event.queue)
+        elif isinstance(event, KaiQueueUpserted):
+            changed = _put(self.kai_queues, event.queue)
+        elif isinstance(event, KaiQueueDeleted):
+            changed = self.kai_queues.pop(event.name, None) is not None
         elif isinstance(event, ElasticQuotaDeleted):
             changed = self.elastic_quotas.pop(event.key, None) is not None
         elif isinstance(event, CapacityElasticQuotaDeleted):
@@ -455,6 +516,7 @@ class QuotaBook:
         self._build_koordinator()
         self._build_capacity()
         self._build_volcano()
+        self._build_kai()
         self.shares = {}
         self.members = {}
         self.version += 1
@@ -464,6 +526,8 @@ class QuotaBook:
         for key in sorted(state.pods):
             self.settle(state, key)
         for key in sorted(state.volcano_pod_groups):
+            self._gang_problems(state, key)
+        for key in sorted(state.kai_pod_groups):
             self._gang_problems(state, key)
 
     # ------------------------------------------------------------------ accounting
@@ -492,7 +556,7 @@ class QuotaBook:
         live = (not gone and not pod.terminating) or running
         requests = tuple(sorted((r, a) for r, a in pod.requests.items() if a and r in constrained_in(quota)))
         share = Share(quota=quota.id, requests=requests, used=running or reserved, running=running,
-                      live=live, preemptible=_preemptible(pod, quota.dialect))
+                      live=live, preemptible=_preemptible(state, pod, quota.dialect))
         self._set_share(key, share)
 
     def _set_share(self, key: str, share: Share | None) -> None:
@@ -551,6 +615,22 @@ class QuotaBook:
                 return Membership(quota=queue.id), []
             if queue_name != DEFAULT_QUEUE:
                 return Membership(refusal=f"queue {queue_name} not found (PodGroup {gang} spec.queue)"), []
+        label = meta.labels.get(KAI_QUEUE_LABEL, "")
+        if info is not None and info.spec is not None and info.spec.dialect == KAI and gang in state.kai_pod_groups:
+            queue_name = state.kai_pod_groups[gang].spec.queue or label or KAI_DEFAULT_QUEUE
+            where = f"PodGroup {gang} spec.queue" if state.kai_pod_groups[gang].spec.queue else (
+                f"pod label {KAI_QUEUE_LABEL}" if label else "")
+            member = self._kai_membership(queue_name, where)
+            if member is not None:
+                return member, []
+        elif label:
+            member = self._kai_membership(label, f"pod label {KAI_QUEUE_LABEL}")
+            if member is not None:
+                problems = [] if self.by_name[KAI].get(label) is not None else [
+                    Problem("Pod", pod.key, f"metadata.labels[{KAI_QUEUE_LABEL}]",
+                            f"KAI Queue {shown(label)} not found; the pod is not placed until it exists",
+                            QUOTA_NOT_FOUND)]
+                return member, problems
         namespace = meta.namespace
         for dialect in (KOORDINATOR, CAPACITY):
             quota = self.namespace_quota[dialect].get(namespace)
@@ -558,7 +638,21 @@ class QuotaBook:
                 return Membership(quota=quota.id), []
         return NO_MEMBERSHIP, []
 
+    def _kai_membership(self, queue_name: str, where: str) -> Membership | None:
+        """A pod's membership in the KAI queue `queue_name`, named at `where`; None when that is a missing
+        `default-queue` that nothing named (no quota then, as a missing Volcano `default`)."""
+        queue = self.by_name[KAI].get(queue_name)
+        if queue is not None:
+            if queue.is_parent:
+                return Membership(quota=queue.id, refusal=f"KAI queue {shown(queue_name)} is a parent queue; "
+                                                          "jobs go to leaf queues")
+            return Membership(quota=queue.id)
+        if not where and queue_name == KAI_DEFAULT_QUEUE:
+            return None
+        return Membership(refusal=f"KAI queue {shown(queue_name)} not found ({where})")
+
     def _gang_problems(self, state: ClusterState, key: str) -> None:
+        self._kai_gang_problems(state, key)
         group = state.volcano_pod_groups.get(key) if _volcano_gang(state, key) else None
         problems: list[Problem] = []
         if group is not None and self.active:
@@ -572,6 +666,22 @@ class QuotaBook:
                 problems.append(Problem(VOLCANO_POD_GROUP_KIND, key, "spec.queue",
                                         f"queue {queue_name!r} is a parent queue; its pods are not placed"))
         self._set_problems(VOLCANO_POD_GROUP_KIND, key, problems)
+
+    def _kai_gang_problems(self, state: ClusterState, key: str) -> None:
+        group = state.kai_pod_groups.get(key) if _kai_gang(state, key) else None
+        problems: list[Problem] = []
+        if group is not None and self.active and group.spec.queue:
+            queue = self.by_name[KAI].get(group.spec.queue)
+            if queue is None and group.spec.queue != KAI_DEFAULT_QUEUE:
+                problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, "spec.queue",
+                                        f"KAI Queue {shown(group.spec.queue)} not found; its pods are not placed until "
+                                        "it exists", QUOTA_NOT_FOUND))
+            elif queue is not None and queue.is_parent:
+                problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, "spec.queue",
+                                        f"KAI Queue {shown(group.spec.queue)} is a parent queue; its pods are not "
+                                        "placed"))
+        # the book's problems are apart from the fold's own (the gang's): `ClusterState.problems_of` joins them
+        self._set_problems(KAI_POD_GROUP_PROBLEM, key, problems)
 
     def _set_problems(self, kind: str, key: str, problems: list[Problem]) -> None:
         if kind in QUOTA_KINDS:
@@ -706,6 +816,40 @@ class QuotaBook:
             quota.is_parent = bool(quota.children)
             quota.constrained = named
 
+    def _build_kai(self) -> None:
+        kind = KAI_QUEUE_KIND
+        parents: dict[str, str] = {}
+        for name in sorted(self.kai_queues):
+            spec = self.kai_queues[name].spec
+            problems: list[Problem] = []
+            quota = Quota(KAI, name, name, kind)
+            quota.uid = self.kai_queues[name].metadata.uid
+            resources = spec.resources
+            for field, resource, factor in KAI_RESOURCES:
+                given = getattr(resources, field) if resources is not None else None
+                _kai_resource(quota, given or KaiQueueResource(), f"spec.resources.{field}", resource, factor,
+                              given is not None, problems)
+            quota.guarded = dict(quota.min)
+            # every KAI queue counts all three: an absent limit is a limit of 0 (module docstring)
+            quota.constrained = frozenset(resource for _, resource, _ in KAI_RESOURCES)
+            if spec.priority is not None:
+                problems.append(Problem(kind, name, "spec.priority", f"{spec.priority} is read but not implemented: "
+                                        "queues share idle capacity by overQuotaWeight alone, whatever their "
+                                        "priority", reason=UNSUPPORTED_FIELD))
+            for field, value in (("spec.preemptMinRuntime", spec.preempt_min_runtime),
+                                 ("spec.reclaimMinRuntime", spec.reclaim_min_runtime)):
+                if value is not None:
+                    problems.append(Problem(kind, name, field, f"{value!r} is read but not implemented: a job may "
+                                            "be preempted or reclaimed however long it has run",
+                                            reason=UNSUPPORTED_FIELD))
+            self.by_name[KAI][name] = quota
+            self.quotas[quota.id] = quota
+            parents[quota.id] = spec.parent_queue
+            self._set_problems(kind, name, problems)
+        self._link(KAI, parents, frozenset({""}), "spec.parentQueue")
+        for quota in self.by_name[KAI].values():
+            quota.is_parent = bool(quota.children)  # KAI places jobs in leaf queues only
+
     def _limits(self, raw_min: Mapping[str, str], raw_max: Mapping[str, str], kind: str, key: str,
                 problems: list[Problem]) -> tuple[Resources, Resources]:
         low = _quantities(raw_min, kind, key, "spec.min", problems)
@@ -808,7 +952,7 @@ class QuotaBook:
         }
 
 
-_QuotaObject = TypeVar("_QuotaObject", ElasticQuota, CapacityElasticQuota, Queue)
+_QuotaObject = TypeVar("_QuotaObject", ElasticQuota, CapacityElasticQuota, Queue, KaiQueue)
 
 
 def _put(objects: dict[str, _QuotaObject], obj: _QuotaObject) -> bool:
@@ -821,10 +965,12 @@ def _put(objects: dict[str, _QuotaObject], obj: _QuotaObject) -> bool:
     return old is None or _shape(old) != _shape(obj)
 
 
-def _shape(obj: ElasticQuota | CapacityElasticQuota | Queue) -> tuple[object, ...]:
+def _shape(obj: ElasticQuota | CapacityElasticQuota | Queue | KaiQueue) -> tuple[object, ...]:
     meta = obj.metadata
     if isinstance(obj, Queue):
         return (meta.uid, obj.spec, obj.status.state)
+    if isinstance(obj, KaiQueue):
+        return (meta.uid, obj.spec)
     # the runtime and request annotations are the scheduler's own output, not read by the trees
     return (meta.uid, meta.labels, meta.annotations.get(QUOTA_SHARED_WEIGHT_ANNOTATION), obj.spec)
 
@@ -835,7 +981,62 @@ def _volcano_gang(state: ClusterState, key: str) -> bool:
     return info is not None and info.spec is not None and info.spec.dialect == "volcano"
 
 
-def _preemptible(pod: PodInfo, dialect: str) -> bool:
+def _kai_gang(state: ClusterState, key: str) -> bool:
+    """Is the gang `key` defined by its KAI PodGroup?"""
+    info = state.gangs.get(key)
+    return info is not None and info.spec is not None and info.spec.dialect == KAI
+
+
+def _kai_resource(quota: Quota, given: KaiQueueResource, field: str, resource: str, factor: int, stated: bool,
+                  problems: list[Problem]) -> None:
+    """One resource of a KAI Queue into `quota`'s min, max and weight, as KAI reads it (module docstring)."""
+    kind, name = quota.kind, quota.name
+
+    def amount(value: float | None, sub: str, unlimited_ok: bool) -> float:
+        """The value in KAI's unit, KAI_UNLIMITED for -1 where that means unlimited; bad values count as 0."""
+        if value is None:
+            return 0.0
+        if unlimited_ok and value == KAI_UNLIMITED:
+            return KAI_UNLIMITED
+        if not math.isfinite(value) or abs(value) > _KAI_LARGEST:
+            problems.append(Problem(kind, name, f"{field}.{sub}", f"{value} is no amount; counted as 0",
+                                    INVALID_QUANTITY))
+            return 0.0
+        if value < 0:
+            only = "only -1 (unlimited) may be" if unlimited_ok else "it may not be"
+            problems.append(Problem(kind, name, f"{field}.{sub}", f"{value:g} is negative ({only}); counted as 0"))
+            return 0.0
+        return value
+
+    limit = amount(given.limit, "limit", True)
+    quota_value = amount(given.quota, "quota", True)
+    weight = amount(given.over_quota_weight, "overQuotaWeight", False)
+    if stated and given.limit is None:
+        problems.append(Problem(kind, name, f"{field}.limit", f"is absent, which KAI reads as 0: no pod of this queue "
+                                f"that asks for {resource} is placed (-1 is no limit)"))
+    if given.lending_limit is not None:
+        problems.append(Problem(kind, name, f"{field}.lendingLimit", f"{given.lending_limit:g} is read but not "
+                                "implemented: all of the unused quota is lent", reason=UNSUPPORTED_FIELD))
+    if limit != KAI_UNLIMITED:
+        quota.max[resource] = round(limit * factor) if limit else 0
+    if quota_value == KAI_UNLIMITED:  # deserves all it asks for, up to its limit
+        quota.min[resource] = quota.max.get(resource, UNLIMITED_MIN)
+    elif quota_value:
+        quota.min[resource] = round(quota_value * factor)
+        cap = quota.max.get(resource)
+        if cap is not None and quota.min[resource] > cap:
+            if given.limit is not None:  # an absent limit is reported as such, above
+                problems.append(Problem(kind, name, f"{field}.quota", f"{quota_value:g} is above {field}.limit "
+                                        f"{limit:g}; cut to it"))
+            quota.min[resource] = cap
+    quota.weight[resource] = round(weight * 1000) if weight else 0
+
+
+def _preemptible(state: ClusterState, pod: PodInfo, dialect: str) -> bool:
+    if dialect == KAI:
+        info = state.gangs.get(pod.gang) if pod.gang else None
+        return not (info is not None and info.spec is not None and info.spec.dialect == KAI
+                    and not info.spec.preemptable)
     meta = pod.obj.metadata
     if dialect == KOORDINATOR:
         return meta.labels.get(QUOTA_PREEMPTIBLE_LABEL, "").lower() != "false"
@@ -920,23 +1121,24 @@ _HANDLERS: dict[type, _Handler | None] = exhaustive("the quota fold", {
     **each((PodUpserted, PodDeleted, PodAssumed, PodForgotten, PodBound, BindFailed, PodNominated,
             NominationCleared), QuotaBook._pod_event),
     **each((PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
-            SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted), QuotaBook._gang_event),
+            SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted,
+            KubePodGroupDeleted, KaiPodGroupUpserted, KaiPodGroupDeleted), QuotaBook._gang_event),
     **each((NodeUpserted, NodeDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
             HyperNodeDeleted, KueueTopologyUpserted, KueueTopologyDeleted, PriorityClassUpserted,
             PriorityClassDeleted, ObjectUndecodable, BindRequested,
             EvictionRequested, GangTimedOut, GangPending, GangPlanned, PreemptionPlanned,
-            KubePodGroupUpserted, KubePodGroupDeleted, WorkloadUpserted, WorkloadDeleted, KaiTopologyUpserted,
-            KaiTopologyDeleted, KaiPodGroupUpserted, KaiPodGroupDeleted), None),
+            WorkloadUpserted, WorkloadDeleted, KaiTopologyUpserted, KaiTopologyDeleted), None),
     # quota objects reach the book through the fold's own table (ClusterState._quota_object)
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
-            QueueUpserted, QueueDeleted, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
+            QueueUpserted, QueueDeleted, KaiQueueUpserted, KaiQueueDeleted, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
 })
 
 # Event types `QuotaBook.observe` does nothing with while the book is not active: the fold skips the call.
-# Among them the upserts of the PodGroups that outrank a Volcano one (state.cluster.GANG_SOURCES): after
-# one, a Volcano PodGroup of the same key does not define its gang, so its queue is not referenced, and an
-# idle book stays idle. (Their deletions can hand the gang to a Volcano PodGroup: those are observed.)
-OUTRANK_VOLCANO_UPSERTS: frozenset[type] = frozenset((PodGroupUpserted, SchedulerPluginsPodGroupUpserted))
+# Among them the upserts of the PodGroups that outrank both a Volcano and a KAI one (state.cluster.GANG_SOURCES):
+# after one, neither of the same key defines its gang, so no queue is referenced, and an idle book stays
+# idle. (Their deletions can hand the gang to a Volcano or KAI PodGroup: those are observed.)
+OUTRANK_VOLCANO_UPSERTS: frozenset[type] = frozenset((PodGroupUpserted, SchedulerPluginsPodGroupUpserted,
+                                                       KubePodGroupUpserted))
 IDLE_UNLESS_ACTIVE: frozenset[type] = frozenset(
     kind for kind, handler in _HANDLERS.items() if handler is None or handler is QuotaBook._pod_event
 ) | OUTRANK_VOLCANO_UPSERTS

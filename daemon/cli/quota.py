@@ -2,7 +2,8 @@
 
 - `show --scenario FILE [--json]` folds the scenario's objects (timing annotations aside: every
   object as created, pods carrying spec.nodeName as running) into a `ClusterState` and prints each
-  dialect's tree (Koordinator ElasticQuotas, capacity scheduling ElasticQuotas, Volcano Queues):
+  dialect's tree (Koordinator ElasticQuotas, capacity scheduling ElasticQuotas, Volcano Queues, KAI
+  Queues):
   per quota its min and max, what it uses (bound, assumed and nominated pods), its runtime (the share
   it may use now: min plus its weighted share of idle capacity; for capacity scheduling, what the
   unused sum of mins leaves it) and how many of its pods are pending, then the problems found in
@@ -32,15 +33,15 @@ from daemon.cli.exits import EXIT_OK, EXIT_USAGE, CommandError, exit_codes_epilo
 from daemon.cli.topology import listed_state
 from events.scenario import ScenarioError, load_scenario
 from state.cluster import ClusterState
-from state.quota import DIALECTS, Quota
-from state.resources import format_quantity
+from state.quota import DIALECTS, Quota, shown_amount
 
 # nodes first (the runtime's total), quotas and gangs before the pods that join them
-LIVE_KINDS = ("Node", "ElasticQuota", "CapacityElasticQuota", "Queue", "PodGroup", "VolcanoPodGroup",
-              "SchedulerPluginsPodGroup", "Pod")
+LIVE_KINDS = ("Node", "ElasticQuota", "CapacityElasticQuota", "Queue", "KaiQueue", "PodGroup", "VolcanoPodGroup",
+              "SchedulerPluginsPodGroup", "KaiPodGroup", "Pod")
 TITLES = {"koordinator": "Koordinator ElasticQuotas (scheduling.sigs.k8s.io)",
           "scheduler-plugins": "capacity scheduling ElasticQuotas (scheduling.x-k8s.io)",
-          "volcano": "Volcano Queues (scheduling.volcano.sh)"}
+          "volcano": "Volcano Queues (scheduling.volcano.sh)",
+          "kai": "KAI Scheduler Queues (scheduling.run.ai)"}
 
 
 def state_of_scenario(path: str) -> tuple[ClusterState, list[str]]:
@@ -53,7 +54,7 @@ def state_of_scenario(path: str) -> tuple[ClusterState, list[str]]:
 
 
 def _quantities(values: Mapping[str, int]) -> dict[str, str]:
-    return {resource: format_quantity(resource, amount) for resource, amount in sorted(values.items()) if amount}
+    return {resource: shown_amount(resource, amount) for resource, amount in sorted(values.items()) if amount}
 
 
 def _pending(state: ClusterState) -> dict[str, int]:
@@ -98,7 +99,7 @@ def _line(quota: dict[str, Any], label: str) -> str:
 
 
 def _add(node: Tree, quota: dict[str, Any], dialect: str) -> None:
-    label = {"volcano": "queue", "scheduler-plugins": "ElasticQuota"}.get(dialect, "quota")
+    label = {"volcano": "queue", "kai": "KAI queue", "scheduler-plugins": "ElasticQuota"}.get(dialect, "quota")
     branch = node.add(_line(quota, f"{label} {quota['name']}"))
     for child in quota["children"]:
         _add(branch, child, dialect)

@@ -7,10 +7,11 @@ member may name a HyperNode from another file, and PodGroup layer / tier names a
 the topology the files describe (a ClusterNetworkTopology, HyperNodes, a KAI or Kueue Topology, or
 Nodes carrying topograph labels); a KAI PodGroup's topologyConstraint is checked against it too. Node
 documents, when given, are context: label contradictions and nodes claimed by two HyperNodes are
-reported too. Quota objects (both ElasticQuota kinds, Volcano Queues) are folded with the PodGroups
+reported too. Quota objects (both ElasticQuota kinds, Volcano and KAI Queues) are folded with the PodGroups
 and the Pods of the files as the daemon folds them (`state/quota.py`, the same rules and messages):
 min above max, a parent label naming no quota or looping, negative or malformed quantities, a pod
-(of this scheduler) naming a quota the files do not define, a PodGroup naming a missing queue; each
+(of this scheduler) naming a quota the files do not define, a (Volcano or KAI) PodGroup naming a missing
+queue, a KAI Queue's negative quota or limit; each
 message says the rule that then applies. Pods are read as the API server would store them (its
 defaulting: requests from limits, host ports of a pod on the host network, ...; a quantity it cannot
 decode is a problem; so are pod (anti-)affinity terms and topology spread constraints it refuses, in
@@ -76,7 +77,8 @@ from state.topology_wishes import POD_GROUP_KIND, validate_gang_object, validate
 
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: depth-capped
 _GANG_OBJECTS = {"SchedulerPluginsPodGroup", "KubernetesPodGroup", "KaiPodGroup", "Workload"}
-_QUOTA_OBJECTS = {"ElasticQuota", "CapacityElasticQuota", "Queue"}
+_QUOTA_OBJECTS = {"ElasticQuota", "CapacityElasticQuota", "Queue", "KaiQueue"}
+_QUEUES = {"Queue", "KaiQueue"}
 _CHECKED = {"HyperNode", "ClusterNetworkTopology", KUEUE_TOPOLOGY_KIND, KAI_TOPOLOGY_KIND, "PodGroup",
             "VolcanoPodGroup", *_GANG_OBJECTS,
             *_QUOTA_OBJECTS}
@@ -199,7 +201,8 @@ def _in_namespace(obj: KubeObject) -> KubeObject:
 def _quota_findings(docs: _Documents) -> list[Finding]:
     """The daemon's quota rules: the quota objects, PodGroups and Pods of the files folded as the
     daemon folds them, and the problems its quota book records (what it posts as Warning Events)."""
-    if not any(info.name in _QUOTA_OBJECTS or info.name == "VolcanoPodGroup" for _, info, _ in docs.folded):
+    if not any(info.name in _QUOTA_OBJECTS or info.name in ("VolcanoPodGroup", "KaiPodGroup")
+               for _, info, _ in docs.folded):
         return []
     state = ClusterState()
     where: dict[tuple[str, str], str] = {}
@@ -210,7 +213,7 @@ def _quota_findings(docs: _Documents) -> list[Finding]:
 
 
 # Quotas before PodGroups before Pods, as a relist folds them (a pod is placed in its quota at once).
-_FOLD_ORDER = {"ElasticQuota": 0, "CapacityElasticQuota": 0, "Queue": 0, "Pod": 2}
+_FOLD_ORDER = {"ElasticQuota": 0, "CapacityElasticQuota": 0, "Queue": 0, "KaiQueue": 0, "Pod": 2}
 
 
 def _allocatable(node: Node) -> Resources:
@@ -281,8 +284,8 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
               POD_GROUP_KIND: len(docs.pod_groups) + len(docs.volcano_pod_groups)
               + sum(1 for _, name, _ in docs.gang_objects if name != "Workload"),
               "Workload": sum(1 for _, name, _ in docs.gang_objects if name == "Workload"),
-              "ElasticQuota": sum(1 for _, info, _ in docs.folded if info.name in _QUOTA_OBJECTS - {"Queue"}),
-              "Queue": sum(1 for _, info, _ in docs.folded if info.name == "Queue"), POD_KIND: len(ours)}
+              "ElasticQuota": sum(1 for _, info, _ in docs.folded if info.name in _QUOTA_OBJECTS - _QUEUES),
+              "Queue": sum(1 for _, info, _ in docs.folded if info.name in _QUEUES), POD_KIND: len(ours)}
     return findings, counts
 
 

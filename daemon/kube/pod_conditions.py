@@ -59,6 +59,8 @@ from events.model import (
     HyperNodeUpserted,
     KaiPodGroupDeleted,
     KaiPodGroupUpserted,
+    KaiQueueDeleted,
+    KaiQueueUpserted,
     KaiTopologyDeleted,
     KaiTopologyUpserted,
     KubePodGroupDeleted,
@@ -302,5 +304,6 @@ _NOTICED: Final[dict[type, Callable[[PendingPodConditions, Any], None] | None]] 
                 KaiTopologyUpserted, KaiTopologyDeleted, KaiPodGroupUpserted, KaiPodGroupDeleted,
                 PriorityClassDeleted, ElasticQuotaUpserted,
                 ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted, QueueUpserted,
-                QueueDeleted, ObjectUndecodable, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
+                QueueDeleted, KaiQueueUpserted, KaiQueueDeleted, ObjectUndecodable, *VOLUME_EVENTS,
+                *BUDGET_EVENTS), None),
     })

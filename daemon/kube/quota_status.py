@@ -11,6 +11,9 @@ What is written, per dialect, as the project that owns the dialect writes it:
   named `root` holds everything), the one field of a Queue's status the Volcano scheduler writes.
   The queue's `state` and its PodGroup counts (pending, running, inqueue, ...) belong to Volcano's
   queue controller and are left alone: two writers of one field would undo each other.
+- KAI Queue: nothing. All of its status (allocated, requested, childQueues) is written by KAI's queue
+  controller from its PodGroups, not by KAI's scheduler; `toposched quota show` and the metrics say what
+  toposched counts.
 
 "Used" (and "allocated") is what the quota's placed pods request: bound or assumed, not finished,
 not nominated only (a nomination holds quota inside the scheduler, as `toposched quota show`
@@ -60,6 +63,8 @@ from events.model import (
     HyperNodeUpserted,
     KaiPodGroupDeleted,
     KaiPodGroupUpserted,
+    KaiQueueDeleted,
+    KaiQueueUpserted,
     KaiTopologyDeleted,
     KaiTopologyUpserted,
     KubePodGroupDeleted,
@@ -122,6 +127,8 @@ MAX_RETRY_SECONDS: Final = 30.0
 _MARKS: Final[dict[type, bool]] = exhaustive("the quota status", {
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
             QueueUpserted, QueueDeleted, NodeUpserted, NodeDeleted), True),
+    # nothing of a KAI Queue is written (module docstring)
+    **each((KaiQueueUpserted, KaiQueueDeleted), False),
     **each((PodUpserted, PodDeleted, PodAssumed, PodForgotten, BindRequested, PodBound, BindFailed, PodNominated,
             NominationCleared, EvictionRequested, GangTimedOut, GangPending, GangPlanned, PreemptionPlanned,
             PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
@@ -231,7 +238,7 @@ def plan_quota_status(state: ClusterState) -> list[QuotaWrite]:
                 out.append(QuotaWrite(CAPACITY_KIND, quota.key, CAPACITY_QUOTA_API, _PLURAL,
                                       capacity.metadata.resource_version,
                                       {"used": _list_patch(capacity.status.used, used)}))
-        else:
+        elif quota.dialect == VOLCANO:
             write = _queue_write(state, quota.key, quota.running, quota.constrained)
             if write is not None:
                 out.append(write)

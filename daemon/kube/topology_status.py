@@ -73,6 +73,8 @@ from events.model import (
     HyperNodeUpserted,
     KaiPodGroupDeleted,
     KaiPodGroupUpserted,
+    KaiQueueDeleted,
+    KaiQueueUpserted,
     KaiTopologyDeleted,
     KaiTopologyUpserted,
     KubePodGroupDeleted,
@@ -110,6 +112,7 @@ from events.objects import (
     CLUSTER_NETWORK_TOPOLOGY_API,
     HYPERNODE_API,
     KAI_POD_GROUP_API,
+    KAI_QUEUE_API,
     KAI_TOPOLOGY_API,
     KOORDINATOR_POD_GROUP_API,
     KOORDINATOR_QUOTA_API,
@@ -132,7 +135,7 @@ from state.gangs import (
     Problem,
 )
 from state.hypernodes import HYPERNODE_KIND
-from state.quota import CAPACITY_KIND, QUEUE_KIND, QUOTA_KINDS
+from state.quota import CAPACITY_KIND, KAI_QUEUE_KIND, QUEUE_KIND, QUOTA_KINDS
 from state.topology import SOURCE_CNT, SOURCE_HYPERNODES
 from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, KAI_TOPOLOGY_KIND, KUEUE_TOPOLOGY_KIND, NODE_KIND
 from state.topology_wishes import POD_GROUP_KIND, wish_problems
@@ -165,7 +168,8 @@ _CHANGES: Final[dict[type, str | None]] = exhaustive("the topology status", {
             KaiPodGroupUpserted, KaiPodGroupDeleted, SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted,
             KubePodGroupUpserted, KubePodGroupDeleted, WorkloadUpserted, WorkloadDeleted), _PROBLEMS),
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
-            QueueUpserted, QueueDeleted), _PROBLEMS),  # quota problems (state/quota.py)
+            QueueUpserted, QueueDeleted, KaiQueueUpserted, KaiQueueDeleted),
+           _PROBLEMS),  # quota problems (state/quota.py)
     **each((PodUpserted, PodDeleted, PriorityClassUpserted, PriorityClassDeleted, PodAssumed, PodForgotten,
             BindRequested, PodBound, BindFailed, PodNominated, NominationCleared, EvictionRequested, GangTimedOut,
             GangPending, GangPlanned, PreemptionPlanned, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
@@ -337,6 +341,9 @@ def _quota_object(state: ClusterState, problem: Problem) -> ObjectRef:
     if problem.kind == QUEUE_KIND:
         queue = book.queues.get(problem.key)
         return ObjectRef(problem.key, VOLCANO_QUEUE_API, "Queue", queue.metadata.uid if queue else "")
+    if problem.kind == KAI_QUEUE_KIND:
+        kai_queue = book.kai_queues.get(problem.key)
+        return ObjectRef(problem.key, KAI_QUEUE_API, "Queue", kai_queue.metadata.uid if kai_queue else "")
     if problem.kind == CAPACITY_KIND:
         capacity = book.capacity_quotas.get(problem.key)
         return ObjectRef(problem.key, CAPACITY_QUOTA_API, "ElasticQuota", capacity.metadata.uid if capacity else "")

@@ -489,6 +489,7 @@ HELD_BY_KIND: dict[str, Callable[[ClusterState], dict[str, str]]] = {
     "ElasticQuota": lambda state: _uids(state.quotas.elastic_quotas),
     "CapacityElasticQuota": lambda state: _uids(state.quotas.capacity_quotas),
     "Queue": lambda state: _uids(state.quotas.queues),
+    "KaiQueue": lambda state: _uids(state.quotas.kai_queues),
     "StorageClass": lambda state: _uids(state.volumes.classes),
     "PersistentVolume": lambda state: _uids(state.volumes.volumes),
     "PersistentVolumeClaim": lambda state: _uids(state.volumes.claims),

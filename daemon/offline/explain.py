@@ -35,6 +35,8 @@ from events.model import (
     HyperNodeUpserted,
     KaiPodGroupDeleted,
     KaiPodGroupUpserted,
+    KaiQueueDeleted,
+    KaiQueueUpserted,
     KaiTopologyDeleted,
     KaiTopologyUpserted,
     KubePodGroupDeleted,
@@ -264,7 +266,7 @@ _TOLD: dict[type, Callable[[_Explainer, Any], None] | None] = exhaustive("replay
             PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable, BindRequested,
             WorkloadUpserted, WorkloadDeleted), None),  # a Workload is a template: its gangs' pods tell the story
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
-            QueueUpserted, QueueDeleted, *VOLUME_EVENTS,
+            QueueUpserted, QueueDeleted, KaiQueueUpserted, KaiQueueDeleted, *VOLUME_EVENTS,
             *BUDGET_EVENTS), None),  # a gang's quota reasons are in its GangPending events
 })
 

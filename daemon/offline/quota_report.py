@@ -35,6 +35,8 @@ from events.model import (
     HyperNodeUpserted,
     KaiPodGroupDeleted,
     KaiPodGroupUpserted,
+    KaiQueueDeleted,
+    KaiQueueUpserted,
     KaiTopologyDeleted,
     KaiTopologyUpserted,
     KubePodGroupDeleted,
@@ -68,6 +70,7 @@ from events.model import (
     WorkloadUpserted,
 )
 from state.cluster import ClusterState
+from state.quota import shown_amount
 from state.resources import MILLI, format_quantity
 
 
@@ -193,8 +196,8 @@ class QuotaWatch:
             out.append(QuotaReport(
                 quota=quota.label, dialect=quota.dialect,
                 parent=parent.label if parent is not None and not parent.is_root else "",
-                min={r: format_quantity(r, a) for r, a in sorted(quota.min.items())},
-                max={r: format_quantity(r, a) for r, a in sorted(quota.max.items())},
+                min={r: shown_amount(r, a) for r, a in sorted(quota.min.items())},
+                max={r: shown_amount(r, a) for r, a in sorted(quota.max.items())},
                 resource_seconds={r: round(v / MILLI, 3) for r, v in sorted(self.seconds.get(quota.id, {}).items())},
                 peak={r: format_quantity(r, a) for r, a in sorted(self.peak.get(quota.id, {}).items()) if a},
                 bound=self.bound.get(quota.id, 0), pending=waiting.get(quota.id, 0),
@@ -214,7 +217,7 @@ _NOTED: dict[type, Callable[[QuotaWatch, Any], None] | None] = exhaustive("the q
             KaiTopologyUpserted, KaiTopologyDeleted, KaiPodGroupUpserted, KaiPodGroupDeleted,
             PriorityClassDeleted, ElasticQuotaUpserted,
             ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted, QueueUpserted,
-            QueueDeleted, *VOLUME_EVENTS,
+            QueueDeleted, KaiQueueUpserted, KaiQueueDeleted, *VOLUME_EVENTS,
             *BUDGET_EVENTS, ObjectUndecodable, PodAssumed, PodForgotten, BindRequested, BindFailed,
             PodNominated, NominationCleared, EvictionRequested, GangTimedOut, GangPending, GangPlanned,
             SchedulerPluginsPodGroupUpserted,

@@ -75,6 +75,8 @@ from events.model import (
     HyperNodeUpserted,
     KaiPodGroupDeleted,
     KaiPodGroupUpserted,
+    KaiQueueDeleted,
+    KaiQueueUpserted,
     KaiTopologyDeleted,
     KaiTopologyUpserted,
     KubePodGroupDeleted,
@@ -637,7 +639,7 @@ _REPORTED: dict[type, Callable[[Simulation, Any], None] | None] = exhaustive("th
             PodAssumed, PodForgotten, BindRequested, BindFailed, NominationCleared, EvictionRequested, GangTimedOut,
             GangPending, GangPlanned), None),
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
-            QueueUpserted, QueueDeleted, *VOLUME_EVENTS,
+            QueueUpserted, QueueDeleted, KaiQueueUpserted, KaiQueueDeleted, *VOLUME_EVENTS,
             *BUDGET_EVENTS), None),  # the quotas section: daemon/offline/quota_report.py
 })
 

@@ -67,6 +67,8 @@ from events.model import (
     HyperNodeUpserted,
     KaiPodGroupDeleted,
     KaiPodGroupUpserted,
+    KaiQueueDeleted,
+    KaiQueueUpserted,
     KaiTopologyDeleted,
     KaiTopologyUpserted,
     KubePodGroupDeleted,
@@ -225,7 +227,7 @@ _REMEMBERED: dict[type, Callable[[_LogMemory, Any], None] | None] = exhaustive("
             PodForgotten, BindRequested, BindFailed, PodNominated, NominationCleared, EvictionRequested,
             GangTimedOut, GangPlanned, PreemptionPlanned), None),
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
-            QueueUpserted, QueueDeleted, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
+            QueueUpserted, QueueDeleted, KaiQueueUpserted, KaiQueueDeleted, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
 })
 
 ATTEMPT = "attempt"
@@ -286,7 +288,7 @@ _STARTS: dict[type, Callable[[_LogMemory, Any], tuple[str, str] | None] | None] 
             KaiTopologyUpserted, KaiTopologyDeleted, KaiPodGroupUpserted, KaiPodGroupDeleted,
             PriorityClassDeleted, ObjectUndecodable), None),
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
-            QueueUpserted, QueueDeleted, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
+            QueueUpserted, QueueDeleted, KaiQueueUpserted, KaiQueueDeleted, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
 })
 
 

@@ -143,6 +143,8 @@ from events.model import (
     HyperNodeUpserted,
     KaiPodGroupDeleted,
     KaiPodGroupUpserted,
+    KaiQueueDeleted,
+    KaiQueueUpserted,
     KaiTopologyDeleted,
     KaiTopologyUpserted,
     KubePodGroupDeleted,
@@ -1370,7 +1372,7 @@ _OBSERVERS: dict[type, Callable[[Scheduler, Any], bool] | None] = exhaustive("th
     # A budget only ranks preemption plans: it never lets a parked unit fit.
     **each(BUDGET_EVENTS, None),
     **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
-            QueueUpserted, QueueDeleted), Scheduler._quota_changed),
+            QueueUpserted, QueueDeleted, KaiQueueUpserted, KaiQueueDeleted), Scheduler._quota_changed),
     # Decisions that only take room, and objects nothing is placed by:
     **each((ObjectUndecodable, BindRequested, PodNominated, EvictionRequested, GangTimedOut, GangPending,
             GangPlanned, PreemptionPlanned), None),

@@ -1,7 +1,7 @@
 """Per-quota gauges from the quota book: used, min, max, runtime per resource, and pending gangs.
 
 `QuotaGauges.refresh()` (called on the daemon's gauge timer, every replica) sets one series per
-quota and resource it counts, labelled `dialect` (koordinator, scheduler-plugins, volcano), `quota`
+quota and resource it counts, labelled `dialect` (koordinator, scheduler-plugins, volcano, kai), `quota`
 (the quota's name; a capacity scheduling quota's namespace/name) and `resource`; quantities in the
 resource's own unit (cores, bytes, GPUs). `used` is what its placed pods request, as its status
 says (`daemon.kube.quota_status`); `max` has no series for a resource the quota does not limit. A
@@ -13,11 +13,13 @@ Observes only: never read to decide anything.
 
 from __future__ import annotations
 
+import math
+
 from prometheus_client import Gauge
 
 from daemon.telemetry.metrics import Metrics
 from state.cluster import ClusterState
-from state.quota import constrained_in
+from state.quota import UNLIMITED_MIN, constrained_in
 from state.resources import MILLI
 
 _Series = tuple[str, ...]
@@ -47,7 +49,8 @@ class QuotaGauges:
                 for resource in sorted(constrained_in(quota)):
                     labels: _Series = (quota.dialect, quota.name, resource)
                     values[id(m.quota_used)][labels] = quota.running.get(resource, 0) / MILLI
-                    values[id(m.quota_min)][labels] = quota.min.get(resource, 0) / MILLI
+                    low = quota.min.get(resource, 0)  # a KAI quota of -1 deserves all: +Inf
+                    values[id(m.quota_min)][labels] = math.inf if low >= UNLIMITED_MIN else low / MILLI
                     if resource in quota.max:
                         values[id(m.quota_max)][labels] = quota.max[resource] / MILLI
                     if resource in runtime:

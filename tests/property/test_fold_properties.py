@@ -6,12 +6,14 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
+from events.builders import bound, group_event, kai_queue, node, node_event, pod, pod_event, pod_group
 from events.model import (
     BindFailed,
     Event,
     KaiPodGroupDeleted,
     KaiPodGroupUpserted,
+    KaiQueueDeleted,
+    KaiQueueUpserted,
     KaiTopologyDeleted,
     KaiTopologyUpserted,
     KueueTopologyDeleted,
@@ -129,13 +131,19 @@ def _kai_events() -> st.SearchStrategy[Event]:
             spec=KaiTopologySpec(levels=[KaiTopologyLevel(node_label=key) for key in levels]))),
                   st.sampled_from(["k0", "k1"]), TOPOLOGY_LEVELS),
         st.builds(lambda name: KaiTopologyDeleted(name=name), st.sampled_from(["k0", "k1"])),
-        st.builds(lambda gang, minimum, level: KaiPodGroupUpserted(pod_group=KaiPodGroup(
+        st.builds(lambda gang, minimum, level, queue: KaiPodGroupUpserted(pod_group=KaiPodGroup(
             metadata=ObjectMeta(name=gang, namespace="default", uid=f"uid-kaipg-{gang}"),
-            spec=KaiPodGroupSpec(min_member=minimum, topology_constraint=KaiTopologyConstraint(
+            spec=KaiPodGroupSpec(min_member=minimum, queue=queue, topology_constraint=KaiTopologyConstraint(
                 topology="k0", required_topology_level=level)))),
                   st.sampled_from(GANGS), st.sampled_from([None, 0, 1, 3]),
-                  st.sampled_from(["", RACK_KEY, "example.com/nowhere"])),
+                  st.sampled_from(["", RACK_KEY, "example.com/nowhere"]), st.sampled_from(["", "kq0", "kq1"])),
         st.builds(lambda gang: KaiPodGroupDeleted(key=f"default/{gang}"), st.sampled_from(GANGS)),
+        # KAI Queues the PodGroups name (kq1 under kq0, so kq0 takes no jobs), their GPU limit sometimes
+        # below what the gangs ask
+        st.builds(lambda name, limit: KaiQueueUpserted(queue=kai_queue(
+            name, parent="kq0" if name == "kq1" else "", cpu=(0.0, -1.0, 1.0), memory=(0.0, -1.0, 1.0),
+            gpu=(8.0, limit, 1.0))), st.sampled_from(["kq0", "kq1"]), st.sampled_from([-1.0, 8.0, 16.0])),
+        st.builds(lambda name: KaiQueueDeleted(name=name), st.sampled_from(["kq0", "kq1"])),
     )
 
 

@@ -23,6 +23,7 @@ from events.objects import (
     GANG_MIN_AVAILABLE_ANNOTATION,
     GANG_NAME_ANNOTATION,
     KAI_POD_GROUP_ANNOTATION,
+    KAI_QUEUE_LABEL,
     POD_GROUP_LABEL,
     QUOTA_NAME_LABEL,
     QUOTA_PARENT_LABEL,
@@ -97,6 +98,14 @@ _DOCUMENTS: dict[str, Any] = {
             **({"parent": parent} if parent and parent != name else {})}}),
         st.sampled_from(["q0", "q1"]), st.integers(1, 4), st.integers(0, 24), st.booleans(),
         st.sampled_from(["", "q0"])),
+    "KaiQueue": st.builds(
+        lambda name, gpu, limit, parent: (name, "", {"spec": {
+            "resources": {"cpu": {"quota": 0, "limit": -1, "overQuotaWeight": 1},
+                          "memory": {"quota": 0, "limit": -1, "overQuotaWeight": 1},
+                          "gpu": {"quota": gpu, "limit": limit, "overQuotaWeight": 1}},
+            **({"parentQueue": parent} if parent and parent != name else {})}}),
+        st.sampled_from(["kq0", "kq1"]), st.sampled_from([0, 8, -1, -3]), st.sampled_from([-1, 8, 24]),
+        st.sampled_from(["", "kq0", "nowhere"])),
     "PodGroup": st.builds(
         lambda name, namespace, minimum, together: (name, namespace, {
             "metadata": {"annotations": {"gang.scheduling.koordinator.sh/groups": json.dumps(
@@ -115,10 +124,11 @@ _DOCUMENTS: dict[str, Any] = {
             **({"schedulingConstraints": {"topology": [{"key": RACK}]}} if keyed else {})}}),
         st.sampled_from(NAMESPACES), st.integers(1, 3), st.booleans()),
     "KaiPodGroup": st.builds(
-        lambda namespace, minimum, level, topology: ("kai0", namespace, {"spec": {
-            "minMember": minimum, "topologyConstraint": {"topology": topology, "requiredTopologyLevel": level}}}),
+        lambda namespace, minimum, level, topology, queue: ("kai0", namespace, {"spec": {
+            "minMember": minimum, "topologyConstraint": {"topology": topology, "requiredTopologyLevel": level},
+            **({"queue": queue} if queue else {})}}),
         st.sampled_from(NAMESPACES), st.integers(0, 3), st.sampled_from(["", RACK, "example.com/nowhere"]),
-        st.sampled_from(["", "kt0", "kt1"])),
+        st.sampled_from(["", "kt0", "kt1"]), st.sampled_from(["", "kq0", "kq1", "missing"])),
     "Workload": st.builds(
         lambda namespace, minimum: ("w0", namespace, {"spec": {"podGroups": [
             {"name": "workers", "policy": {"gang": {"minCount": minimum}}}]}}),
@@ -162,6 +172,8 @@ _MEMBERSHIPS: list[tuple[dict[str, str], dict[str, str], dict[str, Any]]] = [
     ({}, {}, {"workloadRef": {"name": "w0", "podGroup": "workers", "podGroupReplicaKey": "0"}}),
     ({}, {GANG_NAME_ANNOTATION: "ag", GANG_MIN_AVAILABLE_ANNOTATION: "2"}, {}),
     ({}, {KAI_POD_GROUP_ANNOTATION: "kai0"}, {}),
+    ({KAI_QUEUE_LABEL: "kq1"}, {KAI_POD_GROUP_ANNOTATION: "kai0"}, {}),
+    ({KAI_QUEUE_LABEL: "kq0"}, {}, {}),
 ]
 
 _DOCUMENTS["Pod"] = st.builds(
@@ -184,6 +196,7 @@ _DOCUMENTS["Pod"] = st.builds(
 # A version of some kinds that does not decode (its object is then marked broken until a good one comes).
 _UNDECODABLE: dict[str, dict[str, Any]] = {
     "Queue": {"spec": {"weight": "heavy"}},
+    "KaiQueue": {"spec": {"resources": {"gpu": {"limit": "lots"}}}},
     "KueueTopology": {"spec": {"levels": [{"nodeLabel": 7}]}},
     "KaiTopology": {"spec": {"levels": "racks"}},
     "KaiPodGroup": {"spec": {"minMember": "two"}},
@@ -243,6 +256,7 @@ def _held(state: ClusterState) -> list[tuple[KindInfo, Any]]:
         "ElasticQuota": quotas.elastic_quotas.values(),
         "CapacityElasticQuota": quotas.capacity_quotas.values(),
         "Queue": quotas.queues.values(),
+        "KaiQueue": quotas.kai_queues.values(),
         "StorageClass": state.volumes.classes.values(),
         "PersistentVolume": state.volumes.volumes.values(),
         "PersistentVolumeClaim": state.volumes.claims.values(),

@@ -53,7 +53,7 @@ from state.topology import TopologyTree
 HERE = Path(__file__).parent
 EXPECTATIONS = sorted(HERE.glob("*.expect.yaml"))
 TOPOLOGY_KINDS = ("Node", "ClusterNetworkTopology", "HyperNode", "KueueTopology", "KaiTopology")
-QUOTA_KINDS = {"ElasticQuota", "CapacityElasticQuota", "Queue"}
+QUOTA_KINDS = {"ElasticQuota", "CapacityElasticQuota", "Queue", "KaiQueue"}
 
 
 def _scenario_of(expect: Path) -> Path:

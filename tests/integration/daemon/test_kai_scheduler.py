@@ -2,7 +2,9 @@
 KAI `Topology` (kai.scheduler) over nodes labelled with keys no built-in scheme knows gives the tree, a
 KAI PodGroup (scheduling.run.ai) that pods join with `pod-group-name` is a gang whose
 requiredTopologyLevel holds it in one rack; a PodGroup naming another topology and a level that is no
-layer, and a bad Topology, get Warning Events naming the object and field."""
+layer, and a bad Topology, get Warning Events naming the object and field. A KAI `Queue`
+(scheduling.run.ai/v2) is the quota of the gangs whose PodGroup names it: a gang over its limit waits
+with the quota's reason, one within is placed, and a bad Queue is warned about naming the field."""
 
 from __future__ import annotations
 
@@ -18,10 +20,12 @@ from tests.integration.daemon.harness import (
     bound_count,
     daemons,
     node_of,
+    nodes,
     pod,
     wait_until,
 )
 from tests.integration.daemon.test_kueue_topology import BLOCK, RACK, custom_nodes
+from tests.integration.daemon.test_quota_status import stored_pod
 from tests.integration.daemon.test_topology_status import warning_events
 
 HOST = "kubernetes.io/hostname"
@@ -32,10 +36,12 @@ def kai_topology(name: str, *labels: str) -> dict[str, Any]:
             "spec": {"levels": [{"nodeLabel": label} for label in labels]}}
 
 
-def kai_gang(name: str, size: int, constraint: dict[str, str]) -> list[dict[str, Any]]:
+def kai_gang(name: str, size: int, constraint: dict[str, str], queue: str = "") -> list[dict[str, Any]]:
+    spec: dict[str, Any] = {"minMember": size, "topologyConstraint": constraint}
+    if queue:
+        spec["queue"] = queue
     group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
-             "metadata": {"name": name, "namespace": NAMESPACE},
-             "spec": {"minMember": size, "topologyConstraint": constraint}}
+             "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
     members = []
     for index in range(size):
         member = pod(f"{name}-{index}")
@@ -104,9 +110,9 @@ async def test_a_cluster_without_kai_runs_and_picks_kai_up_when_its_crds_appear(
         async with daemons(cluster, tmp_path) as (running,):
             watchers = running.daemon.watchers
             assert watchers is not None
-            kai = [w for w in watchers.watchers if w.info.name in ("KaiTopology", "KaiPodGroup")]
+            kai = [w for w in watchers.watchers if w.info.name in ("KaiTopology", "KaiPodGroup", "KaiQueue")]
             await wait_until(lambda: running.daemon.health.ready, what="ready without KAI's CRDs")
-            assert len(kai) == 2 and all(w.missing_crd for w in kai)
+            assert len(kai) == 3 and all(w.missing_crd for w in kai)
             for fault in missing:
                 cluster.faults.remove(fault)
             await wait_until(lambda: source_of(running) == (SOURCE_KAI, "cluster-topology"), within=10,
@@ -115,3 +121,64 @@ async def test_a_cluster_without_kai_runs_and_picks_kai_up_when_its_crds_appear(
             cluster.load_objects(job)
             await wait_until(lambda: bound_count(cluster, names(job)) == 2, within=10, what="KAI gang bound")
             assert sorted(node_of(cluster, name) for name in names(job)) == ["node-002", "node-003"]
+
+
+def kai_queue(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
+
+
+# KAI's units: cpu in millicores, memory in megabytes, gpu in GPUs; -1 is no limit (an absent limit is 0).
+NO_LIMIT = {"quota": 0, "limit": -1, "overQuotaWeight": 1}
+
+
+def reason_of(cluster: DevCluster, name: str) -> str:
+    conditions = (stored_pod(cluster, name).get("status") or {}).get("conditions") or []
+    return next((c.get("message", "") for c in conditions if c["type"] == "PodScheduled"), "")
+
+
+async def test_a_kai_gang_over_its_queues_limit_waits_with_the_quota_reason_and_one_within_is_placed(
+        tmp_path: Path) -> None:
+    team = kai_queue("team-a", {"resources": {"cpu": NO_LIMIT, "memory": NO_LIMIT,
+                                              "gpu": {"quota": 8, "limit": 16, "overQuotaWeight": 1}}})
+    async with DevCluster() as cluster:
+        cluster.load_objects([*nodes(4), team])
+        async with daemons(cluster, tmp_path):
+            within = kai_gang("within", 2, {}, queue="team-a")
+            cluster.load_objects(within)
+            await wait_until(lambda: bound_count(cluster, names(within)) == 2, what="the gang within the limit bound")
+            over = kai_gang("over", 1, {}, queue="team-a")
+            cluster.load_objects(over)
+            await wait_until(lambda: "KAI queue team-a: nvidia.com/gpu 16 used + 8 asked > limit 16"
+                             in reason_of(cluster, "over-0"), what="the quota's reason on the waiting pod")
+            assert bound_count(cluster, names(over)) == 0  # three nodes are free: only the queue holds it back
+            assert warning_events(cluster, "Queue", "team-a") == []
+
+
+async def test_a_bad_kai_queue_is_warned_about_naming_the_field_and_its_gang_waits_on_a_missing_queue(
+        tmp_path: Path) -> None:
+    bad = kai_queue("bad", {"priority": 200, "resources": {
+        "cpu": NO_LIMIT, "memory": NO_LIMIT, "gpu": {"quota": -5, "limit": -1, "overQuotaWeight": 1}}})
+    async with DevCluster() as cluster:
+        cluster.load_objects([*nodes(2), bad])
+        async with daemons(cluster, tmp_path):
+            lost = kai_gang("lost", 1, {}, queue="no-such-queue")
+            cluster.load_objects(lost)
+
+            def on_queue() -> dict[str, dict[str, Any]]:
+                return {e["reason"]: e for e in warning_events(cluster, "Queue", "bad")
+                        if e["involvedObject"]["apiVersion"] == "scheduling.run.ai/v2"}
+
+            await wait_until(lambda: {"InvalidQuota", "UnsupportedField"} <= set(on_queue()),
+                             what="Warning Events on the KAI Queue")
+            found = on_queue()
+            assert found["InvalidQuota"]["message"].startswith("spec.resources.gpu.quota: -5 is negative")
+            assert found["UnsupportedField"]["message"].startswith("spec.priority: 200 is read but not implemented")
+            assert found["InvalidQuota"]["involvedObject"]["uid"] == cluster.store.get(
+                "queues.scheduling.run.ai", "bad")["metadata"]["uid"]
+            await wait_until(lambda: any(e["reason"] == "QuotaNotFound"
+                                         for e in warning_events(cluster, "PodGroup", "lost")),
+                             what="QuotaNotFound on the KAI PodGroup")
+            await wait_until(lambda: "KAI queue 'no-such-queue' not found" in reason_of(cluster, "lost-0"),
+                             what="the missing queue in the pod's reason")
+            assert bound_count(cluster, names(lost)) == 0
+

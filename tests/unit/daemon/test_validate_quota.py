@@ -48,3 +48,36 @@ spec: {schedulerName: toposched, containers: [{name: main}]}
         "ElasticQuota 'team-b' not found; the pod is not placed until it exists",
         "5 problems in 3 objects",  # the pod is checked too
     ]
+
+
+def test_a_bad_kai_queue_and_a_kai_podgroup_naming_a_missing_queue_are_reported(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "kai.yaml"
+    path.write_text("""
+apiVersion: scheduling.run.ai/v2
+kind: Queue
+metadata: {name: research}
+spec:
+  parentQueue: research
+  resources:
+    cpu: {quota: -5, limit: -1, overQuotaWeight: 1}
+    memory: {quota: 0, limit: -1, overQuotaWeight: 1}
+    gpu: {quota: 8, overQuotaWeight: 1}
+---
+apiVersion: scheduling.run.ai/v2alpha2
+kind: PodGroup
+metadata: {name: train, namespace: ml}
+spec: {minMember: 2, queue: reserch}
+""")
+    assert main([str(path)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{path}#1: KaiQueue research: spec.resources.cpu.quota: -5 is negative (only -1 (unlimited) may be); "
+        "counted as 0",
+        f"{path}#1: KaiQueue research: spec.resources.gpu.limit: is absent, which KAI reads as 0: no pod of this "
+        "queue that asks for nvidia.com/gpu is placed (-1 is no limit)",
+        f"{path}#1: KaiQueue research: spec.parentQueue: parent 'research' is the quota itself; it is a top quota "
+        "instead",
+        f"{path}#2: KaiPodGroup ml/train: spec.queue: KAI Queue 'reserch' not found; its pods are not placed until "
+        "it exists",
+        "4 problems in 2 objects",
+    ]

@@ -62,7 +62,8 @@ def test_the_koordinator_and_volcano_crds_live_in_their_own_components() -> None
         ("CustomResourceDefinition", "queues.scheduling.volcano.sh")}
     assert set(component_objects("kueue")) == {("CustomResourceDefinition", "topologies.kueue.x-k8s.io")}
     assert set(component_objects("kai")) == {("CustomResourceDefinition", "topologies.kai.scheduler"),
-                                             ("CustomResourceDefinition", "podgroups.scheduling.run.ai")}
+                                             ("CustomResourceDefinition", "podgroups.scheduling.run.ai"),
+                                             ("CustomResourceDefinition", "queues.scheduling.run.ai")}
     for name, crd in all_crds().items():
         text = (CRDS / next(c for c in COMPONENTS if ("CustomResourceDefinition", name) in component_objects(c))
                 / f"{name}.yaml").read_text(encoding="utf-8")
@@ -72,7 +73,7 @@ def test_the_koordinator_and_volcano_crds_live_in_their_own_components() -> None
 
 def test_every_custom_kind_the_daemon_watches_has_a_crd_with_the_same_scope_and_plural() -> None:
     custom = [info for info in KINDS if info.group not in ("", "scheduling.k8s.io", "storage.k8s.io", "policy")]
-    assert len(custom) == 11
+    assert len(custom) == 12
     for info in custom:
         crd = crd_for(info.api_version, info.kind)
         for older in info.older_api_versions:
@@ -148,6 +149,10 @@ def _schema_paths(schema: Manifest, prefix: str = "") -> set[str]:
     ("scheduling.volcano.sh/v1beta1", "Queue", [
         "spec.weight", "spec.capability", "spec.deserved", "spec.guarantee.resource", "spec.reclaimable",
         "spec.parent", "spec.state", "status.state"]),
+    ("scheduling.run.ai/v2", "Queue", [
+        "spec.parentQueue", "spec.priority", "spec.preemptMinRuntime", "spec.reclaimMinRuntime",
+        *(f"spec.resources.{resource}.{field}" for resource in ("cpu", "memory", "gpu")
+          for field in ("quota", "limit", "overQuotaWeight", "lendingLimit"))]),
 ])
 def test_crd_schema_declares_the_fields_toposched_reads_and_writes(api_version: str, kind: str,
                                                                    fields: list[str]) -> None:

@@ -9,6 +9,8 @@ from events.builders import (
     elastic_quota,
     gpu_nodes,
     gpus,
+    kai_pod_group,
+    kai_queue,
     pod,
     pod_event,
     pod_group,
@@ -19,11 +21,13 @@ from events.model import (
     CapacityElasticQuotaUpserted,
     ElasticQuotaUpserted,
     Event,
+    KaiPodGroupUpserted,
+    KaiQueueUpserted,
     PodGroupUpserted,
     QueueUpserted,
     VolcanoPodGroupUpserted,
 )
-from events.objects import QUOTA_NAME_LABEL, QUOTA_PREEMPTIBLE_LABEL
+from events.objects import KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL, QUOTA_NAME_LABEL, QUOTA_PREEMPTIBLE_LABEL
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod
 from placement.plan import QUOTA
 from state.cluster import ClusterState
@@ -179,3 +183,63 @@ def test_without_quota_objects_nothing_changes() -> None:
     state = cluster(*gang("g", 2))
     assert isinstance(plan_gang(state, "default/g"), GangPlan)
     assert not state.quotas.active
+
+
+# --------------------------------------------------------------------------- KAI Scheduler Queues
+
+KAI_OPEN = (0.0, -1.0, 1.0)  # cpu and memory: no guarantee, no limit
+
+
+def kai_gang(name: str, size: int, queue_name: str, *, preemptibility: str = "") -> list[Event]:
+    events: list[Event] = [KaiPodGroupUpserted(pod_group=kai_pod_group(name, min_member=size, queue=queue_name,
+                                                                       preemptibility=preemptibility))]
+    events += [pod_event(pod(f"{name}-{i}", annotations={KAI_POD_GROUP_ANNOTATION: name})) for i in range(size)]
+    return events
+
+
+def test_a_kai_gang_over_its_queues_gpu_limit_waits_and_one_within_is_placed() -> None:
+    state = cluster(
+        KaiQueueUpserted(queue=kai_queue("team-a", cpu=KAI_OPEN, memory=KAI_OPEN, gpu=(8, 16, 1))),
+        *kai_gang("big", 3, "team-a"),
+        *kai_gang("fits", 2, "team-a"),
+    )
+    result = plan_gang(state, "default/big")
+    assert isinstance(result, Unschedulable) and result.constraint == QUOTA
+    assert result.reason == "gang default/big: KAI queue team-a: nvidia.com/gpu 0 used + 24 asked > limit 16"
+    assert isinstance(plan_gang(state, "default/fits"), GangPlan)
+
+
+def test_a_kai_queue_that_states_no_memory_lets_no_pod_asking_for_memory_in() -> None:
+    state = cluster(
+        KaiQueueUpserted(queue=kai_queue("gpu-only", cpu=KAI_OPEN, gpu=(8, 16, 1))),
+        *kai_gang("job", 1, "gpu-only"),
+    )
+    result = plan_gang(state, "default/job")
+    assert isinstance(result, Unschedulable) and result.constraint == QUOTA
+    assert "KAI queue gpu-only: memory 0 used + 64Gi asked > limit 0" in result.reason
+
+
+def test_a_non_preemptible_kai_job_stays_within_its_queues_quota() -> None:
+    deserves_all = (-1.0, -1.0, 1.0)  # as KAI, non-preemptible jobs need quota for cpu and memory too
+    state = cluster(
+        KaiQueueUpserted(queue=kai_queue("team-a", cpu=deserves_all, memory=deserves_all, gpu=(8, -1.0, 1))),
+        *kai_gang("keep", 2, "team-a", preemptibility="non-preemptible"),
+        *kai_gang("spot", 2, "team-a"),
+    )
+    result = plan_gang(state, "default/keep")
+    assert isinstance(result, Unschedulable) and result.constraint == QUOTA
+    assert result.reason == ("gang default/keep: KAI queue team-a: nvidia.com/gpu 0 used by non-preemptible pods + "
+                             "16 asked > quota 8 (non-preemptible jobs stay within quota)")
+    assert isinstance(plan_gang(state, "default/spot"), GangPlan)  # a preemptible job may borrow
+
+
+def test_a_kai_parent_queues_limit_holds_its_children() -> None:
+    state = cluster(
+        KaiQueueUpserted(queue=kai_queue("org", cpu=KAI_OPEN, memory=KAI_OPEN, gpu=(8, 8, 1))),
+        KaiQueueUpserted(queue=kai_queue("team", parent="org", cpu=KAI_OPEN, memory=KAI_OPEN, gpu=(0, -1.0, 1))),
+        running("r0", "n0", labels={KAI_QUEUE_LABEL: "team"}),
+        *kai_gang("more", 1, "team"),
+    )
+    result = plan_gang(state, "default/more")
+    assert isinstance(result, Unschedulable)
+    assert result.reason == "gang default/more: KAI queue org: nvidia.com/gpu 8 used + 8 asked > limit 8"

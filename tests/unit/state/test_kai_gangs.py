@@ -201,12 +201,11 @@ def test_a_missing_or_bad_min_member_is_one_and_reported(min_member: int | None,
     assert message in problems[0].message
 
 
-def test_queue_and_sub_groups_are_read_but_not_implemented_and_say_so() -> None:
-    _, problems = spec_of(kai_group(queue="default-queue", sub_groups=[KaiSubGroup(name="workers", min_member=2)],
+def test_sub_groups_are_read_but_not_implemented_and_say_so_and_the_queue_is_read() -> None:
+    _, problems = spec_of(kai_group(queue="team-a", sub_groups=[KaiSubGroup(name="workers", min_member=2)],
                                     min_sub_group=1))
     assert sorted((p.field, p.reason) for p in problems) == [
-        ("spec.minSubGroup", UNSUPPORTED_FIELD), ("spec.queue", UNSUPPORTED_FIELD),
-        ("spec.subGroups", UNSUPPORTED_FIELD)]
+        ("spec.minSubGroup", UNSUPPORTED_FIELD), ("spec.subGroups", UNSUPPORTED_FIELD)]
 
 
 def test_preemptibility_is_read_and_the_priority_class_kept_but_said_to_be_unused() -> None:

@@ -22,6 +22,7 @@ from events.model import (
     ElasticQuotaDeleted,
     ElasticQuotaUpserted,
     Event,
+    KubePodGroupUpserted,
     PodAssumed,
     PodDeleted,
     PodGroupDeleted,
@@ -105,7 +106,7 @@ def test_a_volcano_podgroups_queue_counts_only_while_the_podgroup_defines_its_ga
     order = [name for name, _ in GANG_SOURCES]
     assert order.index(SIGS_SOURCE) < order.index(VOLCANO_SOURCE)
     assert order.index(X_K8S_SOURCE) < order.index(VOLCANO_SOURCE)
-    assert {PodGroupUpserted, SchedulerPluginsPodGroupUpserted} == OUTRANK_VOLCANO_UPSERTS
+    assert {PodGroupUpserted, SchedulerPluginsPodGroupUpserted, KubePodGroupUpserted} == OUTRANK_VOLCANO_UPSERTS
     state = fold(
         PodGroupUpserted(pod_group=pod_group("train", min_member=1)),
         VolcanoPodGroupUpserted(pod_group=volcano_pod_group("train", queue="research")),

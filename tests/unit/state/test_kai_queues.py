@@ -1,0 +1,247 @@
+"""KAI Scheduler Queues as a quota dialect (state/quota.py): KAI's units and its -1 / absent values read
+as KAI reads them, which queue a pod counts against, and bad queues reported naming object and field."""
+
+from __future__ import annotations
+
+from events.builders import bound, gpu_nodes, kai_pod_group, kai_queue, pod, pod_event
+from events.model import (
+    Event,
+    KaiPodGroupUpserted,
+    KaiQueueDeleted,
+    KaiQueueUpserted,
+    KubePodGroupUpserted,
+    PodGroupUpserted,
+    SchedulerPluginsPodGroupUpserted,
+)
+from events.objects import KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL
+from state.cluster import GANG_SOURCES, KAI_SOURCE, KUBE_SOURCE, SIGS_SOURCE, VOLCANO_SOURCE, X_K8S_SOURCE, ClusterState
+from state.gangs import KAI_POD_GROUP_PROBLEM, UNSUPPORTED_FIELD
+from state.quota import KAI_DIALECT, KAI_QUEUE_KIND, OUTRANK_VOLCANO_UPSERTS, UNLIMITED_MIN, Quota
+
+GPU = "nvidia.com/gpu"
+UNLIMITED = -1.0
+# A queue that limits only GPUs (cpu and memory stated unlimited, as KAI's own default queues are).
+OPEN = (0.0, UNLIMITED, 1.0)
+
+
+def fold(*events: Event) -> ClusterState:
+    state = ClusterState()
+    state.apply_all([*gpu_nodes(4, per_block=2), *events])
+    return state
+
+
+def queue_event(name: str, **fields: object) -> KaiQueueUpserted:
+    return KaiQueueUpserted(queue=kai_queue(name, **fields))  # type: ignore[arg-type]
+
+
+def member(name: str, group: str, **fields: object) -> Event:
+    return pod_event(pod(name, annotations={KAI_POD_GROUP_ANNOTATION: group}, **fields))  # type: ignore[arg-type]
+
+
+def kai(state: ClusterState, name: str) -> Quota:
+    return state.quotas.by_name[KAI_DIALECT][name]
+
+
+def fields(state: ClusterState, kind: str, key: str) -> list[tuple[str, str]]:
+    return sorted((p.field, p.reason) for p in state.problems_of(kind, key))
+
+
+# --------------------------------------------------------------------------- KAI's units and special values
+
+
+def test_kai_units_are_millicores_megabytes_and_whole_gpus() -> None:
+    state = fold(queue_event("team-a", cpu=(2000, 4000, 2), memory=(4096, 8192, 1), gpu=(2, 4, 3)))
+    quota = kai(state, "team-a")
+    assert quota.min == {"cpu": 2000, "memory": 4096 * 10**6 * 1000, GPU: 2000}  # milli-units: 2 cpu, 4096 MB, 2 GPUs
+    assert quota.max == {"cpu": 4000, "memory": 8192 * 10**6 * 1000, GPU: 4000}
+    assert quota.weight == {"cpu": 2000, "memory": 1000, GPU: 3000}
+    assert (quota.guarded_word, quota.max_word, quota.label) == ("quota", "limit", "KAI queue team-a")
+    assert state.problems_of(KAI_QUEUE_KIND, "team-a") == []
+
+
+def test_minus_one_is_unlimited_and_an_absent_value_is_zero_as_kai_reads_them() -> None:
+    state = fold(
+        queue_event("burst", cpu=(UNLIMITED, UNLIMITED, None), gpu=(UNLIMITED, 8, None), memory=(None, UNLIMITED, 1)),
+        queue_event("gpu-only", gpu=(1, 2, 1)),
+    )
+    burst = kai(state, "burst")
+    # limit -1: no max; quota -1: deserves all it asks for (up to its limit, else without bound)
+    assert GPU in burst.max and "cpu" not in burst.max and "memory" not in burst.max
+    assert burst.min == {"cpu": UNLIMITED_MIN, GPU: 8000}
+    assert burst.weight == {"cpu": 0, "memory": 1000, GPU: 0}  # an absent overQuotaWeight lends nothing
+    # a resource the queue does not state has limit 0: its pods may not ask for it at all
+    gpu_only = kai(state, "gpu-only")
+    assert gpu_only.max == {"cpu": 0, "memory": 0, GPU: 2000}
+    assert gpu_only.constrained == {"cpu", "memory", GPU}
+
+
+def test_a_stated_resource_without_a_limit_is_reported_since_kai_reads_it_as_zero() -> None:
+    state = fold(queue_event("ml-team", cpu=(500, None, 2), memory=OPEN, gpu=OPEN))
+    [problem] = state.problems_of(KAI_QUEUE_KIND, "ml-team")
+    assert problem.field == "spec.resources.cpu.limit"
+    assert "reads as 0" in problem.message and "-1 is no limit" in problem.message
+    assert kai(state, "ml-team").max["cpu"] == 0
+
+
+# --------------------------------------------------------------------------- bad values
+
+
+def test_a_negative_quota_other_than_minus_one_counts_as_zero_and_names_object_and_field() -> None:
+    state = fold(queue_event("bad", cpu=(-5, UNLIMITED, 1), memory=OPEN, gpu=(2, -3, -1)))
+    quota = kai(state, "bad")
+    assert quota.min.get("cpu", 0) == 0 and quota.max[GPU] == 0 and quota.weight[GPU] == 0
+    problems = {p.field: p for p in state.problems_of(KAI_QUEUE_KIND, "bad")}
+    assert set(problems) == {"spec.resources.cpu.quota", "spec.resources.gpu.limit",
+                             "spec.resources.gpu.overQuotaWeight", "spec.resources.gpu.quota"}
+    assert all(p.kind == KAI_QUEUE_KIND and p.key == "bad" for p in problems.values())
+    assert "only -1 (unlimited) may be" in problems["spec.resources.cpu.quota"].message
+    assert "above spec.resources.gpu.limit" in problems["spec.resources.gpu.quota"].message
+    assert all(p.reason == "InvalidQuota" for p in problems.values())
+
+
+def test_a_value_too_large_to_be_an_amount_counts_as_zero() -> None:
+    state = fold(queue_event("huge", cpu=(1e300, UNLIMITED, 1), memory=OPEN, gpu=OPEN))
+    assert kai(state, "huge").min.get("cpu", 0) == 0
+    assert [p.field for p in state.problems_of(KAI_QUEUE_KIND, "huge")] == ["spec.resources.cpu.quota"]
+
+
+def test_a_missing_parent_or_a_parent_cycle_makes_top_queues_and_is_reported() -> None:
+    state = fold(
+        queue_event("orphan", parent="no-such", memory=OPEN, cpu=OPEN, gpu=OPEN),
+        queue_event("a", parent="b", memory=OPEN, cpu=OPEN, gpu=OPEN),
+        queue_event("b", parent="a", memory=OPEN, cpu=OPEN, gpu=OPEN),
+        queue_event("self", parent="self", memory=OPEN, cpu=OPEN, gpu=OPEN),
+    )
+    root = state.quotas.roots[KAI_DIALECT]
+    assert {q.name for q in root.children} == {"orphan", "a", "b", "self"}
+    for name, words in (("orphan", "does not exist"), ("a", "loops"), ("b", "loops"), ("self", "itself")):
+        [problem] = state.problems_of(KAI_QUEUE_KIND, name)
+        assert (problem.field, problem.reason) == ("spec.parentQueue", "InvalidQuota")
+        assert words in problem.message
+
+
+def test_what_is_read_but_not_implemented_is_an_unsupported_field() -> None:
+    queue = kai_queue("prio", cpu=OPEN, memory=OPEN, gpu=OPEN, priority=200)
+    queue = queue.__class__(metadata=queue.metadata, spec=queue.spec.__class__(
+        parent_queue="", priority=200, resources=queue.spec.resources, preempt_min_runtime="10m",
+        reclaim_min_runtime="1h"))
+    state = fold(KaiQueueUpserted(queue=queue))
+    assert fields(state, KAI_QUEUE_KIND, "prio") == [
+        ("spec.preemptMinRuntime", UNSUPPORTED_FIELD), ("spec.priority", UNSUPPORTED_FIELD),
+        ("spec.reclaimMinRuntime", UNSUPPORTED_FIELD)]
+
+
+# --------------------------------------------------------------------------- membership
+
+
+def test_a_kai_podgroup_puts_its_pods_in_the_queue_its_spec_names_over_the_pods_label() -> None:
+    state = fold(
+        queue_event("team-a", cpu=OPEN, memory=OPEN, gpu=(8, 16, 1)),
+        queue_event("team-b", cpu=OPEN, memory=OPEN, gpu=(8, 16, 1)),
+        KaiPodGroupUpserted(pod_group=kai_pod_group("train", queue="team-a")),
+        member("train-0", "train", labels={KAI_QUEUE_LABEL: "team-b"}),
+        pod_event(pod("lone", labels={KAI_QUEUE_LABEL: "team-b"})),
+        pod_event(pod("nowhere")),
+    )
+    book = state.quotas
+    assert book.quota_of("default/train-0") is kai(state, "team-a")
+    assert book.quota_of("default/lone") is kai(state, "team-b")
+    assert book.quota_of("default/nowhere") is None
+    assert kai(state, "team-a").requested[GPU] == 8000
+
+
+def test_a_kai_podgroup_without_a_queue_takes_the_pods_label_else_default_queue() -> None:
+    state = fold(
+        queue_event("team-b", cpu=OPEN, memory=OPEN, gpu=(8, 16, 1)),
+        KaiPodGroupUpserted(pod_group=kai_pod_group("labelled")),
+        KaiPodGroupUpserted(pod_group=kai_pod_group("plain")),
+        member("labelled-0", "labelled", labels={KAI_QUEUE_LABEL: "team-b"}),
+        member("plain-0", "plain"),
+    )
+    book = state.quotas
+    assert book.quota_of("default/labelled-0") is kai(state, "team-b")
+    # KAI's pod-grouper would have written default-queue: missing, it means no quota, not a refusal
+    assert book.quota_of("default/plain-0") is None and book.refusal_of("default/plain-0") == ""
+    state.apply(queue_event("default-queue", cpu=OPEN, memory=OPEN, gpu=OPEN))
+    assert book.quota_of("default/plain-0") is kai(state, "default-queue")
+
+
+def test_a_podgroup_naming_a_missing_queue_waits_with_a_reason_and_a_problem_on_spec_queue() -> None:
+    state = fold(
+        KaiPodGroupUpserted(pod_group=kai_pod_group("train", queue="team-aa")),
+        member("train-0", "train"),
+    )
+    assert state.quotas.active  # the PodGroup naming a queue is enough: no Queue object needed
+    assert state.quotas.refusal_of("default/train-0") == (
+        "KAI queue 'team-aa' not found (PodGroup default/train spec.queue)")
+    [problem] = state.problems_of(KAI_POD_GROUP_PROBLEM, "default/train")
+    assert (problem.field, problem.reason) == ("spec.queue", "QuotaNotFound")
+    state.apply(queue_event("team-aa", cpu=OPEN, memory=OPEN, gpu=OPEN))
+    assert state.quotas.refusal_of("default/train-0") == ""
+    assert state.problems_of(KAI_POD_GROUP_PROBLEM, "default/train") == []
+
+
+def test_a_pod_label_naming_a_missing_queue_waits_with_a_problem_on_the_pod() -> None:
+    state = fold(
+        queue_event("team-a", cpu=OPEN, memory=OPEN, gpu=OPEN),
+        pod_event(pod("typo", labels={KAI_QUEUE_LABEL: "team-aa"})),
+    )
+    assert state.quotas.refusal_of("default/typo") == "KAI queue 'team-aa' not found (pod label kai.scheduler/queue)"
+    [problem] = state.problems_of("Pod", "default/typo")
+    assert problem.field == f"metadata.labels[{KAI_QUEUE_LABEL}]" and problem.reason == "QuotaNotFound"
+
+
+def test_only_leaf_queues_take_jobs() -> None:
+    state = fold(
+        queue_event("org", cpu=OPEN, memory=OPEN, gpu=(16, 32, 1)),
+        queue_event("team", parent="org", cpu=OPEN, memory=OPEN, gpu=(8, 32, 1)),
+        KaiPodGroupUpserted(pod_group=kai_pod_group("train", queue="org")),
+        member("train-0", "train"),
+    )
+    assert kai(state, "org").is_parent and kai(state, "team").parent is kai(state, "org")
+    assert "is a parent queue" in state.quotas.refusal_of("default/train-0")
+    assert [p.field for p in state.problems_of(KAI_POD_GROUP_PROBLEM, "default/train")] == ["spec.queue"]
+
+
+def test_usage_counts_up_the_tree_and_a_deleted_queue_releases_its_pods() -> None:
+    state = fold(
+        queue_event("org", cpu=OPEN, memory=OPEN, gpu=(16, 32, 1)),
+        queue_event("team", parent="org", cpu=OPEN, memory=OPEN, gpu=(8, 32, 1)),
+        KaiPodGroupUpserted(pod_group=kai_pod_group("train", queue="team")),
+        pod_event(bound(pod("train-0", annotations={KAI_POD_GROUP_ANNOTATION: "train"}), "n0")),
+    )
+    assert kai(state, "team").used[GPU] == 8000 and kai(state, "org").used[GPU] == 8000
+    state.apply(KaiQueueDeleted(name="team"))
+    assert "not found" in state.quotas.refusal_of("default/train-0")
+    assert kai(state, "org").used.get(GPU, 0) == 0
+
+
+def test_non_preemptible_kai_jobs_are_not_reclaimable() -> None:
+    state = fold(
+        queue_event("team", cpu=OPEN, memory=OPEN, gpu=(8, 32, 1)),
+        KaiPodGroupUpserted(pod_group=kai_pod_group("keep", queue="team", preemptibility="non-preemptible")),
+        KaiPodGroupUpserted(pod_group=kai_pod_group("spot", queue="team")),
+        pod_event(bound(pod("keep-0", annotations={KAI_POD_GROUP_ANNOTATION: "keep"}), "n0")),
+        pod_event(bound(pod("spot-0", annotations={KAI_POD_GROUP_ANNOTATION: "spot"}), "n1")),
+    )
+    book = state.quotas
+    assert not book.preemptible(state.pods["default/keep-0"]) and book.preemptible(state.pods["default/spot-0"])
+    assert kai(state, "team").used_np[GPU] == 8000
+
+
+def test_the_kai_book_survives_a_snapshot() -> None:
+    state = fold(
+        queue_event("team", cpu=OPEN, memory=OPEN, gpu=(8, 32, 1)),
+        KaiPodGroupUpserted(pod_group=kai_pod_group("train", queue="team")),
+        member("train-0", "train"),
+    )
+    assert ClusterState.restore(state.snapshot()).canonical() == state.canonical()
+
+
+def test_podgroups_that_outrank_a_kai_one_are_the_upserts_an_idle_book_skips() -> None:
+    # An idle book does not see these upserts: each must outrank both a Volcano and a KAI PodGroup, or it
+    # could hand a gang (and its queue) to one of them.
+    order = [name for name, _ in GANG_SOURCES]
+    for source in (SIGS_SOURCE, X_K8S_SOURCE, KUBE_SOURCE):
+        assert order.index(source) < order.index(VOLCANO_SOURCE) < order.index(KAI_SOURCE)
+    assert {PodGroupUpserted, SchedulerPluginsPodGroupUpserted, KubePodGroupUpserted} == OUTRANK_VOLCANO_UPSERTS
