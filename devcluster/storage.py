@@ -23,7 +23,12 @@ What kube-apiserver does to these kinds before it stores them, as far as a clien
   except resources.requests and volumeAttributesClassName for bound claims"), except `volumeName` while it
   is empty (the PV controller binds through it), `storageClassName` while it is unset (retroactive
   default class) and the storage request of a Bound claim (not below status.capacity); a volume needs a
-  capacity and access modes, its reclaim policy and volume mode are among the supported values, its
+  capacity, access modes and exactly one volume source (`spec: Required value: must specify a volume
+  type`; each source after the first in the server's order `Forbidden: may not specify more than 1
+  volume type`), a `local` one an absolute-or-relative path without `..` and node affinity with
+  required terms (`spec.nodeAffinity: Required value: Local volume requires node affinity`; an
+  affinity without `required` is refused for any volume), its reclaim policy and volume mode are among
+  the supported values, its
   `nodeAffinity` may be set when it had none but never changed once set (field path `nodeAffinity`,
   as the real server writes it); a class needs a provisioner, a supported reclaim policy and binding mode,
   and its `provisioner`, `parameters` and `reclaimPolicy` are Forbidden to change, its
@@ -55,6 +60,12 @@ BETA_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
 
 ACCESS_MODES = ("ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod")  # sorted, as listed in errors
 VOLUME_MODES = ("Block", "Filesystem")
+# A volume's sources in the order ValidatePersistentVolumeSpec checks them: past the first one present,
+# each is refused (flexVolume is counted but never refused), so the field a message names depends on it.
+VOLUME_SOURCES = ("hostPath", "gcePersistentDisk", "awsElasticBlockStore", "glusterfs", "flocker", "nfs", "rbd",
+                  "quobyte", "cephfs", "iscsi", "cinder", "fc", "flexVolume", "azureFile", "vsphereVolume",
+                  "photonPersistentDisk", "portworxVolume", "azureDisk", "scaleIO", "local", "storageos", "csi")
+_SOURCE_PATHS = {"cephfs": "cephFS"}  # where the server's message spells a source otherwise
 CLASS_RECLAIM_POLICIES = ("Delete", "Retain")
 VOLUME_RECLAIM_POLICIES = ("Delete", "Recycle", "Retain")
 BINDING_MODES = ("Immediate", "WaitForFirstConsumer")
@@ -243,6 +254,7 @@ def _volume(volume: Obj, old: Obj | None) -> list[Cause]:
     causes = _positive_storage(spec.get("capacity"), "spec.capacity[storage]") if "capacity" in spec else \
         [required("spec.capacity")]
     causes += _access_modes(spec.get("accessModes"), "spec.accessModes")
+    causes += _volume_source(spec)
     policy = spec.get("persistentVolumeReclaimPolicy")
     if policy not in VOLUME_RECLAIM_POLICIES:
         causes.append(not_supported("spec.persistentVolumeReclaimPolicy", policy, VOLUME_RECLAIM_POLICIES))
@@ -258,6 +270,33 @@ def _volume(volume: Obj, old: Obj | None) -> list[Cause]:
     # MutablePVNodeAffinity gate of 1.35 is alpha, off by default).
     if old_spec.get("nodeAffinity") is not None and spec.get("nodeAffinity") != old_spec.get("nodeAffinity"):
         causes.append(immutable("nodeAffinity", spec.get("nodeAffinity")))
+    return causes
+
+
+def _volume_source(spec: Obj) -> list[Cause]:
+    causes: list[Cause] = []
+    affinity = spec.get("nodeAffinity")
+    if affinity is not None and _dict(affinity).get("required") is None:
+        causes.append(required("spec.nodeAffinity.required", "must specify required node constraints"))
+    found = 0
+    for source in VOLUME_SOURCES:
+        if spec.get(source) is None:
+            continue
+        if found and source != "flexVolume":
+            causes.append(forbidden(f"spec.{_SOURCE_PATHS.get(source, source)}",
+                                    "may not specify more than 1 volume type"))
+            continue
+        found += 1
+        if source == "local":
+            path = _dict(spec.get("local")).get("path")
+            if not path:
+                causes.append(required("spec.local.path"))
+            elif ".." in str(path).split("/"):
+                causes.append(invalid("spec.local.path", path, "must not contain '..'"))
+            if affinity is None:
+                causes.append(required("spec.nodeAffinity", "Local volume requires node affinity"))
+    if not found:
+        causes.append(required("spec", "must specify a volume type"))
     return causes
 
 

@@ -109,3 +109,32 @@ async def test_volumes_are_defaulted_and_refuse_an_unsupported_reclaim_policy(cl
     assert status == 422
     assert causes(body) == [("spec.persistentVolumeReclaimPolicy", 'Unsupported value: "Keep": supported values: '
                                                                     '"Delete", "Recycle", "Retain"')]
+
+
+async def test_a_volume_needs_exactly_one_source_and_a_local_one_node_affinity(cluster: DevCluster) -> None:
+    """As kube-apiserver's ValidatePersistentVolumeSpec refuses them, in its words and field paths."""
+    bare = volume("bare", "1Gi")
+    del bare["spec"]["hostPath"]
+    status, body = await request(cluster, "POST", PATHS["PersistentVolume"], bare)
+    assert status == 422 and causes(body) == [("spec", "Required value: must specify a volume type")]
+    status, body = await request(cluster, "POST", PATHS["PersistentVolume"],
+                                 volume("two", "1Gi", local={"path": "/mnt/disks/ssd1"}))
+    assert status == 422 and causes(body) == [("spec.local", "Forbidden: may not specify more than 1 volume type")]
+    local = volume("local", "1Gi", local={"path": "/mnt/disks/ssd1"})
+    del local["spec"]["hostPath"]
+    status, body = await request(cluster, "POST", PATHS["PersistentVolume"], local)
+    assert status == 422
+    assert causes(body) == [("spec.nodeAffinity", "Required value: Local volume requires node affinity")]
+    pinned = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]}}
+    status, body = await request(cluster, "POST", PATHS["PersistentVolume"],
+                                 {**local, "spec": {**local["spec"], "local": {"path": "/mnt/../etc"},
+                                                    "nodeAffinity": pinned}})
+    assert status == 422
+    assert causes(body) == [("spec.local.path", "Invalid value: \"/mnt/../etc\": must not contain '..'")]
+    status, body = await request(cluster, "POST", PATHS["PersistentVolume"],
+                                 {**local, "spec": {**local["spec"], "nodeAffinity": {}}})
+    assert status == 422
+    assert causes(body) == [("spec.nodeAffinity.required", "Required value: must specify required node constraints")]
+    created = await create(cluster, {**local, "spec": {**local["spec"], "nodeAffinity": pinned}})
+    assert created["spec"]["local"] == {"path": "/mnt/disks/ssd1"}
