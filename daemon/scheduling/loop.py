@@ -280,6 +280,7 @@ class Scheduler:
         self._claims_moved = anyio.Event()  # set (and replaced) whenever a claim changes: provisioning waits on it
         # Volumes made in advance being pre-bound to a plan's claims: no other plan is given them meanwhile.
         self._prebinding: set[str] = set()
+        self._freed_classes: set[str] = set()  # of volumes that came to name no claim (`_wake_for_freed_volumes`)
         self._gang_of: dict[str, str] = {}  # pod -> its gang, to know whose membership a deletion changes
         # Pending pods with required podAffinity, by their terms (pods alike share them: a gang's are asked
         # once): a pod placed that the terms select may let them fit.
@@ -538,25 +539,26 @@ class Scheduler:
             key = event.key
         else:
             ref = event.volume.spec.claim_ref
-            if ref is None:
+            if ref is None:  # made, or let go: the pods waiting for one of its class are woken at the next cycle
                 moved, self._claims_moved = self._claims_moved, anyio.Event()
                 moved.set()
-                return self._volume_free(volume_class(event.volume))
+                self._freed_classes.add(volume_class(event.volume))
+                return True
             key = object_key(ref.namespace, ref.name)
         moved, self._claims_moved = self._claims_moved, anyio.Event()
         moved.set()
         return self._wake_claim_users(key)
 
-    def _volume_free(self, class_name: str) -> bool:
-        """A volume of StorageClass `class_name` names no claim (made, or let go): the pending pods whose
-        unbound claims of that class may be bound to it are tried again. Whether any was."""
-        woken = False
+    def _wake_for_freed_volumes(self) -> None:
+        """Volumes of the StorageClasses in `_freed_classes` came to name no claim (made, or let go) since the
+        last cycle: the pending pods whose unbound claims of those classes may be bound to one are tried
+        again. Once per cycle, however many volumes came (a relist lists thousands)."""
+        freed, self._freed_classes = self._freed_classes, set()
         book = self.state.volumes
         for claim_key in sorted(book.users):
             claim = book.claims.get(claim_key)
-            if claim is not None and not claim.spec.volume_name and claim_class(claim) == class_name:
-                woken = self._wake_claim_users(claim_key) or woken
-        return woken
+            if claim is not None and not claim.spec.volume_name and claim_class(claim) in freed:
+                self._wake_claim_users(claim_key)
 
     def _wake_claim_users(self, claim: str) -> bool:
         """The pending pods that use `claim` may fit now: their units are tried again. Whether any was."""
@@ -694,6 +696,8 @@ class Scheduler:
         now = self.clock.now()
         if not self._adopted:
             self._adopt(now, group)
+        if self._freed_classes:
+            self._wake_for_freed_volumes()
         self._service_waiting(now, group)
         self._service_nominated(now, group)
         units = self._units.units()
