@@ -1507,12 +1507,11 @@ class ClusterState:
 
     def _spoken_for(self, class_name: str) -> dict[str, list[str]]:
         book = self.volumes
-        named = {f"{ref.namespace}/{ref.name}" for volume in book.volumes.values()
-                 if (ref := volume.spec.claim_ref) is not None}
         waiting: dict[str, list[str]] = {}
         for claim_key, users in book.users.items():
             claim = book.claims.get(claim_key)
-            if claim is None or claim.spec.volume_name or claim_key in named or claim_class(claim) != class_name:
+            if (claim is None or claim.spec.volume_name or claim_class(claim) != class_name
+                    or book.is_named(claim_key)):
                 continue
             for pod_key in users:
                 pod = self.pods.get(pod_key)

@@ -115,8 +115,9 @@ class VolumeReach(msgspec.Struct, frozen=True):
     by_hostname: dict[str, int] = {}
     by_name: dict[str, int] = {}
     elsewhere: tuple[tuple[NodeSelectorTerm, ...] | None, ...] = ()
-    # Equal for two static reaches exactly when they are: what a shape's key holds of one (thousands of
-    # counts, the same for every pod of a gang, are not encoded again for each).
+    # What a shape's key holds of a static reach, instead of its thousands of counts (the same for every pod
+    # of a gang): a number the VolumeBook gives each `Candidates` it derives, or a hash of the counts of one
+    # made for a single pod. Two reaches that differ never share it; two equal ones may not.
     digest: str = ""
 
 
@@ -204,6 +205,10 @@ class VolumeBook:
         if volume_version < self._changed_from:
             return None
         return set(self._changed[volume_version - self._changed_from:])
+
+    def is_named(self, claim: str) -> bool:
+        """Whether some volume's claimRef names `claim` (`namespace/name`)."""
+        return claim in self._named
 
     def named(self, claim: str) -> list[PersistentVolume]:
         """The volumes whose claimRef names `claim` (`namespace/name`)."""
@@ -343,17 +348,13 @@ def needs_of(book: VolumeBook, pod: Pod, unreadable: Mapping[tuple[str, str], ob
     return VolumeNeeds(reach=tuple(reach), provision=tuple(provision), static=tuple(static))
 
 
-def static_candidates(book: VolumeBook, claim: PersistentVolumeClaim, key: str) -> list[PersistentVolume]:
-    """The volumes made in advance that `claim` (held under `key`) may be bound to, wherever they are
-    (kube-scheduler's FindMatchingVolume but for the node): the one pre-bound to it if there is one, else
-    every match (module docstring), smallest first (then by name: the one the binder takes first)."""
-    return static_match(book, claim, key).volumes
-
-
 class Candidates:
-    """A claim's `static_candidates` (`volumes`), their `static_reach` (`reach`), and which of them reach
-    a node (`reaching`), found without a pass over all of them: a volume pinned to one node is indexed by
-    that node's hostname label or name, the rest (`elsewhere`) are few."""
+    """The volumes made in advance that a claim may be bound to, wherever they are (kube-scheduler's
+    FindMatchingVolume but for the node): the one pre-bound to it if there is one, else every match (module
+    docstring), as (capacity, name, volume) smallest first, then by name, the order the binder takes them
+    in (`entries`); their `static_reach` (`reach`); and which of them reach a node (`reaching`), found
+    without a pass over all of them: a volume pinned to one node is indexed by that node's hostname label
+    or name, the rest (`elsewhere`) are few."""
 
     __slots__ = ("_names", "elsewhere", "entries", "pinned", "reach")
 
@@ -374,10 +375,6 @@ class Candidates:
                 into = by_name if pin[0] == HOSTNAME_FIELD else by_hostname
                 into[pin[1]] = into.get(pin[1], 0) + 1
         self.reach = _reach(book, by_hostname, by_name, tuple(volume_terms(entry[2]) for entry in self.elsewhere))
-
-    @property
-    def volumes(self) -> list[PersistentVolume]:
-        return [volume for _, _, volume in self.entries]
 
     def names(self) -> frozenset[str]:
         """The candidates' names (made on first use)."""
@@ -452,8 +449,8 @@ def _pin_of(volume: PersistentVolume) -> tuple[str, str] | None:
 
 
 def static_match(book: VolumeBook, claim: PersistentVolumeClaim, key: str) -> Candidates:
-    """`static_candidates`, with their reach and index (`Candidates`). The pods of a StatefulSet or a gang
-    ask alike of a volume: what one asks is derived once per change of the claims and volumes."""
+    """The `Candidates` of `claim` (held under `key`). The pods of a StatefulSet or a gang ask alike of a
+    volume: what one asks is kept, and followed through the changes of the volumes."""
     spec = claim.spec
     requested = _storage(spec.resources.requests if spec.resources is not None else {})
     if requested is None:
