@@ -1070,6 +1070,9 @@ class Scheduler:
             if found is None:
                 return f"claim {claim} was deleted while it was bound"
             if claim_bound(found):
+                if found.spec.volume_name != volume_name:  # its pod's node may not reach that one: placed again
+                    return (f"claim {claim} was bound to persistentvolume {found.spec.volume_name}, not to "
+                            f"{volume_name} chosen for its pod's node")
                 continue
             volume = self.state.volumes.volumes.get(volume_name)
             if volume is None:

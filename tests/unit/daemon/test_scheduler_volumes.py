@@ -293,3 +293,22 @@ async def test_a_gang_with_more_pods_than_local_volumes_waits_saying_so() -> Non
         for name in claims:
             controller_binds(h, f"default/{name}")
     assert sorted(h.bound_pods().values()) == ["n1", "n2", "n3"]
+
+
+async def test_a_claim_bound_to_another_volume_than_the_one_chosen_releases_the_plan() -> None:
+    # Someone else (a user's volumeName, another binder) binds the claim elsewhere meanwhile: the pod's node
+    # may not reach that volume, so nothing is bound and the plan is placed again.
+    h = Harness(config=SchedulerConfig(retry_parked_seconds=None))
+    h.add(*nodes(2), LOCAL, local_volume("pv-n1", "n1"), local_claim("data-solo"),
+          *with_claims([pod_event(pod("solo", gpus=1))]))
+    async with anyio.create_task_group() as group:
+        group.start_soon(h.scheduler.run_once)
+        await wait_for(lambda: any(c[0] == "bind_volume" for c in h.api.calls))
+        held = h.state.volumes.claims["default/data-solo"]
+        meta = held.metadata
+        h.add(ClaimUpserted(claim=msgspec.structs.replace(
+            held, metadata=msgspec.structs.replace(meta, annotations={BIND_COMPLETED_ANNOTATION: "yes"}),
+            spec=msgspec.structs.replace(held.spec, volume_name="pv-elsewhere"))))
+    assert h.bound_pods() == {} and not [c for c in h.api.calls if c[0] == "bind"]
+    assert h.pods(PodForgotten) == ["default/solo"]
+    assert "was bound to persistentvolume pv-elsewhere, not to pv-n1" in h.scheduler.shown_reason("default/solo")
