@@ -280,7 +280,7 @@ class Scheduler:
         self._claims_moved = anyio.Event()  # set (and replaced) whenever a claim changes: provisioning waits on it
         # Volumes made in advance being pre-bound to a plan's claims: no other plan is given them meanwhile.
         self._prebinding: set[str] = set()
-        self._freed_classes: set[str] = set()  # of volumes that came to name no claim (`_wake_for_freed_volumes`)
+        self._freed_classes: set[str] = set()  # of volumes changed since the last cycle (`_wake_for_freed_volumes`)
         self._gang_of: dict[str, str] = {}  # pod -> its gang, to know whose membership a deletion changes
         # Pending pods with required podAffinity, by their terms (pods alike share them: a gang's are asked
         # once): a pod placed that the terms select may let them fit.
@@ -538,21 +538,24 @@ class Scheduler:
         elif isinstance(event, ClaimDeleted):
             key = event.key
         else:
+            # Made, let go, or given to a claim: the pods waiting for a volume of its class are woken at the next
+            # cycle (which volumes the claims of placed pods will get is foreseen from the state alone, and a
+            # claimRef written may show one foreseen taken to be free).
+            self._freed_classes.add(volume_class(event.volume))
             ref = event.volume.spec.claim_ref
-            if ref is None:  # made, or let go: the pods waiting for one of its class are woken at the next cycle
+            if ref is None:
                 moved, self._claims_moved = self._claims_moved, anyio.Event()
                 moved.set()
-                self._freed_classes.add(volume_class(event.volume))
                 return True
             key = object_key(ref.namespace, ref.name)
         moved, self._claims_moved = self._claims_moved, anyio.Event()
         moved.set()
-        return self._wake_claim_users(key)
+        return self._wake_claim_users(key) or isinstance(event, VolumeUpserted)
 
     def _wake_for_freed_volumes(self) -> None:
-        """Volumes of the StorageClasses in `_freed_classes` came to name no claim (made, or let go) since the
-        last cycle: the pending pods whose unbound claims of those classes may be bound to one are tried
-        again. Once per cycle, however many volumes came (a relist lists thousands)."""
+        """Volumes of the StorageClasses in `_freed_classes` changed since the last cycle: the pending pods whose
+        unbound claims of those classes may be bound to one are tried again. Once per cycle, however many
+        volumes changed (a relist lists thousands)."""
         freed, self._freed_classes = self._freed_classes, set()
         book = self.state.volumes
         for claim_key in sorted(book.users):

@@ -8,17 +8,22 @@ claim is computed here from what the test made, not by state/volumes.py.
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import anyio
 import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from daemon.offline.simulator import Simulation
 from events.builders import group_event, pod_group
 from events.ingest import KIND_BY_NAME, upsert_event
-from events.model import Event, PodAssumed, PodDeleted, VolumeDeleted, VolumeUpserted
+from events.model import Event, NodeUpserted, PodAssumed, PodDeleted, VolumeDeleted, VolumeUpserted
 from events.objects import ClaimReference, PersistentVolumeClaim
+from events.scenario import load_scenario
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod
 from placement.plan import VOLUME
 from placement.volume_binding import choose_volumes
@@ -425,3 +430,77 @@ def test_a_claims_candidates_followed_through_volume_changes_equal_those_derived
                 labels = {"kubernetes.io/hostname": node}
                 assert ([v.metadata.name for v in followed.reaching(node, labels)]
                         == [v.metadata.name for v in derived.reaching(node, labels)])
+
+
+# End to end through `toposched simulate` (the scheduler loop, its pre-binding and the world's PV controller):
+# pods arriving over time, lone or in a gang, each with a claim of a class without provisioner, on random
+# local, two-node and unpinned volumes. At the end every bound pod's claim is bound to a volume that reaches
+# its node and is big enough, no volume serves two claims, and a lone pod still pending has no volume left
+# that it could get.
+
+@st.composite
+def static_scenarios(draw: st.DrawFn) -> tuple[str, StaticCase]:
+    case = draw(static_cases())
+    docs: list[str] = []
+    for event in case.events:
+        if isinstance(event, NodeUpserted):
+            name = event.node.metadata.name
+            docs.append(f"apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n"
+                        f"    kubernetes.io/hostname: {name}\n    network.topology.nvidia.com/block: b0\n"
+                        "status:\n  allocatable: {cpu: \"64\", memory: 64Gi, pods: \"110\"}\n")
+    docs.append("apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: local\n"
+                "provisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: WaitForFirstConsumer\n")
+    for name, (size, reach) in sorted(case.volumes.items()):
+        affinity = ""
+        if reach is not None:
+            values = ", ".join(sorted(reach))
+            affinity = ("  nodeAffinity:\n    required:\n      nodeSelectorTerms:\n      - matchExpressions:\n"
+                        f"        - {{key: kubernetes.io/hostname, operator: In, values: [{values}]}}\n")
+        docs.append(f"apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: {name}\nspec:\n"
+                    f"  storageClassName: local\n  capacity: {{storage: {size}Gi}}\n  accessModes: [ReadWriteOnce]\n"
+                    f"{affinity}status:\n  phase: Available\n")
+    if case.gang:
+        docs.append(f"apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata:\n  name: job\n"
+                    f"  namespace: default\nspec:\n  minMember: {len(case.requests)}\n")
+    for key, asked in sorted(case.requests.items()):
+        name = key.partition("/")[2]
+        docs.append(f"apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data-{name}\n"
+                    f"  namespace: default\nspec:\n  storageClassName: local\n  accessModes: [ReadWriteOnce]\n"
+                    f"  resources: {{requests: {{storage: {asked}Gi}}}}\n")
+        at = draw(st.sampled_from([0, 0, 10, 20]))
+        labels = "  labels: {scheduling.x-k8s.io/pod-group: job}\n" if case.gang else ""
+        docs.append(f"apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\n{labels}"
+                    f"  annotations: {{sim.toposched.io/at: \"{at}\"}}\nspec:\n  schedulerName: toposched\n"
+                    "  containers:\n  - name: main\n    resources: {requests: {cpu: \"1\"}}\n"
+                    f"  volumes:\n  - name: data\n    persistentVolumeClaim: {{claimName: data-{name}}}\n")
+    return "---\n" + "---\n".join(docs), case
+
+
+@settings(max_examples=60, deadline=None)
+@given(static_scenarios())
+def test_simulated_claims_end_bound_to_distinct_volumes_that_reach_their_pods(
+        scenario: tuple[str, StaticCase]) -> None:
+    text, case = scenario
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "scenario.yaml"
+        path.write_text(text)
+        simulation = Simulation(load_scenario(path))
+        anyio.run(simulation.run)
+    state = simulation.state
+    bound_to: dict[str, str] = {}
+    for key in case.requests:
+        pod = state.pods[key]
+        claim = state.volumes.claims[f"default/data-{key.partition('/')[2]}"]
+        node = pod.node_name
+        if node:
+            volume_name = claim.spec.volume_name
+            assert volume_name, (key, node)  # no pod bound before its claim
+            size, reach = case.volumes[volume_name]
+            assert size >= case.requests[key] and (reach is None or node in reach), (key, node, volume_name)
+            assert volume_name not in bound_to, (volume_name, bound_to[volume_name], key)
+            bound_to[volume_name] = key
+    if not case.gang:
+        taken = {claim.spec.volume_name for claim in state.volumes.claims.values() if claim.spec.volume_name}
+        for key, asked in case.requests.items():
+            if not state.pods[key].node_name:  # every node has room: only the volumes can keep it out
+                assert not any(size >= asked for name, (size, _) in case.volumes.items() if name not in taken), key
