@@ -128,6 +128,16 @@ def with_pod_rules(shape: Shape, rules: tuple[PodRule, ...], tokens: tuple[str, 
     return msgspec.structs.replace(shape, key=key, pod_rules=rules, host_ports=ports)
 
 
+def without_rules(shape: Shape, reasons: AbstractSet[str]) -> Shape:
+    """`shape` without its inter-pod rules that turn nodes away for one of `reasons` (kube-scheduler's
+    words): what it asks of a node once the pods that set those rules are gone. Only `admits` reads
+    the result; its key is the narrowed shape's."""
+    kept = tuple(rule for rule in shape.pod_rules if rule.reason not in reasons)
+    if len(kept) == len(shape.pod_rules):
+        return shape
+    return msgspec.structs.replace(shape, pod_rules=kept)
+
+
 # --------------------------------------------------------------------------- static filters
 
 

@@ -131,7 +131,7 @@ def plan_gang(state: ClusterState, gang: str, *,
                              pending_count, running_count)
     if isinstance(result, GangPlan) and result.assignments:
         pairs = [(assignment.pod, assignment.node) for assignment in result.assignments]
-        broken = plan_violation(state, pairs)
+        broken = plan_violation(state, pairs, frozenset(ignore_pods))
         if broken:
             return Unschedulable(gangs=group, constraint=POD_AFFINITY, needed=len(result.assignments),
                                  reason=f"{label}: {broken}")
@@ -183,7 +183,7 @@ def _place_admitted(state: ClusterState, group: tuple[str, ...], label: str, spe
         return plan_sub_groups(state, solver, specs[0], label, pending[specs[0].key], running_nodes, resolved)
 
     everything = [key for gang_key in group for key in pending[gang_key]]
-    job = Job(demands_for(state, everything, resolved.multiples), top_level=resolved.top_level,
+    job = Job(demands_for(state, everything, resolved.multiples, ignore_pods), top_level=resolved.top_level,
               running_nodes=running_nodes, tree=tree, nominated_nodes=nominated)
     if job.anchor is not None and job.anchor.level < resolved.top_level:
         return Unschedulable(
@@ -196,7 +196,8 @@ def _place_admitted(state: ClusterState, group: tuple[str, ...], label: str, spe
         return _plan(group, label, job, found, running_count, tree)
     if extras and (minimum or len(extras) > 1):  # else the smallest try is the job that just failed
         def job_of(extra: int) -> Job:
-            return Job(demands_for(state, minimum + extras[:extra], resolved.multiples), top_level=resolved.top_level,
+            return Job(demands_for(state, minimum + extras[:extra], resolved.multiples, ignore_pods),
+                       top_level=resolved.top_level,
                        running_nodes=running_nodes, tree=tree, nominated_nodes=nominated)
 
         subset = _largest_fitting(solver, job_of, 0 if minimum else 1, len(extras) - 1)

@@ -46,9 +46,10 @@ from placement.gather import Solver, primary_resource
 from placement.members import domain_label, pod_shapes, where
 from placement.plan import CAPACITY, INVALID, POD_FIT, QUOTA, VOLUME, Assignment, GangPlan, Unschedulable
 from placement.quota import admit
+from placement.reasons import takes_some_node
 from state.cluster import ClusterState
 from state.node_changes import kept_table
-from state.resources import Resources, fits
+from state.resources import Resources
 from state.topology import Domain
 
 CACHE_KEY = "placement.lone"
@@ -267,7 +268,7 @@ def plan_pod(state: ClusterState, pod: str, *,
     refusal = admit(state, [pod], ignore_pods=ignore_pods)
     if refusal:
         return Unschedulable(gangs=(), constraint=QUOTA, needed=1, fit=0, reason=f"pod {pod}: {refusal}")
-    shape = pod_shapes(state).shape(info)
+    shape = pod_shapes(state).shape(info, frozenset(ignore_pods))
     capacity = Capacity(state, frozenset(), ignore_pods, frozenset({pod}))
     solver = Solver(state, capacity)
     tree = state.topology
@@ -292,9 +293,7 @@ def plan_pod(state: ClusterState, pod: str, *,
                          f"(best-first descent, bin-pack inside; {share:.0%} of {primary} in use there)"))
     counts = solver.rejections(shape, state.nodes)
     detail = ", ".join(f"{count} {why}" for why, count in sorted(counts.items(), key=lambda i: (-i[1], i[0])))
-    requests = dict(shape.requests)
-    never = not any(not solver.reason(shape, name) and fits(requests, state.nodes[name].allocatable)
-                    for name in state.nodes)
+    never = not takes_some_node(solver, shape, state.nodes)
     return Unschedulable(
         gangs=(), constraint=POD_FIT if never else CAPACITY, needed=1, fit=0,
         reason=f"pod {pod}: 0/{len(state.nodes)} nodes are available" + (f": {detail}" if detail else ""))

@@ -19,6 +19,7 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 from events.objects import Affinity, PodSpec, Toleration
 from placement.fit import Shape, shape_in, shape_of, topology_index, with_pod_rules
@@ -31,6 +32,7 @@ from state.resources import Resources
 from state.topology import Domain
 
 ROOT_DOMAIN = ""
+_NOBODY: frozenset[str] = frozenset()
 SHAPES_KEY = "placement.members.shapes"
 
 
@@ -136,13 +138,14 @@ class PodShapes:
         self._changes_seen = -1  # where `state.pod_changes` stood when `_anti_placed` was read
         self._anti_placed = False  # whether a placed pod has required anti-affinity
 
-    def shape(self, pod: PodInfo) -> Shape:
+    def shape(self, pod: PodInfo, ignore: frozenset[str] = _NOBODY) -> Shape:
         """`shape_of(pod)`, computed once for the pods that share the objects it is made of, narrowed by
         the inter-pod rules the pods placed now set for it (`placement.pod_affinity` and
-        `placement.pod_spread`, derived afresh)."""
-        return self._narrowed(pod, self._own_shape(pod))
+        `placement.pod_spread`, derived afresh); the pods in `ignore` count as gone for the
+        inter-pod affinity rules (not yet for spreads)."""
+        return self._narrowed(pod, self._own_shape(pod), ignore)
 
-    def _narrowed(self, pod: PodInfo, shape: Shape) -> Shape:
+    def _narrowed(self, pod: PodInfo, shape: Shape, ignore: frozenset[str]) -> Shape:
         # The usual pod (no terms of its own, no placed pod with anti-affinity) costs a few reads here.
         affinity = pod.obj.spec.affinity
         state = self.state
@@ -154,7 +157,7 @@ class PodShapes:
         if not self._anti_placed and not spreads and (affinity is None or (affinity.pod_affinity is None
                                                                            and affinity.pod_anti_affinity is None)):
             return shape
-        rules, tokens = rules_for(state, pod), self_exclusion(state, pod)
+        rules, tokens = rules_for(state, pod, ignore), self_exclusion(state, pod)
         if spreads:
             rules = (*rules, *spread_rules(state, pod, shape))
             tokens = (*tokens, *spread_tokens(state, pod, shape))
@@ -183,22 +186,23 @@ class PodShapes:
         self.parts[key] = (requests, selector, tolerations, affinity, shape)
         return shape
 
-    def of(self, pod: PodInfo) -> tuple[Shape, tuple[int, int, str]]:
+    def of(self, pod: PodInfo, ignore: frozenset[str] = _NOBODY) -> tuple[Shape, tuple[int, int, str]]:
+        """The pod's `shape` (pods in `ignore` counted as gone) and its `pod_order`."""
         obj = pod.obj
         spec, annotations = obj.spec, obj.metadata.annotations
         if spec.volumes:
-            return self.shape(pod), pod_order(pod)
+            return self.shape(pod, ignore), pod_order(pod)
         entry = self.entries.get(pod.key)
         if (entry is not None and entry[0] is spec and entry[1] is annotations and entry[2] is pod.requests
                 and entry[3] == pod.priority):
-            return self._narrowed(pod, entry[4]), entry[5]
+            return self._narrowed(pod, entry[4], ignore), entry[5]
         if len(self.entries) > 2 * len(self.state.pending) + 1024:
             # Only pending pods are planned: let go of the rest (and of the objects they keep alive).
             pending = self.state.pending
             self.entries = {key: entry for key, entry in self.entries.items() if key in pending}
         shape, order = self._own_shape(pod), pod_order(pod)
         self.entries[pod.key] = (spec, annotations, pod.requests, pod.priority, shape, order)
-        return self._narrowed(pod, shape), order
+        return self._narrowed(pod, shape, ignore), order
 
 
 def pod_shapes(state: ClusterState) -> PodShapes:
@@ -210,14 +214,16 @@ def pod_shapes(state: ClusterState) -> PodShapes:
     return found
 
 
-def demands_for(state: ClusterState, pods: Sequence[str],
-                multiples: Mapping[str, dict[int, int]]) -> list[Demand]:
-    """Group pods by (gang, shape): pods of one group share offerslots; order pods for adjacency."""
+def demands_for(state: ClusterState, pods: Sequence[str], multiples: Mapping[str, dict[int, int]],
+                ignore: AbstractSet[str] = _NOBODY) -> list[Demand]:
+    """Group pods by (gang, shape): pods of one group share offerslots; order pods for adjacency. Pods in
+    `ignore` count as gone for the inter-pod rules of the shapes (placement's `ignore_pods`)."""
     known = pod_shapes(state)
+    gone = ignore if isinstance(ignore, frozenset) else frozenset(ignore)
     groups: dict[tuple[str, bytes], tuple[Shape, list[tuple[tuple[int, int, str], str]]]] = {}
     for key in pods:
         pod = state.pods[key]
-        shape, order = known.of(pod)
+        shape, order = known.of(pod, gone)
         group = groups.get((pod.gang, shape.key))
         if group is None:
             groups[(pod.gang, shape.key)] = (shape, [(order, key)])

@@ -443,8 +443,13 @@ class AffinityIndex:
                     found.update(present)
         return [self.anti[group_key] for group_key in sorted(found)]
 
-    def group_values(self, group: _AntiGroup) -> frozenset[str]:
-        """The values of the group's key on its pods' nodes."""
+    def group_values(self, group: _AntiGroup, ignore: AbstractSet[str] = _NOBODY) -> frozenset[str]:
+        """The values of the group's key on its pods' nodes, the pods in `ignore` counted as gone."""
+        if ignore and not ignore.isdisjoint(group.owners):
+            # pods treated as gone (preemption's victims): derived for this question only, not kept
+            key = group.term.topology_key
+            return frozenset(value for owner, node in group.owners.items()
+                             if owner not in ignore and (value := _value(self.state, node, key)) is not None)
         stamp = self.stamp
         if group.stamp != stamp:
             key = group.term.topology_key
@@ -453,31 +458,37 @@ class AffinityIndex:
             group.stamp = stamp
         return group.values
 
-    def selected_values(self, term: Term) -> frozenset[str]:
-        """The values of `term`'s key on the nodes of the placed pods it selects."""
+    def selected_values(self, term: Term, ignore: AbstractSet[str] = _NOBODY) -> frozenset[str]:
+        """The values of `term`'s key on the nodes of the placed pods it selects, those in `ignore` counted
+        as gone (then derived for this question only, not kept)."""
         cache_key = b"a" + _encoder.encode(term)
         stamp = self.stamp
-        hit = self._derived.get(cache_key)
+        hit = self._derived.get(cache_key) if not ignore else None
         if hit is not None and hit[0] == stamp:
             return hit[1]  # type: ignore[return-value]
         pods, key = self.state.pods, term.topology_key
         values = set()
         for name in self.candidates(term):
+            if ignore and name in ignore:
+                continue
             other = pods.get(name)
             if other is not None and term.selects(other.namespace, other.obj.metadata.labels):
                 value = _value(self.state, self.placed_on[name], key)
                 if value is not None:
                     values.add(value)
         found = frozenset(values)
-        self._remember(cache_key, stamp, found)
+        if not ignore:
+            self._remember(cache_key, stamp, found)
         return found
 
-    def matching_all(self, together: tuple[Term, ...]) -> dict[str, frozenset[str]] | None:
+    def matching_all(self, together: tuple[Term, ...],
+                     ignore: AbstractSet[str] = _NOBODY) -> dict[str, frozenset[str]] | None:
         """Per key of `together`, the values on the nodes of the placed pods matching all its terms; None
-        when no placed pod on a node with one of the keys matches them all."""
+        when no placed pod on a node with one of the keys matches them all. Pods in `ignore` count as gone
+        (then derived for this question only, not kept)."""
         cache_key = b"f" + _encoder.encode(together)
         stamp = self.stamp
-        hit = self._derived.get(cache_key)
+        hit = self._derived.get(cache_key) if not ignore else None
         if hit is not None and hit[0] == stamp:
             return hit[1]  # type: ignore[return-value]
         candidates = min((self.candidates(term) for term in together), key=len)
@@ -485,6 +496,8 @@ class AffinityIndex:
         any_match = False
         pods = self.state.pods
         for name in candidates:
+            if ignore and name in ignore:
+                continue
             other = pods.get(name)
             if other is None or not matches_all(together, other.namespace, other.obj.metadata.labels):
                 continue
@@ -495,7 +508,8 @@ class AffinityIndex:
                     any_match = True
                     found[term.topology_key].add(value)
         result = {key: frozenset(values) for key, values in found.items()} if any_match else None
-        self._remember(cache_key, stamp, result)
+        if not ignore:
+            self._remember(cache_key, stamp, result)
         return result
 
     def _remember(self, key: bytes, stamp: tuple[int, int], value: object) -> None:
@@ -514,9 +528,10 @@ def _value(state: ClusterState, node: str, key: str) -> str | None:
     return info.labels.get(key) if info is not None else None
 
 
-def rules_for(state: ClusterState, pod: PodInfo) -> tuple[PodRule, ...]:
+def rules_for(state: ClusterState, pod: PodInfo, ignore: frozenset[str] = _NOBODY) -> tuple[PodRule, ...]:
     """The rules the pods placed now set for the pending `pod` (the module docstring), in a stable order;
-    () for the usual pod."""
+    () for the usual pod. Pods in `ignore` count as gone (preemption's victims: a plan is validated
+    with them away, so a term only they kept in force no longer holds)."""
     index = affinity_index(state)
     terms = index.terms(pod) if has_terms(pod.obj) else NO_TERMS
     if not index.anti and terms is NO_TERMS:
@@ -524,25 +539,29 @@ def rules_for(state: ClusterState, pod: PodInfo) -> tuple[PodRule, ...]:
     namespace, labels = pod.namespace, pod.obj.metadata.labels
     # Pods alike in what the rules read (their terms, namespace, whether in a gang, the labels a selector
     # reads) get the same rules: a gang's pods differ in labels no selector reads (their index, say).
+    # The pods counted as gone join the key only when there are some (a frozenset keeps its hash).
     read = (*index.group_label_keys(), *terms.label_keys)
-    memo_key = (id(terms), namespace, bool(pod.gang), tuple((name, labels.get(name)) for name in read))
+    memo_key: tuple[object, ...] = (id(terms), namespace, bool(pod.gang),
+                                    tuple((name, labels.get(name)) for name in read))
+    if ignore:
+        memo_key = (*memo_key, ignore)
     known = index.remembered_rules(memo_key)
     if known is not None:
         return known
-    found = _derive_rules(index, pod, terms, namespace, labels)
+    found = _derive_rules(index, pod, terms, namespace, labels, ignore)
     index.remember_rules(memo_key, found)
     return found
 
 
 def _derive_rules(index: AffinityIndex, pod: PodInfo, terms: PodTerms, namespace: str,
-                  labels: Mapping[str, str]) -> tuple[PodRule, ...]:
+                  labels: Mapping[str, str], ignore: frozenset[str]) -> tuple[PodRule, ...]:
     rules: list[PodRule] = []
     if index.anti:
         excluded: dict[str, set[str]] = {}
         for group in index.groups_for(labels):
             term = group.term
             if term.selects(namespace, labels):
-                values = index.group_values(group)
+                values = index.group_values(group, ignore)
                 if values:
                     excluded.setdefault(term.topology_key, set()).update(values)
         rules.extend(PodRule(key, frozenset(values), False, EXISTING_ANTI_AFFINITY)
@@ -550,17 +569,18 @@ def _derive_rules(index: AffinityIndex, pod: PodInfo, terms: PodTerms, namespace
     if terms.anti:
         apart: dict[str, set[str]] = {}
         for term in terms.anti:
-            values = index.selected_values(term)
+            values = index.selected_values(term, ignore)
             if values:
                 apart.setdefault(term.topology_key, set()).update(values)
         rules.extend(PodRule(key, frozenset(values), False, ANTI_AFFINITY) for key, values in sorted(apart.items()))
     if terms.affinity:
-        rules.extend(_affinity_rules(index, pod, terms.affinity))
+        rules.extend(_affinity_rules(index, pod, terms.affinity, ignore))
     return tuple(rules)
 
 
-def _affinity_rules(index: AffinityIndex, pod: PodInfo, together: tuple[Term, ...]) -> list[PodRule]:
-    found = index.matching_all(together)
+def _affinity_rules(index: AffinityIndex, pod: PodInfo, together: tuple[Term, ...],
+                    ignore: frozenset[str]) -> list[PodRule]:
+    found = index.matching_all(together, ignore)
     keys = sorted({term.topology_key for term in together})
     if found is not None:
         return [PodRule(key, found[key], True, AFFINITY) for key in keys]
@@ -607,10 +627,12 @@ def gather_level(state: ClusterState, levels: Mapping[str, int], pods: Iterable[
     return best, source
 
 
-def plan_violation(state: ClusterState, assignments: Sequence[tuple[str, str]]) -> str:
+def plan_violation(state: ClusterState, assignments: Sequence[tuple[str, str]],
+                   ignore: frozenset[str] = _NOBODY) -> str:
     """"" when the pods of one plan (`assignments`: pod, node) keep every required term among themselves
     (the module docstring); else why the first that does not, does not. Their terms against the pods
-    placed now are their shapes' rules, which the planner kept."""
+    placed now are their shapes' rules, which the planner kept; pods in `ignore` count as gone, as
+    they did for those rules."""
     pods = state.pods
     index = affinity_index(state)
     carriers = [(pods[key], node) for key, node in assignments if key in pods and has_terms(pods[key].obj)]
@@ -650,12 +672,12 @@ def plan_violation(state: ClusterState, assignments: Sequence[tuple[str, str]]) 
         if not has_terms(other.obj):
             return True
         own = index.terms(other).affinity
-        return (not own or index.matching_all(own) is not None
+        return (not own or index.matching_all(own, ignore) is not None
                 or matches_all(own, other.namespace, other.obj.metadata.labels))
 
     for pod, node in carriers:
         together = index.terms(pod).affinity
-        if not together or index.matching_all(together) is not None:
+        if not together or index.matching_all(together, ignore) is not None:
             continue  # placed pods satisfy it: its shape's rules kept it next to them
         group = _encoder.encode(together)
         found = series.get(group)

@@ -11,18 +11,43 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from placement.constraints import Constraints
+from placement.fit import Shape, admits, without_rules
 from placement.gather import Job, Solver
 from placement.members import domain_label, where
 from placement.plan import CAPACITY, POD_FIT, Unschedulable
+from placement.pod_affinity import ANTI_AFFINITY, EXISTING_ANTI_AFFINITY
 from state.resources import fits
 
 
 def job_label(group: Sequence[str]) -> str:
     return f"gang {group[0]}" if len(group) == 1 else f"GangGroup {', '.join(group)}"
 
+
+
+# Refusals that running pods set, which evicting them lifts: kube-scheduler's InterPodAffinity filter
+# says Unschedulable (preemption may help) for these, UnschedulableAndUnresolvable for unmet affinity.
+LIFTED_BY_EVICTION = frozenset({ANTI_AFFINITY, EXISTING_ANTI_AFFINITY})
+
+
+def takes_some_node(solver: Solver, shape: Shape, nodes: Iterable[str]) -> bool:
+    """Whether some node of `nodes` would take a pod of `shape` were it empty of other pods: its filters
+    pass (refusals for required anti-affinity aside, which evicting the pods behind them lifts) and its
+    allocatable holds the requests. False: no preemption can help that shape."""
+    requests = dict(shape.requests)
+    infos = solver.state.nodes
+    lifted: Shape | None = None
+    for node in nodes:
+        why = solver.reason(shape, node)
+        if why in LIFTED_BY_EVICTION:
+            if lifted is None:
+                lifted = without_rules(shape, LIFTED_BY_EVICTION)
+            why = admits(lifted, infos[node])
+        if not why and fits(requests, infos[node].allocatable):
+            return True
+    return False
 
 
 def explain_failure(solver: Solver, job: Job, group: tuple[str, ...], label: str,
@@ -52,9 +77,7 @@ def explain_failure(solver: Solver, job: Job, group: tuple[str, ...], label: str
         counts = solver.rejections(demand.shape, scope.nodes)
         for why, count in counts.items():
             reasons[why] = max(reasons.get(why, 0), count)
-        if not any(not solver.reason(demand.shape, node) and fits(dict(demand.shape.requests),
-                                                                   solver.state.nodes[node].allocatable)
-                   for node in scope.nodes):
+        if not takes_some_node(solver, demand.shape, scope.nodes):
             fitless = True  # no node passes this shape's filters or is big enough, whatever runs where
     detail = ", ".join(f"{count} {why}" for why, count in sorted(reasons.items(), key=lambda i: (-i[1], i[0])))
     nodes = len(scope.nodes)

@@ -114,8 +114,8 @@ def plan_sub_groups(state: ClusterState, solver: Solver, spec: GangSpec, label: 
         return Unschedulable(gangs=group, constraint=MEMBERS, needed=len(pending),
                              reason=(f"{label}: its {len(pending)} pending pods belong to sub-group partitions "
                                      "that do not have subGroupSize members yet; they wait for the rest"))
-    whole = Job(demands_for(state, placeable, constraints.multiples), top_level=constraints.top_level,
-                running_nodes=running_nodes, tree=tree)
+    whole = Job(demands_for(state, placeable, constraints.multiples, solver.capacity.ignore),
+                top_level=constraints.top_level, running_nodes=running_nodes, tree=tree)
     if whole.anchor is not None and whole.anchor.level < constraints.top_level:
         return Unschedulable(gangs=group, constraint=constraints.kind,
                              level=tree.levels[constraints.top_level].layer,
@@ -182,7 +182,7 @@ def _fill_domain(state: ClusterState, solver: Solver, spec: GangSpec, domain: Do
         if not partition.pending:
             placed_per_policy[partition.policy] = placed_per_policy.get(partition.policy, 0) + 1
             continue
-        job = Job(demands_for(state, partition.pending, constraints.multiples),
+        job = Job(demands_for(state, partition.pending, constraints.multiples, solver.capacity.ignore),
                   top_level=max(partition.top_level, domain.level), running_nodes=partition.running_nodes, tree=tree)
         found = solver.search(job, within=domain)
         if found is None:
@@ -194,7 +194,7 @@ def _fill_domain(state: ClusterState, solver: Solver, spec: GangSpec, domain: Do
         assignments.extend(found.assignments)
         placed_per_policy[partition.policy] = placed_per_policy.get(partition.policy, 0) + 1
     if loose:
-        job = Job(demands_for(state, loose, constraints.multiples), top_level=domain.level,
+        job = Job(demands_for(state, loose, constraints.multiples, solver.capacity.ignore), top_level=domain.level,
                   running_nodes=running_nodes, tree=tree)
         placed = solver.place(job, domain)
         if placed is None:
@@ -226,7 +226,8 @@ def _failure(solver: Solver, spec: GangSpec, label: str, group: tuple[str, ...],
     for partition in sorted(partitions, key=lambda p: (-len(p.pending), p.name)):
         if not partition.pending:
             continue
-        job = Job(demands_for(solver.state, partition.pending, constraints.multiples),
+        job = Job(demands_for(solver.state, partition.pending, constraints.multiples,
+                              solver.capacity.ignore),
                   top_level=partition.top_level, running_nodes=partition.running_nodes, tree=tree)
         mark = solver.mark()
         found = solver.search(job)

@@ -15,7 +15,8 @@ from placement.plan import Assignment
 # Why no preemption was planned (`NoPreemption.kind`).
 NEVER_POLICY = "never"  # the preemptor's preemptionPolicy is Never
 WAITING = "waiting"  # victims chosen earlier are still terminating on the gang's nominated nodes
-NOT_PREEMPTABLE = "not-preemptable"  # the failure is not about capacity (missing members, invalid spec, filters)
+# the failure is not about capacity (missing members, invalid spec, filters no eviction lifts)
+NOT_PREEMPTABLE = "not-preemptable"
 NO_LOWER_PRIORITY = "no-lower-priority"  # no running pod of lower priority exists at all
 NO_CANDIDATES = "no-candidates"  # no set of lower-priority pods lets the gang fit within its constraints
 

@@ -10,7 +10,10 @@ How a plan is found (state and the placement failure in, a plan out):
    those whose upper bound of room once every candidate there is gone (`preemption/room.py`, summed
    up the tree) covers the job: pruned by aggregates before any victim is looked at.
 4. Per domain, a greedy by cost picks victims until the pods fit by count, then drops the unneeded
-   (`preemption/selection.py`). Candidate sets are ranked by the cost order (`preemption/cost.py`);
+   (`preemption/selection.py`). Where required pod anti-affinity keeps the job off nodes of the
+   domain (`preemption/terms.py`), the units lifting it go first and the greedy completes the room;
+   the set made for room alone is weighed too, and not grown (the plan may keep off those nodes).
+   Candidate sets are ranked by the cost order (`preemption/cost.py`);
    identical sets found at several levels are weighed once, at the tightest.
 5. Validation: the cheapest sets are checked with placement itself (`plan_gang(..., ignore_pods=
    victims)`), which applies gather strategies, tier limits and podCountMultiple exactly; a set
@@ -54,6 +57,7 @@ from preemption.plan import (
 )
 from preemption.room import Room
 from preemption.selection import Selection, select
+from preemption.terms import Lifts, blockers
 from preemption.victim_index import victim_index
 from preemption.victims import Candidates, VictimRule, VictimUnit
 from state.cluster import ClusterState
@@ -122,6 +126,7 @@ class _Planner:
         self.considered: list[Considered] = []
         self._by_domain: dict[int, list[VictimUnit]] | None = None  # domain id -> `_units_in`, when asked
         self._over_budget: dict[int, bool] = {}  # unit index -> `_violating`, when asked
+        self._lifts: Lifts | None = None  # when required anti-affinity keeps the job out somewhere
 
     def _violating(self, unit: VictimUnit) -> bool:
         """Whether evicting the unit alone goes beyond one of its PodDisruptionBudgets."""
@@ -152,6 +157,9 @@ class _Planner:
                 return NoPreemption(p.key, NO_CANDIDATES, f"no {rule.action}: {picked}")
             forced = picked
             candidates.set_aside(forced)
+        blocked = blockers(self.state, p.pending)
+        if blocked:
+            self._lifts = Lifts(self.state, self.tree, blocked, candidates)
         top_level, anchor = self._limits()
         if isinstance(top_level, NoPreemption):
             return top_level
@@ -283,15 +291,33 @@ class _Planner:
     def _rank(self, room: Room, candidates: Candidates, viable: Sequence[Domain],
               need: _Need) -> list[tuple[Cost, Selection]]:
         ranked: dict[tuple[str, ...], tuple[Cost, Selection]] = {}
+        violating = self._violating if self.state.budgets else None
+        lifts = self._lifts
         for domain in viable:
-            selection = select(room, domain, self._units_in(candidates, domain), need.counts, self.rule.gate,
-                               self._violating if self.state.budgets else None)
-            if selection is None:
-                continue
-            cost = cost_of(self.state, selection.units, domain.level, domain_label(domain))
-            known = ranked.get(cost.victims)
-            if known is None or cost < known[0]:
-                ranked[cost.victims] = (cost, selection)
+            units = self._units_in(candidates, domain)
+            lift = lifts.of(domain) if lifts is not None else None
+            found: list[Selection] = []
+            if lift is None or (not lift[0] and not lift[1]):  # nothing blocks, or only pods already leaving
+                selection = select(room, domain, units, need.counts, self.rule.gate, violating)
+                if selection is not None:
+                    found.append(selection)
+            elif not lift[1]:  # (every node here shut by pods that may not be evicted: no set helps)
+                # Some node here is kept out by anti-affinity that evictions lift. The set made for room
+                # alone is weighed too (the plan may keep off those nodes), but not grown if placement
+                # rejects it: the set lifting the terms grows instead.
+                plain = select(room, domain, units, need.counts, self.rule.gate, violating)
+                if plain is not None:
+                    plain.grows = False
+                    found.append(plain)
+                if lift[0]:
+                    lifted = select(room, domain, units, need.counts, self.rule.gate, violating, lift[0])
+                    if lifted is not None:
+                        found.append(lifted)
+            for selection in found:
+                cost = cost_of(self.state, selection.units, domain.level, domain_label(domain))
+                known = ranked.get(cost.victims)
+                if known is None or cost < known[0]:
+                    ranked[cost.victims] = (cost, selection)
         return sorted(ranked.values(), key=lambda item: item[0])
 
     def _units_in(self, candidates: Candidates, domain: Domain) -> list[VictimUnit]:
@@ -358,13 +384,13 @@ class _Planner:
             self.considered.append(Considered(_where(domain),
                                               cost_of(self.state, units, domain.level, domain_label(domain)),
                                               f"placement rejected it: {result.reason}"))
-            if attempt == MAX_GROWTH:
+            if attempt == MAX_GROWTH or not selection.grows:
                 break
             shortfall = max(1, result.needed - result.fit) if result.needed else 1
             widest = max(range(len(counts)), key=lambda i: counts[i])
             counts[widest] += shortfall
             grown = select(room, domain, self._units_in(candidates, domain), counts, self.rule.gate,
-                           self._violating if self.state.budgets else None)
+                           self._violating if self.state.budgets else None, selection.lifted)
             if grown is None or {u.index for u in grown.units} == {u.index for u in units}:
                 break
             units = grown.units
@@ -374,7 +400,10 @@ class _Planner:
                 leaving: frozenset[str]) -> tuple[list[VictimUnit], GangPlan, Considered]:
         """Drop victims on none of the plan's nodes when placement still agrees; record the result."""
         nodes = {a.node for a in plan.assignments}
-        needed = [u for u in units if any(pod.counted_on in nodes for pod in u.pods)]
+        lifts = self._lifts
+        # a unit blocking a plan node through anti-affinity is needed wherever in the term's domain it runs
+        needed = [u for u in units if any(pod.counted_on in nodes for pod in u.pods)
+                  or (lifts is not None and lifts.needed_on(u, nodes))]
         if needed and len(needed) < len(units) and self.validations < MAX_VALIDATIONS:
             self.validations += 1
             again = self.validate(frozenset(pod.key for u in needed for pod in u.pods) | leaving)

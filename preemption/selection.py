@@ -39,14 +39,19 @@ from state.topology import Domain
 
 
 class Selection:
-    """The units chosen for one domain and the room they make (slots per shape)."""
+    """The units chosen for one domain and the room they make (slots per shape). `lifted`: the units
+    taken first whatever room they make (`preemption/terms.py`), among `units`; `grows`: whether the
+    planner may grow the set by capacity when placement rejects it."""
 
-    __slots__ = ("domain", "slots", "units")
+    __slots__ = ("domain", "grows", "lifted", "slots", "units")
 
-    def __init__(self, domain: Domain, units: list[VictimUnit], slots: list[int]) -> None:
+    def __init__(self, domain: Domain, units: list[VictimUnit], slots: list[int],
+                 lifted: Sequence[VictimUnit] = ()) -> None:
         self.domain = domain
         self.units = units
         self.slots = slots
+        self.lifted = lifted
+        self.grows = True
 
 
 class _Tally:
@@ -184,15 +189,36 @@ MAX_COMPLETER_SCAN = 256
 
 
 def select(room: Room, domain: Domain, units: Sequence[VictimUnit], need: Sequence[int],
-           gate: Gate | None = None, violating: Callable[[VictimUnit], bool] | None = None) -> Selection | None:
+           gate: Gate | None = None, violating: Callable[[VictimUnit], bool] | None = None,
+           lifted: Sequence[VictimUnit] = ()) -> Selection | None:
     """Victim units making room for `need` pods (per shape) in `domain`, or None when they cannot.
-    `violating(unit)`: whether evicting the unit goes beyond a PodDisruptionBudget (None: no budgets)."""
+    `violating(unit)`: whether evicting the unit goes beyond a PodDisruptionBudget (None: no budgets).
+    `lifted`: units that go first whatever room they make (they lift required anti-affinity that keeps
+    the preemptor out: `preemption/terms.py`); the greedy completes the room after them and never
+    drops them."""
     within = set(domain.nodes)
     tally = _Tally(room, domain, need, within)
+    chosen: list[VictimUnit] = []
+    taken: set[int] = set()
+    for unit in lifted:
+        if gate is not None:
+            if not gate.admits(unit):
+                for other in chosen:
+                    gate.release(other)
+                return None
+            gate.take(unit)
+        tally.add(unit)
+        chosen.append(unit)
+        taken.add(unit.index)
     if tally.missing() <= 0:
-        return Selection(domain, [], list(tally.slots))
+        if gate is not None:
+            for unit in chosen:
+                gate.release(unit)
+        return Selection(domain, chosen, list(tally.slots), lifted)
     classes: dict[tuple[int, int, int], list[tuple[int, VictimUnit]]] = {}
     for unit in units:
+        if taken and unit.index in taken:
+            continue
         if not unit.nodes.isdisjoint(within):
             gains = room.alone(unit)
             # the unit's gains inside the domain, read from the smaller side (a leaf of a few nodes, or
@@ -203,7 +229,6 @@ def select(room: Room, domain: Domain, units: Sequence[VictimUnit], need: Sequen
             classes.setdefault((unit.priority, over, 1 if unit.broken else 0), []).append((alone, unit))
             if tally.alone is not None:
                 tally.alone[unit.index] = alone
-    chosen: list[VictimUnit] = []
     for class_key in sorted(classes):
         members = classes[class_key]
         # largest gain alone first; among equal gains: fewer pods, most recently started, cost index
@@ -263,7 +288,7 @@ def select(room: Room, domain: Domain, units: Sequence[VictimUnit], need: Sequen
             for unit in chosen:
                 gate.release(unit)
         return None
-    for unit in reversed(list(chosen)):
+    for unit in reversed(chosen[len(lifted):]):  # the lifted units stay, whatever room they make
         lost = tally.contribution(unit)
         if lost is not None:  # what removing it would leave, without removing it
             if sum(max(0, n - (s - d)) for n, s, d in zip(tally.need, tally.slots, lost, strict=True)) > 0:
@@ -280,4 +305,4 @@ def select(room: Room, domain: Domain, units: Sequence[VictimUnit], need: Sequen
     if gate is not None:
         for unit in chosen:
             gate.release(unit)  # the gate holds nothing between selections
-    return Selection(domain, chosen, list(tally.slots))
+    return Selection(domain, chosen, list(tally.slots), lifted)

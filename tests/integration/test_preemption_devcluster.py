@@ -82,3 +82,54 @@ async def test_gang_preempts_a_whole_low_priority_gang_and_binds_on_its_nominate
                              what="preemptor gang bound after the victims left")
             assert {name: node_of(cluster, name) for name in preemptors} == nominated
             assert all(not pod_object(cluster, name) for name in victims)
+
+
+BLOCK = "network.topology.nvidia.com/block"
+JOB_KEY = "jobset.sigs.k8s.io/job-key"
+
+
+def exclusive_per_block(manifests: list[dict[str, Any]], job_key: str) -> list[dict[str, Any]]:
+    """The manifests' pods as JobSet's webhook writes them for `alpha.jobset.sigs.k8s.io/exclusive-topology`
+    over the block label: required podAffinity to their own job, podAntiAffinity to every other job."""
+    for manifest in manifests:
+        if manifest["kind"] != "Pod":
+            continue
+        manifest["metadata"].setdefault("labels", {})[JOB_KEY] = job_key
+        manifest["spec"]["terminationGracePeriodSeconds"] = VICTIM_GRACE_SECONDS
+        manifest["spec"]["affinity"] = {
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchExpressions": [{"key": JOB_KEY, "operator": "In", "values": [job_key]}]},
+                 "topologyKey": BLOCK, "namespaceSelector": {}}]},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchExpressions": [{"key": JOB_KEY, "operator": "Exists"},
+                                                        {"key": JOB_KEY, "operator": "NotIn", "values": [job_key]}]},
+                 "topologyKey": BLOCK, "namespaceSelector": {}}]}}
+    return manifests
+
+
+async def test_exclusive_jobset_job_preempts_the_low_priority_job_holding_a_block_though_gpus_are_free(
+        tmp_path: Path) -> None:
+    async with DevCluster() as cluster:
+        # two blocks of two nodes; each gets one small low-priority exclusive job, so GPUs stay free in both
+        cluster.load_objects([priority_class("low", 100), priority_class("high", 1000), *nodes(4, per_block=2)])
+        async with daemons(cluster, tmp_path):
+            lows = {name: exclusive_per_block(gang(name, 1, gpus=2, priority_class="low"), f"{name}-key")
+                    for name in ("low-a", "low-b")}
+            for manifests in lows.values():
+                cluster.load_objects(manifests)
+            low_pods = [name for manifests in lows.values() for name in pod_names(manifests)]
+            await wait_until(lambda: all(node_of(cluster, name) for name in low_pods), what="low jobs bound")
+            block_of = {f"node-{index:03d}": f"block-{index // 2}" for index in range(4)}
+            low_blocks = {name: block_of[node_of(cluster, name)] for name in low_pods}
+            assert len(set(low_blocks.values())) == 2  # one block each: exclusive
+
+            high = exclusive_per_block(gang("high", 2, gpus=4, priority_class="high"), "high-key")
+            cluster.load_objects(high)
+            preemptors = pod_names(high)
+            await wait_until(lambda: all(node_of(cluster, name) for name in preemptors), within=25,
+                             what="the exclusive high-priority job bound after a low job left its block")
+            gone = [name for name in low_pods if not pod_object(cluster, name)]
+            kept = [name for name in low_pods if pod_object(cluster, name)]
+            assert len(gone) == 1 and len(kept) == 1  # one job evicted, not both
+            assert {block_of[node_of(cluster, name)] for name in preemptors} == {low_blocks[gone[0]]}
+            assert node_of(cluster, kept[0])  # the other block's job still runs

@@ -4,15 +4,24 @@ Whatever the cluster: a plan never evicts a pod of equal or higher priority, nev
 gang running below its minMember, and once its victims are gone the gang really fits within its
 strategy (placement, given the victims as gone, plans it; MustGather keeps it in one domain). And
 when evicting every lower-priority pod would let the gang fit, a plan is found.
+
+The same clusters with required pod anti-affinity in play (JobSet's exclusive placement per block on
+some running jobs and on the preemptor, or anti-affinity per host between "web" pods): a plan still
+never evicts a pod of equal or higher priority, and once its victims are really deleted placement
+places the gang.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
 from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
+from events.model import PodDeleted
+from events.objects import Affinity, Pod
 from placement import GangPlan, Unschedulable, plan_gang
 from preemption import PreemptionPlan, plan_preemption
 from state.cluster import ClusterState
@@ -32,6 +41,7 @@ class Running(msgspec.Struct, frozen=True):
     gpus: int
     started: float
     lone: bool = False  # a pod without a gang (size 1)
+    terms: str = ""  # "": none; "exclusive": JobSet exclusive placement per block; "web": one web pod per host
 
 
 class Scenario(msgspec.Struct, frozen=True):
@@ -42,6 +52,7 @@ class Scenario(msgspec.Struct, frozen=True):
     priority: int
     gpus: int
     gather: int
+    terms: str = ""  # the preemptor's pods, as `Running.terms`
 
 
 @st.composite
@@ -58,6 +69,43 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     return Scenario(nodes_per_block=per_block, running=running, order=list(order),
                     size=draw(st.integers(1, 2 * per_block)), priority=draw(st.sampled_from([10, 50, 100])),
                     gpus=draw(st.sampled_from([4, 8])), gather=draw(st.integers(0, len(GATHERS) - 1)))
+
+
+BLOCK = "network.topology.nvidia.com/block"
+JOB_KEY = "jobset.sigs.k8s.io/job-key"
+
+
+def with_terms(obj: Pod, terms: str, job: str) -> Pod:
+    """`obj` with the required terms `terms` names (see `Running.terms`) for its job `job`."""
+    if not terms:
+        return obj
+    raw: dict[str, Any]
+    if terms == "exclusive":
+        labels = {**obj.metadata.labels, JOB_KEY: job}
+        raw = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                   {"labelSelector": {"matchExpressions": [{"key": JOB_KEY, "operator": "In", "values": [job]}]},
+                    "topologyKey": BLOCK, "namespaceSelector": {}}]},
+               "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                   {"labelSelector": {"matchExpressions": [{"key": JOB_KEY, "operator": "Exists"},
+                                                           {"key": JOB_KEY, "operator": "NotIn", "values": [job]}]},
+                    "topologyKey": BLOCK, "namespaceSelector": {}}]}}
+    else:
+        labels = {**obj.metadata.labels, "app": "web"}
+        raw = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                   {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    meta = msgspec.structs.replace(obj.metadata, labels=labels)
+    spec = msgspec.structs.replace(obj.spec, affinity=msgspec.convert(raw, Affinity))
+    return msgspec.structs.replace(obj, metadata=meta, spec=spec)
+
+
+TERMS = ["", "exclusive", "web"]
+
+
+@st.composite
+def term_scenarios(draw: st.DrawFn) -> Scenario:
+    base = draw(scenarios())
+    running = [msgspec.structs.replace(job, terms=draw(st.sampled_from(TERMS))) for job in base.running]
+    return msgspec.structs.replace(base, running=running, terms=draw(st.sampled_from(TERMS[1:])))
 
 
 def build(s: Scenario) -> ClusterState:
@@ -83,15 +131,17 @@ def build(s: Scenario) -> ClusterState:
             continue
         gang = f"run{g}"
         if job.lone:
-            state.apply(pod_event(bound(pod(gang, priority=job.priority, gpus=job.gpus), placed[0]), time=job.started))
+            lone = with_terms(pod(gang, priority=job.priority, gpus=job.gpus), job.terms, gang)
+            state.apply(pod_event(bound(lone, placed[0]), time=job.started))
             continue
         state.apply(group_event(pod_group(gang, min_member=min(job.min_member, len(placed)))))
         for i, name in enumerate(placed):
-            state.apply(pod_event(bound(pod(f"{gang}-{i}", gang=gang, priority=job.priority, gpus=job.gpus), name),
-                                  time=job.started))
+            member = with_terms(pod(f"{gang}-{i}", gang=gang, priority=job.priority, gpus=job.gpus), job.terms, gang)
+            state.apply(pod_event(bound(member, name), time=job.started))
     state.apply(group_event(pod_group("pre", min_member=s.size, gather=GATHERS[s.gather])))
     for i in range(s.size):
-        state.apply(pod_event(pod(f"pre-{i}", gang="pre", priority=s.priority, gpus=s.gpus), time=200.0))
+        pending = with_terms(pod(f"pre-{i}", gang="pre", priority=s.priority, gpus=s.gpus), s.terms, "pre")
+        state.apply(pod_event(pending, time=200.0))
     return state
 
 
@@ -140,3 +190,27 @@ def test_preemption_finds_a_plan_whenever_evicting_every_lower_priority_pod_woul
     if not isinstance(plan_gang(state, "default/pre", ignore_pods=lower), GangPlan):
         return
     assert isinstance(plan_preemption(state, "default/pre", failure), PreemptionPlan)
+
+
+@given(term_scenarios())
+def test_preemption_lifting_anti_affinity_evicts_only_lower_priority_pods_and_lets_the_gang_be_placed(
+        s: Scenario) -> None:
+    state = build(s)
+    failure = plan_gang(state, "default/pre")
+    if not isinstance(failure, Unschedulable):
+        return
+    result = plan_preemption(state, "default/pre", failure)
+    if not isinstance(result, PreemptionPlan):
+        return
+    victims = set(result.victims)
+    for key in victims:
+        assert state.pods[key].priority < s.priority, key
+    for job in result.jobs:
+        assert job.priority < s.priority
+    after = plan_gang(state, "default/pre", ignore_pods=frozenset(victims))
+    assert isinstance(after, GangPlan), after
+    assert result.nominations == after.assignments
+    for key in sorted(victims):  # the victims really gone, not only ignored: placement places the gang
+        state.apply(PodDeleted(key=key))
+    placed = plan_gang(state, "default/pre")
+    assert isinstance(placed, GangPlan), placed

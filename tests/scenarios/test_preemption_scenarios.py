@@ -72,3 +72,15 @@ def test_mustgather_preemptor_stays_pending_instead_of_spanning_two_blocks() -> 
     assert report["preemptions"] == [] and report["nominations"] == []
     assert [p["pod"] for p in report["pending"]] == [f"default/boxed-{i}" for i in range(4)]
     assert report["bindings"] == []  # the fillers were running from the start; nothing moved
+
+
+def test_exclusive_jobset_job_preempts_the_low_priority_job_out_of_one_block() -> None:
+    report = _simulate(HERE / "preemption-jobset-exclusive.yaml")
+    # GPUs were free in both blocks: only the exclusive-placement terms kept job-high out
+    assert report["preemptions"] == [{"preemptor": "default/job-high", "at": 10.0,
+                                      "victims": ["default/job-low-a-0"]}]
+    high = {b["pod"]: b["node"] for b in report["bindings"] if b["pod"].startswith("default/job-high-")}
+    assert set(high) == {"default/job-high-0", "default/job-high-1"}
+    assert set(high.values()) <= {"n1", "n2"}  # block b1, which job-low-a held
+    assert {b["at"] for b in report["bindings"]} == {15.0}  # job-low-a's 5 s grace period, then both together
+    assert report["pending"] == []
