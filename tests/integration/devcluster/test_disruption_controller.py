@@ -149,9 +149,10 @@ async def test_a_client_written_disrupted_pod_is_awaited_until_its_timeout_then_
     cluster.load_objects([running("a"), running("b"), running("c"), budget("web", minAvailable=2)])
     await _settled(cluster, (3, 2, 3, 1))
     current = cluster.store.get(BUDGETS, "web", "default")
-    # "a": evicted long ago and never deleted; "b": evicted just under the timeout ago.
+    # "a": evicted long ago and never deleted; "b": evicted just under the timeout ago (3 s under it: a
+    # loaded machine may take a second before the controller looks, and "b" must still be awaited then).
     disrupted = {"a": now_rfc3339(lambda: time.time() - DELETION_TIMEOUT - 60),
-                 "b": now_rfc3339(lambda: time.time() - DELETION_TIMEOUT + 1)}
+                 "b": now_rfc3339(lambda: time.time() - DELETION_TIMEOUT + 3)}
     await _http(cluster, "PUT", f"{_BUDGET_URL}/web/status",
                 {**current, "status": {**current["status"], "disruptedPods": disrupted}})
     status = await _settled(cluster, (2, 2, 3, 0))
