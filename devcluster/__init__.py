@@ -116,7 +116,7 @@ volumes, no LimitRange or ResourceQuota), managedFields kept only on objects a s
 pages from the current state (not a snapshot), and unknown fields under `fieldValidation=Strict` are 422
 Invalid (the brief's choice; a real server says 400 for kinds compiled into it).
 
-Volumes (devcluster/storage.py, volumes.py, ephemeral.py): the storage kinds are admitted as kube-apiserver
+Volumes (manifests/storage.py, devcluster/volumes.py, ephemeral.py): the storage kinds are admitted as kube-apiserver
 admits them (canonical quantities, defaults, the DefaultStorageClass plugin: a claim without a class gets the
 newest default class, `storageClassName: ""` stays; 422 for a changed claim spec other than its volumeName
 once or a Bound claim's request, a changed class provisioner / parameters / reclaimPolicy /

@@ -16,7 +16,7 @@ unique, only removed, never with spec.nodeName at create), eviction under the Po
 eviction handler enforces them, their status computed at the eviction: devcluster/disruption.py; the
 handler's bookkeeping in the budget's status and the evicted pod's DisruptionTarget condition), a
 Secret's stringData written into data, the storage kinds' defaulting, DefaultStorageClass admission and
-validation (devcluster/storage.py).
+validation (manifests/storage.py).
 
 The store is driven from one event loop thread and never blocks. Deferred removals use the running
 loop's `call_later`; without a running loop a graceful deletion removes the object at once.
@@ -41,12 +41,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from devcluster import apply as field_management
-from devcluster import disruption, errors, resize, storage
+from devcluster import disruption, errors, resize
 from devcluster.conversion import to_storage, to_view
 from devcluster.patches import json_patch, merge_patch, strategic_merge
 from devcluster.resources import RESOURCES, ResourceDef, by_kind
 from devcluster.schemas import KIND_SCHEMAS
 from devcluster.watch import Predicate, Watcher, WatchEvent
+from manifests import storage
 from manifests.admission import Rejected, admit_create, admit_update, decode, load_object
 from manifests.validation import Cause, forbidden, invalid, qualified_name_problems, validate
 

@@ -50,12 +50,12 @@ import uuid
 from fractions import Fraction
 from typing import Any
 
-from devcluster import storage
 from devcluster.controller import StoreController
 from devcluster.errors import ApiError
 from devcluster.selectors import labels_match, selector_requirements
 from devcluster.store import Store, now_rfc3339, resolve
 from devcluster.watch import WatchEvent
+from manifests import storage
 from manifests.quantity import QuantityError, value_of
 
 Obj = dict[str, Any]

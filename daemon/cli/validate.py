@@ -19,7 +19,10 @@ its words: `manifests.validation.validate_placement_rules`), and a pod of this s
 rule toposched does not place by
 (a pod affinity term's namespaceSelector, a DoNotSchedule spread no API server admits, an init
 container's host port, resource claims:
-`state/pod_constraints.py`, the daemon's own words) is reported. Other kinds are skipped.
+`state/pod_constraints.py`, the daemon's own words) is reported. PersistentVolumes, claims and
+StorageClasses are put through the API server's storage rules (`manifests.storage`, as devcluster
+admits them: a local volume without node affinity, a volume with no source or two, a claim without
+access modes or a storage request, ...). Other kinds are skipped.
 
 Prints one line per problem, `FILE#DOC: Kind name: field: message` (DOC counts documents from 1),
 and exits 1; prints a short OK line and exits 0 when everything is valid; exits 2, with one line,
@@ -56,6 +59,7 @@ from events.objects import (
     VolcanoPodGroup,
     Workload,
 )
+from manifests import storage
 from manifests.admission import merge_label_keys
 from manifests.defaulting import UndecodableQuantity, default_pod
 from manifests.validation import validate_placement_rules
@@ -116,6 +120,7 @@ class _Documents:
     gang_objects: list[tuple[str, str, PodGroup | KubePodGroup | KaiPodGroup | Workload]]
     folded: list[tuple[str, KindInfo, KubeObject]] = field(default_factory=list)  # what the quota rules fold
     skipped: int = 0
+    storage: int = 0  # PersistentVolumes, claims and StorageClasses checked
 
 
 def _documents_of(path: str) -> list[Any]:
@@ -145,7 +150,12 @@ def _read(paths: Sequence[str]) -> _Documents:
                 docs.findings.append(Finding(source, Problem("Document", str(number), "",
                                                              "is not a Kubernetes object (a mapping)")))
                 continue
-            info = kind_of(str(document.get("apiVersion", "")), str(document.get("kind", "")))
+            api_version, kind = str(document.get("apiVersion", "")), str(document.get("kind", ""))
+            if (api_version, kind) in storage.KINDS:  # as the API server refuses them; nothing to fold
+                docs.storage += 1
+                docs.findings += [Finding(source, p) for p in _storage_problems(api_version, kind, document)]
+                continue
+            info = kind_of(api_version, kind)
             if info is None or (info.name not in _CHECKED and info.name not in (NODE_KIND, POD_KIND)):
                 docs.skipped += 1
                 continue
@@ -189,6 +199,22 @@ def _read(paths: Sequence[str]) -> _Documents:
             elif isinstance(decoded, Node):
                 docs.nodes.append((source, decoded))
     return docs
+
+
+def _storage_problems(api_version: str, kind: str, document: dict[str, Any]) -> list[Problem]:
+    """What kube-apiserver refuses of a PersistentVolume, claim or StorageClass on create
+    (`manifests.storage`: its decoding, defaulting and validation, in its words)."""
+    if (api_version, kind) == storage.CLAIM:
+        name = _name_of(document)
+    else:  # cluster-scoped
+        meta = document.get("metadata")
+        name = str((meta if isinstance(meta, dict) else {}).get("name") or "<unnamed>")
+    try:
+        stored = storage.decode_and_default(api_version, kind, document)
+    except storage.UndecodableStorage as error:
+        return [Problem(kind, name, "", f"{error} (the API server refuses it)")]
+    return [Problem(kind, name, field, f"{message} (the API server refuses it)")
+            for _, field, message in storage.problems(api_version, kind, stored)]
 
 
 def _in_namespace(obj: KubeObject) -> KubeObject:
@@ -285,7 +311,8 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
               + sum(1 for _, name, _ in docs.gang_objects if name != "Workload"),
               "Workload": sum(1 for _, name, _ in docs.gang_objects if name == "Workload"),
               "ElasticQuota": sum(1 for _, info, _ in docs.folded if info.name in _QUOTA_OBJECTS - _QUEUES),
-              "Queue": sum(1 for _, info, _ in docs.folded if info.name in _QUEUES), POD_KIND: len(ours)}
+              "Queue": sum(1 for _, info, _ in docs.folded if info.name in _QUEUES), POD_KIND: len(ours),
+              "storage object": docs.storage}
     return findings, counts
 
 
