@@ -182,7 +182,7 @@ from events.model import (
     WorkloadUpserted,
     object_key,
 )
-from events.objects import SELECTED_NODE_ANNOTATION, Node, Pod
+from events.objects import SELECTED_NODE_ANNOTATION, Node, PersistentVolumeClaim, Pod
 from placement.fit import Requests
 from placement.plan import Unschedulable
 from placement.pod_affinity import PodTerms, affinity_index, has_terms
@@ -1064,19 +1064,14 @@ class Scheduler:
         return f"its claims were not provisioned within {timeout:g} s: {', '.join(late)}"
 
     def _unbound(self, volumes: dict[str, str]) -> str | None:
-        """"" when every claim of `volumes` is bound, why its binding failed when one cannot be, None while
-        waiting (the PV controller binds a claim once its volume names it)."""
-        held = self.state.volumes.claims
-        waiting = False
-        for claim, volume_name in sorted(volumes.items()):
-            found = held.get(claim)
-            if found is None:
-                return f"claim {claim} was deleted while it was bound"
+        """`_settled` for the claims of `volumes`, each to be bound to its volume made in advance (the PV
+        controller binds a claim once its volume names it)."""
+        def check(claim: str, found: PersistentVolumeClaim, volume_name: str) -> str:
             if claim_bound(found):
                 if found.spec.volume_name != volume_name:  # its pod's node may not reach that one: placed again
                     return (f"claim {claim} was bound to persistentvolume {found.spec.volume_name}, not to "
                             f"{volume_name} chosen for its pod's node")
-                continue
+                return ""
             volume = self.state.volumes.volumes.get(volume_name)
             if volume is None:
                 return f"persistentvolume {volume_name} was deleted while claim {claim} was bound to it"
@@ -1084,24 +1079,35 @@ class Scheduler:
             if ref is not None and not refers_to(volume, claim, found.metadata.uid):
                 return (f"persistentvolume {volume_name} was taken by claim {ref.namespace}/{ref.name} "
                         f"before claim {claim} was bound to it")
-            waiting = True
-        return None if waiting else ""
+            return ""
+
+        return self._settled(volumes, "bound", check)
 
     def _unprovisioned(self, claims: dict[str, str]) -> str | None:
-        """"" when every claim is bound, why provisioning failed when one cannot be, None while waiting."""
-        held = self.state.volumes.claims
-        waiting = False
-        for claim, node in sorted(claims.items()):
-            found = held.get(claim)
-            if found is None:
-                return f"claim {claim} was deleted while it was provisioned"
-            if claim_bound(found):
-                continue
-            if found.metadata.annotations.get(SELECTED_NODE_ANNOTATION) != node:
+        """`_settled` for `claims`, each marked for its node's provisioning."""
+        def check(claim: str, found: PersistentVolumeClaim, node: str) -> str:
+            if not claim_bound(found) and found.metadata.annotations.get(SELECTED_NODE_ANNOTATION) != node:
                 # the provisioner removes its selected node when it cannot provision there, to have it placed again
                 return (f"the provisioner of claim {claim} gave node {node} up "
                         "(volume.kubernetes.io/selected-node removed)")
-            waiting = True
+            return ""
+
+        return self._settled(claims, "provisioned", check)
+
+    def _settled(self, claims: dict[str, str], doing: str,
+                 check: Callable[[str, PersistentVolumeClaim, str], str]) -> str | None:
+        """"" when every claim of `claims` (each with its node or volume) is bound, why one cannot be (deleted,
+        or `check`'s reason), None while waiting."""
+        held = self.state.volumes.claims
+        waiting = False
+        for claim, target in sorted(claims.items()):
+            found = held.get(claim)
+            if found is None:
+                return f"claim {claim} was deleted while it was {doing}"
+            why = check(claim, found, target)
+            if why:
+                return why
+            waiting = waiting or not claim_bound(found)
         return None if waiting else ""
 
     # ------------------------------------------------------------------ waiting groups and nominations

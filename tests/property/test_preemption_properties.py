@@ -156,27 +156,31 @@ def test_preemption_plans_respect_priority_min_member_and_the_gather_strategy(s:
         return
     victims = set(result.victims)
     assert victims, "a plan evicts someone"
-    # never a pod of equal or higher priority
-    for key in victims:
-        assert state.pods[key].priority < s.priority
+    _lower_and_placeable(state, s, result)
     # never a victim gang half-alive below minMember
     for gang_key in {state.pods[key].gang for key in victims} - {""}:
         info = state.gangs[gang_key]
         assert info.spec is not None
         left = [m for m in info.members if m not in victims]
         assert not left or len(left) >= info.spec.min_member, (gang_key, left)
-    # with the victims gone the gang fits in its strategy, exactly where it was nominated
-    after = plan_gang(state, "default/pre", ignore_pods=frozenset(victims))
-    assert isinstance(after, GangPlan), after
-    assert result.nominations == after.assignments
     nominated = [a.node for a in result.nominations]
     assert all(a.pod.startswith("default/pre-") for a in result.nominations)
     gather = GATHERS[s.gather]
     if gather is not None and gather[0]["strategy"] == "MustGather":
         level = state.topology.resolve_level(str(gather[0]["layer"]))
         assert len({state.topology.domain_at(n, level) for n in nominated}) == 1
+
+
+def _lower_and_placeable(state: ClusterState, s: Scenario, result: PreemptionPlan) -> None:
+    """Never a victim (pod or job) of equal or higher priority; with the victims gone the gang fits in its
+    strategy, exactly where it was nominated."""
+    for key in result.victims:
+        assert state.pods[key].priority < s.priority, key
     for job in result.jobs:
         assert job.priority < s.priority
+    after = plan_gang(state, "default/pre", ignore_pods=frozenset(result.victims))
+    assert isinstance(after, GangPlan), after
+    assert result.nominations == after.assignments
 
 
 @given(scenarios())
@@ -203,13 +207,7 @@ def test_preemption_lifting_anti_affinity_evicts_only_lower_priority_pods_and_le
     if not isinstance(result, PreemptionPlan):
         return
     victims = set(result.victims)
-    for key in victims:
-        assert state.pods[key].priority < s.priority, key
-    for job in result.jobs:
-        assert job.priority < s.priority
-    after = plan_gang(state, "default/pre", ignore_pods=frozenset(victims))
-    assert isinstance(after, GangPlan), after
-    assert result.nominations == after.assignments
+    _lower_and_placeable(state, s, result)
     for key in sorted(victims):  # the victims really gone, not only ignored: placement places the gang
         state.apply(PodDeleted(key=key))
     placed = plan_gang(state, "default/pre")
