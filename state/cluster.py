@@ -1454,12 +1454,10 @@ class ClusterState:
     # volumes: read where a pod is placed (`volume_needs`), never folded into the pods ---------------
 
     def _claim_upserted(self, event: ClaimUpserted) -> None:
-        self.volumes.claims[_meta_key(event.claim.metadata)] = event.claim
-        self.volumes.version += 1
+        self.volumes.put_claim(_meta_key(event.claim.metadata), event.claim)
 
     def _claim_deleted(self, event: ClaimDeleted) -> None:
-        self.volumes.claims.pop(event.key, None)
-        self.volumes.version += 1
+        self.volumes.drop_claim(event.key)
 
     def _volume_upserted(self, event: VolumeUpserted) -> None:
         self.volumes.put_volume(event.volume)

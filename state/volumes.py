@@ -168,6 +168,15 @@ class VolumeBook:
         self.users: dict[str, set[str]] = {}
         self.released: set[str] = set()
 
+    def put_claim(self, key: str, claim: PersistentVolumeClaim) -> None:
+        """Hold `claim` under `key` (`namespace/name`)."""
+        self.claims[key] = claim
+        self.version += 1
+
+    def drop_claim(self, key: str) -> None:
+        self.claims.pop(key, None)
+        self.version += 1
+
     def put_volume(self, volume: PersistentVolume) -> None:
         """Hold `volume` (new, or a version of one held)."""
         name = volume.metadata.name

@@ -147,13 +147,10 @@ def build(s: Scenario) -> ClusterState:
 
 @given(scenarios())
 def test_preemption_plans_respect_priority_min_member_and_the_gather_strategy(s: Scenario) -> None:
-    state = build(s)
-    failure = plan_gang(state, "default/pre")
-    if not isinstance(failure, Unschedulable):
+    planned = _planned(s)
+    if planned is None:
         return
-    result = plan_preemption(state, "default/pre", failure)
-    if not isinstance(result, PreemptionPlan):
-        return
+    state, result = planned
     victims = set(result.victims)
     assert victims, "a plan evicts someone"
     _lower_and_placeable(state, s, result)
@@ -169,6 +166,16 @@ def test_preemption_plans_respect_priority_min_member_and_the_gather_strategy(s:
     if gather is not None and gather[0]["strategy"] == "MustGather":
         level = state.topology.resolve_level(str(gather[0]["layer"]))
         assert len({state.topology.domain_at(n, level) for n in nominated}) == 1
+
+
+def _planned(s: Scenario) -> tuple[ClusterState, PreemptionPlan] | None:
+    """The scenario's state and the preemption plan for its gang; None when the gang fits or no plan is made."""
+    state = build(s)
+    failure = plan_gang(state, "default/pre")
+    if not isinstance(failure, Unschedulable):
+        return None
+    result = plan_preemption(state, "default/pre", failure)
+    return (state, result) if isinstance(result, PreemptionPlan) else None
 
 
 def _lower_and_placeable(state: ClusterState, s: Scenario, result: PreemptionPlan) -> None:
@@ -199,13 +206,10 @@ def test_preemption_finds_a_plan_whenever_evicting_every_lower_priority_pod_woul
 @given(term_scenarios())
 def test_preemption_lifting_anti_affinity_evicts_only_lower_priority_pods_and_lets_the_gang_be_placed(
         s: Scenario) -> None:
-    state = build(s)
-    failure = plan_gang(state, "default/pre")
-    if not isinstance(failure, Unschedulable):
+    planned = _planned(s)
+    if planned is None:
         return
-    result = plan_preemption(state, "default/pre", failure)
-    if not isinstance(result, PreemptionPlan):
-        return
+    state, result = planned
     victims = set(result.victims)
     _lower_and_placeable(state, s, result)
     for key in sorted(victims):  # the victims really gone, not only ignored: placement places the gang
