@@ -224,11 +224,12 @@ def kai_queue(name: str, *, parent: str = "", cpu: KaiAmounts | None = None, mem
 
 
 def kai_pod_group(name: str, *, namespace: str = "default", min_member: int = 1, queue: str = "",
-                  preemptibility: str = "") -> KaiPodGroup:
+                  preemptibility: str = "", priority_class_name: str = "") -> KaiPodGroup:
     """A KAI Scheduler PodGroup (scheduling.run.ai/v2alpha2); pods join it with `pod-group-name`."""
     return KaiPodGroup(
         metadata=ObjectMeta(name=name, namespace=namespace, uid=f"uid-kaipg-{namespace}-{name}"),
-        spec=KaiPodGroupSpec(min_member=min_member, queue=queue, preemptibility=preemptibility),
+        spec=KaiPodGroupSpec(min_member=min_member, queue=queue, preemptibility=preemptibility,
+                             priority_class_name=priority_class_name),
     )
 
 

@@ -10,7 +10,10 @@ nominated pods, minus the asking pods themselves and the pods the caller treats 
   16 asked > max 48"), at the quota and every ancestor;
 - at the quota itself, used + asked <= runtime (Koordinator's runtime: min plus a weighted share of
   idle capacity; the same for Volcano queues, by weight): borrowing beyond min goes only as far as
-  the runtime share;
+  the runtime share. Not for KAI queues: KAI admits a preemptible job up to its queues' limits
+  whatever their fair share (its capacity policy checks the limits and, for non-preemptible jobs, the
+  quota; the fair share only orders the queues and decides reclaim), so a queue with no quota and no
+  overQuotaWeight (KAI's documented burst queue) still runs on idle GPUs;
 - Koordinator: pods labelled `quota.scheduling.koordinator.sh/preemptible: "false"` count against
   min only (non-preemptible used + asked <= min, at the quota itself); KAI likewise for the pods of a
   non-preemptible PodGroup (within quota);
@@ -156,6 +159,8 @@ def _check(state: ClusterState, book: QuotaBook, quota: Quota, asked: Resources,
                 return _words(level, resource, used, amount, level.max_word, cap)
     if quota.dialect == CAPACITY:
         return _capacity_pool(book, quota, asked, released, minus)
+    if quota.dialect == KAI_DIALECT:
+        return ""  # KAI: limits and (non-preemptible) quota only; the runtime is its fair share, not a cap
     runtime = book.runtime(state, quota)
     for resource in sorted(asked):
         amount = asked[resource]

@@ -148,7 +148,8 @@ class _Planner:
             if candidates.protected and rule.action == "preemption":
                 return NoPreemption(p.key, NO_CANDIDATES,
                                     f"no preemption: the {len(candidates.protected)} running pod(s) of priority below "
-                                    f"{p.priority} are marked volcano.sh/preemptable: false")
+                                    f"{p.priority} may not be evicted (marked volcano.sh/preemptable: false, "
+                                    "or non-preemptible KAI jobs)")
             return NoPreemption(p.key, NO_LOWER_PRIORITY, f"no {rule.action}: no running {rule.pods}")
         forced: list[VictimUnit] = []
         if rule.forced is not None:

@@ -116,7 +116,7 @@ class VictimIndex:
         elif pod.removed or not (obj.spec.node_name or pod.bound_node):
             return
         else:
-            kind = PREEMPTABLE if pod.preemptable else KEPT
+            kind = PREEMPTABLE if pod.preemptable and not self.state.kai_lone_kept(pod) else KEPT
             if pod.gang:
                 gang = self._gangs.get(pod.gang)
                 if gang is None:
@@ -224,7 +224,7 @@ class VictimIndex:
                 continue
             info = state.gangs.get(gang_key)
             spec = info.spec if info is not None else None
-            if spec is not None and not spec.preemptable:
+            if spec is not None and not state.gang_preemptable(spec):
                 out.protected.extend(victims)
                 continue
             units = gang.units

@@ -11,7 +11,11 @@ A *unit* is the smallest thing preemption may take away without leaving a job ha
 A pod with a gang label whose PodGroup is unknown is treated as all-or-nothing (minMember = all).
 
 Never victims: a pod marked `volcano.sh/preemptable: "false"` (annotation, else label; a value Go's
-ParseBool refuses reads as false, as in Volcano), and every pod of a gang whose PodGroup says so.
+ParseBool refuses reads as false, as in Volcano), every pod of a gang whose PodGroup says so, and the
+non-preemptible KAI jobs: a KAI PodGroup that says `non-preemptible`, or says nothing and is of
+priority 100 or more, and a lone pod labelled `kai.scheduler/queue` of priority 100 or more
+(`ClusterState.gang_preemptable`, `ClusterState.kai_lone_kept`: as KAI, whose `build` and `inference`
+classes are never preempted nor reclaimed).
 A gang with such a pod is never taken whole (that would evict it); only its preemptable surplus
 pods are candidates. Surplus is counted so that minMember and every Volcano task minimum stay
 running. A Kubernetes PodGroup with `disruptionMode: PodGroup` has no surplus: it goes whole or not.
@@ -289,7 +293,7 @@ def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own
                 continue
             if pod.removed or not (obj.spec.node_name or pod.bound_node):
                 continue  # assumed but not bound: not evictable through the API
-            if not pod.preemptable:
+            if not pod.preemptable or state.kai_lone_kept(pod):
                 if pod.gang:
                     kept_aside[pod.gang] = kept_aside.get(pod.gang, 0) + 1
                 if pod.priority < priority:
@@ -308,7 +312,7 @@ def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own
             continue
         gang = state.gangs.get(gang_key)
         spec = gang.spec if gang is not None else None
-        if spec is not None and not spec.preemptable:
+        if spec is not None and not state.gang_preemptable(spec):
             out.protected.extend(pod.key for pod in by_gang[gang_key])
             continue
         out.units.extend(_gang_units(gang_key, by_gang[gang_key], spec, kept_aside.get(gang_key, 0)))

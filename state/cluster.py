@@ -88,6 +88,7 @@ from events.model import (
 from events.objects import (
     DEFAULT_SCHEDULER_NAME,
     GANG_MIN_AVAILABLE_ANNOTATION,
+    KAI_QUEUE_LABEL,
     LIGHTWEIGHT_MIN_AVAILABLE_LABEL,
     OVERSIZED_ANNOTATION,
     SIDECAR_RESTART_POLICY,
@@ -129,6 +130,7 @@ from state.compact import Compactor, Shape
 from state.gangs import (
     INTERNAL_ERROR,
     INVALID_QUANTITY,
+    KAI,
     KAI_POD_GROUP_PROBLEM,
     KUBE_POD_GROUP_PROBLEM,
     POD_GANG_PROBLEM,
@@ -145,7 +147,7 @@ from state.gangs import (
     preemptable_of,
     volcano_gang_spec,
 )
-from state.kai_gangs import kai_gang_spec
+from state.kai_gangs import NON_PREEMPTIBLE_PRIORITY, kai_gang_spec
 from state.node_changes import NodeChanges
 from state.node_table import NodeTable, node_table, nodes_of
 from state.pod_constraints import DRA_NOT_PLACED, unconsidered
@@ -610,6 +612,31 @@ class ClusterState:
 
     def gang_of(self, pod: PodInfo) -> GangInfo | None:
         return self.gangs.get(pod.gang) if pod.gang else None
+
+    def gang_preemptable(self, spec: GangSpec) -> bool:
+        """May the pods of the gang `spec` describes be evicted at all (preempted, or reclaimed by another
+        quota)? What its PodGroup says (`volcano.sh/preemptable: "false"`, KAI's `spec.preemptibility`);
+        a KAI PodGroup that says nothing is non-preemptible from priority 100 up, its priority being its
+        `spec.priorityClassName`'s (`kai_priority`), as KAI reads it. Read when asked, so a PriorityClass
+        created or changed later counts."""
+        if spec.dialect == KAI and not spec.kai_preemptibility:
+            return self.kai_priority(spec.priority_class_name) < NON_PREEMPTIBLE_PRIORITY
+        return spec.preemptable
+
+    def kai_priority(self, class_name: str) -> int:
+        """A KAI PodGroup's priority as KAI's scheduler finds it: the value of the PriorityClass its
+        `spec.priorityClassName` names, else the globalDefault class's, else 0."""
+        found = self.priority_classes.get(class_name) if class_name else None
+        if found is None and self._default_priority_class:
+            found = self.priority_classes.get(self._default_priority_class)
+        return found.value if found is not None else 0
+
+    def kai_lone_kept(self, pod: PodInfo) -> bool:
+        """A pod of no gang that a KAI queue label places in a KAI queue, of priority 100 or more: KAI
+        would make it a PodGroup of its own (its pod-grouper), non-preemptible by that priority, so it is
+        never a victim either (a pod's labels and priority only: the victim index keeps it by them)."""
+        return (not pod.gang and pod.priority >= NON_PREEMPTIBLE_PRIORITY
+                and KAI_QUEUE_LABEL in pod.obj.metadata.labels)
 
     def largest_allocatable(self) -> Resources:
         """Per resource, the most any one node has allocatable: no single node can hold more."""

@@ -158,6 +158,9 @@ class GangSpec(msgspec.Struct, frozen=True):
     task_minimums: tuple[tuple[str, int], ...] = ()  # Volcano minTaskMember: (task, minimum), sorted
     topology_key: str = ""  # Kubernetes: every pod on nodes sharing one value of this node label
     preemptable: bool = True  # False: never a preemption victim (volcano.sh/preemptable: "false")
+    # KAI: the PodGroup's spec.preemptibility as written ("" when it says nothing: then its priority decides,
+    # `ClusterState.gang_preemptable`)
+    kai_preemptibility: str = ""
     disrupt_whole: bool = False  # Kubernetes disruptionMode PodGroup: no member is preempted alone
     kai: KaiConstraint | None = None  # KAI: required / preferred levels named by node label key
 

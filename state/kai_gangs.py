@@ -21,11 +21,17 @@ What is read, and what it becomes:
   PodGroup; toposched does not read the workload objects, so it reads the annotations where they
   reach it, on the PodGroup, for any of the three fields the spec leaves empty (the spec wins when
   both are set and differ, said in a problem).
-- `spec.preemptibility: non-preemptible` makes the gang never a preemption victim; `preemptible` and
-  "" leave toposched's priority rules to decide.
+- `spec.preemptibility` (kept as `GangSpec.kai_preemptibility`): `non-preemptible` makes the gang never a
+  victim of preemption or reclaim and keeps it within its queue's quota; `preemptible` makes it a victim
+  like any other; unset (or a value KAI does not define, reported), the PodGroup's priority decides, as
+  KAI's `CalculatePreemptibility` does: the value of the PriorityClass its `spec.priorityClassName` names
+  (else of the cluster's globalDefault class, else 0), non-preemptible from `NON_PREEMPTIBLE_PRIORITY`
+  (100: KAI's `build` and `inference` classes; its `train` class is 50). `ClusterState.gang_preemptable`
+  resolves it, so a PriorityClass created or changed later counts.
 - Read but not implemented, each said once in a problem (`UNSUPPORTED_FIELD`): `spec.priorityClassName`
-  (kept as `GangSpec.priority_class_name`, but each pod's own priority orders and preempts, as in every
-  dialect), `spec.subGroups` and `spec.minSubGroup` (the whole group is one gang of minMember).
+  beyond the preemptibility above (kept as `GangSpec.priority_class_name`; each pod's own priority orders
+  and preempts, as in every dialect), `spec.subGroups` and `spec.minSubGroup` (the whole group is one gang
+  of minMember).
 - `spec.queue` names the KAI Queue whose quota the gang's pods count against (`state/quota.py`).
 Whether the levels are layers of the tree in use and the Topology the one the tree is built from
 needs the tree: `kai_wish_problems` reports each that is not (`state/topology_wishes.py` runs it).
@@ -54,6 +60,9 @@ from state.topology_validation import HOSTNAME_LABEL, label_key_problem
 
 PREEMPTIBLE = "preemptible"
 NON_PREEMPTIBLE = "non-preemptible"
+# KAI: a workload whose priority is this or more is non-preemptible unless its PodGroup says otherwise
+# (`CalculatePreemptibility` of KAI's pkg/common/podgroup; its `build` class is 100, `inference` 125).
+NON_PREEMPTIBLE_PRIORITY = 100
 _MAX_SHOWN = 80
 
 
@@ -91,7 +100,9 @@ def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]
         min_member = 1
     if spec.priority_class_name:
         problems.append(Problem(kind, key, "spec.priorityClassName", f"{shown(spec.priority_class_name)} is read "
-                                "but not used: each pod's own priority orders and preempts", reason=UNSUPPORTED_FIELD))
+                                "for the gang's preemptibility only (non-preemptible from "
+                                f"{NON_PREEMPTIBLE_PRIORITY}, as KAI): each pod's own priority orders and preempts",
+                                reason=UNSUPPORTED_FIELD))
     if spec.sub_groups:
         problems.append(Problem(kind, key, "spec.subGroups", "is read but not implemented: the whole PodGroup is "
                                 "one gang of minMember, placed within its own topologyConstraint",
@@ -99,12 +110,13 @@ def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]
     if spec.min_sub_group is not None:
         problems.append(Problem(kind, key, "spec.minSubGroup", "is read but not implemented: minMember is the "
                                 "gang's size", reason=UNSUPPORTED_FIELD))
-    preemptable = True
-    if spec.preemptibility == NON_PREEMPTIBLE:
-        preemptable = False
-    elif spec.preemptibility not in ("", PREEMPTIBLE):
-        problems.append(Problem(kind, key, "spec.preemptibility", f"{shown(spec.preemptibility)} is not "
-                                f"{PREEMPTIBLE} or {NON_PREEMPTIBLE}; toposched's priority rules decide"))
+    stated = spec.preemptibility
+    if stated not in ("", PREEMPTIBLE, NON_PREEMPTIBLE):
+        problems.append(Problem(kind, key, "spec.preemptibility", f"{shown(stated)} is not {PREEMPTIBLE} or "
+                                f"{NON_PREEMPTIBLE}; read as unset: the PodGroup's priority decides, as KAI "
+                                f"decides it (non-preemptible from {NON_PREEMPTIBLE_PRIORITY})"))
+        stated = ""
+    preemptable = stated != NON_PREEMPTIBLE
     annotations = group.metadata.annotations
     raw = spec.topology_constraint
     topology, topology_field = _field(raw.topology, "spec.topologyConstraint.topology", annotations,
@@ -128,7 +140,7 @@ def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]
                                    preferred_field=preferred_field)
     return GangSpec(key=key, dialect=KAI, min_member=min_member, schedule_timeout_seconds=None, gang_group=(key,),
                     priority_class_name=spec.priority_class_name, preemptable=preemptable, topology_key=topology_key,
-                    kai=constraint), problems
+                    kai=constraint, kai_preemptibility=stated), problems
 
 
 def kai_level(tree: TopologyTree, value: str) -> int:

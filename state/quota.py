@@ -22,11 +22,16 @@ Three dialects are read into one model (`Quota`: min, max, weight, parent), each
   megabytes of 10^6 bytes, gpu in GPUs of `nvidia.com/gpu`. As KAI reads them (its proportion plugin
   and capacity policy): -1 is unlimited (a quota of -1 deserves everything up to its limit); an absent
   value is 0, so an absent limit lets no pod of the queue ask for that resource at all, and an absent
-  weight lends the queue nothing of what others leave idle. Every KAI queue thus counts all three
-  resources. `spec.parentQueue` builds the tree; only leaf queues take jobs. Non-preemptible jobs (a
-  KAI PodGroup's `spec.preemptibility: non-preemptible`) stay within quota and are never reclaimed.
-  Read but not implemented (UnsupportedField): `spec.priority` (over-quota order between queues),
-  `spec.preemptMinRuntime`, `spec.reclaimMinRuntime`, `lendingLimit`.
+  weight gives the queue no fair share of what others leave idle (the runtime here). Every KAI queue
+  thus counts all three resources. `spec.parentQueue` builds the tree; only leaf queues take jobs.
+  As in KAI's capacity policy, the runtime (its fair share) is no cap at admission: a preemptible job
+  goes up to the limits (`placement/quota.py`). Non-preemptible jobs stay within quota and are never
+  reclaimed: a KAI PodGroup's `spec.preemptibility: non-preemptible`, or, unset, a PodGroup of priority
+  100 or more (`ClusterState.gang_preemptable`); a pod in a KAI queue by its label alone, by its own
+  priority. A PriorityClass event settles the KAI queues' pods again, since their preemptibility may
+  follow it. Read but not implemented (UnsupportedField): `spec.priority` (over-quota order between
+  queues, for KAI's fair-share reclaim), `spec.preemptMinRuntime`, `spec.reclaimMinRuntime`,
+  `lendingLimit`.
 
 Which quota a pod belongs to (one at most), first match wins: a quota the pod or its gang names comes
 before one its namespace implies, and a gang's PodGroup before a pod's own label (KAI's scheduler reads
@@ -55,8 +60,8 @@ of a quota first gets its request up to its min (all of its min when it does not
 together when the parent's runtime cannot hold every min; what is left is shared by weight among
 the children asking for more, each capped at its request and max, until nothing is left or nobody
 asks. The root of a tree holds the allocatable of every node. Volcano queues are shared the same
-way (their weight being their share), and KAI queues by overQuotaWeight; capacity scheduling quotas
-have no runtime (first come).
+way (their weight being their share), and KAI queues by overQuotaWeight (reported, not enforced: see
+above); capacity scheduling quotas have no runtime (first come).
 
 Bad input never raises: the object stays, the rule that then applies is recorded as a `Problem`
 naming the object and field: a negative or malformed quantity counts as 0; min above max is cut to
@@ -151,7 +156,7 @@ from events.objects import (
     Queue,
 )
 from state.gangs import INVALID_QUANTITY, KAI, KAI_POD_GROUP_PROBLEM, UNSUPPORTED_FIELD, Problem
-from state.kai_gangs import shown
+from state.kai_gangs import NON_PREEMPTIBLE_PRIORITY, shown
 from state.resources import QuantityError, Resources, format_quantity, parse_quantity
 
 if TYPE_CHECKING:
@@ -455,6 +460,17 @@ class QuotaBook:
             event.key if isinstance(event, PodDeleted) else
             object_key(event.pod.metadata.namespace, event.pod.metadata.name))
         self.settle(state, key)
+
+    def _priority_class_event(self, state: ClusterState, event: Any) -> None:
+        """A KAI job's preemptibility may follow a PriorityClass (`ClusterState.gang_preemptable`), and every
+        pod's priority does: the pods of KAI queues are settled again (PriorityClasses change rarely)."""
+        if not self.active or not self.kai_queues:
+            return
+        for key in sorted(self.shares):
+            share = self.shares[key]
+            quota = self.quotas.get(share.quota)
+            if quota is not None and quota.dialect == KAI:
+                self.settle(state, key)
 
     def _gang_event(self, state: ClusterState, event: Any) -> None:
         if isinstance(event, VolcanoPodGroupUpserted | PodGroupUpserted | SchedulerPluginsPodGroupUpserted
@@ -1035,8 +1051,11 @@ def _kai_resource(quota: Quota, given: KaiQueueResource, field: str, resource: s
 def _preemptible(state: ClusterState, pod: PodInfo, dialect: str) -> bool:
     if dialect == KAI:
         info = state.gangs.get(pod.gang) if pod.gang else None
-        return not (info is not None and info.spec is not None and info.spec.dialect == KAI
-                    and not info.spec.preemptable)
+        spec = info.spec if info is not None else None
+        if spec is not None and spec.dialect == KAI:
+            return state.gang_preemptable(spec)
+        # a pod in a KAI queue by its label: KAI's pod-grouper would give it a PodGroup of its own priority
+        return pod.priority < NON_PREEMPTIBLE_PRIORITY and (spec is None or spec.preemptable)
     meta = pod.obj.metadata
     if dialect == KOORDINATOR:
         return meta.labels.get(QUOTA_PREEMPTIBLE_LABEL, "").lower() != "false"
@@ -1123,9 +1142,9 @@ _HANDLERS: dict[type, _Handler | None] = exhaustive("the quota fold", {
     **each((PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
             SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted,
             KubePodGroupDeleted, KaiPodGroupUpserted, KaiPodGroupDeleted), QuotaBook._gang_event),
+    **each((PriorityClassUpserted, PriorityClassDeleted), QuotaBook._priority_class_event),
     **each((NodeUpserted, NodeDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
-            HyperNodeDeleted, KueueTopologyUpserted, KueueTopologyDeleted, PriorityClassUpserted,
-            PriorityClassDeleted, ObjectUndecodable, BindRequested,
+            HyperNodeDeleted, KueueTopologyUpserted, KueueTopologyDeleted, ObjectUndecodable, BindRequested,
             EvictionRequested, GangTimedOut, GangPending, GangPlanned, PreemptionPlanned,
             WorkloadUpserted, WorkloadDeleted, KaiTopologyUpserted, KaiTopologyDeleted), None),
     # quota objects reach the book through the fold's own table (ClusterState._quota_object)

@@ -3,10 +3,11 @@
 (`preemption/room.py`, `NodeModels`) what modelling every node afresh says, and plans made with
 them are the plans made without them.
 
-A small cluster goes through random events: pods (lone or of two gangs, of several priorities, some
-marked not preemptable, some finished or being deleted) created, re-created, bound, assumed,
-forgotten, asked to leave and deleted; PodGroups re-sized or marked not preemptable; a priority
-class re-valued; nodes deleted and re-added. After every event the index, carried over from the
+A small cluster goes through random events: pods (lone or of two gangs or of a KAI PodGroup, of several
+priorities, some marked not preemptable, some labelled into a KAI queue, some finished or being deleted)
+created, re-created, bound, assumed, forgotten, asked to leave and deleted; PodGroups re-sized or marked
+not preemptable; a priority class re-valued (across KAI's non-preemptible line of 100, which the KAI
+PodGroup's priorityClassName names); nodes deleted and re-added. After every event the index, carried over from the
 previous step, must give for several preemptors (priorities, own gangs, pods of their own in other
 gangs, a priority rule or any other rule) exactly the candidates `collect` gives: units in order with
 their pods, protected and leaving pods, and the units and pods listed per node; and a room model
@@ -23,10 +24,11 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
+from events.builders import bound, group_event, kai_pod_group, node, node_event, pod, pod_event, pod_group
 from events.model import (
     Event,
     EvictionRequested,
+    KaiPodGroupUpserted,
     NodeDeleted,
     PodAssumed,
     PodBound,
@@ -35,7 +37,7 @@ from events.model import (
     PriorityClassUpserted,
     with_seq,
 )
-from events.objects import ObjectMeta, PriorityClass
+from events.objects import KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL, ObjectMeta, PriorityClass
 from placement import Unschedulable, plan_gang
 from placement.fit import shape_of
 from preemption import plan_preemption
@@ -49,6 +51,7 @@ PODS = [f"p{i}" for i in range(8)]
 GANGS = ["g0", "g1"]
 HOME = {name: ["", "", *GANGS * 3][i] for i, name in enumerate(PODS)}  # the gang a pod is mostly of
 NOT_PREEMPTABLE = {"volcano.sh/preemptable": "false"}
+KAI_GANG = "k0"  # a KAI PodGroup of priority class `pc`: non-preemptible while `pc` is valued 100 or more
 
 
 def _node(name: str) -> Event:
@@ -59,9 +62,12 @@ def _pod(name: str, moved: str, priority: int, gpus: int, where: str, flavour: s
     gang = HOME[name] if moved == "home" else moved
     kept, deleting = flavour == "kept", flavour == "deleting"
     phase = "Succeeded" if flavour == "done" else "Running"
-    obj = pod(name, gang=gang or None, gpus=gpus, uid=f"uid-{name}-{uid}",
+    annotations = dict(NOT_PREEMPTABLE) if kept else {}
+    if gang == KAI_GANG:
+        annotations[KAI_POD_GROUP_ANNOTATION] = gang
+    obj = pod(name, gang=gang if gang and gang != KAI_GANG else None, gpus=gpus, uid=f"uid-{name}-{uid}",
               priority=None if priority < 0 else priority, priority_class="pc" if priority < 0 else "",
-              annotations=NOT_PREEMPTABLE if kept else None)
+              annotations=annotations, labels={KAI_QUEUE_LABEL: "q"} if flavour == "kai" else None)
     if where:
         obj = bound(obj, where, phase=phase)
     if deleting:
@@ -92,21 +98,23 @@ def _priority_class(value: int) -> Event:
 
 
 UIDS = st.integers(0, 2)
-POD_EVENTS = st.builds(_pod, st.sampled_from(PODS), st.sampled_from(["home"] * 4 + ["", *GANGS]),
-                       st.sampled_from([-1, 1, 5, 10]), st.sampled_from([1, 2, 4, 8]),
+POD_EVENTS = st.builds(_pod, st.sampled_from(PODS), st.sampled_from(["home"] * 4 + ["", *GANGS, KAI_GANG]),
+                       st.sampled_from([-1, 1, 5, 10, 100, 150]), st.sampled_from([1, 2, 4, 8]),
                        st.sampled_from(["", *NODES, *NODES]),
-                       st.sampled_from(["plain", "plain", "plain", "kept", "deleting", "done"]), UIDS)
-# Every node, both PodGroups, and every pod running (two per node; half of priority class `pc`, not
-# there yet) before the random events.
+                       st.sampled_from(["plain", "plain", "plain", "kept", "kai", "deleting", "done"]), UIDS)
+# Every node, the PodGroups, and every pod running (two per node; half of priority class `pc`, not
+# there yet; p0, of no gang, labelled into a KAI queue) before the random events.
 START = [*(_node(name) for name in NODES), *(_group(gang, 1, False) for gang in GANGS),
-         *(_pod(name, "home", -1 if i % 2 else 1, 2, NODES[i % len(NODES)], "plain", 0) for i, name in enumerate(PODS))]
+         KaiPodGroupUpserted(pod_group=kai_pod_group(KAI_GANG, priority_class_name="pc")),
+         *(_pod(name, "home", -1 if i % 2 or i == 0 else 1, 2, NODES[i % len(NODES)], "kai" if i == 0 else "plain", 0)
+           for i, name in enumerate(PODS))]
 events_strategy = st.lists(
     st.one_of(
         POD_EVENTS, POD_EVENTS, POD_EVENTS,
         st.builds(_decision, st.sampled_from(["assume", "bind", "forget", "evict", "delete"]), st.sampled_from(PODS),
                   st.sampled_from(NODES), UIDS),
         st.builds(_group, st.sampled_from(GANGS), st.integers(1, 3), st.booleans()),
-        st.builds(_priority_class, st.sampled_from([1, 5, 10])),
+        st.builds(_priority_class, st.sampled_from([1, 5, 10, 100, 150])),
         st.builds(lambda name: NodeDeleted(name=name), st.sampled_from(NODES)),
         st.builds(_node, st.sampled_from(NODES)),
     ),
@@ -122,7 +130,7 @@ class Preemptor(msgspec.Struct, frozen=True):
 
 
 preemptors = st.lists(
-    st.builds(Preemptor, st.sampled_from([1, 5, 10, 100]),
+    st.builds(Preemptor, st.sampled_from([1, 5, 10, 100, 1000]),
               st.frozensets(st.sampled_from(GANGS), max_size=1).map(lambda gs: frozenset(f"default/{g}" for g in gs)),
               st.frozensets(st.sampled_from(PODS), max_size=2).map(lambda ps: frozenset(f"default/{p}" for p in ps)),
               st.integers(0, 3)),

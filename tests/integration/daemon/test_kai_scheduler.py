@@ -36,15 +36,20 @@ def kai_topology(name: str, *labels: str) -> dict[str, Any]:
             "spec": {"levels": [{"nodeLabel": label} for label in labels]}}
 
 
-def kai_gang(name: str, size: int, constraint: dict[str, str], queue: str = "") -> list[dict[str, Any]]:
+def kai_gang(name: str, size: int, constraint: dict[str, str], queue: str = "", *, priority_class: str = "",
+             preemptibility: str = "") -> list[dict[str, Any]]:
     spec: dict[str, Any] = {"minMember": size, "topologyConstraint": constraint}
     if queue:
         spec["queue"] = queue
+    if priority_class:
+        spec["priorityClassName"] = priority_class  # as KAI's pod-grouper copies it from the workload
+    if preemptibility:
+        spec["preemptibility"] = preemptibility
     group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
              "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
     members = []
     for index in range(size):
-        member = pod(f"{name}-{index}")
+        member = pod(f"{name}-{index}", priority_class=priority_class)
         member["metadata"]["annotations"] = {KAI_POD_GROUP_ANNOTATION: name}
         members.append(member)
     return [group, *members]
@@ -182,3 +187,40 @@ async def test_a_bad_kai_queue_is_warned_about_naming_the_field_and_its_gang_wai
                              what="the missing queue in the pod's reason")
             assert bound_count(cluster, names(lost)) == 0
 
+
+
+def priority_class(name: str, value: int) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+            "value": value}
+
+
+async def test_kais_burst_queue_borrows_idle_gpus_and_an_inference_job_is_never_preempted(tmp_path: Path) -> None:
+    # KAI's documented burst queue (gpu quota 0, limit -1, no overQuotaWeight) runs on idle GPUs. In queue
+    # team, `serve` is of KAI's `inference` class (125: non-preemptible) and `batch` of `train` (50): an
+    # urgent job of team, on a full cluster, evicts `batch` and never `serve`.
+    burst = kai_queue("burst-queue", {"resources": {"cpu": {"quota": -1, "limit": -1},
+                                                    "memory": {"quota": 0, "limit": -1},
+                                                    "gpu": {"quota": 0, "limit": -1}}})
+    # a non-preemptible job must fit the quota of every resource it asks for, as in KAI
+    deserves_all = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    team = kai_queue("team", {"resources": {"cpu": deserves_all, "memory": deserves_all,
+                                            "gpu": {"quota": 8, "limit": -1, "overQuotaWeight": 1}}})
+    classes = [priority_class("train", 50), priority_class("inference", 125), priority_class("urgent", 1000)]
+    async with DevCluster() as cluster:
+        cluster.load_objects([*nodes(3), burst, team, *classes])
+        async with daemons(cluster, tmp_path):
+            scratch = kai_gang("scratch", 1, {}, queue="burst-queue", priority_class="train")
+            serve = kai_gang("serve", 1, {}, queue="team", priority_class="inference")
+            batch = kai_gang("batch", 1, {}, queue="team", priority_class="train")
+            cluster.load_objects([*scratch, *serve, *batch])
+            await wait_until(lambda: bound_count(cluster, names([*scratch, *serve, *batch])) == 3,
+                             what="the burst queue's job and team's two jobs bound")
+            batch_node = node_of(cluster, "batch-0")
+            urgent = kai_gang("urgent", 1, {}, queue="team", priority_class="urgent", preemptibility="preemptible")
+            cluster.load_objects(urgent)
+            await wait_until(lambda: node_of(cluster, "urgent-0") == batch_node,
+                             what="the urgent job bound where the train job ran")
+            assert cluster.store.find("pods", "batch-0", NAMESPACE) is None  # evicted
+            for kept in ("serve-0", "scratch-0"):
+                found = cluster.store.find("pods", kept, NAMESPACE)
+                assert found is not None and not found["metadata"].get("deletionTimestamp"), kept

@@ -24,10 +24,18 @@ from events.model import (
     KaiPodGroupUpserted,
     KaiQueueUpserted,
     PodGroupUpserted,
+    PriorityClassUpserted,
     QueueUpserted,
     VolcanoPodGroupUpserted,
 )
-from events.objects import KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL, QUOTA_NAME_LABEL, QUOTA_PREEMPTIBLE_LABEL
+from events.objects import (
+    KAI_POD_GROUP_ANNOTATION,
+    KAI_QUEUE_LABEL,
+    QUOTA_NAME_LABEL,
+    QUOTA_PREEMPTIBLE_LABEL,
+    ObjectMeta,
+    PriorityClass,
+)
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod
 from placement.plan import QUOTA
 from state.cluster import ClusterState
@@ -190,9 +198,11 @@ def test_without_quota_objects_nothing_changes() -> None:
 KAI_OPEN = (0.0, -1.0, 1.0)  # cpu and memory: no guarantee, no limit
 
 
-def kai_gang(name: str, size: int, queue_name: str, *, preemptibility: str = "") -> list[Event]:
+def kai_gang(name: str, size: int, queue_name: str, *, preemptibility: str = "",
+             priority_class_name: str = "") -> list[Event]:
     events: list[Event] = [KaiPodGroupUpserted(pod_group=kai_pod_group(name, min_member=size, queue=queue_name,
-                                                                       preemptibility=preemptibility))]
+                                                                       preemptibility=preemptibility,
+                                                                       priority_class_name=priority_class_name))]
     events += [pod_event(pod(f"{name}-{i}", annotations={KAI_POD_GROUP_ANNOTATION: name})) for i in range(size)]
     return events
 
@@ -243,3 +253,44 @@ def test_a_kai_parent_queues_limit_holds_its_children() -> None:
     result = plan_gang(state, "default/more")
     assert isinstance(result, Unschedulable)
     assert result.reason == "gang default/more: KAI queue org: nvidia.com/gpu 8 used + 8 asked > limit 8"
+
+
+def test_kais_documented_burst_queue_runs_a_job_on_idle_gpus_without_quota_or_weight() -> None:
+    # docs/queues of KAI: "burst-queue", gpu quota 0 and limit -1, no overQuotaWeight (memory stated here,
+    # since a queue that leaves it out admits no pod asking for it, in KAI as here)
+    state = cluster(
+        KaiQueueUpserted(queue=kai_queue("burst-queue", cpu=(-1.0, -1.0, None), memory=(0.0, -1.0, None),
+                                         gpu=(0.0, -1.0, None))),
+        *kai_gang("burst", 4, "burst-queue"),
+    )
+    assert isinstance(plan_gang(state, "default/burst"), GangPlan)
+
+
+def test_a_kai_queue_is_not_held_to_its_fair_share_while_another_queue_asks() -> None:
+    # KAI admits a preemptible job up to its queues' limits: the fair share (Koordinator's runtime here)
+    # orders queues and decides reclaim, it is no cap
+    state = cluster(
+        KaiQueueUpserted(queue=kai_queue("team-a", cpu=KAI_OPEN, memory=KAI_OPEN, gpu=(8, -1.0, 1))),
+        KaiQueueUpserted(queue=kai_queue("team-b", cpu=KAI_OPEN, memory=KAI_OPEN, gpu=(32, -1.0, 1))),
+        *kai_gang("wide", 6, "team-a"),
+        *kai_gang("asks", 4, "team-b"),
+    )
+    assert state.quotas.runtime(state, state.quotas.by_name["kai"]["team-a"])["nvidia.com/gpu"] < 48_000
+    assert isinstance(plan_gang(state, "default/wide"), GangPlan)
+
+
+def test_a_kai_job_of_the_inference_class_is_non_preemptible_and_stays_within_quota() -> None:
+    deserves_all = (-1.0, -1.0, 1.0)
+    state = cluster(
+        PriorityClassUpserted(priority_class=PriorityClass(metadata=ObjectMeta(name="inference"), value=125)),
+        PriorityClassUpserted(priority_class=PriorityClass(metadata=ObjectMeta(name="train"), value=50)),
+        KaiQueueUpserted(queue=kai_queue("team-a", cpu=deserves_all, memory=deserves_all, gpu=(8, -1.0, 1))),
+        *kai_gang("serve", 2, "team-a", priority_class_name="inference"),
+        *kai_gang("train", 2, "team-a", priority_class_name="train"),
+        *kai_gang("forced", 2, "team-a", priority_class_name="inference", preemptibility="preemptible"),
+    )
+    result = plan_gang(state, "default/serve")
+    assert isinstance(result, Unschedulable) and result.constraint == QUOTA
+    assert "16 asked > quota 8 (non-preemptible jobs stay within quota)" in result.reason
+    assert isinstance(plan_gang(state, "default/train"), GangPlan)
+    assert isinstance(plan_gang(state, "default/forced"), GangPlan)  # the PodGroup's word over its priority

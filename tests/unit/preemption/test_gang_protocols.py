@@ -78,7 +78,8 @@ def test_a_job_marked_not_preemptable_is_never_a_victim() -> None:
                   "spec": {"minMember": 2}})
     refused = preempt(state, "default/high")
     assert isinstance(refused, NoPreemption)
-    assert "4 running pod(s) of priority below 1000 are marked volcano.sh/preemptable: false" in refused.reason
+    assert ("4 running pod(s) of priority below 1000 may not be evicted (marked volcano.sh/preemptable: false"
+            in refused.reason)
 
 
 def test_a_pod_marked_not_preemptable_keeps_its_gang_whole_and_only_others_surplus_can_go() -> None:

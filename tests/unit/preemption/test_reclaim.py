@@ -1,6 +1,6 @@
 """Quota-aware preemption (preemption/reclaim.py through JobPreemptor): priority preemption stays in
 its quota; a quota under its min takes back whole borrowing gangs, preemptible ones only, no more
-than the borrowers borrow."""
+than the borrowers borrow; KAI jobs of priority 100 or more that do not say otherwise are neither."""
 
 from __future__ import annotations
 
@@ -9,14 +9,33 @@ from events.builders import (
     elastic_quota,
     gpu_nodes,
     gpus,
+    kai_pod_group,
+    kai_queue,
     pod,
     pod_event,
     pod_group,
     queue,
     volcano_pod_group,
 )
-from events.model import ElasticQuotaUpserted, Event, PodGroupUpserted, QueueUpserted, VolcanoPodGroupUpserted
-from events.objects import QUOTA_PREEMPTIBLE_LABEL, VOLCANO_GROUP_ANNOTATION, VOLCANO_PREEMPTABLE_ANNOTATION
+from events.model import (
+    ElasticQuotaUpserted,
+    Event,
+    KaiPodGroupUpserted,
+    KaiQueueUpserted,
+    PodGroupUpserted,
+    PriorityClassUpserted,
+    QueueUpserted,
+    VolcanoPodGroupUpserted,
+)
+from events.objects import (
+    KAI_POD_GROUP_ANNOTATION,
+    KAI_QUEUE_LABEL,
+    QUOTA_PREEMPTIBLE_LABEL,
+    VOLCANO_GROUP_ANNOTATION,
+    VOLCANO_PREEMPTABLE_ANNOTATION,
+    ObjectMeta,
+    PriorityClass,
+)
 from placement import Unschedulable, plan_gang
 from preemption import JobPreemptor
 from preemption.plan import PreemptionPlan
@@ -149,4 +168,80 @@ def test_a_non_reclaimable_volcano_queue_keeps_what_it_borrows() -> None:
                     VolcanoPodGroupUpserted(pod_group=volcano_pod_group("t1", queue="train", min_member=2)),
                     *(pod_event(pod(f"t1-{i}", annotations={VOLCANO_GROUP_ANNOTATION: "t1"})) for i in range(2)))
     plan = ask(state, "default/t1")
+    assert plan is None or not plan.victims
+
+
+# --------------------------------------------------------------------------- KAI: non-preemptible by priority
+
+KAI_OPEN = (0.0, -1.0, 1.0)
+DESERVES_ALL = (-1.0, -1.0, 1.0)
+
+
+def kai_classes() -> list[Event]:
+    """KAI's own priority classes (docs/priority): train 50, build 100, inference 125."""
+    return [PriorityClassUpserted(priority_class=PriorityClass(metadata=ObjectMeta(name=name), value=value))
+            for name, value in (("train", 50), ("build", 100), ("inference", 125), ("urgent", 1000))]
+
+
+def kai_running(name: str, queue_name: str, nodes: list[str], *, priority_class: str, priority: int,
+                preemptibility: str = "") -> list[Event]:
+    events: list[Event] = [KaiPodGroupUpserted(pod_group=kai_pod_group(
+        name, queue=queue_name, min_member=len(nodes), priority_class_name=priority_class,
+        preemptibility=preemptibility))]
+    events += [pod_event(bound(pod(f"{name}-{i}", priority=priority, annotations={KAI_POD_GROUP_ANNOTATION: name}),
+                               node)) for i, node in enumerate(nodes)]
+    return events
+
+
+def kai_pending(name: str, queue_name: str, size: int, *, priority: int) -> list[Event]:
+    # of a class above 100 yet preemptible as its PodGroup says: it may go over its queue's quota
+    events: list[Event] = [KaiPodGroupUpserted(pod_group=kai_pod_group(name, queue=queue_name, min_member=size,
+                                                                       priority_class_name="urgent",
+                                                                       preemptibility="preemptible"))]
+    events += [pod_event(pod(f"{name}-{i}", priority=priority, annotations={KAI_POD_GROUP_ANNOTATION: name}),
+                         time=100.0) for i in range(size)]
+    return events
+
+
+def test_a_kai_inference_job_is_never_preempted_and_a_train_job_is() -> None:
+    # KAI docs/priority: a PriorityClass of 100 or more is non-preemptible; `inference` (125) keeps its
+    # nodes against an `urgent` job of the same queue, `train` (50) gives them up
+    state = cluster(*kai_classes(),
+                    KaiQueueUpserted(queue=kai_queue("team", cpu=KAI_OPEN, memory=KAI_OPEN, gpu=(0.0, -1.0, 1.0))),
+                    *kai_running("serve", "team", ["n0", "n1"], priority_class="inference", priority=125),
+                    *kai_running("train", "team", ["n2", "n3"], priority_class="train", priority=50),
+                    *kai_pending("urgent", "team", 2, priority=1000))
+    plan = ask(state, "default/urgent")
+    assert plan is not None and plan.victims == ("default/train-0", "default/train-1")
+    state.apply_all(kai_running("train", "team", ["n2", "n3"], priority_class="train", priority=50,
+                                preemptibility="non-preemptible"))
+    refused = ask(state, "default/urgent")
+    assert refused is None or not refused.victims
+
+
+def test_a_kai_queue_under_its_quota_reclaims_a_build_job_only_when_its_podgroup_says_preemptible() -> None:
+    def world(preemptibility: str) -> ClusterState:
+        return cluster(*kai_classes(),
+                       KaiQueueUpserted(queue=kai_queue("a", cpu=KAI_OPEN, memory=KAI_OPEN, gpu=(0.0, -1.0, 1.0))),
+                       KaiQueueUpserted(queue=kai_queue("b", cpu=DESERVES_ALL, memory=DESERVES_ALL,
+                                                        gpu=(16.0, -1.0, 1.0))),
+                       *kai_running("build", "a", ["n0", "n1", "n2", "n3"], priority_class="build", priority=100,
+                                    preemptibility=preemptibility),
+                       *kai_pending("b1", "b", 2, priority=0))
+
+    plan = ask(world("preemptible"), "default/b1")
+    assert plan is not None and plan.reclaim_from == ("KAI queue a",) and len(plan.victims) == 4
+    # unstated: `build` (100) is non-preemptible as KAI reads it, and queue a keeps what it borrows
+    kept = ask(world(""), "default/b1")
+    assert kept is None or not kept.victims
+
+
+def test_a_lone_pod_labelled_into_a_kai_queue_of_priority_100_is_never_a_victim() -> None:
+    state = cluster(*kai_classes(),
+                    KaiQueueUpserted(queue=kai_queue("team", cpu=KAI_OPEN, memory=KAI_OPEN, gpu=(0.0, -1.0, 1.0))),
+                    *(pod_event(bound(pod(f"serve-{i}", priority=125, labels={KAI_QUEUE_LABEL: "team"}), f"n{i}"))
+                      for i in range(3)),
+                    pod_event(bound(pod("batch-0", priority=50, labels={KAI_QUEUE_LABEL: "team"}), "n3")),
+                    *kai_pending("urgent", "team", 2, priority=1000))
+    plan = ask(state, "default/urgent")  # one node can be freed (batch-0's); the gang needs two
     assert plan is None or not plan.victims

@@ -11,9 +11,10 @@ from events.model import (
     KaiQueueUpserted,
     KubePodGroupUpserted,
     PodGroupUpserted,
+    PriorityClassUpserted,
     SchedulerPluginsPodGroupUpserted,
 )
-from events.objects import KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL
+from events.objects import KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL, ObjectMeta, PriorityClass
 from state.cluster import GANG_SOURCES, KAI_SOURCE, KUBE_SOURCE, SIGS_SOURCE, VOLCANO_SOURCE, X_K8S_SOURCE, ClusterState
 from state.gangs import KAI_POD_GROUP_PROBLEM, UNSUPPORTED_FIELD
 from state.quota import KAI_DIALECT, KAI_QUEUE_KIND, OUTRANK_VOLCANO_UPSERTS, UNLIMITED_MIN, Quota
@@ -245,3 +246,50 @@ def test_podgroups_that_outrank_a_kai_one_are_the_upserts_an_idle_book_skips() -
     for source in (SIGS_SOURCE, X_K8S_SOURCE, KUBE_SOURCE):
         assert order.index(source) < order.index(VOLCANO_SOURCE) < order.index(KAI_SOURCE)
     assert {PodGroupUpserted, SchedulerPluginsPodGroupUpserted, KubePodGroupUpserted} == OUTRANK_VOLCANO_UPSERTS
+
+
+def _priority_class(name: str, value: int, *, default: bool = False) -> PriorityClassUpserted:
+    return PriorityClassUpserted(priority_class=PriorityClass(metadata=ObjectMeta(name=name), value=value,
+                                                              global_default=default))
+
+
+def test_a_kai_podgroup_that_says_nothing_is_non_preemptible_from_priority_100_as_kai_reads_it() -> None:
+    state = fold(
+        _priority_class("train", 50), _priority_class("build", 100),
+        KaiPodGroupUpserted(pod_group=kai_pod_group("t", priority_class_name="train")),
+        KaiPodGroupUpserted(pod_group=kai_pod_group("b", priority_class_name="build")),
+        KaiPodGroupUpserted(pod_group=kai_pod_group("b-spot", priority_class_name="build",
+                                                    preemptibility="preemptible")),
+        KaiPodGroupUpserted(pod_group=kai_pod_group("t-kept", priority_class_name="train",
+                                                    preemptibility="non-preemptible")),
+        KaiPodGroupUpserted(pod_group=kai_pod_group("unknown", priority_class_name="no-such-class")),
+        *(member(f"{group}-0", group) for group in ("t", "b", "b-spot", "t-kept", "unknown")),
+    )
+    preemptable = {name: state.gang_preemptable(state.gangs[f"default/{name}"].spec)  # type: ignore[arg-type]
+                   for name in ("t", "b", "b-spot", "t-kept", "unknown")}
+    assert preemptable == {"t": True, "b": False, "b-spot": True, "t-kept": False, "unknown": True}
+    # a class not found: the cluster's globalDefault class, as KAI's scheduler falls back to it
+    state.apply(_priority_class("everyone", 200, default=True))
+    assert not state.gang_preemptable(state.gangs["default/unknown"].spec)  # type: ignore[arg-type]
+
+
+def test_a_priority_class_created_later_makes_a_running_kai_job_count_as_non_preemptible() -> None:
+    state = fold(
+        queue_event("team", cpu=OPEN, memory=OPEN, gpu=(8, 32, 1)),
+        KaiPodGroupUpserted(pod_group=kai_pod_group("serve", queue="team", priority_class_name="inference")),
+        pod_event(bound(pod("serve-0", annotations={KAI_POD_GROUP_ANNOTATION: "serve"}), "n0")),
+    )
+    assert kai(state, "team").used_np.get(GPU, 0) == 0  # `inference` unknown yet: priority 0, preemptible
+    state.apply(_priority_class("inference", 125))
+    assert kai(state, "team").used_np[GPU] == 8000 and not state.quotas.preemptible(state.pods["default/serve-0"])
+
+
+def test_a_lone_pod_in_a_kai_queue_by_its_label_is_non_preemptible_from_priority_100() -> None:
+    state = fold(
+        queue_event("team", cpu=OPEN, memory=OPEN, gpu=(8, 32, 1)),
+        pod_event(bound(pod("serve-0", priority=125, labels={KAI_QUEUE_LABEL: "team"}), "n0")),
+        pod_event(bound(pod("batch-0", priority=50, labels={KAI_QUEUE_LABEL: "team"}), "n1")),
+    )
+    book = state.quotas
+    assert not book.preemptible(state.pods["default/serve-0"]) and book.preemptible(state.pods["default/batch-0"])
+    assert state.kai_lone_kept(state.pods["default/serve-0"]) and not state.kai_lone_kept(state.pods["default/batch-0"])
