@@ -103,19 +103,34 @@ def admitted_pending(state: ClusterState, group: tuple[str, ...], label: str, mi
     return extras[:low], f"{len(extras) - low} pending pod(s) wait for quota ({why})"
 
 
+def reclaim_floor(state: ClusterState, quota: Quota) -> Resources:
+    """The level reclaim measures `quota` against, per resource: its guarded level (min; Volcano:
+    deserved, else guarantee; KAI: quota); for a KAI queue its fair share where that is higher (the
+    runtime, shared by overQuotaWeight), as KAI reclaims by both its GuaranteeDeservedQuota and its
+    MaintainFairShare strategies: a queue under its quota or fair share takes back what queues over
+    theirs use, never below it."""
+    guarded = quota.guarded
+    if quota.dialect != KAI_DIALECT:
+        return guarded
+    fair = state.quotas.runtime(state, quota)
+    return {resource: max(guarded.get(resource, 0), fair.get(resource, 0)) for resource in {*guarded, *fair}}
+
+
 def reclaim_headroom(state: ClusterState, quota: Quota, asked: Mapping[str, int], *,
                      released: Mapping[str, Resources]) -> list[Quota]:
-    """The quotas on `quota`'s path (itself first, then up) that stay within their guarded level
-    (min; Volcano: deserved) with `asked` added (`released`: per quota, usage of the asking pods
-    themselves, e.g. their nominations); stops at the first that would not. Those are the levels
-    at which the job may reclaim what others borrow (see `preemption/reclaim.py`)."""
+    """The quotas on `quota`'s path (itself first, then up) that stay within their reclaim floor
+    (`reclaim_floor`: min; Volcano: deserved; KAI: quota or fair share) with `asked` added
+    (`released`: per quota, usage of the asking pods themselves, e.g. their nominations); stops at the
+    first that would not. Those are the levels at which the job may reclaim what others borrow (see
+    `preemption/reclaim.py`)."""
     out: list[Quota] = []
     for level in quota.path():
         gone = released.get(level.id, {})
+        floor = reclaim_floor(state, level)
         for resource, amount in asked.items():
             if amount <= 0 or resource not in level.constrained:
                 continue
-            if level.used.get(resource, 0) - gone.get(resource, 0) + amount > level.guarded.get(resource, 0):
+            if level.used.get(resource, 0) - gone.get(resource, 0) + amount > floor.get(resource, 0):
                 return out
         out.append(level)
     return out

@@ -18,6 +18,10 @@ scheduling (and Koordinator, whose priorities are compared only inside one quota
   preemptor's side must stay within its guarded level at every level (so a team under its own min
   inside a department that is over its min reclaims from its siblings, not from other
   departments), and every quota on the victim's side must be borrowing.
+  A KAI queue is measured against its quota or, where higher, its fair share (the runtime, shared by
+  overQuotaWeight: `placement.quota.reclaim_floor`), as KAI reclaims: a queue within its quota or fair
+  share with the job takes back what queues over theirs use, down to it and no further. KAI's queue
+  priority, which orders its fair share, is not read (reported).
   Whole gangs are taken (or surplus pods above minMember), never part of a job: the gang's last
   victim may take its quota below its guarded level, but no unit is taken from a quota that the
   units already chosen have brought down to it (the `BorrowGate`), so a quota at or under its min
@@ -34,11 +38,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from placement.quota import admit, reclaim_headroom
+from placement.quota import admit, reclaim_floor, reclaim_headroom
 from preemption.eligibility import Preemptor, has_running_member, minimum_pending
 from preemption.victims import VictimRule, VictimUnit
 from state.cluster import ClusterState, PodInfo
-from state.quota import Quota, QuotaBook
+from state.quota import KAI_DIALECT, Quota, QuotaBook
 from state.resources import Resources, format_quantity
 
 
@@ -158,6 +162,13 @@ def reclaim_rule(state: ClusterState, preemptor: Preemptor) -> VictimRule | None
 
     levels_of: dict[str, list[Quota] | None] = {}
     open_quotas: dict[str, bool] = {}  # quota id -> its pods may be victims at all
+    floors: dict[str, Resources] = {}  # quota id -> `reclaim_floor`, while this rule is asked
+
+    def floor_of(level: Quota) -> Resources:
+        found = floors.get(level.id)
+        if found is None:
+            found = floors[level.id] = reclaim_floor(state, level)
+        return found
 
     def victim_levels(victim: Quota) -> list[Quota] | None:
         """The victim's quotas below where its branch meets the preemptor's, if that is allowed."""
@@ -188,7 +199,8 @@ def reclaim_rule(state: ClusterState, preemptor: Preemptor) -> VictimRule | None
         allowed = open_quotas.get(victim.id)
         if allowed is None:
             levels = victim_levels(victim)
-            allowed = levels is not None and all(level.reclaimable and _borrowing(level, asked_names, {})
+            allowed = levels is not None and all(level.reclaimable and _borrowing(level, floor_of(level),
+                                                                                  asked_names, {})
                                                  for level in levels)
             open_quotas[victim.id] = allowed
         if not allowed or not book.preemptible(pod):
@@ -201,7 +213,7 @@ def reclaim_rule(state: ClusterState, preemptor: Preemptor) -> VictimRule | None
         return victim.label if victim is not None else ""
 
     shortfalls = _shortfalls(quota, asked, own, _leaving_usage(state)) if len(quota.path()) > 1 else []
-    gate = BorrowGate(book, asked_names, victim_levels)
+    gate = BorrowGate(book, asked_names, victim_levels, floor_of)
 
     def forced(units: list[VictimUnit]) -> list[VictimUnit] | str:
         return _free_quota(book, shortfalls, units, gate)
@@ -210,10 +222,10 @@ def reclaim_rule(state: ClusterState, preemptor: Preemptor) -> VictimRule | None
     used = top.used.get(_main(asked), 0) - own.get(top.id, {}).get(_main(asked), 0)
     resource = _main(asked)
     note = (f"reclaim: {top.label} {resource} {format_quantity(resource, used)} used + "
-            f"{format_quantity(resource, asked[resource])} asked <= {_guarded_word(top)} "
-            f"{format_quantity(resource, top.guarded.get(resource, 0))}: it takes back what other quotas "
+            f"{format_quantity(resource, asked[resource])} asked <= {_guarded_word(top, resource, floor_of(top))} "
+            f"{format_quantity(resource, floor_of(top).get(resource, 0))}: it takes back what other quotas "
             f"borrow beyond theirs (preemptible pods only, any priority)")
-    return VictimRule(eligible, pods=f"preemptible pod that a quota borrowing beyond its {_guarded_word(quota)} "
+    return VictimRule(eligible, pods=f"preemptible pod that a quota borrowing beyond its {_floor_word(quota)} "
                                      f"runs (for {quota.label})",
                       job="borrowing job", jobs="borrowing jobs", action="reclaim", verb="reclaims", note=note,
                       gate=gate, source_of=source_of, forced=forced if shortfalls else None)
@@ -302,16 +314,18 @@ def _free_quota(book: QuotaBook, shortfalls: list[tuple[Quota, Resources]], unit
 
 class BorrowGate:
     """Keeps a reclaim's victim set within what the victims' quotas borrow: a unit is admitted only
-    while every quota it draws from still uses more than its guarded level of an asked resource,
-    counting the units already taken. Any subset of an admitted set is admitted again."""
+    while every quota it draws from still uses more than its reclaim floor (`reclaim_floor`) of an asked
+    resource, counting the units already taken. Any subset of an admitted set is admitted again."""
 
-    __slots__ = ("asked", "book", "held", "levels_of", "taken")
+    __slots__ = ("asked", "book", "floor_of", "held", "levels_of", "taken")
 
     def __init__(self, book: QuotaBook, asked: frozenset[str],
-                 levels_of: Callable[[Quota], list[Quota] | None]) -> None:
+                 levels_of: Callable[[Quota], list[Quota] | None],
+                 floor_of: Callable[[Quota], Resources]) -> None:
         self.book = book
         self.asked = asked
         self.levels_of = levels_of
+        self.floor_of = floor_of
         self.taken: dict[str, Resources] = {}
         self.held: dict[str, Resources] = {}  # units already decided (freeing quota): counted in every selection
 
@@ -345,7 +359,7 @@ class BorrowGate:
             if levels is None:
                 return False
             for level in levels:
-                if not _borrowing(level, self.asked, self.taken.get(level.id, {})):
+                if not _borrowing(level, self.floor_of(level), self.asked, self.taken.get(level.id, {})):
                     return False
         return True
 
@@ -363,11 +377,12 @@ class BorrowGate:
                 bucket[resource] = bucket.get(resource, 0) - amount
 
 
-def _borrowing(quota: Quota, asked: frozenset[str], taken: Resources) -> bool:
-    """Does `quota` (less what is already taken from it) use more than its guarded level of an asked resource?"""
+def _borrowing(quota: Quota, floor: Resources, asked: frozenset[str], taken: Resources) -> bool:
+    """Does `quota` (less what is already taken from it) use more than `floor` (its reclaim floor) of an
+    asked resource?"""
     for resource in asked:
         if resource in quota.constrained and \
-                quota.used.get(resource, 0) - taken.get(resource, 0) > quota.guarded.get(resource, 0):
+                quota.used.get(resource, 0) - taken.get(resource, 0) > floor.get(resource, 0):
             return True
     return False
 
@@ -380,5 +395,13 @@ def _main(asked: Resources) -> str:
     return max(sorted(asked), key=lambda r: asked[r])
 
 
-def _guarded_word(quota: Quota) -> str:
+def _guarded_word(quota: Quota, resource: str, floor: Resources) -> str:
+    """What the floor of `resource` is, in the quota's dialect: a KAI queue's fair share when that is
+    above its quota."""
+    if floor.get(resource, 0) > quota.guarded.get(resource, 0):
+        return "fair share"
     return quota.guarded_word
+
+
+def _floor_word(quota: Quota) -> str:
+    return f"{quota.guarded_word} or fair share" if quota.dialect == KAI_DIALECT else quota.guarded_word

@@ -29,9 +29,9 @@ Three dialects are read into one model (`Quota`: min, max, weight, parent), each
   reclaimed: a KAI PodGroup's `spec.preemptibility: non-preemptible`, or, unset, a PodGroup of priority
   100 or more (`ClusterState.gang_preemptable`); a pod in a KAI queue by its label alone, by its own
   priority. A PriorityClass event settles the KAI queues' pods again, since their preemptibility may
-  follow it. Read but not implemented (UnsupportedField): `spec.priority` (over-quota order between
-  queues, for KAI's fair-share reclaim), `spec.preemptMinRuntime`, `spec.reclaimMinRuntime`,
-  `lendingLimit`.
+  follow it. Reclaim measures a KAI queue against its quota or fair share (`placement.quota.reclaim_floor`).
+  Read but not implemented (UnsupportedField): `spec.priority` (over-quota order between queues, which
+  KAI's fair share follows first), `spec.preemptMinRuntime`, `spec.reclaimMinRuntime`, `lendingLimit`.
 
 Which quota a pod belongs to (one at most), first match wins: a quota the pod or its gang names comes
 before one its namespace implies, and a gang's PodGroup before a pod's own label (KAI's scheduler reads

@@ -9,6 +9,10 @@ their bursts of gangs, at every event of the run:
 - the quota that reclaims stays within its own min with the gang it reclaims for;
 - priority preemption (also when the preemptor's quota, at its max, is what keeps it out) takes
   only pods of the preemptor's own quota, of strictly lower priority.
+The same teams written as KAI Queues and PodGroups (priorities 0, 100, 200; preemptibility stated or
+not): no queue runs more than its limit, nor non-preemptible jobs beyond its quota; no victim is a
+non-preemptible job; a priority victim is of lower priority in the preemptor's queue; a reclaim victim's
+queue uses more than its quota and fair share, and the reclaiming queue stays within its own.
 And for one team at its max whose high-priority gang arrives, the plan evicts whole lower-priority
 gangs of that team only, lets the quota admit the gang once they are gone, and no victim gang could
 be spared.
@@ -225,3 +229,114 @@ def test_a_job_kept_out_by_its_quota_preempts_only_lower_priority_gangs_of_it_an
     for job in jobs:  # no victim gang could be spared
         spared = {v for v in plan.victims if not v.startswith(f"{job}-")}
         assert admit(state, list(urgent), ignore_pods=spared), f"{job} was not needed"
+
+
+# --------------------------------------------------------------------------- the same teams as KAI queues
+
+KAI_CLASSES = {0: "train", 100: "build", 200: "urgent"}  # PriorityClass values; 100 and up: non-preemptible
+
+
+class KaiWorkload(msgspec.Struct, frozen=True):
+    teams: Workload
+    weights: list[float]  # each queue's gpu overQuotaWeight
+    stated: list[str]  # per gang, its PodGroup's spec.preemptibility ("": its priority decides)
+
+
+@st.composite
+def kai_workloads(draw: st.DrawFn) -> KaiWorkload:
+    """`workloads()` without a parent, the gangs of priorities 0, 100 or 200 and stating their
+    preemptibility or not, and the queues' overQuotaWeights."""
+    teams = draw(workloads().filter(lambda w: not w.parent_max))
+    gangs = [msgspec.structs.replace(gang, priority=draw(st.sampled_from(sorted(KAI_CLASSES)))) for gang in teams.gangs]
+    stated = [draw(st.sampled_from(["", "", "preemptible", "non-preemptible"])) for _ in gangs]
+    weights = draw(st.lists(st.sampled_from([0.0, 1.0, 2.0]), min_size=TEAMS, max_size=TEAMS))
+    return KaiWorkload(teams=msgspec.structs.replace(teams, gangs=gangs), weights=weights, stated=stated)
+
+
+def kai_scenario(k: KaiWorkload) -> Scenario:
+    """The teams written as KAI writes them: each a KAI Queue (gpu quota = the team's min, limit = its max,
+    or -1 for the last team, overQuotaWeight as drawn); each gang a KAI PodGroup of the PriorityClass of
+    its priority (`KAI_CLASSES`), its pods of that priority."""
+    from events.builders import kai_pod_group, kai_queue
+    from events.objects import KAI_POD_GROUP_ANNOTATION, ObjectMeta, PriorityClass
+
+    w = k.teams
+    out = Scenario()
+
+    def add(kind: str, obj: object, at: float = 0.0, runtime: float | None = None) -> None:
+        info: KindInfo = KIND_BY_NAME[kind]
+        meta = obj.metadata  # type: ignore[attr-defined]
+        key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+        out.objects.append(ScenarioObject(info=info, obj=obj, key=key, index=len(out.objects),  # type: ignore[arg-type]
+                                          source="generated", at=at, runtime=runtime))
+
+    for value, name in KAI_CLASSES.items():
+        add("PriorityClass", PriorityClass(metadata=ObjectMeta(name=name), value=value))
+    for index in range(4):
+        add("Node", node(f"n{index}", block=f"b{index // 2}", spine="s0"))
+    deserves_all = (-1.0, -1.0, 1.0)
+    for team in range(TEAMS):
+        limit = -1.0 if team == TEAMS - 1 else float(w.maxes[team])
+        add("KaiQueue", kai_queue(f"team-{team}", cpu=deserves_all, memory=deserves_all,
+                                  gpu=(float(w.mins[team]), limit, k.weights[team])))
+    for number, (gang, stated) in enumerate(zip(w.gangs, k.stated, strict=True)):
+        namespace, name = f"team-{gang.team}", f"g{number}"
+        add("KaiPodGroup", kai_pod_group(name, namespace=namespace, min_member=gang.pods, queue=f"team-{gang.team}",
+                                         priority_class_name=KAI_CLASSES[gang.priority], preemptibility=stated),
+            at=gang.at)
+        for i in range(gang.pods):
+            add("Pod", pod(f"{name}-{i}", namespace=namespace, gpus=gang.gpus, priority=gang.priority,
+                           annotations={KAI_POD_GROUP_ANNOTATION: name}), at=gang.at, runtime=gang.runtime)
+    return out
+
+
+def kai_watch(state: ClusterState, failures: list[str]) -> Callable[[Event], None]:
+    from placement.quota import reclaim_floor
+
+    def check(event: Event) -> None:
+        book = state.quotas
+        for quota in book.in_order():
+            for resource, cap in quota.max.items():
+                if quota.running.get(resource, 0) > cap:
+                    failures.append(f"seq {event.seq}: {quota.label} runs {quota.running[resource]} > limit {cap}")
+            if quota.used_np.get(GPU, 0) > quota.min.get(GPU, 0):
+                failures.append(f"seq {event.seq}: {quota.label} runs non-preemptible jobs over its quota")
+        if not isinstance(event, PreemptionPlanned):
+            return
+        gang = state.gangs[event.gang]
+        asking = [key for key in sorted(gang.members) if key in state.pending]
+        preemptor_quota = book.quota_of(asking[0]) if asking else None
+        lowest = min(state.pods[key].priority for key in asking) if asking else 0
+        for victim in event.victims:
+            pod_info = state.pods[victim]
+            if not book.preemptible(pod_info):
+                failures.append(f"seq {event.seq}: non-preemptible victim {victim}")
+            source = book.quota_of(victim)
+            if not event.reclaim_from:
+                if source is not preemptor_quota or pod_info.priority >= lowest:
+                    failures.append(f"seq {event.seq}: priority victim {victim} not of lower priority in the "
+                                    "preemptor's queue")
+            elif source is None or source is preemptor_quota:
+                failures.append(f"seq {event.seq}: reclaim victim {victim} of no queue or the reclaimer's own")
+            elif source.used.get(GPU, 0) <= reclaim_floor(state, source).get(GPU, 0):
+                failures.append(f"seq {event.seq}: reclaim victim {victim} of a queue within its quota and fair share")
+        if event.reclaim_from and preemptor_quota is not None:
+            own = sum(dict(share.requests).get(GPU, 0) for k in asking
+                      if (share := book.shares.get(k)) is not None and share.used)
+            ask = sum(state.pods[k].requests.get(GPU, 0) for k in asking)
+            if preemptor_quota.used.get(GPU, 0) - own + ask > reclaim_floor(state, preemptor_quota).get(GPU, 0):
+                failures.append(f"seq {event.seq}: {preemptor_quota.label} reclaims beyond its quota and fair share")
+    return check
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kai_workloads())
+def test_kai_queues_hold_their_limits_keep_non_preemptible_jobs_and_reclaim_only_from_queues_over_their_share(
+        k: KaiWorkload) -> None:
+    simulation = Simulation(kai_scenario(k))
+    failures: list[str] = []
+    simulation.journal.subscribe(kai_watch(simulation.state, failures))
+    report = anyio.run(simulation.run)
+    assert not failures, failures[:5]
+    victims = {v for p in report.preemptions for v in p.victims}
+    assert not victims & {p.pod for p in report.pending}

@@ -194,10 +194,12 @@ def priority_class(name: str, value: int) -> dict[str, Any]:
             "value": value}
 
 
-async def test_kais_burst_queue_borrows_idle_gpus_and_an_inference_job_is_never_preempted(tmp_path: Path) -> None:
-    # KAI's documented burst queue (gpu quota 0, limit -1, no overQuotaWeight) runs on idle GPUs. In queue
-    # team, `serve` is of KAI's `inference` class (125: non-preemptible) and `batch` of `train` (50): an
-    # urgent job of team, on a full cluster, evicts `batch` and never `serve`.
+async def test_kais_burst_queue_borrows_idle_gpus_and_gives_them_back_and_an_inference_job_is_kept(
+        tmp_path: Path) -> None:
+    # KAI's documented burst queue (gpu quota 0, limit -1, no overQuotaWeight) runs on idle GPUs. Queue
+    # team (quota 8) runs `serve`, of KAI's `inference` class (125: non-preemptible), and `batch`, of
+    # `train` (50). An urgent job of team, on the full cluster, takes back the burst queue's GPUs (no
+    # weight: no fair share to keep), not `batch` (of lower priority in its own queue) nor `serve`.
     burst = kai_queue("burst-queue", {"resources": {"cpu": {"quota": -1, "limit": -1},
                                                     "memory": {"quota": 0, "limit": -1},
                                                     "gpu": {"quota": 0, "limit": -1}}})
@@ -215,12 +217,12 @@ async def test_kais_burst_queue_borrows_idle_gpus_and_an_inference_job_is_never_
             cluster.load_objects([*scratch, *serve, *batch])
             await wait_until(lambda: bound_count(cluster, names([*scratch, *serve, *batch])) == 3,
                              what="the burst queue's job and team's two jobs bound")
-            batch_node = node_of(cluster, "batch-0")
+            scratch_node = node_of(cluster, "scratch-0")
             urgent = kai_gang("urgent", 1, {}, queue="team", priority_class="urgent", preemptibility="preemptible")
             cluster.load_objects(urgent)
-            await wait_until(lambda: node_of(cluster, "urgent-0") == batch_node,
-                             what="the urgent job bound where the train job ran")
-            assert cluster.store.find("pods", "batch-0", NAMESPACE) is None  # evicted
-            for kept in ("serve-0", "scratch-0"):
+            await wait_until(lambda: node_of(cluster, "urgent-0") == scratch_node,
+                             what="the urgent job bound where the burst queue's job ran")
+            assert cluster.store.find("pods", "scratch-0", NAMESPACE) is None  # reclaimed
+            for kept in ("serve-0", "batch-0"):
                 found = cluster.store.find("pods", kept, NAMESPACE)
                 assert found is not None and not found["metadata"].get("deletionTimestamp"), kept

@@ -245,3 +245,26 @@ def test_a_lone_pod_labelled_into_a_kai_queue_of_priority_100_is_never_a_victim(
                     *kai_pending("urgent", "team", 2, priority=1000))
     plan = ask(state, "default/urgent")  # one node can be freed (batch-0's); the gang needs two
     assert plan is None or not plan.victims
+
+
+def test_a_kai_queue_under_its_fair_share_takes_back_what_a_queue_over_its_own_uses() -> None:
+    # KAI's MaintainFairShare reclaim: two queues with no quota and equal overQuotaWeight share the idle
+    # cluster half and half once both ask. `a` took all 4 nodes while alone; `b` asks for 2 and gets
+    # them back from `a`, never more than brings `a` down to its half.
+    def world(b_asks: int, a_weight: float = 1.0) -> ClusterState:
+        return cluster(KaiQueueUpserted(queue=kai_queue("a", cpu=DESERVES_ALL, memory=DESERVES_ALL,
+                                                        gpu=(0.0, -1.0, a_weight))),
+                       KaiQueueUpserted(queue=kai_queue("b", cpu=DESERVES_ALL, memory=DESERVES_ALL,
+                                                        gpu=(0.0, -1.0, 1.0))),
+                       *(event for i in range(4)
+                         for event in kai_running(f"a{i}", "a", [f"n{i}"], priority_class="", priority=0)),
+                       *kai_pending("b1", "b", b_asks, priority=0))
+
+    plan = ask(world(2), "default/b1")
+    assert plan is not None and plan.reclaim_from == ("KAI queue a",) and len(plan.victims) == 2
+    assert "reclaim: KAI queue b nvidia.com/gpu 0 used + 16 asked <= fair share 16" in plan.explanation
+    over = ask(world(3), "default/b1")  # 24 is over b's fair share of 16: nothing is taken back
+    assert over is None or not over.victims
+    # with no overQuotaWeight `a` has no fair share beyond its quota (0): `b` may take all it asks for
+    plan = ask(world(3, a_weight=0.0), "default/b1")
+    assert plan is not None and len(plan.victims) == 3
