@@ -30,8 +30,10 @@ Three dialects are read into one model (`Quota`: min, max, weight, parent), each
   100 or more (`ClusterState.gang_preemptable`); a pod in a KAI queue by its label alone, by its own
   priority. A PriorityClass event settles the KAI queues' pods again, since their preemptibility may
   follow it. Reclaim measures a KAI queue against its quota or fair share (`placement.quota.reclaim_floor`).
-  Read but not implemented (UnsupportedField): `spec.priority` (over-quota order between queues, which
-  KAI's fair share follows first), `spec.preemptMinRuntime`, `spec.reclaimMinRuntime`, `lendingLimit`.
+  `spec.priority` (default 100) orders the fair share as KAI's does: idle capacity goes to the sibling
+  queues of the highest priority first, by overQuotaWeight among them, and what they leave to the next.
+  Read but not implemented (UnsupportedField): `spec.preemptMinRuntime`, `spec.reclaimMinRuntime`,
+  `lendingLimit`.
 
 Which quota a pod belongs to (one at most), first match wins: a quota the pod or its gang names comes
 before one its namespace implies, and a gang's PodGroup before a pod's own label (KAI's scheduler reads
@@ -183,6 +185,7 @@ DEFAULT_VOLCANO_WEIGHT: Final = 1
 # limit (and as a quota deserving everything); each resource of a KAI Queue, as the pod resource it counts
 # and the factor from KAI's unit to milli-units (millicores; megabytes of 10^6 bytes; GPUs).
 KAI_DEFAULT_QUEUE: Final = "default-queue"
+KAI_DEFAULT_QUEUE_PRIORITY: Final = 100  # a Queue's spec.priority when unset (KAI's DefaultQueuePriority)
 KAI_UNLIMITED: Final = -1.0
 KAI_RESOURCES: Final = (("cpu", "cpu", 1), ("memory", "memory", 10**9), ("gpu", "nvidia.com/gpu", 1000))
 # A KAI quota of -1 with no limit: a min no request reaches (as `_request_of`'s stand-in for no max).
@@ -206,7 +209,8 @@ class Quota:
 
     __slots__ = ("children", "closed", "constrained", "depth", "dialect", "guarded", "guarded_word", "id",
                  "is_parent", "key", "kind", "label", "max", "max_word", "min", "name", "parent", "reclaimable",
-                 "requested", "reserved", "running", "uid", "used", "used_np", "weight", "weight_default")
+                 "requested", "reserved", "running", "share_priority", "uid", "used", "used_np", "weight",
+                 "weight_default")
 
     def __init__(self, dialect: str, name: str, key: str, kind: str) -> None:
         self.dialect = dialect
@@ -226,6 +230,9 @@ class Quota:
         self.reserved: Resources = {}
         self.weight: Resources = {}
         self.weight_default = 0  # a weight for every resource (Volcano); 0: per resource, from max
+        # idle capacity goes to the siblings of the highest share priority first, by weight among them
+        # (KAI's queue priority; every other dialect: one level)
+        self.share_priority = 0
         self.constrained: frozenset[str] = frozenset()
         # the fields' names, for reasons
         self.max_word = {VOLCANO: "capability", KAI: "limit"}.get(dialect, "max")
@@ -848,10 +855,7 @@ class QuotaBook:
             quota.guarded = dict(quota.min)
             # every KAI queue counts all three: an absent limit is a limit of 0 (module docstring)
             quota.constrained = frozenset(resource for _, resource, _ in KAI_RESOURCES)
-            if spec.priority is not None:
-                problems.append(Problem(kind, name, "spec.priority", f"{spec.priority} is read but not implemented: "
-                                        "queues share idle capacity by overQuotaWeight alone, whatever their "
-                                        "priority", reason=UNSUPPORTED_FIELD))
+            quota.share_priority = spec.priority if spec.priority is not None else KAI_DEFAULT_QUEUE_PRIORITY
             for field, value in (("spec.preemptMinRuntime", spec.preempt_min_runtime),
                                  ("spec.reclaimMinRuntime", spec.reclaim_min_runtime)):
                 if value is not None:
@@ -1094,9 +1098,10 @@ def _request_of(quota: Quota, resource: str) -> int:
 
 def _water_fill(total: int, children: list[Quota], wanted: list[int], resource: str) -> list[int]:
     """Each child's part of `total`: its request up to min first (reserved min whatever it asks),
-    scaled down when the mins do not fit, then the rest by weight, capped at each request; a share
-    left over by a child that needs less goes round again to the others. Shares are whole units
-    handed by largest remainder, so the parts always sum to what was shared."""
+    scaled down when the mins do not fit, then the rest by weight, capped at each request, to the
+    children of the highest share priority first (KAI's queue priority: the next level gets what they
+    leave); a share left over by a child that needs less goes round again to the others. Shares are
+    whole units handed by largest remainder, so the parts always sum to what was shared."""
     base = [max(min(w, c.min.get(resource, 0)), c.reserved.get(resource, 0)) for c, w in zip(children, wanted,
                                                                                              strict=True)]
     floor = sum(base)
@@ -1104,18 +1109,19 @@ def _water_fill(total: int, children: list[Quota], wanted: list[int], resource: 
         base = _apportion(total, base) if floor else base
     given = list(base)
     remaining = total - sum(given)
-    hungry = [i for i, w in enumerate(wanted) if w > given[i]]
-    while remaining > 0 and hungry:
-        shares = _apportion(remaining, [children[i].weight_of(resource) for i in hungry])
-        handed = 0
-        for i, share in zip(hungry, shares, strict=True):
-            add = min(share, wanted[i] - given[i])
-            given[i] += add
-            handed += add
-        if handed == 0:
-            break
-        remaining -= handed
-        hungry = [i for i in hungry if wanted[i] > given[i]]
+    for level in sorted({child.share_priority for child in children}, reverse=True):
+        hungry = [i for i, w in enumerate(wanted) if w > given[i] and children[i].share_priority == level]
+        while remaining > 0 and hungry:
+            shares = _apportion(remaining, [children[i].weight_of(resource) for i in hungry])
+            handed = 0
+            for i, share in zip(hungry, shares, strict=True):
+                add = min(share, wanted[i] - given[i])
+                given[i] += add
+                handed += add
+            if handed == 0:
+                break
+            remaining -= handed
+            hungry = [i for i in hungry if wanted[i] > given[i]]
     return given
 
 

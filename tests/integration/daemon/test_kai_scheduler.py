@@ -161,7 +161,7 @@ async def test_a_kai_gang_over_its_queues_limit_waits_with_the_quota_reason_and_
 
 async def test_a_bad_kai_queue_is_warned_about_naming_the_field_and_its_gang_waits_on_a_missing_queue(
         tmp_path: Path) -> None:
-    bad = kai_queue("bad", {"priority": 200, "resources": {
+    bad = kai_queue("bad", {"preemptMinRuntime": "10m", "resources": {
         "cpu": NO_LIMIT, "memory": NO_LIMIT, "gpu": {"quota": -5, "limit": -1, "overQuotaWeight": 1}}})
     async with DevCluster() as cluster:
         cluster.load_objects([*nodes(2), bad])
@@ -177,7 +177,8 @@ async def test_a_bad_kai_queue_is_warned_about_naming_the_field_and_its_gang_wai
                              what="Warning Events on the KAI Queue")
             found = on_queue()
             assert found["InvalidQuota"]["message"].startswith("spec.resources.gpu.quota: -5 is negative")
-            assert found["UnsupportedField"]["message"].startswith("spec.priority: 200 is read but not implemented")
+            assert found["UnsupportedField"]["message"].startswith("spec.preemptMinRuntime: '10m' is read but not "
+                                                                   "implemented")
             assert found["InvalidQuota"]["involvedObject"]["uid"] == cluster.store.get(
                 "queues.scheduling.run.ai", "bad")["metadata"]["uid"]
             await wait_until(lambda: any(e["reason"] == "QuotaNotFound"

@@ -128,8 +128,27 @@ def test_what_is_read_but_not_implemented_is_an_unsupported_field() -> None:
         reclaim_min_runtime="1h"))
     state = fold(KaiQueueUpserted(queue=queue))
     assert fields(state, KAI_QUEUE_KIND, "prio") == [
-        ("spec.preemptMinRuntime", UNSUPPORTED_FIELD), ("spec.priority", UNSUPPORTED_FIELD),
-        ("spec.reclaimMinRuntime", UNSUPPORTED_FIELD)]
+        ("spec.preemptMinRuntime", UNSUPPORTED_FIELD), ("spec.reclaimMinRuntime", UNSUPPORTED_FIELD)]
+
+
+def test_idle_gpus_are_shared_by_queue_priority_first_then_by_weight_as_kai_shares_them() -> None:
+    # docs/scheduling-deep-dive of KAI: a queue of priority 2 and weight 1 gets surplus before one of
+    # priority 1 and weight 100; weight splits within one priority. 4 nodes: 32 GPUs, no quotas.
+    def runtime_of(**priorities: int) -> dict[str, int]:
+        state = fold(
+            queue_event("hi", cpu=OPEN, memory=OPEN, gpu=(0, UNLIMITED, 1), priority=priorities.get("hi")),
+            queue_event("lo", cpu=OPEN, memory=OPEN, gpu=(0, UNLIMITED, 100), priority=priorities.get("lo")),
+            queue_event("peer", cpu=OPEN, memory=OPEN, gpu=(0, UNLIMITED, 1), priority=priorities.get("peer")),
+            *(member(f"{name}-{i}", name) for name in ("hi", "lo", "peer") for i in range(4)),
+            *(KaiPodGroupUpserted(pod_group=kai_pod_group(name, queue=name)) for name in ("hi", "lo", "peer")),
+        )
+        return {name: state.quotas.runtime(state, kai(state, name)).get(GPU, 0) // 1000
+                for name in ("hi", "lo", "peer")}
+
+    # each asks for 32 GPUs (4 pods of 8); unset priorities are all 100: one level, by weight 1:100:1
+    assert runtime_of() == {"hi": 0, "lo": 31, "peer": 0}
+    assert runtime_of(hi=2, lo=1, peer=1) == {"hi": 32, "lo": 0, "peer": 0}
+    assert runtime_of(hi=2, lo=1, peer=2) == {"hi": 16, "lo": 0, "peer": 16}
 
 
 # --------------------------------------------------------------------------- membership
