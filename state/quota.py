@@ -21,7 +21,8 @@ Three dialects are read into one model (`Quota`: min, max, weight, parent), each
   `overQuotaWeight` (the weight for idle capacity), in KAI's units: cpu in millicores, memory in
   megabytes of 10^6 bytes, gpu in GPUs of `nvidia.com/gpu`. As KAI reads them (its proportion plugin
   and capacity policy): -1 is unlimited (a quota of -1 deserves everything up to its limit); an absent
-  value is 0, so an absent limit lets no pod of the queue ask for that resource at all, and an absent
+  value is 0, so an absent limit (or resource: reported either way) lets no pod of the queue, nor of a
+  queue under it, ask for that resource at all, and an absent
   weight gives the queue no fair share of what others leave idle (the runtime here). Every KAI queue
   thus counts all three resources. `spec.parentQueue` builds the tree; only leaf queues take jobs.
   As in KAI's capacity policy, the runtime (its fair share) is no cap at admission: a preemptible job
@@ -848,8 +849,16 @@ class QuotaBook:
             quota = Quota(KAI, name, name, kind)
             quota.uid = self.kai_queues[name].metadata.uid
             resources = spec.resources
+            if resources is None:
+                problems.append(Problem(kind, name, "spec.resources", "is absent, which KAI reads as a limit of 0 for "
+                                        "cpu, memory and gpu: no pod of this queue, nor of a queue under it, is "
+                                        "placed (write `limit: -1` for no limit)"))
             for field, resource, factor in KAI_RESOURCES:
                 given = getattr(resources, field) if resources is not None else None
+                if resources is not None and given is None:
+                    problems.append(Problem(kind, name, f"spec.resources.{field}", f"is absent, which KAI reads as a "
+                                            f"limit of 0: no pod of this queue, nor of a queue under it, that asks "
+                                            f"for {resource} is placed (write `limit: -1` for no limit)"))
                 _kai_resource(quota, given or KaiQueueResource(), f"spec.resources.{field}", resource, factor,
                               given is not None, problems)
             quota.guarded = dict(quota.min)

@@ -84,6 +84,18 @@ def test_a_stated_resource_without_a_limit_is_reported_since_kai_reads_it_as_zer
     assert kai(state, "ml-team").max["cpu"] == 0
 
 
+def test_a_resource_a_queue_leaves_out_is_reported_since_kai_reads_it_as_a_limit_of_zero() -> None:
+    # KAI's docs/queues "burst-queue" states cpu and gpu only: in KAI, as here, a pod asking for memory
+    # is then over the queue's memory limit of 0, which the Warning says on the Queue itself
+    state = fold(queue_event("burst-queue", cpu=(UNLIMITED, UNLIMITED, None), gpu=(0, UNLIMITED, None)),
+                 KaiQueueUpserted(queue=kai_queue("bare")))
+    [problem] = state.problems_of(KAI_QUEUE_KIND, "burst-queue")
+    assert problem.field == "spec.resources.memory" and "limit of 0" in problem.message
+    assert "`limit: -1`" in problem.message and kai(state, "burst-queue").max["memory"] == 0
+    assert fields(state, KAI_QUEUE_KIND, "bare") == [(f"spec.resources.{field}", "InvalidQuota")
+                                                     for field in ("cpu", "gpu", "memory")]
+
+
 # --------------------------------------------------------------------------- bad values
 
 
