@@ -19,9 +19,9 @@ scheduling (and Koordinator, whose priorities are compared only inside one quota
   inside a department that is over its min reclaims from its siblings, not from other
   departments), and every quota on the victim's side must be borrowing.
   A KAI queue is measured against its quota or, where higher, its fair share (the runtime, shared by
-  overQuotaWeight: `placement.quota.reclaim_floor`), as KAI reclaims: a queue within its quota or fair
-  share with the job takes back what queues over theirs use, down to it and no further. KAI's queue
-  priority, which orders its fair share, is not read (reported).
+  queue priority, then overQuotaWeight: `placement.quota.reclaim_floor`), as KAI reclaims: a queue
+  within its quota or fair share with the job takes back what queues over theirs use, down to it and
+  no further.
   Whole gangs are taken (or surplus pods above minMember), never part of a job: the gang's last
   victim may take its quota below its guarded level, but no unit is taken from a quota that the
   units already chosen have brought down to it (the `BorrowGate`), so a quota at or under its min

@@ -22,11 +22,11 @@ Three dialects are read into one model (`Quota`: min, max, weight, parent), each
   megabytes of 10^6 bytes, gpu in GPUs of `nvidia.com/gpu`. As KAI reads them (its proportion plugin
   and capacity policy): -1 is unlimited (a quota of -1 deserves everything up to its limit); an absent
   value is 0, so an absent limit (or resource: reported either way) lets no pod of the queue, nor of a
-  queue under it, ask for that resource at all, and an absent
-  weight gives the queue no fair share of what others leave idle (the runtime here). Every KAI queue
-  thus counts all three resources. `spec.parentQueue` builds the tree; only leaf queues take jobs.
-  As in KAI's capacity policy, the runtime (its fair share) is no cap at admission: a preemptible job
-  goes up to the limits (`placement/quota.py`). Non-preemptible jobs stay within quota and are never
+  queue under it, ask for that resource at all, and an absent weight gives the queue no fair share of
+  what others leave idle (the runtime here). Every KAI queue thus counts all three resources.
+  `spec.parentQueue` builds the tree; only leaf queues take jobs. As in KAI's capacity policy, the
+  runtime (its fair share) is no cap at admission: a preemptible job goes up to the limits
+  (`placement/quota.py`). Non-preemptible jobs stay within quota and are never
   reclaimed: a KAI PodGroup's `spec.preemptibility: non-preemptible`, or, unset, a PodGroup of priority
   100 or more (`ClusterState.gang_preemptable`); a pod in a KAI queue by its label alone, by its own
   priority. A PriorityClass event settles the KAI queues' pods again, since their preemptibility may
@@ -63,8 +63,9 @@ of a quota first gets its request up to its min (all of its min when it does not
 together when the parent's runtime cannot hold every min; what is left is shared by weight among
 the children asking for more, each capped at its request and max, until nothing is left or nobody
 asks. The root of a tree holds the allocatable of every node. Volcano queues are shared the same
-way (their weight being their share), and KAI queues by overQuotaWeight (reported, not enforced: see
-above); capacity scheduling quotas have no runtime (first come).
+way (their weight being their share), and KAI queues by priority, then overQuotaWeight (their fair
+share: no cap at admission, the level reclaim measures them against: see above); capacity scheduling
+quotas have no runtime (first come).
 
 Bad input never raises: the object stays, the rule that then applies is recorded as a `Problem`
 naming the object and field: a negative or malformed quantity counts as 0; min above max is cut to
