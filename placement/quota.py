@@ -34,8 +34,8 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from placement.plan import QUOTA, Unschedulable
-from state.cluster import ClusterState, PodInfo
-from state.quota import CAPACITY, KAI_DIALECT, KOORDINATOR, Quota, QuotaBook, shown_amount
+from state.cluster import ClusterState
+from state.quota import CAPACITY, KAI_DIALECT, KOORDINATOR, Quota, QuotaBook, counted_requests, shown_amount
 from state.resources import Resources, format_quantity
 
 # The dialects whose non-preemptible pods must stay within min, and how each says which pods those are.
@@ -64,9 +64,10 @@ def admit(state: ClusterState, pods: Sequence[str], *, ignore_pods: AbstractSet[
         quota = book.quotas.get(member.quota)
         if quota is None:
             continue
-        _add(asked.setdefault(quota.id, {}), pod)
+        counted = counted_requests(quota.dialect, pod.requests)
+        _add(asked.setdefault(quota.id, {}), counted)
         if quota.dialect in _NON_PREEMPTIBLE_WITHIN_MIN and not book.preemptible(pod):
-            _add(asked_np.setdefault(quota.id, {}), pod)
+            _add(asked_np.setdefault(quota.id, {}), counted)
     if not asked:
         return ""
     minus, minus_np = book.usage_of([*pods, *ignore_pods])  # the asking pods' nominations, the pods gone
@@ -136,8 +137,8 @@ def reclaim_headroom(state: ClusterState, quota: Quota, asked: Mapping[str, int]
     return out
 
 
-def _add(total: Resources, pod: PodInfo) -> None:
-    for resource, amount in pod.requests.items():
+def _add(total: Resources, requests: Mapping[str, int]) -> None:
+    for resource, amount in requests.items():
         if amount:
             total[resource] = total.get(resource, 0) + amount
 

@@ -42,7 +42,7 @@ from placement.quota import admit, reclaim_floor, reclaim_headroom
 from preemption.eligibility import Preemptor, has_running_member, minimum_pending
 from preemption.victims import VictimRule, VictimUnit
 from state.cluster import ClusterState, PodInfo
-from state.quota import KAI_DIALECT, Quota, QuotaBook
+from state.quota import KAI_DIALECT, Quota, QuotaBook, counted_requests
 from state.resources import Resources, format_quantity
 
 
@@ -137,7 +137,7 @@ def _reclaimer(state: ClusterState, pods: Sequence[str]
         return None
     asked: Resources = {}
     for key in pods:
-        for resource, amount in state.pods[key].requests.items():
+        for resource, amount in counted_requests(quota.dialect, state.pods[key].requests).items():
             if amount > 0 and resource in quota.constrained:
                 asked[resource] = asked.get(resource, 0) + amount
     if not asked:

@@ -19,7 +19,8 @@ Three dialects are read into one model (`Quota`: min, max, weight, parent), each
   `spec.queue`, which KAI's pod-grouper takes from the workload's or pod's label `kai.scheduler/queue`).
   `spec.resources.{cpu,memory,gpu}` each hold `quota` (the guaranteed level: min), `limit` (max) and
   `overQuotaWeight` (the weight for idle capacity), in KAI's units: cpu in millicores, memory in
-  megabytes of 10^6 bytes, gpu in GPUs of `nvidia.com/gpu`. As KAI reads them (its proportion plugin
+  megabytes of 10^6 bytes, gpu in GPUs of `nvidia.com/gpu`, each MIG device `nvidia.com/mig-<X>g.<Y>gb`
+  a pod asks for counting X of them (`counted_requests`). As KAI reads them (its proportion plugin
   and capacity policy): -1 is unlimited (a quota of -1 deserves everything up to its limit); an absent
   value is 0, so an absent limit (or resource: reported either way) lets no pod of the queue, nor of a
   queue under it, ask for that resource at all, and an absent weight gives the queue no fair share of
@@ -85,6 +86,7 @@ pods and gangs and never changes them. Pure: no clock, no I/O.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -188,8 +190,11 @@ DEFAULT_VOLCANO_WEIGHT: Final = 1
 # and the factor from KAI's unit to milli-units (millicores; megabytes of 10^6 bytes; GPUs).
 KAI_DEFAULT_QUEUE: Final = "default-queue"
 KAI_DEFAULT_QUEUE_PRIORITY: Final = 100  # a Queue's spec.priority when unset (KAI's DefaultQueuePriority)
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+MIG_PREFIX: Final = "nvidia.com/mig-"
+_MIG_SLICES = re.compile(r"(\d{1,2})g\.")  # mig-<compute slices>g.<memory>gb (at most 7 slices on any GPU)
 KAI_UNLIMITED: Final = -1.0
-KAI_RESOURCES: Final = (("cpu", "cpu", 1), ("memory", "memory", 10**9), ("gpu", "nvidia.com/gpu", 1000))
+KAI_RESOURCES: Final = (("cpu", "cpu", 1), ("memory", "memory", 10**9), ("gpu", GPU_RESOURCE, 1000))
 # A KAI quota of -1 with no limit: a min no request reaches (as `_request_of`'s stand-in for no max).
 UNLIMITED_MIN: Final = 1 << 62
 _KAI_LARGEST: Final = 1e15  # above this a KAI value is no real amount (and would overflow the milli-units)
@@ -579,7 +584,8 @@ class QuotaBook:
         running = not gone and bool(pod.placed_node)
         reserved = not gone and not running and bool(pod.nominated_node) and not pod.terminating
         live = (not gone and not pod.terminating) or running
-        requests = tuple(sorted((r, a) for r, a in pod.requests.items() if a and r in constrained_in(quota)))
+        requests = tuple(sorted((r, a) for r, a in counted_requests(quota.dialect, pod.requests).items()
+                                if a and r in constrained_in(quota)))
         share = Share(quota=quota.id, requests=requests, used=running or reserved, running=running,
                       live=live, preemptible=_preemptible(state, pod, quota.dialect))
         self._set_share(key, share)
@@ -1078,6 +1084,25 @@ def _preemptible(state: ClusterState, pod: PodInfo, dialect: str) -> bool:
             VOLCANO_PREEMPTABLE_ANNOTATION, "")
         return mark.lower() == "true"
     return True
+
+
+def counted_requests(dialect: str, requests: Mapping[str, int]) -> Mapping[str, int]:
+    """What a quota of `dialect` counts of a pod's `requests`: the requests themselves, but for KAI, which
+    counts each MIG device `nvidia.com/mig-<X>g.<Y>gb` as X GPUs of its queue's gpu quota and limit
+    (KAI's docs/queues: "a `mig-7g.*` device counts as 7"), so MIG pods cannot pass a queue's GPU limit."""
+    if dialect != KAI:
+        return requests
+    extra = 0
+    for name, amount in requests.items():
+        if amount > 0 and name.startswith(MIG_PREFIX):
+            found = _MIG_SLICES.match(name, len(MIG_PREFIX))
+            if found is not None:
+                extra += int(found.group(1)) * amount
+    if not extra:
+        return requests
+    counted = dict(requests)
+    counted[GPU_RESOURCE] = counted.get(GPU_RESOURCE, 0) + extra
+    return counted
 
 
 def constrained_in(quota: Quota) -> frozenset[str]:

@@ -3,6 +3,8 @@ with reasons naming the quota and the resource."""
 
 from __future__ import annotations
 
+import msgspec
+
 from events.builders import (
     bound,
     capacity_quota,
@@ -11,6 +13,7 @@ from events.builders import (
     gpus,
     kai_pod_group,
     kai_queue,
+    node,
     pod,
     pod_event,
     pod_group,
@@ -23,6 +26,7 @@ from events.model import (
     Event,
     KaiPodGroupUpserted,
     KaiQueueUpserted,
+    NodeUpserted,
     PodGroupUpserted,
     PriorityClassUpserted,
     QueueUpserted,
@@ -294,3 +298,32 @@ def test_a_kai_job_of_the_inference_class_is_non_preemptible_and_stays_within_qu
     assert "16 asked > quota 8 (non-preemptible jobs stay within quota)" in result.reason
     assert isinstance(plan_gang(state, "default/train"), GangPlan)
     assert isinstance(plan_gang(state, "default/forced"), GangPlan)  # the PodGroup's word over its priority
+
+
+def test_a_mig_device_counts_as_its_slices_against_a_kai_queues_gpu_limit() -> None:
+    # KAI's docs/queues: each MIG device nvidia.com/mig-<X>g.<Y>gb counts as X GPU units of the queue's
+    # quota and limit, so pods asking for MIG slices cannot pass a queue's GPU limit
+    mig_node = node("mig-0", gpus=0)
+    mig_node = msgspec.structs.replace(mig_node, status=msgspec.structs.replace(
+        mig_node.status, allocatable={**mig_node.status.allocatable, "nvidia.com/mig-1g.10gb": "7",
+                                      "nvidia.com/mig-3g.40gb": "2"}))
+
+    def mig_pod(name: str, profile: str, queue_name: str) -> Event:
+        obj = pod(name, gpus=0, labels={KAI_QUEUE_LABEL: queue_name})
+        container = obj.spec.containers[0]
+        requests = {**container.resources.requests, profile: "1"}
+        container = msgspec.structs.replace(container, resources=msgspec.structs.replace(
+            container.resources, requests=requests))
+        return pod_event(msgspec.structs.replace(obj, spec=msgspec.structs.replace(obj.spec, containers=[container])))
+
+    state = ClusterState()
+    state.apply_all([
+        NodeUpserted(node=mig_node),
+        KaiQueueUpserted(queue=kai_queue("team", cpu=KAI_OPEN, memory=KAI_OPEN, gpu=(0.0, 2.0, 1.0))),
+        mig_pod("small-0", "nvidia.com/mig-1g.10gb", "team"),
+        mig_pod("large-0", "nvidia.com/mig-3g.40gb", "team"),
+    ])
+    assert isinstance(plan_pod(state, "default/small-0"), GangPlan)
+    refused = plan_pod(state, "default/large-0")
+    assert isinstance(refused, Unschedulable) and refused.constraint == QUOTA
+    assert "KAI queue team: nvidia.com/gpu 0 used + 3 asked > limit 2" in refused.reason

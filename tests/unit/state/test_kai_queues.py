@@ -3,6 +3,8 @@ as KAI reads them, which queue a pod counts against, and bad queues reported nam
 
 from __future__ import annotations
 
+import msgspec
+
 from events.builders import bound, gpu_nodes, kai_pod_group, kai_queue, pod, pod_event
 from events.model import (
     Event,
@@ -324,3 +326,13 @@ def test_a_lone_pod_in_a_kai_queue_by_its_label_is_non_preemptible_from_priority
     book = state.quotas
     assert not book.preemptible(state.pods["default/serve-0"]) and book.preemptible(state.pods["default/batch-0"])
     assert state.kai_lone_kept(state.pods["default/serve-0"]) and not state.kai_lone_kept(state.pods["default/batch-0"])
+
+
+def test_a_kai_queue_counts_a_running_mig_device_as_its_slices_of_gpu() -> None:
+    obj = pod("mig-0", gpus=0, labels={KAI_QUEUE_LABEL: "team"})
+    container = obj.spec.containers[0]
+    container = msgspec.structs.replace(container, resources=msgspec.structs.replace(
+        container.resources, requests={**container.resources.requests, "nvidia.com/mig-2g.20gb": "3"}))
+    obj = msgspec.structs.replace(obj, spec=msgspec.structs.replace(obj.spec, containers=[container]))
+    state = fold(queue_event("team", cpu=OPEN, memory=OPEN, gpu=(0, UNLIMITED, 1)), pod_event(bound(obj, "n0")))
+    assert kai(state, "team").used[GPU] == 6000  # three 2-slice devices: 6 GPU units, as KAI counts them
