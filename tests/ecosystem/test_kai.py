@@ -1,7 +1,9 @@
 """NVIDIA KAI Scheduler's dialect applied with kubectl as KAI's docs write it: a `Topology`
 (kai.scheduler/v1alpha1) over the admin's own rack labels, and a `PodGroup` (scheduling.run.ai/v2alpha2)
 with a topologyConstraint that pods join with the `pod-group-name` annotation. toposched builds its tree
-from the Topology and keeps the gang in one rack; the API server refuses what KAI's CRDs refuse."""
+from the Topology and keeps the gang in one rack; the API server refuses what KAI's CRDs refuse. KAI's
+documented burst Queue (scheduling.run.ai/v2) lets a job borrow idle GPUs, and is warned about the memory
+it leaves out."""
 
 from __future__ import annotations
 
@@ -12,7 +14,16 @@ from collections.abc import Iterator
 import pytest
 
 from daemon.cli.topology import main as show
-from tests.ecosystem.harness import Ecosystem, ecosystem, gpu_nodes, namespace_yaml, pod_yaml, running, stream
+from tests.ecosystem.harness import (
+    Ecosystem,
+    ecosystem,
+    gpu_nodes,
+    namespace_yaml,
+    pod_yaml,
+    priority_classes_yaml,
+    running,
+    stream,
+)
 
 pytestmark = ecosystem
 
@@ -112,3 +123,41 @@ spec:
 """)
     assert refused.returncode != 0 and says in refused.stderr, refused.stderr
     assert eco.find("topologies.kai.scheduler", name) is None
+
+
+# KAI's docs/queues "Unlimited Queue" example, as written there: no memory and no overQuotaWeight.
+BURST_QUEUE = """apiVersion: scheduling.run.ai/v2
+kind: Queue
+metadata:
+  name: burst-queue
+spec:
+  resources:
+    cpu:
+      quota: -1                          # Unlimited quota
+      limit: -1                          # No limit
+    gpu:
+      quota: 0                           # No guarantee
+      limit: -1                          # No limit
+"""
+
+
+def test_kai_s_documented_burst_queue_runs_a_job_on_idle_gpus_and_is_warned_about_memory(eco: Ecosystem) -> None:
+    # A preemptible job of KAI's `train` class in the burst queue borrows idle GPUs (KAI holds it by the
+    # queue's limits, not its fair share, which is 0 here); its pods ask for no memory (GPU jobs as
+    # NVIDIA's docs write them), so the memory the queue leaves out, a limit of 0 in KAI, does not stop
+    # them, and the Queue carries a Warning saying what that omission means.
+    namespace = "kai-burst"
+    pods = [pod_yaml(f"burst-{index}", namespace, annotations={"pod-group-name": "burst"},
+                     spec="\n  priorityClassName: train") for index in range(2)]
+    group = pod_group("burst", namespace, 2).replace("  queue: default-queue", "  queue: burst-queue\n"
+                                                     "  priorityClassName: train")
+    eco.apply(stream(priority_classes_yaml(train=50, build=100, inference=125), BURST_QUEUE,
+                     namespace_yaml(namespace), group, *pods))
+    eco.wait_bound(["burst-0", "burst-1"], namespace)
+    eco.wait_for(lambda: any(e["type"] == "Warning" and e["message"].startswith("spec.resources.memory: is absent")
+                             for e in eco.events("default", "burst-queue", "Queue")),
+                 what="the Warning on the burst queue's memory")
+    eco.kubectl.run("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force", "--wait=false")
+    eco.kubectl.run("delete", "podgroups.scheduling.run.ai", "--all", "-n", namespace, "--wait=false")
+    eco.kubectl.run("delete", "queues.scheduling.run.ai", "burst-queue", "--wait=false")
+    eco.wait_for(lambda: not eco.objects("pods", namespace), what="the pods gone")
