@@ -78,18 +78,37 @@ def workloads(draw: st.DrawFn) -> Workload:
     return Workload(mins=mins, maxes=maxes, gangs=flood + later, parent_max=parent_max)
 
 
-def scenario(w: Workload) -> Scenario:
-    out = Scenario()
+Add = Callable[..., None]
 
+
+def _adding(out: Scenario) -> Add:
+    """`add(kind, obj, at=0.0, runtime=None)`: the object appended to `out` as a scenario document would be."""
     def add(kind: str, obj: object, at: float = 0.0, runtime: float | None = None) -> None:
         info: KindInfo = KIND_BY_NAME[kind]
         meta = obj.metadata  # type: ignore[attr-defined]
         key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
         out.objects.append(ScenarioObject(info=info, obj=obj, key=key, index=len(out.objects),  # type: ignore[arg-type]
                                           source="generated", at=at, runtime=runtime))
+    return add
 
+
+def _four_nodes(add: Add) -> None:
     for index in range(4):
         add("Node", node(f"n{index}", block=f"b{index // 2}", spine="s0"))
+
+
+def _over_max(state: ClusterState, event: Event, failures: list[str], word: str) -> None:
+    """Every quota running more than its max (KAI: limit) of a resource, as a failure."""
+    for quota in state.quotas.in_order():
+        for resource, cap in quota.max.items():
+            if quota.running.get(resource, 0) > cap:
+                failures.append(f"seq {event.seq}: {quota.label} runs {quota.running[resource]} > {word} {cap}")
+
+
+def scenario(w: Workload) -> Scenario:
+    out = Scenario()
+    add = _adding(out)
+    _four_nodes(add)
     if w.parent_max:
         add("ElasticQuota", elastic_quota("dept", namespace="quotas", is_parent=True,
                                           minimum=gpus(min(w.parent_max, w.mins[0] + w.mins[1])),
@@ -115,10 +134,7 @@ def _borrowing(quota: Quota, asked: set[str]) -> bool:
 def watch(state: ClusterState, failures: list[str]) -> Callable[[Event], None]:
     def check(event: Event) -> None:
         book = state.quotas
-        for quota in book.in_order():
-            for resource, cap in quota.max.items():
-                if quota.running.get(resource, 0) > cap:
-                    failures.append(f"seq {event.seq}: {quota.label} runs {quota.running[resource]} > max {cap}")
+        _over_max(state, event, failures, "max")
         if isinstance(event, PreemptionPlanned) and not event.reclaim_from:
             gang = state.gangs[event.gang]
             asking = [key for key in sorted(gang.members) if key in state.pending]
@@ -262,18 +278,10 @@ def kai_scenario(k: KaiWorkload) -> Scenario:
 
     w = k.teams
     out = Scenario()
-
-    def add(kind: str, obj: object, at: float = 0.0, runtime: float | None = None) -> None:
-        info: KindInfo = KIND_BY_NAME[kind]
-        meta = obj.metadata  # type: ignore[attr-defined]
-        key = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
-        out.objects.append(ScenarioObject(info=info, obj=obj, key=key, index=len(out.objects),  # type: ignore[arg-type]
-                                          source="generated", at=at, runtime=runtime))
-
+    add = _adding(out)
     for value, name in KAI_CLASSES.items():
         add("PriorityClass", PriorityClass(metadata=ObjectMeta(name=name), value=value))
-    for index in range(4):
-        add("Node", node(f"n{index}", block=f"b{index // 2}", spine="s0"))
+    _four_nodes(add)
     deserves_all = (-1.0, -1.0, 1.0)
     for team in range(TEAMS):
         limit = -1.0 if team == TEAMS - 1 else float(w.maxes[team])
@@ -295,10 +303,8 @@ def kai_watch(state: ClusterState, failures: list[str]) -> Callable[[Event], Non
 
     def check(event: Event) -> None:
         book = state.quotas
+        _over_max(state, event, failures, "limit")
         for quota in book.in_order():
-            for resource, cap in quota.max.items():
-                if quota.running.get(resource, 0) > cap:
-                    failures.append(f"seq {event.seq}: {quota.label} runs {quota.running[resource]} > limit {cap}")
             if quota.used_np.get(GPU, 0) > quota.min.get(GPU, 0):
                 failures.append(f"seq {event.seq}: {quota.label} runs non-preemptible jobs over its quota")
         if not isinstance(event, PreemptionPlanned):
