@@ -238,10 +238,23 @@ class BudgetDeleted(EventBase, tag="pdb-", frozen=True):
     key: str
 
 
+# Event types of one kind of object, for the exhaustive dispatch tables (events.dispatch): a table that
+# handles every type of a group alike names the group, so a new kind joins its group once, here.
 BUDGET_EVENTS = (BudgetUpserted, BudgetDeleted)
-# The updates of the objects a pod's claims are made of (state/volumes.py), for the dispatch tables.
+# The updates of the objects a pod's claims are made of (state/volumes.py).
 VOLUME_EVENTS = (ClaimUpserted, ClaimDeleted, VolumeUpserted, VolumeDeleted, StorageClassUpserted,
                  StorageClassDeleted)
+# Every dialect's PodGroup (the Workload API's Workload apart: it defines several gangs).
+POD_GROUP_EVENTS = (PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
+                    SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted,
+                    KubePodGroupDeleted, KaiPodGroupUpserted, KaiPodGroupDeleted)
+# The objects the topology tree may be built from (state/topology.py; nodes' labels apart).
+TOPOLOGY_OBJECT_EVENTS = (NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted, HyperNodeDeleted,
+                          KueueTopologyUpserted, KueueTopologyDeleted, KaiTopologyUpserted, KaiTopologyDeleted)
+# Every dialect's quota object (state/quota.py).
+QUOTA_OBJECT_EVENTS = (ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted,
+                       CapacityElasticQuotaDeleted, QueueUpserted, QueueDeleted, KaiQueueUpserted, KaiQueueDeleted)
+PRIORITY_CLASS_EVENTS = (PriorityClassUpserted, PriorityClassDeleted)
 
 
 class ObjectUndecodable(EventBase, tag="bad", frozen=True):

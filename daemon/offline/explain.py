@@ -19,32 +19,21 @@ import msgspec
 from events.dispatch import each, exhaustive
 from events.model import (
     BUDGET_EVENTS,
+    PRIORITY_CLASS_EVENTS,
+    QUOTA_OBJECT_EVENTS,
+    TOPOLOGY_OBJECT_EVENTS,
     VOLUME_EVENTS,
     BindFailed,
     BindRequested,
-    CapacityElasticQuotaDeleted,
-    CapacityElasticQuotaUpserted,
-    ElasticQuotaDeleted,
-    ElasticQuotaUpserted,
     Event,
     EvictionRequested,
     GangPending,
     GangPlanned,
     GangTimedOut,
-    HyperNodeDeleted,
-    HyperNodeUpserted,
     KaiPodGroupDeleted,
     KaiPodGroupUpserted,
-    KaiQueueDeleted,
-    KaiQueueUpserted,
-    KaiTopologyDeleted,
-    KaiTopologyUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
-    KueueTopologyDeleted,
-    KueueTopologyUpserted,
-    NetworkTopologyDeleted,
-    NetworkTopologyUpserted,
     NodeDeleted,
     NodeUpserted,
     NominationCleared,
@@ -58,10 +47,6 @@ from events.model import (
     PodNominated,
     PodUpserted,
     PreemptionPlanned,
-    PriorityClassDeleted,
-    PriorityClassUpserted,
-    QueueDeleted,
-    QueueUpserted,
     SchedulerPluginsPodGroupDeleted,
     SchedulerPluginsPodGroupUpserted,
     VolcanoPodGroupDeleted,
@@ -260,14 +245,12 @@ _TOLD: dict[type, Callable[[_Explainer, Any], None] | None] = exhaustive("replay
     PodForgotten: _Explainer.forgotten,
     PodNominated: _Explainer.nominated,
     NominationCleared: _Explainer.nomination_cleared,
-    # Not part of one gang's story: the cluster's shape, and a bind the PodBound after it tells.
-    **each((NodeUpserted, NodeDeleted, NetworkTopologyUpserted, NetworkTopologyDeleted, HyperNodeUpserted,
-            HyperNodeDeleted, KueueTopologyUpserted, KueueTopologyDeleted, KaiTopologyUpserted, KaiTopologyDeleted,
-            PriorityClassUpserted, PriorityClassDeleted, ObjectUndecodable, BindRequested,
-            WorkloadUpserted, WorkloadDeleted), None),  # a Workload is a template: its gangs' pods tell the story
-    **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
-            QueueUpserted, QueueDeleted, KaiQueueUpserted, KaiQueueDeleted, *VOLUME_EVENTS,
-            *BUDGET_EVENTS), None),  # a gang's quota reasons are in its GangPending events
+    # Not part of one gang's story: the cluster's shape, a bind the PodBound after it tells, and a Workload
+    # (a template: its gangs' pods tell the story).
+    **each((*TOPOLOGY_OBJECT_EVENTS, *PRIORITY_CLASS_EVENTS, NodeUpserted, NodeDeleted, ObjectUndecodable,
+            BindRequested, WorkloadUpserted, WorkloadDeleted), None),
+    # a gang's quota reasons are in its GangPending events
+    **each((*QUOTA_OBJECT_EVENTS, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
 })
 
 
