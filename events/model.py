@@ -20,6 +20,7 @@ import msgspec
 from events.objects import (
     CapacityElasticQuota,
     ClusterNetworkTopology,
+    CSINode,
     ElasticQuota,
     HyperNode,
     KaiPodGroup,
@@ -228,6 +229,16 @@ class StorageClassDeleted(EventBase, tag="sc-", frozen=True):
     name: str
 
 
+class CSINodeUpserted(EventBase, tag="csinode", frozen=True):
+    """A storage.k8s.io/v1 CSINode: how many volumes of each CSI driver its node may use (state/volumes.py)."""
+
+    csi_node: CSINode
+
+
+class CSINodeDeleted(EventBase, tag="csinode-", frozen=True):
+    name: str
+
+
 class BudgetUpserted(EventBase, tag="pdb", frozen=True):
     """A policy/v1 PodDisruptionBudget: read by preemption only (preemption/budgets.py)."""
 
@@ -241,7 +252,7 @@ class BudgetDeleted(EventBase, tag="pdb-", frozen=True):
 BUDGET_EVENTS = (BudgetUpserted, BudgetDeleted)
 # The updates of the objects a pod's claims are made of (state/volumes.py), for the dispatch tables.
 VOLUME_EVENTS = (ClaimUpserted, ClaimDeleted, VolumeUpserted, VolumeDeleted, StorageClassUpserted,
-                 StorageClassDeleted)
+                 StorageClassDeleted, CSINodeUpserted, CSINodeDeleted)
 
 
 class ObjectUndecodable(EventBase, tag="bad", frozen=True):
@@ -393,6 +404,8 @@ Event: TypeAlias = (
     | VolumeDeleted
     | StorageClassUpserted
     | StorageClassDeleted
+    | CSINodeUpserted
+    | CSINodeDeleted
     | BudgetUpserted
     | BudgetDeleted
     | ObjectUndecodable

@@ -59,6 +59,7 @@ from events.objects import (
     BETA_STORAGE_CLASS_ANNOTATION,
     BIND_COMPLETED_ANNOTATION,
     READ_WRITE_ONCE_POD,
+    CSINode,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     PersistentVolume,
@@ -95,6 +96,12 @@ NO_VOLUME_TO_BIND = "node(s) didn't find available persistent volumes to bind"
 ZONE_CONFLICT = "node(s) had no available volume zone"
 READ_WRITE_ONCE_POD_CONFLICT = ("node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod "
                                 "access mode")
+MAX_VOLUME_COUNT = "node(s) exceed max volume count"  # NodeVolumeLimits' ErrReasonMaxVolumeCountExceeded
+# A free vector's entry (placement/fit.py) for the volumes of a CSI driver a node may still take (kube-scheduler
+# keys the limit so: volumeutil.GetCSIAttachLimitKey), and its marker for a volume used on the node already.
+ATTACH_PREFIX = "attachable-volumes-csi-"
+ATTACHED_PREFIX = "attached-volume:"
+CSI_NODE_KIND = "CSINode"
 
 
 class VolumeReach(msgspec.Struct, frozen=True):
@@ -121,6 +128,16 @@ class VolumeReach(msgspec.Struct, frozen=True):
     digest: str = ""
 
 
+class AttachNeed(msgspec.Struct, frozen=True):
+    """What a pod asks of the attach limit of one CSI driver (NodeVolumeLimits): `own` volumes of that driver no
+    other pod uses (new on every node), and the unique names (`<driver>/<volumeHandle>`) of those some other pod
+    uses too (new only on a node where no pod uses them yet)."""
+
+    driver: str
+    own: int
+    shared: tuple[str, ...] = ()
+
+
 class VolumeNeeds(msgspec.Struct, frozen=True):
     """What a pod's claims ask of its placement: `blocked` (why no node can take it now, "" when one
     may), `reach` (each claim that narrows its nodes), `provision` (the claims the scheduler must mark
@@ -132,6 +149,8 @@ class VolumeNeeds(msgspec.Struct, frozen=True):
     provision: tuple[str, ...] = ()
     # The claims to be bound to a volume made in advance once the pod is placed (`static_reach`).
     static: tuple[str, ...] = ()
+    # Per CSI driver some node limits (`VolumeBook.limited`), the pod's volumes of it (`attach_needs`).
+    attach: tuple[AttachNeed, ...] = ()
 
 
 NO_NEEDS = VolumeNeeds()
@@ -142,8 +161,8 @@ class VolumeBook:
     pods that name each claim (`users`, by pod key, whatever their phase); and the claims whose users left
     or finished since the loop last looked (`released`)."""
 
-    __slots__ = ("_changed", "_changed_from", "_facts", "_matches", "_named", "_serial", "claims", "classes",
-                 "released", "users", "version", "volume_version", "volumes")
+    __slots__ = ("_changed", "_changed_from", "_facts", "_matches", "_named", "_serial", "attach_limits", "claims",
+                 "classes", "csi_nodes", "limited", "released", "users", "version", "volume_version", "volumes")
 
     MATCHES_KEPT = 256  # `static_match` entries (one per distinct request of a claim: a few per cluster)
     CHANGES_KEPT = 4096  # volume changes remembered for `static_match` to follow (past that, it derives afresh)
@@ -167,6 +186,57 @@ class VolumeBook:
         self.classes: dict[str, StorageClass] = {}
         self.users: dict[str, set[str]] = {}
         self.released: set[str] = set()
+        # CSINodes by name (their node's), each node's attach limit per CSI driver (`allocatable.count`; a driver
+        # without one, or a node without a CSINode, has none) and, per driver, how many nodes limit it.
+        self.csi_nodes: dict[str, CSINode] = {}
+        self.attach_limits: dict[str, dict[str, int]] = {}
+        self.limited: dict[str, int] = {}
+
+    def put_csi_node(self, csi_node: CSINode) -> list[tuple[str, str]]:
+        """Hold `csi_node` and its node's attach limits; returns (field, message) for each entry not read."""
+        name = csi_node.metadata.name
+        self.drop_csi_node(name)
+        self.csi_nodes[name] = csi_node
+        limits: dict[str, int] = {}
+        problems: list[tuple[str, str]] = []
+        seen: set[str] = set()
+        for index, driver in enumerate(csi_node.spec.drivers):
+            field = f"spec.drivers[{index}]"
+            if not driver.name:
+                problems.append((f"{field}.name", "empty: the entry is not read"))
+                continue
+            if driver.name in seen:
+                # The API server refuses it (Duplicate); kube-scheduler, handed one, keeps the last entry's count.
+                problems.append((f"{field}.name", f'duplicate driver "{_shown(driver.name)}": the last entry counts'))
+            seen.add(driver.name)
+            count = driver.allocatable.count if driver.allocatable is not None else None
+            if count is None:
+                limits.pop(driver.name, None)
+                continue
+            if count < 0:
+                problems.append((f"{field}.allocatable.count", f"{count}: must be >= 0; the driver is not limited"))
+                limits.pop(driver.name, None)
+                continue
+            limits[driver.name] = count
+        if limits:
+            self.attach_limits[name] = limits
+            for driver_name in limits:
+                self.limited[driver_name] = self.limited.get(driver_name, 0) + 1
+        self.version += 1
+        return problems
+
+    def drop_csi_node(self, name: str) -> None:
+        self.csi_nodes.pop(name, None)
+        limits = self.attach_limits.pop(name, None)
+        if limits is None:
+            return
+        for driver_name in limits:
+            left = self.limited[driver_name] - 1
+            if left:
+                self.limited[driver_name] = left
+            else:
+                del self.limited[driver_name]
+        self.version += 1
 
     def put_claim(self, key: str, claim: PersistentVolumeClaim) -> None:
         """Hold `claim` under `key` (`namespace/name`)."""
@@ -277,6 +347,62 @@ def claim_keys(pod: Pod) -> list[tuple[str, bool]]:
     return keys
 
 
+def csi_volumes(book: VolumeBook, pod: Pod) -> dict[str, tuple[str, str]]:
+    """The CSI volumes the pod's claims use, unique name -> (driver, the claim's `namespace/name`), as
+    NodeVolumeLimits counts them: a claim naming a PersistentVolume with spec.csi by `<driver>/<volumeHandle>`;
+    one naming no volume, or one not found, by its StorageClass's provisioner as the driver and the claim as
+    the volume (what will be provisioned for it); a claim not found, not the pod's own (a generic ephemeral
+    one), without a class, of a class not found or without provisioner, or bound to a volume of another kind
+    (an in-tree one), is not counted."""
+    found: dict[str, tuple[str, str]] = {}
+    for key, ephemeral in claim_keys(pod):
+        claim = book.claims.get(key)
+        if claim is None or (ephemeral and not _owned_by(claim, pod)):
+            continue
+        volume = book.volumes.get(claim.spec.volume_name) if claim.spec.volume_name else None
+        if volume is not None:
+            source = volume.spec.csi
+            # An in-tree volume (awsElasticBlockStore, gcePersistentDisk, ...) migrated to CSI is not counted:
+            # csi-translation-lib is not modelled (README, Limits).
+            if source is not None and source.driver and source.volume_handle:
+                found[f"{source.driver}/{source.volume_handle}"] = (source.driver, key)
+            continue
+        class_name = claim_class(claim)
+        storage_class = book.classes.get(class_name) if class_name else None
+        if storage_class is not None and storage_class.provisioner:
+            # kube-scheduler names such a volume by a random prefix and the claim: unique to the claim.
+            found[f"{storage_class.provisioner}/<claim {key}>"] = (storage_class.provisioner, key)
+    return found
+
+
+def attach_needs(book: VolumeBook, pod: Pod, key: str) -> tuple[AttachNeed, ...]:
+    """Per CSI driver some node limits, the pod's volumes of it (`AttachNeed`): those of its claims that another
+    pod names too are `shared`. () when none of its volumes is of a limited driver (no CSINode limits any)."""
+    if not book.limited:
+        return ()
+    own: dict[str, int] = {}
+    shared: dict[str, list[str]] = {}
+    users = book.users
+    for unique, (driver, claim) in csi_volumes(book, pod).items():
+        if driver not in book.limited:
+            continue
+        others = users.get(claim, ())
+        if len(others) > 1 or (others and key not in others):
+            shared.setdefault(driver, []).append(unique)
+        else:
+            own[driver] = own.get(driver, 0) + 1
+    return tuple(AttachNeed(driver=driver, own=own.get(driver, 0), shared=tuple(sorted(shared.get(driver, ()))))
+                 for driver in sorted({*own, *shared}))
+
+
+def _owned_by(claim: PersistentVolumeClaim, pod: Pod) -> bool:
+    return any(owner.controller and owner.uid == pod.metadata.uid for owner in claim.metadata.owner_references)
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 64 else text[:64] + "..."
+
+
 def claim_bound(claim: PersistentVolumeClaim | None) -> bool:
     """Bound as kube-scheduler reads it: a volume named, and the PV controller done binding it."""
     return (claim is not None and bool(claim.spec.volume_name)
@@ -293,7 +419,8 @@ def claim_class(claim: PersistentVolumeClaim) -> str:
 
 def needs_of(book: VolumeBook, pod: Pod, unreadable: Mapping[tuple[str, str], object],
              holder: Callable[[str], str] = lambda claim: "",
-             spoken: Callable[[str], AbstractSet[str]] = lambda class_name: frozenset()) -> VolumeNeeds:
+             spoken: Callable[[str], AbstractSet[str]] = lambda class_name: frozenset(),
+             pod_key: str = "") -> VolumeNeeds:
     """What `pod`'s claims ask (see the module docstring). `unreadable`: the (kind, key) of objects whose
     latest version could not be decoded, so a claim that could not be read is named as such. `holder`: the
     key of another pod that holds a ReadWriteOncePod claim now ("" when none does). `spoken(class)`: the
@@ -354,7 +481,8 @@ def needs_of(book: VolumeBook, pod: Pod, unreadable: Mapping[tuple[str, str], ob
         if terms is not None:
             reach.append(VolumeReach(terms=terms, zones=(), reason=NO_VOLUME_TO_BIND))
         provision.append(key)
-    return VolumeNeeds(reach=tuple(reach), provision=tuple(provision), static=tuple(static))
+    attach = attach_needs(book, pod, pod_key) if book.limited else ()
+    return VolumeNeeds(reach=tuple(reach), provision=tuple(provision), static=tuple(static), attach=attach)
 
 
 class Candidates:

@@ -115,6 +115,7 @@ from events.objects import (
     ClaimMeta,
     ClaimReference,
     Condition,
+    CSIPersistentVolumeSource,
     NodeSelector,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -368,9 +369,15 @@ class World:
         meta = claim.metadata
         name = f"pvc-{meta.uid or meta.namespace + '-' + meta.name}"
         affinity = VolumeNodeAffinity(required=NodeSelector(node_selector_terms=[term])) if term is not None else None
+        storage_class = self.state.volumes.classes.get(claim_class(claim))
+        provisioner = storage_class.provisioner if storage_class is not None else ""
+        # A CSI driver's volume (an in-tree provisioner's name starts "kubernetes.io/"), counted against the
+        # driver's attach limit by its handle, as devcluster's provisioner makes it.
+        csi = (CSIPersistentVolumeSource(driver=provisioner, volume_handle=name)
+               if provisioner and not provisioner.startswith("kubernetes.io/") else None)
         self.journal.record(VolumeUpserted(volume=PersistentVolume(
             metadata=ObjectMeta(name=name),
-            spec=PersistentVolumeSpec(storage_class_name=claim_class(claim), node_affinity=affinity,
+            spec=PersistentVolumeSpec(storage_class_name=claim_class(claim), node_affinity=affinity, csi=csi,
                                       claim_ref=ClaimReference(namespace=meta.namespace, name=meta.name, uid=meta.uid)),
             status=PersistentVolumeStatus(phase="Bound"))))
         self._claim_bound(claim, name)

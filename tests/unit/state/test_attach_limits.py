@@ -1,0 +1,290 @@
+"""CSI attach limits per node (state/volumes.py, placement/fit.py), counted as kube-scheduler's NodeVolumeLimits
+(CSILimits) counts them: a node's CSINode gives each driver's limit (spec.drivers[].allocatable.count), a pod's
+volumes are counted once per node by `<driver>/<volumeHandle>` (an unbound claim by its class's provisioner and
+the claim), every pod bound or assumed there counts, and a node at its limit turns a pod with a new volume of
+that driver away with "node(s) exceed max volume count"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from events.ingest import KIND_BY_NAME, delete_event, upsert_event
+from events.model import PodAssumed
+from events.objects import ObjectMeta, Pod
+from placement.fit import Capacity, shape_in
+from placement.gang import plan_gang
+from placement.lone import plan_pod
+from placement.plan import GangPlan, Unschedulable
+from state.cluster import ClusterState
+from state.volumes import MAX_VOLUME_COUNT, csi_volumes
+
+EBS = "ebs.csi.aws.com"
+BIND_COMPLETED = {"pv.kubernetes.io/bind-completed": "yes"}
+
+
+def obj(state: ClusterState, kind: str, document: dict[str, Any]) -> None:
+    state.apply(upsert_event(KIND_BY_NAME[kind], document))
+
+
+def node(state: ClusterState, name: str) -> None:
+    obj(state, "Node", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "uid": f"uid-{name}"},
+                        "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "pods": "110"}}})
+
+
+def csi_node(state: ClusterState, name: str, *drivers: dict[str, Any]) -> None:
+    obj(state, "CSINode", {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": name},
+                           "spec": {"drivers": list(drivers)}})
+
+
+def driver(name: str = EBS, count: int | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": name, "nodeID": "i-0123"}
+    if count is not None:
+        entry["allocatable"] = {"count": count}
+    return entry
+
+
+def storage_class(state: ClusterState, name: str = "gp3", provisioner: str = EBS) -> None:
+    obj(state, "StorageClass", {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+                                "provisioner": provisioner, "volumeBindingMode": "WaitForFirstConsumer"})
+
+
+def bound_claim(state: ClusterState, name: str, handle: str, *, csi_driver: str = EBS) -> None:
+    """A claim bound to a CSI PersistentVolume of `csi_driver` whose volumeHandle is `handle`."""
+    obj(state, "PersistentVolume", {
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"pv-{name}"},
+        "spec": {"storageClassName": "gp3", "capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "claimRef": {"namespace": "default", "name": name},
+                 "csi": {"driver": csi_driver, "volumeHandle": handle}},
+        "status": {"phase": "Bound"}})
+    obj(state, "PersistentVolumeClaim", {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "annotations": BIND_COMPLETED},
+        "spec": {"storageClassName": "gp3", "volumeName": f"pv-{name}", "accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "10Gi"}}},
+        "status": {"phase": "Bound"}})
+
+
+def unbound_claim(state: ClusterState, name: str, storage_class_name: str = "gp3") -> None:
+    obj(state, "PersistentVolumeClaim", {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+        "spec": {"storageClassName": storage_class_name, "accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "10Gi"}}},
+        "status": {"phase": "Pending"}})
+
+
+def pod(state: ClusterState, name: str, *claims: str, node_name: str = "", scheduler: str = "toposched",
+        gang: str = "", phase: str = "") -> None:
+    labels = {"pod-group.scheduling.sigs.k8s.io": gang} if gang else {}
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "volumes": [{"name": f"v{index}", "persistentVolumeClaim": {"claimName": claim}}
+                    for index, claim in enumerate(claims)],
+        "containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    obj(state, "Pod", {"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "labels": labels},
+                       "spec": spec, "status": {"phase": phase} if phase else {}})
+
+
+def pod_group(state: ClusterState, name: str, min_member: int) -> None:
+    obj(state, "PodGroup", {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
+                            "metadata": {"name": name, "namespace": "default"}, "spec": {"minMember": min_member}})
+
+
+def one_node(limit: int | None) -> ClusterState:
+    state = ClusterState("toposched")
+    storage_class(state)
+    node(state, "n1")
+    csi_node(state, "n1", driver(EBS, limit))
+    return state
+
+
+def held(state: ClusterState, key: str) -> Pod:
+    return state.pods[key].obj
+
+
+# --------------------------------------------------------------------------- counting
+
+
+def test_a_bound_claim_counts_by_driver_and_volume_handle() -> None:
+    state = one_node(2)
+    bound_claim(state, "data", "vol-1")
+    pod(state, "trainer", "data")
+    assert csi_volumes(state.volumes, held(state, "default/trainer")) == {
+        f"{EBS}/vol-1": (EBS, "default/data")}
+
+
+def test_an_unbound_claim_counts_by_its_class_provisioner_and_the_claim() -> None:
+    state = one_node(2)
+    unbound_claim(state, "scratch")
+    pod(state, "trainer", "scratch")
+    [(unique, (driver_name, claim))] = csi_volumes(state.volumes, held(state, "default/trainer")).items()
+    assert driver_name == EBS and claim == "default/scratch" and "default/scratch" in unique
+
+
+def test_claims_without_class_of_an_unknown_class_or_bound_in_tree_are_not_counted() -> None:
+    state = one_node(2)
+    obj(state, "PersistentVolumeClaim", {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                         "metadata": {"name": "classless", "namespace": "default"},
+                                         "spec": {"storageClassName": ""}})
+    unbound_claim(state, "unknown", storage_class_name="nowhere")
+    obj(state, "PersistentVolume", {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "nfs"},
+                                    "spec": {"claimRef": {"namespace": "default", "name": "intree"}}})
+    obj(state, "PersistentVolumeClaim", {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                         "metadata": {"name": "intree", "namespace": "default",
+                                                      "annotations": BIND_COMPLETED},
+                                         "spec": {"storageClassName": "gp3", "volumeName": "nfs"}})
+    pod(state, "trainer", "classless", "unknown", "intree", "missing")
+    assert csi_volumes(state.volumes, held(state, "default/trainer")) == {}
+
+
+def test_a_volume_used_by_two_pods_on_a_node_counts_once() -> None:
+    state = one_node(2)
+    bound_claim(state, "shared", "vol-1")
+    bound_claim(state, "other", "vol-2")
+    pod(state, "a", "shared", node_name="n1", scheduler="default-scheduler")
+    pod(state, "b", "shared", "other", node_name="n1", scheduler="default-scheduler")
+    room, attached = state.attach_room("n1")
+    assert room == {EBS: 0} and attached == {f"{EBS}/vol-1", f"{EBS}/vol-2"}
+
+
+def test_finished_pods_and_pods_treated_as_gone_free_their_volumes() -> None:
+    state = one_node(2)
+    bound_claim(state, "done", "vol-1")
+    bound_claim(state, "running", "vol-2")
+    pod(state, "done", "done", node_name="n1", scheduler="default-scheduler", phase="Succeeded")
+    pod(state, "running", "running", node_name="n1", scheduler="default-scheduler")
+    assert state.attach_room("n1")[0] == {EBS: 1}
+    assert state.attach_room("n1", frozenset({"default/running"}))[0] == {EBS: 2}
+
+
+def test_a_node_without_csinode_or_a_driver_without_count_has_no_limit() -> None:
+    state = one_node(None)
+    node(state, "bare")
+    assert state.volumes.attach_limits == {} and state.volumes.limited == {}
+    assert state.attach_room("n1") == ({}, set())
+
+
+# --------------------------------------------------------------------------- placement
+
+
+def test_a_node_at_its_limit_turns_away_a_pod_with_a_new_volume_in_kube_schedulers_words() -> None:
+    state = one_node(1)
+    bound_claim(state, "running", "vol-1")
+    bound_claim(state, "data", "vol-2")
+    pod(state, "running", "running", node_name="n1", scheduler="default-scheduler")
+    pod(state, "trainer", "data")
+    result = plan_pod(state, "default/trainer")
+    assert isinstance(result, Unschedulable)
+    assert result.reason == f"pod default/trainer: 0/1 nodes are available: 1 {MAX_VOLUME_COUNT}"
+
+
+def test_a_node_at_its_limit_takes_a_pod_whose_volume_is_used_there_already() -> None:
+    state = one_node(1)
+    bound_claim(state, "shared", "vol-1")
+    pod(state, "running", "shared", node_name="n1", scheduler="default-scheduler")
+    pod(state, "reader", "shared")
+    result = plan_pod(state, "default/reader")
+    assert isinstance(result, GangPlan) and [a.node for a in result.assignments] == ["n1"]
+
+
+def test_the_limit_follows_the_csinode_and_other_drivers_are_not_limited() -> None:
+    state = one_node(0)
+    storage_class(state, "files", provisioner="efs.csi.aws.com")
+    unbound_claim(state, "scratch", storage_class_name="files")
+    pod(state, "efs", "scratch")
+    assert isinstance(plan_pod(state, "default/efs"), GangPlan)  # no limit for efs on n1
+    bound_claim(state, "data", "vol-2")
+    pod(state, "trainer", "data")
+    assert isinstance(plan_pod(state, "default/trainer"), Unschedulable)
+    csi_node(state, "n1", driver(EBS, 1))
+    assert isinstance(plan_pod(state, "default/trainer"), GangPlan)
+    state.apply(delete_event(KIND_BY_NAME["CSINode"], ObjectMeta(name="n1")))
+    assert state.volumes.attach_limits == {}
+    assert isinstance(plan_pod(state, "default/trainer"), GangPlan)
+
+
+def test_an_assumed_pod_counts_on_its_node() -> None:
+    state = one_node(1)
+    bound_claim(state, "first", "vol-1")
+    bound_claim(state, "second", "vol-2")
+    pod(state, "first", "first")
+    pod(state, "second", "second")
+    state.apply(PodAssumed(pod="default/first", uid="uid-first", node="n1"))
+    assert isinstance(plan_pod(state, "default/second"), Unschedulable)
+
+
+def test_a_gang_on_one_node_counts_its_volumes_together() -> None:
+    state = one_node(3)
+    node(state, "n2")  # no CSINode: no limit
+    pod_group(state, "job", 4)
+    for index in range(4):
+        bound_claim(state, f"data-{index}", f"vol-{index}")
+        pod(state, f"worker-{index}", f"data-{index}", gang="job")
+    result = plan_gang(state, "default/job")
+    assert isinstance(result, GangPlan)
+    on_n1 = [a.pod for a in result.assignments if a.node == "n1"]
+    assert len(on_n1) <= 3 and len(result.assignments) == 4
+
+
+def test_a_gang_that_needs_more_volumes_than_the_limits_allow_waits_with_the_reason() -> None:
+    state = one_node(3)
+    pod_group(state, "job", 4)
+    for index in range(4):
+        bound_claim(state, f"data-{index}", f"vol-{index}")
+        pod(state, f"worker-{index}", f"data-{index}", gang="job")
+    result = plan_gang(state, "default/job")
+    assert isinstance(result, Unschedulable)
+    assert "room for 3 of 4 pods" in result.reason
+
+
+def test_pods_of_a_plan_sharing_a_volume_count_it_once() -> None:
+    state = one_node(2)
+    pod_group(state, "job", 3)
+    bound_claim(state, "shared", "vol-s")
+    bound_claim(state, "own", "vol-o")
+    pod(state, "worker-0", "shared", gang="job")
+    pod(state, "worker-1", "shared", gang="job")
+    pod(state, "worker-2", "own", gang="job")
+    result = plan_gang(state, "default/job")
+    assert isinstance(result, GangPlan), result
+
+
+def test_a_shape_without_volumes_costs_no_attach_check() -> None:
+    state = one_node(0)
+    pod(state, "plain")
+    shape = shape_in(state, state.pods["default/plain"])
+    assert shape.attach == ()
+    assert Capacity(state).slots(shape, state.nodes["n1"]) > 0
+
+
+# --------------------------------------------------------------------------- untrusted CSINodes
+
+
+def test_bad_entries_are_reported_naming_the_field_and_the_fold_goes_on() -> None:
+    state = ClusterState("toposched")
+    node(state, "n1")
+    csi_node(state, "n1", driver("", 3), driver(EBS, -1), driver("a.example.com", 2), driver("a.example.com", 5),
+             driver("big.example.com", 2**62))
+    problems = {(p.field, p.message) for p in state.problems_of("CSINode", "n1")}
+    assert ("spec.drivers[0].name", "empty: the entry is not read") in problems
+    assert ("spec.drivers[1].allocatable.count", "-1: must be >= 0; the driver is not limited") in problems
+    assert any(field == "spec.drivers[3].name" and "duplicate" in message for field, message in problems)
+    assert state.volumes.attach_limits == {"n1": {"a.example.com": 5, "big.example.com": 2**62}}
+    csi_node(state, "n1", driver(EBS, 1))
+    assert state.problems_of("CSINode", "n1") == []
+
+
+def test_a_count_past_int64_is_undecodable_not_a_crash() -> None:
+    state = ClusterState("toposched")
+    csi_node(state, "n1", driver(EBS, 2**64))
+    assert ("CSINode", "n1") in state.undecodable
+    assert state.volumes.attach_limits == {}
+
+
+def test_csinodes_survive_a_snapshot() -> None:
+    state = one_node(7)
+    restored = ClusterState.restore(state.snapshot())
+    assert restored.volumes.attach_limits == {"n1": {EBS: 7}}
