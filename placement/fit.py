@@ -358,6 +358,8 @@ def attach_fit(needs: tuple[AttachNeed, ...], room: Callable[[str], int | None],
         for unique in need.shared:
             if not attached(unique):
                 first += 1
+        if not first:
+            continue  # nothing new for the driver there: kube-scheduler checks only the drivers of new volumes
         if have < first:
             return 0, ATTACH_PREFIX + need.driver
         if need.own:

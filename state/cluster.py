@@ -178,6 +178,7 @@ from state.topology_validation import (
 from state.volumes import (
     CLAIM_KIND,
     CSI_NODE_KIND,
+    INVALID_CSI_NODE,
     NO_NEEDS,
     VolumeBook,
     VolumeNeeds,
@@ -1514,7 +1515,7 @@ class ClusterState:
     def _csi_node_upserted(self, event: CSINodeUpserted) -> None:
         name = event.csi_node.metadata.name
         problems = self.volumes.put_csi_node(event.csi_node)
-        self._set_problems(CSI_NODE_KIND, name, [Problem(CSI_NODE_KIND, name, field, message)
+        self._set_problems(CSI_NODE_KIND, name, [Problem(CSI_NODE_KIND, name, field, message, INVALID_CSI_NODE)
                                                  for field, message in problems])
         self.node_changes.add(name)  # what the node offers pods with volumes changed
 

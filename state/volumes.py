@@ -42,7 +42,19 @@ preempt for a volume (the constraint `volume`), so the pod waits until the holde
 `VolumeBook.users` indexes the pods by the claims they name, and `released` gathers the claims whose
 users left or finished, for the loop to wake the pods that wait on them.
 
-Not modelled: CSI storage capacity and attach limits per node (NodeVolumeLimits).
+CSI attach limits per node (NodeVolumeLimits, kube-scheduler's CSILimits plugin): a node's CSINode says, per
+CSI driver, how many volumes of it may be used there at once (`spec.drivers[].allocatable.count`; no CSINode,
+or a driver without a count: no limit). A pod's volumes are counted by `<driver>/<volumeHandle>` for a
+claim naming a PersistentVolume with `spec.csi`, and by its StorageClass's provisioner and the claim for a
+claim naming no volume yet (or one not found) (`csi_volumes`), once per node however many pods there use
+them; every pod bound or assumed on the node counts, whoever scheduled it, until it finishes
+(`ClusterState.attach_room`). A pod may go to a node only while the new volumes it brings there fit the
+room left (`attach_needs`, placement/fit.py `attach_fit`), else: "node(s) exceed max volume count".
+Not counted, unlike kube-scheduler: PersistentVolumes of in-tree plugins migrated to CSI (awsElasticBlockStore,
+gcePersistentDisk, azureDisk, cinder, portworxVolume; csi-translation-lib) and migrated in-tree inline
+volumes, so a pod whose claim is bound to such a volume adds nothing to its node's count; and the legacy
+`attachable-volumes-csi-*` Node allocatable keys (kubelets have not written them since CSINodes). Not
+modelled: CSI storage capacity.
 
 Pure: no I/O, no clock.
 """
@@ -102,6 +114,7 @@ MAX_VOLUME_COUNT = "node(s) exceed max volume count"  # NodeVolumeLimits' ErrRea
 ATTACH_PREFIX = "attachable-volumes-csi-"
 ATTACHED_PREFIX = "attached-volume:"
 CSI_NODE_KIND = "CSINode"
+INVALID_CSI_NODE = "InvalidCSINode"  # the Warning Event's reason for a CSINode entry not read
 
 
 class VolumeReach(msgspec.Struct, frozen=True):

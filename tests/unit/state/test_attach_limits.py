@@ -288,3 +288,14 @@ def test_csinodes_survive_a_snapshot() -> None:
     state = one_node(7)
     restored = ClusterState.restore(state.snapshot())
     assert restored.volumes.attach_limits == {"n1": {EBS: 7}}
+
+
+def test_a_node_past_its_limit_still_takes_a_pod_that_brings_no_new_volume() -> None:
+    # A CSINode lowered under what its pods use (or pods of another scheduler past it): kube-scheduler checks
+    # only the drivers a pod brings new volumes of.
+    state = one_node(0)
+    bound_claim(state, "shared", "vol-1")
+    pod(state, "running", "shared", node_name="n1", scheduler="default-scheduler")
+    pod(state, "reader", "shared")
+    assert state.attach_room("n1")[0] == {EBS: -1}
+    assert isinstance(plan_pod(state, "default/reader"), GangPlan)
