@@ -372,9 +372,31 @@ class CSIPersistentVolumeSource(_K8s, frozen=True):
     volume_handle: str = ""
 
 
+class AWSElasticBlockStoreVolumeSource(_K8s, frozen=True):
+    volume_id: str = msgspec.field(default="", name="volumeID")
+
+
+class GCEPersistentDiskVolumeSource(_K8s, frozen=True):
+    pd_name: str = ""
+
+
+class AzureDiskVolumeSource(_K8s, frozen=True):
+    disk_uri: str = msgspec.field(default="", name="diskURI")
+
+
+class CinderVolumeSource(_K8s, frozen=True):
+    volume_id: str = msgspec.field(default="", name="volumeID")
+
+
 class PersistentVolumeSpec(_K8s, frozen=True):
     storage_class_name: str = ""
     csi: CSIPersistentVolumeSource | None = None
+    # In-tree sources whose plugins migrated to CSI drivers: kube-scheduler counts them against those
+    # drivers' attach limits (csi-translation-lib), and so does state/volumes.py.
+    aws_elastic_block_store: AWSElasticBlockStoreVolumeSource | None = None
+    gce_persistent_disk: GCEPersistentDiskVolumeSource | None = None
+    azure_disk: AzureDiskVolumeSource | None = None
+    cinder: CinderVolumeSource | None = None
     node_affinity: VolumeNodeAffinity | None = None
     claim_ref: ClaimReference | None = None
     capacity: dict[str, str] = {}

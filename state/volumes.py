@@ -50,11 +50,14 @@ claim naming no volume yet (or one not found) (`csi_volumes`), once per node how
 them; every pod bound or assumed on the node counts, whoever scheduled it, until it finishes
 (`ClusterState.attach_room`). A pod may go to a node only while the new volumes it brings there fit the
 room left (`attach_needs`, placement/fit.py `attach_fit`), else: "node(s) exceed max volume count".
-Not counted, unlike kube-scheduler: PersistentVolumes of in-tree plugins migrated to CSI (awsElasticBlockStore,
-gcePersistentDisk, azureDisk, cinder, portworxVolume; csi-translation-lib) and migrated in-tree inline
-volumes, so a pod whose claim is bound to such a volume adds nothing to its node's count; and the legacy
-`attachable-volumes-csi-*` Node allocatable keys (kubelets have not written them since CSINodes). Not
-modelled: CSI storage capacity.
+PersistentVolumes of the in-tree plugins migrated to CSI (awsElasticBlockStore, gcePersistentDisk, azureDisk,
+cinder) and claims of classes naming their in-tree provisioners count against the CSI driver, by the handle
+csi-translation-lib gives them (`csi_source`, `MIGRATED_DRIVERS`). Not counted, unlike kube-scheduler:
+portworxVolume PersistentVolumes (migrated behind a feature gate and the CSINode's
+`storage.alpha.kubernetes.io/migrated-plugins` annotation) and migrated in-tree inline volumes of pods
+(awsElasticBlockStore and the like written in the pod itself), so such a volume adds nothing to its node's
+count; and the legacy `attachable-volumes-csi-*` Node allocatable keys (kubelets have not written them since
+CSINodes). Not modelled: CSI storage capacity.
 
 Pure: no I/O, no clock.
 """
@@ -114,6 +117,16 @@ MAX_VOLUME_COUNT = "node(s) exceed max volume count"  # NodeVolumeLimits' ErrRea
 ATTACH_PREFIX = "attachable-volumes-csi-"
 ATTACHED_PREFIX = "attached-volume:"
 CSI_NODE_KIND = "CSINode"
+# The in-tree volume plugins kube-scheduler counts against the CSI driver they migrated to (csi-translation-lib:
+# migration is on for these four wherever the node has a CSINode, which is where a limit can be), by the
+# provisioner name a StorageClass gives: AWS EBS, GCE PD, Azure Disk, OpenStack Cinder.
+MIGRATED_DRIVERS = {
+    "kubernetes.io/aws-ebs": "ebs.csi.aws.com",
+    "kubernetes.io/gce-pd": "pd.csi.storage.gke.io",
+    "kubernetes.io/azure-disk": "disk.csi.azure.com",
+    "kubernetes.io/cinder": "cinder.csi.openstack.org",
+}
+_GCE_UNSPECIFIED = "UNSPECIFIED"
 INVALID_CSI_NODE = "InvalidCSINode"  # the Warning Event's reason for a CSINode entry not read
 
 
@@ -175,7 +188,8 @@ class VolumeBook:
     or finished since the loop last looked (`released`)."""
 
     __slots__ = ("_changed", "_changed_from", "_facts", "_matches", "_named", "_serial", "attach_limits", "claims",
-                 "classes", "csi_nodes", "limited", "released", "users", "version", "volume_version", "volumes")
+                 "classes", "csi_nodes", "handles", "limited", "released", "users", "version", "volume_version",
+                 "volumes")
 
     MATCHES_KEPT = 256  # `static_match` entries (one per distinct request of a claim: a few per cluster)
     CHANGES_KEPT = 4096  # volume changes remembered for `static_match` to follow (past that, it derives afresh)
@@ -204,6 +218,9 @@ class VolumeBook:
         self.csi_nodes: dict[str, CSINode] = {}
         self.attach_limits: dict[str, dict[str, int]] = {}
         self.limited: dict[str, int] = {}
+        # The names of the PersistentVolumes of each CSI volume (`<driver>/<volumeHandle>`, `csi_source`): more
+        # than one when two volumes point at one disk (one in-tree, one CSI, say), whose users then share it.
+        self.handles: dict[str, set[str]] = {}
 
     def put_csi_node(self, csi_node: CSINode) -> list[tuple[str, str]]:
         """Hold `csi_node` and its node's attach limits; returns (field, message) for each entry not read."""
@@ -268,6 +285,9 @@ class VolumeBook:
         ref = volume.spec.claim_ref
         if ref is not None:
             self._named.setdefault(f"{ref.namespace}/{ref.name}", set()).add(name)
+        source = csi_source(volume)
+        if source is not None:
+            self.handles.setdefault(f"{source[0]}/{source[1]}", set()).add(name)
         self._volume_changed(name)
 
     def drop_volume(self, name: str) -> None:
@@ -275,6 +295,14 @@ class VolumeBook:
         self._volume_changed(name)
 
     def _unname(self, volume: PersistentVolume | None) -> None:
+        source = csi_source(volume) if volume is not None else None
+        if source is not None and volume is not None:
+            unique = f"{source[0]}/{source[1]}"
+            named = self.handles.get(unique)
+            if named is not None:
+                named.discard(volume.metadata.name)
+                if not named:
+                    del self.handles[unique]
         ref = volume.spec.claim_ref if volume is not None else None
         if ref is not None and volume is not None:
             key = f"{ref.namespace}/{ref.name}"
@@ -366,7 +394,8 @@ def csi_volumes(book: VolumeBook, pod: Pod) -> dict[str, tuple[str, str]]:
     one naming no volume, or one not found, by its StorageClass's provisioner as the driver and the claim as
     the volume (what will be provisioned for it); a claim not found, not the pod's own (a generic ephemeral
     one), without a class, of a class not found or without provisioner, or bound to a volume of another kind
-    (an in-tree one), is not counted."""
+    (local, nfs, ...: `csi_source`), is not counted. A class naming a migrated in-tree provisioner counts
+    against its CSI driver (`MIGRATED_DRIVERS`)."""
     found: dict[str, tuple[str, str]] = {}
     for key, ephemeral in claim_keys(pod):
         claim = book.claims.get(key)
@@ -374,23 +403,69 @@ def csi_volumes(book: VolumeBook, pod: Pod) -> dict[str, tuple[str, str]]:
             continue
         volume = book.volumes.get(claim.spec.volume_name) if claim.spec.volume_name else None
         if volume is not None:
-            source = volume.spec.csi
-            # An in-tree volume (awsElasticBlockStore, gcePersistentDisk, ...) migrated to CSI is not counted:
-            # csi-translation-lib is not modelled (README, Limits).
-            if source is not None and source.driver and source.volume_handle:
-                found[f"{source.driver}/{source.volume_handle}"] = (source.driver, key)
+            source = csi_source(volume)
+            if source is not None:
+                found[f"{source[0]}/{source[1]}"] = (source[0], key)
             continue
         class_name = claim_class(claim)
         storage_class = book.classes.get(class_name) if class_name else None
         if storage_class is not None and storage_class.provisioner:
+            driver = MIGRATED_DRIVERS.get(storage_class.provisioner, storage_class.provisioner)
             # kube-scheduler names such a volume by a random prefix and the claim: unique to the claim.
-            found[f"{storage_class.provisioner}/<claim {key}>"] = (storage_class.provisioner, key)
+            found[f"{driver}/<claim {key}>"] = (driver, key)
     return found
+
+
+def csi_source(volume: PersistentVolume) -> tuple[str, str] | None:
+    """The (driver, volume handle) a PersistentVolume is counted by: its spec.csi, or the CSI form of an
+    in-tree source whose plugin migrated (`MIGRATED_DRIVERS`), as csi-translation-lib translates it; None for
+    a volume of another kind (local, nfs, hostPath, ...) or one that does not translate."""
+    spec = volume.spec
+    if spec.csi is not None:
+        return (spec.csi.driver, spec.csi.volume_handle) if spec.csi.driver and spec.csi.volume_handle else None
+    handle = driver = ""
+    if spec.aws_elastic_block_store is not None:
+        handle, driver = _ebs_volume_id(spec.aws_elastic_block_store.volume_id), "ebs.csi.aws.com"
+    elif spec.gce_persistent_disk is not None:
+        handle, driver = _gce_volume_id(volume, spec.gce_persistent_disk.pd_name), "pd.csi.storage.gke.io"
+    elif spec.azure_disk is not None:
+        handle, driver = spec.azure_disk.disk_uri, "disk.csi.azure.com"
+    elif spec.cinder is not None:
+        handle, driver = spec.cinder.volume_id, "cinder.csi.openstack.org"
+    return (driver, handle) if handle else None
+
+
+def _ebs_volume_id(kubernetes_id: str) -> str:
+    """An EBS volume id from the in-tree forms `aws://<zone>/vol-...`, `aws:///vol-...` and `vol-...` ("" when
+    it is none of them: csi-translation-lib's KubernetesVolumeIDToEBSVolumeID refuses it)."""
+    if not kubernetes_id.startswith("aws://"):
+        return kubernetes_id
+    path = kubernetes_id.removeprefix("aws://").partition("/")[2]
+    return path if path.startswith("vol-") and "/" not in path else ""
+
+
+def _gce_volume_id(volume: PersistentVolume, pd_name: str) -> str:
+    """The GCE PD CSI handle of an in-tree disk: zonal by the PV's zone label, regional when it lists several
+    zones of one region, else with the zone left UNSPECIFIED (csi-translation-lib's gce_pd.go)."""
+    if not pd_name:
+        return ""
+    labels = volume.metadata.labels
+    zones = (labels.get("failure-domain.beta.kubernetes.io/zone") or labels.get("topology.kubernetes.io/zone")
+             or "").split(ZONES_DELIMITER)
+    if len(zones) == 1 and zones[0]:
+        return f"projects/{_GCE_UNSPECIFIED}/zones/{zones[0]}/disks/{pd_name}"
+    if len(zones) > 1:
+        regions = {"-".join(parts[:2]) for parts in (zone.split("-") for zone in zones) if len(parts) == 3}
+        if len(regions) != 1 or any(len(zone.split("-")) != 3 for zone in zones):
+            return ""  # csi-translation-lib fails to translate it: not counted
+        return f"projects/{_GCE_UNSPECIFIED}/regions/{regions.pop()}/disks/{pd_name}"
+    return f"projects/{_GCE_UNSPECIFIED}/zones/{_GCE_UNSPECIFIED}/disks/{pd_name}"
 
 
 def attach_needs(book: VolumeBook, pod: Pod, key: str) -> tuple[AttachNeed, ...]:
     """Per CSI driver some node limits, the pod's volumes of it (`AttachNeed`): those of its claims that another
-    pod names too are `shared`. () when none of its volumes is of a limited driver (no CSINode limits any)."""
+    pod names too, or whose disk another PersistentVolume points at too (`VolumeBook.handles`), are `shared`.
+    () when none of its volumes is of a limited driver (no CSINode limits any)."""
     if not book.limited:
         return ()
     own: dict[str, int] = {}
@@ -400,7 +475,7 @@ def attach_needs(book: VolumeBook, pod: Pod, key: str) -> tuple[AttachNeed, ...]
         if driver not in book.limited:
             continue
         others = users.get(claim, ())
-        if len(others) > 1 or (others and key not in others):
+        if len(others) > 1 or (others and key not in others) or len(book.handles.get(unique, ())) > 1:
             shared.setdefault(driver, []).append(unique)
         else:
             own[driver] = own.get(driver, 0) + 1

@@ -39,8 +39,9 @@ def _obj(kind: str, document: dict[str, Any]) -> Event:
     return upsert_event(KIND_BY_NAME[kind], document)
 
 
-def _claim(name: str, *, bound: bool) -> list[Event]:
-    """A claim of class gp3: bound to an EBS volume `vol-<name>`, or unbound (counted by the class's driver)."""
+def _claim(name: str, *, bound: bool, in_tree: bool = False) -> list[Event]:
+    """A claim of class gp3: bound to an EBS volume `vol-<name>` (through a CSI PersistentVolume, or an in-tree
+    awsElasticBlockStore one, counted against the CSI driver alike), or unbound (counted by the class's driver)."""
     meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": f"uid-{name}"}
     spec: dict[str, Any] = {"storageClassName": "gp3", "accessModes": ["ReadWriteOnce"],
                             "resources": {"requests": {"storage": "1Gi"}}}
@@ -50,7 +51,8 @@ def _claim(name: str, *, bound: bool) -> list[Event]:
             "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"pv-{name}"},
             "spec": {"storageClassName": "gp3", "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
                      "claimRef": {"namespace": "default", "name": name},
-                     "csi": {"driver": EBS, "volumeHandle": f"vol-{name}"}}, "status": {"phase": "Bound"}}))
+                     **({"awsElasticBlockStore": {"volumeID": f"aws://us-east-1a/vol-{name}"}} if in_tree else
+                        {"csi": {"driver": EBS, "volumeHandle": f"vol-{name}"}})}, "status": {"phase": "Bound"}}))
         meta["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
         spec["volumeName"] = f"pv-{name}"
     events.append(_obj("PersistentVolumeClaim", {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
@@ -94,7 +96,7 @@ def cases(draw: st.DrawFn) -> Case:
     case = Case(events, limits)
     pool = [f"shared-{index}" for index in range(draw(st.integers(0, 4)))]
     for claim in pool:
-        events.extend(_claim(claim, bound=True))
+        events.extend(_claim(claim, bound=True, in_tree=draw(st.booleans())))
     for index in range(draw(st.integers(0, 4))):
         name = f"run-{index}"
         claims = draw(st.lists(st.sampled_from(pool), max_size=3, unique=True)) if pool else []
@@ -114,7 +116,7 @@ def cases(draw: st.DrawFn) -> Case:
         for number in range(draw(st.integers(0, 2))):
             own = f"{name}-own{number}"
             bound = draw(st.booleans())
-            events.extend(_claim(own, bound=bound))
+            events.extend(_claim(own, bound=bound, in_tree=draw(st.booleans())))
             claims.append(own)
             unique.add(f"vol-{own}" if bound else f"claim-{own}")
         case.volumes_of[f"default/{name}"] = unique

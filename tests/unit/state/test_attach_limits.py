@@ -124,20 +124,60 @@ def test_an_unbound_claim_counts_by_its_class_provisioner_and_the_claim() -> Non
     assert driver_name == EBS and claim == "default/scratch" and "default/scratch" in unique
 
 
-def test_claims_without_class_of_an_unknown_class_or_bound_in_tree_are_not_counted() -> None:
+def in_tree_claim(state: ClusterState, name: str, source: dict[str, Any], labels: dict[str, str] | None = None) -> None:
+    """A claim bound to a PersistentVolume of an in-tree plugin (`source`: e.g. {"nfs": {...}})."""
+    obj(state, "PersistentVolume", {"apiVersion": "v1", "kind": "PersistentVolume",
+                                    "metadata": {"name": f"pv-{name}", "labels": labels or {}},
+                                    "spec": {"claimRef": {"namespace": "default", "name": name}, **source}})
+    obj(state, "PersistentVolumeClaim", {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                         "metadata": {"name": name, "namespace": "default",
+                                                      "annotations": BIND_COMPLETED},
+                                         "spec": {"storageClassName": "gp3", "volumeName": f"pv-{name}"}})
+
+
+def test_claims_without_class_of_an_unknown_class_or_bound_to_a_volume_of_no_driver_are_not_counted() -> None:
     state = one_node(2)
     obj(state, "PersistentVolumeClaim", {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                                          "metadata": {"name": "classless", "namespace": "default"},
                                          "spec": {"storageClassName": ""}})
     unbound_claim(state, "unknown", storage_class_name="nowhere")
-    obj(state, "PersistentVolume", {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "nfs"},
-                                    "spec": {"claimRef": {"namespace": "default", "name": "intree"}}})
-    obj(state, "PersistentVolumeClaim", {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                                         "metadata": {"name": "intree", "namespace": "default",
-                                                      "annotations": BIND_COMPLETED},
-                                         "spec": {"storageClassName": "gp3", "volumeName": "nfs"}})
-    pod(state, "trainer", "classless", "unknown", "intree", "missing")
+    in_tree_claim(state, "shared-fs", {"nfs": {"server": "nfs.example.com", "path": "/exports"}})
+    in_tree_claim(state, "bad-ebs", {"awsElasticBlockStore": {"volumeID": "aws://us-east-1a/not-a-volume"}})
+    pod(state, "trainer", "classless", "unknown", "shared-fs", "bad-ebs", "missing")
     assert csi_volumes(state.volumes, held(state, "default/trainer")) == {}
+
+
+def test_in_tree_volumes_migrated_to_csi_count_against_their_driver_by_the_translated_handle() -> None:
+    state = one_node(2)
+    in_tree_claim(state, "ebs", {"awsElasticBlockStore": {"volumeID": "aws://us-east-1a/vol-0abc"}})
+    in_tree_claim(state, "pd", {"gcePersistentDisk": {"pdName": "data-disk"}},
+                  {"topology.kubernetes.io/zone": "us-central1-a"})
+    in_tree_claim(state, "regional", {"gcePersistentDisk": {"pdName": "shared-disk"}},
+                  {"topology.kubernetes.io/zone": "us-central1-a__us-central1-b"})
+    in_tree_claim(state, "azure", {"azureDisk": {"diskName": "d1", "diskURI": "/subscriptions/s/disks/d1"}})
+    in_tree_claim(state, "cinder", {"cinder": {"volumeID": "6f5e"}})
+    storage_class(state, "gp2", provisioner="kubernetes.io/aws-ebs")  # EKS's default class to this day
+    unbound_claim(state, "scratch", storage_class_name="gp2")
+    pod(state, "trainer", "ebs", "pd", "regional", "azure", "cinder", "scratch")
+    found = csi_volumes(state.volumes, held(state, "default/trainer"))
+    assert {unique: driver_name for unique, (driver_name, _) in found.items() if "<claim" not in unique} == {
+        f"{EBS}/vol-0abc": EBS,
+        "pd.csi.storage.gke.io/projects/UNSPECIFIED/zones/us-central1-a/disks/data-disk": "pd.csi.storage.gke.io",
+        "pd.csi.storage.gke.io/projects/UNSPECIFIED/regions/us-central1/disks/shared-disk": "pd.csi.storage.gke.io",
+        "disk.csi.azure.com//subscriptions/s/disks/d1": "disk.csi.azure.com",
+        "cinder.csi.openstack.org/6f5e": "cinder.csi.openstack.org",
+    }
+    assert found[f"{EBS}/<claim default/scratch>"] == (EBS, "default/scratch")
+
+
+def test_an_in_tree_ebs_volume_and_its_csi_twin_count_once_on_a_node() -> None:
+    state = one_node(1)
+    in_tree_claim(state, "old", {"awsElasticBlockStore": {"volumeID": "vol-0abc"}})
+    bound_claim(state, "new", "vol-0abc")  # the same EBS volume through a CSI PersistentVolume
+    pod(state, "old-user", "old", node_name="n1", scheduler="default-scheduler")
+    pod(state, "new-user", "new")
+    assert state.attach_room("n1")[0] == {EBS: 0}
+    assert isinstance(plan_pod(state, "default/new-user"), GangPlan)
 
 
 def test_a_volume_used_by_two_pods_on_a_node_counts_once() -> None:
