@@ -15,6 +15,7 @@ from placement.fit import Capacity, shape_in
 from placement.gang import plan_gang
 from placement.lone import plan_pod
 from placement.plan import GangPlan, Unschedulable
+from placement.recheck import Adopted, broken_plans
 from state.cluster import ClusterState
 from state.volumes import MAX_VOLUME_COUNT, csi_volumes
 
@@ -339,3 +340,40 @@ def test_a_node_past_its_limit_still_takes_a_pod_that_brings_no_new_volume() -> 
     pod(state, "reader", "shared")
     assert state.attach_room("n1")[0] == {EBS: -1}
     assert isinstance(plan_pod(state, "default/reader"), GangPlan)
+
+
+# --------------------------------------------------------------------------- plans adopted after a restart
+
+
+def test_an_adopted_plan_whose_node_was_filled_to_its_limit_while_down_is_broken() -> None:
+    state = one_node(1)
+    bound_claim(state, "mine", "vol-1")
+    bound_claim(state, "theirs", "vol-2")
+    pod(state, "trainer", "mine")
+    state.apply(PodAssumed(pod="default/trainer", uid="uid-trainer", node="n1"))
+    adopted = [Adopted(key="default/trainer", gangs=(), pods=("default/trainer",))]
+    assert broken_plans(state, adopted) == {}
+    pod(state, "squatter", "theirs", node_name="n1", scheduler="default-scheduler")  # while we were down
+    assert broken_plans(state, adopted) == {"default/trainer": (
+        f"pod default/trainer: node n1 has no room for it any more: {MAX_VOLUME_COUNT} ({EBS}: 1 new, 0 left)")}
+
+
+def test_adopted_plans_sharing_a_volume_attached_on_their_node_hold() -> None:
+    state = one_node(1)
+    bound_claim(state, "shared", "vol-1")
+    pod(state, "running", "shared", node_name="n1", scheduler="default-scheduler")
+    for name in ("a", "b"):
+        pod(state, name, "shared")
+        state.apply(PodAssumed(pod=f"default/{name}", uid=f"uid-{name}", node="n1"))
+    adopted = [Adopted(key=f"default/{name}", gangs=(), pods=(f"default/{name}",)) for name in ("a", "b")]
+    assert broken_plans(state, adopted) == {}
+
+
+def test_of_two_adopted_plans_the_first_keeps_the_nodes_last_volume() -> None:
+    state = one_node(1)
+    for name in ("first", "second"):
+        bound_claim(state, name, f"vol-{name}")
+        pod(state, name, name)
+        state.apply(PodAssumed(pod=f"default/{name}", uid=f"uid-{name}", node="n1"))
+    adopted = [Adopted(key=f"default/{name}", gangs=(), pods=(f"default/{name}",)) for name in ("first", "second")]
+    assert list(broken_plans(state, adopted)) == ["default/second"]
