@@ -42,6 +42,7 @@ from state.volumes import (
     ZONE_CONFLICT,
     AttachNeed,
     VolumeReach,
+    csi_volumes,
     zone_conflict,
 )
 
@@ -274,6 +275,28 @@ class Capacity:
                     load[name] = load.get(name, 0) + amount
         return load
 
+    def attach_room(self, node: NodeInfo, priority: int) -> tuple[Mapping[str, int], AbstractSet[str]]:
+        """The node's CSI attach room and attached volumes (`ClusterState.attach_room`) as a pod of `priority`
+        sees them: the pods treated as gone left out, and the volumes of the nominations of priority >= it held
+        by others counted in, as kube-scheduler filters with the nominated pods added."""
+        room, attached = self.state.attach_room(node.name, self.ignore)
+        if not node.nominated:
+            return room, attached
+        held = [pod for pod in node.nominated.values()
+                if pod.obj.spec.volumes and pod.priority >= priority and not pod.counted_on
+                and pod.key not in self.ignore and (not pod.gang or pod.gang not in self.excluded_gangs)
+                and pod.key not in self.own]
+        if not held:
+            return room, attached
+        room, attached = dict(room), set(attached)
+        for pod in held:
+            for unique, (driver, _) in csi_volumes(self.state.volumes, pod.obj).items():
+                if unique not in attached:
+                    attached.add(unique)
+                    if driver in room:
+                        room[driver] -= 1
+        return room, attached
+
     def free(self, node: NodeInfo, priority: int) -> Resources:
         """The node's free resources as a pod of `priority` sees them."""
         free = dict(node.allocatable)
@@ -287,7 +310,7 @@ class Capacity:
             for name, amount in freed.items():
                 free[name] = free.get(name, 0) + amount
         if node.name in self.state.volumes.attach_limits:
-            room, attached = self.state.attach_room(node.name, self.ignore)
+            room, attached = self.attach_room(node, priority)
             for driver, left in room.items():
                 free[ATTACH_PREFIX + driver] = left
             for unique in attached:
@@ -312,7 +335,7 @@ class Capacity:
             if count < best:
                 best = count
         if shape.attach:
-            room, attached = self.state.attach_room(node.name, self.ignore)
+            room, attached = self.attach_room(node, shape.priority)
             count = attach_fit(shape.attach, room.get, attached.__contains__)[0]
             if count < best:
                 best = count
@@ -336,7 +359,7 @@ class Capacity:
             if have < amount:
                 return name
         if shape.attach:
-            room, attached = self.state.attach_room(node.name, self.ignore)
+            room, attached = self.attach_room(node, shape.priority)
             short = attach_fit(shape.attach, room.get, attached.__contains__)[1]
             if short:
                 return short

@@ -48,7 +48,8 @@ or a driver without a count: no limit). A pod's volumes are counted by `<driver>
 claim naming a PersistentVolume with `spec.csi`, and by its StorageClass's provisioner and the claim for a
 claim naming no volume yet (or one not found) (`csi_volumes`), once per node however many pods there use
 them; every pod bound or assumed on the node counts, whoever scheduled it, until it finishes
-(`ClusterState.attach_room`). A pod may go to a node only while the new volumes it brings there fit the
+(`ClusterState.attach_room`), and so do the volumes of the nominations there of priority >= the pod's
+(placement/fit.py `Capacity.attach_room`). A pod may go to a node only while the new volumes it brings there fit the
 room left (`attach_needs`, placement/fit.py `attach_fit`), else: "node(s) exceed max volume count".
 PersistentVolumes of the in-tree plugins migrated to CSI (awsElasticBlockStore, gcePersistentDisk, azureDisk,
 cinder) and claims of classes naming their in-tree provisioners count against the CSI driver, by the handle

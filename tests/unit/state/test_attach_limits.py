@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from events.ingest import KIND_BY_NAME, delete_event, upsert_event
-from events.model import PodAssumed
+from events.model import PodAssumed, PodNominated
 from events.objects import ObjectMeta, Pod
 from placement.fit import Capacity, shape_in
 from placement.gang import plan_gang
@@ -75,7 +75,7 @@ def unbound_claim(state: ClusterState, name: str, storage_class_name: str = "gp3
 
 
 def pod(state: ClusterState, name: str, *claims: str, node_name: str = "", scheduler: str = "toposched",
-        gang: str = "", phase: str = "") -> None:
+        gang: str = "", phase: str = "", priority: int | None = None) -> None:
     labels = {"pod-group.scheduling.sigs.k8s.io": gang} if gang else {}
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
@@ -84,6 +84,8 @@ def pod(state: ClusterState, name: str, *claims: str, node_name: str = "", sched
         "containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]}
     if node_name:
         spec["nodeName"] = node_name
+    if priority is not None:
+        spec["priority"] = priority
     obj(state, "Pod", {"apiVersion": "v1", "kind": "Pod",
                        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "labels": labels},
                        "spec": spec, "status": {"phase": phase} if phase else {}})
@@ -255,6 +257,21 @@ def test_an_assumed_pod_counts_on_its_node() -> None:
     pod(state, "second", "second")
     state.apply(PodAssumed(pod="default/first", uid="uid-first", node="n1"))
     assert isinstance(plan_pod(state, "default/second"), Unschedulable)
+
+
+def test_a_nomination_of_higher_priority_holds_its_volumes_on_the_node() -> None:
+    # kube-scheduler filters a pod with the nominated pods of priority >= its own added to the node.
+    state = one_node(1)
+    for name in ("preemptor", "low", "high"):
+        bound_claim(state, name, f"vol-{name}")
+    pod(state, "preemptor", "preemptor", priority=100)
+    pod(state, "low", "low")
+    pod(state, "high", "high", priority=200)
+    state.apply(PodNominated(pod="default/preemptor", uid="uid-preemptor", node="n1", priority=100))
+    refused = plan_pod(state, "default/low")
+    assert isinstance(refused, Unschedulable) and MAX_VOLUME_COUNT in refused.reason
+    assert isinstance(plan_pod(state, "default/high"), GangPlan)
+    assert isinstance(plan_pod(state, "default/preemptor"), GangPlan)  # its own nomination never blocks it
 
 
 def test_a_gang_on_one_node_counts_its_volumes_together() -> None:
