@@ -29,6 +29,11 @@ Then local volumes made in advance (a WaitForFirstConsumer class without provisi
 on each of the 5,000 nodes, pinned to it:
 - a lone pod whose claim must get one, planned after a volume changed (as each pre-binding changes one),
 - a 512-pod gang of 1-GPU pods, each with such a claim (one pod per node: one volume each).
+Then CSI attach limits: a CSINode on each of the 5,000 nodes limiting EBS volumes to 25, a third of the nodes
+running pods of another scheduler with 1, 4 or 25 EBS volumes each (those with 25 are at their limit):
+- a lone pod with a gp3 claim not provisioned yet (planned after a pod changed, as in the loop),
+- a 512-pod gang of 1-GPU pods, each with such a claim,
+- a 3,000-pod gang without volumes on that cluster (what CSINodes cost a pod that has none).
 Targets (issue 7): 3,000-pod gang < 250 ms p50; 4-pod gang < 6 ms p50, on 2 cores.
 """
 
@@ -242,6 +247,62 @@ def build_local() -> tuple[ClusterState, list[str]]:
     return state, names
 
 
+EBS = "ebs.csi.aws.com"
+GP3_CLASS = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "gp3"},
+             "provisioner": EBS, "volumeBindingMode": "WaitForFirstConsumer"}
+
+
+def _ebs_claim(state: ClusterState, name: str, *, volume: str = "") -> None:
+    """A gp3 claim: bound to the EBS volume `volume` (made here), or not yet provisioned."""
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": f"uid-{name}"}
+    spec: dict[str, Any] = {"storageClassName": "gp3", "accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": "100Gi"}}}
+    if volume:
+        state.apply(upsert_event(KIND_BY_NAME["PersistentVolume"], {
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
+            "spec": {"storageClassName": "gp3", "capacity": {"storage": "100Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "claimRef": {"namespace": "default", "name": name},
+                     "csi": {"driver": EBS, "volumeHandle": f"vol-{volume}"}}, "status": {"phase": "Bound"}}))
+        meta["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+        spec["volumeName"] = volume
+    state.apply(upsert_event(KIND_BY_NAME["PersistentVolumeClaim"], {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}))
+
+
+def build_attach(seed: int = 11) -> ClusterState:
+    """The fabric with a CSINode on every node limiting EBS volumes to 25, a third of the nodes running pods of
+    another scheduler with 1 to 25 EBS volumes each (the module docstring)."""
+    rng = random.Random(seed)
+    state = ClusterState()
+    names = add_fabric(state)
+    state.apply(upsert_event(KIND_BY_NAME["StorageClass"], GP3_CLASS))
+    for index, name in enumerate(names):
+        state.apply(upsert_event(KIND_BY_NAME["CSINode"], {
+            "apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": name},
+            "spec": {"drivers": [{"name": EBS, "nodeID": f"i-{index}", "allocatable": {"count": 25}},
+                                 {"name": "efs.csi.aws.com", "nodeID": f"i-{index}"}]}}))
+        if rng.random() < 1 / 3:
+            claims = [f"busy-{index}-{number}" for number in range(rng.choice((1, 4, 25)))]
+            for claim in claims:
+                _ebs_claim(state, claim, volume=f"pv-{claim}")
+            busy = pod(f"busy-{index}", namespace="default", gpus=rng.choice((2, 4, 8)), scheduler="x")
+            volumes = [Volume(name=f"v{number}", persistent_volume_claim=PersistentVolumeClaimVolumeSource(
+                claim_name=claim)) for number, claim in enumerate(claims)]
+            state.apply(PodUpserted(pod=bound(msgspec.structs.replace(
+                busy, spec=msgspec.structs.replace(busy.spec, volumes=volumes)), name)))
+    _ebs_claim(state, "data-ebs-lone")
+    state.apply(PodUpserted(pod=_with_local_claim(pod("ebs-lone", gpus=1), "data-ebs-lone")))
+    state.apply(PodGroupUpserted(pod_group=pod_group("ebs-gang", min_member=512)))
+    for i in range(512):
+        _ebs_claim(state, f"data-ebs-gang-{i}")
+        state.apply(PodUpserted(pod=_with_local_claim(pod(f"ebs-gang-{i}", gpus=1, gang="ebs-gang"),
+                                                      f"data-ebs-gang-{i}")))
+    state.apply(PodGroupUpserted(pod_group=pod_group("no-volumes", min_member=3000)))
+    for i in range(3000):
+        state.apply(PodUpserted(pod=pod(f"no-volumes-{i}", gang="no-volumes")))
+    return state
+
+
 def measure(label: str, runs: int, call: Callable[[], object]) -> float:
     result = call()
     times: list[float] = []
@@ -321,6 +382,22 @@ def main() -> None:
 
     measure("lone pod, a local volume of 5,000", args.runs, local_lone)
     measure("512-pod gang, a local volume each", max(args.runs // 3, 5), lambda: plan_gang(state, "default/local-gang"))
+    started = time.perf_counter()
+    state = build_attach()
+    print(f"cluster with CSI attach limits: {len(state.volumes.csi_nodes)} CSINodes, {len(state.volumes.volumes)} "
+          f"EBS volumes, built in {time.perf_counter() - started:.1f} s")
+    # Each run after a pod changed, as in the loop: the nodes' attach rooms are counted afresh where read.
+    churn_attach = [PodUpserted(pod=bound(pod("churn", gpus=0, labels={"turn": str(turn)}, scheduler="other"),
+                                          names[0])) for turn in range(2)]
+
+    def attach_lone() -> object:
+        state.apply(churn_attach[next(turns) % 2])
+        return plan_pod(state, "default/ebs-lone")
+
+    measure("lone pod, an EBS volume, 25 per node", args.runs, attach_lone)
+    measure("512-pod gang, an EBS volume each", max(args.runs // 3, 5), lambda: plan_gang(state, "default/ebs-gang"))
+    measure("3,000-pod gang without volumes, CSINodes", max(args.runs // 3, 5),
+            lambda: plan_gang(state, "default/no-volumes"))
     targets.line(f"plan a 3,000-pod gang, {len(state.nodes):,} nodes", f"{big:.1f} ms p50", "< 250 ms", big < 250)
     targets.line("plan a 4-pod MustGather gang", f"{small:.2f} ms p50", "< 6 ms", small < 6)
 

@@ -83,7 +83,8 @@ by item on the server.
 Served: namespaces, nodes, pods (+ status, binding, eviction, resize: in-place resize of containers' cpu and
 memory as 1.34 validates it, devcluster/resize.py; the fake kubelet allocates and actuates it), events
 (core v1; events.k8s.io/v1 is a view of the same objects), persistentvolumeclaims and persistentvolumes
-(+ status), storage.k8s.io/v1 storageclasses (see Volumes below), coordination.k8s.io/v1 leases,
+(+ status), storage.k8s.io/v1 storageclasses (see Volumes below) and csinodes (validated as kube-apiserver
+does; nothing writes them but a client: devcluster's kubelet registers no CSI driver), coordination.k8s.io/v1 leases,
 scheduling.k8s.io/v1 priorityclasses, the Workload API as a cluster with the GenericWorkload gate serves it
 (scheduling.k8s.io/v1alpha1 Workload of 1.35, scheduling.k8s.io/v1alpha2 PodGroup of 1.36, validated as
 kube-apiserver does; pods' spec.workloadRef and spec.schedulingGroup), scheduling.sigs.k8s.io/v1alpha1,

@@ -6,7 +6,7 @@ and the documents are generic over this table; adding a kind means adding a row 
 `schemas.py`), never a branch in the request path.
 
 Two sorts of rows. The kinds toposched works with (pods, nodes, leases, the topology and gang custom
-resources, the storage kinds PersistentVolumeClaim, PersistentVolume and storage.k8s.io/v1 StorageClass,
+resources, the storage kinds PersistentVolumeClaim, PersistentVolume, storage.k8s.io/v1 StorageClass and CSINode,
 policy/v1 PodDisruptionBudget, ...) have behaviour elsewhere (binding, eviction, grace periods, the fake
 kubelet, the volume controllers of `volumes.py` and `ephemeral.py`, the storage admission and validation
 of `storage.py`, the budgets' status written by the disruption controller of `disruption_controller.py`
@@ -84,6 +84,8 @@ RESOURCES: tuple[ResourceDef, ...] = (
     ResourceDef("events.k8s.io", "v1", "Event", "events", "event", True, (), ("ev",), stored_as="events"),
     ResourceDef("coordination.k8s.io", "v1", "Lease", "leases", "lease", True),
     ResourceDef("storage.k8s.io", "v1", "StorageClass", "storageclasses", "storageclass", False, (), ("sc",)),
+    # Written by each node's kubelet as CSI drivers register there; kube-scheduler's NodeVolumeLimits reads it.
+    ResourceDef("storage.k8s.io", "v1", "CSINode", "csinodes", "csinode", False),
     ResourceDef("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", False, (), ("pc",)),
     # Kubernetes' own gang API, served as a cluster with the GenericWorkload feature gate serves it: the 1.35
     # Workload (pods join through spec.workloadRef) and the 1.36 runtime PodGroup (spec.schedulingGroup).

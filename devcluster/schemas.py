@@ -520,6 +520,12 @@ KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
         "mountOptions": _strings(), "allowVolumeExpansion": _boolean(), "volumeBindingMode": _string(),
         "allowedTopologies": _array(_TOPOLOGY_SELECTOR_TERM),
     }, ("provisioner",))),
+    ("storage.k8s.io/v1", "CSINode"): ("io.k8s.api.storage.v1.CSINode", _top({
+        "spec": _object({"drivers": _array(_object({
+            "name": _string(), "nodeID": _string(), "topologyKeys": _strings(),
+            "allocatable": _object({"count": _integer()}),
+        }, ("name", "nodeID")), "name")}, ("drivers",)),
+    }, ("spec",))),
     ("apps/v1", "DaemonSet"): ("io.k8s.api.apps.v1.DaemonSet", _top({
         "spec": _object({
             "selector": LABEL_SELECTOR, "template": _POD_TEMPLATE, "updateStrategy": _free(),

@@ -325,6 +325,8 @@ COLUMNS: dict[str, list[Column]] = {
         ("AllowVolumeExpansion", "string", 0, lambda obj, _: str(bool(obj.get("allowVolumeExpansion"))).lower()),
         _AGE,
     ],
+    "CSINode": [_NAME, ("Drivers", "integer", 0, lambda obj, _: len((obj.get("spec") or {}).get("drivers") or [])),
+                _AGE],
     "ConfigMap": [_NAME, ("Data", "integer", 0, _count("data", "binaryData")), _AGE],
     "Secret": [_NAME, ("Type", "string", 0, _path("type", default="Opaque")),
                ("Data", "integer", 0, _count("data")), _AGE],

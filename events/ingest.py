@@ -24,6 +24,8 @@ from events.model import (
     CapacityElasticQuotaUpserted,
     ClaimDeleted,
     ClaimUpserted,
+    CSINodeDeleted,
+    CSINodeUpserted,
     ElasticQuotaDeleted,
     ElasticQuotaUpserted,
     Event,
@@ -82,6 +84,7 @@ from events.objects import (
     WORKLOAD_API,
     CapacityElasticQuota,
     ClusterNetworkTopology,
+    CSINode,
     ElasticQuota,
     HyperNode,
     KaiPodGroup,
@@ -106,7 +109,7 @@ from events.objects import (
 
 KubeObject = (Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
               | KueueTopology | KaiTopology | KaiPodGroup | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue
-              | KaiQueue | PersistentVolumeClaim | PersistentVolume | StorageClass | PodDisruptionBudget)
+              | KaiQueue | PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode | PodDisruptionBudget)
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,9 @@ KINDS: tuple[KindInfo, ...] = (
              lambda o: StorageClassUpserted(storage_class=o), lambda k, u: StorageClassDeleted(name=k)),
     KindInfo("PersistentVolume", "v1", "PersistentVolume", "persistentvolumes", False, PersistentVolume,
              lambda o: VolumeUpserted(volume=o), lambda k, u: VolumeDeleted(name=k)),
+    # Named as their nodes; read before the nodes so a relist knows each node's attach limits at once.
+    KindInfo("CSINode", "storage.k8s.io/v1", "CSINode", "csinodes", False, CSINode,
+             lambda o: CSINodeUpserted(csi_node=o), lambda k, u: CSINodeDeleted(name=k)),
     KindInfo("PersistentVolumeClaim", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True,
              PersistentVolumeClaim, lambda o: ClaimUpserted(claim=o), lambda k, u: ClaimDeleted(key=k)),
     KindInfo("PodDisruptionBudget", "policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", True,

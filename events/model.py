@@ -20,6 +20,7 @@ import msgspec
 from events.objects import (
     CapacityElasticQuota,
     ClusterNetworkTopology,
+    CSINode,
     ElasticQuota,
     HyperNode,
     KaiPodGroup,
@@ -228,6 +229,16 @@ class StorageClassDeleted(EventBase, tag="sc-", frozen=True):
     name: str
 
 
+class CSINodeUpserted(EventBase, tag="csinode", frozen=True):
+    """A storage.k8s.io/v1 CSINode: how many volumes of each CSI driver its node may use (state/volumes.py)."""
+
+    csi_node: CSINode
+
+
+class CSINodeDeleted(EventBase, tag="csinode-", frozen=True):
+    name: str
+
+
 class BudgetUpserted(EventBase, tag="pdb", frozen=True):
     """A policy/v1 PodDisruptionBudget: read by preemption only (preemption/budgets.py)."""
 
@@ -241,9 +252,9 @@ class BudgetDeleted(EventBase, tag="pdb-", frozen=True):
 # Event types of one kind of object, for the exhaustive dispatch tables (events.dispatch): a table that
 # handles every type of a group alike names the group, so a new kind joins its group once, here.
 BUDGET_EVENTS = (BudgetUpserted, BudgetDeleted)
-# The updates of the objects a pod's claims are made of (state/volumes.py).
+# The objects a pod's volumes depend on (state/volumes.py): claims, volumes, classes, CSINodes' attach limits.
 VOLUME_EVENTS = (ClaimUpserted, ClaimDeleted, VolumeUpserted, VolumeDeleted, StorageClassUpserted,
-                 StorageClassDeleted)
+                 StorageClassDeleted, CSINodeUpserted, CSINodeDeleted)
 # Every dialect's PodGroup (the Workload API's Workload apart: it defines several gangs).
 POD_GROUP_EVENTS = (PodGroupUpserted, PodGroupDeleted, VolcanoPodGroupUpserted, VolcanoPodGroupDeleted,
                     SchedulerPluginsPodGroupUpserted, SchedulerPluginsPodGroupDeleted, KubePodGroupUpserted,
@@ -406,6 +417,8 @@ Event: TypeAlias = (
     | VolumeDeleted
     | StorageClassUpserted
     | StorageClassDeleted
+    | CSINodeUpserted
+    | CSINodeDeleted
     | BudgetUpserted
     | BudgetDeleted
     | ObjectUndecodable

@@ -364,8 +364,39 @@ class ClaimReference(_K8s, frozen=True):
     uid: str = ""
 
 
+class CSIPersistentVolumeSource(_K8s, frozen=True):
+    """A PersistentVolume's spec.csi: the driver and its id of the volume (what kube-scheduler's
+    NodeVolumeLimits counts a volume by, `<driver>/<volumeHandle>`)."""
+
+    driver: str = ""
+    volume_handle: str = ""
+
+
+class AWSElasticBlockStoreVolumeSource(_K8s, frozen=True):
+    volume_id: str = msgspec.field(default="", name="volumeID")
+
+
+class GCEPersistentDiskVolumeSource(_K8s, frozen=True):
+    pd_name: str = ""
+
+
+class AzureDiskVolumeSource(_K8s, frozen=True):
+    disk_uri: str = msgspec.field(default="", name="diskURI")
+
+
+class CinderVolumeSource(_K8s, frozen=True):
+    volume_id: str = msgspec.field(default="", name="volumeID")
+
+
 class PersistentVolumeSpec(_K8s, frozen=True):
     storage_class_name: str = ""
+    csi: CSIPersistentVolumeSource | None = None
+    # In-tree sources whose plugins migrated to CSI drivers: kube-scheduler counts them against those
+    # drivers' attach limits (csi-translation-lib), and so does state/volumes.py.
+    aws_elastic_block_store: AWSElasticBlockStoreVolumeSource | None = None
+    gce_persistent_disk: GCEPersistentDiskVolumeSource | None = None
+    azure_disk: AzureDiskVolumeSource | None = None
+    cinder: CinderVolumeSource | None = None
     node_affinity: VolumeNodeAffinity | None = None
     claim_ref: ClaimReference | None = None
     capacity: dict[str, str] = {}
@@ -402,6 +433,31 @@ class StorageClass(_K8s, frozen=True):
     provisioner: str = ""
     volume_binding_mode: str = ""  # "" is Immediate, the API server's default
     allowed_topologies: list[TopologySelectorTerm] = []
+
+
+class VolumeNodeResources(_K8s, frozen=True):
+    count: Int64 | None = None  # int32 >= 0 on a real API server; None: the driver sets no limit
+
+
+class CSINodeDriver(_K8s, frozen=True):
+    name: str = ""
+    node_id: str = msgspec.field(default="", name="nodeID")
+    allocatable: VolumeNodeResources | None = None
+
+
+class CSINodeSpec(_K8s, frozen=True):
+    drivers: list[CSINodeDriver] = []
+
+
+class CSINode(_K8s, frozen=True):
+    """A storage.k8s.io/v1 CSINode: named as its node, the kubelet's record of the CSI drivers registered
+    there and how many volumes of each may be used there at once (`allocatable.count`), which
+    kube-scheduler's NodeVolumeLimits enforces (state/volumes.py)."""
+
+    api_version: str = "storage.k8s.io/v1"
+    kind: str = "CSINode"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: CSINodeSpec = CSINodeSpec()
 
 
 # --------------------------------------------------------------------------- priority classes
@@ -978,7 +1034,7 @@ _Object = TypeVar(
     "_Object",
     bound=Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
     | KueueTopology | KaiTopology | KaiPodGroup | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue
-    | KaiQueue | PersistentVolumeClaim | PersistentVolume | StorageClass | PodDisruptionBudget,
+    | KaiQueue | PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode | PodDisruptionBudget,
 )
 
 

@@ -32,7 +32,11 @@ What kube-apiserver does to these kinds before it stores them, as far as a clien
   `nodeAffinity` may be set when it had none but never changed once set (field path `nodeAffinity`,
   as the real server writes it); a class needs a provisioner, a supported reclaim policy and binding mode,
   and its `provisioner`, `parameters` and `reclaimPolicy` are Forbidden to change, its
-  `volumeBindingMode` immutable.
+  `volumeBindingMode` immutable; a CSINode (ValidateCSINode) is named as a node (a DNS subdomain), each of
+  its `spec.drivers[]` has a `name` (a DNS subdomain, unique in the list: `Duplicate value`), a `nodeID` of
+  at most 192 characters, an `allocatable.count` >= 0 (an int32: more does not decode), `topologyKeys` that
+  are unique qualified names; on update a driver entry of the same name may change only its `allocatable`
+  (MutableCSINodeAllocatableCount, on by default since 1.34).
 
 The real server appends a diff of the two specs to the "spec is immutable" message; devcluster does
 not. Pure: no I/O, nothing stored; the caller passes the classes in.
@@ -45,14 +49,24 @@ from typing import Any
 
 from manifests.defaulting import UndecodableQuantity, canonical_quantities
 from manifests.quantity import QuantityError, value_of
-from manifests.validation import Cause, dns_subdomain_problems, forbidden, immutable, invalid, not_supported, required
+from manifests.validation import (
+    Cause,
+    dns_subdomain_problems,
+    forbidden,
+    immutable,
+    invalid,
+    not_supported,
+    qualified_name_problems,
+    required,
+)
 
 Obj = dict[str, Any]
 
 CLAIM = ("v1", "PersistentVolumeClaim")
 VOLUME = ("v1", "PersistentVolume")
 CLASS = ("storage.k8s.io/v1", "StorageClass")
-KINDS = frozenset({CLAIM, VOLUME, CLASS})
+CSI_NODE = ("storage.k8s.io/v1", "CSINode")
+KINDS = frozenset({CLAIM, VOLUME, CLASS, CSI_NODE})
 
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 BETA_DEFAULT_CLASS_ANNOTATION = "storageclass.beta.kubernetes.io/is-default-class"
@@ -322,6 +336,65 @@ def _storage_class(storage_class: Obj, old: Obj | None) -> list[Cause]:
     return causes
 
 
+CSI_NODE_ID_MAX_LENGTH = 192  # csiNodeIDLongerMaxLength (128 without AllowLongNodeID)
+INT32_MAX = 2**31 - 1
+
+
+def _csi_node(csi_node: Obj, old: Obj | None) -> list[Cause]:
+    causes: list[Cause] = []
+    name = str(_dict(csi_node.get("metadata")).get("name") or "")
+    causes += [invalid("metadata.name", name, message) for message in dns_subdomain_problems(name)] if name else \
+        [required("metadata.name", "name or generateName is required")]
+    drivers = _dict(csi_node.get("spec")).get("drivers")
+    if drivers is None:
+        drivers = []
+    if not isinstance(drivers, list):
+        return [*causes, invalid("spec.drivers", drivers, "must be a list")]
+    seen: set[str] = set()
+    for index, driver in enumerate(drivers):
+        at = f"spec.drivers[{index}]"
+        entry = _dict(driver)
+        driver_name = str(entry.get("name") or "")
+        if not driver_name:
+            causes.append(required(f"{at}.name"))
+        else:
+            causes += [invalid(f"{at}.name", driver_name, message) for message in dns_subdomain_problems(driver_name)]
+        node_id = str(entry.get("nodeID") or "")
+        if not node_id:
+            causes.append(required(f"{at}.nodeID"))
+        elif len(node_id) > CSI_NODE_ID_MAX_LENGTH:
+            causes.append(invalid(f"{at}.nodeID", node_id, f"must be {CSI_NODE_ID_MAX_LENGTH} characters or less"))
+        count = _dict(entry.get("allocatable")).get("count")
+        if count is not None:
+            if not isinstance(count, int) or isinstance(count, bool) or count > INT32_MAX:
+                causes.append(invalid(f"{at}.allocatable.count", count, "must be an int32"))
+            elif count < 0:
+                causes.append(invalid(f"{at}.allocatable.count", count, "must be greater than or equal to 0"))
+        if driver_name in seen:
+            causes.append(("FieldValueDuplicate", f"{at}.name", f'Duplicate value: "{driver_name}"'))
+        seen.add(driver_name)
+        keys: set[str] = set()
+        for key in entry.get("topologyKeys") or []:
+            key = str(key)
+            if not key:
+                causes.append(required(at))
+            elif key in keys:
+                causes.append(("FieldValueDuplicate", at, f'Duplicate value: "{key}"'))
+            else:
+                causes += [invalid(at, key, message) for message in qualified_name_problems(key)]
+            keys.add(key)
+    if old is None:
+        return causes
+    before = {str(_dict(d).get("name")): _dict(d) for d in _dict(old.get("spec")).get("drivers") or []}
+    for driver in drivers:
+        entry = _dict(driver)
+        previous = before.get(str(entry.get("name")))
+        if previous is not None and {k: v for k, v in entry.items() if k != "allocatable"} != \
+                {k: v for k, v in previous.items() if k != "allocatable"}:
+            causes.append(immutable("spec.drivers", entry))
+    return causes
+
+
 def problems(api_version: str, kind: str, obj: Obj, old: Obj | None = None) -> list[Cause]:
     """Why kube-apiserver would refuse this write of a storage kind (422 causes); `old` on update."""
     key = (api_version, kind)
@@ -331,4 +404,6 @@ def problems(api_version: str, kind: str, obj: Obj, old: Obj | None = None) -> l
         return _volume(obj, old)
     if key == CLASS:
         return _storage_class(obj, old)
+    if key == CSI_NODE:
+        return _csi_node(obj, old)
     return []

@@ -19,7 +19,7 @@ Pure: no I/O, no clock; never mutates the state it reads.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 
 import msgspec
@@ -35,7 +35,16 @@ from placement.pod_affinity import PodRule
 from state.cluster import ClusterState, NodeInfo, PodInfo
 from state.node_selectors import term_matches
 from state.resources import HOST_PORT_PREFIX, MILLI, STATIC_VOLUME_PROTOCOL, Resources
-from state.volumes import HOSTNAME_LABEL, ZONE_CONFLICT, VolumeReach, zone_conflict
+from state.volumes import (
+    ATTACH_PREFIX,
+    ATTACHED_PREFIX,
+    HOSTNAME_LABEL,
+    ZONE_CONFLICT,
+    AttachNeed,
+    VolumeReach,
+    csi_volumes,
+    zone_conflict,
+)
 
 NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"
@@ -62,6 +71,10 @@ class Shape(msgspec.Struct, frozen=True):
     # What the pods placed now ask of its nodes through required inter-pod (anti-)affinity
     # (`placement/pod_affinity.py`): derived from the state, so kept apart from the pod's own parts.
     pod_rules: tuple[PodRule, ...] = ()
+    # What its CSI volumes ask of the nodes' attach limits (NodeVolumeLimits, state/volumes.py), kept out of
+    # `requests`: a volume counts once per node however many pods use it there, and a node without a limit
+    # for a driver takes any number.
+    attach: tuple[AttachNeed, ...] = ()
 
     @property
     def unconstrained(self) -> bool:
@@ -75,8 +88,8 @@ _shape_encoder = msgspec.msgpack.Encoder(order="deterministic")
 STATIC_VOLUME_TOKEN = f"{HOST_PORT_PREFIX}{STATIC_VOLUME_PROTOCOL}/"
 
 
-def shape_of(pod: PodInfo, volumes: tuple[VolumeReach, ...] = ()) -> Shape:
-    """The pod's shape; `volumes`: what its claims ask now (`ClusterState.volume_needs(pod).reach`)."""
+def shape_of(pod: PodInfo, volumes: tuple[VolumeReach, ...] = (), attach: tuple[AttachNeed, ...] = ()) -> Shape:
+    """The pod's shape; `volumes` and `attach`: what its claims ask now (`ClusterState.volume_needs(pod)`)."""
     spec = pod.obj.spec
     requests = tuple(sorted((name, amount) for name, amount in pod.requests.items()
                             if amount > 0 and not name.startswith(HOST_PORT_PREFIX)))
@@ -97,14 +110,15 @@ def shape_of(pod: PodInfo, volumes: tuple[VolumeReach, ...] = ()) -> Shape:
         ports = tuple(sorted({*ports, STATIC_VOLUME_TOKEN}))
     # The volumes join the key only when there are some, so the shapes of pods without claims keep their keys.
     parts: tuple[object, ...] = (requests, pod.priority, selector, tolerations, terms,
-                                 *((volumes_key(volumes),) if volumes else ()), *((ports,) if ports else ()))
+                                 *((volumes_key(volumes),) if volumes else ()), *((ports,) if ports else ()),
+                                 *((("attach", attach),) if attach else ()))
     try:
         key = _shape_encoder.encode(parts)
     except OverflowError:  # a request past 2^64 milli-units (Kubernetes allows 2^63-1 units): spell the amounts out
         spelled = tuple((name, str(amount)) for name, amount in requests)
         key = _shape_encoder.encode((spelled, *parts[1:]))
     return Shape(key=key, requests=requests, priority=pod.priority, node_selector=selector,
-                 tolerations=tolerations, terms=terms, volumes=volumes, host_ports=ports)
+                 tolerations=tolerations, terms=terms, volumes=volumes, host_ports=ports, attach=attach)
 
 
 def volumes_key(volumes: tuple[VolumeReach, ...]) -> tuple[object, ...]:
@@ -114,7 +128,8 @@ def volumes_key(volumes: tuple[VolumeReach, ...]) -> tuple[object, ...]:
 
 def shape_in(state: ClusterState, pod: PodInfo) -> Shape:
     """`shape_of(pod)` with what its claims ask on `state` now."""
-    return shape_of(pod, state.volume_needs(pod).reach)
+    needs = state.volume_needs(pod)
+    return shape_of(pod, needs.reach, needs.attach)
 
 
 def with_pod_rules(shape: Shape, rules: tuple[PodRule, ...], tokens: tuple[str, ...] = ()) -> Shape:
@@ -260,6 +275,28 @@ class Capacity:
                     load[name] = load.get(name, 0) + amount
         return load
 
+    def attach_room(self, node: NodeInfo, priority: int) -> tuple[Mapping[str, int], AbstractSet[str]]:
+        """The node's CSI attach room and attached volumes (`ClusterState.attach_room`) as a pod of `priority`
+        sees them: the pods treated as gone left out, and the volumes of the nominations of priority >= it held
+        by others counted in, as kube-scheduler filters with the nominated pods added."""
+        room, attached = self.state.attach_room(node.name, self.ignore)
+        if not node.nominated:
+            return room, attached
+        held = [pod for pod in node.nominated.values()
+                if pod.obj.spec.volumes and pod.priority >= priority and not pod.counted_on
+                and pod.key not in self.ignore and (not pod.gang or pod.gang not in self.excluded_gangs)
+                and pod.key not in self.own]
+        if not held:
+            return room, attached
+        room, attached = dict(room), set(attached)
+        for pod in held:
+            for unique, (driver, _) in csi_volumes(self.state.volumes, pod.obj).items():
+                if unique not in attached:
+                    attached.add(unique)
+                    if driver in room:
+                        room[driver] -= 1
+        return room, attached
+
     def free(self, node: NodeInfo, priority: int) -> Resources:
         """The node's free resources as a pod of `priority` sees them."""
         free = dict(node.allocatable)
@@ -272,6 +309,12 @@ class Capacity:
         if freed is not None:
             for name, amount in freed.items():
                 free[name] = free.get(name, 0) + amount
+        if node.name in self.state.volumes.attach_limits:
+            room, attached = self.attach_room(node, priority)
+            for driver, left in room.items():
+                free[ATTACH_PREFIX + driver] = left
+            for unique in attached:
+                free[ATTACHED_PREFIX + unique] = 1
         return free
 
     def slots(self, shape: Shape, node: NodeInfo) -> int:
@@ -291,6 +334,13 @@ class Capacity:
             count = have // amount
             if count < best:
                 best = count
+        if shape.attach:
+            room, attached = self.attach_room(node, shape.priority)
+            count = attach_fit(shape.attach, room.get, attached.__contains__)[0]
+            if count < best:
+                best = count
+                if not best:
+                    return 0
         if shape.host_ports:
             return 0 if port_taken(shape, node, held, freed) else 1
         return best
@@ -308,7 +358,44 @@ class Capacity:
                 have += freed.get(name, 0)
             if have < amount:
                 return name
+        if shape.attach:
+            room, attached = self.attach_room(node, shape.priority)
+            short = attach_fit(shape.attach, room.get, attached.__contains__)[1]
+            if short:
+                return short
         return port_taken(shape, node, held, freed) if shape.host_ports else ""
+
+
+def attach_fit(needs: tuple[AttachNeed, ...], room: Callable[[str], int | None], attached: Callable[[str], bool]
+               ) -> tuple[int, str]:
+    """How many pods of these attach needs a node takes, and the free vector entry of the first driver it cannot
+    take one more for ("" when none): `room(driver)` is how many more volumes of it the node may use (None:
+    no limit), `attached(name)` whether a pod there uses that volume already. The first pod brings its own
+    volumes and the shared ones not used there yet; the next ones only their own."""
+    best = UNLIMITED
+    for need in needs:
+        have = room(need.driver)
+        if have is None:
+            continue
+        first = need.own
+        for unique in need.shared:
+            if not attached(unique):
+                first += 1
+        if not first:
+            continue  # nothing new for the driver there: kube-scheduler checks only the drivers of new volumes
+        if have < first:
+            return 0, ATTACH_PREFIX + need.driver
+        if need.own:
+            count = 1 + (have - first) // need.own
+            if count < best:
+                best = count
+    return best, ""
+
+
+def attach_fit_in(free: Mapping[str, int], needs: tuple[AttachNeed, ...]) -> tuple[int, str]:
+    """`attach_fit` on a free vector (`Capacity.free`, less tentative commits)."""
+    return attach_fit(needs, lambda driver: free.get(ATTACH_PREFIX + driver),
+                      lambda unique: free.get(ATTACHED_PREFIX + unique, 0) > 0)
 
 
 def port_taken(shape: Shape, node: NodeInfo, held: Resources | None = None, freed: Resources | None = None) -> str:
@@ -345,6 +432,8 @@ def shape_slots_in(free: Mapping[str, int], shape: Shape) -> int:
     used - ..., as `Capacity.free` gives it, less tentative commits) leaves the shape's host ports free
     (none where a pod already holds one)."""
     count = slots_in(free, shape.requests)
+    if shape.attach and count:
+        count = min(count, attach_fit_in(free, shape.attach)[0])
     if shape.host_ports and count:
         return 0 if port_short_in(free, shape) else 1
     return count
@@ -378,6 +467,16 @@ def take(free: Resources, shape: Shape, count: int) -> None:
         free[name] = free.get(name, 0) - amount * count
     for name in shape.host_ports:
         free[name] = free.get(name, 0) - MILLI * count
+    if shape.attach and count:
+        for need in shape.attach:
+            key = ATTACH_PREFIX + need.driver
+            have = free.get(key)
+            if have is None:
+                continue  # the node sets no limit for the driver
+            new = sum(1 for unique in need.shared if free.get(ATTACHED_PREFIX + unique, 0) <= 0)
+            free[key] = have - new - need.own * count
+            for unique in need.shared:
+                free[ATTACHED_PREFIX + unique] = 1
 
 
 def topology_index(pod: Pod) -> int | None:

@@ -46,7 +46,15 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from placement.fit import Capacity, Shape, port_short_in, prefer_no_schedule_count, shape_slots_in, take
+from placement.fit import (
+    Capacity,
+    Shape,
+    attach_fit_in,
+    port_short_in,
+    prefer_no_schedule_count,
+    shape_slots_in,
+    take,
+)
 from placement.slots import MultiplesKey, ShapeSlots, multiples_key, refusal, slot_table, tally
 from state.cluster import ClusterState
 from state.resources import Resources
@@ -719,6 +727,10 @@ def _short_in(free: Mapping[str, int], shape: Shape) -> str:
     for name, amount in shape.requests:
         if free.get(name, 0) < amount:
             return name
+    if shape.attach:
+        short = attach_fit_in(free, shape.attach)[1]
+        if short:
+            return short
     return port_short_in(free, shape) if shape.host_ports else ""
 
 

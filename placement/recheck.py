@@ -11,7 +11,8 @@ anything of such a plan is bound, it is checked against the state rebuilt from t
   (`pod_affinity.placed_violation`), and its DoNotSchedule spread constraints, counted without itself
   (`pod_spread.placed_violation`);
 - every node has room for the assumed pods kept on it, next to what is bound there and the
-  nominations of priority >= theirs held by other gangs (the same rule as planning);
+  nominations of priority >= theirs held by other gangs (the same rule as planning), and its CSI drivers'
+  attach limits hold the new volumes they bring (`AttachLedger`, NodeVolumeLimits as planning counts it);
 - a gang's PodGroup (and every PodGroup of its GangGroup) still exists, each gang's members bound
   and assumed still reach its minMember (a plan killed between two of its PodAssumed records does
   not), and they still lie within the highest layer its MustGather / hard tier limit allows.
@@ -40,6 +41,7 @@ from state.cluster import ClusterState, PodInfo
 from state.gangs import GangSpec
 from state.resources import Resources, add_into, format_quantity, is_host_port, port_room, shown_host_port
 from state.topology import TopologyError
+from state.volumes import MAX_VOLUME_COUNT, csi_volumes
 
 
 class Adopted(msgspec.Struct, frozen=True):
@@ -60,6 +62,52 @@ def refusal(state: ClusterState, pod: PodInfo, node: str) -> str:
     return f"node {node} no longer admits it: {why}" if why else ""
 
 
+class AttachLedger:
+    """The CSI attach limits of the nodes adopted pods sit on (NodeVolumeLimits): each node's room and attached
+    volumes without any adopted pod (`ClusterState.attach_room` leaving them out), then the volumes (unique
+    name -> driver) of the plans kept so far, and those of the group being checked (`claimed`, kept with
+    `keep` once it holds)."""
+
+    def __init__(self, state: ClusterState, adopted: frozenset[str]) -> None:
+        self.state = state
+        self.adopted = adopted
+        self.base: dict[str, tuple[dict[str, int], set[str]]] = {}
+        self.kept: dict[str, dict[str, str]] = {}
+        self.claimed: dict[str, dict[str, str]] = {}
+
+    def refusal(self, pod: PodInfo, node: str) -> str:
+        """Why `node` cannot take the new volumes `pod` brings ("" when it can); claims them when it can."""
+        if node not in self.state.volumes.attach_limits or not pod.obj.spec.volumes:
+            return ""
+        base = self.base.get(node)
+        if base is None:
+            base = self.base[node] = self.state.attach_room(node, self.adopted)
+        room, attached = base
+        kept, claimed = self.kept.get(node, {}), self.claimed.setdefault(node, {})
+        new: dict[str, dict[str, str]] = {}
+        for unique, (driver, _) in csi_volumes(self.state.volumes, pod.obj).items():
+            if driver in room and unique not in attached and unique not in kept and unique not in claimed:
+                new.setdefault(driver, {})[unique] = driver
+        for driver, volumes in sorted(new.items()):
+            left = room[driver] - sum(1 for held in (*kept.values(), *claimed.values()) if held == driver)
+            if left < len(volumes):
+                return (f"node {node} has no room for it any more: {MAX_VOLUME_COUNT} ({driver}: "
+                        f"{len(volumes)} new, {max(left, 0)} left)")
+        for volumes in new.values():
+            claimed.update(volumes)
+        return ""
+
+    def keep(self) -> None:
+        """The group checked holds: its volumes stay on their nodes."""
+        for node, volumes in self.claimed.items():
+            self.kept.setdefault(node, {}).update(volumes)
+        self.claimed = {}
+
+    def drop(self) -> None:
+        """The group checked is broken: its volumes are not kept."""
+        self.claimed = {}
+
+
 def broken_plans(state: ClusterState, groups: Sequence[Adopted]) -> dict[str, str]:
     """The groups (by key) whose plan no longer holds on `state`, each with the first reason found."""
     adopted_on: dict[str, Resources] = {}  # what every adopted pod counts on its node in `used`
@@ -69,15 +117,18 @@ def broken_plans(state: ClusterState, groups: Sequence[Adopted]) -> dict[str, st
             if pod is not None and pod.counted_on:
                 add_into(adopted_on.setdefault(pod.counted_on, {}), pod.requests)
     kept_on: dict[str, Resources] = {}  # what the plans found to hold so far take on each node
+    attach = AttachLedger(state, frozenset(key for group in groups for key in group.pods))
     broken: dict[str, str] = {}
     for group in groups:
         claims: dict[str, Resources] = {}
-        reason = _gangs_gone(state, group) or _pods_refused(state, group, adopted_on, kept_on, claims)
+        reason = _gangs_gone(state, group) or _pods_refused(state, group, adopted_on, kept_on, claims, attach)
         if not reason and group.gangs:
             reason = _short_of_quorum(state, group) or _topology_broken(state, group)
         if reason:
             broken[group.key] = reason
+            attach.drop()
             continue
+        attach.keep()
         for node, taken in claims.items():
             add_into(kept_on.setdefault(node, {}), taken)
     return broken
@@ -105,7 +156,7 @@ def _short_of_quorum(state: ClusterState, group: Adopted) -> str:
 
 
 def _pods_refused(state: ClusterState, group: Adopted, adopted_on: dict[str, Resources],
-                  kept_on: dict[str, Resources], claims: dict[str, Resources]) -> str:
+                  kept_on: dict[str, Resources], claims: dict[str, Resources], attach: AttachLedger) -> str:
     """Check each pod on its node; fills `claims` with what the group takes per node."""
     capacity = Capacity(state, frozenset(group.gangs), own_pods=frozenset(group.pods))
     for key in group.pods:
@@ -130,6 +181,9 @@ def _pods_refused(state: ClusterState, group: Adopted, adopted_on: dict[str, Res
                 have = max(free.get(name, 0), 0)
                 return (f"pod {key}: node {node} has no room for it any more: {name} "
                         f"(it needs {format_quantity(name, amount)}, {format_quantity(name, have)} left)")
+        why = attach.refusal(pod, node)
+        if why:
+            return f"pod {key}: {why}"
         add_into(taken, pod.requests)
     return ""
 

@@ -31,14 +31,14 @@ from collections.abc import Mapping
 
 import msgspec
 
-from placement.fit import STATIC_VOLUME_TOKEN, UNLIMITED, Shape, admits, port_taken, volumes_key
+from placement.fit import STATIC_VOLUME_TOKEN, UNLIMITED, Shape, admits, attach_fit, port_taken, volumes_key
 from placement.pod_affinity import ANTI_AFFINITY, SELF_EXCLUSION_TOKEN
 from placement.pod_spread import SPREAD, SPREAD_TOKEN
 from state.cluster import ClusterState
 from state.node_changes import kept_table
 from state.resources import is_host_port
 from state.topology import Domain
-from state.volumes import NO_VOLUME_TO_BIND
+from state.volumes import ATTACH_PREFIX, MAX_VOLUME_COUNT, NO_VOLUME_TO_BIND
 
 CACHE_KEY = "placement.slots"
 MAX_SHAPES = 64  # shapes kept (each up to a few figures per node); past it the oldest is dropped
@@ -60,6 +60,8 @@ def refusal(short: str) -> str:
         return SPREAD
     if short.startswith(SELF_EXCLUSION_TOKEN):  # another pod of the plan holds the node (placement/pod_affinity.py)
         return ANTI_AFFINITY
+    if short.startswith(ATTACH_PREFIX):  # a CSI driver's attach limit (placement/fit.py `attach_fit`)
+        return MAX_VOLUME_COUNT
     return NODE_PORTS if is_host_port(short) else f"Insufficient {short}"
 
 
@@ -195,6 +197,9 @@ class SlotTable:
                 fit = have // amount
                 if fit < count:
                     count = fit
+            if count and shape.attach:
+                room, attached = self.state.attach_room(node)
+                count = min(count, attach_fit(shape.attach, room.get, attached.__contains__)[0])
             if count and shape.host_ports:
                 count = 0 if port_taken(shape, info) else 1
         entry.slots[node] = count
@@ -253,7 +258,12 @@ class SlotTable:
                         found = refusal(name)
                         break
                 else:
-                    found = NODE_PORTS if shape.host_ports and port_taken(shape, info) else ""
+                    if shape.attach:
+                        room, attached = self.state.attach_room(node)
+                        short = attach_fit(shape.attach, room.get, attached.__contains__)[1]
+                        found = refusal(short) if short else ""
+                    if not found:
+                        found = NODE_PORTS if shape.host_ports and port_taken(shape, info) else ""
         entry.refused[node] = found
         return found
 
@@ -293,6 +303,9 @@ def _filter_key(shape: Shape) -> bytes:
     # nominations do, and those never enter the table), so shapes differing only in priority share one
     # entry. Encoded once per distinct Shape.key.
     spelled = tuple((name, str(amount)) for name, amount in shape.requests)
+    if shape.attach:  # rare: spelled out whole, the other parts with it
+        return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms,
+                                volumes_key(shape.volumes), shape.host_ports, shape.pod_rules, shape.attach))
     if shape.pod_rules:
         return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms,
                                 volumes_key(shape.volumes), shape.host_ports, shape.pod_rules))

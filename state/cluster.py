@@ -34,6 +34,8 @@ from events.model import (
     CapacityElasticQuotaUpserted,
     ClaimDeleted,
     ClaimUpserted,
+    CSINodeDeleted,
+    CSINodeUpserted,
     ElasticQuotaDeleted,
     ElasticQuotaUpserted,
     Event,
@@ -99,6 +101,7 @@ from events.objects import (
     ClusterNetworkTopologySpec,
     Container,
     ContainerResourceStatus,
+    CSINode,
     ElasticQuota,
     HyperNode,
     KaiPodGroup,
@@ -174,7 +177,18 @@ from state.topology_validation import (
     layer_name_of,
     tier_name_of,
 )
-from state.volumes import CLAIM_KIND, NO_NEEDS, VolumeBook, VolumeNeeds, claim_class, needs_of, spoken_for
+from state.volumes import (
+    CLAIM_KIND,
+    CSI_NODE_KIND,
+    INVALID_CSI_NODE,
+    NO_NEEDS,
+    VolumeBook,
+    VolumeNeeds,
+    claim_class,
+    csi_volumes,
+    needs_of,
+    spoken_for,
+)
 from state.workload_api import kube_pod_group_spec, workload_gang_spec, workload_problems
 
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
@@ -437,6 +451,7 @@ class _SnapshotObjects(msgspec.Struct, frozen=True, kw_only=True):
     kai_topologies: list[KaiTopology] = []  # likewise
     kai_pod_groups: list[KaiPodGroup] = []  # likewise
     kai_queues: list[KaiQueue] = []  # likewise
+    csi_nodes: list[CSINode] = []  # likewise
 
 
 class StateSnapshot(_SnapshotObjects, frozen=True, kw_only=True):
@@ -541,6 +556,9 @@ class ClusterState:
         # `static_spoken`'s volumes by StorageClass and pod, and the (pod changes, volume changes) they were made at
         self._spoken: dict[str, dict[str, list[str]]] = {}
         self._spoken_stamp: tuple[int, int] = (-1, -1)
+        # `attach_room`'s figures by node, and the (pod changes, volume changes) they were made at
+        self._attach_rooms: dict[str, tuple[dict[str, int], set[str]]] = {}
+        self._attach_stamp: tuple[int, int] = (-1, -1)
         # PodDisruptionBudgets by namespace, then `namespace/name`: preemption ranks plans by them
         self.budgets: dict[str, dict[str, PodDisruptionBudget]] = {}
         self.pending: set[str] = set()  # keys of our pods waiting to be placed
@@ -1481,22 +1499,101 @@ class ClusterState:
     # volumes: read where a pod is placed (`volume_needs`), never folded into the pods ---------------
 
     def _claim_upserted(self, event: ClaimUpserted) -> None:
-        self.volumes.put_claim(_meta_key(event.claim.metadata), event.claim)
+        key = _meta_key(event.claim.metadata)
+        self.volumes.put_claim(key, event.claim)
+        self._volumes_of_claim_changed(key)
 
     def _claim_deleted(self, event: ClaimDeleted) -> None:
         self.volumes.drop_claim(event.key)
+        self._volumes_of_claim_changed(event.key)
 
     def _volume_upserted(self, event: VolumeUpserted) -> None:
+        self._volume_changed(event.volume.metadata.name)
         self.volumes.put_volume(event.volume)
+        self._volume_changed(event.volume.metadata.name)
 
     def _volume_deleted(self, event: VolumeDeleted) -> None:
+        self._volume_changed(event.name)
         self.volumes.drop_volume(event.name)
+
+    def _volume_changed(self, name: str) -> None:
+        """The claim the volume `name` is bound to, as held now, may count it anew on its users' nodes."""
+        volume = self.volumes.volumes.get(name)
+        ref = volume.spec.claim_ref if volume is not None else None
+        if ref is not None and self.volumes.attach_limits:
+            self._volumes_of_claim_changed(f"{ref.namespace}/{ref.name}")
 
     def _storage_class_upserted(self, event: StorageClassUpserted) -> None:
         self.volumes.classes[event.storage_class.metadata.name] = event.storage_class
+        self._class_changed()
 
     def _storage_class_deleted(self, event: StorageClassDeleted) -> None:
         self.volumes.classes.pop(event.name, None)
+        self._class_changed()
+
+    def _class_changed(self) -> None:
+        """An unbound claim's CSI volume is counted by its class's provisioner: where a CSINode limits a driver,
+        every node may count its pods' volumes anew."""
+        if self.volumes.attach_limits:
+            self.volumes.version += 1
+            for name in self.volumes.attach_limits:
+                self.node_changes.add(name)
+
+    def _csi_node_upserted(self, event: CSINodeUpserted) -> None:
+        name = event.csi_node.metadata.name
+        problems = self.volumes.put_csi_node(event.csi_node)
+        self._set_problems(CSI_NODE_KIND, name, [Problem(CSI_NODE_KIND, name, field, message, INVALID_CSI_NODE)
+                                                 for field, message in problems])
+        self.node_changes.add(name)  # what the node offers pods with volumes changed
+
+    def _csi_node_deleted(self, event: CSINodeDeleted) -> None:
+        self.volumes.drop_csi_node(event.name)
+        self._set_problems(CSI_NODE_KIND, event.name, [])
+        self.node_changes.add(event.name)
+
+    def _volumes_of_claim_changed(self, claim: str) -> None:
+        """A claim (or its volume) changed: the nodes its placed users count it on may count it anew."""
+        if not self.volumes.attach_limits:
+            return
+        for key in self.volumes.users.get(claim, ()):
+            pod = self.pods.get(key)
+            if pod is not None and pod.counted_on:
+                self.node_changes.add(pod.counted_on)
+
+    def attach_room(self, node: str, ignore: AbstractSet[str] = frozenset()) -> tuple[dict[str, int], set[str]]:
+        """NodeVolumeLimits on `node`: per CSI driver it limits, how many more volumes of it may be used there,
+        and the unique names of the CSI volumes the pods counted there (but those in `ignore`) use. A volume
+        two pods there use counts once; the pods are all those bound or assumed there, ours or not, not
+        finished. Kept per node between changes of pods and volume objects."""
+        limits = self.volumes.attach_limits.get(node)
+        if not limits:
+            return {}, set()
+        if not ignore:
+            stamp = (self.pod_changes.end, self.volumes.version)
+            if self._attach_stamp != stamp:
+                self._attach_stamp = stamp
+                self._attach_rooms.clear()
+            kept = self._attach_rooms.get(node)
+            if kept is not None:
+                return kept
+        info = self.nodes.get(node)
+        attached: set[str] = set()
+        room = dict(limits)
+        if info is not None:
+            for key in info.pods:
+                if key in ignore:
+                    continue
+                pod = self.pods.get(key)
+                if pod is None or not pod.obj.spec.volumes:
+                    continue
+                for unique, (driver, _) in csi_volumes(self.volumes, pod.obj).items():
+                    if unique not in attached:
+                        attached.add(unique)
+                        if driver in room:
+                            room[driver] -= 1
+        if not ignore:
+            self._attach_rooms[node] = (room, attached)
+        return room, attached
 
     def _budget_upserted(self, event: BudgetUpserted) -> None:
         meta = event.budget.metadata
@@ -1515,7 +1612,7 @@ class ClusterState:
         if not pod.obj.spec.volumes:
             return NO_NEEDS
         return needs_of(self.volumes, pod.obj, self.undecodable, lambda claim: self.claim_holder(claim, pod.key),
-                        lambda class_name: self.static_spoken(class_name, {pod.key}))
+                        lambda class_name: self.static_spoken(class_name, {pod.key}), pod.key)
 
     def static_spoken(self, class_name: str, besides: AbstractSet[str] = frozenset()) -> set[str]:
         """The volumes of StorageClass `class_name`, made in advance, that the unbound claims (named by no
@@ -1770,6 +1867,7 @@ class ClusterState:
             storage_classes=[self.volumes.classes[k] for k in sorted(self.volumes.classes)],
             persistent_volumes=[self.volumes.volumes[k] for k in sorted(self.volumes.volumes)],
             claims=[self.volumes.claims[k] for k in sorted(self.volumes.claims)],
+            csi_nodes=[self.volumes.csi_nodes[k] for k in sorted(self.volumes.csi_nodes)],
             budgets=[budget for namespace in sorted(self.budgets)
                      for _, budget in sorted(self.budgets[namespace].items())],
         )
@@ -1808,6 +1906,8 @@ class ClusterState:
             state.apply(VolumeUpserted(volume=volume))
         for claim in snap.claims:
             state.apply(ClaimUpserted(claim=claim))
+        for csi_node in snap.csi_nodes:
+            state.apply(CSINodeUpserted(csi_node=csi_node))
         for budget in snap.budgets:
             state.apply(BudgetUpserted(budget=budget))
         if isinstance(snap, StateSnapshot):
@@ -2290,6 +2390,8 @@ _UPDATE_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = {
     VolumeDeleted: lambda e: ("PersistentVolume", e.name),
     StorageClassUpserted: lambda e: ("StorageClass", e.storage_class.metadata.name),
     StorageClassDeleted: lambda e: ("StorageClass", e.name),
+    CSINodeUpserted: lambda e: (CSI_NODE_KIND, e.csi_node.metadata.name),
+    CSINodeDeleted: lambda e: (CSI_NODE_KIND, e.name),
     BudgetUpserted: lambda e: ("PodDisruptionBudget", _meta_key(e.budget.metadata)),
     BudgetDeleted: lambda e: ("PodDisruptionBudget", e.key),
 }
@@ -2339,6 +2441,7 @@ _HELD_OBJECTS: dict[type, tuple[Callable[[ClusterState, str], object], Callable[
     ClaimUpserted: (lambda s, k: s.volumes.claims.get(k), lambda e: e.claim),
     VolumeUpserted: (lambda s, k: s.volumes.volumes.get(k), lambda e: e.volume),
     StorageClassUpserted: (lambda s, k: s.volumes.classes.get(k), lambda e: e.storage_class),
+    CSINodeUpserted: (lambda s, k: s.volumes.csi_nodes.get(k), lambda e: e.csi_node),
     BudgetUpserted: (lambda s, k: s.budgets.get(k.partition("/")[0], {}).get(k), lambda e: e.budget),
 }
 
@@ -2417,6 +2520,8 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None] | None] = exhaustive("
     VolumeDeleted: ClusterState._volume_deleted,
     StorageClassUpserted: ClusterState._storage_class_upserted,
     StorageClassDeleted: ClusterState._storage_class_deleted,
+    CSINodeUpserted: ClusterState._csi_node_upserted,
+    CSINodeDeleted: ClusterState._csi_node_deleted,
     BudgetUpserted: ClusterState._budget_upserted,
     BudgetDeleted: ClusterState._budget_deleted,
 })

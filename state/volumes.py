@@ -42,7 +42,23 @@ preempt for a volume (the constraint `volume`), so the pod waits until the holde
 `VolumeBook.users` indexes the pods by the claims they name, and `released` gathers the claims whose
 users left or finished, for the loop to wake the pods that wait on them.
 
-Not modelled: CSI storage capacity and attach limits per node (NodeVolumeLimits).
+CSI attach limits per node (NodeVolumeLimits, kube-scheduler's CSILimits plugin): a node's CSINode says, per
+CSI driver, how many volumes of it may be used there at once (`spec.drivers[].allocatable.count`; no CSINode,
+or a driver without a count: no limit). A pod's volumes are counted by `<driver>/<volumeHandle>` for a
+claim naming a PersistentVolume with `spec.csi`, and by its StorageClass's provisioner and the claim for a
+claim naming no volume yet (or one not found) (`csi_volumes`), once per node however many pods there use
+them; every pod bound or assumed on the node counts, whoever scheduled it, until it finishes
+(`ClusterState.attach_room`), and so do the volumes of the nominations there of priority >= the pod's
+(placement/fit.py `Capacity.attach_room`). A pod may go to a node only while the new volumes it brings there fit the
+room left (`attach_needs`, placement/fit.py `attach_fit`), else: "node(s) exceed max volume count".
+PersistentVolumes of the in-tree plugins migrated to CSI (awsElasticBlockStore, gcePersistentDisk, azureDisk,
+cinder) and claims of classes naming their in-tree provisioners count against the CSI driver, by the handle
+csi-translation-lib gives them (`csi_source`, `MIGRATED_DRIVERS`). Not counted, unlike kube-scheduler:
+portworxVolume PersistentVolumes (migrated behind a feature gate and the CSINode's
+`storage.alpha.kubernetes.io/migrated-plugins` annotation) and migrated in-tree inline volumes of pods
+(awsElasticBlockStore and the like written in the pod itself), so such a volume adds nothing to its node's
+count; and the legacy `attachable-volumes-csi-*` Node allocatable keys (kubelets have not written them since
+CSINodes). Not modelled: CSI storage capacity.
 
 Pure: no I/O, no clock.
 """
@@ -59,6 +75,7 @@ from events.objects import (
     BETA_STORAGE_CLASS_ANNOTATION,
     BIND_COMPLETED_ANNOTATION,
     READ_WRITE_ONCE_POD,
+    CSINode,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     PersistentVolume,
@@ -95,6 +112,23 @@ NO_VOLUME_TO_BIND = "node(s) didn't find available persistent volumes to bind"
 ZONE_CONFLICT = "node(s) had no available volume zone"
 READ_WRITE_ONCE_POD_CONFLICT = ("node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod "
                                 "access mode")
+MAX_VOLUME_COUNT = "node(s) exceed max volume count"  # NodeVolumeLimits' ErrReasonMaxVolumeCountExceeded
+# A free vector's entry (placement/fit.py) for the volumes of a CSI driver a node may still take (kube-scheduler
+# keys the limit so: volumeutil.GetCSIAttachLimitKey), and its marker for a volume used on the node already.
+ATTACH_PREFIX = "attachable-volumes-csi-"
+ATTACHED_PREFIX = "attached-volume:"
+CSI_NODE_KIND = "CSINode"
+# The in-tree volume plugins kube-scheduler counts against the CSI driver they migrated to (csi-translation-lib:
+# migration is on for these four wherever the node has a CSINode, which is where a limit can be), by the
+# provisioner name a StorageClass gives: AWS EBS, GCE PD, Azure Disk, OpenStack Cinder.
+MIGRATED_DRIVERS = {
+    "kubernetes.io/aws-ebs": "ebs.csi.aws.com",
+    "kubernetes.io/gce-pd": "pd.csi.storage.gke.io",
+    "kubernetes.io/azure-disk": "disk.csi.azure.com",
+    "kubernetes.io/cinder": "cinder.csi.openstack.org",
+}
+_GCE_UNSPECIFIED = "UNSPECIFIED"
+INVALID_CSI_NODE = "InvalidCSINode"  # the Warning Event's reason for a CSINode entry not read
 
 
 class VolumeReach(msgspec.Struct, frozen=True):
@@ -121,6 +155,16 @@ class VolumeReach(msgspec.Struct, frozen=True):
     digest: str = ""
 
 
+class AttachNeed(msgspec.Struct, frozen=True):
+    """What a pod asks of the attach limit of one CSI driver (NodeVolumeLimits): `own` volumes of that driver no
+    other pod uses (new on every node), and the unique names (`<driver>/<volumeHandle>`) of those some other pod
+    uses too (new only on a node where no pod uses them yet)."""
+
+    driver: str
+    own: int
+    shared: tuple[str, ...] = ()
+
+
 class VolumeNeeds(msgspec.Struct, frozen=True):
     """What a pod's claims ask of its placement: `blocked` (why no node can take it now, "" when one
     may), `reach` (each claim that narrows its nodes), `provision` (the claims the scheduler must mark
@@ -132,6 +176,8 @@ class VolumeNeeds(msgspec.Struct, frozen=True):
     provision: tuple[str, ...] = ()
     # The claims to be bound to a volume made in advance once the pod is placed (`static_reach`).
     static: tuple[str, ...] = ()
+    # Per CSI driver some node limits (`VolumeBook.limited`), the pod's volumes of it (`attach_needs`).
+    attach: tuple[AttachNeed, ...] = ()
 
 
 NO_NEEDS = VolumeNeeds()
@@ -142,8 +188,9 @@ class VolumeBook:
     pods that name each claim (`users`, by pod key, whatever their phase); and the claims whose users left
     or finished since the loop last looked (`released`)."""
 
-    __slots__ = ("_changed", "_changed_from", "_facts", "_matches", "_named", "_serial", "claims", "classes",
-                 "released", "users", "version", "volume_version", "volumes")
+    __slots__ = ("_changed", "_changed_from", "_facts", "_matches", "_named", "_serial", "attach_limits", "claims",
+                 "classes", "csi_nodes", "handles", "limited", "released", "users", "version", "volume_version",
+                 "volumes")
 
     MATCHES_KEPT = 256  # `static_match` entries (one per distinct request of a claim: a few per cluster)
     CHANGES_KEPT = 4096  # volume changes remembered for `static_match` to follow (past that, it derives afresh)
@@ -167,6 +214,60 @@ class VolumeBook:
         self.classes: dict[str, StorageClass] = {}
         self.users: dict[str, set[str]] = {}
         self.released: set[str] = set()
+        # CSINodes by name (their node's), each node's attach limit per CSI driver (`allocatable.count`; a driver
+        # without one, or a node without a CSINode, has none) and, per driver, how many nodes limit it.
+        self.csi_nodes: dict[str, CSINode] = {}
+        self.attach_limits: dict[str, dict[str, int]] = {}
+        self.limited: dict[str, int] = {}
+        # The names of the PersistentVolumes of each CSI volume (`<driver>/<volumeHandle>`, `csi_source`): more
+        # than one when two volumes point at one disk (one in-tree, one CSI, say), whose users then share it.
+        self.handles: dict[str, set[str]] = {}
+
+    def put_csi_node(self, csi_node: CSINode) -> list[tuple[str, str]]:
+        """Hold `csi_node` and its node's attach limits; returns (field, message) for each entry not read."""
+        name = csi_node.metadata.name
+        self.drop_csi_node(name)
+        self.csi_nodes[name] = csi_node
+        limits: dict[str, int] = {}
+        problems: list[tuple[str, str]] = []
+        seen: set[str] = set()
+        for index, driver in enumerate(csi_node.spec.drivers):
+            field = f"spec.drivers[{index}]"
+            if not driver.name:
+                problems.append((f"{field}.name", "empty: the entry is not read"))
+                continue
+            if driver.name in seen:
+                # The API server refuses it (Duplicate); kube-scheduler, handed one, keeps the last entry's count.
+                problems.append((f"{field}.name", f'duplicate driver "{_shown(driver.name)}": the last entry counts'))
+            seen.add(driver.name)
+            count = driver.allocatable.count if driver.allocatable is not None else None
+            if count is None:
+                limits.pop(driver.name, None)
+                continue
+            if count < 0:
+                problems.append((f"{field}.allocatable.count", f"{count}: must be >= 0; the driver is not limited"))
+                limits.pop(driver.name, None)
+                continue
+            limits[driver.name] = count
+        if limits:
+            self.attach_limits[name] = limits
+            for driver_name in limits:
+                self.limited[driver_name] = self.limited.get(driver_name, 0) + 1
+        self.version += 1
+        return problems
+
+    def drop_csi_node(self, name: str) -> None:
+        self.csi_nodes.pop(name, None)
+        limits = self.attach_limits.pop(name, None)
+        if limits is None:
+            return
+        for driver_name in limits:
+            left = self.limited[driver_name] - 1
+            if left:
+                self.limited[driver_name] = left
+            else:
+                del self.limited[driver_name]
+        self.version += 1
 
     def put_claim(self, key: str, claim: PersistentVolumeClaim) -> None:
         """Hold `claim` under `key` (`namespace/name`)."""
@@ -185,6 +286,9 @@ class VolumeBook:
         ref = volume.spec.claim_ref
         if ref is not None:
             self._named.setdefault(f"{ref.namespace}/{ref.name}", set()).add(name)
+        source = csi_source(volume)
+        if source is not None:
+            self.handles.setdefault(f"{source[0]}/{source[1]}", set()).add(name)
         self._volume_changed(name)
 
     def drop_volume(self, name: str) -> None:
@@ -192,6 +296,14 @@ class VolumeBook:
         self._volume_changed(name)
 
     def _unname(self, volume: PersistentVolume | None) -> None:
+        source = csi_source(volume) if volume is not None else None
+        if source is not None and volume is not None:
+            unique = f"{source[0]}/{source[1]}"
+            named = self.handles.get(unique)
+            if named is not None:
+                named.discard(volume.metadata.name)
+                if not named:
+                    del self.handles[unique]
         ref = volume.spec.claim_ref if volume is not None else None
         if ref is not None and volume is not None:
             key = f"{ref.namespace}/{ref.name}"
@@ -277,6 +389,109 @@ def claim_keys(pod: Pod) -> list[tuple[str, bool]]:
     return keys
 
 
+def csi_volumes(book: VolumeBook, pod: Pod) -> dict[str, tuple[str, str]]:
+    """The CSI volumes the pod's claims use, unique name -> (driver, the claim's `namespace/name`), as
+    NodeVolumeLimits counts them: a claim naming a PersistentVolume with spec.csi by `<driver>/<volumeHandle>`;
+    one naming no volume, or one not found, by its StorageClass's provisioner as the driver and the claim as
+    the volume (what will be provisioned for it); a claim not found, not the pod's own (a generic ephemeral
+    one), without a class, of a class not found or without provisioner, or bound to a volume of another kind
+    (local, nfs, ...: `csi_source`), is not counted. A class naming a migrated in-tree provisioner counts
+    against its CSI driver (`MIGRATED_DRIVERS`)."""
+    found: dict[str, tuple[str, str]] = {}
+    for key, ephemeral in claim_keys(pod):
+        claim = book.claims.get(key)
+        if claim is None or (ephemeral and not _owned_by(claim, pod)):
+            continue
+        volume = book.volumes.get(claim.spec.volume_name) if claim.spec.volume_name else None
+        if volume is not None:
+            source = csi_source(volume)
+            if source is not None:
+                found[f"{source[0]}/{source[1]}"] = (source[0], key)
+            continue
+        class_name = claim_class(claim)
+        storage_class = book.classes.get(class_name) if class_name else None
+        if storage_class is not None and storage_class.provisioner:
+            driver = MIGRATED_DRIVERS.get(storage_class.provisioner, storage_class.provisioner)
+            # kube-scheduler names such a volume by a random prefix and the claim: unique to the claim.
+            found[f"{driver}/<claim {key}>"] = (driver, key)
+    return found
+
+
+def csi_source(volume: PersistentVolume) -> tuple[str, str] | None:
+    """The (driver, volume handle) a PersistentVolume is counted by: its spec.csi, or the CSI form of an
+    in-tree source whose plugin migrated (`MIGRATED_DRIVERS`), as csi-translation-lib translates it; None for
+    a volume of another kind (local, nfs, hostPath, ...) or one that does not translate."""
+    spec = volume.spec
+    if spec.csi is not None:
+        return (spec.csi.driver, spec.csi.volume_handle) if spec.csi.driver and spec.csi.volume_handle else None
+    handle = driver = ""
+    if spec.aws_elastic_block_store is not None:
+        handle, driver = _ebs_volume_id(spec.aws_elastic_block_store.volume_id), "ebs.csi.aws.com"
+    elif spec.gce_persistent_disk is not None:
+        handle, driver = _gce_volume_id(volume, spec.gce_persistent_disk.pd_name), "pd.csi.storage.gke.io"
+    elif spec.azure_disk is not None:
+        handle, driver = spec.azure_disk.disk_uri, "disk.csi.azure.com"
+    elif spec.cinder is not None:
+        handle, driver = spec.cinder.volume_id, "cinder.csi.openstack.org"
+    return (driver, handle) if handle else None
+
+
+def _ebs_volume_id(kubernetes_id: str) -> str:
+    """An EBS volume id from the in-tree forms `aws://<zone>/vol-...`, `aws:///vol-...` and `vol-...` ("" when
+    it is none of them: csi-translation-lib's KubernetesVolumeIDToEBSVolumeID refuses it)."""
+    if not kubernetes_id.startswith("aws://"):
+        return kubernetes_id
+    path = kubernetes_id.removeprefix("aws://").partition("/")[2]
+    return path if path.startswith("vol-") and "/" not in path else ""
+
+
+def _gce_volume_id(volume: PersistentVolume, pd_name: str) -> str:
+    """The GCE PD CSI handle of an in-tree disk: zonal by the PV's zone label, regional when it lists several
+    zones of one region, else with the zone left UNSPECIFIED (csi-translation-lib's gce_pd.go)."""
+    if not pd_name:
+        return ""
+    labels = volume.metadata.labels
+    zones = (labels.get("failure-domain.beta.kubernetes.io/zone") or labels.get("topology.kubernetes.io/zone")
+             or "").split(ZONES_DELIMITER)
+    if len(zones) == 1 and zones[0]:
+        return f"projects/{_GCE_UNSPECIFIED}/zones/{zones[0]}/disks/{pd_name}"
+    if len(zones) > 1:
+        regions = {"-".join(parts[:2]) for parts in (zone.split("-") for zone in zones) if len(parts) == 3}
+        if len(regions) != 1 or any(len(zone.split("-")) != 3 for zone in zones):
+            return ""  # csi-translation-lib fails to translate it: not counted
+        return f"projects/{_GCE_UNSPECIFIED}/regions/{regions.pop()}/disks/{pd_name}"
+    return f"projects/{_GCE_UNSPECIFIED}/zones/{_GCE_UNSPECIFIED}/disks/{pd_name}"
+
+
+def attach_needs(book: VolumeBook, pod: Pod, key: str) -> tuple[AttachNeed, ...]:
+    """Per CSI driver some node limits, the pod's volumes of it (`AttachNeed`): those of its claims that another
+    pod names too, or whose disk another PersistentVolume points at too (`VolumeBook.handles`), are `shared`.
+    () when none of its volumes is of a limited driver (no CSINode limits any)."""
+    if not book.limited:
+        return ()
+    own: dict[str, int] = {}
+    shared: dict[str, list[str]] = {}
+    users = book.users
+    for unique, (driver, claim) in csi_volumes(book, pod).items():
+        if driver not in book.limited:
+            continue
+        others = users.get(claim, ())
+        if len(others) > 1 or (others and key not in others) or len(book.handles.get(unique, ())) > 1:
+            shared.setdefault(driver, []).append(unique)
+        else:
+            own[driver] = own.get(driver, 0) + 1
+    return tuple(AttachNeed(driver=driver, own=own.get(driver, 0), shared=tuple(sorted(shared.get(driver, ()))))
+                 for driver in sorted({*own, *shared}))
+
+
+def _owned_by(claim: PersistentVolumeClaim, pod: Pod) -> bool:
+    return any(owner.controller and owner.uid == pod.metadata.uid for owner in claim.metadata.owner_references)
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 64 else text[:64] + "..."
+
+
 def claim_bound(claim: PersistentVolumeClaim | None) -> bool:
     """Bound as kube-scheduler reads it: a volume named, and the PV controller done binding it."""
     return (claim is not None and bool(claim.spec.volume_name)
@@ -293,7 +508,8 @@ def claim_class(claim: PersistentVolumeClaim) -> str:
 
 def needs_of(book: VolumeBook, pod: Pod, unreadable: Mapping[tuple[str, str], object],
              holder: Callable[[str], str] = lambda claim: "",
-             spoken: Callable[[str], AbstractSet[str]] = lambda class_name: frozenset()) -> VolumeNeeds:
+             spoken: Callable[[str], AbstractSet[str]] = lambda class_name: frozenset(),
+             pod_key: str = "") -> VolumeNeeds:
     """What `pod`'s claims ask (see the module docstring). `unreadable`: the (kind, key) of objects whose
     latest version could not be decoded, so a claim that could not be read is named as such. `holder`: the
     key of another pod that holds a ReadWriteOncePod claim now ("" when none does). `spoken(class)`: the
@@ -354,7 +570,8 @@ def needs_of(book: VolumeBook, pod: Pod, unreadable: Mapping[tuple[str, str], ob
         if terms is not None:
             reach.append(VolumeReach(terms=terms, zones=(), reason=NO_VOLUME_TO_BIND))
         provision.append(key)
-    return VolumeNeeds(reach=tuple(reach), provision=tuple(provision), static=tuple(static))
+    attach = attach_needs(book, pod, pod_key) if book.limited else ()
+    return VolumeNeeds(reach=tuple(reach), provision=tuple(provision), static=tuple(static), attach=attach)
 
 
 class Candidates:

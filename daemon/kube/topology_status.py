@@ -21,7 +21,8 @@ what is wrong`; reason the problem's own (`InvalidQuantity`, `UndecodableObject`
 `RecordTooLarge`, `InternalError`, `UnsupportedField` for a field read but not implemented,
 `InvalidQuota` for an ElasticQuota or Queue, `QuotaNotFound` for a pod or PodGroup naming a quota that
 does not exist), else `InvalidPodGroup` for a PodGroup, `InvalidWorkload`, `InvalidGang`, `InvalidPod`,
-`InvalidPriorityClass`, and `InvalidTopology` for topology objects and nodes). A problem that goes
+`InvalidPriorityClass`, `InvalidCSINode` for a CSINode entry not read, and `InvalidTopology` for topology
+objects and nodes). A problem that goes
 away and comes back is reported again; what was reported is not persisted, so a new leader
 reports the problems still present once more. The tree keeps its last good structure, and a pod
 with an unusable request is not placed (its gang waits with the field in its reason), so
@@ -139,7 +140,7 @@ from state.quota import CAPACITY_KIND, KAI_QUEUE_KIND, QUEUE_KIND, QUOTA_KINDS
 from state.topology import SOURCE_CNT, SOURCE_HYPERNODES
 from state.topology_validation import CNT_KIND, DEFAULT_CNT_NAME, KAI_TOPOLOGY_KIND, KUEUE_TOPOLOGY_KIND, NODE_KIND
 from state.topology_wishes import POD_GROUP_KIND, wish_problems
-from state.volumes import CLAIM_KIND
+from state.volumes import CLAIM_KIND, CSI_NODE_KIND
 
 log = structlog.get_logger("toposched.topology")
 
@@ -321,7 +322,7 @@ def object_of(state: ClusterState, problem: Problem) -> ObjectRef:
     return ObjectRef(key, KOORDINATOR_POD_GROUP_API, POD_GROUP_KIND)
 
 
-_VOLUME_KINDS: Final = frozenset({CLAIM_KIND, "PersistentVolume", "StorageClass"})
+_VOLUME_KINDS: Final = frozenset({CLAIM_KIND, "PersistentVolume", "StorageClass", CSI_NODE_KIND})
 
 
 def _volume_object(state: ClusterState, problem: Problem) -> ObjectRef:
@@ -332,6 +333,9 @@ def _volume_object(state: ClusterState, problem: Problem) -> ObjectRef:
     if problem.kind == "PersistentVolume":
         volume = book.volumes.get(key)
         return ObjectRef(key, "v1", "PersistentVolume", volume.metadata.uid if volume else "")
+    if problem.kind == CSI_NODE_KIND:
+        csi_node = book.csi_nodes.get(key)
+        return ObjectRef(key, "storage.k8s.io/v1", CSI_NODE_KIND, csi_node.metadata.uid if csi_node else "")
     storage_class = book.classes.get(key)
     return ObjectRef(key, "storage.k8s.io/v1", "StorageClass", storage_class.metadata.uid if storage_class else "")
 

@@ -491,6 +491,7 @@ HELD_BY_KIND: dict[str, Callable[[ClusterState], dict[str, str]]] = {
     "Queue": lambda state: _uids(state.quotas.queues),
     "KaiQueue": lambda state: _uids(state.quotas.kai_queues),
     "StorageClass": lambda state: _uids(state.volumes.classes),
+    "CSINode": lambda state: _uids(state.volumes.csi_nodes),
     "PersistentVolume": lambda state: _uids(state.volumes.volumes),
     "PersistentVolumeClaim": lambda state: _uids(state.volumes.claims),
     "PodDisruptionBudget": lambda state: {key: budget.metadata.uid for budgets in state.budgets.values()

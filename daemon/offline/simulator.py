@@ -115,6 +115,7 @@ from events.objects import (
     ClaimMeta,
     ClaimReference,
     Condition,
+    CSIPersistentVolumeSource,
     NodeSelector,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -132,7 +133,7 @@ from events.objects import (
 from events.scenario import Scenario, ScenarioObject
 from preemption.hook import JobPreemptor
 from state.cluster import ClusterState
-from state.volumes import NO_PROVISIONER, WAIT_FOR_FIRST_CONSUMER, ZONE_LABELS, claim_class
+from state.volumes import MIGRATED_DRIVERS, NO_PROVISIONER, WAIT_FOR_FIRST_CONSUMER, ZONE_LABELS, claim_class
 
 DEFAULT_GRACE_SECONDS = 30
 ZONE_LABEL = ZONE_LABELS[0]  # topology.kubernetes.io/zone
@@ -368,9 +369,16 @@ class World:
         meta = claim.metadata
         name = f"pvc-{meta.uid or meta.namespace + '-' + meta.name}"
         affinity = VolumeNodeAffinity(required=NodeSelector(node_selector_terms=[term])) if term is not None else None
+        storage_class = self.state.volumes.classes.get(claim_class(claim))
+        provisioner = storage_class.provisioner if storage_class is not None else ""
+        driver = MIGRATED_DRIVERS.get(provisioner, provisioner)
+        # A CSI driver's volume (the in-tree plugins that did not migrate are named "kubernetes.io/..."), counted
+        # against the driver's attach limit by its handle, as devcluster's provisioner makes it.
+        csi = (CSIPersistentVolumeSource(driver=driver, volume_handle=name)
+               if driver and not driver.startswith("kubernetes.io/") else None)
         self.journal.record(VolumeUpserted(volume=PersistentVolume(
             metadata=ObjectMeta(name=name),
-            spec=PersistentVolumeSpec(storage_class_name=claim_class(claim), node_affinity=affinity,
+            spec=PersistentVolumeSpec(storage_class_name=claim_class(claim), node_affinity=affinity, csi=csi,
                                       claim_ref=ClaimReference(namespace=meta.namespace, name=meta.name, uid=meta.uid)),
             status=PersistentVolumeStatus(phase="Bound"))))
         self._claim_bound(claim, name)

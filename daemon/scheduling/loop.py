@@ -132,6 +132,8 @@ from events.model import (
     CapacityElasticQuotaUpserted,
     ClaimDeleted,
     ClaimUpserted,
+    CSINodeDeleted,
+    CSINodeUpserted,
     ElasticQuotaDeleted,
     ElasticQuotaUpserted,
     Event,
@@ -276,6 +278,7 @@ class Scheduler:
         self._idle_binders: deque[anyio.Event] = deque()  # run()'s bind workers waiting for work
         self._nominated: dict[str, NominationWait] = self._waits.nominated  # units holding nominations
         self._node_shapes: dict[str, tuple[object, ...]] = {}
+        self._attach_limits: dict[str, dict[str, int]] = {}  # each node's CSI attach limits as last seen
         self._pod_shapes: dict[str, tuple[object, ...]] = {}  # pending pods: what of them placement reads
         self._claims_moved = anyio.Event()  # set (and replaced) whenever a claim changes: provisioning waits on it
         # Volumes made in advance being pre-bound to a plan's claims: no other plan is given them meanwhile.
@@ -494,6 +497,21 @@ class Scheduler:
             self.queue.unit_changed(gang)
         self._claims_released()
         return self._capacity_freed(event)
+
+    def _csi_node_changed(self, event: CSINodeUpserted | CSINodeDeleted) -> bool:
+        """A node's attach limits changed (NodeVolumeLimits): parked units may fit there now. A CSINode rewritten
+        with the same limits (its drivers' node ids, topology keys) changes nothing placement reads."""
+        name = event.csi_node.metadata.name if isinstance(event, CSINodeUpserted) else event.name
+        limits = self.state.volumes.attach_limits.get(name, {})
+        if self._attach_limits.get(name, {}) == limits:
+            return False
+        if limits:
+            self._attach_limits[name] = dict(limits)
+        else:
+            self._attach_limits.pop(name, None)
+        self.queue.structure_changed()
+        self._room_cache.clear()
+        return True
 
     def _node_deleted(self, event: NodeDeleted) -> bool:
         self._node_shapes.pop(event.name, None)
@@ -1384,6 +1402,7 @@ _OBSERVERS: dict[type, Callable[[Scheduler, Any], bool] | None] = exhaustive("th
     **each((ClaimUpserted, ClaimDeleted, VolumeUpserted), Scheduler._claim_changed),
     # A class changes rarely and may concern any claim; a deleted volume only takes reach away.
     **each((StorageClassUpserted, StorageClassDeleted), Scheduler._structure_changed),
+    **each((CSINodeUpserted, CSINodeDeleted), Scheduler._csi_node_changed),
     VolumeDeleted: None,
     # A budget only ranks preemption plans: it never lets a parked unit fit.
     **each(BUDGET_EVENTS, None),

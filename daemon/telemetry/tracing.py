@@ -75,6 +75,8 @@ from events.model import (
     CapacityElasticQuotaUpserted,
     ClaimDeleted,
     ClaimUpserted,
+    CSINodeDeleted,
+    CSINodeUpserted,
     ElasticQuotaDeleted,
     ElasticQuotaUpserted,
     Event,
@@ -879,6 +881,7 @@ _WATCHED: dict[type, tuple[str, str]] = {
     ClaimUpserted: ("PersistentVolumeClaim", "upsert"), ClaimDeleted: ("PersistentVolumeClaim", "delete"),
     VolumeUpserted: ("PersistentVolume", "upsert"), VolumeDeleted: ("PersistentVolume", "delete"),
     StorageClassUpserted: ("StorageClass", "upsert"), StorageClassDeleted: ("StorageClass", "delete"),
+    CSINodeUpserted: ("CSINode", "upsert"), CSINodeDeleted: ("CSINode", "delete"),
     BudgetUpserted: ("PodDisruptionBudget", "upsert"), BudgetDeleted: ("PodDisruptionBudget", "delete"),
 }
 

@@ -140,10 +140,18 @@ _DOCUMENTS: dict[str, Any] = {
                else {})}),
         st.sampled_from(["fast", "local"]), st.sampled_from(["Immediate", "WaitForFirstConsumer"]),
         st.sampled_from(["ebs.csi.aws.com", "kubernetes.io/no-provisioner"]), st.booleans()),
+    "CSINode": st.builds(
+        lambda name, count, other: (name, "", {"spec": {"drivers": [
+            {"name": "ebs.csi.aws.com", "nodeID": f"i-{name}", **({"allocatable": {"count": count}}
+                                                                 if count is not None else {})},
+            *([{"name": other, "nodeID": f"i-{name}"}] if other else [])]}}),
+        st.sampled_from(["n0", "n1", "n2"]), st.sampled_from([None, 0, 1, 2, -1]),
+        st.sampled_from(["", "efs.csi.aws.com", "ebs.csi.aws.com"])),
     "PersistentVolume": st.builds(
         lambda index, namespace, node: (f"pv{index}", "", {
             "metadata": {"labels": {"topology.kubernetes.io/zone": "z1__z2"}},
             "spec": {"storageClassName": "fast", "claimRef": {"namespace": namespace, "name": f"c{index}"},
+                     "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{index}"},
                      **({"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchFields": [
                          {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}} if node else {})}}),
         st.integers(0, 1), st.sampled_from(NAMESPACES), st.sampled_from(["", "n0", "n1"])),
@@ -204,6 +212,7 @@ _UNDECODABLE: dict[str, dict[str, Any]] = {
     "PodGroup": {"spec": {"minMember": "three"}},
     "Node": {"status": {"allocatable": ["not", "a", "map"]}},
     "PersistentVolumeClaim": {"spec": {"volumeName": 7}},
+    "CSINode": {"spec": {"drivers": [{"name": "ebs.csi.aws.com", "allocatable": {"count": 2**64}}]}},
 }
 
 _steps = st.one_of(
@@ -258,6 +267,7 @@ def _held(state: ClusterState) -> list[tuple[KindInfo, Any]]:
         "Queue": quotas.queues.values(),
         "KaiQueue": quotas.kai_queues.values(),
         "StorageClass": state.volumes.classes.values(),
+        "CSINode": state.volumes.csi_nodes.values(),
         "PersistentVolume": state.volumes.volumes.values(),
         "PersistentVolumeClaim": state.volumes.claims.values(),
         "PodDisruptionBudget": [budget for budgets in state.budgets.values() for budget in budgets.values()],

@@ -41,8 +41,21 @@ def volume(name: str, storage: str, class_name: str = "", modes: tuple[str, ...]
                      "hostPath": {"path": f"/mnt/{name}"}, **spec}}
 
 
+def csi_node(name: str, *drivers: Obj) -> Obj:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": name},
+            "spec": {"drivers": list(drivers)}}
+
+
+def csi_driver(name: str, count: int | None = None, node_id: str = "i-0123", **fields: Any) -> Obj:
+    entry: Obj = {"name": name, "nodeID": node_id, **fields}
+    if count is not None:
+        entry["allocatable"] = {"count": count}
+    return entry
+
+
 PATHS = {
     "StorageClass": "/apis/storage.k8s.io/v1/storageclasses",
+    "CSINode": "/apis/storage.k8s.io/v1/csinodes",
     "PersistentVolume": "/api/v1/persistentvolumes",
     "PersistentVolumeClaim": "/api/v1/namespaces/default/persistentvolumeclaims",
     "Pod": "/api/v1/namespaces/default/pods",

@@ -433,3 +433,19 @@ async def test_an_undecodable_disruption_budget_gets_its_warning_on_the_budget()
     assert await keeper.sync_once()
     assert [(kind, key, reason) for kind, key, _, reason, _ in writer.events] == [
         ("PodDisruptionBudget", "default/serving", "UndecodableObject")]
+
+
+async def test_a_csinode_entry_not_read_gets_a_warning_on_the_csinode_naming_the_field() -> None:
+    state = cluster()
+    writer = FakeWriter()
+    keeper = TopologyStatus(state, writer)
+    assert await keeper.sync_once()
+    csi_node = {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": "n1", "uid": "uid-csi"},
+                "spec": {"drivers": [{"name": "ebs.csi.aws.com", "nodeID": "i-1", "allocatable": {"count": -2}}]}}
+    event = upsert_event(KIND_BY_NAME["CSINode"], csi_node)
+    state.apply(event)
+    keeper.notice_all([event])
+    assert await keeper.sync_once()
+    assert [(kind, key, uid, reason, message) for kind, key, uid, reason, message in writer.events] == [
+        ("CSINode", "n1", "uid-csi", "InvalidCSINode",
+         "spec.drivers[0].allocatable.count: -2: must be >= 0; the driver is not limited")]

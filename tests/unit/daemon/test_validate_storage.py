@@ -56,3 +56,30 @@ def test_storage_manifests_the_api_server_admits_pass(tmp_path: Path, capsys: py
     path.write_text("---\n".join([CLASS, LOCAL_VOLUME + PINNED]))
     assert main([str(path)]) == 0
     assert capsys.readouterr().out.strip() == "OK: 2 objects valid (2 storage object)"
+
+
+CSI_NODE = """apiVersion: storage.k8s.io/v1
+kind: CSINode
+metadata: {name: node-1}
+spec:
+  drivers:
+  - name: ebs.csi.aws.com
+    nodeID: i-0123456789abcdef0
+    allocatable: {count: 25}
+"""
+
+
+def test_a_csinode_is_put_through_the_api_servers_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "csinodes.yaml"
+    duplicate = CSI_NODE.replace("node-1", "node-2") + """  - name: ebs.csi.aws.com
+    nodeID: i-0123456789abcdef0
+    allocatable: {count: -1}
+"""
+    path.write_text("---\n".join([CSI_NODE, duplicate]))
+    assert main([str(path)]) == 1
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        f"{path}#2: CSINode node-2: spec.drivers[1].allocatable.count: Invalid value: -1: must be greater than "
+        "or equal to 0 (the API server refuses it)",
+        f'{path}#2: CSINode node-2: spec.drivers[1].name: Duplicate value: "ebs.csi.aws.com" '
+        "(the API server refuses it)",
+    ]
