@@ -26,6 +26,7 @@ import msgspec
 
 from events.dispatch import each, exhaustive
 from events.model import (
+    QUOTA_OBJECT_EVENTS,
     BindFailed,
     BindRequested,
     BudgetDeleted,
@@ -2512,8 +2513,7 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None] | None] = exhaustive("
     GangPending: ClusterState._gang_pending,
     GangPlanned: ClusterState._gang_planned,
     PreemptionPlanned: None,
-    **each((ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted, CapacityElasticQuotaDeleted,
-            QueueUpserted, QueueDeleted, KaiQueueUpserted, KaiQueueDeleted), ClusterState._quota_object),
+    **each(QUOTA_OBJECT_EVENTS, ClusterState._quota_object),
     ClaimUpserted: ClusterState._claim_upserted,
     ClaimDeleted: ClusterState._claim_deleted,
     VolumeUpserted: ClusterState._volume_upserted,
