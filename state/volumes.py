@@ -183,6 +183,15 @@ class VolumeNeeds(msgspec.Struct, frozen=True):
 NO_NEEDS = VolumeNeeds()
 
 
+def _leave(index: dict[str, set[str]], key: str, name: str) -> None:
+    """`name` out of `index[key]`, and the entry out of `index` once empty."""
+    there = index.get(key)
+    if there is not None:
+        there.discard(name)
+        if not there:
+            del index[key]
+
+
 class VolumeBook:
     """The claims (by `namespace/name`), PersistentVolumes and StorageClasses (by name) the state holds; the
     pods that name each claim (`users`, by pod key, whatever their phase); and the claims whose users left
@@ -296,22 +305,15 @@ class VolumeBook:
         self._volume_changed(name)
 
     def _unname(self, volume: PersistentVolume | None) -> None:
-        source = csi_source(volume) if volume is not None else None
-        if source is not None and volume is not None:
-            unique = f"{source[0]}/{source[1]}"
-            named = self.handles.get(unique)
-            if named is not None:
-                named.discard(volume.metadata.name)
-                if not named:
-                    del self.handles[unique]
-        ref = volume.spec.claim_ref if volume is not None else None
-        if ref is not None and volume is not None:
-            key = f"{ref.namespace}/{ref.name}"
-            names = self._named.get(key)
-            if names is not None:
-                names.discard(volume.metadata.name)
-                if not names:
-                    del self._named[key]
+        """Take the volume out of the handle and claimRef indexes (`put_volume` puts it in)."""
+        if volume is None:
+            return
+        source = csi_source(volume)
+        if source is not None:
+            _leave(self.handles, f"{source[0]}/{source[1]}", volume.metadata.name)
+        ref = volume.spec.claim_ref
+        if ref is not None:
+            _leave(self._named, f"{ref.namespace}/{ref.name}", volume.metadata.name)
 
     def _volume_changed(self, name: str) -> None:
         self.version += 1
