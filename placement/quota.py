@@ -52,6 +52,7 @@ def admit(state: ClusterState, pods: Sequence[str], *, ignore_pods: AbstractSet[
         return ""
     asked: dict[str, Resources] = {}
     asked_np: dict[str, Resources] = {}
+    np_why: dict[str, str] = {}  # KAI: why the first non-preemptible pod of each quota is so
     for key in pods:
         pod = state.pods.get(key)
         if pod is None:
@@ -68,12 +69,15 @@ def admit(state: ClusterState, pods: Sequence[str], *, ignore_pods: AbstractSet[
         _add(asked.setdefault(quota.id, {}), counted)
         if quota.dialect in _NON_PREEMPTIBLE_WITHIN_MIN and not book.preemptible(pod):
             _add(asked_np.setdefault(quota.id, {}), counted)
+            if quota.dialect == KAI_DIALECT and quota.id not in np_why:
+                np_why[quota.id] = state.kai_non_preemptible_why(pod)
     if not asked:
         return ""
     minus, minus_np = book.usage_of([*pods, *ignore_pods])  # the asking pods' nominations, the pods gone
     for quota_id in sorted(asked):
         quota = book.quotas[quota_id]
-        why = _check(state, book, quota, asked[quota_id], asked_np.get(quota_id, {}), minus, minus_np, starting)
+        why = _check(state, book, quota, asked[quota_id], asked_np.get(quota_id, {}), minus, minus_np, starting,
+                     np_why.get(quota_id, ""))
         if why:
             return why
     return ""
@@ -144,7 +148,7 @@ def _add(total: Resources, requests: Mapping[str, int]) -> None:
 
 
 def _check(state: ClusterState, book: QuotaBook, quota: Quota, asked: Resources, asked_np: Resources,
-           minus: dict[str, Resources], minus_np: dict[str, Resources], starting: bool) -> str:
+           minus: dict[str, Resources], minus_np: dict[str, Resources], starting: bool, np_why: str = "") -> str:
     """Why `quota` does not admit `asked` ("" when it does). Max is checked up the whole path (a
     parent's max limits its subtree); the runtime and the non-preemptible min only at the quota
     itself, as Koordinator does: a parent over its share because a child borrows too much is put
@@ -159,8 +163,11 @@ def _check(state: ClusterState, book: QuotaBook, quota: Quota, asked: Resources,
             used = quota.used_np.get(resource, 0) - released_np.get(resource, 0)
             floor = quota.min.get(resource, 0)
             if used + amount > floor:
-                return _words(quota, resource, used, amount, quota.guarded_word, floor,
-                              _NON_PREEMPTIBLE_WITHIN_MIN[quota.dialect], "used by non-preemptible pods")
+                note = _NON_PREEMPTIBLE_WITHIN_MIN[quota.dialect]
+                if np_why:  # KAI: say why the job counts as non-preemptible (often its priority class alone)
+                    note = f"{note[:-1]}: {np_why})"
+                return _words(quota, resource, used, amount, quota.guarded_word, floor, note,
+                              "used by non-preemptible pods")
     for level in quota.path():
         if level.closed and starting:
             return f"{level.label} is Closed: it admits no new job"

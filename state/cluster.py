@@ -650,6 +650,24 @@ class ClusterState:
             found = self.priority_classes.get(self._default_priority_class)
         return found.value if found is not None else 0
 
+    def kai_non_preemptible_why(self, pod: PodInfo) -> str:
+        """Why KAI reads the job of `pod` as non-preemptible, in words for a pending reason ("" when it does not,
+        or the pod is no KAI job): its PodGroup says so, or its PodGroup's priority (or the pod's own, for a
+        pod of no PodGroup) is 100 or more."""
+        info = self.gangs.get(pod.gang) if pod.gang else None
+        spec = info.spec if info is not None else None
+        if spec is not None and spec.dialect == KAI:
+            if spec.kai_preemptibility:
+                return f"PodGroup {spec.key} says {spec.kai_preemptibility}" if not spec.preemptable else ""
+            priority = self.kai_priority(spec.priority_class_name)
+            if priority < NON_PREEMPTIBLE_PRIORITY:
+                return ""
+            named = f"priorityClassName {spec.priority_class_name}" if spec.priority_class_name else "the default class"
+            return f"PodGroup {spec.key} is of priority {priority} ({named}), {NON_PREEMPTIBLE_PRIORITY} or more"
+        if spec is None and pod.priority >= NON_PREEMPTIBLE_PRIORITY:
+            return f"pod {pod.key} is of priority {pod.priority}, {NON_PREEMPTIBLE_PRIORITY} or more"
+        return ""
+
     def kai_lone_kept(self, pod: PodInfo) -> bool:
         """A pod of no gang that a KAI queue label places in a KAI queue, of priority 100 or more: KAI
         would make it a PodGroup of its own (its pod-grouper), non-preemptible by that priority, so it is

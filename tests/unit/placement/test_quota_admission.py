@@ -243,7 +243,8 @@ def test_a_non_preemptible_kai_job_stays_within_its_queues_quota() -> None:
     result = plan_gang(state, "default/keep")
     assert isinstance(result, Unschedulable) and result.constraint == QUOTA
     assert result.reason == ("gang default/keep: KAI queue team-a: nvidia.com/gpu 0 used by non-preemptible pods + "
-                             "16 asked > quota 8 (non-preemptible jobs stay within quota)")
+                             "16 asked > quota 8 (non-preemptible jobs stay within quota: PodGroup default/keep says "
+                             "non-preemptible)")
     assert isinstance(plan_gang(state, "default/spot"), GangPlan)  # a preemptible job may borrow
 
 
@@ -295,7 +296,9 @@ def test_a_kai_job_of_the_inference_class_is_non_preemptible_and_stays_within_qu
     )
     result = plan_gang(state, "default/serve")
     assert isinstance(result, Unschedulable) and result.constraint == QUOTA
-    assert "16 asked > quota 8 (non-preemptible jobs stay within quota)" in result.reason
+    # the reason says why the job counts as non-preemptible: its PodGroup's class alone makes it so
+    assert result.reason.endswith("16 asked > quota 8 (non-preemptible jobs stay within quota: PodGroup "
+                                  "default/serve is of priority 125 (priorityClassName inference), 100 or more)")
     assert isinstance(plan_gang(state, "default/train"), GangPlan)
     assert isinstance(plan_gang(state, "default/forced"), GangPlan)  # the PodGroup's word over its priority
 
@@ -327,3 +330,18 @@ def test_a_mig_device_counts_as_its_slices_against_a_kai_queues_gpu_limit() -> N
     refused = plan_pod(state, "default/large-0")
     assert isinstance(refused, Unschedulable) and refused.constraint == QUOTA
     assert "KAI queue team: nvidia.com/gpu 0 used + 3 asked > limit 2" in refused.reason
+
+
+def test_a_lone_kai_pod_of_priority_100_waits_for_quota_and_the_reason_says_why_it_is_non_preemptible() -> None:
+    deserves_all = (-1.0, -1.0, 1.0)
+    state = cluster(
+        KaiQueueUpserted(queue=kai_queue("team-a", cpu=deserves_all, memory=deserves_all, gpu=(8, -1.0, 1))),
+        pod_event(pod("serve-0", gpus=16, priority=125, labels={KAI_QUEUE_LABEL: "team-a"})),
+        pod_event(pod("batch-0", gpus=8, priority=50, labels={KAI_QUEUE_LABEL: "team-a"})),
+        nodes=2,
+    )
+    refused = plan_pod(state, "default/serve-0")
+    assert isinstance(refused, Unschedulable) and refused.constraint == QUOTA
+    assert refused.reason.endswith("(non-preemptible jobs stay within quota: pod default/serve-0 is of priority 125, "
+                                   "100 or more)")
+    assert isinstance(plan_pod(state, "default/batch-0"), GangPlan)  # priority 50: preemptible, may borrow
