@@ -51,12 +51,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import TypeVar
 
 import msgspec
 
 from events.objects import Affinity, LabelSelector, LabelSelectorRequirement, Pod, PodAffinityTerm
 from state.cluster import ClusterState, PodInfo
+from state.indexes import leave
 from state.label_selectors import selects
 from state.node_changes import kept_table
 from state.pod_constraints import MAX_REQUIRED_TERMS
@@ -68,16 +68,6 @@ EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rul
 AFFINITY = "node(s) didn't match pod affinity rules"
 INDEX_KEY = "placement.pod_affinity.index"
 _NOBODY: frozenset[str] = frozenset()
-_Entry = TypeVar("_Entry")
-_Member = TypeVar("_Member")
-
-
-def _leave(index: dict[_Entry, set[_Member]], entry: _Entry, key: _Member) -> None:
-    there = index.get(entry)
-    if there is not None:
-        there.discard(key)
-        if not there:
-            del index[entry]
 # How the per-node tokens of `self_exclusion` begin (`placement.fit.Shape.host_ports` names).
 SELF_EXCLUSION_TOKEN = f"{HOST_PORT_PREFIX}{SELF_EXCLUSION_PROTOCOL}/"
 
@@ -340,7 +330,7 @@ class AffinityIndex:
         node = pod.placed_on if pod is not None else ""
         if self._kept and key in self.placed_on:
             namespace = key.partition("/")[0]
-            _leave(self.by_namespace, namespace, key)
+            leave(self.by_namespace, namespace, key)
             del self.placed_on[key]
             self._unlabel(key, namespace)
         for group_key in self.anti_of.pop(key, ()):
@@ -353,7 +343,7 @@ class AffinityIndex:
                 if group.pairs is None:
                     self._loose_groups.discard(group_key)
                 for pair in group.pairs or ():
-                    _leave(self._groups_by_pair, pair, group_key)
+                    leave(self._groups_by_pair, pair, group_key)
         if pod is None or not node:
             return
         if self._kept:
@@ -397,8 +387,8 @@ class AffinityIndex:
 
     def _unlabel(self, key: str, namespace: str) -> None:
         for name, value in self._labels_of.pop(key, {}).items():
-            _leave(self._by_label, (namespace, name, value), key)
-            _leave(self._by_key, (namespace, name), key)
+            leave(self._by_label, (namespace, name, value), key)
+            leave(self._by_key, (namespace, name), key)
 
     def candidates(self, term: Term) -> list[str]:
         """The placed pods `term` may select (a superset, narrowed by its selector's labels), in a stable order."""

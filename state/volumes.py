@@ -84,6 +84,7 @@ from events.objects import (
     StorageClass,
     TopologySelectorTerm,
 )
+from state.indexes import leave
 from state.label_selectors import selects
 from state.node_selectors import HOSTNAME_FIELD, term_matches
 from state.resources import QuantityError, parse_quantity
@@ -181,15 +182,6 @@ class VolumeNeeds(msgspec.Struct, frozen=True):
 
 
 NO_NEEDS = VolumeNeeds()
-
-
-def _leave(index: dict[str, set[str]], key: str, name: str) -> None:
-    """`name` out of `index[key]`, and the entry out of `index` once empty."""
-    there = index.get(key)
-    if there is not None:
-        there.discard(name)
-        if not there:
-            del index[key]
 
 
 class VolumeBook:
@@ -310,10 +302,10 @@ class VolumeBook:
             return
         source = csi_source(volume)
         if source is not None:
-            _leave(self.handles, f"{source[0]}/{source[1]}", volume.metadata.name)
+            leave(self.handles, f"{source[0]}/{source[1]}", volume.metadata.name)
         ref = volume.spec.claim_ref
         if ref is not None:
-            _leave(self._named, f"{ref.namespace}/{ref.name}", volume.metadata.name)
+            leave(self._named, f"{ref.namespace}/{ref.name}", volume.metadata.name)
 
     def _volume_changed(self, name: str) -> None:
         self.version += 1
