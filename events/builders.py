@@ -195,10 +195,10 @@ def queue(name: str, *, weight: int | None = None, capability: Mapping[str, str]
 
 
 def volcano_pod_group(name: str, *, namespace: str = "default", min_member: int = 1,
-                      queue: str = "") -> VolcanoPodGroup:
+                      queue: str = "", priority_class_name: str = "") -> VolcanoPodGroup:
     return VolcanoPodGroup(
         metadata=ObjectMeta(name=name, namespace=namespace, uid=f"uid-vpg-{namespace}-{name}"),
-        spec=VolcanoPodGroupSpec(min_member=min_member, queue=queue),
+        spec=VolcanoPodGroupSpec(min_member=min_member, queue=queue, priority_class_name=priority_class_name),
     )
 
 

@@ -144,6 +144,7 @@ from state.gangs import (
     SCHEDULER_PLUGINS_PROBLEM,
     UNDECODABLE_OBJECT,
     UNSUPPORTED_FIELD,
+    VOLCANO,
     WORKLOAD_PROBLEM,
     GangSpec,
     Problem,
@@ -151,7 +152,7 @@ from state.gangs import (
     preemptable_of,
     volcano_gang_spec,
 )
-from state.kai_gangs import NON_PREEMPTIBLE_PRIORITY, kai_gang_spec
+from state.kai_gangs import NON_PREEMPTIBLE_PRIORITY, kai_gang_spec, shown
 from state.node_changes import NodeChanges
 from state.node_table import NodeTable, node_table, nodes_of
 from state.pod_constraints import DRA_NOT_PLACED, unconsidered
@@ -236,6 +237,10 @@ class NodeInfo:
         self.nominated: dict[str, PodInfo] = {}  # pods holding a nomination on this node
 
 
+# The dialects whose schedulers order and preempt jobs by their PodGroup's priority (`ClusterState.job_priority`).
+JOB_PRIORITY_DIALECTS = frozenset((VOLCANO, KAI))
+_DIALECT_NAMES = {VOLCANO: "Volcano", KAI: "KAI"}
+
 _NO_REQUESTS: Resources = {}  # what a pod asks before it is derived (shared, like every requests vector)
 
 
@@ -264,6 +269,7 @@ class PodInfo:
         "nominated_on",
         "obj",
         "ours",
+        "own_priority",
         "placed_on",
         "preemptable",
         "preemption_policy",
@@ -294,10 +300,13 @@ class PodInfo:
         # requests that is not a quantity, and why ("" when all are); task: its Volcano task
         # (volcano.sh/task-spec), for minTaskMember; preemptable: False, never a preemption victim
         # (volcano.sh/preemptable: "false").
+        # priority: what orders and preempts it, its job's (`ClusterState.job_priority`) while its gang has one,
+        # else its own (own_priority: its spec's priority, or its PriorityClass's)
         self.requests: Resources
         self.priority: int
         (self.requests, self.invalid, self.ours, self.priority, self.preemption_policy, self.task, self.preemptable,
          _, _) = derived or _UNDERIVED
+        self.own_priority = self.priority
 
     @property
     def uid(self) -> str:
@@ -358,8 +367,8 @@ class GangInfo:
     by `ClusterState`. `spec` is the winning source's (see `GANG_SOURCES`); `sources` holds every
     source present, with its own problems."""
 
-    __slots__ = ("attempts", "definer", "filed", "first_seen", "key", "last_reason", "members", "sources", "spec",
-                 "timed_out")
+    __slots__ = ("attempts", "definer", "filed", "first_seen", "job_priority", "key", "last_reason", "members",
+                 "sources", "spec", "timed_out")
 
     def __init__(self, key: str, first_seen: float) -> None:
         self.key = key
@@ -374,6 +383,9 @@ class GangInfo:
         # (nearly all) share one empty set.
         self.filed: set[str] | frozenset[str] = _NO_KINDS
         self.definer = ""  # the member whose annotations define the gang (annotation gangs only)
+        # The priority of the job as a whole, which its members take (`ClusterState.job_priority`); None: each
+        # member goes by its own.
+        self.job_priority: int | None = None
 
     @property
     def source(self) -> str:
@@ -583,6 +595,9 @@ class ClusterState:
         # (placement's offerslot table): see state/node_changes.py. Neither is part of the state's meaning.
         self.node_changes = NodeChanges()
         self.pod_changes = NodeChanges()  # likewise the pods whose own figures changed (preemption's victim index)
+        # The pods whose priority an event about another object moved (their job's: `_reprice`), for readers that
+        # re-read a pod on its own events only (the scheduling queue's indexes).
+        self.priority_changes = NodeChanges()
         self.reader_caches: dict[str, object] = {}
         # Kubernetes topology keys that are not layers of `topology`: one tree per key, its domains the
         # label's values, kept like `topology` (nodes, usage) while some gang asks for the key.
@@ -636,19 +651,31 @@ class ClusterState:
         """May the pods of the gang `spec` describes be evicted at all (preempted, or reclaimed by another
         quota)? What its PodGroup says (`volcano.sh/preemptable: "false"`, KAI's `spec.preemptibility`);
         a KAI PodGroup that says nothing is non-preemptible from priority 100 up, its priority being its
-        `spec.priorityClassName`'s (`kai_priority`), as KAI reads it. Read when asked, so a PriorityClass
+        `spec.priorityClassName`'s (`group_priority`), as KAI reads it. Read when asked, so a PriorityClass
         created or changed later counts."""
         if spec.dialect == KAI and not spec.kai_preemptibility:
-            return self.kai_priority(spec.priority_class_name) < NON_PREEMPTIBLE_PRIORITY
+            return self.group_priority(spec.priority_class_name) < NON_PREEMPTIBLE_PRIORITY
         return spec.preemptable
 
-    def kai_priority(self, class_name: str) -> int:
-        """A KAI PodGroup's priority as KAI's scheduler finds it: the value of the PriorityClass its
+    def group_priority(self, class_name: str) -> int:
+        """A Volcano or KAI PodGroup's priority as their schedulers find it: the value of the PriorityClass its
         `spec.priorityClassName` names, else the globalDefault class's, else 0."""
         found = self.priority_classes.get(class_name) if class_name else None
         if found is None and self._default_priority_class:
             found = self.priority_classes.get(self._default_priority_class)
         return found.value if found is not None else 0
+
+    def job_priority(self, spec: GangSpec | None) -> int | None:
+        """The priority every pod of the gang `spec` describes takes, as one job: Volcano and KAI order jobs,
+        and preempt between them, by their PodGroup's priority (`group_priority` of its `priorityClassName`:
+        Volcano's scheduler cache sets a job's priority so, KAI's scheduler likewise), whatever priority the
+        pods themselves carry; the pods' own then only matters within the job, where toposched never
+        preempts. None: each pod goes by its own, for every other dialect, and for a Volcano or KAI PodGroup
+        that names no class (Volcano and KAI take the default priority there; toposched keeps the pods' own, so
+        pods that name a class where their PodGroup names none keep it)."""
+        if spec is None or not spec.priority_class_name or spec.dialect not in JOB_PRIORITY_DIALECTS:
+            return None
+        return self.group_priority(spec.priority_class_name)
 
     def kai_non_preemptible_why(self, pod: PodInfo) -> str:
         """Why KAI reads the job of `pod` as non-preemptible, in words for a pending reason ("" when it does not,
@@ -659,7 +686,7 @@ class ClusterState:
         if spec is not None and spec.dialect == KAI:
             if spec.kai_preemptibility:
                 return f"PodGroup {spec.key} says {spec.kai_preemptibility}" if not spec.preemptable else ""
-            priority = self.kai_priority(spec.priority_class_name)
+            priority = self.group_priority(spec.priority_class_name)
             if priority < NON_PREEMPTIBLE_PRIORITY:
                 return ""
             named = f"priorityClassName {spec.priority_class_name}" if spec.priority_class_name else "the default class"
@@ -859,6 +886,8 @@ class ClusterState:
             else:  # `_join_gang` of a member that defines nothing
                 pod.gang = gang_key
                 gang.members.add(key)
+            if gang is not None and gang.job_priority is not None:
+                pod.priority = gang.job_priority
         return pod
 
     def forget_record_parts(self) -> None:
@@ -1056,9 +1085,12 @@ class ClusterState:
                 self._shapes[shape] = derived
                 if VOLCANO_PREEMPTABLE_ANNOTATION not in obj.metadata.labels:
                     self._unlabelled[(shape[2], shape[1])] = derived
-        (pod.requests, pod.invalid, pod.ours, pod.priority, pod.preemption_policy, pod.task, pod.preemptable,
+        (pod.requests, pod.invalid, pod.ours, own, pod.preemption_policy, pod.task, pod.preemptable,
          gang_key, problems) = derived
+        pod.own_priority = own
         self._join_gang(pod, gang_key)
+        gang = self.gangs.get(gang_key) if gang_key else None
+        pod.priority = own if gang is None or gang.job_priority is None else gang.job_priority
         if problems or ("Pod", key) in self.problems:
             self._set_problems("Pod", key, problems)
 
@@ -1430,6 +1462,8 @@ class ClusterState:
             ((name, (spec, problems)),) = gang.sources.items()
             gang.spec = spec
             kind = _PROBLEM_KIND_OF_SOURCE[name]
+            if spec.priority_class_name:
+                problems = problems + self._missing_class(gang.key, kind, spec)
             if problems or gang.filed or (kind, gang.key) in self.problems:  # else nothing to file or clear
                 filed[kind] = problems
         else:
@@ -1440,6 +1474,7 @@ class ClusterState:
                     continue
                 if name == winner:
                     filed.setdefault(kind, []).extend(gang.sources[name][1])
+                    filed[kind].extend(self._missing_class(gang.key, kind, gang.sources[name][0]))
                 elif kind != WORKLOAD_PROBLEM:  # a Workload's problems are its own (filed on the Workload)
                     verb = "are" if name == POD_METADATA_SOURCE else "is"
                     filed.setdefault(kind, []).append(Problem(
@@ -1458,6 +1493,36 @@ class ClusterState:
         if new_key != old_key:
             self._label_tree_unused(old_key, gang.key)
             self._label_tree_used(new_key, gang.key)
+        job_priority = self.job_priority(gang.spec)
+        if job_priority != gang.job_priority:
+            gang.job_priority = job_priority
+            self._reprice(gang)
+
+    def _missing_class(self, key: str, kind: str, spec: GangSpec) -> list[Problem]:
+        """The problem of a Volcano or KAI PodGroup whose `priorityClassName` names no PriorityClass (as
+        `_resolve_priority`'s of a pod), or none."""
+        name = spec.priority_class_name
+        if not name or spec.dialect not in JOB_PRIORITY_DIALECTS or name in self.priority_classes:
+            return []
+        return [Problem(kind, key, "spec.priorityClassName", f"PriorityClass {shown(name)} not found: the job takes "
+                        f"the default priority, {self.group_priority('')}, as {_DIALECT_NAMES[spec.dialect]} does")]
+
+    def _reprice(self, gang: GangInfo) -> None:
+        """Give each member of `gang` its job's priority now (`gang.job_priority`), or its own when the job has
+        none; a pod whose priority moves is noted in `pod_changes` and `priority_changes`, and so is the node
+        it holds a nomination on (what that node offers a pod depends on the priorities nominated there)."""
+        job_priority, pods = gang.job_priority, self.pods
+        for key in sorted(gang.members):
+            pod = pods.get(key)
+            if pod is None:
+                continue
+            priority = pod.own_priority if job_priority is None else job_priority
+            if pod.priority != priority:
+                pod.priority = priority
+                self.pod_changes.add(key)
+                self.priority_changes.add(key)
+                if pod.nominated_on:
+                    self.node_changes.add(pod.nominated_on)
 
     # label trees (Kubernetes topology keys that are not layers of the topology) -----------
 
@@ -1507,11 +1572,18 @@ class ClusterState:
         self._unlabelled.clear()
         defaults = sorted(name for name, pc in self.priority_classes.items() if pc.global_default)
         self._default_priority_class = defaults[0] if defaults else ""
+        gangs = self.gangs
+        for gang_key in sorted(gangs):
+            if gangs[gang_key].job_priority is not None or self.job_priority(gangs[gang_key].spec) is not None:
+                self._choose_spec(gangs[gang_key])  # its priority, and whether the class it names is missing, anew
         for key in sorted(self.pods):
             pod = self.pods[key]
             # The pod's problems as a fresh derivation lists them (in its order: a restored state equals
             # this one), with the priority class's now.
-            _, _, _, pod.priority, pod.preemption_policy, _, _, _, problems = self._derivation(pod.obj, key)
+            _, _, _, own, pod.preemption_policy, _, _, _, problems = self._derivation(pod.obj, key)
+            pod.own_priority = own
+            job = gangs[pod.gang].job_priority if pod.gang in gangs else None
+            pod.priority = own if job is None else job
             self.pod_changes.add(key)
             self._set_problems("Pod", key, problems)
 
@@ -2070,6 +2142,8 @@ class ClusterState:
                 else:
                     pod.gang = gang_key
                     gang.members.add(key)
+                if gang is not None and gang.job_priority is not None:
+                    pod.priority = gang.job_priority
             if derived[8]:
                 self._set_problems("Pod", key, derived[8])
             pod.bound_at = bound_at

@@ -28,10 +28,11 @@ What is read, and what it becomes:
   (else of the cluster's globalDefault class, else 0), non-preemptible from `NON_PREEMPTIBLE_PRIORITY`
   (100: KAI's `build` and `inference` classes; its `train` class is 50). `ClusterState.gang_preemptable`
   resolves it, so a PriorityClass created or changed later counts.
-- Read but not implemented, each said once in a problem (`UNSUPPORTED_FIELD`): `spec.priorityClassName`
-  beyond the preemptibility above (kept as `GangSpec.priority_class_name`; each pod's own priority orders
-  and preempts, as in every dialect), `spec.subGroups` and `spec.minSubGroup` (the whole group is one gang
-  of minMember).
+- `spec.priorityClassName` (kept as `GangSpec.priority_class_name`) is also the job's priority: every
+  member is ordered and preempts, and is preempted, by it rather than by its own, as KAI's scheduler does
+  (`ClusterState.job_priority`; a class that does not exist is reported, and the default priority taken).
+- Read but not implemented, each said once in a problem (`UNSUPPORTED_FIELD`): `spec.subGroups` and
+  `spec.minSubGroup` (the whole group is one gang of minMember).
 - `spec.queue` names the KAI Queue whose quota the gang's pods count against (`state/quota.py`).
 Whether the levels are layers of the tree in use and the Topology the one the tree is built from
 needs the tree: `kai_wish_problems` reports each that is not (`state/topology_wishes.py` runs it).
@@ -98,11 +99,6 @@ def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]
     elif min_member < 1:
         problems.append(Problem(kind, key, "spec.minMember", f"{min_member} is below 1; treated as 1"))
         min_member = 1
-    if spec.priority_class_name:
-        problems.append(Problem(kind, key, "spec.priorityClassName", f"{shown(spec.priority_class_name)} is read "
-                                "for the gang's preemptibility only (non-preemptible from "
-                                f"{NON_PREEMPTIBLE_PRIORITY}, as KAI): each pod's own priority orders and preempts",
-                                reason=UNSUPPORTED_FIELD))
     if spec.sub_groups:
         problems.append(Problem(kind, key, "spec.subGroups", "is read but not implemented: the whole PodGroup is "
                                 "one gang of minMember, placed within its own topologyConstraint",

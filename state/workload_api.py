@@ -9,7 +9,8 @@ Two shapes, both alpha behind the GenericWorkload feature gate:
   key is not a layer of the cluster's topology tree, placement builds the domains from the label
   itself, see `placement/constraints.py`). `disruptionMode: PodGroup` means no member is ever
   preempted alone. `resourceClaims` (DRA) and the group's `priorityClassName` / `priority` are read
-  but not implemented: each pod's own priority orders and preempts, as for every other dialect.
+  but not implemented: each pod's own priority orders and preempts, as for every dialect but Volcano and KAI
+  (whose PodGroup's class is the job's priority: `ClusterState.job_priority`).
 - Kubernetes 1.35: a `scheduling.k8s.io/v1alpha1` Workload whose `spec.podGroups[]` carry a
   `policy` of the same form; pods join with `spec.workloadRef` (`name`, `podGroup`,
   `podGroupReplicaKey`), and each replica key is a gang of its own (`state/pod_gangs.py` keys them).

@@ -283,6 +283,7 @@ class Scheduler:
         self._room_now_cache: dict[tuple[int, Requests], int] = {}  # `_room_now`'s, as of event `_room_now_seq`
         self._room_now_seq = -1
         self._min_placed: int | None = None  # lowest priority of a placed pod (per cycle, lazily)
+        self._repriced_seen = self.state.priority_changes.end  # where `state.priority_changes` stood at the last look
         # unit -> (its pods, the tree's version, need_of): a need names a level, which a new tree renumbers
         self._needs: dict[str, tuple[tuple[str, ...], int, Need | None]] = {}
         # A lone pod's need depends on its requests alone, which pods of one shape share (one object, see
@@ -514,11 +515,18 @@ class Scheduler:
             key = object_key(meta.namespace, meta.name)
         else:
             key = event.key
-        # The gang and its GangGroup partners may fit now (new spec, members, group); nobody else.
+        # The gang and its GangGroup partners may fit now (new spec, members, group); nobody else, unless the
+        # PodGroup moved its job's priority (Volcano, KAI): then whom that job may preempt, and who may preempt
+        # it, moved too, as when a PriorityClass changes.
         for gang in sorted({key, *unit_of_gang(self.state, key)}):
             self.queue.unit_changed(gang)
             self._needs.pop(gang, None)
         self._needs.pop(unit_of_gang(self.state, key)[0], None)
+        repriced = self.state.priority_changes.end
+        if repriced != self._repriced_seen:
+            self._repriced_seen = repriced
+            self._min_placed = None
+            self.queue.structure_changed()
         return True
 
     def _capacity_freed(self, event: Event) -> bool:

@@ -36,6 +36,7 @@ import msgspec
 
 from events.model import Event
 from state.cluster import ClusterState, subject_of
+from state.node_changes import ChangeCursor
 
 # Which queue a unit is in, in kube-scheduler's words (`scheduler_pending_pods{queue}`).
 ACTIVE = "active"  # tried at the next cycle
@@ -117,7 +118,17 @@ def pending_units(state: ClusterState) -> list[Unit]:
 
 class _PodIndex(abc.ABC):
     """An index over the state's pods kept from the events: an event about a pod re-reads that pod; a
-    PriorityClass event re-reads them all (it changes priorities). Nothing else moves what these index."""
+    PriorityClass event re-reads them all (it changes priorities); and an event that moved the priority of
+    pods it is not about (a Volcano or KAI PodGroup's class: its job's priority) re-reads those
+    (`state.priority_changes`). Nothing else moves what these index."""
+
+    state: ClusterState
+    _repriced: ChangeCursor
+
+    def _follow(self, state: ClusterState) -> None:
+        self.state = state
+        self._repriced = state.priority_changes.cursor()
+        self.rebuild()
 
     @abc.abstractmethod
     def rebuild(self) -> None:
@@ -135,7 +146,16 @@ class _PodIndex(abc.ABC):
         if kind == "Pod":
             self.pod_changed(key)
         elif kind == "PriorityClass":
+            self._repriced.take()
             self.rebuild()
+            return
+        if self._repriced.position != self.state.priority_changes.end:
+            repriced = self._repriced.take()
+            if repriced is None:
+                self.rebuild()
+            else:
+                for pod in repriced:
+                    self.pod_changed(pod)
 
 
 class PendingUnits(_PodIndex):
@@ -145,18 +165,18 @@ class PendingUnits(_PodIndex):
     never fit would spend most of its time grouping them again. The pending pods are kept grouped by
     gang (and the lone ones apart) and re-sorted only for a gang whose pods changed; a cycle then
     groups gangs into their GangGroups, which costs per gang, not per pod. `observe(event)` re-reads
-    the one pod an event is about; a PriorityClass event re-reads them all (it changes priorities).
-    Nothing else changes which pods are pending, their gang or their priority. `units()` equals
+    the one pod an event is about; a PriorityClass event re-reads them all (it changes priorities), and a
+    PodGroup event the pods whose job's priority it moved (`_PodIndex`). Nothing else changes which pods are
+    pending, their gang or their priority. `units()` equals
     `pending_units(state)` as a set (tests/unit/daemon/test_pending_units.py holds it to that).
     """
 
     def __init__(self, state: ClusterState) -> None:
-        self.state = state
         self._gangs: dict[str, set[str]] = {}  # gang -> its pending pods
         self._ordered: dict[str, tuple[tuple[str, ...], int]] = {}  # gang -> (its pending pods sorted, top priority)
         self._lone: dict[str, Unit] = {}  # pending pod of no gang -> its unit
         self._of: dict[str, str] = {}  # pending pod -> its gang ("" for none)
-        self.rebuild()
+        self._follow(state)
 
     def rebuild(self) -> None:
         self._gangs.clear()
@@ -229,10 +249,9 @@ class PlacedPriorities(_PodIndex):
     `min(p.priority for p in state.pods.values() if p.placed_node)` (1 << 62 when none is placed)."""
 
     def __init__(self, state: ClusterState) -> None:
-        self.state = state
         self._of: dict[str, int] = {}  # placed pod -> its priority
         self._count: dict[int, int] = {}  # priority -> placed pods of it
-        self.rebuild()
+        self._follow(state)
 
     def rebuild(self) -> None:
         self._of.clear()

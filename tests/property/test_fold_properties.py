@@ -6,7 +6,17 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events.builders import bound, group_event, kai_queue, node, node_event, pod, pod_event, pod_group
+from events.builders import (
+    bound,
+    group_event,
+    kai_queue,
+    node,
+    node_event,
+    pod,
+    pod_event,
+    pod_group,
+    volcano_pod_group,
+)
 from events.model import (
     BindFailed,
     Event,
@@ -26,6 +36,10 @@ from events.model import (
     PodDeleted,
     PodForgotten,
     PodNominated,
+    PriorityClassDeleted,
+    PriorityClassUpserted,
+    VolcanoPodGroupDeleted,
+    VolcanoPodGroupUpserted,
     encode_event,
     with_seq,
 )
@@ -45,6 +59,7 @@ from events.objects import (
     KueueTopologySpec,
     ObjectMeta,
     Pod,
+    PriorityClass,
     ResourceRequirements,
 )
 from state.cluster import ClusterState
@@ -53,6 +68,9 @@ from state.resources import add_into
 NODES = [f"n{i}" for i in range(4)]
 PODS = [f"p{i}" for i in range(6)]
 GANGS = ["g0", "g1"]
+# PriorityClasses come and go; pods and the PodGroups of Volcano and KAI (whose class is their job's priority)
+# name them, or one that never exists, or none.
+CLASS_NAMES = st.sampled_from(["", "low", "high", "missing"])
 
 
 # Some pods wait for scheduling gates (spec.schedulingGates): held, never pending until they are removed.
@@ -79,12 +97,28 @@ def _resized(obj: Pod, resize: tuple[str, str | None, bool] | None) -> Pod:
 
 def _pod_events() -> st.SearchStrategy[Event]:
     return st.builds(
-        lambda name, gpus, node_name, phase, gang, uid, gates, resize: pod_event(_resized(
-            bound(pod(name, gpus=gpus, gang=gang, uid=uid), node_name, phase) if node_name
-            else pod(name, gpus=gpus, gang=gang, uid=uid, phase=phase, gates=gates), resize)),
+        lambda name, gpus, node_name, phase, gang, uid, gates, resize, class_name: pod_event(_resized(
+            bound(pod(name, gpus=gpus, gang=gang, uid=uid, priority_class=class_name), node_name, phase) if node_name
+            else pod(name, gpus=gpus, gang=gang, uid=uid, phase=phase, gates=gates, priority_class=class_name),
+            resize)),
         st.sampled_from(PODS), st.integers(0, 8), st.sampled_from(["", *NODES]),
         st.sampled_from(["Pending", "Running", "Succeeded", "Failed"]), st.sampled_from([None, *GANGS]),
-        st.sampled_from(["u1", "u2"]), GATES, RESIZES,
+        st.sampled_from(["u1", "u2"]), GATES, RESIZES, CLASS_NAMES,
+    )
+
+
+def _priority_events() -> st.SearchStrategy[Event]:
+    """PriorityClasses (one may be the globalDefault) and Volcano PodGroups naming them, so jobs' priorities
+    move under their pods."""
+    return st.one_of(
+        st.builds(lambda name, value, default: PriorityClassUpserted(priority_class=PriorityClass(
+            metadata=ObjectMeta(name=name), value=value, global_default=default)),
+                  st.sampled_from(["low", "high"]), st.sampled_from([10, 1000, 0]), st.booleans()),
+        st.builds(lambda name: PriorityClassDeleted(name=name), st.sampled_from(["low", "high"])),
+        st.builds(lambda gang, minimum, class_name: VolcanoPodGroupUpserted(pod_group=volcano_pod_group(
+            gang, min_member=minimum, priority_class_name=class_name)),
+                  st.sampled_from(GANGS), st.integers(1, 3), CLASS_NAMES),
+        st.builds(lambda gang: VolcanoPodGroupDeleted(key=f"default/{gang}"), st.sampled_from(GANGS)),
     )
 
 
@@ -131,12 +165,14 @@ def _kai_events() -> st.SearchStrategy[Event]:
             spec=KaiTopologySpec(levels=[KaiTopologyLevel(node_label=key) for key in levels]))),
                   st.sampled_from(["k0", "k1"]), TOPOLOGY_LEVELS),
         st.builds(lambda name: KaiTopologyDeleted(name=name), st.sampled_from(["k0", "k1"])),
-        st.builds(lambda gang, minimum, level, queue: KaiPodGroupUpserted(pod_group=KaiPodGroup(
+        st.builds(lambda gang, minimum, level, queue, class_name: KaiPodGroupUpserted(pod_group=KaiPodGroup(
             metadata=ObjectMeta(name=gang, namespace="default", uid=f"uid-kaipg-{gang}"),
-            spec=KaiPodGroupSpec(min_member=minimum, queue=queue, topology_constraint=KaiTopologyConstraint(
-                topology="k0", required_topology_level=level)))),
+            spec=KaiPodGroupSpec(min_member=minimum, queue=queue, priority_class_name=class_name,
+                                 topology_constraint=KaiTopologyConstraint(topology="k0",
+                                                                           required_topology_level=level)))),
                   st.sampled_from(GANGS), st.sampled_from([None, 0, 1, 3]),
-                  st.sampled_from(["", RACK_KEY, "example.com/nowhere"]), st.sampled_from(["", "kq0", "kq1"])),
+                  st.sampled_from(["", RACK_KEY, "example.com/nowhere"]), st.sampled_from(["", "kq0", "kq1"]),
+                  CLASS_NAMES),
         st.builds(lambda gang: KaiPodGroupDeleted(key=f"default/{gang}"), st.sampled_from(GANGS)),
         # KAI Queues the PodGroups name (kq1 under kq0, so kq0 takes no jobs), their GPU limit sometimes
         # below what the gangs ask
@@ -157,6 +193,7 @@ single_events = st.one_of(
               st.integers(0, 16), st.sampled_from([None, "b0", "b1"]), st.sampled_from([None, "r0", "r1", "r2"])),
     _kueue_events(),
     _kai_events(),
+    _priority_events(),
     st.builds(lambda n: NodeDeleted(name=n), st.sampled_from(NODES)),
     st.builds(lambda g, m: group_event(pod_group(g, min_member=m)), st.sampled_from(GANGS), st.integers(-1, 4)),
     _pod_events(),
@@ -230,6 +267,37 @@ def test_usage_is_never_negative_and_equals_a_recount(events: list[Event]) -> No
             if pod_info.counted_on:
                 assert placed == pod_info.counted_on and key in state.nodes[placed].pods
             assert (key in state.pending) == pod_info.pending
+
+
+# The events that move priorities, with the pods they move: classes first and pods next (so PodGroups
+# coming later move pods already held), then anything of these: KAI PodGroups naming classes too, and a
+# Koordinator PodGroup now and then, which takes a gang over (its pods' own priorities then).
+_priority_moves = st.one_of(
+    _pod_events(), _priority_events(), _priority_events(),
+    st.builds(lambda gang, class_name: KaiPodGroupUpserted(pod_group=KaiPodGroup(
+        metadata=ObjectMeta(name=gang, namespace="default", uid=f"uid-kaipg-{gang}"),
+        spec=KaiPodGroupSpec(min_member=1, priority_class_name=class_name))), st.sampled_from(GANGS), CLASS_NAMES),
+    st.builds(lambda gang: KaiPodGroupDeleted(key=f"default/{gang}"), st.sampled_from(GANGS)),
+    st.builds(lambda g: group_event(pod_group(g, min_member=1)), st.sampled_from(GANGS)),
+)
+priority_events_strategy = st.tuples(
+    st.lists(_priority_events(), max_size=3), st.lists(_pod_events(), min_size=1, max_size=6),
+    st.lists(_priority_moves, max_size=30),
+).map(lambda parts: [with_seq(e, i + 1) for i, e in enumerate([*parts[0], *parts[1], *parts[2]])])
+
+
+@given(priority_events_strategy)
+def test_every_pod_goes_by_its_jobs_priority_or_else_its_own(events: list[Event]) -> None:
+    """After every event, as if derived afresh: a member of a Volcano or KAI gang whose PodGroup names a class
+    takes that class's priority (else the globalDefault class's, else 0), every other pod its own."""
+    state = ClusterState()
+    for event in events:
+        state.apply(event)
+        for key, pod_info in state.pods.items():
+            own = state._derivation(pod_info.obj, key)[3]
+            gang = state.gangs.get(pod_info.gang) if pod_info.gang else None
+            job = state.job_priority(gang.spec) if gang is not None else None
+            assert (pod_info.own_priority, pod_info.priority) == (own, own if job is None else job), key
 
 
 @given(events_strategy)

@@ -227,3 +227,36 @@ async def test_kais_burst_queue_borrows_idle_gpus_and_gives_them_back_and_an_inf
             for kept in ("serve-0", "batch-0"):
                 found = cluster.store.find("pods", kept, NAMESPACE)
                 assert found is not None and not found["metadata"].get("deletionTimestamp"), kept
+
+
+async def test_a_kai_job_preempts_and_is_ordered_by_its_pod_groups_priority_class_not_its_pods(
+        tmp_path: Path) -> None:
+    # KAI's documented way to set a workload's priority is its `priorityClassName` label, which KAI's
+    # pod-grouper copies onto the PodGroup; the pods' own specs name no class (priority 0 here). `research`
+    # (train, 50) fills both nodes; `build` (build, 100) then needs one: as a job of priority 100 it preempts
+    # research, which its pods' priority (0 against 0) would never allow.
+    classes = [priority_class("train", 50), priority_class("build", 100)]
+
+    def job(name: str, size: int, class_name: str) -> list[dict[str, Any]]:
+        manifests = kai_gang(name, size, {})
+        manifests[0]["spec"]["priorityClassName"] = class_name  # the PodGroup's only, as the pod-grouper writes it
+        return manifests
+
+    async with DevCluster() as cluster:
+        cluster.load_objects([*nodes(2), *classes])
+        async with daemons(cluster, tmp_path) as (running,):
+            research = job("research", 2, "train")
+            cluster.load_objects(research)
+            await wait_until(lambda: bound_count(cluster, names(research)) == 2, what="research bound")
+            state = running.daemon.state
+            assert state is not None and state.pods[f"{NAMESPACE}/research-0"].priority == 50
+            assert stored_pod(cluster, "research-0")["spec"].get("priority", 0) == 0  # the pod's own
+            build = job("build", 1, "build")
+            cluster.load_objects(build)
+            await wait_until(lambda: bound_count(cluster, names(build)) == 1, within=15,
+                             what="the build job bound once research was preempted")
+            assert all(cluster.store.find("pods", name, NAMESPACE) is None for name in names(research))
+            # both classes exist: nothing to warn about on either PodGroup but the wait that preempted
+            assert {e["reason"] for e in warning_events(cluster, "PodGroup", "build")} <= {"FailedScheduling"}
+            invalid = [e for e in warning_events(cluster, "PodGroup", "research") if e["reason"] == "InvalidPodGroup"]
+            assert invalid == []

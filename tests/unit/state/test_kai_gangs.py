@@ -208,10 +208,10 @@ def test_sub_groups_are_read_but_not_implemented_and_say_so_and_the_queue_is_rea
         ("spec.minSubGroup", UNSUPPORTED_FIELD), ("spec.subGroups", UNSUPPORTED_FIELD)]
 
 
-def test_preemptibility_is_read_and_the_priority_class_kept_but_said_to_be_unused() -> None:
+def test_preemptibility_and_the_priority_class_are_read_without_problems() -> None:
     spec, problems = spec_of(kai_group(preemptibility="non-preemptible", priority_class_name="train"))
     assert (spec.preemptable, spec.priority_class_name) == (False, "train")
-    assert [(p.field, p.reason) for p in problems] == [("spec.priorityClassName", UNSUPPORTED_FIELD)]
+    assert problems == []
     spec, problems = spec_of(kai_group(preemptibility="sometimes"))
     assert spec.preemptable and [p.field for p in problems] == ["spec.preemptibility"]
 
