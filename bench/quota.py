@@ -177,7 +177,8 @@ def planning_cost(runs: int) -> None:
         failure = plan_gang(state, key)
         if not isinstance(failure, Unschedulable):
             raise SystemExit(f"{gang}: expected placement to fail on a full cluster")
-        preemptee = Preemptee(key=key, gangs=(key,), pods=tuple(sorted(state.gangs[key].members)), priority=0)
+        preemptee = Preemptee(key=key, gangs=(key,), pods=tuple(sorted(state.gangs[key].members)), priority=0,
+                              now=state.last_time)
         times: list[float] = []
         cpu: list[float] = []
         plan = None

@@ -206,7 +206,8 @@ KaiAmounts = tuple[float | None, float | None, float | None]  # KAI's (quota, li
 
 
 def kai_queue(name: str, *, parent: str = "", cpu: KaiAmounts | None = None, memory: KaiAmounts | None = None,
-              gpu: KaiAmounts | None = None, priority: int | None = None) -> KaiQueue:
+              gpu: KaiAmounts | None = None, priority: int | None = None, preempt_min_runtime: str | None = None,
+              reclaim_min_runtime: str | None = None) -> KaiQueue:
     """A KAI Scheduler Queue (scheduling.run.ai/v2); each resource given as (quota, limit, overQuotaWeight)
     in KAI's units (millicores, megabytes, GPUs), None for an absent field; an absent resource is absent."""
 
@@ -219,7 +220,8 @@ def kai_queue(name: str, *, parent: str = "", cpu: KaiAmounts | None = None, mem
     return KaiQueue(
         metadata=ObjectMeta(name=name, uid=f"uid-kaiq-{name}"),
         spec=KaiQueueSpec(parent_queue=parent, priority=priority, resources=KaiQueueResources(
-            cpu=resource(cpu), memory=resource(memory), gpu=resource(gpu))),
+            cpu=resource(cpu), memory=resource(memory), gpu=resource(gpu)), preempt_min_runtime=preempt_min_runtime,
+            reclaim_min_runtime=reclaim_min_runtime),
     )
 
 

@@ -31,15 +31,19 @@ from placement.plan import QUOTA, Unschedulable
 from preemption.eligibility import preemptor_of
 from preemption.plan import NO_LOWER_PRIORITY, NOT_PREEMPTABLE, WAITING, NoPreemption, PreemptionPlan
 from preemption.planner import plan_preemption
-from preemption.reclaim import priority_rule, reclaim_rule
+from preemption.reclaim import keep_min_runtimes, priority_rule, reclaim_rule
+from preemption.victims import VictimRule
 from state.cluster import ClusterState
 
 
 class PreemptionRequest(Protocol):
-    """What the loop tells about the job needing room (its `Preemptee`)."""
+    """What the loop tells about the job needing room (its `Preemptee`), and the time it decides at."""
 
     @property
     def key(self) -> str: ...
+
+    @property
+    def now(self) -> float: ...
 
 
 # Refusals not worth a word on the PodGroup: nothing of lower priority runs, or room is not the problem.
@@ -51,6 +55,7 @@ class JobPreemptor:
 
     def plan(self, state: ClusterState, preemptee: PreemptionRequest, failure: Unschedulable) -> PreemptionPlan | None:
         reclaim_refusal: NoPreemption | None = None
+        now = preemptee.now
         who = preemptor_of(state, preemptee.key) if state.quotas.active else None
         if failure.constraint == QUOTA and (who is None or isinstance(who, NoPreemption)):
             return None
@@ -59,13 +64,17 @@ class JobPreemptor:
             if failure.constraint == QUOTA and reclaim is not None and reclaim.forced is None:
                 reclaim = None  # evicting pods of other quotas cannot make its own quota admit it
             if reclaim is not None:
+                reclaim = keep_min_runtimes(state, reclaim, who, now, reclaim=True)
                 reclaimed = plan_preemption(state, preemptee.key, failure, rule=lambda _: reclaim)
                 if isinstance(reclaimed, PreemptionPlan):
                     return self._answer(reclaimed)
                 reclaim_refusal = reclaimed
             blocks = _quota_refusal(failure) if failure.constraint == QUOTA else ""
-            result = plan_preemption(state, preemptee.key, failure,
-                                     rule=lambda p: priority_rule(state, p, quota_blocks=blocks))
+            result = plan_preemption(state, preemptee.key, failure, rule=lambda p: keep_min_runtimes(
+                state, priority_rule(state, p, quota_blocks=blocks), p, now, reclaim=False))
+        elif state.quotas.active:
+            result = plan_preemption(state, preemptee.key, failure, rule=lambda p: keep_min_runtimes(
+                state, VictimRule.lower_priority(p.priority), p, now, reclaim=False))
         else:
             result = plan_preemption(state, preemptee.key, failure)
         if reclaim_refusal is not None and isinstance(result, NoPreemption) and reclaim_refusal.reason != result.reason:
@@ -74,7 +83,9 @@ class JobPreemptor:
                 return refusal(reclaim_refusal)
             if reclaim_refusal.kind not in SILENT:
                 both = f"{reclaim_refusal.reason}; {result.reason}"
-                return refusal(NoPreemption(result.preemptor, result.kind, both))
+                retries = [at for at in (reclaim_refusal.retry_at, result.retry_at) if at is not None]
+                return refusal(NoPreemption(result.preemptor, result.kind, both,
+                                            retry_at=min(retries) if retries else None))
         return self._answer(result)
 
     @staticmethod
@@ -102,4 +113,5 @@ def refusal(why: NoPreemption) -> PreemptionPlan:
     """An empty plan (no victims, no nominations) whose explanation says why there is no preemption:
     the loop evicts and nominates nothing and shows the explanation with the pending reason."""
     return PreemptionPlan(preemptor=why.preemptor, gangs=(), priority=0, victims=(), victim_jobs=(), jobs=(),
-                          nominations=(), clear_nominations=(), domain="", level="", explanation=why.reason)
+                          nominations=(), clear_nominations=(), domain="", level="", explanation=why.reason,
+                          retry_at=why.retry_at)

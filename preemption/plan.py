@@ -59,6 +59,8 @@ class PreemptionPlan(msgspec.Struct, frozen=True):
     level: str
     explanation: str
     reclaim_from: tuple[str, ...] = ()  # a quota reclaim: the quotas whose borrowed capacity it takes back
+    # When jobs a KAI queue's min runtime keeps may be taken (the earliest): worth trying again then.
+    retry_at: float | None = None
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -72,3 +74,4 @@ class NoPreemption(msgspec.Struct, frozen=True):
     preemptor: str
     kind: str  # NEVER_POLICY | WAITING | NOT_PREEMPTABLE | NO_LOWER_PRIORITY | NO_CANDIDATES
     reason: str
+    retry_at: float | None = None  # as `PreemptionPlan.retry_at`

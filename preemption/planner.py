@@ -127,6 +127,7 @@ class _Planner:
         self._by_domain: dict[int, list[VictimUnit]] | None = None  # domain id -> `_units_in`, when asked
         self._over_budget: dict[int, bool] = {}  # unit index -> `_violating`, when asked
         self._lifts: Lifts | None = None  # when required anti-affinity keeps the job out somewhere
+        self._spared: dict[str, float] = {}  # job -> until when the rule keeps it (`VictimRule.spared`)
 
     def _violating(self, unit: VictimUnit) -> bool:
         """Whether evicting the unit alone goes beyond one of its PodDisruptionBudgets."""
@@ -138,12 +139,40 @@ class _Planner:
     # ------------------------------------------------------------------ the steps
 
     def run(self) -> PreemptionPlan | NoPreemption:
+        result = self._run()
+        if not self._spared or not isinstance(result, NoPreemption):
+            return result
+        # Jobs kept for now (a KAI queue's min runtime) may be taken later: say so, and when to try again.
+        rule, earliest = self.rule, min(self._spared.values())
+        kept = (f"{len(self._spared)} job(s) kept as {rule.spared_word} has not passed since they started "
+                f"(the first may go in {max(earliest - rule.now, 0.0):.0f}s)")
+        reason = result.reason if result.kind not in (NO_LOWER_PRIORITY, NOT_PREEMPTABLE) else f"no {rule.action}"
+        return NoPreemption(result.preemptor, NO_CANDIDATES, f"{reason}; {kept}", retry_at=earliest)
+
+    def _spare(self, candidates: Candidates) -> None:
+        """Take the units the rule keeps for now out of the candidates (`VictimRule.spared`)."""
+        spared = self.rule.spared
+        if spared is None or not candidates.units:
+            return
+        kept: list[VictimUnit] = []
+        for unit in candidates.units:
+            until = spared(unit)
+            if until is None:
+                kept.append(unit)
+            else:
+                self._spared[unit.job] = min(until, self._spared.get(unit.job, until))
+        if self._spared:
+            candidates.units = kept
+            candidates.index()
+
+    def _run(self) -> PreemptionPlan | NoPreemption:
         p = self.preemptor
         own_gangs = frozenset(p.gangs)
         own_pods = frozenset(m for g in p.gangs if (info := self.state.gangs.get(g)) is not None
                              for m in info.members) | {p.key}
         rule = self.rule
         candidates = victim_index(self.state).candidates(p.priority, own_gangs, own_pods, rule.eligible, rule.below)
+        self._spare(candidates)
         if not candidates.units and not candidates.leaving:
             if candidates.protected and rule.action == "preemption":
                 return NoPreemption(p.key, NO_CANDIDATES,

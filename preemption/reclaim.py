@@ -26,6 +26,9 @@ scheduling (and Koordinator, whose priorities are compared only inside one quota
   victim may take its quota below its guarded level, but no unit is taken from a quota that the
   units already chosen have brought down to it (the `BorrowGate`), so a quota at or under its min
   never loses a pod to reclaim, and the reclaimer gets no more than its own min back.
+- A KAI queue's `preemptMinRuntime` / `reclaimMinRuntime` keep its jobs that started less than that
+  long ago from being taken whole by priority preemption inside it / by a reclaim (`keep_min_runtimes`,
+  KAI's minruntime plugin): the planner leaves them out and says until when (`retry_at`).
 - A job that may reclaim tries reclaim first; when reclaim finds no plan it falls back to priority
   preemption inside its quota. Everything else (candidate domains, gather strategy and tier limits,
   the cost order, validation by placement, nominations, DisruptionTarget, Events) is the planner's
@@ -40,9 +43,17 @@ from collections.abc import Callable, Sequence
 
 from placement.quota import admit, reclaim_floor, reclaim_headroom
 from preemption.eligibility import Preemptor, has_running_member, minimum_pending
+from preemption.plan import SURPLUS
 from preemption.victims import VictimRule, VictimUnit
 from state.cluster import ClusterState, PodInfo
-from state.quota import KAI_DIALECT, Quota, QuotaBook, counted_requests
+from state.quota import (
+    KAI_DIALECT,
+    Quota,
+    QuotaBook,
+    counted_requests,
+    preempt_min_runtime,
+    reclaim_min_runtime,
+)
 from state.resources import Resources, format_quantity
 
 
@@ -118,6 +129,39 @@ def _free_own_quota(state: ClusterState, preemptor: Preemptor, quota: Quota,
         if not refusal(rest):
             chosen = rest
     return chosen
+
+
+def keep_min_runtimes(state: ClusterState, rule: VictimRule, preemptor: Preemptor, now: float, *,
+                      reclaim: bool) -> VictimRule:
+    """`rule`, keeping out (`VictimRule.spared`) the jobs of KAI queues that started less than their queue's
+    `preemptMinRuntime` (`reclaimMinRuntime`, for a reclaim) before `now`, as KAI's minruntime plugin does:
+    such a job is not taken whole, while its pods above minMember may still go. A job's start is when its
+    last pod was seen bound (`VictimUnit.started_at`; a job already running when toposched first listed the
+    cluster counts from then). The min runtime is resolved up the victim's queue tree (`state.quota`); a
+    preemptor in no KAI queue resolves a victim's as a preemption inside its queue would."""
+    book = state.quotas
+    kai = book.by_name[KAI_DIALECT]
+    if not any(q.preempt_min_runtime or q.reclaim_min_runtime for q in kai.values()):
+        return rule  # no KAI queue says any: nothing is kept (the usual case, a scan of the queues)
+    own, _ = quota_of_job(state, preemptor.pending)
+    reclaimer = own if reclaim and own is not None and own.dialect == KAI_DIALECT else None
+
+    def spared(unit: VictimUnit) -> float | None:
+        if unit.kind == SURPLUS:
+            return None
+        quota = book.quota_of(unit.pods[0].key)
+        if quota is None or quota.dialect != KAI_DIALECT:
+            return None
+        runtime = reclaim_min_runtime(reclaimer, quota) if reclaimer is not None else preempt_min_runtime(quota)
+        if runtime <= 0.0:
+            return None
+        until = unit.started_at + runtime  # every candidate is bound: its pods' `bound_at` are all known
+        return until if now < until else None
+
+    rule.spared = spared
+    rule.spared_word = f"their KAI queue's {'reclaimMinRuntime' if reclaimer is not None else 'preemptMinRuntime'}"
+    rule.now = now
+    return rule
 
 
 def may_reclaim(state: ClusterState, pods: Sequence[str]) -> bool:

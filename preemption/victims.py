@@ -17,7 +17,8 @@ priority 100 or more, and a lone pod labelled `kai.scheduler/queue` of priority 
 (`ClusterState.gang_preemptable`, `ClusterState.kai_lone_kept`: as KAI, whose `build` and `inference`
 classes are never preempted nor reclaimed).
 A gang with such a pod is never taken whole (that would evict it); only its preemptable surplus
-pods are candidates. Surplus is counted so that minMember and every Volcano task minimum stay
+pods are candidates. A rule may also keep units out for a while (`VictimRule.spared`: a KAI queue's
+min runtime, `preemption/reclaim.py`). Surplus is counted so that minMember and every Volcano task minimum stay
 running. A Kubernetes PodGroup with `disruptionMode: PodGroup` has no surplus: it goes whole or not.
 
 Only pods strictly below the preemptor's priority are candidates (or, for a quota reclaim, the pods
@@ -131,9 +132,13 @@ class VictimRule:
     preemptor may reclaim, from whom); `source_of(pod key)` names the quota a victim is taken from.
     `forced(units)` (optional) picks the units that must go whatever room they make, before the
     room is looked at (a reclaim freeing quota under a parent's max), or returns the reason it cannot.
+    `spared(unit)` (optional) keeps a candidate unit out for now: the time until which it is kept (a job
+    of a KAI queue that started less than the queue's min runtime ago), None for one it does not keep;
+    `spared_word` names why, `now` is the time of the decision.
     """
 
-    __slots__ = ("action", "below", "eligible", "forced", "gate", "job", "jobs", "note", "pods", "source_of", "verb")
+    __slots__ = ("action", "below", "eligible", "forced", "gate", "job", "jobs", "note", "now", "pods", "source_of",
+                 "spared", "spared_word", "verb")
 
     def __init__(self, eligible: Callable[[PodInfo], bool], *, pods: str, job: str, jobs: str,
                  action: str = "preemption", verb: str = "preempts", note: str = "", gate: Gate | None = None,
@@ -151,6 +156,9 @@ class VictimRule:
         self.note = note
         self.gate = gate
         self.source_of = source_of
+        self.spared: Callable[[VictimUnit], float | None] | None = None
+        self.spared_word = ""
+        self.now = 0.0
 
     @classmethod
     def lower_priority(cls, priority: int, *, where: str = "",

@@ -34,8 +34,10 @@ Three dialects are read into one model (`Quota`: min, max, weight, parent), each
   follow it. Reclaim measures a KAI queue against its quota or fair share (`placement.quota.reclaim_floor`).
   `spec.priority` (default 100) orders the fair share as KAI's does: idle capacity goes to the sibling
   queues of the highest priority first, by overQuotaWeight among them, and what they leave to the next.
-  Read but not implemented (UnsupportedField): `spec.preemptMinRuntime`, `spec.reclaimMinRuntime`,
-  `lendingLimit`.
+  `spec.preemptMinRuntime` / `spec.reclaimMinRuntime` (Go durations) keep a job that started less than
+  that long ago from being taken whole by priority preemption inside its queue / by a reclaim
+  (`preempt_min_runtime`, `reclaim_min_runtime`: resolved up the tree as KAI's minruntime plugin does;
+  `preemption/reclaim.py` applies them). Read but not implemented (UnsupportedField): `lendingLimit`.
 
 Which quota a pod belongs to (one at most), first match wins: a quota the pod or its gang names comes
 before one its namespace implies, and a gang's PodGroup before a pod's own label (KAI's scheduler reads
@@ -203,9 +205,9 @@ class Quota:
     """
 
     __slots__ = ("children", "closed", "constrained", "depth", "dialect", "guarded", "guarded_word", "id",
-                 "is_parent", "key", "kind", "label", "max", "max_word", "min", "name", "parent", "reclaimable",
-                 "requested", "reserved", "running", "share_priority", "uid", "used", "used_np", "weight",
-                 "weight_default")
+                 "is_parent", "key", "kind", "label", "max", "max_word", "min", "name", "parent", "preempt_min_runtime",
+                 "reclaim_min_runtime", "reclaimable", "requested", "reserved", "running", "share_priority", "uid",
+                 "used", "used_np", "weight", "weight_default")
 
     def __init__(self, dialect: str, name: str, key: str, kind: str) -> None:
         self.dialect = dialect
@@ -234,6 +236,10 @@ class Quota:
         self.guarded_word = {VOLCANO: "deserved", KAI: "quota"}.get(dialect, "min")
         self.reclaimable = True
         self.closed = False
+        # KAI: how long a job of the queue runs before preemption inside it (reclaim from it) may take it, in
+        # seconds; None: not said here (a queue above says, else 0: `preempt_min_runtime`, `reclaim_min_runtime`)
+        self.preempt_min_runtime: float | None = None
+        self.reclaim_min_runtime: float | None = None
         self.used: Resources = {}
         self.used_np: Resources = {}
         self.running: Resources = {}
@@ -860,12 +866,10 @@ class QuotaBook:
             # every KAI queue counts all three: an absent limit is a limit of 0 (module docstring)
             quota.constrained = frozenset(resource for _, resource, _ in KAI_RESOURCES)
             quota.share_priority = spec.priority if spec.priority is not None else KAI_DEFAULT_QUEUE_PRIORITY
-            for field, value in (("spec.preemptMinRuntime", spec.preempt_min_runtime),
-                                 ("spec.reclaimMinRuntime", spec.reclaim_min_runtime)):
-                if value is not None:
-                    problems.append(Problem(kind, name, field, f"{value!r} is read but not implemented: a job may "
-                                            "be preempted or reclaimed however long it has run",
-                                            reason=UNSUPPORTED_FIELD))
+            quota.preempt_min_runtime = _min_runtime(spec.preempt_min_runtime, kind, name, "spec.preemptMinRuntime",
+                                                     problems)
+            quota.reclaim_min_runtime = _min_runtime(spec.reclaim_min_runtime, kind, name, "spec.reclaimMinRuntime",
+                                                     problems)
             self.by_name[KAI][name] = quota
             self.quotas[quota.id] = quota
             parents[quota.id] = spec.parent_queue
@@ -1072,6 +1076,67 @@ def _preemptible(state: ClusterState, pod: PodInfo, dialect: str) -> bool:
             VOLCANO_PREEMPTABLE_ANNOTATION, "")
         return mark.lower() == "true"
     return True
+
+
+# A Go duration (time.ParseDuration, how a metav1.Duration decodes): a sign, then numbers with units.
+_GO_DURATION = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+|[-+]?0")
+_GO_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+_GO_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0,
+                    "h": 3600.0}
+
+
+def go_duration_seconds(text: str) -> float | None:
+    """Seconds of a duration as Go writes one (`10m`, `1h30m`, `1.5h`, `90s`, `-2m`, `0`); None when `text`
+    is not one."""
+    if len(text) > 64 or not _GO_DURATION.fullmatch(text):
+        return None
+    seconds = float(sum(float(number) * _GO_UNIT_SECONDS[unit] for number, unit in _GO_DURATION_PART.findall(text)))
+    return -seconds if text.startswith("-") else seconds
+
+
+def _min_runtime(value: str | None, kind: str, key: str, field: str, problems: list[Problem]) -> float | None:
+    """A KAI Queue's `preemptMinRuntime` / `reclaimMinRuntime` in seconds (None: unset, or unusable and
+    reported)."""
+    if value is None:
+        return None
+    seconds = go_duration_seconds(value)
+    if seconds is None:
+        problems.append(Problem(kind, key, field, f"{shown(value)} is not a duration as KAI reads one (Go's form, "
+                                "such as 10m, 1h30m or 90s): not used, as if unset"))
+        return None
+    if seconds < 0:
+        problems.append(Problem(kind, key, field, f"{shown(value)} is negative: no job is kept by it, as with 0"))
+        return 0.0
+    return seconds
+
+
+def preempt_min_runtime(quota: Quota) -> float:
+    """How long a job of the KAI queue `quota` runs before priority preemption inside its queue may take it,
+    in seconds: the first `preemptMinRuntime` said from the queue up its parents, else 0 (KAI's minruntime
+    plugin, its scheduler's default)."""
+    for level in quota.path():
+        if level.preempt_min_runtime is not None:
+            return level.preempt_min_runtime
+    return 0.0
+
+
+def reclaim_min_runtime(reclaimer: Quota | None, victim: Quota) -> float:
+    """How long a job of the KAI queue `victim` runs before a job of `reclaimer` (another queue) may reclaim it,
+    in seconds, resolved as KAI's minruntime plugin does by default (its `lca` method): from the victim's
+    ancestor just below the lowest queue both are under (the victim's top queue when none is), up its
+    parents, the first `reclaimMinRuntime` said, else 0. So a setting counts only against reclaimers from
+    outside the branch it is on."""
+    path = victim.path()  # the victim's queue first, its top queue last
+    above = {level.id for level in reclaimer.path()} if reclaimer is not None else set()
+    start = len(path) - 1
+    for depth, level in enumerate(path):
+        if level.id in above:
+            start = max(depth - 1, 0)
+            break
+    for level in path[start:]:
+        if level.reclaim_min_runtime is not None:
+            return level.reclaim_min_runtime
+    return 0.0
 
 
 def counted_requests(dialect: str, requests: Mapping[str, int]) -> Mapping[str, int]:

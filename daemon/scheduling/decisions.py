@@ -149,6 +149,7 @@ class Nominate(msgspec.Struct, frozen=True):
 class Park(msgspec.Struct, frozen=True):
     unit: str
     structural: bool = False
+    retry_at: float | None = None  # try again then whatever changes (jobs kept by a min runtime may go)
 
 
 class BackOff(msgspec.Struct, frozen=True):
@@ -369,6 +370,7 @@ def _unschedulable(step: Step, unit: Unit, failure: Unschedulable) -> bool:
     reason = failure.reason
     structural = failure.constraint in _STRUCTURAL_FAILURES
     preempted = False
+    retry_at: float | None = None
     if not structural and failure.constraint in _CAPACITY_FAILURES:
         never = _never_fits(step, unit)
         if never:
@@ -376,10 +378,10 @@ def _unschedulable(step: Step, unit: Unit, failure: Unschedulable) -> bool:
             reason = f"{reason}; {never}"
     if not structural:
         step.stage = "preempt"
-        note, preempted = _preempt(step, unit, failure)
+        note, preempted, retry_at = _preempt(step, unit, failure)
         if note:
             reason = f"{reason}; {note}"
-    step.do(Park(unit.key, structural=structural))
+    step.do(Park(unit.key, structural=structural, retry_at=retry_at))
     pending(step, unit.key, unit.gangs, reason)
     return preempted
 
@@ -400,16 +402,16 @@ def _never_fits(step: Step, unit: Unit) -> str:
     return f"it can never fit: {rule}even empty, {where} {room} of the {need.pods} pods it needs"
 
 
-def _preempt(step: Step, unit: Unit, failure: Unschedulable) -> tuple[str, bool]:
-    """Ask the hook for a preemption plan and carry it out: a note for the pending reason, and whether
-    anyone is preempted."""
+def _preempt(step: Step, unit: Unit, failure: Unschedulable) -> tuple[str, bool, float | None]:
+    """Ask the hook for a preemption plan and carry it out: a note for the pending reason, whether anyone
+    is preempted, and when to try again whatever changes (None: on a change only)."""
     state = step.state
-    preemptee = Preemptee(key=unit.key, gangs=unit.gangs, pods=unit.pods, priority=unit.priority)
+    preemptee = Preemptee(key=unit.key, gangs=unit.gangs, pods=unit.pods, priority=unit.priority, now=step.now)
     plan = step.preemptor.plan(state, preemptee, failure)
     if plan is None:
-        return "", False
+        return "", False, None
     if not plan.victims and not plan.nominations:
-        return plan.explanation, False  # an empty plan only says why there is no preemption
+        return plan.explanation, False, plan.retry_at  # an empty plan only says why there is no preemption
     nodes = sorted({a.node for a in plan.nominations})
     preemptor = unit.key
     reclaim_from = list(plan.reclaim_from)
@@ -449,7 +451,7 @@ def _preempt(step: Step, unit: Unit, failure: Unschedulable) -> tuple[str, bool]
     if nominated:
         step.do(Nominate(unit.key, unit.gangs, tuple(sorted(nominated)), step.now + timeout_of(step, unit.gangs)))
     victims = f"{len(plan.victims)} pod(s) of {', '.join(plan.victim_jobs) or 'lower-priority jobs'}"
-    return f"preempting {victims}", True
+    return f"preempting {victims}", True, None
 
 
 def pending(step: Step, unit_key: str, gangs: Sequence[str], reason: str) -> None:

@@ -809,7 +809,7 @@ class Scheduler:
         if self._waits.remember(effect, now):
             return
         if isinstance(effect, Park):
-            self.queue.park(effect.unit, now, structural=effect.structural)
+            self.queue.park(effect.unit, now, structural=effect.structural, retry_at=effect.retry_at)
         elif isinstance(effect, BackOff):
             self.queue.back_off(effect.unit, now)
         elif isinstance(effect, Succeeded):

@@ -223,6 +223,7 @@ class Preemptee(msgspec.Struct, frozen=True):
     gangs: tuple[str, ...]
     pods: tuple[str, ...]  # pending pods, sorted
     priority: int
+    now: float  # the time of the decision (a KAI queue's min runtime keeps jobs that started since)
 
 
 class Preemptor(Protocol):

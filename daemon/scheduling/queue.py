@@ -20,7 +20,8 @@ queue itself remembers is only its bookkeeping, all of which a restart may lose 
   a MustGather job larger than any domain of its layer, too few members, an invalid spec) ignores
   capacity ticks: no release can help it, so it is not re-planned at every one. The daemon may also
   retry parked units after `retry_parked_seconds` (the simulator does not: a world that does not
-  change cannot help).
+  change cannot help). A unit parked with a `retry_at` (jobs a KAI queue's min runtime keeps from
+  preemption now may be taken then) is tried again at that time, in the simulator too.
 - Backoff: a unit whose binding failed waits `backoff(failures)` seconds before its next attempt.
 
 Pure bookkeeping: no clock of its own (times are passed in), no I/O.
@@ -62,13 +63,15 @@ class Unit(msgspec.Struct, frozen=True):
 class UnitStatus:
     """The queue's memory of one unit."""
 
-    __slots__ = ("backoff_until", "failures", "last_attempt", "parked_since", "parked_tick", "reason", "structural")
+    __slots__ = ("backoff_until", "failures", "last_attempt", "parked_since", "parked_tick", "reason", "retry_at",
+                 "structural")
 
     def __init__(self) -> None:
         self.last_attempt: float | None = None
         self.parked_tick: int | None = None  # None: not parked
         self.parked_since = 0.0
         self.structural = False  # parked until a structure change (capacity cannot help)
+        self.retry_at: float | None = None  # parked, but tried again then whatever changes
         self.backoff_until = 0.0
         self.failures = 0
         self.reason = ""  # last reason shown for it (lone pods; gangs keep theirs in the state)
@@ -322,12 +325,14 @@ class SchedulingQueue:
         status.last_attempt = now
         return status
 
-    def park(self, unit_key: str, now: float, *, structural: bool = False) -> None:
-        """Wait for a change that could help (see the module docstring)."""
+    def park(self, unit_key: str, now: float, *, structural: bool = False, retry_at: float | None = None) -> None:
+        """Wait for a change that could help (see the module docstring), or until `retry_at` (a time after
+        which waiting alone may help: jobs a KAI queue's min runtime keeps may be preempted)."""
         status = self.status_of(unit_key)
         status.parked_tick = self._tick
         status.parked_since = now
         status.structural = structural
+        status.retry_at = retry_at
 
     def back_off(self, unit_key: str, now: float) -> float:
         """Wait before the next attempt (exponential in the failures so far); returns when it may retry."""
@@ -375,6 +380,8 @@ class SchedulingQueue:
             return ACTIVE
         if self.retry_parked_seconds is not None and now >= status.parked_since + self.retry_parked_seconds:
             return ACTIVE
+        if status.retry_at is not None and now >= status.retry_at:
+            return ACTIVE
         return UNSCHEDULABLE
 
     def changed_since_parked(self, unit: Unit) -> bool:
@@ -405,8 +412,11 @@ class SchedulingQueue:
             when: float | None = None
             if status.backoff_until > 0.0 and status.parked_tick is None:
                 when = status.backoff_until
-            elif status.parked_tick is not None and self.retry_parked_seconds is not None:
-                when = status.parked_since + self.retry_parked_seconds
+            elif status.parked_tick is not None:
+                if self.retry_parked_seconds is not None:
+                    when = status.parked_since + self.retry_parked_seconds
+                if status.retry_at is not None and (when is None or status.retry_at < when):
+                    when = status.retry_at
             if when is not None and when > after and (best is None or when < best):
                 best = when
         return best

@@ -232,7 +232,7 @@ def test_a_job_kept_out_by_its_quota_preempts_only_lower_priority_gangs_of_it_an
     from daemon.scheduling.ports import Preemptee
     urgent = tuple(f"team-a/urgent-{i}" for i in range(crowd.urgent_pods))
     plan = JobPreemptor().plan(state, Preemptee(key="team-a/urgent", gangs=("team-a/urgent",), pods=urgent,
-                                                priority=crowd.urgent_priority), failure)
+                                                priority=crowd.urgent_priority, now=state.last_time), failure)
     lower = sum(pods for pods, priority in crowd.running if priority < crowd.urgent_priority)
     if lower < crowd.urgent_pods:  # not enough of lower priority in the quota: nobody is evicted
         assert plan is None or not plan.victims

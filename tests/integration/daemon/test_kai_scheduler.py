@@ -8,6 +8,7 @@ with the quota's reason, one within is placed, and a bad Queue is warned about n
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -161,25 +162,31 @@ async def test_a_kai_gang_over_its_queues_limit_waits_with_the_quota_reason_and_
 
 async def test_a_bad_kai_queue_is_warned_about_naming_the_field_and_its_gang_waits_on_a_missing_queue(
         tmp_path: Path) -> None:
-    bad = kai_queue("bad", {"preemptMinRuntime": "10m", "resources": {
-        "cpu": NO_LIMIT, "memory": NO_LIMIT, "gpu": {"quota": -5, "limit": -1, "overQuotaWeight": 1}}})
+    bad = kai_queue("bad", {"preemptMinRuntime": "10 minutes", "resources": {
+        "cpu": NO_LIMIT, "memory": NO_LIMIT, "gpu": {"quota": -5, "limit": -1, "overQuotaWeight": 1,
+                                                     "lendingLimit": 2}}})
     async with DevCluster() as cluster:
         cluster.load_objects([*nodes(2), bad])
         async with daemons(cluster, tmp_path):
             lost = kai_gang("lost", 1, {}, queue="no-such-queue")
             cluster.load_objects(lost)
 
-            def on_queue() -> dict[str, dict[str, Any]]:
-                return {e["reason"]: e for e in warning_events(cluster, "Queue", "bad")
-                        if e["involvedObject"]["apiVersion"] == "scheduling.run.ai/v2"}
+            def on_queue() -> dict[str, list[dict[str, Any]]]:
+                found: dict[str, list[dict[str, Any]]] = {}
+                for event in warning_events(cluster, "Queue", "bad"):
+                    if event["involvedObject"]["apiVersion"] == "scheduling.run.ai/v2":
+                        found.setdefault(event["reason"], []).append(event)
+                return found
 
-            await wait_until(lambda: {"InvalidQuota", "UnsupportedField"} <= set(on_queue()),
+            await wait_until(lambda: len(on_queue().get("InvalidQuota", [])) == 2 and "UnsupportedField" in on_queue(),
                              what="Warning Events on the KAI Queue")
             found = on_queue()
-            assert found["InvalidQuota"]["message"].startswith("spec.resources.gpu.quota: -5 is negative")
-            assert found["UnsupportedField"]["message"].startswith("spec.preemptMinRuntime: '10m' is read but not "
-                                                                   "implemented")
-            assert found["InvalidQuota"]["involvedObject"]["uid"] == cluster.store.get(
+            messages = sorted(event["message"] for event in found["InvalidQuota"])
+            assert messages[0].startswith("spec.preemptMinRuntime: '10 minutes' is not a duration"), messages
+            assert messages[1].startswith("spec.resources.gpu.quota: -5 is negative"), messages
+            assert found["UnsupportedField"][0]["message"].startswith("spec.resources.gpu.lendingLimit: 2 is read "
+                                                                      "but not implemented")
+            assert found["InvalidQuota"][0]["involvedObject"]["uid"] == cluster.store.get(
                 "queues.scheduling.run.ai", "bad")["metadata"]["uid"]
             await wait_until(lambda: any(e["reason"] == "QuotaNotFound"
                                          for e in warning_events(cluster, "PodGroup", "lost")),
@@ -260,3 +267,29 @@ async def test_a_kai_job_preempts_and_is_ordered_by_its_pod_groups_priority_clas
             assert {e["reason"] for e in warning_events(cluster, "PodGroup", "build")} <= {"FailedScheduling"}
             invalid = [e for e in warning_events(cluster, "PodGroup", "research") if e["reason"] == "InvalidPodGroup"]
             assert invalid == []
+
+
+async def test_a_kai_queues_preempt_min_runtime_keeps_a_young_job_until_it_has_run_that_long(tmp_path: Path) -> None:
+    # queue team says preemptMinRuntime 3s: `research` (train, 50) is not preempted by `urgent` (1000) of the
+    # same queue until it has run 3 s; the daemon says so in urgent's reason and tries again then by itself.
+    team = kai_queue("team", {"preemptMinRuntime": "3s", "resources": {
+        "cpu": NO_LIMIT, "memory": NO_LIMIT, "gpu": {"quota": 16, "limit": -1, "overQuotaWeight": 1}}})
+    classes = [priority_class("train", 50), priority_class("urgent", 1000)]
+    async with DevCluster() as cluster:
+        cluster.load_objects([*nodes(2), team, *classes])
+        async with daemons(cluster, tmp_path):
+            research = kai_gang("research", 2, {}, queue="team", priority_class="train")
+            cluster.load_objects(research)
+            await wait_until(lambda: bound_count(cluster, names(research)) == 2, what="research bound")
+            started = time.monotonic()
+            urgent = kai_gang("urgent", 2, {}, queue="team", priority_class="urgent", preemptibility="preemptible")
+            cluster.load_objects(urgent)
+            await wait_until(lambda: "KAI queue's preemptMinRuntime has not passed" in reason_of(cluster, "urgent-0"),
+                             what="the min runtime in urgent's reason")
+            assert bound_count(cluster, names(urgent)) == 0
+            assert all(cluster.store.find("pods", name, NAMESPACE) is not None for name in names(research))
+            await wait_until(lambda: bound_count(cluster, names(urgent)) == 2, within=15,
+                             what="urgent bound once research has run 3 s and was preempted")
+            assert time.monotonic() - started >= 2.0  # research ran ~3 s from its binding, before urgent came
+            assert all(cluster.store.find("pods", name, NAMESPACE) is None for name in names(research))
+            assert [e for e in warning_events(cluster, "Queue", "team") if e["reason"] == "UnsupportedField"] == []

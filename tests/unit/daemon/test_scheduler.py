@@ -420,6 +420,16 @@ def test_queue_orders_by_priority_then_last_attempt_then_creation_then_key() -> 
     assert [u.key for u in queue.ordered(units, 5.0)] == ["ns/hi", "ns/c", "ns/a", "ns/b"]
 
 
+def test_a_unit_parked_until_a_time_comes_back_then_and_says_when() -> None:
+    queue = SchedulingQueue()  # no periodic retry, as in the simulator
+    unit = Unit(key="ns/a", gangs=("ns/a",), target="ns/a", pods=("ns/a-0",), priority=0, first_seen=0.0)
+    queue.park(unit.key, 10.0, retry_at=70.0)  # jobs a KAI queue's min runtime keeps may be taken at 70
+    assert queue.ordered([unit], 69.0) == [] and queue.next_deadline(after=10.0) == 70.0
+    assert queue.ordered([unit], 70.0) == [unit]
+    queue.park(unit.key, 71.0)  # parked again, for a change only
+    assert queue.ordered([unit], 500.0) == [] and queue.next_deadline(after=71.0) is None
+
+
 async def test_higher_priority_gang_takes_the_room_first() -> None:
     h = Harness()
     h.add(*nodes(4), *gang("low", 4, priority=1), *gang("high", 4, priority=100))

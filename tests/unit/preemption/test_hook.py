@@ -34,7 +34,7 @@ def ask(state: ClusterState) -> PreemptionPlan | None:
     failure = plan_gang(state, "default/high")
     assert isinstance(failure, Unschedulable)
     preemptee = Preemptee(key="default/high", gangs=("default/high",),
-                          pods=("default/high-0", "default/high-1"), priority=1000)
+                          pods=("default/high-0", "default/high-1"), priority=1000, now=state.last_time)
     return preemptor.plan(state, preemptee, failure)
 
 

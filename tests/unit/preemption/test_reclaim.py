@@ -76,7 +76,8 @@ def ask(state: ClusterState, gang: str) -> PreemptionPlan | None:
     from daemon.scheduling.ports import Preemptee
     info = state.gangs[gang]
     pods = tuple(sorted(info.members))
-    plan = JobPreemptor().plan(state, Preemptee(key=gang, gangs=(gang,), pods=pods, priority=0), failure)
+    plan = JobPreemptor().plan(state, Preemptee(key=gang, gangs=(gang,), pods=pods, priority=0, now=state.last_time),
+                               failure)
     assert plan is None or isinstance(plan, PreemptionPlan)
     return plan
 

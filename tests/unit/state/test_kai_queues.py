@@ -18,8 +18,16 @@ from events.model import (
 )
 from events.objects import KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL, ObjectMeta, PriorityClass
 from state.cluster import GANG_SOURCES, KAI_SOURCE, KUBE_SOURCE, SIGS_SOURCE, VOLCANO_SOURCE, X_K8S_SOURCE, ClusterState
-from state.gangs import KAI_POD_GROUP_PROBLEM, UNSUPPORTED_FIELD
-from state.quota import KAI_DIALECT, KAI_QUEUE_KIND, OUTRANK_VOLCANO_UPSERTS, UNLIMITED_MIN, Quota
+from state.gangs import KAI_POD_GROUP_PROBLEM
+from state.quota import (
+    KAI_DIALECT,
+    KAI_QUEUE_KIND,
+    OUTRANK_VOLCANO_UPSERTS,
+    UNLIMITED_MIN,
+    Quota,
+    preempt_min_runtime,
+    reclaim_min_runtime,
+)
 
 GPU = "nvidia.com/gpu"
 UNLIMITED = -1.0
@@ -135,14 +143,36 @@ def test_a_missing_parent_or_a_parent_cycle_makes_top_queues_and_is_reported() -
         assert words in problem.message
 
 
-def test_what_is_read_but_not_implemented_is_an_unsupported_field() -> None:
-    queue = kai_queue("prio", cpu=OPEN, memory=OPEN, gpu=OPEN, priority=200)
-    queue = queue.__class__(metadata=queue.metadata, spec=queue.spec.__class__(
-        parent_queue="", priority=200, resources=queue.spec.resources, preempt_min_runtime="10m",
-        reclaim_min_runtime="1h"))
-    state = fold(KaiQueueUpserted(queue=queue))
-    assert fields(state, KAI_QUEUE_KIND, "prio") == [
-        ("spec.preemptMinRuntime", UNSUPPORTED_FIELD), ("spec.reclaimMinRuntime", UNSUPPORTED_FIELD)]
+def test_min_runtimes_are_read_as_go_durations_and_a_bad_one_is_reported() -> None:
+    state = fold(queue_event("ok", cpu=OPEN, memory=OPEN, gpu=OPEN, preempt_min_runtime="10m",
+                             reclaim_min_runtime="1h30m"),
+                 queue_event("bad", cpu=OPEN, memory=OPEN, gpu=OPEN, preempt_min_runtime="10 minutes",
+                             reclaim_min_runtime="-5s"))
+    ok, bad = kai(state, "ok"), kai(state, "bad")
+    assert (ok.preempt_min_runtime, ok.reclaim_min_runtime) == (600.0, 5400.0)
+    assert fields(state, KAI_QUEUE_KIND, "ok") == []
+    assert (bad.preempt_min_runtime, bad.reclaim_min_runtime) == (None, 0.0)
+    messages = [str(p) for p in state.quotas.problems[(KAI_QUEUE_KIND, "bad")]]
+    assert messages == [
+        "KaiQueue bad: spec.preemptMinRuntime: '10 minutes' is not a duration as KAI reads one (Go's form, such as "
+        "10m, 1h30m or 90s): not used, as if unset",
+        "KaiQueue bad: spec.reclaimMinRuntime: '-5s' is negative: no job is kept by it, as with 0"]
+
+
+def test_min_runtimes_resolve_up_the_tree_as_kais_minruntime_plugin_does() -> None:
+    # KAI's min-runtime design: A > B (600s) > {C > {leaf1 (0s), leaf2 (180s)}, D (60s) > leaf3}
+    state = fold(*(queue_event(name, parent=parent, cpu=OPEN, memory=OPEN, gpu=OPEN, preempt_min_runtime=runtime,
+                               reclaim_min_runtime=runtime)
+                   for name, parent, runtime in (("a", "", None), ("b", "a", "600s"), ("c", "b", None),
+                                                 ("d", "b", "60s"), ("leaf1", "c", "0s"), ("leaf2", "c", "180s"),
+                                                 ("leaf3", "d", None))))
+    leaf1, leaf2, leaf3 = kai(state, "leaf1"), kai(state, "leaf2"), kai(state, "leaf3")
+    assert reclaim_min_runtime(leaf1, leaf3) == 60.0  # below a, b: d's
+    assert reclaim_min_runtime(leaf1, leaf2) == 180.0  # siblings: the victim's own queue's
+    assert reclaim_min_runtime(leaf3, leaf1) == 600.0  # c says nothing: from b above it
+    assert reclaim_min_runtime(None, leaf1) == 0.0  # no queue in common: the victim's top queue's (a says none)
+    assert [preempt_min_runtime(kai(state, n)) for n in ("leaf1", "leaf2", "leaf3", "c")] == [0.0, 180.0, 60.0, 600.0]
+    assert preempt_min_runtime(kai(state, "a")) == 0.0  # nothing said from a up: KAI's default
 
 
 def test_idle_gpus_are_shared_by_queue_priority_first_then_by_weight_as_kai_shares_them() -> None:
