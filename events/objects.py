@@ -966,6 +966,10 @@ VOLCANO_PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
 # KAI Scheduler: the queue a workload (its top owner) or pod names; KAI's pod-grouper copies it into the
 # PodGroup's spec.queue, which is what KAI's scheduler reads.
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
+# KAI Scheduler: the PriorityClass a workload (or pod) names by label, which KAI's pod-grouper reads before the
+# pod's own spec.priorityClassName and copies into the PodGroup; none at all is KAI's `train` class.
+KAI_PRIORITY_LABEL = "priorityClassName"
+KAI_DEFAULT_PRIORITY_CLASS = "train"
 # Persistent volumes, as the PV controller and kube-scheduler's VolumeBinding plugin write and read them:
 # a claim is bound once the PV controller has marked the binding complete; the deprecated class
 # annotation still names a claim's StorageClass before spec.storageClassName; the scheduler writes the

@@ -91,6 +91,8 @@ from events.model import (
 from events.objects import (
     DEFAULT_SCHEDULER_NAME,
     GANG_MIN_AVAILABLE_ANNOTATION,
+    KAI_DEFAULT_PRIORITY_CLASS,
+    KAI_PRIORITY_LABEL,
     KAI_QUEUE_LABEL,
     LIGHTWEIGHT_MIN_AVAILABLE_LABEL,
     OVERSIZED_ANNOTATION,
@@ -235,6 +237,12 @@ class NodeInfo:
         self.used: Resources = {}
         self.pods: set[str] = set()  # pods counted in `used`
         self.nominated: dict[str, PodInfo] = {}  # pods holding a nomination on this node
+
+
+def _labels_derive(labels: Mapping[str, str]) -> bool:
+    """Whether a pod's labels decide more of its derivation than its gang (`_add_new_pod`): whether it may be
+    preempted (Volcano's label), or, in a KAI queue by its label, its priority (`_kai_pod_priority`)."""
+    return VOLCANO_PREEMPTABLE_ANNOTATION in labels or KAI_QUEUE_LABEL in labels
 
 
 # The dialects whose schedulers order and preempt jobs by their PodGroup's priority (`ClusterState.job_priority`).
@@ -692,7 +700,9 @@ class ClusterState:
             named = f"priorityClassName {spec.priority_class_name}" if spec.priority_class_name else "the default class"
             return f"PodGroup {spec.key} is of priority {priority} ({named}), {NON_PREEMPTIBLE_PRIORITY} or more"
         if spec is None and pod.priority >= NON_PREEMPTIBLE_PRIORITY:
-            return f"pod {pod.key} is of priority {pod.priority}, {NON_PREEMPTIBLE_PRIORITY} or more"
+            named = pod.obj.metadata.labels.get(KAI_PRIORITY_LABEL, "")
+            how = f" (its label {KAI_PRIORITY_LABEL} {named})" if named else ""
+            return f"pod {pod.key} is of priority {pod.priority}{how}, {NON_PREEMPTIBLE_PRIORITY} or more"
         return ""
 
     def kai_lone_kept(self, pod: PodInfo) -> bool:
@@ -851,7 +861,7 @@ class ClusterState:
             # A pod of a new head: derived alike a pod of its head without labels and its spec (its labels
             # decide only its gang, and whether it may be preempted when it says so there), but for its gang.
             unlabelled = self._unlabelled.get((shape[2], shape[1]))
-            if unlabelled is None or VOLCANO_PREEMPTABLE_ANNOTATION in meta.labels:
+            if unlabelled is None or _labels_derive(meta.labels):
                 return False
             gang_key, gang_problems = membership(obj, key)
             if gang_problems:
@@ -1083,7 +1093,7 @@ class ClusterState:
             derived = self._derivation(obj, key)
             if shape is not None and not derived[8] and len(self._shapes) < _RequestsMemo.LIMIT * 10:
                 self._shapes[shape] = derived
-                if VOLCANO_PREEMPTABLE_ANNOTATION not in obj.metadata.labels:
+                if not _labels_derive(obj.metadata.labels):
                     self._unlabelled[(shape[2], shape[1])] = derived
         (pod.requests, pod.invalid, pod.ours, own, pod.preemption_policy, pod.task, pod.preemptable,
          gang_key, problems) = derived
@@ -1126,7 +1136,26 @@ class ClusterState:
         gang_key, gang_problems = membership(obj, key)
         if gang_problems:
             problems += gang_problems
+        if not gang_key and KAI_QUEUE_LABEL in labels:
+            priority = self._kai_pod_priority(obj, key, priority, problems)
         return requests, invalid, ours, priority, policy, task, preemptable, gang_key, problems
+
+    def _kai_pod_priority(self, obj: Pod, key: str, own: int, problems: list[Problem]) -> int:
+        """The priority of a pod of no gang that a KAI queue label places in a KAI queue, as KAI's pod-grouper
+        gives the PodGroup it makes for it: the class its label `priorityClassName` names (KAI's documented
+        way), else its own (`own`: its spec.priorityClassName's, or a spec.priority other than the 0 the API
+        server's admission writes for a pod naming no class), else KAI's general default, the `train` class;
+        a class that does not exist is the globalDefault class's value, else 0 (`group_priority`)."""
+        named = obj.metadata.labels.get(KAI_PRIORITY_LABEL, "")
+        if named:
+            if named not in self.priority_classes:
+                problems.append(Problem("Pod", key, f"metadata.labels[{KAI_PRIORITY_LABEL}]", f"PriorityClass "
+                                        f"{shown(named)} not found: the default priority, {self.group_priority('')}, "
+                                        "taken, as KAI does"))
+            return self.group_priority(named)
+        if obj.spec.priority_class_name or obj.spec.priority:  # a priority of its own (admission's 0 is none)
+            return own
+        return self.group_priority(KAI_DEFAULT_PRIORITY_CLASS)
 
     def _join_gang(self, pod: PodInfo, gang_key: str) -> None:
         """Make the pod a member of `gang_key` ("" for none), leaving its old gang; keep an annotation gang's
@@ -2184,7 +2213,7 @@ class ClusterState:
         labels, annotations = meta.labels, meta.annotations
         defines = GANG_MIN_AVAILABLE_ANNOTATION in annotations or LIGHTWEIGHT_MIN_AVAILABLE_LABEL in labels
         alike = (obj.api_version, obj.kind, meta.namespace, id(annotations), spec_number)
-        known = unlabelled.get(alike) if VOLCANO_PREEMPTABLE_ANNOTATION not in labels else None
+        known = unlabelled.get(alike) if not _labels_derive(labels) else None
         if known is not None:
             gang_key, gang_problems = membership(obj, key)
             if not gang_problems:
@@ -2193,7 +2222,7 @@ class ClusterState:
             derived = self._derivation(obj, key)
         except Exception:  # the per-pod way marks it
             return None
-        if not derived[8] and VOLCANO_PREEMPTABLE_ANNOTATION not in labels:
+        if not derived[8] and not _labels_derive(labels):
             unlabelled[alike] = derived
         return derived, defines
 

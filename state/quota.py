@@ -29,9 +29,10 @@ Three dialects are read into one model (`Quota`: min, max, weight, parent), each
   runtime (its fair share) is no cap at admission: a preemptible job goes up to the limits
   (`placement/quota.py`). Non-preemptible jobs stay within quota and are never
   reclaimed: a KAI PodGroup's `spec.preemptibility: non-preemptible`, or, unset, a PodGroup of priority
-  100 or more (`ClusterState.gang_preemptable`); a pod in a KAI queue by its label alone, by its own
-  priority. A PriorityClass event settles the KAI queues' pods again, since their preemptibility may
-  follow it. Reclaim measures a KAI queue against its quota or fair share (`placement.quota.reclaim_floor`).
+  100 or more (`ClusterState.gang_preemptable`); a pod in a KAI queue by its label alone, by its
+  priority (its label `priorityClassName`'s, as KAI's pod-grouper reads it: `ClusterState._kai_pod_priority`).
+  A PriorityClass event settles the KAI queues' pods again, since their preemptibility may follow it.
+  Reclaim measures a KAI queue against its quota or fair share (`placement.quota.reclaim_floor`).
   `spec.priority` (default 100) orders the fair share as KAI's does: idle capacity goes to the sibling
   queues of the highest priority first, by overQuotaWeight among them, and what they leave to the next.
   `spec.preemptMinRuntime` / `spec.reclaimMinRuntime` (Go durations) keep a job that started less than

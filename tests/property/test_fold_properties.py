@@ -44,6 +44,8 @@ from events.model import (
     with_seq,
 )
 from events.objects import (
+    KAI_PRIORITY_LABEL,
+    KAI_QUEUE_LABEL,
     RESIZE_INFEASIBLE,
     RESIZE_PENDING,
     Condition,
@@ -71,6 +73,10 @@ GANGS = ["g0", "g1"]
 # PriorityClasses come and go; pods and the PodGroups of Volcano and KAI (whose class is their job's priority)
 # name them, or one that never exists, or none.
 CLASS_NAMES = st.sampled_from(["", "low", "high", "missing"])
+# Pods in a KAI queue by label may name their class by label too (their priority then, when in no gang).
+KAI_LABELS = st.sampled_from([None, None, {KAI_QUEUE_LABEL: "kq1"},
+                              {KAI_QUEUE_LABEL: "kq1", KAI_PRIORITY_LABEL: "high"},
+                              {KAI_QUEUE_LABEL: "kq1", KAI_PRIORITY_LABEL: "missing"}])
 
 
 # Some pods wait for scheduling gates (spec.schedulingGates): held, never pending until they are removed.
@@ -97,13 +103,14 @@ def _resized(obj: Pod, resize: tuple[str, str | None, bool] | None) -> Pod:
 
 def _pod_events() -> st.SearchStrategy[Event]:
     return st.builds(
-        lambda name, gpus, node_name, phase, gang, uid, gates, resize, class_name: pod_event(_resized(
-            bound(pod(name, gpus=gpus, gang=gang, uid=uid, priority_class=class_name), node_name, phase) if node_name
-            else pod(name, gpus=gpus, gang=gang, uid=uid, phase=phase, gates=gates, priority_class=class_name),
+        lambda name, gpus, node_name, phase, gang, uid, gates, resize, class_name, labels: pod_event(_resized(
+            bound(pod(name, gpus=gpus, gang=gang, uid=uid, priority_class=class_name, labels=labels), node_name, phase)
+            if node_name else pod(name, gpus=gpus, gang=gang, uid=uid, phase=phase, gates=gates,
+                                  priority_class=class_name, labels=labels),
             resize)),
         st.sampled_from(PODS), st.integers(0, 8), st.sampled_from(["", *NODES]),
         st.sampled_from(["Pending", "Running", "Succeeded", "Failed"]), st.sampled_from([None, *GANGS]),
-        st.sampled_from(["u1", "u2"]), GATES, RESIZES, CLASS_NAMES,
+        st.sampled_from(["u1", "u2"]), GATES, RESIZES, CLASS_NAMES, KAI_LABELS,
     )
 
 
@@ -211,9 +218,10 @@ def _bind_runs() -> st.SearchStrategy[list[Event]]:
 
 
 _waiting_pods = st.lists(st.builds(
-    lambda name, gpus, gang, uid, gates: pod_event(pod(name, gpus=gpus, gang=gang, uid=uid, gates=gates)),
-    st.sampled_from(PODS), st.integers(0, 8), st.sampled_from([None, *GANGS]), st.sampled_from(["u1", "u2"]), GATES),
-    max_size=6)
+    lambda name, gpus, gang, uid, gates, labels: pod_event(pod(name, gpus=gpus, gang=gang, uid=uid, gates=gates,
+                                                               labels=labels)),
+    st.sampled_from(PODS), st.integers(0, 8), st.sampled_from([None, *GANGS]), st.sampled_from(["u1", "u2"]), GATES,
+    KAI_LABELS), max_size=6)
 # Pods waiting to be placed, then anything, often runs of bindings.
 logs_strategy = st.tuples(
     _waiting_pods, st.lists(st.one_of(single_events.map(lambda e: [e]), _bind_runs()), max_size=20),

@@ -24,8 +24,16 @@ from events.model import (
     PriorityClassUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
+    encode_event,
+    with_seq,
 )
-from events.objects import KAI_POD_GROUP_ANNOTATION, VOLCANO_GROUP_ANNOTATION, ObjectMeta, PriorityClass
+from events.objects import (
+    KAI_POD_GROUP_ANNOTATION,
+    KAI_QUEUE_LABEL,
+    VOLCANO_GROUP_ANNOTATION,
+    ObjectMeta,
+    PriorityClass,
+)
 from state.cluster import ClusterState
 from state.gangs import KAI_POD_GROUP_PROBLEM
 
@@ -115,3 +123,43 @@ def test_a_snapshot_restores_the_job_priorities() -> None:
     assert restored.canonical() == state.canonical()
     assert priorities(restored, "a-0", "b-0") == [(1000, 0), (0, 0)]
     assert restored.gangs["default/a"].job_priority == 1000
+
+
+def kai_pod(name: str, **labels: str) -> Event:
+    return pod_event(pod(name, labels={KAI_QUEUE_LABEL: "default-queue", **labels}))
+
+
+def test_a_pod_in_a_kai_queue_by_label_takes_the_class_its_label_names_as_kais_pod_grouper_reads_it() -> None:
+    state = fold(priority_class("train", 50), priority_class("build", 100), priority_class("normal", 7),
+                 kai_pod("by-label", priorityClassName="build"),
+                 pod_event(pod("by-spec", labels={KAI_QUEUE_LABEL: "default-queue"}, priority_class="normal")),
+                 kai_pod("by-default"),
+                 pod_event(pod("no-queue", labels={"priorityClassName": "build"})))  # no KAI queue: its own
+    assert [state.pods[f"default/{name}"].priority for name in ("by-label", "by-spec", "by-default", "no-queue")] == [
+        100, 7, 50, 0]
+    why = state.kai_non_preemptible_why(state.pods["default/by-label"])
+    assert why == "pod default/by-label is of priority 100 (its label priorityClassName build), 100 or more"
+
+
+def test_a_kai_pod_labelled_with_a_missing_class_is_reported_and_takes_it_once_it_exists() -> None:
+    state = fold(kai_pod("p", priorityClassName="build"))
+    (problem,) = state.problems_of("Pod", "default/p")
+    assert (problem.field, problem.message) == (
+        "metadata.labels[priorityClassName]", "PriorityClass 'build' not found: the default priority, 0, taken, "
+        "as KAI does")
+    state.apply(priority_class("build", 100))
+    assert state.pods["default/p"].priority == 100 and state.problems_of("Pod", "default/p") == []
+
+
+def test_the_fast_fold_and_a_restored_snapshot_give_a_kai_pod_its_labels_priority_too() -> None:
+    # A pod of a head met before without labels derives alike but for its gang (`_add_new_pod`,
+    # `_restored_shape`): not one whose KAI labels decide its priority.
+    events: list[Event] = [priority_class("build", 100), pod_event(pod("plain")),
+                           kai_pod("labelled", priorityClassName="build")]
+    folded = ClusterState()
+    with folded.batching_binds():
+        folded.fold_records((seq, encode_event(with_seq(event, seq))) for seq, event in enumerate(events, 1))
+    assert [folded.pods[f"default/{n}"].priority for n in ("plain", "labelled")] == [0, 100]
+    restored = ClusterState.restore(folded.snapshot())
+    assert [restored.pods[f"default/{n}"].priority for n in ("plain", "labelled")] == [0, 100]
+    assert restored.canonical() == folded.canonical()
