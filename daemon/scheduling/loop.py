@@ -313,7 +313,15 @@ class Scheduler:
         self._units.observe_subject(kind, key)
         self._placed_priorities.observe_subject(kind, key)
         handler = _OBSERVERS[type(event)]
-        if handler is not None and handler(self, event):
+        woken = handler is not None and handler(self, event)
+        if self.state.priority_changes.end != self._repriced_seen:
+            # The event moved a job's priority (a Volcano or KAI PodGroup's class, or the source a gang follows):
+            # whom that job may preempt, and who may preempt it, moved too, as when a PriorityClass changes.
+            self._repriced_seen = self.state.priority_changes.end
+            self._min_placed = None
+            self.queue.structure_changed()
+            woken = True
+        if woken:
             self._dirty = True
             self._wake.set()
 
@@ -515,18 +523,12 @@ class Scheduler:
             key = object_key(meta.namespace, meta.name)
         else:
             key = event.key
-        # The gang and its GangGroup partners may fit now (new spec, members, group); nobody else, unless the
-        # PodGroup moved its job's priority (Volcano, KAI): then whom that job may preempt, and who may preempt
-        # it, moved too, as when a PriorityClass changes.
+        # The gang and its GangGroup partners may fit now (new spec, members, group); nobody else (unless the
+        # PodGroup moved its job's priority: `observe`).
         for gang in sorted({key, *unit_of_gang(self.state, key)}):
             self.queue.unit_changed(gang)
             self._needs.pop(gang, None)
         self._needs.pop(unit_of_gang(self.state, key)[0], None)
-        repriced = self.state.priority_changes.end
-        if repriced != self._repriced_seen:
-            self._repriced_seen = repriced
-            self._min_placed = None
-            self.queue.structure_changed()
         return True
 
     def _capacity_freed(self, event: Event) -> bool:

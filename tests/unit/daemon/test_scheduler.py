@@ -14,7 +14,7 @@ from daemon.scheduling.journal import Journal
 from daemon.scheduling.loop import TURN_SECONDS, UNITS_PER_TURN, Scheduler, SchedulerConfig
 from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase, Instruments, Preemptee
 from daemon.scheduling.queue import SchedulingQueue, Unit
-from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
+from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group, volcano_pod_group
 from events.model import (
     BindFailed,
     BindRequested,
@@ -32,10 +32,13 @@ from events.model import (
     PodNominated,
     PodUpserted,
     PreemptionPlanned,
+    PriorityClassUpserted,
+    VolcanoPodGroupUpserted,
     VolumeUpserted,
 )
-from events.objects import SELECTED_NODE_ANNOTATION, ClaimReference
+from events.objects import SELECTED_NODE_ANNOTATION, VOLCANO_GROUP_ANNOTATION, ClaimReference, ObjectMeta, PriorityClass
 from placement import Assignment, Unschedulable
+from preemption import JobPreemptor
 from preemption.plan import PreemptionPlan
 from state.cluster import ClusterState
 
@@ -496,6 +499,26 @@ async def test_preemption_plan_is_recorded_then_carried_out() -> None:
     preempted = [(gang, message) for gang, phase, message in h.api.reports if phase == "Preempted"]
     assert preempted == [("default/low", "1 pod(s) preempted by gang default/high (priority 100) to make room "
                                          "for pod default/high-0")]
+
+
+async def test_a_pod_group_lowering_its_jobs_priority_brings_back_a_job_that_may_now_preempt_it() -> None:
+    # Volcano jobs go by their PodGroup's class: `new` (high) cannot preempt `old` (high) until old's PodGroup
+    # names a lower class; the parked `new` is then tried again at once, with nothing else changing.
+    h = Harness(preemptor=JobPreemptor())
+    classes = [PriorityClassUpserted(priority_class=PriorityClass(metadata=ObjectMeta(name=name), value=value))
+               for name, value in (("low", 10), ("high", 1000))]
+
+    def job(name: str, class_name: str) -> VolcanoPodGroupUpserted:
+        return VolcanoPodGroupUpserted(pod_group=volcano_pod_group(name, min_member=1, priority_class_name=class_name))
+
+    member = {VOLCANO_GROUP_ANNOTATION: "old"}
+    h.add(*nodes(1), *classes, job("old", "high"), pod_event(bound(pod("old-0", annotations=member), "n0")),
+          job("new", "high"), pod_event(pod("new-0", annotations={VOLCANO_GROUP_ANNOTATION: "new"})))
+    await h.settle()
+    assert h.pods(EvictionRequested) == [] and "new-0" not in h.bound_pods()
+    h.add(job("old", "low"))
+    await h.settle()
+    assert h.pods(EvictionRequested) == ["default/old-0"]
 
 
 async def test_a_gangs_reports_reach_the_api_in_the_order_they_were_decided_even_when_one_is_slow() -> None:
