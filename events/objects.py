@@ -579,8 +579,12 @@ class KaiTopologyConstraint(_K8s, frozen=True):
 
 
 class KaiSubGroup(_K8s, frozen=True):
+    """One of a KAI PodGroup's spec.subGroups: a leaf holds the pods labelled with its name
+    (`KAI_SUB_GROUP_LABEL`); one other sub-groups name as `parent` holds those sub-groups."""
+
     name: str = ""
     min_member: Int64 | None = None
+    min_sub_group: Int64 | None = None
     parent: str | None = None
     topology_constraint: KaiTopologyConstraint | None = None
 
@@ -944,6 +948,8 @@ KAI_POD_GROUP_ANNOTATION = "pod-group-name"
 KAI_TOPOLOGY_ANNOTATION = "kai.scheduler/topology"
 KAI_REQUIRED_PLACEMENT_ANNOTATION = "kai.scheduler/topology-required-placement"
 KAI_PREFERRED_PLACEMENT_ANNOTATION = "kai.scheduler/topology-preferred-placement"
+# KAI Scheduler: the leaf sub-group of its PodGroup (spec.subGroups) a pod belongs to.
+KAI_SUB_GROUP_LABEL = "kai.scheduler/subgroup-name"
 SIMULATION_ANNOTATION_PREFIX = "sim.toposched.io/"
 # Set by toposched itself on the accounting core of an object too large to log; `slim()` drops it
 # from what the API sends, so no object can claim it.

@@ -33,6 +33,7 @@ import msgspec
 from placement.constraints import InvalidConstraint, planning_tree, resolve
 from placement.fit import Capacity
 from placement.gather import Found, Job, Solver
+from placement.kai_subgroups import plan_kai_sub_groups, uses_kai_sub_groups
 from placement.members import (
     counted,
     demands_for,
@@ -179,6 +180,8 @@ def _place_admitted(state: ClusterState, group: tuple[str, ...], label: str, spe
         anchor = Job([], running_nodes=running_nodes, tree=tree, nominated_nodes=nominated).anchor or tree.root
         return GangPlan(gangs=group, assignments=(), domain=domain_label(anchor), level=anchor.layer,
                         explanation=f"{label}: nothing pending; {running_count} members run in {where(anchor)}")
+    if len(specs) == 1 and uses_kai_sub_groups(specs[0]):
+        return plan_kai_sub_groups(state, solver, specs[0], label, pending[specs[0].key], running_nodes, resolved)
     if len(specs) == 1 and uses_sub_groups(specs[0]):
         return plan_sub_groups(state, solver, specs[0], label, pending[specs[0].key], running_nodes, resolved)
 

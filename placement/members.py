@@ -27,7 +27,7 @@ from placement.gather import Demand
 from placement.pod_affinity import affinity_index, rules_for, self_exclusion
 from placement.pod_spread import has_spreads, spread_rules, spread_tokens
 from state.cluster import ClusterState, PodInfo
-from state.gangs import ONCE_SATISFIED, ONLY_WAITING, GangSpec
+from state.gangs import ONCE_SATISFIED, ONLY_WAITING, GangSpec, KaiSubGroups
 from state.resources import Resources
 from state.topology import Domain
 
@@ -69,6 +69,12 @@ def minimum_of(spec: GangSpec, running: Sequence[PodInfo], pending: Sequence[Pod
     for a task minimum or, under only-waiting, for minMember."""
     satisfied = spec.match_policy == ONCE_SATISFIED and any(is_bound(pod) for pod in running)
     chosen: set[str] = set()
+    tree = spec.kai_sub_groups
+    if tree is not None and tree.groups:
+        kai_chosen, short = kai_minimum(tree, running, pending)
+        if short:
+            return [], short
+        chosen.update(kai_chosen)
     for task, minimum in spec.task_minimums:
         if satisfied:
             break
@@ -91,6 +97,63 @@ def minimum_of(spec: GangSpec, running: Sequence[PodInfo], pending: Sequence[Pod
     return [pod.key for pod in pending if pod.key in chosen], ""
 
 
+def leaf_counts(pods: Iterable[PodInfo]) -> dict[str, int]:
+    """Pods per KAI leaf sub-group (their task)."""
+    counts: dict[str, int] = {}
+    for pod in pods:
+        counts[pod.task] = counts.get(pod.task, 0) + 1
+    return counts
+
+
+def kai_minimum(tree: KaiSubGroups, running: Sequence[PodInfo], pending: Sequence[PodInfo]) -> tuple[list[str], str]:
+    """The fewest pending pods (in `pending`'s order) that make a KAI PodGroup's sub-group tree ready next to its
+    running members: under each node its required children that need the fewest; or ([], why) when no choice
+    can, naming the sub-groups short of pods."""
+    have = leaf_counts(running)
+    waiting: dict[str, list[str]] = {}
+    for pod in pending:
+        waiting.setdefault(pod.task, []).append(pod.key)
+
+    def under(at: int) -> list[str]:
+        group = tree.groups[at]
+        if not group.children:
+            return waiting.get(group.name, [])
+        return [key for child in group.children for key in under(child)]
+
+    def choose(at: int) -> list[str] | None:
+        group = tree.groups[at]
+        if not group.children:
+            need = max(0, group.min_member - have.get(group.name, 0))
+            mine = waiting.get(group.name, [])
+            return mine[:need] if len(mine) >= need else None
+        options = sorted((len(picked), number, picked) for number, child in enumerate(group.children)
+                         if (picked := choose(child)) is not None)
+        if len(options) < group.required_children:
+            return None
+        picked = [key for _, _, keys in options[:group.required_children] for key in keys]
+        short = group.min_member - tree.pods(have, at) - len(picked)
+        if short > 0:
+            taken = set(picked)
+            more = [key for key in under(at) if key not in taken]
+            if len(more) < short:
+                return None
+            picked += more[:short]
+        return picked
+
+    picked = choose(0)
+    if picked is not None:
+        return picked, ""
+    short_leaves = []
+    for group in tree.groups[1:]:
+        if not group.children:
+            exist = have.get(group.name, 0) + len(waiting.get(group.name, []))
+            if exist < group.min_member:
+                short_leaves.append(f"{group.name!r} {exist} of minMember {group.min_member}")
+    detail = "; ".join(short_leaves[:3]) + (f" and {len(short_leaves) - 3} more" if len(short_leaves) > 3 else "")
+    return [], ("too few pods exist for its sub-groups to be ready (minSubGroup / minMember)"
+                + (f": {detail}" if detail else ""))
+
+
 def quorum_met(state: ClusterState, gang: str) -> bool:
     """Whether the gang may bind now (Permit): its counted running members reach minMember and every
     task minimum."""
@@ -101,6 +164,9 @@ def quorum_met(state: ClusterState, gang: str) -> bool:
     pods = state.pods
     running = [pod for key in info.members if (pod := pods.get(key)) is not None and is_running(pod)]
     if counted(spec, running) < spec.min_member:
+        return False
+    tree = spec.kai_sub_groups
+    if tree is not None and tree.groups and not tree.ready(leaf_counts(running)):
         return False
     return all(counted(spec, [pod for pod in running if pod.task == task], running) >= minimum
                for task, minimum in spec.task_minimums)

@@ -251,10 +251,13 @@ def _surplus(pods: list[PodInfo], spec: GangSpec | None, staying: int) -> list[P
     for pod in pods:
         per_task[pod.task] = per_task.get(pod.task, 0) + 1
     minimums = dict(spec.task_minimums)
+    tree = spec.kai_sub_groups if spec.kai_sub_groups is not None and spec.kai_sub_groups.groups else None
     out: list[PodInfo] = []
     for pod in pods:
         if left - 1 < max(spec.min_member, 1) or per_task[pod.task] - 1 < minimums.get(pod.task, 0):
             continue
+        if tree is not None and not tree.ready({**per_task, pod.task: per_task[pod.task] - 1}):
+            continue  # a KAI sub-group would fall below its minimum (members of no leaf are not counted in)
         left -= 1
         per_task[pod.task] -= 1
         out.append(pod)

@@ -94,6 +94,7 @@ from events.objects import (
     KAI_DEFAULT_PRIORITY_CLASS,
     KAI_PRIORITY_LABEL,
     KAI_QUEUE_LABEL,
+    KAI_SUB_GROUP_LABEL,
     LIGHTWEIGHT_MIN_AVAILABLE_LABEL,
     OVERSIZED_ANNOTATION,
     SIDECAR_RESTART_POLICY,
@@ -241,8 +242,9 @@ class NodeInfo:
 
 def _labels_derive(labels: Mapping[str, str]) -> bool:
     """Whether a pod's labels decide more of its derivation than its gang (`_add_new_pod`): whether it may be
-    preempted (Volcano's label), or, in a KAI queue by its label, its priority (`_kai_pod_priority`)."""
-    return VOLCANO_PREEMPTABLE_ANNOTATION in labels or KAI_QUEUE_LABEL in labels
+    preempted (Volcano's label), in a KAI queue by its label, its priority (`_kai_pod_priority`), or its KAI
+    sub-group (its task)."""
+    return VOLCANO_PREEMPTABLE_ANNOTATION in labels or KAI_QUEUE_LABEL in labels or KAI_SUB_GROUP_LABEL in labels
 
 
 # The dialects whose schedulers order and preempt jobs by their PodGroup's priority (`ClusterState.job_priority`).
@@ -1129,7 +1131,8 @@ class ClusterState:
         if ours:
             problems += unconsidered(obj, key)
         # The gang protocols' pod side (a hot path: plain lookups, functions only where something is set).
-        task = annotations.get(VOLCANO_TASK_SPEC_ANNOTATION, "")
+        # Volcano's task, else the KAI leaf sub-group (each dialect's gang reads its own: `KaiSubGroups`).
+        task = annotations.get(VOLCANO_TASK_SPEC_ANNOTATION, "") or labels.get(KAI_SUB_GROUP_LABEL, "")
         preemptable = (True if VOLCANO_PREEMPTABLE_ANNOTATION not in annotations
                        and VOLCANO_PREEMPTABLE_ANNOTATION not in labels
                        else preemptable_of(annotations, labels, "Pod", key, problems))
@@ -2270,6 +2273,7 @@ class ClusterState:
             "pending": sorted(self.pending),
             "members": {key: sorted(g.members) for key, g in sorted(self.gangs.items())},
             "priorities": {key: (p.priority, p.preemption_policy) for key, p in sorted(self.pods.items())},
+            "tasks": {key: p.task for key, p in sorted(self.pods.items()) if p.task},  # Volcano's, KAI's leaf
             "problems": [str(problem) for problem in self.all_problems()],
             "quotas": self.quotas.canonical(),
         }

@@ -144,6 +144,64 @@ class KaiConstraint(msgspec.Struct, frozen=True):
     preferred_field: str = ""
 
 
+class KaiSubGroupRule(msgspec.Struct, frozen=True):
+    """One node of a KAI PodGroup's sub-group tree (`KaiSubGroups`): the PodGroup itself (`index` -1) or one of
+    its spec.subGroups (`index` its position there, for messages)."""
+
+    name: str
+    index: int
+    children: tuple[int, ...]  # positions in KaiSubGroups.groups
+    min_member: int  # descendant pods it needs (a leaf: its own pods); 0: none
+    min_sub_group: int | None  # direct children that must be ready; None: all of them
+    constraint: KaiConstraint | None = None
+
+    @property
+    def field(self) -> str:
+        return "spec" if self.index < 0 else f"spec.subGroups[{self.index}]"
+
+    @property
+    def required_children(self) -> int:
+        return len(self.children) if self.min_sub_group is None else self.min_sub_group
+
+
+class KaiSubGroups(msgspec.Struct, frozen=True):
+    """A KAI PodGroup's sub-groups as KAI's scheduler reads them (`state/kai_gangs.py`): a tree whose first
+    node is the PodGroup. Pods belong to leaves by their label `kai.scheduler/subgroup-name` (`PodInfo.task`).
+    A leaf is ready when its minMember of pods are; any other node when its minSubGroup of direct children
+    (all of them when it sets none) are and, when it sets minMember, its descendant pods reach it."""
+
+    groups: tuple[KaiSubGroupRule, ...]
+    invalid: str = ""  # why the tree cannot be used (KAI's webhook refuses such a PodGroup): the gang waits
+
+    def leaf_names(self) -> frozenset[str]:
+        return frozenset(group.name for group in self.groups[1:] if not group.children)
+
+    def ready(self, counts: Mapping[str, int], at: int = 0) -> bool:
+        """Whether node `at` (the PodGroup by default) is ready with `counts` pods per leaf name."""
+        group = self.groups[at]
+        if not group.children:
+            return counts.get(group.name, 0) >= group.min_member
+        ready = sum(1 for child in group.children if self.ready(counts, child))
+        if ready < group.required_children:
+            return False
+        return not group.min_member or self.pods(counts, at) >= group.min_member
+
+    def pods(self, counts: Mapping[str, int], at: int = 0) -> int:
+        """The pods of node `at`'s leaves in `counts`."""
+        group = self.groups[at]
+        if not group.children:
+            return counts.get(group.name, 0)
+        return sum(self.pods(counts, child) for child in group.children)
+
+    def least_pods(self, at: int = 0) -> int:
+        """The fewest pods with which node `at` can be ready: its required children that need the fewest."""
+        group = self.groups[at]
+        if not group.children:
+            return group.min_member
+        needs = sorted(self.least_pods(child) for child in group.children)
+        return max(sum(needs[:group.required_children]), group.min_member)
+
+
 class GangSpec(msgspec.Struct, frozen=True):
     key: str
     dialect: str  # KOORDINATOR, SCHEDULER_PLUGINS, KOORDINATOR_PODS, VOLCANO, KUBERNETES or KAI
@@ -163,6 +221,7 @@ class GangSpec(msgspec.Struct, frozen=True):
     kai_preemptibility: str = ""
     disrupt_whole: bool = False  # Kubernetes disruptionMode PodGroup: no member is preempted alone
     kai: KaiConstraint | None = None  # KAI: required / preferred levels named by node label key
+    kai_sub_groups: KaiSubGroups | None = None  # KAI: spec.subGroups, each with its threshold and levels
 
 
 # --------------------------------------------------------------------------- the rules

@@ -31,8 +31,16 @@ What is read, and what it becomes:
 - `spec.priorityClassName` (kept as `GangSpec.priority_class_name`) is also the job's priority: every
   member is ordered and preempts, and is preempted, by it rather than by its own, as KAI's scheduler does
   (`ClusterState.job_priority`; a class that does not exist is reported, and the default priority taken).
-- Read but not implemented, each said once in a problem (`UNSUPPORTED_FIELD`): `spec.subGroups` and
-  `spec.minSubGroup` (the whole group is one gang of minMember).
+- `spec.subGroups` and `spec.minSubGroup` (`KaiSubGroups`, KAI's hierarchical PodGroup): sub-groups form a
+  tree by `parent` (none: a child of the PodGroup); pods belong to a leaf by their label
+  `kai.scheduler/subgroup-name` (`PodInfo.task`). A leaf is ready with its `minMember` pods, any other
+  node (the PodGroup too) with its `minSubGroup` direct children ready (all of them when unset) and, when
+  it also sets `minMember`, that many pods under it. The gang's minMember is the fewest pods that make the
+  PodGroup ready (or its own `minMember` when larger). Each sub-group's `topologyConstraint` holds its pods
+  inside one domain of its required level, inside its parent's domain (`placement/kai_subgroups.py`). A
+  tree KAI's webhook refuses (duplicate or empty names, a parent that does not exist, a cycle) is reported
+  and the gang waits; thresholds KAI's rules refuse (minSubGroup on a leaf, below 1, above the children)
+  are reported and read as KAI's default (all children).
 - `spec.queue` names the KAI Queue whose quota the gang's pods count against (`state/quota.py`).
 Whether the levels are layers of the tree in use and the Topology the one the tree is built from
 needs the tree: `kai_wish_problems` reports each that is not (`state/topology_wishes.py` runs it).
@@ -47,8 +55,19 @@ from events.objects import (
     KAI_REQUIRED_PLACEMENT_ANNOTATION,
     KAI_TOPOLOGY_ANNOTATION,
     KaiPodGroup,
+    KaiPodGroupSpec,
+    KaiSubGroup,
+    KaiTopologyConstraint,
 )
-from state.gangs import KAI, KAI_POD_GROUP_PROBLEM, UNSUPPORTED_FIELD, GangSpec, KaiConstraint, Problem
+from state.gangs import (
+    KAI,
+    KAI_POD_GROUP_PROBLEM,
+    GangSpec,
+    KaiConstraint,
+    KaiSubGroupRule,
+    KaiSubGroups,
+    Problem,
+)
 from state.topology import (
     SOURCE_CNT,
     SOURCE_HYPERNODES,
@@ -93,19 +112,18 @@ def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]
     spec = group.spec
     problems: list[Problem] = []
     min_member = spec.min_member
-    if min_member is None:
+    sub_groups = _sub_groups(spec, key, problems) if spec.sub_groups else None
+    if sub_groups is not None:  # a tree KAI refuses keeps the gang pending: its size does not matter then
+        min_member = max(min_member or 0, 0 if sub_groups.invalid else sub_groups.least_pods(), 1)
+    elif min_member is None:
         problems.append(Problem(kind, key, "spec.minMember", "is missing: a gang needs at least 1; treated as 1"))
         min_member = 1
     elif min_member < 1:
         problems.append(Problem(kind, key, "spec.minMember", f"{min_member} is below 1; treated as 1"))
         min_member = 1
-    if spec.sub_groups:
-        problems.append(Problem(kind, key, "spec.subGroups", "is read but not implemented: the whole PodGroup is "
-                                "one gang of minMember, placed within its own topologyConstraint",
-                                reason=UNSUPPORTED_FIELD))
-    if spec.min_sub_group is not None:
-        problems.append(Problem(kind, key, "spec.minSubGroup", "is read but not implemented: minMember is the "
-                                "gang's size", reason=UNSUPPORTED_FIELD))
+    if spec.min_sub_group is not None and not spec.sub_groups:
+        problems.append(Problem(kind, key, "spec.minSubGroup", "counts sub-groups, and spec.subGroups names none: "
+                                "it has no effect"))
     stated = spec.preemptibility
     if stated not in ("", PREEMPTIBLE, NON_PREEMPTIBLE):
         problems.append(Problem(kind, key, "spec.preemptibility", f"{shown(stated)} is not {PREEMPTIBLE} or "
@@ -136,7 +154,89 @@ def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]
                                    preferred_field=preferred_field)
     return GangSpec(key=key, dialect=KAI, min_member=min_member, schedule_timeout_seconds=None, gang_group=(key,),
                     priority_class_name=spec.priority_class_name, preemptable=preemptable, topology_key=topology_key,
-                    kai=constraint, kai_preemptibility=stated), problems
+                    kai=constraint, kai_preemptibility=stated, kai_sub_groups=sub_groups), problems
+
+
+def _sub_groups(spec: KaiPodGroupSpec, key: str, problems: list[Problem]) -> KaiSubGroups:
+    """spec.subGroups as a tree under the PodGroup (`KaiSubGroups`), checked as KAI's webhook and rules check it."""
+    kind = KAI_POD_GROUP_PROBLEM
+    raw = spec.sub_groups
+    position: dict[str, int] = {}
+    for index, sub in enumerate(raw):
+        if not sub.name:
+            return _refused(key, f"spec.subGroups[{index}].name", "is empty", problems)
+        if sub.name in position:
+            return _refused(key, f"spec.subGroups[{index}].name",
+                            f"{shown(sub.name)} is also spec.subGroups[{position[sub.name]}]'s", problems)
+        position[sub.name] = index
+    children: dict[int, list[int]] = {-1: []}  # spec.subGroups positions under each (-1: the PodGroup)
+    for index, sub in enumerate(raw):
+        parent = -1
+        if sub.parent is not None:
+            if sub.parent not in position:
+                return _refused(key, f"spec.subGroups[{index}].parent",
+                                f"{shown(sub.parent)} names no sub-group of this PodGroup", problems)
+            parent = position[sub.parent]
+        children.setdefault(parent, []).append(index)
+    order: list[int] = [-1]  # breadth first from the PodGroup: a sub-group in a cycle is never reached
+    for at in order:
+        order.extend(children.get(at, ()))
+    if len(order) != len(raw) + 1:
+        stranded = min(set(range(len(raw))) - set(order))
+        return _refused(key, f"spec.subGroups[{stranded}].parent",
+                        f"{shown(raw[stranded].parent or '')} makes a cycle: the sub-group is under itself", problems)
+    node_of = {index: number for number, index in enumerate(order)}
+    groups: list[KaiSubGroupRule] = []
+    for index in order:
+        below = tuple(node_of[child] for child in children.get(index, ()))
+        field = "spec" if index < 0 else f"spec.subGroups[{index}]"
+        own: KaiPodGroupSpec | KaiSubGroup = spec if index < 0 else raw[index]
+        min_member = own.min_member or 0
+        if min_member < 0:
+            problems.append(Problem(kind, key, f"{field}.minMember", f"{min_member} is below 0; read as 0"))
+            min_member = 0
+        min_sub_group = own.min_sub_group
+        if min_sub_group is not None:
+            if not below:
+                problems.append(Problem(kind, key, f"{field}.minSubGroup",
+                                        f"{min_sub_group} counts sub-groups and this one has none under it (a leaf "
+                                        "counts pods, with minMember): it has no effect"))
+                min_sub_group = None
+            elif not 1 <= min_sub_group <= len(below):
+                problems.append(Problem(kind, key, f"{field}.minSubGroup",
+                                        f"{min_sub_group} is not between 1 and its {len(below)} direct sub-groups; "
+                                        "read as all of them, KAI's default"))
+                min_sub_group = None
+        constraint = None
+        if index >= 0 and (raw_constraint := raw[index].topology_constraint) is not None:
+            constraint = _sub_group_constraint(raw_constraint, field, key, problems)
+        name = "" if index < 0 else raw[index].name
+        groups.append(KaiSubGroupRule(name=name, index=index, children=below, min_member=min_member,
+                                      min_sub_group=min_sub_group, constraint=constraint))
+    return KaiSubGroups(groups=tuple(groups))
+
+
+def _refused(key: str, field: str, message: str, problems: list[Problem]) -> KaiSubGroups:
+    why = f"{field} {message}"
+    problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, field, f"{message}: KAI refuses such sub-groups; the gang "
+                            "stays pending until they are mended"))
+    return KaiSubGroups(groups=(), invalid=why)
+
+
+def _sub_group_constraint(raw: KaiTopologyConstraint, field: str, key: str,
+                          problems: list[Problem]) -> KaiConstraint | None:
+    if not (raw.topology or raw.required_topology_level or raw.preferred_topology_level):
+        return None
+    where = f"{field}.topologyConstraint"
+    required = raw.required_topology_level
+    if required:
+        bad = label_key_problem(required)
+        if bad is not None:
+            problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, f"{where}.requiredTopologyLevel",
+                                    f"{bad}; the gang stays pending"))
+    return KaiConstraint(topology=raw.topology, topology_field=f"{where}.topology", required=required,
+                         required_field=f"{where}.requiredTopologyLevel", preferred=raw.preferred_topology_level,
+                         preferred_field=f"{where}.preferredTopologyLevel")
 
 
 def kai_level(tree: TopologyTree, value: str) -> int:

@@ -65,6 +65,10 @@ def wish_problems(spec: GangSpec, tree: TopologyTree) -> list[Problem]:
                                     f"{rule.layer!r} {error.message}; {consequence}"))
     if spec.kai is not None:
         problems += kai_wish_problems(spec.kai, POD_GROUP_KIND, key, tree)
+    if spec.kai_sub_groups is not None:
+        for group in spec.kai_sub_groups.groups:
+            if group.constraint is not None:
+                problems += kai_wish_problems(group.constraint, POD_GROUP_KIND, key, tree)
     gang_level = None
     if spec.tier_limit is not None:
         gang_level = _limit_level(spec.tier_limit, key, "spec.networkTopology", tree, problems)

@@ -46,6 +46,7 @@ from events.model import (
 from events.objects import (
     KAI_PRIORITY_LABEL,
     KAI_QUEUE_LABEL,
+    KAI_SUB_GROUP_LABEL,
     RESIZE_INFEASIBLE,
     RESIZE_PENDING,
     Condition,
@@ -74,7 +75,8 @@ GANGS = ["g0", "g1"]
 # name them, or one that never exists, or none.
 CLASS_NAMES = st.sampled_from(["", "low", "high", "missing"])
 # Pods in a KAI queue by label may name their class by label too (their priority then, when in no gang).
-KAI_LABELS = st.sampled_from([None, None, {KAI_QUEUE_LABEL: "kq1"},
+KAI_LABELS = st.sampled_from([None, None, {KAI_QUEUE_LABEL: "kq1"}, {KAI_SUB_GROUP_LABEL: "leaf-a"},
+                              {KAI_QUEUE_LABEL: "kq1", KAI_SUB_GROUP_LABEL: "leaf-b"},
                               {KAI_QUEUE_LABEL: "kq1", KAI_PRIORITY_LABEL: "high"},
                               {KAI_QUEUE_LABEL: "kq1", KAI_PRIORITY_LABEL: "missing"}])
 

@@ -9,13 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
-from events.model import Event, PodDeleted, VolcanoPodGroupUpserted
+from events.builders import TOPOGRAPH, bound, group_event, node, node_event, pod, pod_event, pod_group
+from events.model import Event, KaiPodGroupUpserted, KaiTopologyUpserted, PodDeleted, VolcanoPodGroupUpserted
 from events.objects import (
+    KAI_POD_GROUP_ANNOTATION,
+    KAI_SUB_GROUP_LABEL,
     VOLCANO_GROUP_ANNOTATION,
+    KaiPodGroup,
+    KaiPodGroupSpec,
+    KaiSubGroup,
+    KaiTopology,
+    KaiTopologyConstraint,
+    KaiTopologyLevel,
+    KaiTopologySpec,
     NetworkTopologySpec,
     ObjectMeta,
     SubGroupPolicy,
@@ -24,6 +34,7 @@ from events.objects import (
 )
 from placement import GangPlan, Unschedulable, plan_gang
 from state.cluster import ClusterState
+from state.kai_gangs import kai_level
 from state.resources import add_into
 
 LAYERS = ["SpineLayer", "BlockLayer", "AcceleratorLayer"]
@@ -332,3 +343,94 @@ def test_ignoring_pods_plans_as_if_they_were_deleted(case: Case, data: st.DataOb
     for key in gone:
         deleted.apply(PodDeleted(key=key))
     assert plan_gang(state, "default/job", ignore_pods=frozenset(gone)) == plan_gang(deleted, "default/job")
+
+
+@st.composite
+def kai_tree_cases(draw: st.DrawFn) -> tuple[list[Event], KaiPodGroup]:
+    """A KAI hierarchical PodGroup: up to two mid sub-groups of up to three leaves (or leaves alone), each
+    with a random required level (none, spine, block or NVLink domain), minMember and minSubGroup, on a random
+    fabric with random work running."""
+    events: list[Event] = []
+    for s in range(draw(st.integers(1, 2))):
+        for b in range(draw(st.integers(1, 2))):
+            for a in range(draw(st.integers(1, 2))):
+                for i in range(draw(st.integers(1, 2))):
+                    name = f"n-s{s}b{b}a{a}-{i}"
+                    events.append(node_event(node(name, gpus=8, spine=f"s{s}", block=f"s{s}b{b}",
+                                                  accelerator=f"s{s}b{b}a{a}")))
+                    used = draw(st.sampled_from([0, 0, 4, 8]))
+                    if used:
+                        events.append(pod_event(bound(pod(f"w-{name}", namespace="other", gpus=used, scheduler="x"),
+                                                      name)))
+    keys = [TOPOGRAPH + layer for layer in ("spine", "block", "accelerator")]
+    events.append(KaiTopologyUpserted(topology=KaiTopology(  # its levels are layers of one label key each
+        metadata=ObjectMeta(name="fabric", uid="uid-fabric"),
+        spec=KaiTopologySpec(levels=[KaiTopologyLevel(node_label=key) for key in [*keys, "kubernetes.io/hostname"]]))))
+    levels = st.sampled_from(["", *keys])
+    groups: list[KaiSubGroup] = []
+    pods: list[Event] = []
+
+    def constraint(level: str) -> KaiTopologyConstraint | None:
+        return KaiTopologyConstraint(required_topology_level=level) if level else None
+
+    def leaves(parent: str | None, prefix: str) -> int:
+        count = draw(st.integers(1, 3))
+        for number in range(count):
+            name = f"{prefix}leaf{number}"
+            size = draw(st.integers(0, 3))
+            groups.append(KaiSubGroup(name=name, parent=parent, min_member=draw(st.integers(0, max(size, 1))),
+                                      topology_constraint=constraint(draw(levels))))
+            for index in range(size):
+                pods.append(pod_event(pod(f"{name}-{index}", gpus=draw(st.sampled_from([2, 4, 8])),
+                                          labels={KAI_SUB_GROUP_LABEL: name},
+                                          annotations={KAI_POD_GROUP_ANNOTATION: "job"})))
+        return count
+
+    def min_sub_group(children: int) -> int | None:
+        return draw(st.one_of(st.none(), st.integers(1, children)))
+
+    if draw(st.booleans()):
+        top = leaves(None, "")
+    else:
+        top = draw(st.integers(1, 2))
+        for mid in range(top):
+            at = len(groups)
+            groups.append(KaiSubGroup(name=f"mid{mid}", topology_constraint=constraint(draw(levels))))
+            children = leaves(f"mid{mid}", f"mid{mid}-")
+            groups[at] = msgspec.structs.replace(groups[at], min_sub_group=min_sub_group(children))
+    group = KaiPodGroup(metadata=ObjectMeta(name="job", namespace="default", uid="uid-job"),
+                        spec=KaiPodGroupSpec(min_sub_group=min_sub_group(top), sub_groups=groups))
+    return [*events, KaiPodGroupUpserted(pod_group=group), *pods], group
+
+
+@given(kai_tree_cases())
+def test_kai_sub_groups_sit_inside_their_required_level_and_a_plan_makes_the_pod_group_ready(
+        case: tuple[list[Event], KaiPodGroup]) -> None:
+    events, group = case
+    state = ClusterState()
+    state.apply_all(events)
+    result = plan_gang(state, "default/job")
+    if not isinstance(result, GangPlan):
+        return
+    tree = state.topology
+    spec = state.gangs["default/job"].spec
+    assert spec is not None and spec.kai_sub_groups is not None
+    placed = {a.pod: a.node for a in result.assignments}
+    counts: dict[str, int] = {}
+    for key in placed:
+        counts[state.pods[key].task] = counts.get(state.pods[key].task, 0) + 1
+    assert spec.kai_sub_groups.ready(counts) and len(placed) >= spec.min_member
+    parents = {sub.name: sub.parent for sub in group.spec.sub_groups}
+    for sub in group.spec.sub_groups:
+        level = sub.topology_constraint.required_topology_level if sub.topology_constraint else ""
+        if not level:
+            continue
+        under = {sub.name} | {name for name in parents if parents[name] == sub.name}
+        nodes = [node for key, node in placed.items() if state.pods[key].task in under]
+        if nodes:
+            assert tree.lca(nodes).level >= kai_level(tree, level), (sub.name, level, nodes)
+    used = {name: dict(info.used) for name, info in state.nodes.items()}
+    for assignment in result.assignments:
+        add_into(used[assignment.node], state.pods[assignment.pod].requests)
+    for name in {a.node for a in result.assignments}:
+        assert used[name]["nvidia.com/gpu"] <= state.nodes[name].allocatable["nvidia.com/gpu"]

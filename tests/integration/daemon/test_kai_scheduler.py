@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from devcluster.cluster import DevCluster
-from events.objects import KAI_POD_GROUP_ANNOTATION
+from events.objects import KAI_POD_GROUP_ANNOTATION, KAI_SUB_GROUP_LABEL
 from state.topology import SOURCE_KAI
 from tests.integration.daemon.harness import (
     NAMESPACE,
@@ -293,3 +293,47 @@ async def test_a_kai_queues_preempt_min_runtime_keeps_a_young_job_until_it_has_r
             assert time.monotonic() - started >= 2.0  # research ran ~3 s from its binding, before urgent came
             assert all(cluster.store.find("pods", name, NAMESPACE) is None for name in names(research))
             assert [e for e in warning_events(cluster, "Queue", "team") if e["reason"] == "UnsupportedField"] == []
+
+
+def kai_hierarchical_gang(name: str, sub_groups: list[dict[str, Any]], leaves: dict[str, int],
+                          **spec: Any) -> list[dict[str, Any]]:
+    group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+             "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {**spec, "subGroups": sub_groups}}
+    members = []
+    for leaf, count in leaves.items():
+        for index in range(count):
+            member = pod(f"{name}-{leaf}-{index}")
+            member["metadata"]["annotations"] = {KAI_POD_GROUP_ANNOTATION: name}
+            member["metadata"]["labels"] = {KAI_SUB_GROUP_LABEL: leaf}
+            members.append(member)
+    return [group, *members]
+
+
+async def test_a_kai_sub_group_lands_in_one_rack_and_a_tree_kai_refuses_is_warned_about_and_waits(
+        tmp_path: Path) -> None:
+    async with DevCluster() as cluster:
+        cluster.load_objects([*custom_nodes(), kai_topology("cluster-topology", BLOCK, RACK, HOST)])
+        async with daemons(cluster, tmp_path) as (running,):
+            await wait_until(lambda: source_of(running) == (SOURCE_KAI, "cluster-topology"),
+                             what="the tree from the KAI Topology")
+            rack = {"topology": "cluster-topology", "requiredTopologyLevel": RACK}
+            job = kai_hierarchical_gang("infer", [{"name": "leader", "minMember": 1},
+                                                  {"name": "workers", "minMember": 2, "topologyConstraint": rack}],
+                                        {"leader": 1, "workers": 2}, minSubGroup=2)
+            cluster.load_objects(job)
+            await wait_until(lambda: bound_count(cluster, names(job)) == 3, what="the KAI hierarchical gang bound")
+            workers = sorted(node_of(cluster, f"infer-workers-{index}") for index in range(2))
+            assert workers == ["node-002", "node-003"]  # the one rack that holds both (the first free nodes do not)
+            assert warning_events(cluster, "PodGroup", "infer") == []
+            looped = kai_hierarchical_gang("looped", [{"name": "a", "parent": "b", "minMember": 1},
+                                                      {"name": "b", "parent": "a"}], {"a": 1}, minMember=1)
+            cluster.load_objects(looped)
+
+            def invalid() -> list[dict[str, Any]]:
+                return [e for e in warning_events(cluster, "PodGroup", "looped") if e["reason"] == "InvalidPodGroup"]
+
+            await wait_until(lambda: bool(invalid()), what="a Warning on the PodGroup whose sub-groups make a cycle")
+            assert "spec.subGroups[0].parent" in invalid()[0]["message"]
+            await wait_until(lambda: "makes a cycle" in reason_of(cluster, "looped-a-0"),
+                             what="the pending pod's reason")
+            assert bound_count(cluster, names(looped)) == 0

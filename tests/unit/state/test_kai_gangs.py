@@ -29,7 +29,7 @@ from events.objects import (
 from placement.constraints import Constraints, InvalidConstraint, key_level, planning_tree, resolve
 from placement.plan import MUST_GATHER
 from state.cluster import KAI_SOURCE, ClusterState
-from state.gangs import KAI, KAI_POD_GROUP_PROBLEM, UNSUPPORTED_FIELD, GangSpec, Problem
+from state.gangs import KAI, KAI_POD_GROUP_PROBLEM, GangSpec, Problem
 from state.kai_gangs import kai_gang_spec, kai_level
 from state.topology import TopologyError
 from state.topology_wishes import validate_gang_object, wish_problems
@@ -201,11 +201,11 @@ def test_a_missing_or_bad_min_member_is_one_and_reported(min_member: int | None,
     assert message in problems[0].message
 
 
-def test_sub_groups_are_read_but_not_implemented_and_say_so_and_the_queue_is_read() -> None:
-    _, problems = spec_of(kai_group(queue="team-a", sub_groups=[KaiSubGroup(name="workers", min_member=2)],
-                                    min_sub_group=1))
-    assert sorted((p.field, p.reason) for p in problems) == [
-        ("spec.minSubGroup", UNSUPPORTED_FIELD), ("spec.subGroups", UNSUPPORTED_FIELD)]
+def test_sub_groups_and_the_queue_are_read_without_problems() -> None:
+    spec, problems = spec_of(kai_group(queue="team-a", sub_groups=[KaiSubGroup(name="workers", min_member=2)],
+                                       min_sub_group=1))
+    assert problems == []
+    assert spec.kai_sub_groups is not None and spec.kai_sub_groups.leaf_names() == {"workers"}
 
 
 def test_preemptibility_and_the_priority_class_are_read_without_problems() -> None:

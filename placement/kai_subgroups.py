@@ -1,0 +1,293 @@
+"""KAI's hierarchical PodGroup: sub-groups, each inside one domain of its required level, inside its parent's.
+
+The tree (`state.gangs.KaiSubGroups`, read by `state/kai_gangs.py`) has the PodGroup at its top and pods at
+its leaves (a pod's label `kai.scheduler/subgroup-name`, `PodInfo.task`); a pod whose label names no leaf
+(or that has none) is *loose*: it only has to sit inside the PodGroup's domain.
+
+Placement goes down the tree:
+- the PodGroup's domain is chosen like any gang's (its own required level from `constraints`, lowest level
+  first, least leftover), and the tree is filled inside it;
+- a sub-group whose `requiredTopologyLevel` lies below the domain its parent got takes one domain of that
+  level inside it (candidates tightest first; the next is tried when its children do not all fit), else
+  its parent's domain; a leaf's pods are then searched for inside its domain, tightest first, next to
+  the leaf's running members (so a `preferredTopologyLevel` is met whenever the pods fit that tightly);
+- first every pending pod is tried; failing that, the minimum: a leaf its `minMember`, a node its
+  `minSubGroup` children (the others may stay unplaced), and what is placed must make the PodGroup ready
+  (`KaiSubGroups.ready`) with its running members.
+A plan is all or nothing like any gang's: the minimum of every required sub-group, in their domains, or
+nothing.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from placement.constraints import Constraints
+from placement.gather import Job, Solver, primary_resource
+from placement.members import demands_for, domain_label, is_running, pod_order, where
+from placement.plan import INVALID, SUB_GROUP, Assignment, GangPlan, Unschedulable
+from placement.reasons import explain_failure
+from state.cluster import ClusterState
+from state.gangs import GangSpec, KaiSubGroups
+from state.kai_gangs import kai_level, shown
+from state.topology import Domain, TopologyError
+
+Placed = list[tuple[str, str]]
+
+
+def uses_kai_sub_groups(spec: GangSpec) -> bool:
+    return spec.kai_sub_groups is not None
+
+
+class _Tree:
+    """One plan's view of the sub-group tree: each node's level, its pending pods and running members."""
+
+    def __init__(self, state: ClusterState, solver: Solver, spec: GangSpec, sub_groups: KaiSubGroups,
+                 levels: list[int], pending: Sequence[str], constraints: Constraints) -> None:
+        self.state = state
+        self.solver = solver
+        self.spec = spec
+        self.groups = sub_groups.groups
+        self.sub_groups = sub_groups
+        self.levels = levels
+        self.constraints = constraints
+        count = len(self.groups)
+        leaves = {group.name: at for at, group in enumerate(self.groups) if at and not group.children}
+        self.pending: list[list[str]] = [[] for _ in range(count)]  # every node: the pending pods under it
+        self.running: list[list[str]] = [[] for _ in range(count)]  # every node: its running members' nodes
+        self.running_tasks: list[str] = []
+        self.loose: list[str] = []
+        self.leaf_of: dict[str, int] = {}
+        ignore = solver.capacity.ignore
+        for key in pending:
+            at = leaves.get(state.pods[key].task)
+            if at is None:
+                self.loose.append(key)
+            else:
+                self.pending[at].append(key)
+                self.leaf_of[key] = at
+        info = state.gangs[spec.key]
+        members = sorted((pod for key in info.members if key not in ignore and (pod := state.pods.get(key)) is not None
+                          and key not in state.pending and is_running(pod)), key=pod_order)
+        self.running_nodes = [pod.placed_node for pod in members]
+        for pod in members:
+            self.running_tasks.append(pod.task)
+            at = leaves.get(pod.task)
+            if at is not None:
+                self.running[at].append(pod.placed_node)
+        self.parent = [0] * count
+        for up, group in enumerate(self.groups):
+            for child in group.children:
+                self.parent[child] = up
+        for at in range(count - 1, 0, -1):  # breadth-first order: children come after their parent
+            parent = self.parent[at]
+            self.pending[parent][:0] = self.pending[at]
+            self.running[parent] += self.running[at]
+
+    def job(self, keys: Sequence[str], top_level: int, running_nodes: Sequence[str]) -> Job:
+        return Job(demands_for(self.state, keys, self.constraints.multiples, self.solver.capacity.ignore),
+                   top_level=top_level, running_nodes=running_nodes, tree=self.solver.tree)
+
+    def fill(self, at: int, domain: Domain, require_all: bool) -> Placed | str:
+        """Node `at` placed inside `domain`: its pods' places, or why not (the first sub-group that failed)."""
+        level = self.levels[at]
+        if level <= domain.level:  # the parent's domain already lies inside one domain of that level
+            return self.inside(at, domain, require_all)
+        solver = self.solver
+        group = self.groups[at]
+        keys = self.pending[at]
+        job = self.job(keys, level, self.running[at])
+        total = job.total()
+        primary = primary_resource(total)
+        names = list(total)
+        ranked: list[tuple[int, tuple[int, ...], str, Domain]] = []
+        for candidate in solver.candidates(job, domain, level):
+            free = solver.upper_free(candidate, names)
+            if require_all and not all(free[name] >= amount for name, amount in total.items()):
+                continue
+            ranked.append((free.get(primary, 0) - total.get(primary, 0), solver.ancestry(candidate, primary),
+                           candidate.name, candidate))
+        ranked.sort(key=lambda item: (item[0], item[1], item[2]))
+        first = ""
+        for _, _, _, candidate in ranked:
+            mark = solver.mark()
+            outcome = self.inside(at, candidate, require_all)
+            if not isinstance(outcome, str):
+                return outcome
+            solver.rollback(mark)
+            first = first or outcome
+        layer = solver.tree.levels[level].layer
+        return first or (f"sub-group {group.name!r} ({len(keys)} pending) fits in no {layer} domain inside "
+                         f"{where(domain)}")
+
+    def inside(self, at: int, domain: Domain, require_all: bool) -> Placed | str:
+        group = self.groups[at]
+        solver = self.solver
+        if not group.children:
+            keys = self.pending[at]
+            running = self.running[at]
+            need = max(0, group.min_member - len(running))
+            if not keys:
+                return [] if need == 0 else (f"sub-group {group.name!r} ({len(running)} of minMember "
+                                             f"{group.min_member} pods)")
+            found = solver.search(self.job(keys, domain.level, running), within=domain)
+            if found is not None:
+                return found.assignments
+            if not require_all and need < len(keys):
+                if need == 0:
+                    return []
+                found = solver.search(self.job(keys[:need], domain.level, running), within=domain)
+                if found is not None:
+                    return found.assignments
+            return f"sub-group {group.name!r} ({len(keys)} pending)"
+        children = sorted(group.children, key=lambda child: (-len(self.pending[child]), self.groups[child].name))
+        allowed = 0 if require_all else len(children) - group.required_children
+        placed: Placed = []
+        failed = 0
+        first = ""
+        for child in children:
+            mark = solver.mark()
+            outcome = self.fill(child, domain, require_all)
+            if isinstance(outcome, str):
+                solver.rollback(mark)
+                failed += 1
+                first = first or outcome
+                if failed > allowed:
+                    return first
+                continue
+            placed += outcome
+        if at == 0 and self.loose:
+            loose = solver.place(self.job(self.loose, domain.level, self.running_nodes), domain)
+            if loose is not None:
+                placed += loose
+            elif require_all:
+                return first or f"{len(self.loose)} pods of no sub-group"
+        return placed
+
+    def ready(self, placed: Placed) -> bool:
+        """Whether the PodGroup is ready with its running members and `placed`."""
+        counts = leaf_counts_of(self.running_tasks)
+        for key, _ in placed:
+            task = self.state.pods[key].task
+            counts[task] = counts.get(task, 0) + 1
+        return (self.sub_groups.ready(counts)
+                and len(self.running_nodes) + len(placed) >= self.spec.min_member)
+
+
+def leaf_counts_of(tasks: Sequence[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for task in tasks:
+        counts[task] = counts.get(task, 0) + 1
+    return counts
+
+
+def plan_kai_sub_groups(state: ClusterState, solver: Solver, spec: GangSpec, label: str, pending: Sequence[str],
+                        running_nodes: Sequence[str], constraints: Constraints) -> GangPlan | Unschedulable:
+    tree = solver.tree
+    group = (spec.key,)
+    sub_groups = spec.kai_sub_groups
+    assert sub_groups is not None
+    if sub_groups.invalid:
+        return Unschedulable(gangs=group, constraint=INVALID,
+                             reason=f"{label}: {sub_groups.invalid}: KAI refuses such sub-groups")
+    levels: list[int] = []
+    for rule in sub_groups.groups:
+        constraint = rule.constraint
+        level = 0
+        if constraint is not None and constraint.required:
+            try:
+                level = kai_level(tree, constraint.required)
+            except TopologyError as error:
+                return Unschedulable(gangs=group, constraint=INVALID,
+                                     reason=(f"{label}: {constraint.required_field} {shown(constraint.required)} "
+                                             f"{error.message}"))
+        levels.append(level)
+    view = _Tree(state, solver, spec, sub_groups, levels, pending, constraints)
+    whole = view.job(list(pending), constraints.top_level, running_nodes)
+    if whole.anchor is not None and whole.anchor.level < constraints.top_level:
+        return Unschedulable(gangs=group, constraint=constraints.kind,
+                             level=tree.levels[constraints.top_level].layer,
+                             reason=f"{label}: {constraints.source}: running members already span "
+                                    f"{where(whole.anchor)}")
+    total = whole.total()
+    names = list(total)
+    primary = primary_resource(total)
+    deepest = len(tree.levels) - 1
+    # The least any acceptable placement needs: minMember pods (beyond those running) of the smallest
+    # shape; a candidate whose aggregates cannot give that much is not tried at all.
+    least_pods = max(spec.min_member - len(running_nodes), 1)
+    least: dict[str, int] = {}
+    for demand in whole.demands:
+        for name, amount in demand.shape.requests:
+            least[name] = min(least.get(name, amount), amount)
+    least = {name: amount * least_pods for name, amount in least.items()
+             if all(dict(d.shape.requests).get(name, 0) > 0 for d in whole.demands)}
+    first = ""
+    for require_all in (True, False):
+        needs = total if require_all else least
+        for level in range(deepest, constraints.top_level - 1, -1):
+            ranked: list[tuple[int, tuple[int, ...], str, Domain]] = []
+            for domain in solver.candidates(whole, tree.root, level):
+                free = solver.upper_free(domain, names)
+                if not all(free[name] >= amount for name, amount in needs.items()):
+                    continue
+                ranked.append((free.get(primary, 0) - total.get(primary, 0), solver.ancestry(domain, primary),
+                               domain.name, domain))
+            ranked.sort(key=lambda item: (item[0], item[1], item[2]))
+            for _, _, _, domain in ranked:
+                mark = solver.mark()
+                outcome = view.inside(0, domain, require_all)
+                if isinstance(outcome, list) and outcome and view.ready(outcome):
+                    note = "" if require_all else f"; only the minimum could be placed ({len(outcome)} pods)"
+                    return GangPlan(
+                        gangs=group, assignments=tuple(Assignment(pod=p, node=n) for p, n in outcome),
+                        domain=domain_label(domain), level=domain.layer,
+                        explanation=(f"{label}: {where(domain)}: tightest domain holding the job; each KAI "
+                                     f"sub-group inside one domain of its required level{note}"))
+                solver.rollback(mark)
+                if isinstance(outcome, str):
+                    first = first or outcome
+    return _failure(solver, view, label, group, constraints, whole, first)
+
+
+def _failure(solver: Solver, view: _Tree, label: str, group: tuple[str, ...], constraints: Constraints,
+             whole: Job, first: str) -> Unschedulable:
+    tree = solver.tree
+    if whole.demands and solver.closest(whole, constraints.top_level).fit < whole.size:
+        return explain_failure(solver, whole, group, label, constraints)
+    # The job fits as a whole: a sub-group is what cannot go. Name the first leaf that fits nowhere alone.
+    for at, rule in enumerate(view.groups):
+        keys = view.pending[at]
+        if rule.children or not keys:
+            continue
+        level = max(view.levels[up] for up in _path(view, at))
+        job = view.job(keys, level, view.running[at])
+        mark = solver.mark()
+        found = solver.search(job)
+        solver.rollback(mark)
+        if found is None:
+            best = solver.closest(job, level)
+            layer = tree.levels[level].layer
+            return Unschedulable(
+                gangs=group, constraint=SUB_GROUP, level=layer,
+                best_domain=domain_label(best.domain) if best.domain is not None else "",
+                fit=best.fit, needed=len(keys),
+                reason=(f"{label}: sub-group {rule.name!r} ({len(keys)} pods) fits in no {layer} domain (its "
+                        f"required level); closest {best.domain.name if best.domain is not None else 'none'} "
+                        f"has room for {best.fit}"))
+    top = tree.levels[constraints.top_level]
+    return Unschedulable(
+        gangs=group, constraint=SUB_GROUP, level=top.layer, needed=whole.size,
+        reason=(f"{label}: its KAI sub-groups cannot all be placed, each inside its required level, within one "
+                f"{top.layer} domain" + (f"; first short: {first}" if first else "")))
+
+
+def _path(view: _Tree, at: int) -> list[int]:
+    """Node `at` and its ancestors up to the PodGroup."""
+    path = [at]
+    while at:
+        at = view.parent[at]
+        path.append(at)
+    return path
