@@ -190,8 +190,7 @@ def plan_kai_sub_groups(state: ClusterState, solver: Solver, spec: GangSpec, lab
     sub_groups = spec.kai_sub_groups
     assert sub_groups is not None
     if sub_groups.invalid:
-        return Unschedulable(gangs=group, constraint=INVALID,
-                             reason=f"{label}: {sub_groups.invalid}: KAI refuses such sub-groups")
+        return Unschedulable(gangs=group, constraint=INVALID, reason=f"{label}: {sub_groups.invalid}")
     levels: list[int] = []
     for rule in sub_groups.groups:
         constraint = rule.constraint

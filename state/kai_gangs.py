@@ -39,7 +39,8 @@ What is read, and what it becomes:
   PodGroup ready (or its own `minMember` when larger). Each sub-group's `topologyConstraint` holds its pods
   inside one domain of its required level, inside its parent's domain (`placement/kai_subgroups.py`). A
   tree KAI's webhook refuses (duplicate or empty names, a parent that does not exist, a cycle) is reported
-  and the gang waits; thresholds KAI's rules refuse (minSubGroup on a leaf, below 1, above the children)
+  and the gang waits, as does one beyond `MAX_SUB_GROUPS` sub-groups or `MAX_SUB_GROUP_DEPTH` levels; thresholds
+  KAI's rules refuse (minSubGroup on a leaf, below 1, above the children)
   are reported and read as KAI's default (all children).
 - `spec.queue` names the KAI Queue whose quota the gang's pods count against (`state/quota.py`).
 Whether the levels are layers of the tree in use and the Topology the one the tree is built from
@@ -83,6 +84,10 @@ NON_PREEMPTIBLE = "non-preemptible"
 # KAI: a workload whose priority is this or more is non-preemptible unless its PodGroup says otherwise
 # (`CalculatePreemptibility` of KAI's pkg/common/podgroup; its `build` class is 100, `inference` 125).
 NON_PREEMPTIBLE_PRIORITY = 100
+# Bounds on a sub-group tree (KAI sets none; an API server lets ~1.5 MB of them through): the tree is walked
+# recursively, and real ones (Grove's, KAI's examples) are a few levels of at most hundreds of replicas.
+MAX_SUB_GROUPS = 4096
+MAX_SUB_GROUP_DEPTH = 16
 _MAX_SHOWN = 80
 
 
@@ -178,9 +183,19 @@ def _sub_groups(spec: KaiPodGroupSpec, key: str, problems: list[Problem]) -> Kai
                                 f"{shown(sub.parent)} names no sub-group of this PodGroup", problems)
             parent = position[sub.parent]
         children.setdefault(parent, []).append(index)
+    if len(raw) > MAX_SUB_GROUPS:
+        return _refused(key, "spec.subGroups", f"lists {len(raw)} sub-groups, more than the {MAX_SUB_GROUPS} "
+                        "toposched plans", problems, by_kai=False)
     order: list[int] = [-1]  # breadth first from the PodGroup: a sub-group in a cycle is never reached
+    depth = {-1: 0}
     for at in order:
-        order.extend(children.get(at, ()))
+        for child in children.get(at, ()):
+            order.append(child)
+            depth[child] = depth[at] + 1
+            if depth[child] > MAX_SUB_GROUP_DEPTH:
+                return _refused(key, f"spec.subGroups[{child}].parent", f"nests the sub-group {depth[child]} deep, "
+                                f"deeper than the {MAX_SUB_GROUP_DEPTH} levels toposched plans", problems,
+                                by_kai=False)
     if len(order) != len(raw) + 1:
         stranded = min(set(range(len(raw))) - set(order))
         return _refused(key, f"spec.subGroups[{stranded}].parent",
@@ -216,11 +231,11 @@ def _sub_groups(spec: KaiPodGroupSpec, key: str, problems: list[Problem]) -> Kai
     return KaiSubGroups(groups=tuple(groups))
 
 
-def _refused(key: str, field: str, message: str, problems: list[Problem]) -> KaiSubGroups:
-    why = f"{field} {message}"
-    problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, field, f"{message}: KAI refuses such sub-groups; the gang "
-                            "stays pending until they are mended"))
-    return KaiSubGroups(groups=(), invalid=why)
+def _refused(key: str, field: str, message: str, problems: list[Problem], *, by_kai: bool = True) -> KaiSubGroups:
+    who = "KAI refuses such sub-groups" if by_kai else "toposched does not plan such sub-groups"
+    problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, field, f"{message}: {who}; the gang stays pending until "
+                            "they are mended"))
+    return KaiSubGroups(groups=(), invalid=f"{field} {message}: {who}")
 
 
 def _sub_group_constraint(raw: KaiTopologyConstraint, field: str, key: str,

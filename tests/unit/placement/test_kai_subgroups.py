@@ -269,6 +269,10 @@ def test_trees_kai_refuses_are_reported_and_the_gang_waits() -> None:
         ((sub("a", parent="nobody"),), "spec.subGroups[0].parent", "'nobody' names no sub-group"),
         ((sub("a", parent="b"), sub("b", parent="a")), "spec.subGroups[0].parent", "makes a cycle"),
         ((sub(""),), "spec.subGroups[0].name", "is empty"),
+        (tuple(sub(f"g{n}", parent=f"g{n - 1}" if n else None) for n in range(20)), "spec.subGroups[16].parent",
+         "nests the sub-group 17 deep, deeper than the 16 levels toposched plans"),
+        (tuple(sub(f"g{n}", min_member=1) for n in range(5000)), "spec.subGroups",
+         "lists 5000 sub-groups, more than the 4096 toposched plans"),
     ]
     for groups, field, message in cases:
         spec, problems = kai_gang_spec(kai_group(*groups), KEY)
