@@ -25,10 +25,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from placement.constraints import Constraints
-from placement.gather import Job, Solver, primary_resource
+from placement.gather import Job, Solver
 from placement.members import demands_for, domain_label, is_running, pod_order, where
 from placement.plan import INVALID, SUB_GROUP, Assignment, GangPlan, Unschedulable
 from placement.reasons import explain_failure
+from placement.subgroups import least_needs, ranked_domains
 from state.cluster import ClusterState
 from state.gangs import GangSpec, KaiSubGroups
 from state.kai_gangs import kai_level, shown
@@ -99,19 +100,8 @@ class _Tree:
         group = self.groups[at]
         keys = self.pending[at]
         job = self.job(keys, level, self.running[at])
-        total = job.total()
-        primary = primary_resource(total)
-        names = list(total)
-        ranked: list[tuple[int, tuple[int, ...], str, Domain]] = []
-        for candidate in solver.candidates(job, domain, level):
-            free = solver.upper_free(candidate, names)
-            if require_all and not all(free[name] >= amount for name, amount in total.items()):
-                continue
-            ranked.append((free.get(primary, 0) - total.get(primary, 0), solver.ancestry(candidate, primary),
-                           candidate.name, candidate))
-        ranked.sort(key=lambda item: (item[0], item[1], item[2]))
         first = ""
-        for _, _, _, candidate in ranked:
+        for candidate in ranked_domains(solver, job, domain, level, job.total() if require_all else {}):
             mark = solver.mark()
             outcome = self.inside(at, candidate, require_all)
             if not isinstance(outcome, str):
@@ -211,31 +201,13 @@ def plan_kai_sub_groups(state: ClusterState, solver: Solver, spec: GangSpec, lab
                              reason=f"{label}: {constraints.source}: running members already span "
                                     f"{where(whole.anchor)}")
     total = whole.total()
-    names = list(total)
-    primary = primary_resource(total)
     deepest = len(tree.levels) - 1
-    # The least any acceptable placement needs: minMember pods (beyond those running) of the smallest
-    # shape; a candidate whose aggregates cannot give that much is not tried at all.
-    least_pods = max(spec.min_member - len(running_nodes), 1)
-    least: dict[str, int] = {}
-    for demand in whole.demands:
-        for name, amount in demand.shape.requests:
-            least[name] = min(least.get(name, amount), amount)
-    least = {name: amount * least_pods for name, amount in least.items()
-             if all(dict(d.shape.requests).get(name, 0) > 0 for d in whole.demands)}
+    least = least_needs(whole, spec.min_member - len(running_nodes))
     first = ""
     for require_all in (True, False):
         needs = total if require_all else least
         for level in range(deepest, constraints.top_level - 1, -1):
-            ranked: list[tuple[int, tuple[int, ...], str, Domain]] = []
-            for domain in solver.candidates(whole, tree.root, level):
-                free = solver.upper_free(domain, names)
-                if not all(free[name] >= amount for name, amount in needs.items()):
-                    continue
-                ranked.append((free.get(primary, 0) - total.get(primary, 0), solver.ancestry(domain, primary),
-                               domain.name, domain))
-            ranked.sort(key=lambda item: (item[0], item[1], item[2]))
-            for _, _, _, domain in ranked:
+            for domain in ranked_domains(solver, whole, tree.root, level, needs):
                 mark = solver.mark()
                 outcome = view.inside(0, domain, require_all)
                 if isinstance(outcome, list) and outcome and view.ready(outcome):

@@ -30,6 +30,7 @@ from placement.plan import INVALID, MEMBERS, SUB_GROUP, Assignment, GangPlan, Un
 from placement.reasons import explain_failure
 from state.cluster import ClusterState, PodInfo
 from state.gangs import GangSpec, SubGroupRule
+from state.resources import Resources
 from state.topology import Domain, TopologyError
 
 
@@ -90,6 +91,34 @@ def partitions_of(state: ClusterState, spec: GangSpec, members: Sequence[PodInfo
     return partitions, loose, waiting
 
 
+def least_needs(whole: Job, pods: int) -> Resources:
+    """The least any acceptable placement of `whole` needs: `pods` pods (at least 1) of its smallest shape; a
+    candidate domain whose aggregates cannot give that much is not tried at all."""
+    least: dict[str, int] = {}
+    for demand in whole.demands:
+        for name, amount in demand.shape.requests:
+            least[name] = min(least.get(name, amount), amount)
+    return {name: amount * max(pods, 1) for name, amount in least.items()
+            if all(dict(d.shape.requests).get(name, 0) > 0 for d in whole.demands)}
+
+
+def ranked_domains(solver: Solver, job: Job, within: Domain, level: int, needs: Resources) -> list[Domain]:
+    """The domains at `level` inside `within` that may hold `job` and offer `needs`, tightest fit for the whole
+    job first (least of its primary resource left over), then inside the busiest parent, then by name."""
+    total = job.total()
+    names = list(total)
+    primary = primary_resource(total)
+    ranked: list[tuple[int, tuple[int, ...], str, Domain]] = []
+    for domain in solver.candidates(job, within, level):
+        free = solver.upper_free(domain, names)
+        if not all(free.get(name, 0) >= amount for name, amount in needs.items()):
+            continue
+        ranked.append((free.get(primary, 0) - total.get(primary, 0), solver.ancestry(domain, primary),
+                       domain.name, domain))
+    ranked.sort(key=lambda item: (item[0], item[1], item[2]))
+    return [domain for _, _, _, domain in ranked]
+
+
 def plan_sub_groups(state: ClusterState, solver: Solver, spec: GangSpec, label: str, pending: Sequence[str],
                     running_nodes: Sequence[str], constraints: Constraints) -> GangPlan | Unschedulable:
     tree = solver.tree
@@ -123,31 +152,13 @@ def plan_sub_groups(state: ClusterState, solver: Solver, spec: GangSpec, label: 
                                     f"{where(whole.anchor)}")
     running_count = len(running_nodes)
     total = whole.total()
-    names = list(total)
-    primary = primary_resource(total)
     deepest = len(tree.levels) - 1
-    # The least any acceptable placement needs: minMember pods (beyond those running) of the
-    # smallest shape; a candidate whose aggregates cannot give that much is not tried at all.
-    least_pods = max(spec.min_member - running_count, 1)
-    least: dict[str, int] = {}
-    for demand in whole.demands:
-        for name, amount in demand.shape.requests:
-            least[name] = min(least.get(name, amount), amount)
-    least = {name: amount * least_pods for name, amount in least.items()
-             if all(dict(d.shape.requests).get(name, 0) > 0 for d in whole.demands)}
+    least = least_needs(whole, spec.min_member - running_count)
     best_attempt: tuple[int, str] = (-1, "")
     for require_all in (True, False):
         needs = total if require_all else least
         for level in range(deepest, constraints.top_level - 1, -1):
-            ranked: list[tuple[int, tuple[int, ...], str, Domain]] = []
-            for domain in solver.candidates(whole, tree.root, level):
-                free = solver.upper_free(domain, names)
-                if not all(free[name] >= amount for name, amount in needs.items()):
-                    continue
-                ranked.append((free.get(primary, 0) - total.get(primary, 0), solver.ancestry(domain, primary),
-                               domain.name, domain))
-            ranked.sort(key=lambda item: (item[0], item[1], item[2]))
-            for _, _, _, domain in ranked:
+            for domain in ranked_domains(solver, whole, tree.root, level, needs):
                 mark = solver.mark()
                 outcome = _fill_domain(state, solver, spec, domain, partitions, loose, running_nodes, constraints,
                                        require_all, running_count)
