@@ -11,8 +11,9 @@ Placement goes down the tree:
   level inside it (candidates tightest first; the next is tried when its children do not all fit), else
   its parent's domain; a leaf's pods are then searched for inside its domain, tightest first, next to
   the leaf's running members (so a `preferredTopologyLevel` is met whenever the pods fit that tightly);
-- first every pending pod is tried; failing that, the minimum: a leaf its `minMember`, a node its
-  `minSubGroup` children (the others may stay unplaced), and what is placed must make the PodGroup ready
+- first every pending pod is tried; failing that, the minimum: a leaf its `minMember` pods (its others
+  wait for a later attempt, so they never take the room a sibling needs), a node its `minSubGroup`
+  children (the others may stay unplaced), and what is placed must make the PodGroup ready
   (`KaiSubGroups.ready`) with its running members.
 A plan is all or nothing like any gang's: the minimum of every required sub-group, in their domains, or
 nothing.
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 
 from placement.constraints import Constraints
 from placement.gather import Job, Solver
-from placement.members import demands_for, domain_label, is_running, pod_order, where
+from placement.members import demands_for, domain_label, is_running, leaf_counts, pod_order, where
 from placement.plan import INVALID, SUB_GROUP, Assignment, GangPlan, Unschedulable
 from placement.reasons import explain_failure
 from placement.subgroups import least_needs, ranked_domains
@@ -58,9 +59,7 @@ class _Tree:
         leaves = {group.name: at for at, group in enumerate(self.groups) if at and not group.children}
         self.pending: list[list[str]] = [[] for _ in range(count)]  # every node: the pending pods under it
         self.running: list[list[str]] = [[] for _ in range(count)]  # every node: its running members' nodes
-        self.running_tasks: list[str] = []
         self.loose: list[str] = []
-        self.leaf_of: dict[str, int] = {}
         ignore = solver.capacity.ignore
         for key in pending:
             at = leaves.get(state.pods[key].task)
@@ -68,13 +67,12 @@ class _Tree:
                 self.loose.append(key)
             else:
                 self.pending[at].append(key)
-                self.leaf_of[key] = at
         info = state.gangs[spec.key]
         members = sorted((pod for key in info.members if key not in ignore and (pod := state.pods.get(key)) is not None
                           and key not in state.pending and is_running(pod)), key=pod_order)
+        self.running_members = members
         self.running_nodes = [pod.placed_node for pod in members]
         for pod in members:
-            self.running_tasks.append(pod.task)
             at = leaves.get(pod.task)
             if at is not None:
                 self.running[at].append(pod.placed_node)
@@ -122,16 +120,14 @@ class _Tree:
             if not keys:
                 return [] if need == 0 else (f"sub-group {group.name!r} ({len(running)} of minMember "
                                              f"{group.min_member} pods)")
+            if not require_all:  # the minimum only: a leaf's extras must not take the room a sibling needs
+                if need == 0:
+                    return []
+                keys = keys[:need]
             found = solver.search(self.job(keys, domain.level, running), within=domain)
             if found is not None:
                 return found.assignments
-            if not require_all and need < len(keys):
-                if need == 0:
-                    return []
-                found = solver.search(self.job(keys[:need], domain.level, running), within=domain)
-                if found is not None:
-                    return found.assignments
-            return f"sub-group {group.name!r} ({len(keys)} pending)"
+            return f"sub-group {group.name!r} ({len(keys)} {'pending' if require_all else 'of its minimum'})"
         children = sorted(group.children, key=lambda child: (-len(self.pending[child]), self.groups[child].name))
         allowed = 0 if require_all else len(children) - group.required_children
         placed: Placed = []
@@ -158,19 +154,12 @@ class _Tree:
 
     def ready(self, placed: Placed) -> bool:
         """Whether the PodGroup is ready with its running members and `placed`."""
-        counts = leaf_counts_of(self.running_tasks)
+        counts = leaf_counts(self.running_members)
         for key, _ in placed:
             task = self.state.pods[key].task
             counts[task] = counts.get(task, 0) + 1
         return (self.sub_groups.ready(counts)
                 and len(self.running_nodes) + len(placed) >= self.spec.min_member)
-
-
-def leaf_counts_of(tasks: Sequence[str]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for task in tasks:
-        counts[task] = counts.get(task, 0) + 1
-    return counts
 
 
 def plan_kai_sub_groups(state: ClusterState, solver: Solver, spec: GangSpec, label: str, pending: Sequence[str],

@@ -322,3 +322,19 @@ def test_the_fast_fold_and_a_restored_snapshot_give_a_pod_its_kai_sub_group() ->
     assert [folded.pods[f"team/{name}"].task for name in ("plain", "labelled")] == ["", "workers"]
     restored = ClusterState.restore(folded.snapshot())
     assert [restored.pods[f"team/{name}"].task for name in ("plain", "labelled")] == ["", "workers"]
+
+
+def test_when_not_all_fit_a_leaf_takes_its_minimum_and_leaves_its_sibling_the_room_it_needs() -> None:
+    state = cluster()
+    for number in range(2, 16):  # every node full but rack r0's: n00 keeps 4 GPUs, n01 8
+        state.apply(PodUpserted(pod=pod(f"filler-{number}", namespace="other", node_name=f"n{number:02d}",
+                                        phase="Running")))
+    state.apply(PodUpserted(pod=pod("half", namespace="other", node_name="n00", phase="Running", gpus=4)))
+    state.apply(KaiPodGroupUpserted(pod_group=kai_group(sub("a", min_member=1), sub("b", min_member=2))))
+    members(state, {"a": 3}, gpus=4)
+    members(state, {"b": 2}, gpus=4)
+    # 12 GPUs free: all five 4-GPU pods (20) do not fit, and a's three (12) first would leave b no room
+    plan = plan_gang(state, KEY)
+    assert isinstance(plan, GangPlan), plan
+    assert sum(1 for a in plan.assignments if a.pod.startswith("team/b-")) == 2
+    assert sum(1 for a in plan.assignments if a.pod.startswith("team/a-")) == 1
