@@ -156,10 +156,6 @@ class KaiSubGroupRule(msgspec.Struct, frozen=True):
     constraint: KaiConstraint | None = None
 
     @property
-    def field(self) -> str:
-        return "spec" if self.index < 0 else f"spec.subGroups[{self.index}]"
-
-    @property
     def required_children(self) -> int:
         return len(self.children) if self.min_sub_group is None else self.min_sub_group
 

@@ -310,6 +310,14 @@ def sub_group_cases(draw: st.DrawFn) -> tuple[list[Event], int, int, int]:
     return events, tier, minimum or replicas, size
 
 
+def assert_gpus_within_capacity(state: ClusterState, plan: GangPlan) -> None:
+    used = {name: dict(info.used) for name, info in state.nodes.items()}
+    for assignment in plan.assignments:
+        add_into(used[assignment.node], state.pods[assignment.pod].requests)
+    for name in {a.node for a in plan.assignments}:
+        assert used[name]["nvidia.com/gpu"] <= state.nodes[name].allocatable["nvidia.com/gpu"]
+
+
 @given(sub_group_cases())
 def test_sub_group_partitions_are_whole_inside_their_tier(case: tuple[list[Event], int, int, int]) -> None:
     events, tier, required, size = case
@@ -327,11 +335,7 @@ def test_sub_group_partitions_are_whole_inside_their_tier(case: tuple[list[Event
     for nodes in by_replica.values():
         assert len(nodes) == size
         assert tree.lca(nodes).level >= tree.resolve_level(tier)
-    used = {name: dict(info.used) for name, info in state.nodes.items()}
-    for assignment in result.assignments:
-        add_into(used[assignment.node], state.pods[assignment.pod].requests)
-    for name in {a.node for a in result.assignments}:
-        assert used[name]["nvidia.com/gpu"] <= state.nodes[name].allocatable["nvidia.com/gpu"]
+    assert_gpus_within_capacity(state, result)
 
 
 @given(cases(), st.data())
@@ -429,8 +433,4 @@ def test_kai_sub_groups_sit_inside_their_required_level_and_a_plan_makes_the_pod
         nodes = [node for key, node in placed.items() if state.pods[key].task in under]
         if nodes:
             assert tree.lca(nodes).level >= kai_level(tree, level), (sub.name, level, nodes)
-    used = {name: dict(info.used) for name, info in state.nodes.items()}
-    for assignment in result.assignments:
-        add_into(used[assignment.node], state.pods[assignment.pod].requests)
-    for name in {a.node for a in result.assignments}:
-        assert used[name]["nvidia.com/gpu"] <= state.nodes[name].allocatable["nvidia.com/gpu"]
+    assert_gpus_within_capacity(state, result)

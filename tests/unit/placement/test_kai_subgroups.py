@@ -5,7 +5,7 @@ gang waits until that many pods exist, and binds the minimum when not all fit.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from events.builders import node, pod
 from events.model import (
@@ -84,6 +84,13 @@ def members(state: ClusterState, counts: Mapping[str, int], *, gpus: int = 8, bo
                 labels={KAI_SUB_GROUP_LABEL: leaf} if leaf != "loose" else {})))
 
 
+def fill(state: ClusterState, numbers: Iterable[int]) -> None:
+    """Nodes n<number> taken whole by other work."""
+    for number in numbers:
+        state.apply(PodUpserted(pod=pod(f"filler-{number}", namespace="other", node_name=f"n{number:02d}",
+                                        phase="Running")))
+
+
 def label_of(state: ClusterState, node_name: str, key: str) -> str:
     return state.nodes[node_name].obj.metadata.labels[key]
 
@@ -143,9 +150,7 @@ def test_kai_docs_sample2_nested_sub_groups_share_a_spine_and_each_leaf_a_rack()
 def test_a_spine_too_full_for_both_children_is_passed_over_for_one_that_holds_them() -> None:
     state = cluster()
     # spine s0 keeps one free rack, s1 two: the a+b pair (two racks' worth of pods) fits only under s1
-    for number in (0, 1):
-        state.apply(PodUpserted(pod=pod(f"filler-{number}", namespace="other", node_name=f"n{number:02d}",
-                                        phase="Running")))
+    fill(state, (0, 1))
     state.apply(KaiPodGroupUpserted(pod_group=kai_group(
         sub("ab", level=SPINE), sub("a", min_member=2, parent="ab", level=RACK),
         sub("b", min_member=2, parent="ab", level=RACK), level=ZONE)))
@@ -158,9 +163,7 @@ def test_a_spine_too_full_for_both_children_is_passed_over_for_one_that_holds_th
 def test_min_sub_group_lets_three_of_four_replicas_run_when_the_fourth_has_no_room() -> None:
     state = cluster()
     # a rack per replica, and only three racks free
-    for number in range(10):
-        state.apply(PodUpserted(pod=pod(f"filler-{number}", namespace="other", node_name=f"n{number:02d}",
-                                        phase="Running")))
+    fill(state, range(10))
     state.apply(KaiPodGroupUpserted(pod_group=kai_group(
         *(sub(f"prefill-{replica}", min_member=2, level=RACK) for replica in range(4)), min_sub_group=3)))
     members(state, {f"prefill-{replica}": 2 for replica in range(4)})
@@ -175,9 +178,7 @@ def test_min_sub_group_lets_three_of_four_replicas_run_when_the_fourth_has_no_ro
 
 def test_without_min_sub_group_every_replica_is_required() -> None:
     state = cluster()
-    for number in range(10):
-        state.apply(PodUpserted(pod=pod(f"filler-{number}", namespace="other", node_name=f"n{number:02d}",
-                                        phase="Running")))
+    fill(state, range(10))
     state.apply(KaiPodGroupUpserted(pod_group=kai_group(
         *(sub(f"prefill-{replica}", min_member=2, level=RACK) for replica in range(4)))))
     members(state, {f"prefill-{replica}": 2 for replica in range(4)})
@@ -326,9 +327,7 @@ def test_the_fast_fold_and_a_restored_snapshot_give_a_pod_its_kai_sub_group() ->
 
 def test_when_not_all_fit_a_leaf_takes_its_minimum_and_leaves_its_sibling_the_room_it_needs() -> None:
     state = cluster()
-    for number in range(2, 16):  # every node full but rack r0's: n00 keeps 4 GPUs, n01 8
-        state.apply(PodUpserted(pod=pod(f"filler-{number}", namespace="other", node_name=f"n{number:02d}",
-                                        phase="Running")))
+    fill(state, range(2, 16))  # every node full but rack r0's: n00 keeps 4 GPUs, n01 8
     state.apply(PodUpserted(pod=pod("half", namespace="other", node_name="n00", phase="Running", gpus=4)))
     state.apply(KaiPodGroupUpserted(pod_group=kai_group(sub("a", min_member=1), sub("b", min_member=2))))
     members(state, {"a": 3}, gpus=4)
