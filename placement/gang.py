@@ -138,7 +138,8 @@ def plan_gang(state: ClusterState, gang: str, *,
                                  reason=f"{label}: {broken}")
         shapes = pod_shapes(state)
         spread = spread_violation(state, pairs, {key: shapes.own_shape(state.pods[key]) for key, _ in pairs
-                                                 if key in state.pods and has_spreads(state.pods[key].obj)})
+                                                 if key in state.pods and has_spreads(state.pods[key].obj)},
+                                  frozenset(ignore_pods))
         if spread:
             return Unschedulable(gangs=group, constraint=POD_SPREAD, needed=len(result.assignments),
                                  reason=f"{label}: {spread}")

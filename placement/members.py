@@ -207,8 +207,8 @@ class PodShapes:
     def shape(self, pod: PodInfo, ignore: frozenset[str] = _NOBODY) -> Shape:
         """`shape_of(pod)`, computed once for the pods that share the objects it is made of, narrowed by
         the inter-pod rules the pods placed now set for it (`placement.pod_affinity` and
-        `placement.pod_spread`, derived afresh); the pods in `ignore` count as gone for the
-        inter-pod affinity rules (not yet for spreads)."""
+        `placement.pod_spread`, derived afresh); the pods in `ignore` count as gone for both (a preemption's
+        victims, as kube-scheduler's preemption removes them from the node and its spread counts)."""
         return self._narrowed(pod, self._own_shape(pod), ignore)
 
     def _narrowed(self, pod: PodInfo, shape: Shape, ignore: frozenset[str]) -> Shape:
@@ -225,7 +225,7 @@ class PodShapes:
             return shape
         rules, tokens = rules_for(state, pod, ignore), self_exclusion(state, pod)
         if spreads:
-            rules = (*rules, *spread_rules(state, pod, shape))
+            rules = (*rules, *spread_rules(state, pod, shape, ignore))
             tokens = (*tokens, *spread_tokens(state, pod, shape))
         return with_pod_rules(shape, rules, tokens)
 

@@ -26,10 +26,12 @@ from the fold's record of changed pods (a placement changes one count). The pods
 placed together) do not see one another there; `plan_violation` checks a plan as kube-scheduler would
 meet it, one pod at a time: it places the plan's pods in an order that always takes a pod whose domains
 hold the fewest matching pods, and refuses the plan when at some step no remaining pod may go where the
-plan puts it. The planner spreads a gang by itself in one case: the pods of a gang whose constraint over
-kubernetes.io/hostname with maxSkew 1 selects them get a per-node token of their shape (`spread_tokens`,
-handed out once per node as a host port is) while at least as many eligible nodes hold none of the pods
-it counts, so the plan puts one per node. Otherwise a gang whose pods must spread over a layer it
+plan puts it. Pods a plan ignores (`ignore_pods`: a preemption's victims) count in no domain, as
+kube-scheduler's preemption removes its victims from the node and its PodTopologySpread counts. The planner
+spreads a gang by itself in one case: the pods of a gang whose constraint over kubernetes.io/hostname
+with maxSkew 1 selects them get a per-node token of their shape (`spread_tokens`, handed out once per node
+as a host port is) while at least as many eligible nodes hold none of the pods it counts, so the plan puts
+one per node. Otherwise a gang whose pods must spread over a layer it
 gathers in waits with the reason.
 
 Pure: no I/O, no clock.
@@ -45,7 +47,7 @@ import msgspec
 
 from events.objects import LabelSelector, LabelSelectorRequirement, Pod, TopologySpreadConstraint
 from placement.fit import Shape, node_affinity_matches, untolerated_taint
-from placement.pod_affinity import SELF_EXCLUSION_TOKEN, PodRule, Term, affinity_index
+from placement.pod_affinity import _NOBODY, SELF_EXCLUSION_TOKEN, PodRule, Term, affinity_index
 from state.cluster import ClusterState, NodeInfo, PodInfo
 from state.label_selectors import selects
 from state.node_changes import kept_table
@@ -304,8 +306,10 @@ class SpreadIndex:
         self._eligible[cache_key] = found
         return found
 
-    def view(self, spread: Spread, keys: tuple[str, ...], shape: Shape, namespace: str) -> _View:
-        """`spread` of a pod in `namespace` against the pods placed now (a view of its own, to add to)."""
+    def view(self, spread: Spread, keys: tuple[str, ...], shape: Shape, namespace: str,
+             ignore: frozenset[str] = _NOBODY) -> _View:
+        """`spread` of a pod in `namespace` against the pods placed now (a view of its own, to add to), the
+        pods in `ignore` counted as gone."""
         eligible, domains = self.eligible(spread, keys, shape)
         if not spread.counts_pods:
             return _View(spread, namespace, eligible, dict.fromkeys(domains, 0))
@@ -317,7 +321,12 @@ class SpreadIndex:
             table = self._counts[count_key] = _Counts(self.state, spread, namespace, eligible, domains)
         else:
             table.sync()
-        return _View(spread, namespace, eligible, dict(table.counts))
+        counts = dict(table.counts)
+        for name in ignore:
+            value = table.of.get(name)
+            if value is not None:
+                counts[value] -= 1
+        return _View(spread, namespace, eligible, counts)
 
     def _fresh(self) -> None:
         """Forget the rules and tokens derived before a pod or a node changed."""
@@ -363,16 +372,18 @@ def _keys(spreads: Sequence[Spread]) -> tuple[str, ...]:
     return tuple(sorted({spread.topology_key for spread in spreads}))
 
 
-def spread_rules(state: ClusterState, pod: PodInfo, shape: Shape) -> tuple[PodRule, ...]:
-    """The rules the pods placed now set for the pending `pod` of `shape` (its own parts) through its
-    DoNotSchedule constraints (the module docstring), in a stable order; () for a pod without any."""
+def spread_rules(state: ClusterState, pod: PodInfo, shape: Shape,
+                 ignore: frozenset[str] = _NOBODY) -> tuple[PodRule, ...]:
+    """The rules the pods placed now (but those in `ignore`) set for the pending `pod` of `shape` (its own
+    parts) through its DoNotSchedule constraints (the module docstring), in a stable order; () for a pod
+    without any."""
     index = spread_index(state)
     spreads = index.spreads(pod)
     if not spreads:
         return ()
     labels = pod.obj.metadata.labels
     self_matches = tuple(spread.selects(labels) for spread in spreads)
-    memo_key = (pod.namespace, self_matches, shape.key)
+    memo_key = (pod.namespace, self_matches, shape.key, ignore)
     known = index.remembered_rules(spreads, memo_key)
     if known is not None:
         return known
@@ -380,7 +391,7 @@ def spread_rules(state: ClusterState, pod: PodInfo, shape: Shape) -> tuple[PodRu
     rules = [PodRule(key, None, True, MISSING_LABEL) for key in keys]
     refused: dict[str, set[str]] = {}
     for spread, self_match in zip(spreads, self_matches, strict=True):
-        view = index.view(spread, keys, shape, pod.namespace)
+        view = index.view(spread, keys, shape, pod.namespace, ignore)
         over = {value for value in view.counts if view.over(value, int(self_match)) > 0}
         if over:
             refused.setdefault(spread.topology_key, set()).update(over)
@@ -452,10 +463,11 @@ def placed_violation(state: ClusterState, pod: PodInfo, node: str, shape: Shape)
 
 
 def plan_violation(state: ClusterState, assignments: Sequence[tuple[str, str]],
-                   shapes: Mapping[str, Shape]) -> str:
+                   shapes: Mapping[str, Shape], ignore: frozenset[str] = _NOBODY) -> str:
     """"" when the pods of one plan (`assignments`: pod, node) may be placed one at a time, each where the
     plan puts it, without breaking a DoNotSchedule constraint of one of them (the module docstring); else
-    why not. `shapes`: each carrier's shape of its own parts (which nodes its policies count)."""
+    why not. `shapes`: each carrier's shape of its own parts (which nodes its policies count); the pods in
+    `ignore` (a preemption's victims) count as gone."""
     pods, nodes = state.pods, state.nodes
     members = [(pods[key], node) for key, node in assignments if key in pods and node in nodes]
     if not any(has_spreads(pod.obj) for pod, _ in members):
@@ -479,7 +491,7 @@ def plan_violation(state: ClusterState, assignments: Sequence[tuple[str, str]],
         for spread in spreads:
             view_key = (_encoder.encode(spread), keys, pod.namespace, _policy_key(spread, shape))
             if view_key not in views:
-                views[view_key] = index.view(spread, keys, shape, pod.namespace)
+                views[view_key] = index.view(spread, keys, shape, pod.namespace, ignore)
             own_key.append((view_key, spread.selects(labels)))
         own = owns.get(tuple(own_key))
         if own is None:

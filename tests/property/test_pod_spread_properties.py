@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
-from events.model import PodAssumed
+from events.model import PodAssumed, PodDeleted
 from events.objects import Pod, TopologySpreadConstraint
 from placement import GangPlan, plan_gang, plan_pod
 from state.cluster import ClusterState
@@ -169,3 +169,49 @@ def test_a_plan_never_breaks_a_do_not_schedule_spread_and_a_lone_pod_waits_only_
             free = [name for name in names if gpus_used.get(name, 0) + wanted <= 8
                     and all(labels_of[name].get(key) == value for key, value in obj.spec.node_selector.items())]
             assert not any(passes(obj, name, placed, labels_of) for name in free), (result, placed, free)
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases(), st.data())
+def test_pods_a_plan_ignores_count_in_no_spread_as_if_they_were_deleted(
+        case: tuple[list[tuple[Spec, int]], list[Spec], bool], data: st.DataObject) -> None:
+    """Preemption validates a plan with its victims ignored (`ignore_pods`): their spread counts must be gone
+    too, as kube-scheduler's preemption removes them from the node and its PodTopologySpread state."""
+    running, pending, as_gang = case
+
+    def build_state() -> ClusterState:
+        state: ClusterState = fabric(blocks=2, nvlinks=2, nodes=2)
+        names = sorted(state.nodes)
+        used: dict[str, int] = {}
+        for index, (spec, where) in enumerate(running):
+            name = names[where % len(names)]
+            if used.get(name, 0) + spec.gpus > 8:
+                continue
+            used[name] = used.get(name, 0) + spec.gpus
+            state.apply(pod_event(bound(build(f"run-{index}", dataclasses.replace(spec, spreads=[])), name)))
+        if as_gang:
+            state.apply(group_event(pod_group("job", min_member=len(pending))))
+        for index, spec in enumerate(pending):
+            state.apply(pod_event(build(f"new-{index}", dataclasses.replace(spec, terminating=False),
+                                        gang="job" if as_gang else None)))
+        return state
+
+    state = build_state()
+    placed = sorted(key for key, info in state.pods.items() if info.placed_on)
+    gone = frozenset(data.draw(st.lists(st.sampled_from(placed), unique=True)) if placed else [])
+    deleted = build_state()
+    for key in gone:
+        deleted.apply(PodDeleted(key=key))
+    if as_gang:
+        ignoring, without = plan_gang(state, "default/job", ignore_pods=gone), plan_gang(deleted, "default/job")
+    else:
+        key = next(k for k in state.pods if k.endswith("/new-0"))
+        ignoring, without = plan_pod(state, key, ignore_pods=gone), plan_pod(deleted, key)
+    # Whether the pods can go, and that where they go keeps every spread with the ignored pods gone (a lone
+    # pod's node may differ: a call that ignores pods ranks nodes from the live sums).
+    assert type(ignoring) is type(without), (ignoring, without)
+    if isinstance(ignoring, GangPlan):
+        labels_of = {name: dict(info.labels) for name, info in deleted.nodes.items()}
+        staying = [(info.obj, info.placed_on) for info in deleted.pods.values() if info.placed_on]
+        plan = [(state.pods[a.pod].obj, a.node) for a in ignoring.assignments]
+        assert some_order_passes(plan, staying, labels_of, passes), (ignoring, staying)

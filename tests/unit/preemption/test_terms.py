@@ -11,7 +11,7 @@ import msgspec
 
 from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
 from events.model import PodDeleted
-from events.objects import Affinity, Pod
+from events.objects import Affinity, Pod, TopologySpreadConstraint
 from placement.gang import plan_gang
 from placement.lone import plan_pod
 from placement.plan import CAPACITY, POD_FIT, GangPlan, Unschedulable
@@ -226,3 +226,24 @@ def test_a_capacity_plan_needs_no_lift_where_the_job_keeps_off_the_blocked_nodes
     assert isinstance(plan, PreemptionPlan), plan
     assert plan.victims == tuple(low)  # priority 10 beats the blocker's 20
     placed_after(state, "default/big", plan)
+
+
+def test_a_victim_counts_in_no_spread_of_the_preemptor_once_it_is_evicted() -> None:
+    # As kube-scheduler's preemption removes its victims from the node and its PodTopologySpread counts: web-new
+    # (spread over zones, maxSkew 1) may go to z1 only without web-low there, and n2 (z2) is taken by a pod it
+    # may not evict. Counting web-low, no eviction would ever let it fit.
+    zone = "topology.kubernetes.io/zone"
+    state = ClusterState()
+    state.apply(node_event(node("n1", labels={zone: "z1"})))
+    state.apply(node_event(node("n2", labels={zone: "z2"})))
+    state.apply(pod_event(bound(pod("web-low", priority=10, labels={"app": "web"}), "n1")))
+    state.apply(pod_event(bound(pod("db", priority=5000, labels={"app": "db"}), "n2")))
+    new = pod("web-new", priority=1000, labels={"app": "web"})
+    spread = msgspec.convert([{"maxSkew": 1, "topologyKey": zone, "whenUnsatisfiable": "DoNotSchedule",
+                               "labelSelector": {"matchLabels": {"app": "web"}}}], list[TopologySpreadConstraint])
+    state.apply(pod_event(msgspec.structs.replace(new, spec=msgspec.structs.replace(
+        new.spec, topology_spread_constraints=spread))))
+    plan = preempt(state, "default/web-new", lone=True)
+    assert isinstance(plan, PreemptionPlan), plan
+    assert plan.victims == ("default/web-low",)
+    assert placed_after(state, "default/web-new", plan, lone=True).assignments[0].node == "n1"
