@@ -226,7 +226,7 @@ class PodShapes:
         rules, tokens = rules_for(state, pod, ignore), self_exclusion(state, pod)
         if spreads:
             rules = (*rules, *spread_rules(state, pod, shape, ignore))
-            tokens = (*tokens, *spread_tokens(state, pod, shape))
+            tokens = (*tokens, *spread_tokens(state, pod, shape, ignore))
         return with_pod_rules(shape, rules, tokens)
 
     def own_shape(self, pod: PodInfo) -> Shape:

@@ -401,12 +401,13 @@ def spread_rules(state: ClusterState, pod: PodInfo, shape: Shape,
     return found
 
 
-def spread_tokens(state: ClusterState, pod: PodInfo, shape: Shape) -> tuple[str, ...]:
+def spread_tokens(state: ClusterState, pod: PodInfo, shape: Shape,
+                  ignore: frozenset[str] = _NOBODY) -> tuple[str, ...]:
     """The per-node tokens of a gang's pod (of `shape`, its own parts) whose constraints over
     kubernetes.io/hostname with maxSkew 1 select the pod itself, while more eligible nodes hold none of the
     pods they count than the gang has pods to place: then kube-scheduler lets one such pod go to each of
     those nodes and none to a node holding one, so the plan puts one per node. (The plan check holds
-    every plan to the constraints in any case.)"""
+    every plan to the constraints in any case.) The pods in `ignore` count as gone."""
     gang = state.gangs.get(pod.gang) if pod.gang else None
     if gang is None:
         return ()
@@ -417,7 +418,7 @@ def spread_tokens(state: ClusterState, pod: PodInfo, shape: Shape) -> tuple[str,
               and spread.counts_pods and spread.selects(labels)]
     if not chosen:
         return ()
-    memo_key = (pod.namespace, pod.gang, shape.key)
+    memo_key = (pod.namespace, pod.gang, shape.key, ignore)
     known = index.remembered_tokens(spreads, memo_key)
     if known is not None:
         return known
@@ -427,7 +428,7 @@ def spread_tokens(state: ClusterState, pod: PodInfo, shape: Shape) -> tuple[str,
     tokens = tuple(sorted({SPREAD_TOKEN + hashlib.blake2b(_encoder.encode((pod.namespace, spread)),
                                                           digest_size=8).hexdigest()
                            for spread in chosen
-                           if sum(1 for count in index.view(spread, keys, shape, pod.namespace).counts.values()
+                           if sum(1 for count in index.view(spread, keys, shape, pod.namespace, ignore).counts.values()
                                   if count == 0) >= placing}))
     index.remember_tokens(spreads, memo_key, tokens)
     return tokens

@@ -247,3 +247,22 @@ def test_a_victim_counts_in_no_spread_of_the_preemptor_once_it_is_evicted() -> N
     assert isinstance(plan, PreemptionPlan), plan
     assert plan.victims == ("default/web-low",)
     assert placed_after(state, "default/web-new", plan, lone=True).assignments[0].node == "n1"
+
+
+def test_a_gang_spread_one_per_host_is_spread_over_the_nodes_its_victims_leave() -> None:
+    # Validated with old-0 and old-1 gone (a preemption's victims), the hosts n0, n1 and n2 hold no web pod:
+    # the gang's two pods (hostname, maxSkew 1) go one per node, not both to n2, the one with room now.
+    state = cluster([("b0", 3)])
+    run_job(state, "old", [0, 1], priority=10, labels={"app": "web"})
+
+    def spread_by_host(obj: Pod) -> Pod:
+        labels = {**obj.metadata.labels, "app": "web"}
+        spread = msgspec.convert([{"maxSkew": 1, "topologyKey": HOST, "whenUnsatisfiable": "DoNotSchedule",
+                                   "labelSelector": {"matchLabels": {"app": "web"}}}], list[TopologySpreadConstraint])
+        return msgspec.structs.replace(obj, metadata=msgspec.structs.replace(obj.metadata, labels=labels),
+                                       spec=msgspec.structs.replace(obj.spec, topology_spread_constraints=spread))
+
+    submit(state, "new", 2, gpus=4, make=spread_by_host)
+    plan = plan_gang(state, "default/new", ignore_pods=frozenset({"default/old-0", "default/old-1"}))
+    assert isinstance(plan, GangPlan), plan
+    assert len({a.node for a in plan.assignments}) == 2
