@@ -80,10 +80,11 @@ class _Tree:
         for up, group in enumerate(self.groups):
             for child in group.children:
                 self.parent[child] = up
-        for at in range(count - 1, 0, -1):  # breadth-first order: children come after their parent
-            parent = self.parent[at]
-            self.pending[parent][:0] = self.pending[at]
-            self.running[parent] += self.running[at]
+        for at in range(count - 1, -1, -1):  # breadth-first order: children come after their parent
+            children = self.groups[at].children
+            if children:  # only leaves hold pods: each pod is copied once per level above it
+                self.pending[at] = [key for child in children for key in self.pending[child]]
+                self.running[at] = [node for child in children for node in self.running[child]]
 
     def job(self, keys: Sequence[str], top_level: int, running_nodes: Sequence[str]) -> Job:
         return Job(demands_for(self.state, keys, self.constraints.multiples, self.solver.capacity.ignore),
