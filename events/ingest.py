@@ -76,6 +76,7 @@ from events.objects import (
     KOORDINATOR_POD_GROUP_API,
     KOORDINATOR_QUOTA_API,
     KUBE_POD_GROUP_API,
+    KUBE_POD_GROUP_OLDER_APIS,
     KUEUE_TOPOLOGY_API,
     KUEUE_TOPOLOGY_OLDER_APIS,
     SCHEDULER_PLUGINS_POD_GROUP_API,
@@ -124,8 +125,9 @@ class KindInfo:
     type: type[KubeObject]
     upsert: Callable[[Any], Event]
     delete: Callable[[str, str], Event]  # (key, uid) -> event
-    # Older apiVersions serving the same objects in the same shape: a watcher lists the kind at the first
-    # one served when `api_version` is not, and a scenario may use any (decoded as `api_version`).
+    # Older apiVersions serving the same objects, in a shape `type` reads: a watcher lists the kind at the
+    # first one served when `api_version` is not, and a scenario may use any; an object keeps the version it
+    # was served or written at (an Event about it names that one).
     older_api_versions: tuple[str, ...] = ()
 
     @property
@@ -182,7 +184,8 @@ KINDS: tuple[KindInfo, ...] = (
              lambda o: SchedulerPluginsPodGroupUpserted(pod_group=o),
              lambda k, u: SchedulerPluginsPodGroupDeleted(key=k)),
     KindInfo("KubernetesPodGroup", KUBE_POD_GROUP_API, "PodGroup", "podgroups", True, KubePodGroup,
-             lambda o: KubePodGroupUpserted(pod_group=o), lambda k, u: KubePodGroupDeleted(key=k)),
+             lambda o: KubePodGroupUpserted(pod_group=o), lambda k, u: KubePodGroupDeleted(key=k),
+             KUBE_POD_GROUP_OLDER_APIS),
     KindInfo("KaiPodGroup", KAI_POD_GROUP_API, "PodGroup", "podgroups", True, KaiPodGroup,
              lambda o: KaiPodGroupUpserted(pod_group=o), lambda k, u: KaiPodGroupDeleted(key=k)),
     KindInfo("Workload", WORKLOAD_API, "Workload", "workloads", True, Workload,
@@ -208,22 +211,25 @@ def key_of(meta: ObjectMeta) -> str:
     return object_key(meta.namespace, meta.name)
 
 
-def decode_object(info: KindInfo, raw: bytes | Mapping[str, Any]) -> KubeObject | ObjectUndecodable:
+def decode_object(info: KindInfo, raw: bytes | Mapping[str, Any],
+                  api_version: str = "") -> KubeObject | ObjectUndecodable:
     """Decode one object of a known kind from JSON bytes or a parsed dict, or say why it cannot be.
 
     The object comes back slimmed (`events.objects.slim`): annotations toposched never reads are gone.
-    Its apiVersion and kind are the kind's: the API server serves every object of an endpoint in that
-    version, and writes neither field on a list's items of a built-in kind (kubernetes/kubernetes#3030),
-    where the type's defaults would otherwise answer (a scheduler-plugins PodGroup shares its type with
-    the Koordinator one, whose group it would get).
+    Its apiVersion and kind are the kind's (`api_version`: the one of its `older_api_versions` it was
+    served at): the API server serves every object of an endpoint in that version, and writes neither
+    field on a list's items of a built-in kind (kubernetes/kubernetes#3030), where the type's defaults
+    would otherwise answer (a scheduler-plugins PodGroup shares its type with the Koordinator one, whose
+    group it would get).
     """
+    served = api_version or info.api_version
     try:
         if isinstance(raw, bytes | bytearray | memoryview):
             decoded = msgspec.json.decode(raw, type=info.type)
         else:
             decoded = msgspec.convert(raw, type=info.type)
-        if decoded.api_version != info.api_version or decoded.kind != info.kind:
-            decoded = msgspec.structs.replace(decoded, api_version=info.api_version, kind=info.kind)
+        if decoded.api_version != served or decoded.kind != info.kind:
+            decoded = msgspec.structs.replace(decoded, api_version=served, kind=info.kind)
         return slim(decoded)
     except msgspec.ValidationError as error:
         return ObjectUndecodable(kind=info.name, key=_best_effort_key(raw), problem=_field_message(error))
@@ -231,8 +237,8 @@ def decode_object(info: KindInfo, raw: bytes | Mapping[str, Any]) -> KubeObject 
         return ObjectUndecodable(kind=info.name, key=_best_effort_key(raw), problem=f"malformed JSON: {error}")
 
 
-def upsert_event(info: KindInfo, raw: bytes | Mapping[str, Any]) -> Event:
-    decoded = decode_object(info, raw)
+def upsert_event(info: KindInfo, raw: bytes | Mapping[str, Any], api_version: str = "") -> Event:
+    decoded = decode_object(info, raw, api_version)
     if isinstance(decoded, ObjectUndecodable):
         return decoded
     return info.upsert(decoded)

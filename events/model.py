@@ -96,7 +96,7 @@ class SchedulerPluginsPodGroupDeleted(EventBase, tag="xpg-", frozen=True):
 
 
 class KubePodGroupUpserted(EventBase, tag="kpg", frozen=True):
-    """A scheduling.k8s.io/v1alpha2 PodGroup (Kubernetes' own, Workload API)."""
+    """A scheduling.k8s.io PodGroup (Kubernetes' own, Workload API: v1alpha2, v1alpha3 or v1beta1)."""
 
     pod_group: KubePodGroup
 

@@ -191,7 +191,7 @@ class PodResourceClaim(_K8s, frozen=True):
 
 
 class SchedulingGroup(_K8s, frozen=True):
-    """Pod.spec.schedulingGroup (Kubernetes 1.36, Workload API): the scheduling.k8s.io/v1alpha2 PodGroup it joins."""
+    """Pod.spec.schedulingGroup (Kubernetes 1.36 on, Workload API): the scheduling.k8s.io PodGroup it joins."""
 
     pod_group_name: str = ""
 
@@ -655,15 +655,36 @@ class PodGroupTemplateReference(_K8s, frozen=True):
     workload: WorkloadTemplateReference | None = None
 
 
+class PodGroupWorkloadReference(_K8s, frozen=True):
+    """A PodGroup's v1beta1 / v1alpha3 `spec.workloadRef` (v1alpha2's `podGroupTemplateRef.workload`)."""
+
+    workload_name: str = ""
+    template_name: str = ""
+
+
+class DisruptionModeChoice(_K8s, frozen=True):
+    """v1beta1 / v1alpha3 `spec.disruptionMode`: exactly one of `single: {}` (members disrupted one by one,
+    v1alpha2's "Pod") and `all: {}` (only together, v1alpha2's "PodGroup")."""
+
+    single: BasicSchedulingPolicy | None = None  # an empty object, as `basic: {}`
+    all: BasicSchedulingPolicy | None = None
+
+
 class KubePodGroupSpec(_K8s, frozen=True):
-    """scheduling.k8s.io/v1alpha2 PodGroup (Kubernetes 1.36): the runtime group pods join by name."""
+    """scheduling.k8s.io PodGroup, the runtime group pods join by name: v1alpha2 (Kubernetes 1.36), v1beta1 and
+    v1alpha3 (1.37). One shape reads all three: `disruptionMode` is a string in v1alpha2 and an object in
+    the others; `podGroupTemplateRef` became `workloadRef`; `parentCompositePodGroupName` and
+    `preemptionPolicy` are 1.37's."""
 
     scheduling_policy: SchedulingPolicy = SchedulingPolicy()
     scheduling_constraints: SchedulingConstraints | None = None
     pod_group_template_ref: PodGroupTemplateReference | None = None
+    workload_ref: PodGroupWorkloadReference | None = None
     priority_class_name: str = ""
     priority: Int64 | None = None
-    disruption_mode: str = ""
+    preemption_policy: str = ""
+    disruption_mode: str | DisruptionModeChoice = ""
+    parent_composite_pod_group_name: str = ""
     resource_claims: list[PodGroupResourceClaim] = []
 
 
@@ -1015,7 +1036,9 @@ KEPT_ANNOTATIONS: frozenset[str] = frozenset({
 
 KOORDINATOR_POD_GROUP_API = "scheduling.sigs.k8s.io/v1alpha1"
 SCHEDULER_PLUGINS_POD_GROUP_API = "scheduling.x-k8s.io/v1alpha1"
-KUBE_POD_GROUP_API = "scheduling.k8s.io/v1alpha2"
+# Kubernetes' PodGroup: v1beta1 (1.37), else v1alpha3 (1.37, alpha), else v1alpha2 (1.36, removed in 1.37).
+KUBE_POD_GROUP_API = "scheduling.k8s.io/v1beta1"
+KUBE_POD_GROUP_OLDER_APIS = ("scheduling.k8s.io/v1alpha3", "scheduling.k8s.io/v1alpha2")
 WORKLOAD_API = "scheduling.k8s.io/v1alpha1"
 VOLCANO_POD_GROUP_API = "scheduling.volcano.sh/v1beta1"
 CLUSTER_NETWORK_TOPOLOGY_API = "scheduling.koordinator.sh/v1alpha1"

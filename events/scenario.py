@@ -171,7 +171,7 @@ def _scenario_object(document: _Document, problems: list[str]) -> ScenarioObject
     if info is None:
         problems.append(f"{source}: {api_version or '?'} {kind or '?'} is not a kind toposched reads; skipped")
         return None
-    decoded = decode_object(info, raw)
+    decoded = decode_object(info, raw, api_version)
     if isinstance(decoded, ObjectUndecodable):
         problems.append(f"{source}: {info.name} {decoded.key}: {decoded.problem}; skipped")
         return None

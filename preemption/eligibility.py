@@ -3,7 +3,8 @@
 - Who preempts: the pending pods of the job (every gang of the GangGroup, or one lone pod). Their
   priority is the lowest among them (a victim must be below every preemptor pod).
 - preemptionPolicy Never (on the pod, or from its PriorityClass; `PodInfo.preemption_policy` has it
-  resolved) on any preemptor pod: no preemption, as kube-scheduler does for such pods.
+  resolved) on any preemptor pod, or on a Kubernetes PodGroup of the job (`GangSpec.preempt_never`): no
+  preemption, as kube-scheduler does for such pods and PodGroups.
 - No redundant preemption: if the job already holds nominations on nodes where pods it (or anyone)
   asked to evict are still terminating, room is already on its way; preempting again would evict
   more jobs for the same pods. The job waits for them.
@@ -70,6 +71,12 @@ def has_running_member(state: ClusterState, preemptor: Preemptor) -> bool:
 
 def check_eligibility(state: ClusterState, preemptor: Preemptor) -> NoPreemption | None:
     """None when the preemptor may preempt now, else why not."""
+    for gang_key in preemptor.gangs:
+        info = state.gangs.get(gang_key)
+        if info is not None and info.spec is not None and info.spec.preempt_never:
+            return NoPreemption(preemptor.key, NEVER_POLICY,
+                                f"no preemption: PodGroup {gang_key} has preemptionPolicy Never; "
+                                "it waits for free capacity")
     for key in preemptor.pending:
         pod = state.pods[key]
         if pod.preemption_policy == NEVER:

@@ -140,6 +140,7 @@ from state.gangs import (
     KAI,
     KAI_POD_GROUP_PROBLEM,
     KUBE_POD_GROUP_PROBLEM,
+    KUBERNETES,
     POD_GANG_PROBLEM,
     POD_GROUP_PROBLEM,
     RECORD_TOO_LARGE,
@@ -248,7 +249,7 @@ def _labels_derive(labels: Mapping[str, str]) -> bool:
 
 
 # The dialects whose schedulers order and preempt jobs by their PodGroup's priority (`ClusterState.job_priority`).
-JOB_PRIORITY_DIALECTS = frozenset((VOLCANO, KAI))
+JOB_PRIORITY_DIALECTS = frozenset((VOLCANO, KAI, KUBERNETES))
 _DIALECT_NAMES = {VOLCANO: "Volcano", KAI: "KAI"}
 
 _NO_REQUESTS: Resources = {}  # what a pod asks before it is derived (shared, like every requests vector)
@@ -680,10 +681,16 @@ class ClusterState:
         and preempt between them, by their PodGroup's priority (`group_priority` of its `priorityClassName`:
         Volcano's scheduler cache sets a job's priority so, KAI's scheduler likewise), whatever priority the
         pods themselves carry; the pods' own then only matters within the job, where toposched never
-        preempts. None: each pod goes by its own, for every other dialect, and for a Volcano or KAI PodGroup
-        that names no class (Volcano and KAI take the default priority there; toposched keeps the pods' own, so
-        pods that name a class where their PodGroup names none keep it)."""
-        if spec is None or not spec.priority_class_name or spec.dialect not in JOB_PRIORITY_DIALECTS:
+        preempts. A Kubernetes PodGroup's priority is so too, as workload-aware preemption takes it: its
+        `spec.priority` (which admission resolves from its class), else its class's. None: each pod goes by
+        its own, for every other dialect, and for a PodGroup that names no class (Volcano and KAI take the
+        default priority there; toposched keeps the pods' own, so pods that name a class where their
+        PodGroup names none keep it)."""
+        if spec is None:
+            return None
+        if spec.dialect == KUBERNETES and spec.group_priority is not None:
+            return spec.group_priority
+        if not spec.priority_class_name or spec.dialect not in JOB_PRIORITY_DIALECTS:
             return None
         return self.group_priority(spec.priority_class_name)
 
@@ -1531,13 +1538,16 @@ class ClusterState:
             self._reprice(gang)
 
     def _missing_class(self, key: str, kind: str, spec: GangSpec) -> list[Problem]:
-        """The problem of a Volcano or KAI PodGroup whose `priorityClassName` names no PriorityClass (as
+        """The problem of a Volcano, KAI or Kubernetes PodGroup whose `priorityClassName` names no PriorityClass (as
         `_resolve_priority`'s of a pod), or none."""
         name = spec.priority_class_name
-        if not name or spec.dialect not in JOB_PRIORITY_DIALECTS or name in self.priority_classes:
+        if (not name or spec.dialect not in JOB_PRIORITY_DIALECTS or name in self.priority_classes
+                or spec.group_priority is not None):  # a Kubernetes PodGroup's admitted priority stands
             return []
+        how = ("as the API server gives a PodGroup that names none" if spec.dialect == KUBERNETES
+               else f"as {_DIALECT_NAMES[spec.dialect]} does")
         return [Problem(kind, key, "spec.priorityClassName", f"PriorityClass {shown(name)} not found: the job takes "
-                        f"the default priority, {self.group_priority('')}, as {_DIALECT_NAMES[spec.dialect]} does")]
+                        f"the default priority, {self.group_priority('')}, {how}")]
 
     def _reprice(self, gang: GangInfo) -> None:
         """Give each member of `gang` its job's priority now (`gang.job_priority`), or its own when the job has

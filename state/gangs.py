@@ -218,6 +218,9 @@ class GangSpec(msgspec.Struct, frozen=True):
     disrupt_whole: bool = False  # Kubernetes disruptionMode PodGroup: no member is preempted alone
     kai: KaiConstraint | None = None  # KAI: required / preferred levels named by node label key
     kai_sub_groups: KaiSubGroups | None = None  # KAI: spec.subGroups, each with its threshold and levels
+    # Kubernetes: the PodGroup's spec.priority (resolved by admission; None: its class decides, if it names one)
+    group_priority: int | None = None
+    preempt_never: bool = False  # Kubernetes: the PodGroup's preemptionPolicy Never: its pods never preempt
 
 
 # --------------------------------------------------------------------------- the rules

@@ -1,16 +1,20 @@
 """Kubernetes' own gangs (the Workload API) read into `GangSpec`.
 
-Two shapes, both alpha behind the GenericWorkload feature gate:
-- Kubernetes 1.36: a `scheduling.k8s.io/v1alpha2` PodGroup that pods join with
-  `spec.schedulingGroup.podGroupName`. `spec.schedulingPolicy` is `gang: {minCount: N}` (all or
-  nothing for N pods) or `basic: {}` (pods may start one by one: minimum 1; placement still keeps
-  them as close as room allows). `spec.schedulingConstraints.topology[0].key` names a node label:
-  every pod of the group goes on nodes sharing one value of it (`GangSpec.topology_key`; when the
-  key is not a layer of the cluster's topology tree, placement builds the domains from the label
-  itself, see `placement/constraints.py`). `disruptionMode: PodGroup` means no member is ever
-  preempted alone. `resourceClaims` (DRA) and the group's `priorityClassName` / `priority` are read
-  but not implemented: each pod's own priority orders and preempts, as for every dialect but Volcano and KAI
-  (whose PodGroup's class is the job's priority: `ClusterState.job_priority`).
+Two shapes:
+- Kubernetes 1.36 and 1.37: a `scheduling.k8s.io` PodGroup that pods join with
+  `spec.schedulingGroup.podGroupName`, at v1beta1 or v1alpha3 (1.37) or v1alpha2 (1.36; one type reads
+  the three, `events.objects.KubePodGroupSpec`). `spec.schedulingPolicy` is `gang: {minCount: N}` (all
+  or nothing for N pods; 1.37 lets N change, and the new N counts from the next attempt on) or
+  `basic: {}` (pods may start one by one: minimum 1; placement still keeps them as close as room allows).
+  `spec.schedulingConstraints.topology[0].key` names a node label: every pod of the group goes on nodes
+  sharing one value of it (`GangSpec.topology_key`; when the key is not a layer of the cluster's
+  topology tree, placement builds the domains from the label itself, see `placement/constraints.py`).
+  `disruptionMode` PodGroup (v1alpha2) or `all: {}` (1.37) means no member is ever preempted alone.
+  `spec.priority` (the Priority admission controller resolves `priorityClassName` into it; else the
+  class's value) is the priority of every pod of the group, as workload-aware preemption takes it
+  (`ClusterState.job_priority`), and `preemptionPolicy: Never` keeps the group from preempting.
+  `resourceClaims` (DRA) and `parentCompositePodGroupName` (1.37's alpha CompositePodGroup) are read
+  but not implemented: each is reported, and the PodGroup is a gang of its own.
 - Kubernetes 1.35: a `scheduling.k8s.io/v1alpha1` Workload whose `spec.podGroups[]` carry a
   `policy` of the same form; pods join with `spec.workloadRef` (`name`, `podGroup`,
   `podGroupReplicaKey`), and each replica key is a gang of its own (`state/pod_gangs.py` keys them).
@@ -23,11 +27,14 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from events.objects import KubePodGroup, SchedulingPolicy, Workload
+from events.objects import DisruptionModeChoice, KubePodGroup, SchedulingPolicy, Workload
 from state.gangs import KUBE_POD_GROUP_PROBLEM, KUBERNETES, UNSUPPORTED_FIELD, WORKLOAD_PROBLEM, GangSpec, Problem
 
 DISRUPT_POD = "Pod"
 DISRUPT_POD_GROUP = "PodGroup"
+PREEMPTION_NEVER = "Never"
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+MAX_PRIORITY = 2**31 - 1  # an int32, as the API server keeps it (a scenario or log may say anything)
 
 
 def _min_count(policy: SchedulingPolicy, kind: str, key: str, field: str, problems: list[Problem]) -> int:
@@ -63,20 +70,45 @@ def kube_pod_group_spec(group: KubePodGroup, key: str) -> tuple[GangSpec, list[P
                                         f"({topology_key!r}); {constraint.key!r} is ignored"))
             else:
                 topology_key = constraint.key
-    mode = spec.disruption_mode or DISRUPT_POD
-    if mode not in (DISRUPT_POD, DISRUPT_POD_GROUP):
-        problems.append(Problem(kind, key, "spec.disruptionMode", f"{mode!r} is not Pod or PodGroup; Pod"))
-        mode = DISRUPT_POD
+    whole = _disrupts_whole(spec.disruption_mode, kind, key, problems)
     if spec.resource_claims:
         problems.append(Problem(kind, key, "spec.resourceClaims", "is read but not implemented: dynamic resource "
                                 "allocation is not considered", reason=UNSUPPORTED_FIELD))
-    if spec.priority_class_name or spec.priority is not None:
-        field = "spec.priorityClassName" if spec.priority_class_name else "spec.priority"
-        problems.append(Problem(kind, key, field, "is read but not used: each pod's own priority orders and "
-                                "preempts", reason=UNSUPPORTED_FIELD))
+    if spec.parent_composite_pod_group_name:
+        problems.append(Problem(kind, key, "spec.parentCompositePodGroupName",
+                                f"names CompositePodGroup {spec.parent_composite_pod_group_name!r}, which is read "
+                                "but not implemented: this PodGroup is a gang of its own, placed without the "
+                                "composite's minimum and topology", reason=UNSUPPORTED_FIELD))
+    never = spec.preemption_policy == PREEMPTION_NEVER
+    if spec.preemption_policy and not never and spec.preemption_policy != PREEMPT_LOWER_PRIORITY:
+        problems.append(Problem(kind, key, "spec.preemptionPolicy",
+                                f"{spec.preemption_policy!r} is not Never or PreemptLowerPriority; "
+                                "PreemptLowerPriority"))
+    priority = spec.priority
+    if priority is not None and not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
+        problems.append(Problem(kind, key, "spec.priority", f"{priority} is not an int32; ignored"))
+        priority = None
     return GangSpec(key=key, dialect=KUBERNETES, min_member=min_member, schedule_timeout_seconds=None,
-                    gang_group=(key,), topology_key=topology_key,
-                    disrupt_whole=mode == DISRUPT_POD_GROUP), problems
+                    gang_group=(key,), topology_key=topology_key, disrupt_whole=whole,
+                    priority_class_name=spec.priority_class_name, group_priority=priority,
+                    preempt_never=never), problems
+
+
+def _disrupts_whole(mode: str | DisruptionModeChoice, kind: str, key: str, problems: list[Problem]) -> bool:
+    """Whether `spec.disruptionMode` says the group is disrupted only whole: v1alpha2's string (Pod, PodGroup)
+    or 1.37's object (exactly one of `single: {}`, `all: {}`); unset is Pod / single."""
+    if isinstance(mode, DisruptionModeChoice):
+        if mode.single is not None and mode.all is not None:
+            problems.append(Problem(kind, key, "spec.disruptionMode", "sets both single and all; single"))
+            return False
+        if mode.single is None and mode.all is None:
+            problems.append(Problem(kind, key, "spec.disruptionMode", "sets neither single nor all; single"))
+            return False
+        return mode.all is not None
+    if mode not in ("", DISRUPT_POD, DISRUPT_POD_GROUP):
+        problems.append(Problem(kind, key, "spec.disruptionMode", f"{mode!r} is not Pod or PodGroup; Pod"))
+        return False
+    return mode == DISRUPT_POD_GROUP
 
 
 def workload_problems(workload: Workload, key: str) -> list[Problem]:

@@ -171,7 +171,7 @@ def _read(paths: Sequence[str]) -> _Documents:
                                                           f"{message} (the API server refuses it)"))
                                   for _, field, message in validate_placement_rules(spec if isinstance(spec, dict)
                                                                                     else {})]
-            decoded = decode_object(info, document)
+            decoded = decode_object(info, document, api_version)
             if isinstance(decoded, ObjectUndecodable):
                 field, _, message = decoded.problem.partition(": ")
                 docs.findings.append(Finding(source, Problem(

@@ -273,7 +273,9 @@ def object_of(state: ClusterState, problem: Problem) -> ObjectRef:
         return ObjectRef(key, SCHEDULER_PLUGINS_POD_GROUP_API, POD_GROUP_KIND, group.metadata.uid if group else "")
     if problem.kind == KUBE_POD_GROUP_PROBLEM:
         kube = state.kube_pod_groups.get(key)
-        return ObjectRef(key, KUBE_POD_GROUP_API, POD_GROUP_KIND, kube.metadata.uid if kube else "")
+        if kube is None:
+            return ObjectRef(key, KUBE_POD_GROUP_API, POD_GROUP_KIND, "")
+        return ObjectRef(key, kube.api_version, POD_GROUP_KIND, kube.metadata.uid)  # the version it is served at
     if problem.kind == KAI_POD_GROUP_PROBLEM:
         kai_group = state.kai_pod_groups.get(key)
         return ObjectRef(key, KAI_POD_GROUP_API, POD_GROUP_KIND, kai_group.metadata.uid if kai_group else "")

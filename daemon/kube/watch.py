@@ -18,7 +18,8 @@ Failure handling:
   (bookmarks keep it fresh); errors back off exponentially with jitter.
 - 404 on the list of a custom resource (CRD not installed): logged once, retried slowly, not fatal;
   the kind counts as synced so readiness does not wait for a CRD that may never come. A kind with
-  `older_api_versions` (Kueue's Topology: v1beta2, else v1beta1) is listed and watched at the first
+  `older_api_versions` (Kueue's Topology: v1beta2, else v1beta1; Kubernetes' PodGroup: v1beta1, else
+  v1alpha3, else v1alpha2) is listed and watched at the first
   version served; it is missing only when none is.
 - Lines of any length are read (a 1 MiB pod in one watch line is fine): the reader splits the byte
   stream itself instead of relying on a bounded readline.
@@ -196,13 +197,15 @@ class KindWatcher:
         one served (newest first): a cluster running an older release of the kind's project serves only an
         older version. CrdMissing when none is served."""
         versions = (self.info.api_version, *self.info.older_api_versions)
-        for api_version in (self.api_version, *(v for v in versions if v != self.api_version)):
+        listed_at = self.api_version
+        for api_version in (listed_at, *(v for v in versions if v != listed_at)):
+            self.api_version = api_version  # what the objects listed are decoded as (`_upsert_of`)
             try:
                 await self._relist_at(api_version)
             except CrdMissing:
                 continue
-            self.api_version = api_version
             return
+        self.api_version = listed_at
         raise CrdMissing(collection_path(self.info))
 
     async def _relist_at(self, api_version: str) -> None:
@@ -333,7 +336,7 @@ class KindWatcher:
     def _upsert_of(self, raw: bytes) -> tuple[Event, ObjectMeta | _IdentityMeta]:
         """The upsert of an object and its identity: read from the decoded object, so the JSON is walked once
         (a pod's is kilobytes), or, when it does not decode, by the identity decoder alone."""
-        decoded = decode_object(self.info, raw)
+        decoded = decode_object(self.info, raw, self.api_version)
         if isinstance(decoded, ObjectUndecodable):
             try:
                 return decoded, _identity_decoder.decode(raw).metadata

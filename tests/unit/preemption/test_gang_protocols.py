@@ -1,6 +1,7 @@
 """Preemption across gang protocols: Volcano's preemptable and task minimums, Kubernetes'
-disruptionMode, and a Kubernetes gang whose topology key is not a layer of the tree (upstream does
-not preempt for these; toposched does, by the same rules)."""
+disruptionMode, priority and preemptionPolicy (a PodGroup's, as 1.37's workload-aware preemption reads
+them), and a Kubernetes gang whose topology key is not a layer of the tree (upstream does not preempt for
+these; toposched does, by the same rules)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from events.ingest import kind_of, upsert_event
 from placement.gang import plan_gang
 from placement.plan import Unschedulable
 from preemption import NoPreemption, PreemptionPlan, plan_preemption
-from preemption.plan import SURPLUS
+from preemption.plan import NEVER_POLICY, SURPLUS
 from state.cluster import ClusterState
 
 
@@ -134,3 +135,55 @@ def test_kubernetes_gang_with_a_topology_key_outside_the_tree_preempts_inside_on
     racks = {state.nodes[a.node].labels["topology.example.com/rack"] for a in plan.nominations}
     assert len(racks) == 1
     assert plan.domain in ("r0", "r1")
+
+
+def kube_137_group(state: ClusterState, name: str, **spec: Any) -> None:
+    """A Kubernetes 1.37 PodGroup (scheduling.k8s.io/v1beta1), as its Priority admission leaves it."""
+    apply(state, {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                  "metadata": {"name": name, "namespace": "default"},
+                  "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}, **spec}})
+
+
+def test_disruption_mode_all_of_kubernetes_1_37_leaves_no_member_to_be_preempted_alone() -> None:
+    state = cluster(4)
+    kube_137_group(state, "job", disruptionMode={"all": {}}, workloadRef={"workloadName": "w", "templateName": "t"})
+    for i in range(4):
+        apply(state, a_pod(f"job-{i}", priority=1, node_name=f"n{i}", schedulingGroup={"podGroupName": "job"}))
+    high_gang(state, 1)
+    plan = preempt(state, "default/high")
+    assert isinstance(plan, PreemptionPlan) and len(plan.victims) == 4
+
+
+def test_a_pod_groups_priority_is_its_pods_priority_as_victims() -> None:
+    """Workload-aware preemption takes the PodGroup's priority for all its pods, whatever their own: pods at
+    2000 of a PodGroup at 5 are evicted for a job at 1000."""
+    state = cluster(2)
+    kube_137_group(state, "low", priority=5, priorityClassName="batch-low")
+    for i in range(2):
+        apply(state, a_pod(f"low-{i}", priority=2000, node_name=f"n{i}", schedulingGroup={"podGroupName": "low"}))
+    assert {state.pods[f"default/low-{i}"].priority for i in range(2)} == {5}
+    high_gang(state, 2)
+    plan = preempt(state, "default/high")
+    assert isinstance(plan, PreemptionPlan)
+    assert set(plan.victims) == {"default/low-0", "default/low-1"}
+
+
+def test_a_pod_groups_priority_is_its_pods_priority_as_preemptor() -> None:
+    state = cluster(1)
+    apply(state, a_pod("running", priority=500, node_name="n0"))
+    kube_137_group(state, "wants-room", priority=10)
+    apply(state, a_pod("worker", priority=1000, schedulingGroup={"podGroupName": "wants-room"}))
+    outcome = preempt(state, "default/wants-room")
+    assert isinstance(outcome, NoPreemption), outcome
+
+
+def test_a_pod_group_with_preemption_policy_never_waits_for_room() -> None:
+    state = cluster(1)
+    apply(state, a_pod("running", priority=1, node_name="n0"))
+    kube_137_group(state, "polite", priority=1000, preemptionPolicy="Never")
+    apply(state, a_pod("worker", priority=1000, schedulingGroup={"podGroupName": "polite"}))
+    outcome = preempt(state, "default/polite")
+    assert isinstance(outcome, NoPreemption) and outcome.kind == NEVER_POLICY
+    assert "PodGroup default/polite has preemptionPolicy Never" in outcome.reason
+    kube_137_group(state, "polite", priority=1000)  # a new object of that name, which may preempt
+    assert isinstance(preempt(state, "default/polite"), PreemptionPlan)

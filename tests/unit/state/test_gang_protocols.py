@@ -20,7 +20,7 @@ GPU_NODE: dict[str, Any] = {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia
 def event(manifest: dict[str, Any]) -> Event:
     info = kind_of(manifest["apiVersion"], manifest["kind"])
     assert info is not None, manifest
-    return upsert_event(info, manifest)
+    return upsert_event(info, manifest, manifest["apiVersion"])
 
 
 def pod(name: str, *, namespace: str = "default", labels: dict[str, str] | None = None,
@@ -207,13 +207,52 @@ def test_kubernetes_basic_policy_is_a_group_of_minimum_one() -> None:
 def test_kubernetes_pod_group_fields_read_but_not_implemented_are_said_so() -> None:
     state = fold(kube_pod_group("training-group", {
         "schedulingPolicy": {"gang": {"minCount": 2}}, "disruptionMode": "PodGroup",
-        "priorityClassName": "high",
-        "resourceClaims": [{"name": "pg-claim", "resourceClaimName": "my-pg-claim"}]}))
+        "resourceClaims": [{"name": "pg-claim", "resourceClaimName": "my-pg-claim"}]}),
+        {**kube_pod_group("member", {"schedulingPolicy": {"gang": {"minCount": 2}},
+                                     "parentCompositePodGroupName": "leader-workers"}),
+         "apiVersion": "scheduling.k8s.io/v1beta1"})
     spec = state.gangs["default/training-group"].spec
     assert spec is not None and spec.disrupt_whole
     found = {p.field: p for p in problems(state, "KubernetesPodGroup", "default/training-group")}
-    assert set(found) == {"spec.resourceClaims", "spec.priorityClassName"}
+    found.update({p.field: p for p in problems(state, "KubernetesPodGroup", "default/member")})
+    assert set(found) == {"spec.resourceClaims", "spec.parentCompositePodGroupName"}
     assert all(p.reason == "UnsupportedField" for p in found.values())
+    assert "CompositePodGroup 'leader-workers'" in found["spec.parentCompositePodGroupName"].message
+
+
+@pytest.mark.parametrize("api_version", ["scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1alpha3"])
+def test_kubernetes_1_37_pod_group_is_the_gang_its_1_36_form_is(api_version: str) -> None:
+    """1.37 wrote disruptionMode as an object and podGroupTemplateRef as workloadRef; the gang is the same."""
+    newer = fold({**kube_pod_group("example-podgroup", {
+        "schedulingPolicy": {"gang": {"minCount": 4}}, "disruptionMode": {"all": {}},
+        "workloadRef": {"workloadName": "training", "templateName": "workers"},
+        "schedulingConstraints": {"topology": [{"key": "topology.example.com/rack"}]}}), "apiVersion": api_version},
+        *(pod(f"worker-{i}", schedulingGroup={"podGroupName": "example-podgroup"}) for i in range(4)))
+    older = fold(kube_pod_group("example-podgroup", {
+        "schedulingPolicy": {"gang": {"minCount": 4}}, "disruptionMode": "PodGroup",
+        "podGroupTemplateRef": {"workload": {"workloadName": "training", "podGroupTemplateName": "workers"}},
+        "schedulingConstraints": {"topology": [{"key": "topology.example.com/rack"}]}}),
+        *(pod(f"worker-{i}", schedulingGroup={"podGroupName": "example-podgroup"}) for i in range(4)))
+    for state in (newer, older):
+        gang = state.gangs["default/example-podgroup"]
+        assert gang.spec is not None and gang.spec.min_member == 4 and gang.spec.disrupt_whole
+        assert gang.spec.topology_key == "topology.example.com/rack" and len(gang.members) == 4
+        assert not problems(state, "KubernetesPodGroup", "default/example-podgroup")
+    assert newer.kube_pod_groups["default/example-podgroup"].api_version == api_version
+
+
+@pytest.mark.parametrize(("mode", "why"), [
+    ({}, "sets neither single nor all; single"),
+    ({"single": {}, "all": {}}, "sets both single and all; single"),
+    ("Everything", "'Everything' is not Pod or PodGroup; Pod"),
+])
+def test_a_disruption_mode_the_api_server_refuses_is_reported_and_read_as_single(mode: Any, why: str) -> None:
+    state = fold({**kube_pod_group("g", {"schedulingPolicy": {"gang": {"minCount": 1}}, "disruptionMode": mode}),
+                  "apiVersion": "scheduling.k8s.io/v1beta1"})
+    spec = state.gangs["default/g"].spec
+    assert spec is not None and not spec.disrupt_whole
+    assert [(p.field, p.message) for p in problems(state, "KubernetesPodGroup", "default/g")] == [
+        ("spec.disruptionMode", why)]
 
 
 def workload(**groups: dict[str, Any]) -> dict[str, Any]:
@@ -318,3 +357,22 @@ def test_every_new_kind_survives_a_snapshot() -> None:
     restored = ClusterState.restore(state.snapshot())
     assert restored.canonical() == state.canonical()
     assert set(restored.label_trees) == {"rack"}
+
+
+def test_a_kubernetes_pod_groups_priority_is_every_members_priority() -> None:
+    """Workload-aware preemption's rule: the PodGroup's priority (admitted from its class) is its pods'."""
+    def group(**spec: Any) -> dict[str, Any]:
+        return {**kube_pod_group("g", {"schedulingPolicy": {"gang": {"minCount": 2}}, **spec}),
+                "apiVersion": "scheduling.k8s.io/v1beta1"}
+
+    members = [pod(f"w-{i}", schedulingGroup={"podGroupName": "g"}, priority=2000 + i) for i in range(2)]
+    state = fold(group(priority=7, priorityClassName="batch"), *members)
+    assert [state.pods[f"default/w-{i}"].priority for i in range(2)] == [7, 7]
+    assert [state.pods[f"default/w-{i}"].own_priority for i in range(2)] == [2000, 2001]
+    assert not problems(state, "KubernetesPodGroup", "default/g")  # the admitted value stands, class or not
+    state.apply(event({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                       "metadata": {"name": "batch"}, "value": 300}))
+    state.apply(event(group(priorityClassName="batch")))  # a 1.36 cluster without the priority admitted
+    assert [state.pods[f"default/w-{i}"].priority for i in range(2)] == [300, 300]
+    state.apply(event(group()))  # neither: each pod its own
+    assert [state.pods[f"default/w-{i}"].priority for i in range(2)] == [2000, 2001]
