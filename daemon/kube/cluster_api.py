@@ -109,6 +109,7 @@ API_CALLS: tuple[ApiCall, ...] = (
     ("scheduling.x-k8s.io", "podgroups", "", "patch"),
     ("scheduling.volcano.sh", "podgroups", "status", "patch"),
     ("scheduling.volcano.sh", "podgroups", "", "patch"),
+    ("scheduling.k8s.io", "podgroups", "status", "patch"),  # PodGroup[Initially]Scheduled, DisruptionTarget
     ("", "events", "", "create"),
     ("", "events", "", "patch"),
     ("scheduling.koordinator.sh", "clusternetworktopologies", "status", "patch"),  # status.detailStatus
@@ -126,6 +127,11 @@ API_CALLS: tuple[ApiCall, ...] = (
 
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+# A Kubernetes PodGroup's conditions (k8s.io/api scheduling): v1alpha2's, and 1.37's terminal one.
+KUBE_POD_GROUP_GROUP = "scheduling.k8s.io/"
+KUBE_SCHEDULED_CONDITION = "PodGroupScheduled"
+KUBE_INITIALLY_SCHEDULED_CONDITION = "PodGroupInitiallyScheduled"
+UNSCHEDULABLE = "Unschedulable"
 COMPONENT = "toposched"
 
 
@@ -517,24 +523,29 @@ class KubeClusterAPI:
         if target is None:
             return await self._report_objectless_gang(gang, phase, message)
         api_version = target.api_version
-        phases = _VOLCANO_PHASE if api_version == VOLCANO_POD_GROUP_API else _KOORDINATOR_PHASE
-        status: dict[str, Any] = {
-            "phase": phases[phase],
-            "conditions": [{
-                "type": _CONDITION_TYPE[phase], "status": "True", "reason": reason, "message": message[:1024],
-                "lastTransitionTime": _now(),
-            }],
-        }
-        if phase == "Scheduled" and self.state is not None and gang in self.state.gangs:
-            members = self.state.gangs[gang].members
-            pods = self.state.pods
-            status["scheduled"] = sum(1 for key in members if key in pods and pods[key].placed_node)
+        kube = api_version.startswith(KUBE_POD_GROUP_GROUP)
+        status: dict[str, Any] | None = None
+        if kube:
+            status = self._kube_pod_group_status(gang, api_version, phase, message)
+        elif target.status:
+            phases = _VOLCANO_PHASE if api_version == VOLCANO_POD_GROUP_API else _KOORDINATOR_PHASE
+            status = {
+                "phase": phases[phase],
+                "conditions": [{
+                    "type": _CONDITION_TYPE[phase], "status": "True", "reason": reason, "message": message[:1024],
+                    "lastTransitionTime": _now(),
+                }],
+            }
+            if phase == "Scheduled" and self.state is not None and gang in self.state.gangs:
+                members = self.state.gangs[gang].members
+                pods = self.state.pods
+                status["scheduled"] = sum(1 for key in members if key in pods and pods[key].placed_node)
         try:
             # After the Events recorded before it (its pods' Scheduled, Preempted): a report never
             # overtakes them.
             await self.events.drain()
-            if target.status:
-                await self._patch_status(api_version, "podgroups", gang, status)
+            if status is not None:
+                await self._patch_status(api_version, "podgroups", gang, status, object_fallback=not kube)
             await self.record_event(target.key, api_version, target.kind, target.uid,
                                     "Normal" if phase in ("Scheduled", "Preempted") else "Warning",
                                     _EVENT_REASON[phase], message)
@@ -542,6 +553,39 @@ class KubeClusterAPI:
             log.warning("gang.report_failed", gang=gang, phase=phase, error=str(error))
             return ApiOutcome(ok=False, reason=str(error), retriable=True)
         return OK
+
+    def _kube_pod_group_status(self, gang: str, api_version: str, phase: GangPhase,
+                               message: str) -> dict[str, Any] | None:
+        """A Kubernetes PodGroup's conditions as kube-scheduler keeps them: whether the group has been
+        scheduled (`PodGroupScheduled` at v1alpha2; 1.37's `PodGroupInitiallyScheduled`, which stays True
+        once True), False with reason `Unschedulable` while it waits, and `DisruptionTarget` (reason
+        `PreemptionByScheduler`) once preemption takes it. The other conditions are kept, and a condition's
+        transition time moves only when its status does. None: nothing to change."""
+        scheduled_type = (KUBE_SCHEDULED_CONDITION if api_version.endswith("/v1alpha2")
+                          else KUBE_INITIALLY_SCHEDULED_CONDITION)
+        group = self.state.kube_pod_groups.get(gang) if self.state is not None else None
+        current = {c.type: c for c in group.status.conditions} if group is not None else {}
+        if phase == "Preempted":
+            wanted = (DISRUPTION_TARGET, "True", PREEMPTION_BY_SCHEDULER)
+        elif phase == "Scheduled":
+            wanted = (scheduled_type, "True", SCHEDULED)
+        else:
+            held = current.get(scheduled_type)
+            if scheduled_type == KUBE_INITIALLY_SCHEDULED_CONDITION and held is not None and held.status == "True":
+                return None  # terminal: a group scheduled once stays so, even when its pods go
+            wanted = (scheduled_type, "False", UNSCHEDULABLE)
+        kind, value, why = wanted
+        text = message[:1024]
+        held = current.get(kind)
+        if held is not None and (held.status, held.reason, held.message) == (value, why, text):
+            return None
+        moved = held is None or held.status != value or not held.last_transition_time
+        condition = {"type": kind, "status": value, "reason": why, "message": text,
+                     "lastTransitionTime": _now() if moved or held is None else held.last_transition_time}
+        kept = [{"type": c.type, "status": c.status, "reason": c.reason, "message": c.message,
+                 "lastTransitionTime": c.last_transition_time}
+                for c in current.values() if c.type != kind and c.last_transition_time]
+        return {"conditions": [*kept, condition]}
 
     async def _report_objectless_gang(self, gang: str, phase: GangPhase, message: str) -> ApiOutcome:
         """A gang of pod annotations (Koordinator's, no PodGroup object): its Event goes on its first member
@@ -583,9 +627,11 @@ class KubeClusterAPI:
                     return condition.last_transition_time
         return _now()
 
-    async def _patch_status(self, api_version: str, plural: str, key: str, status: Mapping[str, Any]) -> None:
+    async def _patch_status(self, api_version: str, plural: str, key: str, status: Mapping[str, Any], *,
+                            object_fallback: bool = True) -> None:
         """Merge patch `status` through the status subresource, or of the object itself when its CRD
-        has none (a 404 that does not name the object); KubeApiError when the write failed."""
+        has none (a 404 that does not name the object; not for a built-in kind, `object_fallback` False,
+        which always has one); KubeApiError when the write failed."""
         name = key.rpartition("/")[2]
         group = api_version.rpartition("/")[0]
         base = _object_path(api_version, plural, key)
@@ -599,7 +645,7 @@ class KubeClusterAPI:
                 return
             details = decode_status(response.body).details
             object_missing = details is not None and details.name == name
-            if response.status != 404 or object_missing:
+            if response.status != 404 or object_missing or not object_fallback:
                 raise KubeApiError("PATCH", f"{group} {plural}/status", response.status, response.reason())
             self._status_subresource[kind] = False
         response = await self._write("patch", plural, "PATCH", base, body=body, content_type=MERGE_PATCH)

@@ -95,3 +95,36 @@ async def test_a_cluster_without_the_workload_api_is_fine(tmp_path: Path) -> Non
                 cluster.faults.remove(rule)
             await wait_until(lambda: not any(w.missing_crd for w in watchers.watchers), within=5,
                              what="the Workload API picked up")
+
+
+def pod_group_conditions(cluster: DevCluster, api_version: str, name: str) -> dict[str, dict[str, Any]]:
+    group = cluster.store.get(f"{api_version}/PodGroup", name, NAMESPACE)
+    return {c["type"]: c for c in group.get("status", {}).get("conditions", [])}
+
+
+async def test_a_kubernetes_pod_group_says_whether_it_is_scheduled_as_kube_scheduler_does(tmp_path: Path) -> None:
+    """v1alpha2 (1.36): PodGroupScheduled, False with reason Unschedulable while the gang cannot fit, True
+    once bound."""
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(2))
+        async with daemons(cluster, tmp_path):
+            group = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+                     "metadata": {"name": "three", "namespace": NAMESPACE},
+                     "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}}
+            job = [group, *(member(f"three-{i}", schedulingGroup={"podGroupName": "three"}) for i in range(3))]
+            cluster.load_objects(job)
+
+            def scheduled() -> dict[str, Any]:
+                return pod_group_conditions(cluster, "scheduling.k8s.io/v1alpha2", "three").get(
+                    "PodGroupScheduled", {})
+
+            await wait_until(lambda: scheduled().get("status") == "False", what="PodGroupScheduled False")
+            waiting = scheduled()
+            assert waiting["reason"] == "Unschedulable" and "three" in waiting["message"]
+            assert waiting["lastTransitionTime"]
+            cluster.load_objects(nodes(4)[2:])
+            await wait_until(lambda: bound_count(cluster, pod_names(job)) == 3, what="the gang bound")
+            await wait_until(lambda: scheduled().get("status") == "True", what="PodGroupScheduled True")
+            assert scheduled()["reason"] == "Scheduled"
+            assert "PodGroupInitiallyScheduled" not in pod_group_conditions(
+                cluster, "scheduling.k8s.io/v1alpha2", "three")

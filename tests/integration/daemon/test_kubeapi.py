@@ -6,7 +6,9 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
 from daemon.config import decode_config
@@ -15,6 +17,8 @@ from daemon.kube.cluster_api import API_CALLS, COMPONENT, KubeClusterAPI
 from daemon.kube.event_recorder import EventRecorder
 from daemon.kube.leader import AlwaysOpen, WriteGate
 from devcluster.cluster import DevCluster
+from events.ingest import kind_of, upsert_event
+from state.cluster import ClusterState
 from tests.integration.daemon.harness import config_for, nodes, pod
 
 
@@ -215,3 +219,41 @@ async def test_a_victim_whose_disruption_budget_refuses_its_eviction_is_deleted_
             writes = [(record.method, record.path.rsplit("/", 1)[-1], record.status)
                       for record in cluster.audit.since()]
             assert writes == [("POST", "eviction", refused), ("DELETE", "victim", 200)]
+
+
+async def test_a_kubernetes_pod_groups_conditions_keep_each_other_and_their_transition_times(tmp_path: Path) -> None:
+    """report_gang on a scheduling.k8s.io PodGroup: DisruptionTarget when preempted, PodGroupScheduled False
+    while it waits; each write keeps the other condition, and an unchanged status keeps its time."""
+    group = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+             "metadata": {"name": "job", "namespace": "default"},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}}}
+    async with DevCluster(kubelet=False) as cluster:
+        cluster.load_objects([group])
+        async with adapter(cluster, tmp_path) as api:
+            state = ClusterState()
+            api.state = state
+
+            def refold() -> dict[str, dict[str, Any]]:
+                stored = cluster.store.get("scheduling.k8s.io/v1alpha2/PodGroup", "job", "default")
+                info = kind_of("scheduling.k8s.io/v1alpha2", "PodGroup")
+                assert info is not None
+                state.apply(upsert_event(info, stored, "scheduling.k8s.io/v1alpha2"))
+                return {c["type"]: c for c in stored.get("status", {}).get("conditions", [])}
+
+            refold()
+            assert (await api.report_gang("default/job", "Preempted", "Preempted", "evicted for default/high")).ok
+            first = refold()["DisruptionTarget"]
+            assert (first["status"], first["reason"]) == ("True", "PreemptionByScheduler")
+            assert (await api.report_gang("default/job", "Pending", "Unschedulable", "0/4 nodes fit")).ok
+            conditions = refold()
+            assert conditions["DisruptionTarget"] == first
+            waiting = conditions["PodGroupScheduled"]
+            assert (waiting["status"], waiting["reason"], waiting["message"]) == ("False", "Unschedulable",
+                                                                                 "0/4 nodes fit")
+            await anyio.sleep(1.1)  # a later second: a moved status would show a later time
+            assert (await api.report_gang("default/job", "Pending", "Unschedulable", "1/4 nodes fit")).ok
+            again = refold()["PodGroupScheduled"]
+            assert again["message"] == "1/4 nodes fit" and again["lastTransitionTime"] == waiting["lastTransitionTime"]
+            assert (await api.report_gang("default/job", "Scheduled", "Scheduled", "bound")).ok
+            done = refold()["PodGroupScheduled"]
+            assert done["status"] == "True" and done["lastTransitionTime"] > waiting["lastTransitionTime"]
