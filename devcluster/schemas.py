@@ -237,13 +237,28 @@ _POD_GROUP_STATUS = _object({
 _TOPOLOGY_INFO = _object({"topologyLayer": _string(), "topologyName": _string()})
 _ELASTIC_QUOTA_SPEC = _object({"min": _quantities(), "max": _quantities()})
 
-# scheduling.k8s.io's gang API (k8s.io/api/scheduling v1alpha1 for 1.35, v1alpha2 for 1.36).
+# scheduling.k8s.io's gang API (k8s.io/api/scheduling v1alpha1 for 1.35, v1alpha2 for 1.36, v1beta1 and v1alpha3
+# for 1.37).
 _GANG_POLICY = _object({"basic": _object({}), "gang": _object({"minCount": _integer()}, ("minCount",))})
 _METAV1_CONDITION = _object({
     "type": _string(), "status": _string(), "observedGeneration": _integer(), "lastTransitionTime": _time(),
     "reason": _string(), "message": _string(),
 }, ("type", "status", "lastTransitionTime", "reason", "message"))
 _TYPED_LOCAL_REFERENCE = _object({"apiGroup": _string(), "kind": _string(), "name": _string()}, ("kind", "name"))
+# The PodGroup fields of 1.36 (v1alpha2) kept by 1.37 (v1beta1, v1alpha3).
+_POD_GROUP_SPEC_COMMON: dict[str, Schema] = {
+    "schedulingPolicy": _GANG_POLICY,
+    "schedulingConstraints": _object({"topology": _array(_object({"key": _string()}, ("key",)))}),
+    "priorityClassName": _string(),
+    "priority": {"type": "integer", "format": "int32"},
+    "resourceClaims": _array(_object({
+        "name": _string(), "resourceClaimName": _string(), "resourceClaimTemplateName": _string(),
+    }, ("name",)), "name"),
+}
+_POD_GROUP_STATUS_1_36 = _object({
+    "conditions": _array(_METAV1_CONDITION, "type"),
+    "resourceClaimStatuses": _array(_object({"name": _string(), "resourceClaimName": _string()}), "name"),
+})
 
 
 def _top(extra: dict[str, Schema], required: tuple[str, ...] = ()) -> Schema:
@@ -370,17 +385,22 @@ KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
             "podGroupTemplateRef": _object({"workload": _object({
                 "workloadName": _string(), "podGroupTemplateName": _string()},
                 ("workloadName", "podGroupTemplateName"))}),
-            "schedulingPolicy": _GANG_POLICY,
-            "schedulingConstraints": _object({"topology": _array(_object({"key": _string()}, ("key",)))}),
-            "resourceClaims": _array(_object({
-                "name": _string(), "resourceClaimName": _string(), "resourceClaimTemplateName": _string(),
-            }, ("name",)), "name"),
+            **_POD_GROUP_SPEC_COMMON,
+            "disruptionMode": _string(),
         }, ("schedulingPolicy",)),
-        "status": _object({
-            "conditions": _array(_METAV1_CONDITION, "type"),
-            "resourceClaimStatuses": _array(_object({"name": _string(), "resourceClaimName": _string()}), "name"),
-        }),
+        "status": _POD_GROUP_STATUS_1_36,
     }, ("spec",))),
+    **{(f"scheduling.k8s.io/{version}", "PodGroup"): (f"io.k8s.api.scheduling.{version}.PodGroup", _top({
+        "spec": _object({
+            "workloadRef": _object({"workloadName": _string(), "templateName": _string()},
+                                   ("workloadName", "templateName")),
+            **_POD_GROUP_SPEC_COMMON,
+            "disruptionMode": _object({"single": _object({}), "all": _object({})}),
+            "parentCompositePodGroupName": _string(),
+            "preemptionPolicy": _string(),
+        }, ("schedulingPolicy",)),
+        "status": _POD_GROUP_STATUS_1_36,
+    }, ("spec",))) for version in ("v1beta1", "v1alpha3")},
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): ("sh.volcano.scheduling.v1beta1.PodGroup", _top({
         "spec": _object({
             "minMember": _integer(), "minTaskMember": _map(_integer()), "queue": _string(),

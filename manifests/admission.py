@@ -8,7 +8,8 @@ A create runs, in the order kube-apiserver runs them:
      `spec.priority` and `spec.preemptionPolicy`; no class named means the globalDefault class
      (lowest value if several) and its name is written into the pod, or priority 0 and
      PreemptLowerPriority when there is none; an unknown class, or a priority/preemptionPolicy
-     written in the pod that differs from the class's, is 403 Forbidden;
+     written in the pod that differs from the class's, is 403 Forbidden. The same for a Workload API
+     PodGroup (`PRIORITY_ADMITTED`: 1.36's v1alpha2 gets no preemptionPolicy);
    - DefaultTolerationSeconds: pods that do not tolerate `node.kubernetes.io/not-ready` /
      `unreachable` NoExecute taints get tolerations for 300 seconds;
    - the pod strategy's MatchLabelKeysInPodAffinity and MatchLabelKeysInPodTopologySpreadSelectorMerge
@@ -97,15 +98,29 @@ def global_default(classes: PriorityClasses) -> Obj | None:
     return found
 
 
-def resolve_priority(pod: Obj, classes: PriorityClasses) -> Obj:
-    """The Priority admission plugin on a pod create; Rejected(403) as the plugin refuses."""
-    spec = _dict(pod.get("spec"))
+# The objects the Priority plugin admits besides pods: the Workload API's PodGroup, whose spec carries a
+# priorityClassName from 1.36 (v1alpha2: priority only) and a preemptionPolicy from 1.37 (v1alpha3, v1beta1).
+# (api_version, kind) -> (plural, group, whether the plugin writes spec.preemptionPolicy)
+PRIORITY_ADMITTED: dict[tuple[str, str], tuple[str, str, bool]] = {
+    ("v1", "Pod"): ("pods", "", True),
+    ("scheduling.k8s.io/v1alpha2", "PodGroup"): ("podgroups", "scheduling.k8s.io", False),
+    ("scheduling.k8s.io/v1alpha3", "PodGroup"): ("podgroups", "scheduling.k8s.io", True),
+    ("scheduling.k8s.io/v1beta1", "PodGroup"): ("podgroups", "scheduling.k8s.io", True),
+}
+
+
+def resolve_priority(obj: Obj, classes: PriorityClasses, api_version: str = "v1", kind: str = "Pod") -> Obj:
+    """The Priority admission plugin on a create of a pod (or another kind of `PRIORITY_ADMITTED`);
+    Rejected(403) as the plugin refuses."""
+    plural, group, with_policy = PRIORITY_ADMITTED[(api_version, kind)]
+    where = "pod spec" if kind == "Pod" else f"{kind} spec"
+    spec = _dict(obj.get("spec"))
     class_name = spec.get("priorityClassName") or ""
-    name = _name(pod)
+    name = _name(obj)
     if class_name:
         chosen = classes.get(str(class_name))
         if chosen is None:
-            raise forbidden("pods", "", name, f"no PriorityClass with name {class_name} was found")
+            raise forbidden(plural, group, name, f"no PriorityClass with name {class_name} was found")
         priority, policy = int(chosen.get("value", 0)), chosen.get("preemptionPolicy")
     else:
         chosen = global_default(classes)
@@ -116,20 +131,20 @@ def resolve_priority(pod: Obj, classes: PriorityClasses) -> Obj:
             priority, policy = 0, "PreemptLowerPriority"
     written = spec.get("priority")
     if written is not None and written != priority:
-        raise forbidden("pods", "", name, f"the integer value of priority ({written}) must not be provided in pod "
-                                          f"spec; priority admission controller computed {priority} from the given "
-                                          "PriorityClass name")
+        raise forbidden(plural, group, name, f"the integer value of priority ({written}) must not be provided in "
+                                             f"{where}; priority admission controller computed {priority} from the "
+                                             "given PriorityClass name")
     new_spec = {**spec, "priority": priority}
     if class_name:
         new_spec["priorityClassName"] = class_name
-    if policy:
+    if policy and with_policy:
         written_policy = spec.get("preemptionPolicy")
         if written_policy and written_policy != policy:
-            raise forbidden("pods", "", name, f"the string value of PreemptionPolicy ({written_policy}) must not be "
-                                              f"provided in pod spec; priority admission controller computed {policy} "
-                                              "from the given PriorityClass name")
+            raise forbidden(plural, group, name, f"the string value of PreemptionPolicy ({written_policy}) must not "
+                                                 f"be provided in {where}; priority admission controller computed "
+                                                 f"{policy} from the given PriorityClass name")
         new_spec["preemptionPolicy"] = policy
-    return {**pod, "spec": new_spec}
+    return {**obj, "spec": new_spec}
 
 
 def _tolerates(tolerations: list[Any], key: str) -> bool:
@@ -248,6 +263,8 @@ def admit_create(api_version: str, kind: str, obj: Obj, classes: PriorityClasses
     obj = decode(api_version, kind, obj)
     if (api_version, kind) == ("v1", "Pod"):
         obj = merge_label_keys(default_toleration_seconds(resolve_priority(obj, classes)))
+    elif (api_version, kind) in PRIORITY_ADMITTED:
+        obj = resolve_priority(obj, classes, api_version, kind)
     elif (api_version, kind) == ("scheduling.k8s.io/v1", "PriorityClass"):
         check_single_default(obj, classes)
     causes = validate(api_version, kind, obj)
@@ -322,7 +339,14 @@ def load_object(api_version: str, kind: str, obj: Obj, classes: PriorityClasses,
     `memo` (pods only) remembers specs already loaded against the same `classes` (`SpecMemo`)."""
     if (api_version, kind) != ("v1", "Pod"):
         obj = decode(api_version, kind, obj)
-        return Loaded(obj, _refusals(validate(api_version, kind, obj)))
+        warnings: list[str] = []
+        spec = _dict(obj.get("spec"))
+        if (api_version, kind) in PRIORITY_ADMITTED and (spec.get("priority") is None or spec.get("priorityClassName")):
+            try:
+                obj = resolve_priority(obj, classes, api_version, kind)
+            except Rejected as refusal:
+                warnings.append(f"a real API server refuses it: {refusal.message.partition(': ')[2]}")
+        return Loaded(obj, warnings + _refusals(validate(api_version, kind, obj)))
     raw = obj.get("spec")
     if needs_label_keys_merged(raw):  # the stored spec depends on the pod's labels
         memo = None

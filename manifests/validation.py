@@ -19,7 +19,8 @@ its words, so that a manifest devcluster refuses is one a real cluster refuses, 
 - PriorityClass: user classes at most 1e9, `system-` names reserved, value and preemptionPolicy
   immutable.
 - Workload (scheduling.k8s.io/v1alpha1, Kubernetes 1.35) and PodGroup (scheduling.k8s.io/v1alpha2,
-  1.36): as `pkg/apis/scheduling/validation` and the types' declarative tags say.
+  1.36; v1beta1 and v1alpha3, 1.37): as `pkg/apis/scheduling/validation` and the types' declarative
+  tags say. A 1.36 PodGroup's spec is immutable; a 1.37 one's but for its gang's minCount.
 
 `validate(api_version, kind, obj, old)` returns causes `(reason, field, message)` in the form of a
 Status's `details.causes`; empty means valid. Pure: no I/O, nothing of ours imported but
@@ -536,16 +537,24 @@ def _system_class_error(name: str, value: Any) -> str:
 # --------------------------------------------------------------------------- the Workload API
 
 
-def _gang_policy(policy: Obj, field: str) -> list[Cause]:
-    chosen = [f"`{name}`" for name in ("basic", "gang") if policy.get(name) is not None]
+def _one_of(union: Obj, members: tuple[str, ...], field: str) -> list[Cause]:
+    """A union of object members (`basic` / `gang`, `single` / `all`): exactly one set, as the declarative
+    `+union` validation words it."""
+    listed = ", ".join(f"`{name}`" for name in members)
+    chosen = [f"`{name}`" for name in members if union.get(name) is not None]
     if not chosen:
-        return [invalid(field, "", "must specify one of: `basic`, `gang`")]
+        return [invalid(field, "", f"must specify one of: {listed}")]
     if len(chosen) > 1:
         return [invalid(field, "{" + ", ".join(chosen) + "}",
-                        "exactly one of `basic`, `gang` is required, but multiple fields are set")]
+                        f"exactly one of {listed} is required, but multiple fields are set")]
+    return []
+
+
+def _gang_policy(policy: Obj, field: str) -> list[Cause]:
+    causes = _one_of(policy, ("basic", "gang"), field)
     gang = policy.get("gang")
-    if not isinstance(gang, dict):
-        return []
+    if causes or not isinstance(gang, dict):
+        return causes
     count = gang.get("minCount")
     if not count:
         return [required(f"{field}.gang.minCount")]
@@ -585,8 +594,48 @@ def _workload(obj: Obj, old: Obj | None) -> list[Cause]:
     return causes
 
 
+def _names(ref: Obj, checks: tuple[tuple[str, Callable[[str], tuple[str, ...]]], ...], where: str) -> list[Cause]:
+    """Required names of a reference, each checked (DNS subdomain, DNS label)."""
+    causes: list[Cause] = []
+    for key, check in checks:
+        value = ref.get(key)
+        if not value:
+            causes.append(required(f"{where}.{key}"))
+        else:
+            causes += [invalid(f"{where}.{key}", value, p) for p in check(str(value))]
+    return causes
+
+
+def _topology_constraints(spec: Obj) -> list[Cause]:
+    """spec.schedulingConstraints.topology: at most one item, its key a qualified name (label key)."""
+    constraints = spec.get("schedulingConstraints")
+    topology = constraints.get("topology") if isinstance(constraints, dict) else None
+    if not isinstance(topology, list):
+        return []
+    causes: list[Cause] = []
+    if len(topology) > 1:
+        causes.append(("FieldValueTooMany", "spec.schedulingConstraints.topology",
+                       f"Too many: {len(topology)}: must have at most 1 item"))
+    for index, constraint in enumerate(topology):
+        where = f"spec.schedulingConstraints.topology[{index}].key"
+        topology_key = _dict(constraint).get("key")
+        if not topology_key:
+            causes.append(required(where))
+        else:
+            causes += [invalid(where, topology_key, p) for p in qualified_name_problems(str(topology_key))]
+    return causes
+
+
+def _immutable_fields(spec: Obj, old_spec: Obj, names: tuple[str, ...]) -> list[Cause]:
+    return [immutable(f"spec.{name}", spec.get(name)) for name in names if spec.get(name) != old_spec.get(name)]
+
+
+POD_GROUP_DISRUPTION_MODES = ("Pod", "PodGroup")  # v1alpha2's strings
+
+
 def _pod_group_v1alpha2(obj: Obj, old: Obj | None) -> list[Cause]:
-    """scheduling.k8s.io/v1alpha2 PodGroup (Kubernetes 1.36): the runtime group pods join by name."""
+    """scheduling.k8s.io/v1alpha2 PodGroup (Kubernetes 1.36): the runtime group pods join by name. Its spec is
+    immutable, the gang's minCount included."""
     spec = _dict(obj.get("spec"))
     causes = _gang_policy(_dict(spec.get("schedulingPolicy")), "spec.schedulingPolicy")
     ref = spec.get("podGroupTemplateRef")
@@ -595,32 +644,49 @@ def _pod_group_v1alpha2(obj: Obj, old: Obj | None) -> list[Cause]:
         if not isinstance(workload, dict):
             causes.append(invalid("spec.podGroupTemplateRef", "", "must specify one of: `workload`"))
         else:
-            for key, check in (("workloadName", dns_subdomain_problems), ("podGroupTemplateName", dns_label_problems)):
-                value = workload.get(key)
-                where = f"spec.podGroupTemplateRef.workload.{key}"
-                if not value:
-                    causes.append(required(where))
-                else:
-                    causes += [invalid(where, value, p) for p in check(str(value))]
-    constraints = spec.get("schedulingConstraints")
-    if isinstance(constraints, dict):
-        topology = constraints.get("topology")
-        if isinstance(topology, list):
-            if len(topology) > 1:
-                causes.append(("FieldValueTooMany", "spec.schedulingConstraints.topology",
-                               f"Too many: {len(topology)}: must have at most 1 item"))
-            for index, constraint in enumerate(topology):
-                where = f"spec.schedulingConstraints.topology[{index}].key"
-                topology_key = _dict(constraint).get("key")
-                if not topology_key:
-                    causes.append(required(where))
-                else:
-                    causes += [invalid(where, topology_key, p) for p in qualified_name_problems(str(topology_key))]
+            causes += _names(workload, (("workloadName", dns_subdomain_problems),
+                                        ("podGroupTemplateName", dns_label_problems)),
+                             "spec.podGroupTemplateRef.workload")
+    causes += _topology_constraints(spec)
+    mode = spec.get("disruptionMode")
+    if mode is not None and mode not in POD_GROUP_DISRUPTION_MODES:
+        causes.append(not_supported("spec.disruptionMode", mode, POD_GROUP_DISRUPTION_MODES))
+    if old is not None:
+        causes += _immutable_fields(spec, _dict(old.get("spec")), (
+            "podGroupTemplateRef", "schedulingPolicy", "schedulingConstraints", "disruptionMode", "priorityClassName",
+            "priority", "resourceClaims"))
+    return causes
+
+
+# Every spec field of a 1.37 PodGroup but schedulingPolicy, which is immutable but for its gang's minCount.
+_POD_GROUP_IMMUTABLE = ("schedulingConstraints", "disruptionMode", "workloadRef", "parentCompositePodGroupName",
+                        "priorityClassName", "priority", "preemptionPolicy", "resourceClaims")
+
+
+def _pod_group_v1beta1(obj: Obj, old: Obj | None) -> list[Cause]:
+    """scheduling.k8s.io/v1beta1 and v1alpha3 PodGroup (Kubernetes 1.37): disruptionMode an object union,
+    workloadRef for v1alpha2's podGroupTemplateRef, and a gang's minCount mutable (workload scaling) while
+    the policy stays basic or gang as created."""
+    spec = _dict(obj.get("spec"))
+    causes = _gang_policy(_dict(spec.get("schedulingPolicy")), "spec.schedulingPolicy")
+    mode = spec.get("disruptionMode")
+    if mode is not None:
+        causes += _one_of(_dict(mode), ("single", "all"), "spec.disruptionMode")
+    ref = spec.get("workloadRef")
+    if isinstance(ref, dict):
+        causes += _names(ref, (("workloadName", dns_subdomain_problems), ("templateName", dns_label_problems)),
+                         "spec.workloadRef")
+    causes += _topology_constraints(spec)
+    policy = spec.get("preemptionPolicy")
+    if policy is not None and policy not in PREEMPTION_POLICIES:
+        causes.append(not_supported("spec.preemptionPolicy", policy, PREEMPTION_POLICIES))
     if old is not None:
         old_spec = _dict(old.get("spec"))
-        for name in ("podGroupTemplateRef", "schedulingPolicy", "schedulingConstraints"):
-            if spec.get(name) != old_spec.get(name):
-                causes.append(immutable(f"spec.{name}", spec.get(name)))
+        new_policy, old_policy = _dict(spec.get("schedulingPolicy")), _dict(old_spec.get("schedulingPolicy"))
+        kinds = [sorted(k for k in ("basic", "gang") if p.get(k) is not None) for p in (new_policy, old_policy)]
+        if kinds[0] != kinds[1] or new_policy.get("basic") != old_policy.get("basic"):
+            causes.append(immutable("spec.schedulingPolicy", spec.get("schedulingPolicy")))
+        causes += _immutable_fields(spec, old_spec, _POD_GROUP_IMMUTABLE)
     return causes
 
 
@@ -629,6 +695,8 @@ _RULES: dict[tuple[str, str], Callable[[Obj, Obj | None], list[Cause]]] = {
     ("scheduling.k8s.io/v1", "PriorityClass"): _priority_class,
     ("scheduling.k8s.io/v1alpha1", "Workload"): _workload,
     ("scheduling.k8s.io/v1alpha2", "PodGroup"): _pod_group_v1alpha2,
+    ("scheduling.k8s.io/v1alpha3", "PodGroup"): _pod_group_v1beta1,
+    ("scheduling.k8s.io/v1beta1", "PodGroup"): _pod_group_v1beta1,
 }
 
 
