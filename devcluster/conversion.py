@@ -1,22 +1,41 @@
-"""Conversion between a stored resource and another API version that views the same objects.
+"""Conversion between a stored resource and the other API versions that view the same objects.
 
-`events.k8s.io/v1` Events are the core `v1` Events seen through other field names, as on a real
-cluster: an event written through either API is listed, watched and described through both. The
-store keeps the core form; this module renames fields on the way in and out (the rules of
-k8s.io/kubernetes pkg/apis/events/v1 conversion: regarding = involvedObject, note = message,
-reportingController = reportingComponent, deprecatedSource/FirstTimestamp/LastTimestamp/Count =
-source/firstTimestamp/lastTimestamp/count).
+A real API server keeps one object per name and serves it at every version of its resource (and, for
+Events, under a second group), converting on the way in and out. devcluster does the same for the rows of
+`resources.RESOURCES` with a `stored_as`: the store keeps the storage form, and this module converts, one
+pair of functions per viewing (apiVersion, kind):
+
+- `events.k8s.io/v1` Event over core `v1` Event (k8s.io/kubernetes pkg/apis/events/v1 conversion:
+  regarding = involvedObject, note = message, reportingController = reportingComponent,
+  deprecatedSource/FirstTimestamp/LastTimestamp/Count = source/firstTimestamp/lastTimestamp/count);
+- `scheduling.k8s.io/v1alpha2` (1.36) and `v1alpha3` (1.37) PodGroup over `v1beta1` (1.37): v1alpha3 has
+  v1beta1's fields; v1alpha2 writes disruptionMode as a string ("Pod" = {single: {}}, "PodGroup" =
+  {all: {}}) and the workload reference as podGroupTemplateRef.workload.{workloadName,
+  podGroupTemplateName} (= workloadRef.{workloadName, templateName}), and has no
+  parentCompositePodGroupName nor preemptionPolicy: an object read through it does not show them, and a
+  write through it keeps the stored ones.
 
 Pure: returns new dicts, never mutates its input.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from devcluster.resources import ResourceDef
 
 Obj = dict[str, Any]
+
+
+class Conversion(NamedTuple):
+    """How one viewing version reads and writes the stored objects (apiVersion and kind set by the caller)."""
+
+    to_view: Callable[[Obj], Obj]  # stored -> view
+    to_storage: Callable[[Obj, Obj | None], Obj]  # (view, the stored object it replaces, if any) -> stored
+
+
+# --------------------------------------------------------------------------- events.k8s.io/v1 Event
 
 # (core v1 field, events.k8s.io/v1 field)
 _EVENT_FIELDS = (
@@ -32,21 +51,98 @@ _CORE_NAMES = frozenset(core for core, _ in _EVENT_FIELDS)
 _VIEW_NAMES = frozenset(view for _, view in _EVENT_FIELDS)
 
 
-def to_view(resource: ResourceDef, stored: Obj) -> Obj:
-    """A stored (core v1) object as `resource` presents it."""
+def _event_view(stored: Obj) -> Obj:
     view = {k: v for k, v in stored.items() if k not in _CORE_NAMES}
     for core, name in _EVENT_FIELDS:
         if core in stored:
             view[name] = stored[core]
-    view["apiVersion"], view["kind"] = resource.api_version, resource.kind
     return view
 
 
-def to_storage(storage: ResourceDef, view: Obj) -> Obj:
-    """An object written through a view resource, in the stored (core v1) form."""
+def _event_storage(view: Obj, _: Obj | None) -> Obj:
     stored = {k: v for k, v in view.items() if k not in _VIEW_NAMES}
     for core, name in _EVENT_FIELDS:
         if name in view:
             stored[core] = view[name]
-    stored["apiVersion"], stored["kind"] = storage.api_version, storage.kind
     return stored
+
+
+# --------------------------------------------------------------------------- scheduling.k8s.io PodGroup
+
+_DISRUPTION_MODES = (("Pod", "single"), ("PodGroup", "all"))  # (v1alpha2 string, v1beta1 union member)
+_WORKLOAD_NAMES = (("workloadName", "workloadName"), ("podGroupTemplateName", "templateName"))  # (v1alpha2, v1beta1)
+_NEWER_ONLY = ("parentCompositePodGroupName", "preemptionPolicy")  # not in v1alpha2
+
+
+def _dict(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
+def _pod_group_v1alpha2_view(stored: Obj) -> Obj:
+    spec = stored.get("spec")
+    if not isinstance(spec, dict):
+        return dict(stored)
+    out = {k: v for k, v in spec.items() if k not in ("workloadRef", "disruptionMode", *_NEWER_ONLY)}
+    ref = spec.get("workloadRef")
+    if isinstance(ref, dict):
+        out["podGroupTemplateRef"] = {"workload": {old: ref[new] for old, new in _WORKLOAD_NAMES if new in ref}}
+    mode = spec.get("disruptionMode")
+    if isinstance(mode, dict):
+        for text, member in _DISRUPTION_MODES:
+            if mode.get(member) is not None:
+                out["disruptionMode"] = text
+                break
+    return {**stored, "spec": out}
+
+
+def _pod_group_v1alpha2_storage(view: Obj, stored: Obj | None) -> Obj:
+    spec = view.get("spec")
+    if not isinstance(spec, dict):
+        return dict(view)
+    out = {k: v for k, v in spec.items() if k not in ("podGroupTemplateRef", "disruptionMode", *_NEWER_ONLY)}
+    ref = spec.get("podGroupTemplateRef")
+    if isinstance(ref, dict):
+        workload = _dict(ref.get("workload"))
+        out["workloadRef"] = {new: workload[old] for old, new in _WORKLOAD_NAMES if old in workload}
+    mode = spec.get("disruptionMode")
+    for text, member in _DISRUPTION_MODES:  # a value v1alpha2 cannot name (its validation refuses it) is not stored
+        if mode == text:
+            out["disruptionMode"] = {member: {}}
+    kept = _dict(_dict(stored).get("spec"))
+    for name in _NEWER_ONLY:  # what v1alpha2 does not show stays as stored
+        if name in kept:
+            out[name] = kept[name]
+    return {**view, "spec": out}
+
+
+def _same_fields(obj: Obj, _: Obj | None = None) -> Obj:
+    return dict(obj)
+
+
+_CONVERSIONS: dict[tuple[str, str], Conversion] = {
+    ("events.k8s.io/v1", "Event"): Conversion(_event_view, _event_storage),
+    ("scheduling.k8s.io/v1alpha2", "PodGroup"): Conversion(_pod_group_v1alpha2_view, _pod_group_v1alpha2_storage),
+    ("scheduling.k8s.io/v1alpha3", "PodGroup"): Conversion(_same_fields, _same_fields),
+}
+
+
+def _conversion(resource: ResourceDef) -> Conversion:
+    found = _CONVERSIONS.get((resource.api_version, resource.kind))
+    if found is None:
+        raise KeyError(f"no conversion for {resource.api_version} {resource.kind}")
+    return found
+
+
+def to_view(resource: ResourceDef, stored: Obj) -> Obj:
+    """A stored object as the viewing `resource` presents it."""
+    view = _conversion(resource).to_view(stored)
+    view["apiVersion"], view["kind"] = resource.api_version, resource.kind
+    return view
+
+
+def to_storage(resource: ResourceDef, storage: ResourceDef, view: Obj, stored: Obj | None = None) -> Obj:
+    """An object written through the viewing `resource`, in the form `storage` keeps; `stored` is the object it
+    replaces (what the view does not show is kept from it)."""
+    converted = _conversion(resource).to_storage(view, stored)
+    converted["apiVersion"], converted["kind"] = storage.api_version, storage.kind
+    return converted

@@ -18,9 +18,14 @@ objects with the real scope, names, status subresource and discovery entries, an
 CustomResourceDefinition object makes devcluster serve nothing new: the custom resources it serves are
 the rows of this table.
 
-The Workload API kinds of scheduling.k8s.io (v1alpha1 Workload, v1alpha2 PodGroup) are built in
-(not custom): a real cluster serves them from kube-apiserver once the feature gate is on, with
-strategic merge patches and server-side validation (`manifests.validation`).
+The Workload API kinds of scheduling.k8s.io (v1alpha1 Workload; PodGroup at v1beta1, v1alpha3 and
+v1alpha2, one set of objects stored at v1beta1) are built in (not custom): a real cluster serves them from
+kube-apiserver once the feature gate is on, with strategic merge patches and server-side validation
+(`manifests.validation`).
+
+A row with `stored_as` serves the objects of another row, converted (`conversion.py`): events.k8s.io/v1
+Events are core Events, and the PodGroup rows but v1beta1 are versions of the v1beta1 one (same group and
+plural, hence the same `key`: the store's index is the storage row's).
 
 Pure data: no I/O, no imports of our other packages.
 """
@@ -43,7 +48,9 @@ class ResourceDef(msgspec.Struct, frozen=True):
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
     custom: bool = False  # a CustomResourceDefinition in a real cluster
-    stored_as: str = ""  # the key of the resource whose objects this one views (see conversion.py)
+    # The key of the resource whose objects this one views (see conversion.py): another resource (events.k8s.io
+    # Event over core Event) or another version of the same one (its key then the same as the storage row's).
+    stored_as: str = ""
 
     @property
     def api_version(self) -> str:
@@ -88,9 +95,18 @@ RESOURCES: tuple[ResourceDef, ...] = (
     ResourceDef("storage.k8s.io", "v1", "CSINode", "csinodes", "csinode", False),
     ResourceDef("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", False, (), ("pc",)),
     # Kubernetes' own gang API, served as a cluster with the GenericWorkload feature gate serves it: the 1.35
-    # Workload (pods join through spec.workloadRef) and the 1.36 runtime PodGroup (spec.schedulingGroup).
+    # Workload (pods join through spec.workloadRef) and the runtime PodGroup (spec.schedulingGroup) at the
+    # versions of 1.36 (v1alpha2) and 1.37 (v1beta1, v1alpha3): one resource, its objects stored at v1beta1
+    # as 1.37 stores them (every v1alpha2 and v1alpha3 field has a v1beta1 form, so nothing is lost) and
+    # converted for the other versions (conversion.py). The rows go in kube-apiserver's version priority
+    # (v1, v1beta1, v1alpha3, v1alpha2, v1alpha1): discovery lists them so, and kubectl resolves
+    # `podgroups.scheduling.k8s.io` to the first version serving it.
+    ResourceDef("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups", "podgroup", True, ("status",)),
+    ResourceDef("scheduling.k8s.io", "v1alpha3", "PodGroup", "podgroups", "podgroup", True, ("status",),
+                stored_as="podgroups.scheduling.k8s.io"),
+    ResourceDef("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups", "podgroup", True, ("status",),
+                stored_as="podgroups.scheduling.k8s.io"),
     ResourceDef("scheduling.k8s.io", "v1alpha1", "Workload", "workloads", "workload", True),
-    ResourceDef("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups", "podgroup", True, ("status",)),
     ResourceDef("apps", "v1", "Deployment", "deployments", "deployment", True, ("status",), ("deploy",), ("all",)),
     ResourceDef("apps", "v1", "StatefulSet", "statefulsets", "statefulset", True, ("status",), ("sts",), ("all",)),
     ResourceDef("apps", "v1", "DaemonSet", "daemonsets", "daemonset", True, ("status",), ("ds",), ("all",)),

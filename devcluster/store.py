@@ -67,7 +67,9 @@ SYSTEM_PRIORITY_CLASSES = (
                                                "moved to another node if necessary."),
 )
 _UNDELETABLE_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
-_BY_KEY = {r.key: r for r in RESOURCES}
+# A key names its storage row: the other versions of a resource served at several (same group and plural,
+# `stored_as` their own key) are reached by apiVersion/Kind or by their row.
+_BY_KEY = {r.key: r for r in RESOURCES if r.stored_as != r.key}
 _BUDGETS = _BY_KEY["poddisruptionbudgets.policy"]
 _NAME_CHARS = string.ascii_lowercase + string.digits
 
@@ -320,10 +322,11 @@ class Store:
 
         `warnings` (loads only, `keep_status=True`) receives what a real API server would have refused.
         """
-        if resource.stored_as:
+        if resource.stored_as:  # admitted as its version is, then as the storage version is
             storage = _BY_KEY[resource.stored_as]
-            return to_view(resource, self.create_in(storage, to_storage(storage, obj), namespace,
-                                                    keep_status=keep_status, dry_run=dry_run, warnings=warnings))
+            admitted = self._admit(resource, obj, strict=not keep_status, warnings=warnings)
+            return to_view(resource, self.create_in(storage, to_storage(resource, storage, admitted), namespace,
+                                                    keep_status=keep_status, dry_run=dry_run))
         meta = dict(_meta(obj))
         name = meta.get("name")
         if not name:
@@ -384,9 +387,13 @@ class Store:
         """Replace an object; `strict` (the HTTP behaviour) runs a real server's update admission and validation
         (`manifests.admit_update`), otherwise only its decoding and defaulting. `subresource` "status" replaces
         only the status, "resize" (pods) only the containers' resources, always validated (`_resized`)."""
-        if resource.stored_as:
+        if resource.stored_as:  # admitted as its version is, then as the storage version is
             storage = _BY_KEY[resource.stored_as]
-            return to_view(resource, self.update_in(storage, name, namespace, to_storage(storage, obj),
+            stored = self.get(storage, name, namespace)
+            if subresource != "status":
+                obj = self._admit(resource, obj, strict=strict, old=to_view(resource, stored))
+            return to_view(resource, self.update_in(storage, name, namespace,
+                                                    to_storage(resource, storage, obj, stored),
                                                     subresource=subresource, dry_run=dry_run, strict=strict,
                                                     manager=manager))
         namespace = self._ns(resource, namespace)
@@ -505,8 +512,8 @@ class Store:
         """
         resource = resolve(ref)
         if resource.stored_as:
-            raise errors.unsupported_media_type("application/apply-patch+yaml",
-                                                ("application/json-patch+json", "application/merge-patch+json"))
+            return self._apply_view(resource, name, namespace, applied, manager=manager, force=force, check=check,
+                                    dry_run=dry_run)
         namespace = self._ns(resource, namespace)
         current = self.find(resource, name, namespace)
         result = field_management.apply(
@@ -518,6 +525,26 @@ class Store:
         if current is None:
             return self.create_in(resource, result, namespace, keep_status=False, dry_run=dry_run), True
         return self.update_in(resource, name, namespace, result, dry_run=dry_run, strict=True, manager=manager), False
+
+    def _apply_view(self, resource: ResourceDef, name: str, namespace: str, applied: Obj, *, manager: str,
+                    force: bool, check: Callable[[Obj], Obj] | None, dry_run: bool) -> tuple[Obj, bool]:
+        """Server-side apply through a viewing version: the configuration converted and applied to the stored
+        object (field ownership kept in the storage version's terms), the result checked and admitted as the
+        view's version before it is admitted and stored as the storage's."""
+        storage = _BY_KEY[resource.stored_as]
+        current = self.find(storage, name, namespace)
+        old = None if current is None else to_view(resource, current)
+
+        def checked(result: Obj) -> Obj:
+            view = to_view(resource, result)
+            if check is not None:
+                view = check(view)
+            view = self._admit(resource, view, strict=True, old=old)
+            return to_storage(resource, storage, view, result)
+
+        obj, created = self.apply(storage, name, namespace, to_storage(resource, storage, applied),
+                                  manager=manager, force=force, check=checked, dry_run=dry_run)
+        return to_view(resource, obj), created
 
     def delete(self, ref: ResourceRef, name: str, namespace: str = "", *, grace_period_seconds: int | None = None,
                preconditions: dict[str, Any] | None = None, dry_run: bool = False) -> Obj:
@@ -827,7 +854,7 @@ class Store:
         name = current["metadata"]["name"]
         if resource.kind == "Namespace":
             for other in RESOURCES:
-                if other.namespaced:
+                if other.namespaced and not other.stored_as:
                     for obj in list(self._objects[other.key].get(name, {}).values()):
                         self._remove(other, name, obj)
                     self._objects[other.key].pop(name, None)

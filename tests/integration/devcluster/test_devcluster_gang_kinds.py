@@ -1,6 +1,6 @@
 """The gang kinds users write: scheduler-plugins' scheduling.x-k8s.io PodGroup and Kubernetes' own Workload API
-(scheduling.k8s.io/v1alpha1 Workload of 1.35, v1alpha2 PodGroup of 1.36), served and validated as a cluster
-with them installed or enabled serves them, with kubectl."""
+(scheduling.k8s.io/v1alpha1 Workload of 1.35, v1alpha2 PodGroup of 1.36, v1beta1 PodGroup of 1.37), served and
+validated as a cluster with them installed or enabled serves them, with kubectl."""
 
 from __future__ import annotations
 
@@ -60,12 +60,31 @@ spec:
   schedulingGroup: {podGroupName: train-0}
   containers: [{name: main, image: trainer:1}]
 """
+POD_GROUP_1_37 = """
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: train-1, namespace: gangs}
+spec:
+  schedulingPolicy:
+    gang: {minCount: 8}
+  disruptionMode:
+    all: {}
+  workloadRef: {workloadName: trainer, templateName: workers}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: train-1-0, namespace: gangs}
+spec:
+  schedulingGroup: {podGroupName: train-1}
+  containers: [{name: main, image: trainer:1}]
+"""
 
 
 @pytest.mark.parametrize(("manifest", "kind"), [
     (X_K8S_GANG, "podgroup.scheduling.x-k8s.io/nginx"),
     (WORKLOAD_1_35, "workload.scheduling.k8s.io/jobset"),
     (POD_GROUP_1_36, "podgroup.scheduling.k8s.io/train-0"),
+    (POD_GROUP_1_37, "podgroup.scheduling.k8s.io/train-1"),
 ])
 def test_each_gang_dialect_applies_and_reads_back_with_its_pods(background: tuple[BackgroundDevCluster, Kubectl],
                                                                 manifest: str, kind: str) -> None:
@@ -85,7 +104,7 @@ def test_the_workload_api_discovery_keeps_v1_as_the_preferred_version(
         set(resources)
     versions = kubectl.run("api-versions").stdout.split()
     assert {"scheduling.k8s.io/v1", "scheduling.k8s.io/v1alpha1", "scheduling.k8s.io/v1alpha2",
-            "scheduling.x-k8s.io/v1alpha1"} <= set(versions)
+            "scheduling.k8s.io/v1alpha3", "scheduling.k8s.io/v1beta1", "scheduling.x-k8s.io/v1alpha1"} <= set(versions)
     assert kubectl.run("get", "priorityclasses", "-o", "name").stdout.count("system-") == 2
 
 
@@ -117,3 +136,21 @@ def test_gang_membership_and_policies_are_immutable(background: tuple[Background
     moved = kubectl.run("patch", "pod", "train-0-0", "-n", "immutable", "--type=merge",
                         "-p", '{"spec":{"schedulingGroup":{"podGroupName":"other"}}}', check=False)
     assert moved.returncode != 0 and "spec" in moved.stderr
+
+
+def test_kubectl_reads_a_1_36_pod_group_at_1_37_and_scales_it_there(
+        background: tuple[BackgroundDevCluster, Kubectl]) -> None:
+    _, kubectl = background
+    kubectl.run("apply", "-f", "-", stdin=POD_GROUP_1_36.replace("gangs", "versions"))
+    read = json.loads(kubectl.run("get", "podgroups.scheduling.k8s.io", "train-0", "-n", "versions", "-o",
+                                  "json").stdout)
+    assert read["apiVersion"] == "scheduling.k8s.io/v1beta1"  # the first version discovery lists
+    alpha2 = json.loads(kubectl.run("get", "podgroups.v1alpha2.scheduling.k8s.io", "train-0", "-n", "versions",
+                                    "-o", "json").stdout)
+    assert alpha2["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    assert alpha2["metadata"]["resourceVersion"] == read["metadata"]["resourceVersion"]
+    kubectl.run("patch", "podgroups.v1beta1.scheduling.k8s.io", "train-0", "-n", "versions", "--type=merge",
+                "-p", '{"spec":{"schedulingPolicy":{"gang":{"minCount":16}}}}')
+    scaled = json.loads(kubectl.run("get", "podgroups.v1alpha2.scheduling.k8s.io", "train-0", "-n", "versions",
+                                    "-o", "json").stdout)
+    assert scaled["spec"]["schedulingPolicy"] == {"gang": {"minCount": 16}}
