@@ -77,8 +77,9 @@ Control from outside the process, on the same loopback port (devcluster/admin.py
 Patches: JSON, merge, strategic (built-in kinds only, as the OpenAPI documents advertise: kubectl then
 sends custom resources a merge patch), and server-side apply (`application/apply-patch+yaml`,
 `fieldManager`, `force`; field ownership and conflicts as structured-merge-diff computes them, in
-apply.py). `/openapi/v2` answers an empty document, enough for kubectl to validate a `kind: List` item
-by item on the server.
+apply.py; through a version that views another's objects, ownership is kept in the storage version's
+field paths and apiVersion, where a real server records the request's). `/openapi/v2` answers an empty
+document, enough for kubectl to validate a `kind: List` item by item on the server.
 
 Served: namespaces, nodes, pods (+ status, binding, eviction, resize: in-place resize of containers' cpu and
 memory as 1.34 validates it, devcluster/resize.py; the fake kubelet allocates and actuates it), events

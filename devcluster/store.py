@@ -22,7 +22,11 @@ The store is driven from one event loop thread and never blocks. Deferred remova
 loop's `call_later`; without a running loop a graceful deletion removes the object at once.
 
 Resources may be named by `ResourceDef`, by `plural[.group]` (`pods`, `hypernodes.topology.volcano.sh`)
-or by `apiVersion/Kind` (`v1/Pod`, `topology.volcano.sh/v1alpha1/HyperNode`).
+or by `apiVersion/Kind` (`v1/Pod`, `topology.volcano.sh/v1alpha1/HyperNode`). A resource served at several
+versions is named by its storage version's key (`podgroups.scheduling.k8s.io` is v1beta1) and its other
+versions by `apiVersion/Kind` (`scheduling.k8s.io/v1alpha2/PodGroup`): those, like events.k8s.io Events, are
+views of the stored objects (`stored_as`, devcluster/conversion.py), a write through one admitted as its
+version and then as the storage version.
 """
 
 from __future__ import annotations
