@@ -683,15 +683,13 @@ class ClusterState:
         pods themselves carry; the pods' own then only matters within the job, where toposched never
         preempts. A Kubernetes PodGroup's priority is so too, as workload-aware preemption takes it: its
         `spec.priority` (which admission resolves from its class), else its class's. None: each pod goes by
-        its own, for every other dialect, and for a PodGroup that names no class (Volcano and KAI take the
-        default priority there; toposched keeps the pods' own, so pods that name a class where their
-        PodGroup names none keep it)."""
-        if spec is None:
+        its own, for every other dialect, and for a PodGroup that names no class (Volcano, KAI and Kubernetes'
+        admission take the default priority there; toposched keeps the pods' own, so pods that name a class
+        where their PodGroup names none keep it)."""
+        if spec is None or not spec.priority_class_name or spec.dialect not in JOB_PRIORITY_DIALECTS:
             return None
-        if spec.dialect == KUBERNETES and spec.group_priority is not None:
+        if spec.group_priority is not None:  # a Kubernetes PodGroup's, as admission resolved its class
             return spec.group_priority
-        if not spec.priority_class_name or spec.dialect not in JOB_PRIORITY_DIALECTS:
-            return None
         return self.group_priority(spec.priority_class_name)
 
     def kai_non_preemptible_why(self, pod: PodInfo) -> str:

@@ -10,9 +10,11 @@ Two shapes:
   sharing one value of it (`GangSpec.topology_key`; when the key is not a layer of the cluster's
   topology tree, placement builds the domains from the label itself, see `placement/constraints.py`).
   `disruptionMode` PodGroup (v1alpha2) or `all: {}` (1.37) means no member is ever preempted alone.
-  `spec.priority` (the Priority admission controller resolves `priorityClassName` into it; else the
-  class's value) is the priority of every pod of the group, as workload-aware preemption takes it
-  (`ClusterState.job_priority`), and `preemptionPolicy: Never` keeps the group from preempting.
+  The priority of a PodGroup that names a `priorityClassName` (its `spec.priority`, which the Priority
+  admission controller resolves from the class; else the class's value) is the priority of every pod
+  of the group, as workload-aware preemption takes it (`ClusterState.job_priority`; a PodGroup naming
+  no class leaves each pod its own, as for Volcano and KAI), and `preemptionPolicy: Never` keeps the
+  group from preempting.
   `resourceClaims` (DRA) and `parentCompositePodGroupName` (1.37's alpha CompositePodGroup) are read
   but not implemented: each is reported, and the PodGroup is a gang of its own.
 - Kubernetes 1.35: a `scheduling.k8s.io/v1alpha1` Workload whose `spec.podGroups[]` carry a

@@ -11,11 +11,13 @@ from tests.integration.daemon.harness import (
     NAMESPACE,
     bound_count,
     daemons,
+    node_of,
     nodes,
     pod,
     pod_names,
     wait_until,
 )
+from tests.integration.daemon.test_topology_status import warning_events
 
 
 def member(name: str, *, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
@@ -80,8 +82,8 @@ async def test_every_gang_protocol_is_watched_and_bound_all_at_once(tmp_path: Pa
 async def test_a_cluster_without_the_workload_api_is_fine(tmp_path: Path) -> None:
     async with DevCluster() as cluster:
         cluster.load_objects(nodes(4))
-        missing = [cluster.faults.fail_fraction(1.0, 404, verb="list", path=path)
-                   for path in ("/apis/scheduling.k8s.io/v1alpha1/", "/apis/scheduling.k8s.io/v1alpha2/")]
+        missing = [cluster.faults.fail_fraction(1.0, 404, verb="list", path=f"/apis/scheduling.k8s.io/{version}/")
+                   for version in ("v1alpha1", "v1alpha2", "v1alpha3", "v1beta1")]
         async with daemons(cluster, tmp_path) as (running,):
             watchers = running.daemon.watchers
             assert watchers is not None
@@ -103,10 +105,12 @@ def pod_group_conditions(cluster: DevCluster, api_version: str, name: str) -> di
 
 
 async def test_a_kubernetes_pod_group_says_whether_it_is_scheduled_as_kube_scheduler_does(tmp_path: Path) -> None:
-    """v1alpha2 (1.36): PodGroupScheduled, False with reason Unschedulable while the gang cannot fit, True
-    once bound."""
+    """On a 1.36 cluster (v1alpha2): PodGroupScheduled, False with reason Unschedulable while the gang cannot
+    fit, True once bound."""
     async with DevCluster() as cluster:
         cluster.load_objects(nodes(2))
+        for version in ("v1beta1", "v1alpha3"):  # a 1.36 cluster: v1alpha2 only
+            cluster.faults.fail_fraction(1.0, 404, path=f"/apis/scheduling.k8s.io/{version}/")
         async with daemons(cluster, tmp_path):
             group = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
                      "metadata": {"name": "three", "namespace": NAMESPACE},
@@ -128,3 +132,47 @@ async def test_a_kubernetes_pod_group_says_whether_it_is_scheduled_as_kube_sched
             assert scheduled()["reason"] == "Scheduled"
             assert "PodGroupInitiallyScheduled" not in pod_group_conditions(
                 cluster, "scheduling.k8s.io/v1alpha2", "three")
+
+
+def kube_137_gang() -> list[dict[str, Any]]:
+    """A Kubernetes 1.37 PodGroup, as its docs write one (scheduling.k8s.io/v1beta1), naming a parent
+    CompositePodGroup that toposched does not read."""
+    group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "workers-137", "namespace": NAMESPACE},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}, "disruptionMode": {"all": {}},
+                      "workloadRef": {"workloadName": "training", "templateName": "workers"},
+                      "parentCompositePodGroupName": "training",
+                      "schedulingConstraints": {"topology": [{"key": "network.topology.nvidia.com/block"}]}}}
+    return [group, *(member(f"w137-{i}", schedulingGroup={"podGroupName": "workers-137"}) for i in range(3))]
+
+
+async def test_a_kubernetes_1_37_pod_group_is_watched_at_v1beta1_and_bound_whole(tmp_path: Path) -> None:
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(16))
+        async with daemons(cluster, tmp_path) as (running,):
+            state, watchers = running.daemon.state, running.daemon.watchers
+            assert state is not None and watchers is not None
+            job = kube_137_gang()
+            cluster.load_objects(job)
+            await wait_until(lambda: bound_count(cluster, pod_names(job)) == 3, what="the 1.37 gang bound")
+            (watcher,) = [w for w in watchers.watchers if w.info.name == "KubernetesPodGroup"]
+            assert watcher.api_version == "scheduling.k8s.io/v1beta1"
+            spec = state.gangs[f"{NAMESPACE}/workers-137"].spec
+            assert spec is not None and spec.min_member == 3 and spec.disrupt_whole
+            blocks = {cluster.store.get("nodes", node_of(cluster, name))["metadata"]["labels"][
+                "network.topology.nvidia.com/block"] for name in pod_names(job)}
+            assert len(blocks) == 1
+
+            def initially() -> dict[str, Any]:
+                return pod_group_conditions(cluster, "scheduling.k8s.io/v1beta1", "workers-137").get(
+                    "PodGroupInitiallyScheduled", {})
+
+            await wait_until(lambda: initially().get("status") == "True", what="PodGroupInitiallyScheduled True")
+            assert "PodGroupScheduled" not in pod_group_conditions(cluster, "scheduling.k8s.io/v1beta1", "workers-137")
+
+            def unsupported() -> list[dict[str, Any]]:
+                return [e for e in warning_events(cluster, "PodGroup", "workers-137")
+                        if "spec.parentCompositePodGroupName" in e["message"]]
+
+            await wait_until(lambda: bool(unsupported()), what="a Warning naming spec.parentCompositePodGroupName")
+            assert unsupported()[0]["involvedObject"]["apiVersion"] == "scheduling.k8s.io/v1beta1"

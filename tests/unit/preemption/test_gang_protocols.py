@@ -171,7 +171,7 @@ def test_a_pod_groups_priority_is_its_pods_priority_as_victims() -> None:
 def test_a_pod_groups_priority_is_its_pods_priority_as_preemptor() -> None:
     state = cluster(1)
     apply(state, a_pod("running", priority=500, node_name="n0"))
-    kube_137_group(state, "wants-room", priority=10)
+    kube_137_group(state, "wants-room", priority=10, priorityClassName="batch")
     apply(state, a_pod("worker", priority=1000, schedulingGroup={"podGroupName": "wants-room"}))
     outcome = preempt(state, "default/wants-room")
     assert isinstance(outcome, NoPreemption), outcome
@@ -180,10 +180,10 @@ def test_a_pod_groups_priority_is_its_pods_priority_as_preemptor() -> None:
 def test_a_pod_group_with_preemption_policy_never_waits_for_room() -> None:
     state = cluster(1)
     apply(state, a_pod("running", priority=1, node_name="n0"))
-    kube_137_group(state, "polite", priority=1000, preemptionPolicy="Never")
+    kube_137_group(state, "polite", priority=1000, priorityClassName="urgent", preemptionPolicy="Never")
     apply(state, a_pod("worker", priority=1000, schedulingGroup={"podGroupName": "polite"}))
     outcome = preempt(state, "default/polite")
     assert isinstance(outcome, NoPreemption) and outcome.kind == NEVER_POLICY
     assert "PodGroup default/polite has preemptionPolicy Never" in outcome.reason
-    kube_137_group(state, "polite", priority=1000)  # a new object of that name, which may preempt
+    kube_137_group(state, "polite", priority=1000, priorityClassName="urgent")  # may preempt
     assert isinstance(preempt(state, "default/polite"), PreemptionPlan)

@@ -376,3 +376,5 @@ def test_a_kubernetes_pod_groups_priority_is_every_members_priority() -> None:
     assert [state.pods[f"default/w-{i}"].priority for i in range(2)] == [300, 300]
     state.apply(event(group()))  # neither: each pod its own
     assert [state.pods[f"default/w-{i}"].priority for i in range(2)] == [2000, 2001]
+    state.apply(event(group(priority=0)))  # the default admission wrote into a PodGroup naming no class
+    assert [state.pods[f"default/w-{i}"].priority for i in range(2)] == [2000, 2001]
