@@ -63,7 +63,7 @@ from placement.reasons import explain_failure, job_label
 from placement.subgroups import plan_sub_groups, uses_sub_groups
 from placement.volume_binding import choose_volumes
 from state.cluster import ClusterState, GangInfo, PodInfo
-from state.gangs import GangSpec
+from state.gangs import KUBERNETES, GangSpec
 from state.pod_gangs import missing_spec
 from state.resources import format_quantity
 from state.topology import TopologyTree
@@ -226,6 +226,7 @@ def _roster(state: ClusterState, infos: list[GangInfo], ignore_pods: AbstractSet
     running: dict[str, list[PodInfo]] = {}
     nominated: list[str] = []
     unusable = ""
+    foreign = ""  # the first member of a Kubernetes PodGroup that names another scheduler, not placed
     gated = 0
     for member in infos:
         waiting: list[PodInfo] = []
@@ -246,9 +247,18 @@ def _roster(state: ClusterState, infos: list[GangInfo], ignore_pods: AbstractSet
                 placed.append(pod)
             elif pod.ours and pod.gated and not (pod.terminating or pod.terminal):
                 gated += 1
+            elif (not pod.ours and not (pod.terminating or pod.terminal or pod.removed) and member.spec is not None
+                  and member.spec.dialect == KUBERNETES and (not foreign or key < foreign)):
+                foreign = key
         pending[member.key] = waiting
         running[member.key] = placed
     why = f"pod {unusable}: {state.pods[unusable].unusable}" if unusable else ""
+    if foreign and not why:
+        # Kubernetes' gang scheduling needs every pod of a PodGroup to name one scheduler: kube-scheduler
+        # rejects the whole group otherwise, and so does toposched, rather than start part of it.
+        other = state.pods[foreign].obj.spec.scheduler_name or "default-scheduler"
+        why = (f"pod {foreign} names scheduler {other!r}, not {state.scheduler_name!r}: the pods of a PodGroup "
+               "must all name one scheduler, or none of them is scheduled")
     return pending, running, nominated, why, gated
 
 

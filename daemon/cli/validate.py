@@ -22,7 +22,10 @@ container's host port, resource claims:
 `state/pod_constraints.py`, the daemon's own words) is reported. PersistentVolumes, claims and
 StorageClasses are put through the API server's storage rules (`manifests.storage`, as devcluster
 admits them: a local volume without node affinity, a volume with no source or two, a claim without
-access modes or a storage request, ...). Other kinds are skipped.
+access modes or a storage request, ...), and the Workload API's kinds (scheduling.k8s.io PodGroups of
+every version, Workloads) through kube-apiserver's validation of them (`manifests.validation.validate`,
+as devcluster admits them: a gang policy without a positive minCount, a 1.37 disruptionMode naming
+neither `single` nor `all`, two topology constraints, ...). Other kinds are skipped.
 
 Prints one line per problem, `FILE#DOC: Kind name: field: message` (DOC counts documents from 1),
 and exits 1; prints a short OK line and exits 0 when everything is valid; exits 2, with one line,
@@ -62,6 +65,7 @@ from events.objects import (
 from manifests import storage
 from manifests.admission import merge_label_keys
 from manifests.defaulting import UndecodableQuantity, default_pod
+from manifests.validation import validate as validate_object
 from manifests.validation import validate_placement_rules
 from state.cluster import ClusterState
 from state.gangs import Problem
@@ -81,6 +85,7 @@ from state.topology_wishes import POD_GROUP_KIND, validate_gang_object, validate
 
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: depth-capped
 _GANG_OBJECTS = {"SchedulerPluginsPodGroup", "KubernetesPodGroup", "KaiPodGroup", "Workload"}
+_BUILT_IN_GANG_KINDS = {"KubernetesPodGroup", "Workload"}  # served by kube-apiserver, which validates them
 _QUOTA_OBJECTS = {"ElasticQuota", "CapacityElasticQuota", "Queue", "KaiQueue"}
 _QUEUES = {"Queue", "KaiQueue"}
 _CHECKED = {"HyperNode", "ClusterNetworkTopology", KUEUE_TOPOLOGY_KIND, KAI_TOPOLOGY_KIND, "PodGroup",
@@ -171,6 +176,10 @@ def _read(paths: Sequence[str]) -> _Documents:
                                                           f"{message} (the API server refuses it)"))
                                   for _, field, message in validate_placement_rules(spec if isinstance(spec, dict)
                                                                                     else {})]
+            if info.name in _BUILT_IN_GANG_KINDS:  # kube-apiserver's own validation of the Workload API's kinds
+                docs.findings += [Finding(source, Problem(info.name, _name_of(document), field,
+                                                          f"{message} (the API server refuses it)"))
+                                  for _, field, message in validate_object(api_version, kind, document)]
             decoded = decode_object(info, document, api_version)
             if isinstance(decoded, ObjectUndecodable):
                 field, _, message = decoded.problem.partition(": ")

@@ -118,11 +118,18 @@ _DOCUMENTS: dict[str, Any] = {
     "SchedulerPluginsPodGroup": st.builds(
         lambda namespace, minimum: ("s0", namespace, {"spec": {"minMember": minimum}}),
         st.sampled_from(NAMESPACES), st.integers(1, 3)),
-    "KubernetesPodGroup": st.builds(
-        lambda namespace, minimum, keyed: ("k0", namespace, {"spec": {
+    "KubernetesPodGroup": st.builds(  # 1.36's and 1.37's shapes, read by the one type
+        lambda namespace, minimum, keyed, extra: ("k0", namespace, {"spec": {
             "schedulingPolicy": {"gang": {"minCount": minimum}},
-            **({"schedulingConstraints": {"topology": [{"key": RACK}]}} if keyed else {})}}),
-        st.sampled_from(NAMESPACES), st.integers(1, 3), st.booleans()),
+            **({"schedulingConstraints": {"topology": [{"key": RACK}]}} if keyed else {}), **extra}}),
+        st.sampled_from(NAMESPACES), st.integers(1, 3), st.booleans(),
+        st.fixed_dictionaries({}, optional={
+            "disruptionMode": st.sampled_from(["Pod", "PodGroup", {"single": {}}, {"all": {}}]),
+            "priorityClassName": st.sampled_from(["low", "high"]),
+            "priority": st.sampled_from([0, 10, 1000]),
+            "preemptionPolicy": st.sampled_from(["Never", "PreemptLowerPriority"]),
+            "parentCompositePodGroupName": st.just("composite"),
+        })),
     "KaiPodGroup": st.builds(
         lambda namespace, minimum, level, topology, queue: ("kai0", namespace, {"spec": {
             "minMember": minimum, "topologyConstraint": {"topology": topology, "requiredTopologyLevel": level},

@@ -176,3 +176,23 @@ async def test_a_kubernetes_1_37_pod_group_is_watched_at_v1beta1_and_bound_whole
 
             await wait_until(lambda: bool(unsupported()), what="a Warning naming spec.parentCompositePodGroupName")
             assert unsupported()[0]["involvedObject"]["apiVersion"] == "scheduling.k8s.io/v1beta1"
+
+
+async def test_a_pod_group_with_a_pod_left_to_another_scheduler_waits_until_it_is_gone(tmp_path: Path) -> None:
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(4))
+        async with daemons(cluster, tmp_path) as (running,):
+            state = running.daemon.state
+            assert state is not None
+            group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                     "metadata": {"name": "mixed", "namespace": NAMESPACE},
+                     "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}
+            ours = [member(f"mixed-{i}", schedulingGroup={"podGroupName": "mixed"}) for i in range(2)]
+            stray = member("mixed-stray", schedulerName="default-scheduler", schedulingGroup={"podGroupName": "mixed"})
+            cluster.load_objects([group, *ours, stray])
+            gang = f"{NAMESPACE}/mixed"
+            await wait_until(lambda: gang in state.gangs and "names scheduler 'default-scheduler'"
+                             in state.gangs[gang].last_reason, what="the mixed gang refused")
+            assert bound_count(cluster, pod_names(ours)) == 0
+            cluster.store.delete("pods", "mixed-stray", NAMESPACE, grace_period_seconds=0)
+            await wait_until(lambda: bound_count(cluster, pod_names(ours)) == 2, what="the gang bound once alone")

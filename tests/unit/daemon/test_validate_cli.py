@@ -220,8 +220,29 @@ spec:
     assert main([path]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"{path}#1: SchedulerPluginsPodGroup default/nginx: spec.minResources: is read but not")
-    assert lines[1].startswith(f"{path}#2: Workload default/training: spec.podGroups[0].policy.gang.minCount: 0 is")
-    assert lines[2] == "2 problems in 3 objects"
+    assert lines[1] == (f"{path}#2: Workload default/training: spec.podGroups[0].policy.gang.minCount: "
+                        "Required value (the API server refuses it)")
+    assert lines[2].startswith(f"{path}#2: Workload default/training: spec.podGroups[0].policy.gang.minCount: 0 is")
+    assert lines[3] == "3 problems in 3 objects"
+
+
+def test_a_kubernetes_1_37_pod_group_is_checked_as_kube_apiserver_and_the_daemon_check_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "pod-group.yaml", """
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: workers, namespace: default}
+spec:
+  schedulingPolicy: {gang: {minCount: 4}}
+  disruptionMode: {single: {}, all: {}}
+  parentCompositePodGroupName: training
+""")
+    assert main([path]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    refused = [line for line in lines if line.endswith("(the API server refuses it)")]
+    assert len(refused) == 1 and "spec.disruptionMode" in refused[0]
+    assert any("spec.parentCompositePodGroupName: names CompositePodGroup 'training'" in line for line in lines)
+    assert any(line.endswith("spec.disruptionMode: sets both single and all; single") for line in lines)
 
 
 def test_a_kueue_topology_is_checked_and_names_the_layers_pod_groups_may_use(

@@ -8,10 +8,10 @@ from typing import Any
 
 from events.builders import node, node_event
 from events.ingest import kind_of, upsert_event
-from events.model import PodAssumed
+from events.model import PodAssumed, PodDeleted
 from placement import plan_gang
 from placement.members import quorum_met
-from placement.plan import MEMBERS, MUST_GATHER
+from placement.plan import INVALID, MEMBERS, MUST_GATHER
 from state.cluster import ClusterState
 from tests.unit.placement.builders import (
     block_of,
@@ -149,6 +149,20 @@ def test_topology_key_outside_the_tree_keeps_every_pod_within_one_value_of_the_l
     racks = {state.nodes[n].labels["topology.example.com/rack"] for n in nodes_of(plan).values()}
     assert racks == {"r1"} and len(plan.assignments) == 4
     assert plan.domain == "r1"
+
+
+def test_a_pod_group_whose_pods_name_two_schedulers_is_not_scheduled_at_all() -> None:
+    """Kubernetes' gang scheduling needs one scheduler for a PodGroup's pods (kube-scheduler rejects the
+    group otherwise): 4 of ours meet minCount 4, yet a fifth pod left to default-scheduler holds them all."""
+    state = rack_cluster()
+    kube_group(state, "topology.example.com/rack", 4, 4)
+    apply(state, gpu_pod("stray", schedulerName="default-scheduler",
+                         schedulingGroup={"podGroupName": "example-podgroup"}))
+    result = refused(plan_gang(state, "default/example-podgroup"))
+    assert result.constraint == INVALID
+    assert "pod default/stray names scheduler 'default-scheduler', not 'toposched'" in result.reason
+    state.apply(PodDeleted(key="default/stray", uid="u-stray"))
+    assert len(planned(plan_gang(state, "default/example-podgroup")).assignments) == 4
 
 
 def test_topology_key_outside_the_tree_leaves_the_gang_pending_when_no_value_holds_it() -> None:
