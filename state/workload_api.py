@@ -87,7 +87,7 @@ def kube_pod_group_spec(group: KubePodGroup, key: str) -> tuple[GangSpec, list[P
                                 f"{spec.preemption_policy!r} is not Never or PreemptLowerPriority; "
                                 "PreemptLowerPriority"))
     priority = spec.priority
-    if priority is not None and not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
+    if priority is not None and not -MAX_PRIORITY - 1 <= priority <= MAX_PRIORITY:
         problems.append(Problem(kind, key, "spec.priority", f"{priority} is not an int32; ignored"))
         priority = None
     return GangSpec(key=key, dialect=KUBERNETES, min_member=min_member, schedule_timeout_seconds=None,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -221,39 +221,63 @@ async def test_a_victim_whose_disruption_budget_refuses_its_eviction_is_deleted_
             assert writes == [("POST", "eviction", refused), ("DELETE", "victim", 200)]
 
 
+@asynccontextmanager
+async def pod_group_reports(cluster: DevCluster, tmp_path: Path, api_version: str
+                            ) -> AsyncIterator[tuple[KubeClusterAPI, Callable[[], dict[str, dict[str, Any]]]]]:
+    """The adapter, its state holding PodGroup default/job at `api_version`, and `refold()`: the PodGroup as
+    stored, folded into the state again (as the watch would), its conditions by type."""
+    cluster.load_objects([{"apiVersion": api_version, "kind": "PodGroup",
+                           "metadata": {"name": "job", "namespace": "default"},
+                           "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}}}])
+    info = kind_of(api_version, "PodGroup")
+    assert info is not None
+    async with adapter(cluster, tmp_path) as api:
+        state = api.state = ClusterState()
+
+        def refold() -> dict[str, dict[str, Any]]:
+            stored = cluster.store.get(f"{api_version}/PodGroup", "job", "default")
+            state.apply(upsert_event(info, stored, api_version))
+            return {c["type"]: c for c in stored.get("status", {}).get("conditions", [])}
+
+        refold()
+        yield api, refold
+
+
 async def test_a_kubernetes_pod_groups_conditions_keep_each_other_and_their_transition_times(tmp_path: Path) -> None:
     """report_gang on a scheduling.k8s.io PodGroup: DisruptionTarget when preempted, PodGroupScheduled False
     while it waits; each write keeps the other condition, and an unchanged status keeps its time."""
-    group = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
-             "metadata": {"name": "job", "namespace": "default"},
-             "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}}}
-    async with DevCluster(kubelet=False) as cluster:
-        cluster.load_objects([group])
-        async with adapter(cluster, tmp_path) as api:
-            state = ClusterState()
-            api.state = state
+    async with DevCluster(kubelet=False) as cluster, \
+            pod_group_reports(cluster, tmp_path, "scheduling.k8s.io/v1alpha2") as (api, refold):
+        assert (await api.report_gang("default/job", "Preempted", "Preempted", "evicted for default/high")).ok
+        first = refold()["DisruptionTarget"]
+        assert (first["status"], first["reason"]) == ("True", "PreemptionByScheduler")
+        assert (await api.report_gang("default/job", "Pending", "Unschedulable", "0/4 nodes fit")).ok
+        conditions = refold()
+        assert conditions["DisruptionTarget"] == first
+        waiting = conditions["PodGroupScheduled"]
+        assert (waiting["status"], waiting["reason"], waiting["message"]) == ("False", "Unschedulable", "0/4 nodes fit")
+        await anyio.sleep(1.1)  # a later second: a moved status would show a later time
+        assert (await api.report_gang("default/job", "Pending", "Unschedulable", "1/4 nodes fit")).ok
+        again = refold()["PodGroupScheduled"]
+        assert again["message"] == "1/4 nodes fit" and again["lastTransitionTime"] == waiting["lastTransitionTime"]
+        assert (await api.report_gang("default/job", "Scheduled", "Scheduled", "bound")).ok
+        done = refold()["PodGroupScheduled"]
+        assert done["status"] == "True" and done["lastTransitionTime"] > waiting["lastTransitionTime"]
 
-            def refold() -> dict[str, dict[str, Any]]:
-                stored = cluster.store.get("scheduling.k8s.io/v1alpha2/PodGroup", "job", "default")
-                info = kind_of("scheduling.k8s.io/v1alpha2", "PodGroup")
-                assert info is not None
-                state.apply(upsert_event(info, stored, "scheduling.k8s.io/v1alpha2"))
-                return {c["type"]: c for c in stored.get("status", {}).get("conditions", [])}
 
-            refold()
-            assert (await api.report_gang("default/job", "Preempted", "Preempted", "evicted for default/high")).ok
-            first = refold()["DisruptionTarget"]
-            assert (first["status"], first["reason"]) == ("True", "PreemptionByScheduler")
-            assert (await api.report_gang("default/job", "Pending", "Unschedulable", "0/4 nodes fit")).ok
-            conditions = refold()
-            assert conditions["DisruptionTarget"] == first
-            waiting = conditions["PodGroupScheduled"]
-            assert (waiting["status"], waiting["reason"], waiting["message"]) == ("False", "Unschedulable",
-                                                                                 "0/4 nodes fit")
-            await anyio.sleep(1.1)  # a later second: a moved status would show a later time
-            assert (await api.report_gang("default/job", "Pending", "Unschedulable", "1/4 nodes fit")).ok
-            again = refold()["PodGroupScheduled"]
-            assert again["message"] == "1/4 nodes fit" and again["lastTransitionTime"] == waiting["lastTransitionTime"]
-            assert (await api.report_gang("default/job", "Scheduled", "Scheduled", "bound")).ok
-            done = refold()["PodGroupScheduled"]
-            assert done["status"] == "True" and done["lastTransitionTime"] > waiting["lastTransitionTime"]
+async def test_a_1_37_pod_group_once_scheduled_stays_initially_scheduled(tmp_path: Path) -> None:
+    """PodGroupInitiallyScheduled is terminal once True (1.37): a gang pending again after preemption keeps
+    it, and gains DisruptionTarget."""
+    async with DevCluster(kubelet=False) as cluster, \
+            pod_group_reports(cluster, tmp_path, "scheduling.k8s.io/v1beta1") as (api, refold):
+        assert (await api.report_gang("default/job", "Pending", "Unschedulable", "0/4 nodes fit")).ok
+        assert refold()["PodGroupInitiallyScheduled"]["status"] == "False"
+        assert (await api.report_gang("default/job", "Scheduled", "Scheduled", "bound")).ok
+        scheduled = refold()["PodGroupInitiallyScheduled"]
+        assert (scheduled["status"], scheduled["reason"]) == ("True", "Scheduled")
+        assert (await api.report_gang("default/job", "Preempted", "Preempted", "evicted for default/high")).ok
+        assert (await api.report_gang("default/job", "Pending", "Unschedulable", "0/4 nodes fit")).ok
+        conditions = refold()
+        assert conditions["PodGroupInitiallyScheduled"] == scheduled
+        assert conditions["DisruptionTarget"]["reason"] == "PreemptionByScheduler"
+        assert "PodGroupScheduled" not in conditions

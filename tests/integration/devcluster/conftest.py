@@ -1,4 +1,5 @@
-"""Fixtures: a DevCluster per test and a kubernetes-asyncio client configured from its kubeconfig."""
+"""Fixtures: a DevCluster per test, a kubernetes-asyncio client configured from its kubeconfig, and a plain
+HTTP session on it (`http`, for what a typed client would not send: raw bodies, any content type)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from kubernetes_asyncio import config
 
@@ -18,6 +20,12 @@ from .kubectl import Kubectl
 async def cluster() -> AsyncIterator[DevCluster]:
     async with DevCluster(port=0, history=1000, kubelet_delay=0.01, bookmark_interval=0.2) as started:
         yield started
+
+
+@pytest.fixture
+async def http(cluster: DevCluster) -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(base_url=cluster.url) as session:
+        yield session
 
 
 @pytest.fixture

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
-import pytest
 
 from devcluster import DevCluster
 
@@ -16,12 +14,6 @@ from .manifests import pod
 PODS = "/api/v1/namespaces/default/pods"
 CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
 GPU = "nvidia.com/gpu"
-
-
-@pytest.fixture
-async def http(cluster: DevCluster) -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(base_url=cluster.url) as session:
-        yield session
 
 
 async def post(http: aiohttp.ClientSession, path: str, body: Any) -> tuple[int, Any]:

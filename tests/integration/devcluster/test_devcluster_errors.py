@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
-import pytest
 
 from devcluster import DevCluster
 
 from .manifests import pod
 
 PODS = "/api/v1/namespaces/default/pods"
-
-
-@pytest.fixture
-async def http(cluster: DevCluster) -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(base_url=cluster.url) as session:
-        yield session
 
 
 async def call(http: aiohttp.ClientSession, method: str, path: str, body: Any = None, *,

@@ -6,13 +6,13 @@ PodGroup API)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
 
 from devcluster import DevCluster
+from tests.integration.devcluster.http_calls import call
 
 GROUP = "/apis/scheduling.k8s.io"
 NAMESPACE = "gangs"
@@ -32,19 +32,6 @@ def pod_group(version: str, name: str = "train", **spec: Any) -> dict[str, Any]:
 def priority_class(name: str, value: int, **fields: Any) -> dict[str, Any]:
     return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
             "value": value, **fields}
-
-
-@pytest.fixture
-async def http(cluster: DevCluster) -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(base_url=cluster.url) as session:
-        yield session
-
-
-async def call(http: aiohttp.ClientSession, method: str, path: str, body: Any = None, *,
-               content_type: str = "application/json") -> tuple[int, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    async with http.request(method, path, data=data, headers={"Content-Type": content_type}) as response:
-        return response.status, await response.json(content_type=None)
 
 
 async def ok(http: aiohttp.ClientSession, method: str, path: str, body: Any = None, *,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -14,6 +13,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from devcluster import ApiError, DevCluster, Store
+from tests.integration.devcluster.http_calls import call
 
 PODS = "/api/v1/namespaces/default/pods"
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
@@ -30,19 +30,6 @@ def pod(name: str, *gates: str, **spec: Any) -> dict[str, Any]:
     if gates:
         body["spec"]["schedulingGates"] = [{"name": gate} for gate in gates]
     return body
-
-
-@pytest.fixture
-async def http(cluster: DevCluster) -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(base_url=cluster.url) as session:
-        yield session
-
-
-async def call(http: aiohttp.ClientSession, method: str, path: str, body: Any = None, *,
-               content_type: str = "application/json") -> tuple[int, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    async with http.request(method, path, data=data, headers={"Content-Type": content_type}) as response:
-        return response.status, await response.json(content_type=None)
 
 
 async def bind(core: Any, name: str, node_name: str, uid: str | None = None) -> Any:

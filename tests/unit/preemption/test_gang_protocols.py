@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from events.builders import node, node_event
 from events.ingest import kind_of, upsert_event
 from placement.gang import plan_gang
@@ -107,11 +109,14 @@ def test_surplus_never_takes_a_task_below_its_minimum() -> None:
     assert set(plan.victims) == {"default/job-0", "default/job-1", "default/job-2", "default/job-3"}
 
 
-def test_disruption_mode_pod_group_leaves_no_member_to_be_preempted_alone() -> None:
+@pytest.mark.parametrize(("api_version", "mode"), [("scheduling.k8s.io/v1alpha2", "PodGroup"),
+                                                   ("scheduling.k8s.io/v1beta1", {"all": {}})])
+def test_disruption_mode_pod_group_leaves_no_member_to_be_preempted_alone(api_version: str, mode: Any) -> None:
+    """1.36's disruptionMode PodGroup, and 1.37's all: {}."""
     state = cluster(4)
-    apply(state, {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+    apply(state, {"apiVersion": api_version, "kind": "PodGroup",
                   "metadata": {"name": "job", "namespace": "default"},
-                  "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}, "disruptionMode": "PodGroup"}})
+                  "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}, "disruptionMode": mode}})
     for i in range(4):
         apply(state, a_pod(f"job-{i}", priority=1, node_name=f"n{i}", schedulingGroup={"podGroupName": "job"}))
     high_gang(state, 1)
@@ -142,16 +147,6 @@ def kube_137_group(state: ClusterState, name: str, **spec: Any) -> None:
     apply(state, {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
                   "metadata": {"name": name, "namespace": "default"},
                   "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}, **spec}})
-
-
-def test_disruption_mode_all_of_kubernetes_1_37_leaves_no_member_to_be_preempted_alone() -> None:
-    state = cluster(4)
-    kube_137_group(state, "job", disruptionMode={"all": {}}, workloadRef={"workloadName": "w", "templateName": "t"})
-    for i in range(4):
-        apply(state, a_pod(f"job-{i}", priority=1, node_name=f"n{i}", schedulingGroup={"podGroupName": "job"}))
-    high_gang(state, 1)
-    plan = preempt(state, "default/high")
-    assert isinstance(plan, PreemptionPlan) and len(plan.victims) == 4
 
 
 def test_a_pod_groups_priority_is_its_pods_priority_as_victims() -> None:

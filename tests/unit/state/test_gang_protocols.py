@@ -378,3 +378,13 @@ def test_a_kubernetes_pod_groups_priority_is_every_members_priority() -> None:
     assert [state.pods[f"default/w-{i}"].priority for i in range(2)] == [2000, 2001]
     state.apply(event(group(priority=0)))  # the default admission wrote into a PodGroup naming no class
     assert [state.pods[f"default/w-{i}"].priority for i in range(2)] == [2000, 2001]
+
+
+@pytest.mark.parametrize(("priority", "kept"), [(2**31 - 1, True), (-(2**31), True), (2**31, False), (-(2**40), False)])
+def test_a_pod_group_priority_outside_int32_is_reported_and_not_used(priority: int, kept: bool) -> None:
+    state = fold({**kube_pod_group("g", {"schedulingPolicy": {"gang": {"minCount": 1}}, "priority": priority,
+                                         "priorityClassName": "odd"}), "apiVersion": "scheduling.k8s.io/v1beta1"})
+    spec = state.gangs["default/g"].spec
+    assert spec is not None and spec.group_priority == (priority if kept else None)
+    fields = [p.field for p in problems(state, "KubernetesPodGroup", "default/g")]
+    assert ("spec.priority" in fields) != kept
