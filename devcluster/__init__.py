@@ -26,6 +26,8 @@ Python API
         cluster.pod_gc                               # PodGarbageCollector | None (a deleted node's pods go)
         cluster.volumes                              # VolumeController | None (PV controller + provisioners)
         cluster.ephemeral_volumes                    # EphemeralVolumeController | None (pods' ephemeral claims)
+        cluster.protection                           # StorageProtectionController | None (pvc/pv-protection)
+        cluster.pod_group_protection                 # PodGroupProtectionController (podgroup-protection)
         cluster.disruption                           # DisruptionController | None (PodDisruptionBudget status)
         cluster.node_lifecycle                       # NodeLifecycleController | None (condition taints)
         cluster.taint_eviction                       # TaintEvictionController | None (NoExecute evictions)
@@ -90,8 +92,9 @@ scheduling.k8s.io/v1 priorityclasses, the Workload API as a cluster with the Gen
 (scheduling.k8s.io/v1alpha1 Workload of 1.35; PodGroup at v1beta1 and v1alpha3 as 1.37 serves it and at
 v1alpha2 as 1.36 did, one set of objects stored at v1beta1 and converted per version, resourceVersions and
 watches shared; validated as kube-apiserver does, a gang's minCount mutable at v1beta1 / v1alpha3 only;
-priorityClassName resolved by the Priority admission plugin as for pods; pods' spec.workloadRef and
-spec.schedulingGroup), scheduling.sigs.k8s.io/v1alpha1,
+priorityClassName resolved by the Priority admission plugin as for pods; protected from deletion while
+pods run in it, see protection.py below; pods' spec.workloadRef and spec.schedulingGroup),
+scheduling.sigs.k8s.io/v1alpha1,
 scheduling.x-k8s.io/v1alpha1 and scheduling.volcano.sh/v1beta1 PodGroups, scheduling.koordinator.sh
 ClusterNetworkTopology, topology.volcano.sh HyperNode, scheduling.sigs.k8s.io and scheduling.x-k8s.io
 ElasticQuotas and scheduling.volcano.sh Queues (each + status). Stored only, so that the
@@ -109,7 +112,8 @@ without apiVersion and kind for the kinds built into a real cluster (kubernetes/
 them for those that are custom resources there. Every write goes through the API server pipeline of the
 `manifests` package, shared with the scenario loader of `toposched simulate`: decoding (quantities in
 canonical form, JSON numbers accepted), defaulting (requests from limits, schedulerName, ...), the
-Priority, DefaultTolerationSeconds (and DefaultStorageClass, below) admission plugins (unknown
+Priority, DefaultTolerationSeconds (and DefaultStorageClass, StorageObjectInUseProtection and
+PodGroupProtection, below) admission plugins (unknown
 PriorityClass: 403) and validation (labels, annotations, resources: 422 naming each field); the system
 PriorityClasses exist from the start. Pod scheduling gates (`spec.schedulingGates`, GA in 1.30) as
 kube-apiserver treats them: a pod created with gates gets PodScheduled=False, reason SchedulingGated
@@ -135,7 +139,10 @@ PV controller writes; a deleted claim's volume is Released (deleted under the De
 volume controller creates `<pod>-<volume>` claims owned by their pods, deleted with them. Storage objects
 in use are protected (protection.py): claims and volumes are created with the `kubernetes.io/pvc-protection`
 / `pv-protection` finalizer (StorageObjectInUseProtection admission), and a deleted claim stays, marked,
-while a scheduled pod names it, a deleted volume while it is Bound.
+while a scheduled pod names it, a deleted volume while it is Bound. So are the Workload API's PodGroups
+(protection.py too): created or loaded with the `scheduling.k8s.io/podgroup-protection` finalizer
+(PodGroupProtection admission, at every version), a deleted one stays, marked, while a pod of its
+namespace naming it in `spec.schedulingGroup.podGroupName` is not Succeeded or Failed.
 
 Evictions and budgets (devcluster/disruption.py, disruption_controller.py): the eviction subresource
 enforces policy/v1 PodDisruptionBudgets as kube-apiserver's eviction handler does, the budget's status

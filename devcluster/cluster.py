@@ -1,5 +1,6 @@
-"""`DevCluster`: the store, the HTTP server, the fake kubelet, pod GC, the volume controllers, the disruption
-controller, the node lifecycle and taint eviction controllers and the fault injector, together.
+"""`DevCluster`: the store, the HTTP server, the fake kubelet, pod GC, the volume controllers, the protection
+controllers (storage objects, PodGroups), the disruption controller, the node lifecycle and taint eviction
+controllers and the fault injector, together.
 
     async with DevCluster(port=0, history=10_000) as cluster:
         cluster.write_kubeconfig(path)      # for kubernetes-asyncio or kubectl
@@ -36,7 +37,7 @@ from devcluster.faults import FaultInjector
 from devcluster.kubelet import FakeKubelet, running_status
 from devcluster.node_lifecycle import NodeLifecycleController, TaintEvictionController
 from devcluster.podgc import PodGarbageCollector
-from devcluster.protection import ProtectionController
+from devcluster.protection import PodGroupProtectionController, StorageProtectionController
 from devcluster.server import ApiServer
 from devcluster.store import Store, now_rfc3339
 from devcluster.volumes import VolumeController
@@ -89,7 +90,10 @@ class DevCluster:
         self.ephemeral_volumes: EphemeralVolumeController | None = \
             EphemeralVolumeController(self.store) if volumes else None
         # The pvc-protection and pv-protection finalizers (volumes=False: not kept).
-        self.protection: ProtectionController | None = ProtectionController(self.store) if volumes else None
+        self.protection: StorageProtectionController | None = \
+            StorageProtectionController(self.store) if volumes else None
+        # The podgroup-protection finalizer taken off deleted Workload API PodGroups no pod runs in.
+        self.pod_group_protection = PodGroupProtectionController(self.store)
         # PodDisruptionBudget status (disruption=False: none written but by evictions' bookkeeping).
         self.disruption: DisruptionController | None = DisruptionController(self.store) if disruption else None
         # The node lifecycle controller's taints (conditions, spec.unschedulable, not-ready / unreachable NoExecute)
@@ -109,7 +113,8 @@ class DevCluster:
     def _controllers(self) -> list[StoreController]:
         """The controllers turned on, in the order they start."""
         found: list[StoreController | None] = [self.pod_gc, self.volumes, self.ephemeral_volumes, self.protection,
-                                               self.disruption, self.node_lifecycle, self.taint_eviction]
+                                               self.pod_group_protection, self.disruption, self.node_lifecycle,
+                                               self.taint_eviction]
         return [controller for controller in found if controller is not None]
 
     @property

@@ -52,7 +52,7 @@ from devcluster.resources import RESOURCES, ResourceDef, by_kind
 from devcluster.schemas import KIND_SCHEMAS
 from devcluster.watch import Predicate, Watcher, WatchEvent
 from manifests import storage
-from manifests.admission import Rejected, admit_create, admit_update, decode, load_object
+from manifests.admission import Rejected, admit_create, admit_pod_group_protection, admit_update, decode, load_object
 from manifests.validation import Cause, forbidden, invalid, qualified_name_problems, validate
 
 Obj = dict[str, Any]
@@ -734,9 +734,12 @@ class Store:
 
     def _admit(self, resource: ResourceDef, obj: Obj, *, strict: bool, old: Obj | None = None,
                warnings: Warnings | None = None) -> Obj:
-        """The API-server pipeline for this write: the shared one of `manifests`, then for the storage kinds
-        their decoding, defaulting, DefaultStorageClass admission (creates) and validation (`storage.py`)."""
+        """The API-server pipeline for this write: the shared one of `manifests` (on a create, loads included,
+        the PodGroupProtection admission plugin), then for the storage kinds their decoding, defaulting,
+        DefaultStorageClass admission (creates) and validation (`storage.py`)."""
         admitted = self._admit_manifests(resource, obj, strict=strict, old=old, warnings=warnings)
+        if old is None:  # every PodGroup a cluster holds went through the plugin: loaded ones get it too
+            admitted = admit_pod_group_protection(resource.api_version, resource.kind, admitted)
         key = (resource.api_version, resource.kind)
         if key not in storage.KINDS:
             return admitted

@@ -11,7 +11,8 @@ that knows it, so that they cannot disagree:
 - `defaulting`: decoding and `SetDefaults_*` (requests from limits, schedulerName, ...);
 - `validation`: the 422 rules, with the real field paths and words;
 - `admission`: a create / update / scenario load as the pipeline of the three plus the Priority
-  and DefaultTolerationSeconds admission plugins.
+  and DefaultTolerationSeconds admission plugins (and PodGroupProtection, which devcluster's store
+  runs on its creates).
 
 Layering: below `events/` and `devcluster/` and importing nothing of ours, so that the scheduler's
 packages and the standalone API server can both use it without depending on each other (DESIGN.md:

@@ -16,6 +16,11 @@ A create runs, in the order kube-apiserver runs them:
      steps (`merge_label_keys`): a pod (anti-)affinity term's matchLabelKeys / mismatchLabelKeys, and a
      topology spread constraint's matchLabelKeys, become `In` / `NotIn` the pod's values in its selector;
    - PriorityClass: at most one class may be globalDefault (403);
+   - PodGroupProtection (plugin/pkg/admission/podgroupprotection, with the GenericWorkload gate): a
+     Workload API PodGroup, at whatever version it is written, gets the finalizer
+     `scheduling.k8s.io/podgroup-protection` (`admit_pod_group_protection`; devcluster/protection.py
+     takes it off once the deleted PodGroup has no non-terminal pod). devcluster's store runs it, as it
+     runs StorageObjectInUseProtection (`manifests.storage`), on every create, loads included;
 3. validation (`manifests.validation`): 422 Invalid with every cause.
 An update runs 1, the PriorityClass rule and 3 (with the old object for immutability rules).
 
@@ -145,6 +150,30 @@ def resolve_priority(obj: Obj, classes: PriorityClasses, api_version: str = "v1"
                                                  f"{policy} from the given PriorityClass name")
         new_spec["preemptionPolicy"] = policy
     return {**obj, "spec": new_spec}
+
+
+POD_GROUP_PROTECTION = "scheduling.k8s.io/podgroup-protection"
+# The Workload API's PodGroup at every version a cluster serves it (1.36's v1alpha2, 1.37's v1alpha3 and v1beta1).
+WORKLOAD_POD_GROUPS = frozenset({("scheduling.k8s.io/v1alpha2", "PodGroup"), ("scheduling.k8s.io/v1alpha3", "PodGroup"),
+                                 ("scheduling.k8s.io/v1beta1", "PodGroup")})
+
+
+def with_finalizer(obj: Obj, finalizer: str) -> Obj:
+    """`obj` with `finalizer` last in its `metadata.finalizers` (unchanged if it is there already), as the
+    protection admission plugins write it."""
+    meta = _dict(obj.get("metadata"))
+    finalizers = list(meta.get("finalizers") or [])
+    if finalizer in finalizers:
+        return obj
+    return {**obj, "metadata": {**meta, "finalizers": [*finalizers, finalizer]}}
+
+
+def admit_pod_group_protection(api_version: str, kind: str, obj: Obj) -> Obj:
+    """The PodGroupProtection admission plugin on a create: a Workload API PodGroup gets its protection
+    finalizer; any other object is left as it is."""
+    if (api_version, kind) not in WORKLOAD_POD_GROUPS:
+        return obj
+    return with_finalizer(obj, POD_GROUP_PROTECTION)
 
 
 def _tolerates(tolerations: list[Any], key: str) -> bool:

@@ -47,6 +47,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from manifests.admission import with_finalizer
 from manifests.defaulting import UndecodableQuantity, canonical_quantities
 from manifests.quantity import QuantityError, value_of
 from manifests.validation import (
@@ -175,11 +176,7 @@ def admit_in_use_protection(kind: tuple[str, str], obj: Obj) -> Obj:
     """The StorageObjectInUseProtection admission plugin on a claim's or a volume's create: its protection
     finalizer (devcluster/protection.py takes it off once the object is deleted and free)."""
     finalizer = IN_USE_FINALIZERS.get(kind)
-    meta = obj.get("metadata") or {}
-    finalizers = list(meta.get("finalizers") or [])
-    if finalizer is None or finalizer in finalizers:
-        return obj
-    return {**obj, "metadata": {**meta, "finalizers": [*finalizers, finalizer]}}
+    return obj if finalizer is None else with_finalizer(obj, finalizer)
 
 
 def admit_default_class(claim: Obj, classes: Iterable[Obj]) -> Obj:
