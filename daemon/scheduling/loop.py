@@ -270,7 +270,10 @@ class Scheduler:
         # Volumes made in advance being pre-bound to a plan's claims: no other plan is given them meanwhile.
         self._prebinding: set[str] = set()
         self._freed_classes: set[str] = set()  # of volumes changed since the last cycle (`_wake_for_freed_volumes`)
-        self._gang_of: dict[str, str] = {}  # pod -> its gang, to know whose membership a deletion changes
+        # pod -> its gang, to know whose membership a deletion changes: from the state a new leader starts on
+        # too (the pods a first list, a restart or a standby's watch folded before this scheduler existed),
+        # else deleting one of them wakes no gang parked for it until the periodic retry
+        self._gang_of: dict[str, str] = {key: pod.gang for key, pod in self.state.pods.items() if pod.gang}
         # Pending pods with required podAffinity, by their terms (pods alike share them: a gang's are asked
         # once): a pod placed that the terms select may let them fit.
         self._affinity_waiters: dict[int, tuple[PodTerms, set[str]]] = {}

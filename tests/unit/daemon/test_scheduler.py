@@ -15,6 +15,7 @@ from daemon.scheduling.loop import TURN_SECONDS, UNITS_PER_TURN, Scheduler, Sche
 from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase, Instruments, Preemptee
 from daemon.scheduling.queue import SchedulingQueue, Unit
 from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group, volcano_pod_group
+from events.ingest import kind_of, upsert_event
 from events.model import (
     BindFailed,
     BindRequested,
@@ -713,3 +714,29 @@ async def test_a_parked_gang_is_replanned_only_once_enough_room_is_freed() -> No
     h.add(PodDeleted(key="default/busy-1", uid="uid-default-busy-1"))
     await h.settle(2.0)
     assert sorted(h.bound_pods()) == ["default/train-0", "default/train-1"]
+
+
+async def test_a_member_held_before_the_scheduler_started_wakes_its_gang_when_deleted() -> None:
+    """A new leader's scheduler starts on a state that holds pods already (a first list, a restart, a
+    standby's watch). A gang parked for one of them (here a member left to another scheduler, which holds
+    a Kubernetes PodGroup whole) comes back as soon as that pod is deleted, not at the periodic retry."""
+    clock = StillClock()
+    state = ClusterState()
+    journal = Journal(state, clock)
+    info, pods = kind_of("scheduling.k8s.io/v1beta1", "PodGroup"), kind_of("v1", "Pod")
+    assert info is not None and pods is not None
+    journal.record_many([*nodes(4), upsert_event(info, {"metadata": {"name": "mixed", "namespace": "default"},
+                                                        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}})])
+    for name, scheduler_name in (("mixed-0", "toposched"), ("mixed-1", "toposched"), ("stray", "default-scheduler")):
+        journal.record(upsert_event(pods, {
+            "metadata": {"name": name, "namespace": "default", "uid": f"u-{name}"},
+            "spec": {"schedulerName": scheduler_name, "schedulingGroup": {"podGroupName": "mixed"},
+                     "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}))
+    recorded: list[Event] = []
+    journal.subscribe(recorded.append)
+    scheduler = Scheduler(journal, FakeAPI(state, journal), config=SchedulerConfig(retry_parked_seconds=None))
+    await scheduler.run_until_idle()
+    assert not [e for e in recorded if isinstance(e, PodBound)]
+    journal.record(PodDeleted(key="default/stray", uid="u-stray"))
+    await scheduler.run_until_idle()
+    assert sorted(e.pod for e in recorded if isinstance(e, PodBound)) == ["default/mixed-0", "default/mixed-1"]
