@@ -74,14 +74,16 @@ def plan_gang(state: ClusterState, gang: str, *,
     """Plan every gang of `gang`'s GangGroup together; see the module docstring for the rules."""
     info = state.gangs.get(gang)
     if info is None or info.spec is None:
-        return Unschedulable(gangs=(gang,), reason=f"gang {gang}: {missing_spec(gang)}", constraint=MEMBERS)
+        return Unschedulable(gangs=(gang,), reason=f"gang {gang}: {missing_spec(gang, state.undecodable)}",
+                             constraint=MEMBERS)
     group = info.spec.gang_group
     infos: list[GangInfo] = []
     specs: list[GangSpec] = []
     for key in group:
         member = state.gangs.get(key)
         if member is None or member.spec is None:
-            return Unschedulable(gangs=group, reason=f"gang {gang}: gang {key} of its GangGroup: {missing_spec(key)}",
+            why = missing_spec(key, state.undecodable)
+            return Unschedulable(gangs=group, reason=f"gang {gang}: gang {key} of its GangGroup: {why}",
                                  constraint=MEMBERS)
         infos.append(member)
         specs.append(member.spec)

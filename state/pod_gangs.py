@@ -31,7 +31,7 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from events.model import object_key
 from events.objects import (
@@ -78,8 +78,18 @@ def workload_of_gang(key: str) -> tuple[str, str] | None:
     return (f"{namespace}{slash}{workload}", pod_group)
 
 
-def missing_spec(gang: str) -> str:
-    """Why a gang that pods name has no spec, in words for its pending reason."""
+# The kinds (`events.ingest.KindInfo.name`) of the objects keyed as the gang they define.
+_GANG_OBJECT_KINDS = ("PodGroup", "SchedulerPluginsPodGroup", "VolcanoPodGroup", "KubernetesPodGroup", "KaiPodGroup")
+
+
+def missing_spec(gang: str, unreadable: Mapping[tuple[str, str], Problem] | None = None) -> str:
+    """Why a gang that pods name has no spec, in words for its pending reason; `unreadable`: the objects the
+    state could not decode (`ClusterState.undecodable`), so that a PodGroup that exists but cannot be read
+    is not said to be missing."""
+    for kind in _GANG_OBJECT_KINDS if unreadable else ():
+        problem = unreadable.get((kind, gang)) if unreadable is not None else None
+        if problem is not None:
+            return f"its {kind} cannot be read ({problem.message}); see its Warning Event"
     found = workload_of_gang(gang)
     if found is not None:
         return f"Workload {found[0]} not found, or it has no podGroup {found[1]!r}"

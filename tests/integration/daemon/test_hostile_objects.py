@@ -152,3 +152,41 @@ async def test_objects_the_daemon_cannot_use_get_a_warning_naming_the_field_a_co
             counted = running[0].daemon.metrics.invalid_objects
             assert counted.labels("Pod", "InvalidQuantity")._value.get() == 2
             assert counted.labels("Pod", "UndecodableObject")._value.get() == 1
+
+
+def kube_pod_group(name: str, **spec: Any) -> list[dict[str, Any]]:
+    """A Kubernetes 1.37 PodGroup (scheduling.k8s.io/v1beta1) of minCount 2 and its two members."""
+    group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": name, "namespace": NAMESPACE},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, **spec}}
+    members = [pod(f"{name}-{i}") for i in range(2)]
+    for member in members:
+        member["spec"]["schedulingGroup"] = {"podGroupName": name}
+    return [group, *members]
+
+
+async def test_kubernetes_pod_groups_a_server_would_refuse_are_named_in_warnings_and_never_stop_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """1.37 PodGroups as a server that does not validate may hand them over: a disruptionMode of the wrong
+    type (the PodGroup cannot be read: its pods wait), an int64 priority and a disruptionMode naming both
+    members (read leniently: placed, the Warning says how)."""
+    unreadable = kube_pod_group("pg-unreadable", disruptionMode=5)
+    lenient = kube_pod_group("pg-lenient", disruptionMode={"single": {}, "all": {}}, priority=2**40,
+                             priorityClassName="huge")
+    admitted_unchecked(monkeypatch, {"pg-unreadable", "pg-lenient"})
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(8))
+        async with daemons(cluster, tmp_path) as running:
+            cluster.load_objects([*unreadable, *lenient])
+            await canary_binds(cluster, "canary", running)
+            await wait_until(lambda: warned(cluster, "pg-unreadable", "spec.disruptionMode: Expected `str | object`")
+                             and warned(cluster, "pg-lenient", "spec.priority: 1099511627776 is not an int32")
+                             and warned(cluster, "pg-lenient", "spec.disruptionMode: sets both single and all"),
+                             within=15, what="Warning Events naming the PodGroups' fields")
+            await wait_until(lambda: bound_count(cluster, pod_names(lenient)) == 2, what="the lenient gang bound")
+            assert bound_count(cluster, pod_names(unreadable)) == 0
+            state = running[0].daemon.state
+            assert state is not None
+            assert "its KubernetesPodGroup cannot be read (spec.disruptionMode: Expected" in pod_condition(
+                cluster, "pg-unreadable-0")  # not "PodGroup not found": it exists
+            assert not running[0].daemon.journal.internal_errors  # type: ignore[union-attr]
