@@ -233,6 +233,7 @@ def _roster(state: ClusterState, infos: list[GangInfo], ignore_pods: AbstractSet
     for member in infos:
         waiting: list[PodInfo] = []
         placed: list[PodInfo] = []
+        one_scheduler = member.spec is not None and member.spec.dialect == KUBERNETES  # see `foreign` below
         for key in member.members:
             if key in ignore_pods:
                 continue
@@ -249,8 +250,8 @@ def _roster(state: ClusterState, infos: list[GangInfo], ignore_pods: AbstractSet
                 placed.append(pod)
             elif pod.ours and pod.gated and not (pod.terminating or pod.terminal):
                 gated += 1
-            elif (not pod.ours and not (pod.terminating or pod.terminal or pod.removed) and member.spec is not None
-                  and member.spec.dialect == KUBERNETES and (not foreign or key < foreign)):
+            elif (one_scheduler and not pod.ours and not (pod.terminating or pod.terminal or pod.removed)
+                  and (not foreign or key < foreign)):
                 foreign = key
         pending[member.key] = waiting
         running[member.key] = placed

@@ -86,10 +86,11 @@ def missing_spec(gang: str, unreadable: Mapping[tuple[str, str], Problem] | None
     """Why a gang that pods name has no spec, in words for its pending reason; `unreadable`: the objects the
     state could not decode (`ClusterState.undecodable`), so that a PodGroup that exists but cannot be read
     is not said to be missing."""
-    for kind in _GANG_OBJECT_KINDS if unreadable else ():
-        problem = unreadable.get((kind, gang)) if unreadable is not None else None
-        if problem is not None:
-            return f"its {kind} cannot be read ({problem.message}); see its Warning Event"
+    if unreadable:
+        for kind in _GANG_OBJECT_KINDS:
+            problem = unreadable.get((kind, gang))
+            if problem is not None:
+                return f"its {kind} cannot be read ({problem.message}); see its Warning Event"
     found = workload_of_gang(gang)
     if found is not None:
         return f"Workload {found[0]} not found, or it has no podGroup {found[1]!r}"
