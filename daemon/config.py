@@ -34,6 +34,8 @@ Example (every key optional; these are the defaults):
       missing_crd_retry_seconds: 60
       bind_retry_attempts: 5
       volume_binding_seconds: 600  # how long a plan's WaitForFirstConsumer claims may take to be provisioned
+      not_ready_report_seconds: 5  # a gang's pods wait this long for its missing members before they are
+                                   # marked PodScheduled=False/NotReadyForScheduling (kube-scheduler's 5 s)
     event_log:
       max_record_bytes: 1048576       # an object bigger than this once slimmed is logged as its core
       retention_bytes: 1073741824     # history older than the newest snapshot kept, at most this many bytes
@@ -98,6 +100,7 @@ class TimeoutConfig(_Section, frozen=True):
     missing_crd_retry_seconds: PositiveFloat = 60.0
     bind_retry_attempts: PositiveInt = 5
     volume_binding_seconds: PositiveFloat = 600.0
+    not_ready_report_seconds: Annotated[float, msgspec.Meta(ge=0)] = 5.0
 
 
 class EventLogConfig(_Section, frozen=True):

@@ -343,11 +343,14 @@ class GangTimedOut(EventBase, tag="timeout", frozen=True):
 
 
 class GangPending(EventBase, tag="pending", frozen=True):
-    """The gang could not be placed in this attempt; `reason` is what the user is shown."""
+    """The gang could not be placed in this attempt; `reason` is what the user is shown. `held`: it was not
+    tried against nodes at all, because members (or the object defining it) have yet to appear: what
+    kube-scheduler's PreEnqueue holds back (its pods are not ready for scheduling, not unschedulable)."""
 
     gang: str
     reason: str
     attempt: int = 0
+    held: bool = False
 
 
 class GangPlanned(EventBase, tag="planned", frozen=True):

@@ -378,8 +378,8 @@ class GangInfo:
     by `ClusterState`. `spec` is the winning source's (see `GANG_SOURCES`); `sources` holds every
     source present, with its own problems."""
 
-    __slots__ = ("attempts", "definer", "filed", "first_seen", "job_priority", "key", "last_reason", "members",
-                 "sources", "spec", "timed_out")
+    __slots__ = ("attempts", "definer", "filed", "first_seen", "held", "job_priority", "key", "last_reason",
+                 "members", "sources", "spec", "timed_out")
 
     def __init__(self, key: str, first_seen: float) -> None:
         self.key = key
@@ -387,6 +387,9 @@ class GangInfo:
         self.spec: GangSpec | None = None
         self.members: set[str] = set()
         self.last_reason = ""
+        # `last_reason` says it waits for members (or its defining object) to appear, untried against nodes
+        # (`GangPending.held`): its pods are not ready for scheduling rather than unschedulable.
+        self.held = False
         self.attempts = 0
         self.timed_out = 0
         self.sources: dict[str, tuple[GangSpec, list[Problem]]] = {}
@@ -434,6 +437,7 @@ class GangRecord(msgspec.Struct, frozen=True, array_like=True):
     attempts: int
     last_reason: str
     timed_out: int
+    held: bool = False  # absent from the snapshots written before it
 
 
 class PodRecord(msgspec.Struct, frozen=True, array_like=True):
@@ -1336,18 +1340,21 @@ class ClusterState:
         if gang is not None:
             gang.attempts += 1
             gang.last_reason = event.reason
+            gang.held = event.held
 
     def _gang_planned(self, event: GangPlanned) -> None:
         gang = self.gangs.get(event.gang)
         if gang is not None:
             gang.attempts += 1
             gang.last_reason = ""
+            gang.held = False
 
     def _gang_timed_out(self, event: GangTimedOut) -> None:
         gang = self.gangs.get(event.gang)
         if gang is not None:
             gang.timed_out += 1
             gang.last_reason = event.reason
+            gang.held = False
 
     def _decision_target(self, key: str, uid: str) -> PodInfo | None:
         pod = self.pods.get(key)
@@ -1987,7 +1994,7 @@ class ClusterState:
             assumed=[DecisionRecord(p.key, p.uid, p.assumed_node, p.gang) for p in pods if p.assumed_node],
             nominated=[DecisionRecord(p.key, p.uid, p.nominated_node, p.gang, p.priority)
                        for p in pods if p.nominated_node],
-            gangs=[GangRecord(g.key, g.first_seen, g.attempts, g.last_reason, g.timed_out)
+            gangs=[GangRecord(g.key, g.first_seen, g.attempts, g.last_reason, g.timed_out, g.held)
                    for g in (self.gangs[k] for k in sorted(self.gangs))],
             undecodable=[self.undecodable[k] for k in sorted(self.undecodable)],
             fold_failures=[self.fold_failures[k] for k in sorted(self.fold_failures)],
@@ -2087,6 +2094,7 @@ class ClusterState:
             gang.first_seen = record_gang.first_seen
             gang.attempts = record_gang.attempts
             gang.last_reason = record_gang.last_reason
+            gang.held = record_gang.held
             gang.timed_out = record_gang.timed_out
         for problem in snap.undecodable:
             state.undecodable[(problem.kind, problem.key)] = problem

@@ -308,7 +308,8 @@ class Daemon:
         self.journal.subscribe_batches(topology_status.notice_all)
         self.topology_status = topology_status
         # PodScheduled=False on every pending gang member, as cluster-autoscaler and Karpenter read it.
-        pod_conditions = PendingPodConditions(self.journal.state, self.api)
+        pod_conditions = PendingPodConditions(self.journal.state, self.api,
+                                              not_ready_delay_seconds=self.config.timeouts.not_ready_report_seconds)
         self.journal.subscribe_batches(pod_conditions.notice_all)
         self.pod_conditions = pod_conditions
         # Each quota's usage where its dialect keeps it (status.used, status.allocated, runtime).

@@ -74,6 +74,7 @@ from daemon.kube.client import (
 from daemon.kube.event_correlator import ObjectRef
 from daemon.kube.event_recorder import EventRecorder
 from daemon.kube.leader import NotLeader, WriteGate
+from daemon.scheduling.decisions import NOT_READY_REASON
 from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase
 from daemon.telemetry.metrics import Metrics
 from events.ingest import KINDS
@@ -152,6 +153,14 @@ _EVENT_REASON: dict[str, str] = {"Pending": FAILED_SCHEDULING, "TimedOut": "Gang
 _EVICTED = "evicted"
 _DELETED = "deleted (no Eviction API)"
 _DELETED_OVER_BUDGET = "deleted: its PodDisruptionBudget refused the eviction, and preemption outranks it"
+
+
+def _event_of(phase: GangPhase, reason: str) -> tuple[Literal["Normal", "Warning"], str]:
+    """A gang report's Event type and reason. A gang held for its missing members is not failing: a Normal
+    `NotReadyForScheduling`, as kube-scheduler records for a pod its PreEnqueue holds (KAI: a Normal `NotReady`)."""
+    if reason == NOT_READY_REASON:
+        return "Normal", NOT_READY_REASON
+    return ("Normal" if phase in ("Scheduled", "Preempted") else "Warning"), _EVENT_REASON[phase]
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -521,12 +530,14 @@ class KubeClusterAPI:
         """PodGroup status (phase + one condition) and an Event on it saying the same. Best effort."""
         target = self.state.gang_object(gang) if self.state is not None else None
         if target is None:
-            return await self._report_objectless_gang(gang, phase, message)
+            return await self._report_objectless_gang(gang, phase, reason, message)
         api_version = target.api_version
         kube = api_version.startswith(KUBE_POD_GROUP_GROUP)
         status: dict[str, Any] | None = None
         if kube:
-            status = self._kube_pod_group_status(gang, api_version, phase, message)
+            # A group held before the queue has had no scheduling cycle, so kube-scheduler writes it no condition.
+            if reason != NOT_READY_REASON:
+                status = self._kube_pod_group_status(gang, api_version, phase, message)
         elif target.status:
             phases = _VOLCANO_PHASE if api_version == VOLCANO_POD_GROUP_API else _KOORDINATOR_PHASE
             status = {
@@ -546,9 +557,8 @@ class KubeClusterAPI:
             await self.events.drain()
             if status is not None:
                 await self._patch_status(api_version, "podgroups", gang, status, object_fallback=not kube)
-            await self.record_event(target.key, api_version, target.kind, target.uid,
-                                    "Normal" if phase in ("Scheduled", "Preempted") else "Warning",
-                                    _EVENT_REASON[phase], message)
+            await self.record_event(target.key, api_version, target.kind, target.uid, *_event_of(phase, reason),
+                                    message)
         except (KubeApiError, NotLeader) as error:
             log.warning("gang.report_failed", gang=gang, phase=phase, error=str(error))
             return ApiOutcome(ok=False, reason=str(error), retriable=True)
@@ -587,7 +597,7 @@ class KubeClusterAPI:
                 for c in current.values() if c.type != kind and c.last_transition_time]
         return {"conditions": [*kept, condition]}
 
-    async def _report_objectless_gang(self, gang: str, phase: GangPhase, message: str) -> ApiOutcome:
+    async def _report_objectless_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> ApiOutcome:
         """A gang of pod annotations (Koordinator's, no PodGroup object): its Event goes on its first member
         still pending (else its first member), the pod a user looks at; there is no status to write."""
         info = self.state.gangs.get(gang) if self.state is not None else None
@@ -597,8 +607,8 @@ class KubeClusterAPI:
         first = pending[0] if pending else min(info.members)
         pod = self.state.pods.get(first)
         try:
-            await self.record_event(first, "v1", "Pod", pod.uid if pod is not None else "", "Warning",
-                                    _EVENT_REASON[phase], message)
+            await self.record_event(first, "v1", "Pod", pod.uid if pod is not None else "", *_event_of(phase, reason),
+                                    message)
         except (KubeApiError, NotLeader) as error:
             return ApiOutcome(ok=False, reason=str(error), retriable=True)
         return OK

@@ -1,14 +1,22 @@
-"""Every pending member of a gang carries `PodScheduled=False`, reason `Unschedulable`, the gang's reason.
+"""Every pending member of a gang carries `PodScheduled=False` with the gang's reason: `Unschedulable` once
+it was tried, `NotReadyForScheduling` while it waits for its members to appear.
 
-kube-scheduler leaves a pod it could not place with that condition (and Volcano every pending task
+kube-scheduler leaves a pod it could not place with `Unschedulable` (and Volcano every pending task
 of a gang), and it is what the rest of the cluster reads: cluster-autoscaler lists as "unschedulable
 pods" exactly the pods whose `PodScheduled` condition is `False` with reason `Unschedulable`, and
 Karpenter provisions for the same pods. A pending gang must look to them like pods that need nodes.
+A gang short of members is another matter: kube-scheduler's GangScheduling (and Koordinator's
+Coscheduling) hold its pods at PreEnqueue, untried, and since KEP-5501 kube-scheduler marks such a
+pod `NotReadyForScheduling` once the hold has lasted 5 s; no autoscaler adds nodes for it. So do we
+(`decisions.not_ready_for_scheduling`), except for scheduler-plugins' gangs, whose Coscheduling
+fails them at PreFilter: `Unschedulable` at once, as there.
 
 What is written: for each of our pods that is pending (not bound, not assumed, not being deleted)
 and whose gang has a reason (`GangInfo.last_reason`: why it waits, why it timed out), the condition
-`{type: PodScheduled, status: "False", reason: Unschedulable, message: <the gang's reason>}`, by a
-strategic merge patch of `pods/status` (the pod's other conditions are kept). `lastTransitionTime`
+`{type: PodScheduled, status: "False", reason: Unschedulable | NotReadyForScheduling, message: <the
+gang's reason>}`, by a strategic merge patch of `pods/status` (the pod's other conditions are kept).
+`NotReadyForScheduling` is written only once the pod has wanted it for `not_ready_delay_seconds`
+(5 s), so a gang whose pods all arrive within that costs no patch. `lastTransitionTime`
 is kept when the pod already had `PodScheduled=False` (kube-scheduler's `UpdatePodCondition`),
 so cluster-autoscaler's "unschedulable since" does not move when only the message does. Pods
 without a gang are reported by the loop (`ClusterAPI.report_pod`); this module leaves them alone.
@@ -39,6 +47,7 @@ from typing import Any, Final, Protocol
 import anyio
 import structlog
 
+from daemon.scheduling.decisions import NOT_READY_REASON, not_ready_for_scheduling
 from daemon.scheduling.ports import ApiOutcome
 from events.dispatch import each, exhaustive
 from events.model import (
@@ -76,10 +85,12 @@ log = structlog.get_logger("toposched.conditions")
 
 POD_SCHEDULED: Final = "PodScheduled"
 UNSCHEDULABLE: Final = "Unschedulable"  # v1.PodReasonUnschedulable, what cluster-autoscaler filters on
+NOT_READY: Final = NOT_READY_REASON  # v1.PodReasonNotReadyForScheduling, which it does not
 MESSAGE_LIMIT: Final = 1024
 DEFAULT_CONCURRENCY: Final = 8
 DEFAULT_REFRESH_SECONDS: Final = 5.0
 DEFAULT_SWEEP_PODS_PER_SECOND: Final = 1000.0
+DEFAULT_NOT_READY_DELAY_SECONDS: Final = 5.0  # kube-scheduler's, fixed (KEP-5501)
 MAX_RETRY_SECONDS: Final = 30.0
 
 
@@ -89,23 +100,27 @@ class PodConditionWriter(Protocol):
     async def set_pod_condition(self, pod: str, uid: str, condition: dict[str, Any]) -> ApiOutcome: ...
 
 
-def desired_message(state: ClusterState, key: str) -> str:
-    """The message the pod's `PodScheduled=False` condition must carry; "" when it needs none from us."""
+def desired(state: ClusterState, key: str) -> tuple[str, str] | None:
+    """The reason and message the pod's `PodScheduled=False` condition must carry; None when it needs none
+    from us."""
     pod = state.pods.get(key)
     if pod is None or not pod.gang or key not in state.pending:
-        return ""
+        return None
     gang = state.gangs.get(pod.gang)
-    return gang.last_reason[:MESSAGE_LIMIT] if gang is not None else ""
+    if gang is None or not gang.last_reason:
+        return None
+    reason = NOT_READY if not_ready_for_scheduling(state, pod.gang) else UNSCHEDULABLE
+    return reason, gang.last_reason[:MESSAGE_LIMIT]
 
 
-def shows(state: ClusterState, key: str, message: str) -> tuple[bool, str | None]:
-    """Whether the pod (as folded) already carries the condition with `message`; and the transition time
-    to keep (that of a `PodScheduled=False` it has, else None: now)."""
+def shows(state: ClusterState, key: str, reason: str, message: str) -> tuple[bool, str | None]:
+    """Whether the pod (as folded) already carries the condition with `reason` and `message`; and the
+    transition time to keep (that of a `PodScheduled=False` it has, else None: now)."""
     pod = state.pods[key]
     for condition in pod.obj.status.conditions:
         if condition.type == POD_SCHEDULED:
             keep = condition.last_transition_time if condition.status == "False" else None
-            same = condition.status == "False" and condition.reason == UNSCHEDULABLE and condition.message == message
+            same = condition.status == "False" and condition.reason == reason and condition.message == message
             return same, keep
     return False, None
 
@@ -116,18 +131,24 @@ class PendingPodConditions:
     def __init__(self, state: ClusterState, writer: PodConditionWriter, *, concurrency: int = DEFAULT_CONCURRENCY,
                  refresh_seconds: float = DEFAULT_REFRESH_SECONDS,
                  sweep_pods_per_second: float = DEFAULT_SWEEP_PODS_PER_SECOND,
+                 not_ready_delay_seconds: float = DEFAULT_NOT_READY_DELAY_SECONDS,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
         self.state = state
         self.writer = writer
         self.refresh_seconds = refresh_seconds
         self.sweep_pods_per_second = sweep_pods_per_second
+        self.not_ready_delay_seconds = not_ready_delay_seconds
         self._clock = clock
         self._wall = wall
         self._limiter = anyio.CapacityLimiter(concurrency)
         self._pods: set[str] = set()  # pods to check at the next pass
         self._gangs: set[str] = {key for key, gang in state.gangs.items() if gang.last_reason}  # members to sweep
         self._next_sweep: dict[str, float] = {}  # gang -> when its members may be swept again
-        self._written: dict[str, tuple[str, str]] = {}  # pod -> (uid, message) written, the watch not back yet
+        self._written: dict[str, tuple[str, str, str]] = {}  # pod -> (uid, reason, message) written, not back yet
+        # pod -> since when it has been wanting NotReadyForScheduling (its gang waiting for members), which it
+        # is shown only once that has lasted `not_ready_delay_seconds`; and pod -> when, for those not shown yet.
+        self._held_since: dict[str, float] = {}
+        self._delayed: dict[str, float] = {}
         self._wake = anyio.Event()
         self._wake.set()  # the first pass (a new leader) checks every gang with a reason
         self._failures = 0
@@ -159,10 +180,15 @@ class PendingPodConditions:
             self._pods.add(key)
             self._wake.set()
         else:
-            self._written.pop(key, None)
+            self._forget(key)
 
     def _pod_deleted(self, event: PodDeleted) -> None:
-        self._written.pop(event.key, None)
+        self._forget(event.key)
+
+    def _forget(self, key: str) -> None:
+        self._written.pop(key, None)
+        self._held_since.pop(key, None)
+        self._delayed.pop(key, None)
 
     # ------------------------------------------------------------------ writing
 
@@ -181,6 +207,8 @@ class PendingPodConditions:
 
     def _next_deadline(self) -> float | None:
         due = [self._next_sweep.get(gang, 0.0) for gang in self._gangs]
+        if self._delayed:
+            due.append(min(self._delayed.values()))
         return min(due) if due else None
 
     async def sync_once(self) -> bool:
@@ -188,6 +216,9 @@ class PendingPodConditions:
         now = self._clock()
         checks = dict.fromkeys(self._pods, False)  # pod -> swept (its gang's reason changed)
         self._pods = set()
+        for key in [key for key, at in self._delayed.items() if at <= now]:
+            del self._delayed[key]
+            checks[key] = True  # its delay is over: it is written now, whatever it showed before
         for gang in sorted(self._gangs):
             if self._next_sweep.get(gang, 0.0) > now:
                 continue  # swept a moment ago: its newest reason goes out when the interval is over
@@ -221,23 +252,34 @@ class PendingPodConditions:
 
     def _condition_due(self, key: str, swept: bool) -> dict[str, Any] | None:
         """The condition to patch onto the pod now, or None when none is (its bookkeeping done)."""
-        message = desired_message(self.state, key)
-        if not message:
-            self._written.pop(key, None)
+        wanted = desired(self.state, key)
+        if wanted is None:
+            self._forget(key)
             return None
+        reason, message = wanted
         pod = self.state.pods[key]
-        same, transition = shows(self.state, key, message)
+        same, transition = shows(self.state, key, reason, message)
+        if reason != NOT_READY:
+            self._held_since.pop(key, None)
+            self._delayed.pop(key, None)
         if same:
             self._written.pop(key, None)
             return None
-        if self._written.get(key) == (pod.uid, message):
+        if self._written.get(key) == (pod.uid, reason, message):
             return None  # written; the watch has not brought it back yet
+        if reason == NOT_READY:
+            # As kube-scheduler: only a hold that lasts is shown, so a gang whose pods all arrive within the
+            # delay is never marked at all.
+            due = self._held_since.setdefault(key, self._clock()) + self.not_ready_delay_seconds
+            if self._clock() < due:
+                self._delayed[key] = due
+                return None
         if not swept and (transition is not None or key in self._written):
-            # It already says Unschedulable, with an older reason of its gang: the gang's next sweep
+            # It already says PodScheduled=False, with an older reason of its gang: the gang's next sweep
             # rewrites it (at most one per refresh_seconds), not every echo of a pod update.
             self._gangs.add(pod.gang)
             return None
-        return {"type": POD_SCHEDULED, "status": "False", "reason": UNSCHEDULABLE, "message": message,
+        return {"type": POD_SCHEDULED, "status": "False", "reason": reason, "message": message,
                 "lastTransitionTime": transition or _timestamp(self._wall())}
 
     async def _write_if_needed(self, key: str, swept: bool) -> bool:
@@ -246,11 +288,10 @@ class PendingPodConditions:
         if condition is None:
             return True
         pod = self.state.pods[key]
-        message = condition["message"]
         outcome = await self.writer.set_pod_condition(key, pod.uid, condition)
         if outcome.ok:
             self.patches += 1
-            self._written[key] = (pod.uid, message)
+            self._written[key] = (pod.uid, condition["reason"], condition["message"])
             return True
         if not outcome.retriable:
             return True  # the pod is gone: its deletion comes by watch

@@ -56,15 +56,21 @@ from events.model import (
     PodNominated,
     PreemptionPlanned,
 )
+from events.objects import SCHEDULER_PLUGINS_POD_GROUP_LABEL
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod
 from placement.fit import Requests
 from placement.members import is_running, quorum_met
 from placement.plan import CAPACITY, HARD_TIER, INVALID, MEMBERS, MUST_GATHER, POD_FIT, VOLUME
 from placement.recheck import Adopted, broken_plans, refusal
 from state.cluster import ClusterState, PodInfo
+from state.gangs import SCHEDULER_PLUGINS
 
 SCHEDULED_REASON = "Scheduled"
 UNSCHEDULABLE_REASON = "Unschedulable"
+# A pod no scheduler has tried yet because a check before its queue holds it (KEP-5501's
+# v1.PodReasonNotReadyForScheduling): cluster-autoscaler and Karpenter, which provision only for
+# `Unschedulable`, leave it alone.
+NOT_READY_REASON = "NotReadyForScheduling"
 TIMEOUT_REASON = "GangTimeout"
 PREEMPTED_REASON = "Preempted"
 
@@ -115,6 +121,7 @@ class ReportPending(msgspec.Struct, frozen=True):
     lone: bool
     reason: str
     reports: tuple[tuple[str, str], ...]  # (gang key, "") per gang, or (pod key, uid)
+    held: bool = False  # untried: it waits for members to appear (`GangPending.held`)
 
 
 class ReportGang(msgspec.Struct, frozen=True):
@@ -382,7 +389,7 @@ def _unschedulable(step: Step, unit: Unit, failure: Unschedulable) -> bool:
         if note:
             reason = f"{reason}; {note}"
     step.do(Park(unit.key, structural=structural, retry_at=retry_at))
-    pending(step, unit.key, unit.gangs, reason)
+    pending(step, unit.key, unit.gangs, reason, held=failure.constraint == MEMBERS)
     return preempted
 
 
@@ -454,9 +461,10 @@ def _preempt(step: Step, unit: Unit, failure: Unschedulable) -> tuple[str, bool,
     return f"preempting {victims}", True, None
 
 
-def pending(step: Step, unit_key: str, gangs: Sequence[str], reason: str) -> None:
+def pending(step: Step, unit_key: str, gangs: Sequence[str], reason: str, *, held: bool = False) -> None:
     """Record why the unit waits, only when the reason changed, and report it (a condition + an Event).
-    Recording is synchronous, so the reason can never land after a later, successful attempt."""
+    Recording is synchronous, so the reason can never land after a later, successful attempt. `held`: the
+    gangs were not tried against nodes, their members (or defining objects) having yet to appear."""
     state = step.state
     reports: list[tuple[str, str]] = []
     if gangs:
@@ -464,10 +472,10 @@ def pending(step: Step, unit_key: str, gangs: Sequence[str], reason: str) -> Non
             info = state.gangs.get(gang)
             if info is None or info.last_reason == reason:
                 continue
-            step.record(GangPending(gang=gang, reason=reason, attempt=info.attempts + 1))
+            step.record(GangPending(gang=gang, reason=reason, attempt=info.attempts + 1, held=held))
             reports.append((gang, ""))
         if reports:
-            step.do(ReportPending(unit_key, False, reason, tuple(reports)))
+            step.do(ReportPending(unit_key, False, reason, tuple(reports), held))
         return
     if step.memory.shown_reason(unit_key) == reason:
         return
@@ -535,6 +543,23 @@ def written_by_wait(reason: str) -> bool:
     """Whether a `PodForgotten` reason was written by `service_wait` (its node is gone, or it timed out)."""
     return (reason.startswith("node ") and reason.endswith(_NODE_GONE)) or (
         _WAITED_AT_PERMIT in reason and reason.endswith("released its assumed pods"))
+
+
+def not_ready_for_scheduling(state: ClusterState, gang: str) -> bool:
+    """Whether the gang's pending pods are not ready for scheduling rather than unschedulable: its last reason
+    is a wait for members (or its defining object) to appear (`GangInfo.held`), and its own scheduler holds
+    such a gang before the queue, untried. kube-scheduler's GangScheduling and Koordinator's Coscheduling
+    reject it at PreEnqueue; Volcano's and KAI's sessions skip a job that is not ready. Only scheduler-plugins'
+    Coscheduling tries it and fails it at PreFilter, leaving its pods `Unschedulable`; so do its pods whose
+    PodGroup does not exist (Permit refuses them)."""
+    info = state.gangs.get(gang)
+    if info is None or not info.held:
+        return False
+    if info.spec is not None:
+        return info.spec.dialect != SCHEDULER_PLUGINS
+    pods = state.pods
+    return not any(SCHEDULER_PLUGINS_POD_GROUP_LABEL in pods[key].obj.metadata.labels
+                   for key in info.members if key in pods)
 
 
 def written_by_giving_up(reason: str) -> bool:

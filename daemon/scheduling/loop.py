@@ -186,6 +186,7 @@ log = structlog.get_logger("toposched.scheduler")
 
 SCHEDULED_REASON = decisions.SCHEDULED_REASON
 UNSCHEDULABLE_REASON = decisions.UNSCHEDULABLE_REASON
+NOT_READY_REASON = decisions.NOT_READY_REASON
 TIMEOUT_REASON = decisions.TIMEOUT_REASON
 UNITS_PER_TURN = 16  # units a daemon's cycle decides before other tasks get a turn (`_cycle`)
 TURN_SECONDS = 0.01  # ... or fewer, once deciding them has taken this long (big gangs), so watches and
@@ -1331,7 +1332,8 @@ class Scheduler:
         elif effect.lone:
             return []
         else:
-            reports = [(gang, "Pending", UNSCHEDULABLE_REASON, effect.reason) for gang, _ in effect.reports]
+            reports = [(gang, "Pending", NOT_READY_REASON if effect.held and decisions.not_ready_for_scheduling(
+                self.state, gang) else UNSCHEDULABLE_REASON, effect.reason) for gang, _ in effect.reports]
         writers = []
         for gang, phase, reason, message in reports:
             queued = self._gang_reports.setdefault(gang, deque())

@@ -134,13 +134,15 @@ class Ecosystem:
         self.wait_for(lambda: all(self.node_of(name, namespace) for name in names), what=f"{names} bound")
         return {name: self.node_of(name, namespace) for name in names}
 
-    def wait_pending(self, names: list[str], namespace: str, says: str = "") -> dict[str, str]:
-        """Wait until the scheduler has marked every pod PodScheduled=False/Unschedulable (its message
-        containing `says`), then check none is bound; each pod's message."""
+    def wait_pending(self, names: list[str], namespace: str, says: str = "",
+                     reason: str = "Unschedulable") -> dict[str, str]:
+        """Wait until the scheduler has marked every pod PodScheduled=False with `reason` (its message
+        containing `says`), then check none is bound; each pod's message. A gang short of members is
+        marked NotReadyForScheduling (but scheduler-plugins' Unschedulable)."""
         def marked() -> bool:
             for name in names:
                 condition = pod_scheduled(self.find("pods", name, namespace))
-                if condition.get("reason") != "Unschedulable" or says not in condition.get("message", ""):
+                if condition.get("reason") != reason or says not in condition.get("message", ""):
                     return False
             return True
 

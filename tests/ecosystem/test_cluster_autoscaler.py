@@ -159,3 +159,61 @@ def test_a_coscheduling_gang_short_of_min_member_binds_nothing_until_its_last_po
     eco.wait_bound(["train-0", "train-1", "train-2"], namespace)
     assert cluster_autoscaler_unschedulable(listed_pods(eco, namespace)) == []
     eco.delete_namespace_objects(namespace)
+
+
+def test_a_workload_api_gang_short_of_min_count_is_not_ready_and_no_autoscaler_provisions_for_it(
+    eco: Ecosystem,
+) -> None:
+    # kube-scheduler's GangScheduling holds the pods of a PodGroup short of minCount at PreEnqueue, untried,
+    # and marks them NotReadyForScheduling (KEP-5501): neither cluster-autoscaler nor Karpenter adds nodes
+    # for a gang that could not start on them. Its last member arriving, the gang is placed at once.
+    namespace = "not-ready"
+    group = f"""apiVersion: v1
+kind: Namespace
+metadata:
+  name: {namespace}
+---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata:
+  name: train
+  namespace: {namespace}
+spec:
+  schedulingPolicy:
+    gang:
+      minCount: 3
+"""
+
+    def member(index: int) -> str:
+        return f"""apiVersion: v1
+kind: Pod
+metadata:
+  name: train-{index}
+  namespace: {namespace}
+spec:
+  schedulerName: toposched
+  schedulingGroup:
+    podGroupName: train
+  containers:
+  - name: trainer
+    image: registry.k8s.io/pause:3.9
+    resources:
+      limits:
+        nvidia.com/gpu: 4
+"""
+
+    eco.apply("---\n".join([group, member(0), member(1)]))
+    messages = eco.wait_pending(["train-0", "train-1"], namespace, says="2 of minMember 3 pods exist",
+                                reason="NotReadyForScheduling")
+    assert len(set(messages.values())) == 1
+    pods = listed_pods(eco, namespace)
+    assert cluster_autoscaler_unschedulable(pods) == [] and karpenter_provisionable(pods) == []
+    # Untried, the PodGroup has no scheduling condition yet; its Event says it is not ready (Normal).
+    pod_group = eco.find("podgroups.scheduling.k8s.io", "train", namespace)
+    assert pod_group is not None and not pod_group.get("status", {}).get("conditions")
+    eco.wait_for(lambda: {(e["reason"], e["type"]) for e in eco.events(namespace, "train", "PodGroup")}
+                 == {("NotReadyForScheduling", "Normal")}, what="only NotReadyForScheduling Events on the PodGroup")
+    eco.apply(member(2))
+    eco.wait_bound(["train-0", "train-1", "train-2"], namespace)
+    assert cluster_autoscaler_unschedulable(listed_pods(eco, namespace)) == []
+    eco.delete_namespace_objects(namespace)

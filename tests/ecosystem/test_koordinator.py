@@ -98,11 +98,15 @@ def test_an_annotation_only_gang_waits_for_min_available_says_so_on_its_pods_the
     names = [f"gang-a-{i}" for i in range(5)]
     eco.apply(stream(namespace_yaml(namespace),
                      *(pod_yaml(name, namespace, gpus="4", annotations=annotations) for name in names[:4])))
-    messages = eco.wait_pending(names[:4], namespace, says="4 of minMember 5 pods exist")
+    # Koordinator's Coscheduling holds a gang short of members at PreEnqueue: not ready, not unschedulable.
+    messages = eco.wait_pending(names[:4], namespace, says="4 of minMember 5 pods exist",
+                                reason="NotReadyForScheduling")
     assert len(set(messages.values())) == 1  # the gang's one reason on each of its pods
-    # No PodGroup object: the gang's FailedScheduling Event is on its first pending pod.
-    eco.wait_for(lambda: {e["involvedObject"]["name"] for e in eco.events(namespace, kind="Pod")
-                          if e["reason"] == "FailedScheduling"} == {"gang-a-0"}, what="the gang's FailedScheduling")
+    # No PodGroup object: the gang's Event is on its first pending pod, and says it is not ready (Normal).
+    eco.wait_for(lambda: {(e["involvedObject"]["name"], e["type"]) for e in eco.events(namespace, kind="Pod")
+                          if e["reason"] == "NotReadyForScheduling"} == {("gang-a-0", "Normal")},
+                 what="the gang's NotReadyForScheduling Event")
+    assert not [e for e in eco.events(namespace, kind="Pod") if e["reason"] == "FailedScheduling"]
 
     eco.apply(pod_yaml(names[4], namespace, gpus="4", annotations=annotations))
     placed = eco.wait_bound(names, namespace)

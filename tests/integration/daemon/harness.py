@@ -88,7 +88,8 @@ def config_for(cluster_kubeconfig: Path, log_dir: Path, *, election: bool, ident
             "lease_duration_seconds": 1.0, "renew_deadline_seconds": 0.7, "retry_period_seconds": 0.1,
         },
         "timeouts": {"request_seconds": 5, "watch_seconds": 30, "backoff_initial_seconds": 0.05,
-                     "backoff_max_seconds": 0.5, "missing_crd_retry_seconds": 1, "bind_retry_attempts": 6},
+                     "backoff_max_seconds": 0.5, "missing_crd_retry_seconds": 1, "bind_retry_attempts": 6,
+                     "not_ready_report_seconds": 0.2},
     }
     document.update(overrides)
     return document

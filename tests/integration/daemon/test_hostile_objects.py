@@ -187,6 +187,7 @@ async def test_kubernetes_pod_groups_a_server_would_refuse_are_named_in_warnings
             assert bound_count(cluster, pod_names(unreadable)) == 0
             state = running[0].daemon.state
             assert state is not None
-            assert "its KubernetesPodGroup cannot be read (spec.disruptionMode: Expected" in pod_condition(
-                cluster, "pg-unreadable-0")  # not "PodGroup not found": it exists
+            # Not "PodGroup not found": it exists. Held untried, its pods are marked once the hold lasts.
+            await wait_until(lambda: "its KubernetesPodGroup cannot be read (spec.disruptionMode: Expected"
+                             in pod_condition(cluster, "pg-unreadable-0"), what="the unreadable gang's reason")
             assert not running[0].daemon.journal.internal_errors  # type: ignore[union-attr]

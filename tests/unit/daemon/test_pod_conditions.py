@@ -1,4 +1,5 @@
-"""Pending gang members carry PodScheduled=False/Unschedulable with the gang's reason, written only on change."""
+"""Pending gang members carry PodScheduled=False with the gang's reason, written only on change:
+Unschedulable once tried, NotReadyForScheduling (after 5 s) while the gang waits for its members."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from daemon.offline.simulator import VirtualClock
 from daemon.scheduling.journal import Journal
 from daemon.scheduling.ports import OK, ApiOutcome
 from events.builders import bound, group_event, pod, pod_event, pod_group
-from events.model import GangPending, PodAssumed
-from events.objects import Condition, Pod
+from events.model import GangPending, GangPlanned, PodAssumed, SchedulerPluginsPodGroupUpserted
+from events.objects import SCHEDULER_PLUGINS_POD_GROUP_LABEL, Condition, Pod
 from state.cluster import ClusterState
 
 
@@ -46,14 +47,15 @@ def with_conditions(obj: Pod, conditions: list[Condition]) -> Pod:
 
 
 class Harness:
-    def __init__(self, *, refresh_seconds: float = 5.0, concurrency: int = 8, sweep_rate: float = 1000.0) -> None:
+    def __init__(self, *, refresh_seconds: float = 5.0, concurrency: int = 8, sweep_rate: float = 1000.0,
+                 not_ready_delay: float = 5.0) -> None:
         self.state = ClusterState()
         self.journal = Journal(self.state, VirtualClock())
         self.writer = Writer(self.journal)
         self.now = [100.0]
         self.conditions = PendingPodConditions(self.state, self.writer, refresh_seconds=refresh_seconds,
                                                sweep_pods_per_second=sweep_rate, concurrency=concurrency,
-                                               clock=lambda: self.now[0],
+                                               not_ready_delay_seconds=not_ready_delay, clock=lambda: self.now[0],
                                                wall=lambda: 1_700_000_000.0)
         self.journal.subscribe_batches(self.conditions.notice_all)
 
@@ -63,8 +65,8 @@ class Harness:
         for index in range(start, size):
             self.journal.record(pod_event(pod(f"{name}-{index}", gang=name)))
 
-    def pending(self, gang: str, reason: str) -> None:
-        self.journal.record(GangPending(gang=f"default/{gang}", reason=reason))
+    def pending(self, gang: str, reason: str, *, held: bool = False) -> None:
+        self.journal.record(GangPending(gang=f"default/{gang}", reason=reason, held=held))
 
     async def sync(self) -> None:
         await self.conditions.sync_once()
@@ -153,3 +155,115 @@ async def test_a_small_gangs_members_follow_every_change_of_its_reason_at_once()
     assert len(h.writer.patches) == 12
     latest = h.condition_of("small-0")
     assert latest is not None and latest.message == "reason 3"
+
+
+# --------------------------------------------------------------------------- held for members (KEP-5501)
+
+SHORT = "gang default/train: 2 of minMember 3 pods exist (0 running, 2 pending): 1 missing"
+
+
+async def test_a_gang_short_of_members_is_marked_not_ready_for_scheduling_only_once_that_lasts_five_seconds() -> None:
+    h = Harness()
+    h.journal.record(group_event(pod_group("train", min_member=3)))
+    for index in range(2):
+        h.journal.record(pod_event(pod(f"train-{index}", gang="train")))
+    h.pending("train", SHORT, held=True)
+    await h.sync()
+    h.now[0] += 4.9
+    await h.sync()
+    assert h.writer.patches == []  # kube-scheduler too waits 5 s before it reports a PreEnqueue hold
+    h.now[0] += 0.1
+    await h.sync()
+    assert sorted(p for p, _ in h.writer.patches) == ["default/train-0", "default/train-1"]
+    condition = h.condition_of("train-1")
+    assert condition is not None and (condition.status, condition.reason) == ("False", "NotReadyForScheduling")
+    assert condition.message == SHORT
+    await h.sync()
+    assert len(h.writer.patches) == 2
+
+
+async def test_a_gang_whose_last_members_arrive_within_the_delay_costs_no_patch() -> None:
+    h = Harness()
+    h.journal.record(group_event(pod_group("train", min_member=3)))
+    h.journal.record(pod_event(pod("train-0", gang="train")))
+    h.pending("train", "gang default/train: 1 of minMember 3 pods exist", held=True)
+    await h.sync()
+    h.now[0] += 2.0
+    for index in (1, 2):
+        h.journal.record(pod_event(pod(f"train-{index}", gang="train")))
+    h.journal.record(GangPlanned(gang="default/train", pods=3))
+    for index in range(3):
+        key = f"default/train-{index}"
+        h.journal.record(PodAssumed(pod=key, uid=f"uid-default-train-{index}", node=f"n{index}",
+                                    gang="default/train"))
+    h.now[0] += 10.0
+    await h.sync()
+    assert h.writer.patches == []
+
+
+async def test_a_held_gang_tried_at_last_and_failing_is_unschedulable_at_once_keeping_the_transition_time() -> None:
+    h = Harness(not_ready_delay=1.0)
+    h.gang("train", 3)
+    h.pending("train", "gang default/train: 3 of minMember 4 pods exist", held=True)
+    await h.sync()
+    h.now[0] += 1.0
+    await h.sync()
+    held = h.condition_of("train-0")
+    assert held is not None and held.reason == "NotReadyForScheduling"
+    h.now[0] += 0.5
+    h.pending("train", "gang default/train: no block holds 3 pods")  # tried against nodes now
+    await h.sync()
+    tried = h.condition_of("train-0")
+    assert tried is not None and tried.reason == "Unschedulable"
+    assert tried.message == "gang default/train: no block holds 3 pods"
+    assert tried.last_transition_time == held.last_transition_time  # PodScheduled stayed False
+    assert len(h.writer.patches) == 6
+
+
+async def test_a_scheduler_plugins_gang_short_of_members_is_unschedulable_at_once_as_its_prefilter_leaves_it() -> None:
+    h = Harness()
+    group = pod_group("train", min_member=3, api_version="scheduling.x-k8s.io/v1alpha1")
+    h.journal.record(SchedulerPluginsPodGroupUpserted(pod_group=group))
+    for index in range(2):
+        h.journal.record(pod_event(pod(f"train-{index}", labels={SCHEDULER_PLUGINS_POD_GROUP_LABEL: "train"})))
+    h.pending("train", SHORT, held=True)
+    await h.sync()
+    condition = h.condition_of("train-0")
+    assert condition is not None and condition.reason == "Unschedulable" and len(h.writer.patches) == 2
+
+
+async def test_scheduler_plugins_pods_whose_pod_group_is_missing_are_unschedulable_others_not_ready() -> None:
+    h = Harness(not_ready_delay=0.0)
+    h.journal.record(pod_event(pod("x-0", labels={SCHEDULER_PLUGINS_POD_GROUP_LABEL: "x"})))
+    h.journal.record(pod_event(pod("k-0", gang="k")))
+    h.pending("x", "gang default/x: PodGroup not found", held=True)
+    h.pending("k", "gang default/k: PodGroup not found", held=True)
+    await h.sync()
+    reasons = {name: getattr(h.condition_of(name), "reason", None) for name in ("x-0", "k-0")}
+    assert reasons == {"x-0": "Unschedulable", "k-0": "NotReadyForScheduling"}
+
+
+async def test_the_running_writer_wakes_for_a_delay_that_falls_due_with_nothing_else_happening() -> None:
+    state = ClusterState()
+    journal = Journal(state, VirtualClock())
+    writer = Writer(journal)
+    conditions = PendingPodConditions(state, writer, not_ready_delay_seconds=0.05)
+    journal.subscribe_batches(conditions.notice_all)
+    journal.record(group_event(pod_group("train", min_member=2)))
+    journal.record(pod_event(pod("train-0", gang="train")))
+    journal.record(GangPending(gang="default/train", reason="1 of minMember 2 pods exist", held=True))
+    written = anyio.Event()
+    patch = writer.set_pod_condition
+
+    async def set_pod_condition(pod: str, uid: str, condition: dict[str, Any]) -> ApiOutcome:
+        outcome = await patch(pod, uid, condition)
+        written.set()
+        return outcome
+
+    writer.set_pod_condition = set_pod_condition  # type: ignore[method-assign]
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(conditions.run)
+            await written.wait()
+            group.cancel_scope.cancel()
+    assert writer.patches[0][1]["reason"] == "NotReadyForScheduling"

@@ -55,6 +55,7 @@ class FakeAPI:
         self.journal = journal
         self.calls: list[tuple[str, str]] = []
         self.reports: list[tuple[str, str, str]] = []
+        self.report_reasons: list[tuple[str, str]] = []  # (gang or pod, the condition's reason)
         self.fail: dict[str, BindOutcome] = {}
         self.gate: anyio.Event | None = None
         self.slow_reports: dict[str, anyio.Event] = {}  # phase -> its report_gang calls wait for this first
@@ -128,6 +129,7 @@ class FakeAPI:
         if slow is not None:
             await slow.wait()
         self.reports.append((gang, phase, message))  # when it reached the API server
+        self.report_reasons.append((gang, reason))
         return OK
 
     async def report_pod(self, pod: str, uid: str, reason: str, message: str) -> ApiOutcome:
@@ -203,6 +205,23 @@ async def test_gang_binds_all_members_together_when_it_fits() -> None:
     assert h.times(PodBound) == {0.0}
     assert h.pods(BindRequested) == h.pods(PodAssumed)
     assert ("default/train", "Scheduled") in {(g, p) for g, p, _ in h.api.reports}
+
+
+async def test_a_gang_short_of_members_is_held_untried_and_reported_not_ready_one_too_big_unschedulable() -> None:
+    # kube-scheduler's GangScheduling holds the first at PreEnqueue (NotReadyForScheduling); the second
+    # was tried against the nodes and failed (Unschedulable, what cluster-autoscaler provisions for).
+    h = Harness()
+    h.add(*nodes(3), *gang("short", 2, min_member=3), *gang("big", 4))
+    await h.settle()
+    held = {e.gang: e.held for e in h.events if isinstance(e, GangPending)}
+    assert held == {"default/short": True, "default/big": False}
+    assert h.state.gangs["default/short"].held and not h.state.gangs["default/big"].held
+    assert sorted(h.api.report_reasons) == [("default/big", "Unschedulable"),
+                                            ("default/short", "NotReadyForScheduling")]
+    h.add(pod_event(pod("short-2", gang="short")))
+    await h.settle()
+    assert sorted(h.bound_pods()) == [f"default/short-{i}" for i in range(3)]
+    assert not h.state.gangs["default/short"].held
 
 
 async def test_gang_that_does_not_fit_binds_nothing_and_says_why_once() -> None:
