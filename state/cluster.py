@@ -97,6 +97,7 @@ from events.objects import (
     KAI_SUB_GROUP_LABEL,
     LIGHTWEIGHT_MIN_AVAILABLE_LABEL,
     OVERSIZED_ANNOTATION,
+    SCHEDULER_PLUGINS_POD_GROUP_LABEL,
     SIDECAR_RESTART_POLICY,
     VOLCANO_PREEMPTABLE_ANNOTATION,
     VOLCANO_TASK_SPEC_ANNOTATION,
@@ -633,6 +634,22 @@ class ClusterState:
         for key in sorted(self.fold_failures):
             yield self.fold_failures[key]
         yield from self.quotas.all_problems()
+
+    def not_ready_for_scheduling(self, gang: str) -> bool:
+        """Whether the gang's pending pods are not ready for scheduling rather than unschedulable: its last
+        reason is a wait for members (or its defining object) to appear (`GangInfo.held`), and its own
+        scheduler holds such a gang before the queue, untried. kube-scheduler's GangScheduling and
+        Koordinator's Coscheduling reject it at PreEnqueue; Volcano's and KAI's sessions skip a job that is
+        not ready. Only scheduler-plugins' Coscheduling tries it and fails it at PreFilter, leaving its pods
+        `Unschedulable`; so do its pods whose PodGroup does not exist (Permit refuses them)."""
+        info = self.gangs.get(gang)
+        if info is None or not info.held:
+            return False
+        if info.spec is not None:
+            return info.spec.dialect != SCHEDULER_PLUGINS
+        pods = self.pods
+        return not any(SCHEDULER_PLUGINS_POD_GROUP_LABEL in pods[key].obj.metadata.labels
+                       for key in info.members if key in pods)
 
     def gang_object(self, gang: str) -> GangObject | None:
         """The object that describes the gang (its winning source), None for a gang of pod annotations

@@ -155,6 +155,12 @@ _DELETED = "deleted (no Eviction API)"
 _DELETED_OVER_BUDGET = "deleted: its PodDisruptionBudget refused the eviction, and preemption outranks it"
 
 
+def _volcano_not_ready(message: str) -> str:
+    """The reason Volcano's gang plugin gives the Unschedulable condition of a job short of members (its JobValid):
+    `NotEnoughPodsOfTask` for a task below its minTaskMember, else `NotEnoughTasks`."""
+    return "NotEnoughPodsOfTask" if "of minTaskMember" in message else "NotEnoughTasks"
+
+
 def _event_of(phase: GangPhase, reason: str) -> tuple[Literal["Normal", "Warning"], str]:
     """A gang report's Event type and reason. A gang held for its missing members is not failing: a Normal
     `NotReadyForScheduling`, as kube-scheduler records for a pod its PreEnqueue holds (KAI: a Normal `NotReady`)."""
@@ -539,11 +545,14 @@ class KubeClusterAPI:
             if reason != NOT_READY_REASON:
                 status = self._kube_pod_group_status(gang, api_version, phase, message)
         elif target.status:
-            phases = _VOLCANO_PHASE if api_version == VOLCANO_POD_GROUP_API else _KOORDINATOR_PHASE
+            volcano = api_version == VOLCANO_POD_GROUP_API
+            phases = _VOLCANO_PHASE if volcano else _KOORDINATOR_PHASE
             status = {
                 "phase": phases[phase],
                 "conditions": [{
-                    "type": _CONDITION_TYPE[phase], "status": "True", "reason": reason, "message": message[:1024],
+                    "type": _CONDITION_TYPE[phase], "status": "True",
+                    "reason": _volcano_not_ready(message) if volcano and reason == NOT_READY_REASON else reason,
+                    "message": message[:1024],
                     "lastTransitionTime": _now(),
                 }],
             }

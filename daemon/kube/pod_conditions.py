@@ -8,7 +8,7 @@ Karpenter provisions for the same pods. A pending gang must look to them like po
 A gang short of members is another matter: kube-scheduler's GangScheduling (and Koordinator's
 Coscheduling) hold its pods at PreEnqueue, untried, and since KEP-5501 kube-scheduler marks such a
 pod `NotReadyForScheduling` once the hold has lasted 5 s; no autoscaler adds nodes for it. So do we
-(`decisions.not_ready_for_scheduling`), except for scheduler-plugins' gangs, whose Coscheduling
+(`ClusterState.not_ready_for_scheduling`), except for scheduler-plugins' gangs, whose Coscheduling
 fails them at PreFilter: `Unschedulable` at once, as there.
 
 What is written: for each of our pods that is pending (not bound, not assumed, not being deleted)
@@ -47,7 +47,7 @@ from typing import Any, Final, Protocol
 import anyio
 import structlog
 
-from daemon.scheduling.decisions import NOT_READY_REASON, not_ready_for_scheduling
+from daemon.scheduling.decisions import NOT_READY_REASON
 from daemon.scheduling.ports import ApiOutcome
 from events.dispatch import each, exhaustive
 from events.model import (
@@ -109,7 +109,7 @@ def desired(state: ClusterState, key: str) -> tuple[str, str] | None:
     gang = state.gangs.get(pod.gang)
     if gang is None or not gang.last_reason:
         return None
-    reason = NOT_READY if not_ready_for_scheduling(state, pod.gang) else UNSCHEDULABLE
+    reason = NOT_READY if state.not_ready_for_scheduling(pod.gang) else UNSCHEDULABLE
     return reason, gang.last_reason[:MESSAGE_LIMIT]
 
 

@@ -56,14 +56,12 @@ from events.model import (
     PodNominated,
     PreemptionPlanned,
 )
-from events.objects import SCHEDULER_PLUGINS_POD_GROUP_LABEL
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod
 from placement.fit import Requests
 from placement.members import is_running, quorum_met
 from placement.plan import CAPACITY, HARD_TIER, INVALID, MEMBERS, MUST_GATHER, POD_FIT, VOLUME
 from placement.recheck import Adopted, broken_plans, refusal
 from state.cluster import ClusterState, PodInfo
-from state.gangs import SCHEDULER_PLUGINS
 
 SCHEDULED_REASON = "Scheduled"
 UNSCHEDULABLE_REASON = "Unschedulable"
@@ -543,23 +541,6 @@ def written_by_wait(reason: str) -> bool:
     """Whether a `PodForgotten` reason was written by `service_wait` (its node is gone, or it timed out)."""
     return (reason.startswith("node ") and reason.endswith(_NODE_GONE)) or (
         _WAITED_AT_PERMIT in reason and reason.endswith("released its assumed pods"))
-
-
-def not_ready_for_scheduling(state: ClusterState, gang: str) -> bool:
-    """Whether the gang's pending pods are not ready for scheduling rather than unschedulable: its last reason
-    is a wait for members (or its defining object) to appear (`GangInfo.held`), and its own scheduler holds
-    such a gang before the queue, untried. kube-scheduler's GangScheduling and Koordinator's Coscheduling
-    reject it at PreEnqueue; Volcano's and KAI's sessions skip a job that is not ready. Only scheduler-plugins'
-    Coscheduling tries it and fails it at PreFilter, leaving its pods `Unschedulable`; so do its pods whose
-    PodGroup does not exist (Permit refuses them)."""
-    info = state.gangs.get(gang)
-    if info is None or not info.held:
-        return False
-    if info.spec is not None:
-        return info.spec.dialect != SCHEDULER_PLUGINS
-    pods = state.pods
-    return not any(SCHEDULER_PLUGINS_POD_GROUP_LABEL in pods[key].obj.metadata.labels
-                   for key in info.members if key in pods)
 
 
 def written_by_giving_up(reason: str) -> bool:

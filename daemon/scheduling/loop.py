@@ -1332,8 +1332,8 @@ class Scheduler:
         elif effect.lone:
             return []
         else:
-            reports = [(gang, "Pending", NOT_READY_REASON if effect.held and decisions.not_ready_for_scheduling(
-                self.state, gang) else UNSCHEDULABLE_REASON, effect.reason) for gang, _ in effect.reports]
+            reports = [(gang, "Pending", NOT_READY_REASON if effect.held and self.state.not_ready_for_scheduling(gang)
+                        else UNSCHEDULABLE_REASON, effect.reason) for gang, _ in effect.reports]
         writers = []
         for gang, phase, reason, message in reports:
             queued = self._gang_reports.setdefault(gang, deque())

@@ -50,8 +50,10 @@ out); the duration histogram times each write as a whole, its retries included.
 
 `queue` of the pending gauges is kube-scheduler's (`scheduler_pending_pods{queue}`): `active` (to be
 tried at the next cycle), `backoff` (a Binding failed: waiting its backoff), `unschedulable` (parked
-until a change could help), and `permit` for pods assumed and held at Permit until their gang reaches
-minMember. `reason` is the class of the last outcome (`daemon.telemetry.tracing.REASON_CLASSES`):
+until a change could help), `gated` (a gang short of members, held untried as kube-scheduler's
+PreEnqueue holds it: its pods are `NotReadyForScheduling`; pods with scheduling gates are not counted,
+being no scheduler's to place), and `permit` for pods assumed and held at Permit until their gang
+reaches minMember. `reason` is the class of the last outcome (`daemon.telemetry.tracing.REASON_CLASSES`):
 `new` (not tried yet), `capacity`, `topology` (MustGather, a hard tier, a sub-group), `quota`,
 `waiting-for-members`, `pod-fit` (no node admits a pod), `invalid`, `waiting-for-volumes` (a claim not
 usable yet: missing, unbound, ...), `permit`, `timeout`, `bind-failed`, `error`.

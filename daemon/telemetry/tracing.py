@@ -160,6 +160,9 @@ _CONSTRAINT_CLASS = {
 REASON_CLASSES = (REASON_NEW, *dict.fromkeys(_CONSTRAINT_CLASS.values()), REASON_PERMIT, REASON_TIMEOUT,
                   REASON_BIND_FAILED, REASON_ERROR)
 QUEUE_PERMIT = "permit"  # pods assumed and held at Permit (not in the scheduling queue)
+# kube-scheduler's `gated`: held before the queue by a PreEnqueue check, here a gang short of members
+# (`ClusterState.not_ready_for_scheduling`).
+QUEUE_GATED = "gated"
 
 # `toposched.result` of an attempt that ended without a result of its own.
 _SUPERSEDED = "superseded"
@@ -800,7 +803,8 @@ class SchedulingObserver:
         """Pending gauges and the topology build time (called on a timer, not per event).
 
         Pending pods and gangs are labelled by `queue` (`queues.queue_of`: active, backoff,
-        unschedulable; `permit` for pods assumed and held at Permit) and `reason` (the class of their
+        unschedulable; `gated` for a gang held for its members; `permit` for pods assumed and held at
+        Permit) and `reason` (the class of their
         last outcome, `REASON_CLASSES`). Without `queues` (a standby: no queue of its own) they are 0,
         as kube-scheduler's are on a replica that is not leading.
 
@@ -829,7 +833,8 @@ class SchedulingObserver:
                 unit_key = pod.gang or key
                 queue = queue_of_unit.get(unit_key)
                 if queue is None:
-                    queue = queue_of_unit[unit_key] = queues.queue_of(unit_key)
+                    queue = queue_of_unit[unit_key] = (QUEUE_GATED if pod.gang and self.state.not_ready_for_scheduling(
+                        pod.gang) else queues.queue_of(unit_key))
                 series = (queue, self._reasons.get(unit_key, REASON_NEW))
                 pod_counts[series] = pod_counts.get(series, 0) + 1
                 if pod.gang:

@@ -211,10 +211,19 @@ spec:
         return pod_yaml(name, namespace, annotations={"scheduling.k8s.io/group-name": "tf-job",
                                                        "volcano.sh/task-spec": task, "volcano.sh/job-name": "tf-job"})
 
+    def condition() -> list[tuple[str, str]]:
+        return [(c["type"], c["reason"]) for c in (pod_group(eco, "tf-job", namespace).get("status") or {}).get(
+            "conditions") or []]
+
     workers = [f"tf-job-worker-{i}" for i in range(3)]
-    eco.apply(stream(namespace_yaml(namespace), group, *(task_pod(name, "worker") for name in workers)))
+    # Two workers: short of minMember 3, which Volcano's JobValid calls NotEnoughTasks.
+    eco.apply(stream(namespace_yaml(namespace), group, *(task_pod(name, "worker") for name in workers[:2])))
+    eco.wait_for(lambda: condition() == [("Unschedulable", "NotEnoughTasks")], what="NotEnoughTasks")
+    eco.apply(task_pod(workers[2], "worker"))
     eco.wait_pending(workers, namespace, says="task 'ps': 0 of minTaskMember 1 pods exist",
                      reason="NotReadyForScheduling")  # Volcano's session skips a job short of a task
+    # ... and its gang plugin's JobValid leaves the PodGroup Unschedulable, reason NotEnoughPodsOfTask.
+    eco.wait_for(lambda: condition() == [("Unschedulable", "NotEnoughPodsOfTask")], what="NotEnoughPodsOfTask")
     eco.apply(task_pod("tf-job-ps-0", "ps"))
     eco.wait_bound([*workers, "tf-job-ps-0"], namespace)
     eco.delete_namespace_objects(namespace)

@@ -149,6 +149,13 @@ async def test_pending_gauges_say_which_queue_and_why() -> None:
     t.h.add(*gang("fresh", 1))  # not tried yet
     t.observer.refresh_gauges(t.h.scheduler)
     assert pending("gangs", "active", "new") == 1
+    # Short of members: held untried, as kube-scheduler's PreEnqueue holds it (its `gated` queue).
+    t.h.add(*gang("short", 2, min_member=3))
+    await t.h.settle()
+    t.observer.refresh_gauges(t.h.scheduler)
+    assert pending("gangs", "gated", "waiting-for-members") == 1
+    assert pending("pods", "gated", "waiting-for-members") == 2
+    assert pending("pods", "unschedulable", "waiting-for-members") is None
     t.observer.refresh_gauges(None)  # a standby has no queue: nothing is pending in it
     assert pending("gangs", "unschedulable", "capacity") == 0 and pending("pods", "permit", "permit") == 0
 
