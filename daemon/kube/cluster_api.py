@@ -499,6 +499,34 @@ class KubeClusterAPI:
         pending gang member (`daemon.kube.pod_conditions`)."""
         return await self._pod_condition(pod, uid, condition)
 
+    async def remove_pod_condition(self, pod: str, uid: str, resource_version: str, condition_type: str
+                                   ) -> ApiOutcome:
+        """Delete the pod's condition of `condition_type` (a strategic merge `$patch: delete`), only while the
+        pod is still at `resource_version`: a pod that changed since (bound, say, its PodScheduled now True)
+        is left alone, not retried (its change comes by watch and is judged again)."""
+        namespace, name = _split(pod)
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
+        meta: dict[str, Any] = {"resourceVersion": resource_version}
+        if uid:
+            meta["uid"] = uid
+        body = {"metadata": meta, "status": {"conditions": [{"type": condition_type, "$patch": "delete"}]}}
+        try:
+            response = await self._write("patch", "pods/status", "PATCH", path, body=body,
+                                         content_type=STRATEGIC_MERGE_PATCH)
+            if response.status == 415:
+                # No strategic merge: the list without it, guarded by the same resourceVersion.
+                current = await self._read_pod(pod)
+                if current is None or current.metadata.resourceVersion != resource_version:
+                    return ApiOutcome(ok=False, reason="the pod changed", retriable=False)
+                kept = [c for c in current.status.conditions if c.get("type") != condition_type]
+                response = await self._write("patch", "pods/status", "PATCH", path, body={
+                    "metadata": meta, "status": {"conditions": kept}}, content_type=MERGE_PATCH)
+        except (KubeApiError, NotLeader) as error:
+            return ApiOutcome(ok=False, reason=str(error), retriable=True)
+        if response.status == 409:
+            return ApiOutcome(ok=False, reason="the pod changed", retriable=False)
+        return _outcome_of(response)
+
     async def _pod_condition(self, pod: str, uid: str, condition: dict[str, Any]) -> ApiOutcome:
         namespace, name = _split(pod)
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"

@@ -95,9 +95,12 @@ MAX_RETRY_SECONDS: Final = 30.0
 
 
 class PodConditionWriter(Protocol):
-    """The write this module makes (`daemon.kube.cluster_api.KubeClusterAPI` implements it)."""
+    """The writes this module makes (`daemon.kube.cluster_api.KubeClusterAPI` implements them)."""
 
     async def set_pod_condition(self, pod: str, uid: str, condition: dict[str, Any]) -> ApiOutcome: ...
+
+    async def remove_pod_condition(self, pod: str, uid: str, resource_version: str, condition_type: str
+                                   ) -> ApiOutcome: ...
 
 
 def desired(state: ClusterState, key: str) -> tuple[str, str] | None:
@@ -149,6 +152,9 @@ class PendingPodConditions:
         # is shown only once that has lasted `not_ready_delay_seconds`; and pod -> when, for those not shown yet.
         self._held_since: dict[str, float] = {}
         self._delayed: dict[str, float] = {}
+        # pod -> when its NotReadyForScheduling goes: placed (assumed), it is past the hold but not bound yet.
+        self._clearing: dict[str, float] = {}
+        self.cleared = 0
         self._wake = anyio.Event()
         self._wake.set()  # the first pass (a new leader) checks every gang with a reason
         self._failures = 0
@@ -181,14 +187,38 @@ class PendingPodConditions:
             self._wake.set()
         else:
             self._forget(key)
+            self._clear_if_held(key)
+
+    def _pod_assumed(self, event: PodAssumed) -> None:
+        self._forget(event.pod)
+        self._clear_if_held(event.pod)
 
     def _pod_deleted(self, event: PodDeleted) -> None:
         self._forget(event.key)
+        self._clearing.pop(event.key, None)
 
     def _forget(self, key: str) -> None:
         self._written.pop(key, None)
         self._held_since.pop(key, None)
         self._delayed.pop(key, None)
+
+    def _clear_if_held(self, key: str) -> None:
+        """A pod placed but not bound yet (its volumes being provisioned, its gang waiting at Permit) that still
+        says NotReadyForScheduling has passed that hold: the condition goes, as kube-scheduler removes it
+        once the pod passes PreEnqueue, after the same delay (a Binding within it makes the write needless)."""
+        if self._says_not_ready(key):
+            self._clearing.setdefault(key, self._clock() + self.not_ready_delay_seconds)
+            self._wake.set()
+        else:
+            self._clearing.pop(key, None)
+
+    def _says_not_ready(self, key: str) -> bool:
+        """Placed, not bound, and its PodScheduled condition (as folded) is False/NotReadyForScheduling."""
+        pod = self.state.pods.get(key)
+        if pod is None or not pod.assumed_node or pod.node_name:
+            return False
+        return any(c.type == POD_SCHEDULED and c.status == "False" and c.reason == NOT_READY
+                   for c in pod.obj.status.conditions)
 
     # ------------------------------------------------------------------ writing
 
@@ -209,6 +239,8 @@ class PendingPodConditions:
         due = [self._next_sweep.get(gang, 0.0) for gang in self._gangs]
         if self._delayed:
             due.append(min(self._delayed.values()))
+        if self._clearing:
+            due.append(min(self._clearing.values()))
         return min(due) if due else None
 
     async def sync_once(self) -> bool:
@@ -245,10 +277,40 @@ class PendingPodConditions:
         # A task only for a pod that needs a patch now: most checks (a gang's pods arriving before it
         # has a reason, echoes of our own patches) need none, and a task each cost more than the check.
         due = [key for key in sorted(checks) if self._condition_due(key, checks[key]) is not None]
+        clears = sorted(key for key, at in self._clearing.items() if at <= now)
+        for key in clears:
+            del self._clearing[key]
+
+        async def clear(key: str) -> None:
+            nonlocal complete
+            async with self._limiter:
+                if not await self._clear_if_needed(key):
+                    complete = False
+                    self._clearing[key] = self._clock()
+
         async with anyio.create_task_group() as group:
             for key in due:
                 group.start_soon(check, key, checks[key])
+            for key in clears:
+                group.start_soon(clear, key)
         return complete
+
+    async def _clear_if_needed(self, key: str) -> bool:
+        """Remove the pod's NotReadyForScheduling if it still says so, placed and unbound; False when the write
+        failed and must be tried again."""
+        if not self._says_not_ready(key):
+            return True
+        pod = self.state.pods[key]
+        outcome = await self.writer.remove_pod_condition(key, pod.uid, pod.obj.metadata.resource_version,
+                                                         POD_SCHEDULED)
+        if outcome.ok:
+            self.cleared += 1
+            return True
+        if not outcome.retriable:
+            return True  # gone, or changed since (bound): its change comes by watch
+        self.failed += 1
+        log.warning("pod.condition_clear_failed", pod=key, reason=outcome.reason)
+        return False
 
     def _condition_due(self, key: str, swept: bool) -> dict[str, Any] | None:
         """The condition to patch onto the pod now, or None when none is (its bookkeeping done)."""
@@ -309,11 +371,12 @@ _NOTICED: Final[dict[type, Callable[[PendingPodConditions, Any], None] | None]] 
     "the pending pods' conditions", {
         **each((GangPending, GangTimedOut), PendingPodConditions._gang_reason),
         **each((PodUpserted, PodForgotten, BindFailed), PendingPodConditions._pod),
+        PodAssumed: PendingPodConditions._pod_assumed,
         PodDeleted: PendingPodConditions._pod_deleted,
         # A plan (GangPlanned) clears the reason and takes the pods out of pending; the rest changes
         # neither a gang's reason nor which pods are pending.
         **each((*POD_GROUP_EVENTS, *TOPOLOGY_OBJECT_EVENTS, *QUOTA_OBJECT_EVENTS, *PRIORITY_CLASS_EVENTS, GangPlanned,
-                PodAssumed, BindRequested, PodBound, PodNominated, NominationCleared, EvictionRequested,
+                BindRequested, PodBound, PodNominated, NominationCleared, EvictionRequested,
                 PreemptionPlanned, NodeUpserted, NodeDeleted, WorkloadUpserted, WorkloadDeleted, ObjectUndecodable,
                 *VOLUME_EVENTS, *BUDGET_EVENTS), None),
     })

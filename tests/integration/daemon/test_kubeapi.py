@@ -92,6 +92,34 @@ async def test_victim_gets_disruption_condition_then_is_evicted(tmp_path: Path) 
             assert gone.ok
 
 
+async def test_a_pod_condition_is_removed_only_while_the_pod_is_as_it_was_seen(tmp_path: Path) -> None:
+    """remove_pod_condition: a strategic merge delete of one condition by type, the others kept, conditional on
+    the resourceVersion the daemon saw (a pod bound since keeps its PodScheduled=True)."""
+    async with DevCluster(kubelet=False) as cluster:
+        cluster.load_objects([*nodes(1), pod("p"), pod("q")])
+        async with adapter(cluster, tmp_path) as api:
+
+            async def held(name: str) -> str:
+                uid = uid_of(cluster, name)
+                assert (await api.set_pod_condition(f"default/{name}", uid, {
+                    "type": "PodScheduled", "status": "False", "reason": "NotReadyForScheduling", "message": "held",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z"})).ok
+                assert (await api.set_disruption_condition(f"default/{name}", uid, preemptor="x", message="m")).ok
+                return str(cluster.store.get("pods", name, "default")["metadata"]["resourceVersion"])
+
+            def conditions(name: str) -> dict[str, dict[str, Any]]:
+                return {c["type"]: c for c in cluster.store.get("pods", name, "default")["status"]["conditions"]}
+
+            seen = await held("q")
+            assert (await api.remove_pod_condition("default/q", uid_of(cluster, "q"), seen, "PodScheduled")).ok
+            assert "PodScheduled" not in conditions("q") and "DisruptionTarget" in conditions("q")
+            seen = await held("p")
+            cluster.store.bind("default", "p", "node-000")  # the pod changes after the daemon saw it
+            stale = await api.remove_pod_condition("default/p", uid_of(cluster, "p"), seen, "PodScheduled")
+            assert not stale.ok and not stale.retriable
+            assert conditions("p")["PodScheduled"]["status"] == "True"
+
+
 async def test_nominated_node_is_written_and_cleared(tmp_path: Path) -> None:
     async with DevCluster(kubelet=False) as cluster:
         cluster.load_objects([*nodes(1), pod("p")])

@@ -24,6 +24,7 @@ class Writer:
     def __init__(self, journal: Journal) -> None:
         self.journal = journal
         self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.removals: list[tuple[str, str]] = []  # (pod, the resourceVersion it was conditional on)
         self.in_flight = 0
         self.most_in_flight = 0
         self.echo = True
@@ -39,6 +40,18 @@ class Writer:
             written = Condition(type="PodScheduled", status="False", reason=condition["reason"],
                                 message=condition["message"], last_transition_time=condition["lastTransitionTime"])
             self.journal.record(pod_event(with_conditions(obj, [written])))
+        return OK
+
+
+    async def remove_pod_condition(self, pod: str, uid: str, resource_version: str, condition_type: str
+                                   ) -> ApiOutcome:
+        self.removals.append((pod, resource_version))
+        obj = self.journal.state.pods[pod].obj
+        if obj.metadata.resource_version != resource_version:
+            return ApiOutcome(ok=False, reason="the pod changed", retriable=False)
+        if self.echo:
+            kept = [c for c in obj.status.conditions if c.type != condition_type]
+            self.journal.record(pod_event(with_conditions(obj, kept)))
         return OK
 
 
@@ -267,3 +280,41 @@ async def test_the_running_writer_wakes_for_a_delay_that_falls_due_with_nothing_
             await written.wait()
             group.cancel_scope.cancel()
     assert writer.patches[0][1]["reason"] == "NotReadyForScheduling"
+
+
+async def test_a_not_ready_pod_placed_but_not_yet_bound_loses_the_condition_after_the_delay() -> None:
+    # Placed (its volumes being provisioned, say), it has passed the hold: kube-scheduler removes
+    # NotReadyForScheduling once a pod passes PreEnqueue, after the same delay.
+    h = Harness(not_ready_delay=1.0)
+    h.gang("train", 2)
+    h.pending("train", "gang default/train: 2 of minMember 3 pods exist", held=True)
+    await h.sync()
+    h.now[0] += 1.0
+    await h.sync()
+    assert all(getattr(h.condition_of(f"train-{i}"), "reason", "") == "NotReadyForScheduling" for i in range(2))
+    for index in range(2):
+        h.journal.record(PodAssumed(pod=f"default/train-{index}", uid=f"uid-default-train-{index}", node="n1",
+                                    gang="default/train"))
+    await h.sync()
+    assert h.writer.removals == []  # a Binding within the delay would make the write needless
+    h.now[0] += 1.0
+    await h.sync()
+    assert sorted(p for p, _ in h.writer.removals) == ["default/train-0", "default/train-1"]
+    assert h.condition_of("train-0") is None and h.conditions.cleared == 2
+    await h.sync()
+    assert len(h.writer.removals) == 2
+
+
+async def test_a_pod_bound_before_the_clear_falls_due_is_left_alone() -> None:
+    h = Harness(not_ready_delay=1.0)
+    h.gang("train", 1)
+    h.pending("train", "gang default/train: 1 of minMember 2 pods exist", held=True)
+    await h.sync()
+    h.now[0] += 1.0
+    await h.sync()
+    h.journal.record(PodAssumed(pod="default/train-0", uid="uid-default-train-0", node="n1", gang="default/train"))
+    obj = h.state.pods["default/train-0"].obj
+    h.journal.record(pod_event(bound(obj, "n1")))
+    h.now[0] += 1.0
+    await h.sync()
+    assert h.writer.removals == []
