@@ -260,6 +260,44 @@ _POD_GROUP_STATUS_1_36 = _object({
     "resourceClaimStatuses": _array(_object({"name": _string(), "resourceClaimName": _string()}), "name"),
 })
 
+_DISRUPTION_MODE = _object({"single": _object({}), "all": _object({})})
+_RESOURCE_CLAIMS = {**_POD_GROUP_SPEC_COMMON["resourceClaims"], "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["name"]}
+
+
+def _named_list(items: Schema) -> Schema:
+    """A `+listType=map` list keyed by name (strategic merge patches merge its items by name)."""
+    return {**_array(items, "name"), "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+
+
+# A Workload's PodGroupTemplate: 1.36's (v1alpha2: disruptionMode "Pod" / "PodGroup") and 1.37's.
+_POD_GROUP_TEMPLATE_FIELDS: dict[str, Schema] = {
+    "name": _string(), "schedulingPolicy": _GANG_POLICY,
+    "schedulingConstraints": _POD_GROUP_SPEC_COMMON["schedulingConstraints"], "resourceClaims": _RESOURCE_CLAIMS,
+    "priorityClassName": _string(), "priority": _POD_GROUP_SPEC_COMMON["priority"],
+}
+_POD_GROUP_TEMPLATE_1_36 = _object({**_POD_GROUP_TEMPLATE_FIELDS, "disruptionMode": _string()},
+                                   ("name", "schedulingPolicy"))
+_POD_GROUP_TEMPLATE_1_37 = _object({**_POD_GROUP_TEMPLATE_FIELDS, "disruptionMode": _DISRUPTION_MODE,
+                                    "preemptionPolicy": _string()}, ("name", "schedulingPolicy"))
+
+
+def _composite_template(levels: int) -> Schema:
+    """A 1.37 CompositePodGroupTemplate, its own kind nested `levels` more times: one level past the four
+    validation allows, so that a tree too deep is a 422 naming its field, not an unknown field."""
+    fields: dict[str, Schema] = {
+        "name": _string(),
+        "schedulingPolicy": _object({"basic": _object({}),
+                                     "gang": _object({"minGroupCount": _integer()}, ("minGroupCount",))}),
+        "schedulingConstraints": _POD_GROUP_SPEC_COMMON["schedulingConstraints"],
+        "disruptionMode": _DISRUPTION_MODE, "priorityClassName": _string(),
+        "priority": _POD_GROUP_SPEC_COMMON["priority"], "preemptionPolicy": _string(),
+        "podGroupTemplates": _named_list(_POD_GROUP_TEMPLATE_1_37),
+    }
+    if levels:
+        fields["compositePodGroupTemplates"] = _named_list(_composite_template(levels - 1))
+    return _object(fields, ("name", "schedulingPolicy"))
+
 
 def _top(extra: dict[str, Schema], required: tuple[str, ...] = ()) -> Schema:
     return _object({"apiVersion": _string(), "kind": _string(), "metadata": OBJECT_META, **extra}, required)
@@ -380,6 +418,19 @@ KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
                           "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
         }, ("podGroups",)),
     }, ("spec",))),
+    ("scheduling.k8s.io/v1alpha2", "Workload"): ("io.k8s.api.scheduling.v1alpha2.Workload", _top({
+        "spec": _object({
+            "controllerRef": _TYPED_LOCAL_REFERENCE,
+            "podGroupTemplates": _named_list(_POD_GROUP_TEMPLATE_1_36),
+        }, ("podGroupTemplates",)),
+    }, ("spec",))),
+    **{(f"scheduling.k8s.io/{version}", "Workload"): (f"io.k8s.api.scheduling.{version}.Workload", _top({
+        "spec": _object({
+            "controllerRef": _TYPED_LOCAL_REFERENCE,
+            "podGroupTemplates": _named_list(_POD_GROUP_TEMPLATE_1_37),
+            "compositePodGroupTemplates": _named_list(_composite_template(4)),
+        }),
+    }, ("spec",))) for version in ("v1beta1", "v1alpha3")},
     ("scheduling.k8s.io/v1alpha2", "PodGroup"): ("io.k8s.api.scheduling.v1alpha2.PodGroup", _top({
         "spec": _object({
             "podGroupTemplateRef": _object({"workload": _object({

@@ -18,9 +18,11 @@ its words, so that a manifest devcluster refuses is one a real cluster refuses, 
   (the Workload API's pod side) well formed.
 - PriorityClass: user classes at most 1e9, `system-` names reserved, value and preemptionPolicy
   immutable.
-- Workload (scheduling.k8s.io/v1alpha1, Kubernetes 1.35) and PodGroup (scheduling.k8s.io/v1alpha2,
-  1.36; v1beta1 and v1alpha3, 1.37): as `pkg/apis/scheduling/validation` and the types' declarative
-  tags say. A 1.36 PodGroup's spec is immutable; a 1.37 one's but for its gang's minCount.
+- Workload (scheduling.k8s.io/v1alpha1, Kubernetes 1.35; v1alpha2, 1.36; v1beta1 and v1alpha3, 1.37) and
+  PodGroup (v1alpha2, 1.36; v1beta1 and v1alpha3, 1.37): as `pkg/apis/scheduling/validation` and the
+  types' declarative tags say. A 1.36 PodGroup's spec is immutable; a 1.37 one's but for its gang's
+  minCount. A 1.36 Workload's templates are immutable; a 1.37 one keeps its templates (none added or
+  removed, at any level of a composite tree) and their fields but for a gang's minCount / minGroupCount.
 
 `validate(api_version, kind, obj, old)` returns causes `(reason, field, message)` in the form of a
 Status's `details.causes`; empty means valid. Pure: no I/O, nothing of ours imported but
@@ -550,16 +552,18 @@ def _one_of(union: Obj, members: tuple[str, ...], field: str) -> list[Cause]:
     return []
 
 
-def _gang_policy(policy: Obj, field: str) -> list[Cause]:
+def _gang_policy(policy: Obj, field: str, count_name: str = "minCount") -> list[Cause]:
+    """A `basic` / `gang` policy; the gang's count (`minCount`, a composite's `minGroupCount`) required and
+    positive (declarative validation reads 0 as unset: Required)."""
     causes = _one_of(policy, ("basic", "gang"), field)
     gang = policy.get("gang")
     if causes or not isinstance(gang, dict):
         return causes
-    count = gang.get("minCount")
+    count = gang.get(count_name)
     if not count:
-        return [required(f"{field}.gang.minCount")]
+        return [required(f"{field}.gang.{count_name}")]
     if isinstance(count, int) and count < 0:
-        return [invalid(f"{field}.gang.minCount", count, "must be greater than zero")]
+        return [invalid(f"{field}.gang.{count_name}", count, "must be greater than zero")]
     return []
 
 
@@ -606,18 +610,18 @@ def _names(ref: Obj, checks: tuple[tuple[str, Callable[[str], tuple[str, ...]]],
     return causes
 
 
-def _topology_constraints(spec: Obj) -> list[Cause]:
-    """spec.schedulingConstraints.topology: at most one item, its key a qualified name (label key)."""
+def _topology_constraints(spec: Obj, field: str = "spec") -> list[Cause]:
+    """<field>.schedulingConstraints.topology: at most one item, its key a qualified name (label key)."""
     constraints = spec.get("schedulingConstraints")
     topology = constraints.get("topology") if isinstance(constraints, dict) else None
     if not isinstance(topology, list):
         return []
     causes: list[Cause] = []
     if len(topology) > 1:
-        causes.append(("FieldValueTooMany", "spec.schedulingConstraints.topology",
+        causes.append(("FieldValueTooMany", f"{field}.schedulingConstraints.topology",
                        f"Too many: {len(topology)}: must have at most 1 item"))
     for index, constraint in enumerate(topology):
-        where = f"spec.schedulingConstraints.topology[{index}].key"
+        where = f"{field}.schedulingConstraints.topology[{index}].key"
         topology_key = _dict(constraint).get("key")
         if not topology_key:
             causes.append(required(where))
@@ -690,10 +694,229 @@ def _pod_group_v1beta1(obj: Obj, old: Obj | None) -> list[Cause]:
     return causes
 
 
+# --------------------------------------------------------------------------- the 1.36 / 1.37 Workload
+
+WORKLOAD_MAX_POD_GROUP_TEMPLATES = 8  # per list: podGroupTemplates, compositePodGroupTemplates, at every level
+WORKLOAD_MAX_TREE_DEPTH = 4  # levels of a tree of templates, a top-level template the first
+MAX_POD_GROUP_RESOURCE_CLAIMS = 4
+_TEMPLATE_LISTS = ("podGroupTemplates", "compositePodGroupTemplates")
+# The fields of a 1.37 template that `+k8s:immutable` freezes (schedulingPolicy: its basic / gang choice only).
+_TEMPLATE_IMMUTABLE = ("schedulingConstraints", "resourceClaims", "disruptionMode", "priorityClassName", "priority",
+                       "preemptionPolicy")
+
+TemplateCheck = Callable[[Obj, str], list[Cause]]
+
+
+def _items(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _too_many(field: str, count: int, limit: int) -> Cause:
+    return ("FieldValueTooMany", field, f"Too many: {count}: must have at most {limit} items")
+
+
+def _named_list(items: list[Any], field: str, check: TemplateCheck, limit: int) -> list[Cause]:
+    """A `+listType=map` list keyed by name: at most `limit` items, each named (a DNS label) once, and checked."""
+    if len(items) > limit:
+        return [_too_many(field, len(items), limit)]
+    causes: list[Cause] = []
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        where = f"{field}[{index}]"
+        item = _dict(item)
+        causes += _unique_label_name(item.get("name"), f"{where}.name", seen, where, item)
+        causes += check(item, where)
+    return causes
+
+
+def _resource_claim(claim: Obj, field: str) -> list[Cause]:
+    """PodGroupResourceClaim: exactly one of resourceClaimName / resourceClaimTemplateName, a DNS subdomain."""
+    members = ("resourceClaimName", "resourceClaimTemplateName")
+    causes = _one_of(claim, members, field)
+    for member in members:
+        value = claim.get(member)
+        if value is not None:
+            causes += [invalid(f"{field}.{member}", value, p) for p in dns_subdomain_problems(str(value))]
+    return causes
+
+
+def _priority_fields(template: Obj, field: str) -> list[Cause]:
+    """priorityClassName (a DNS subdomain), priority (at most HighestUserDefinablePriority), preemptionPolicy."""
+    causes: list[Cause] = []
+    name = template.get("priorityClassName")
+    if name:
+        causes += [invalid(f"{field}.priorityClassName", name, p) for p in dns_subdomain_problems(str(name))]
+    priority = template.get("priority")
+    if isinstance(priority, int) and priority > HIGHEST_USER_PRIORITY:
+        causes.append(invalid(f"{field}.priority", priority,
+                              f"must be less than or equal to {HIGHEST_USER_PRIORITY}"))
+    policy = template.get("preemptionPolicy")
+    if policy is not None and policy not in PREEMPTION_POLICIES:
+        causes.append(not_supported(f"{field}.preemptionPolicy", policy, PREEMPTION_POLICIES))
+    return causes
+
+
+def _pod_group_template(template: Obj, field: str, *, string_modes: bool = False) -> list[Cause]:
+    """One PodGroupTemplate: its policy, constraints, shared claims, disruption mode and priority."""
+    causes = _gang_policy(_dict(template.get("schedulingPolicy")), f"{field}.schedulingPolicy")
+    causes += _topology_constraints(template, field)
+    causes += _named_list(_items(template.get("resourceClaims")), f"{field}.resourceClaims", _resource_claim,
+                          MAX_POD_GROUP_RESOURCE_CLAIMS)
+    mode = template.get("disruptionMode")
+    if string_modes:  # 1.36: "Pod" / "PodGroup"
+        if mode is not None and mode not in POD_GROUP_DISRUPTION_MODES:
+            causes.append(not_supported(f"{field}.disruptionMode", mode, POD_GROUP_DISRUPTION_MODES))
+    elif mode is not None:
+        causes += _one_of(_dict(mode), ("single", "all"), f"{field}.disruptionMode")
+    return causes + _priority_fields(template, field)
+
+
+def _composite_template(depth: int) -> TemplateCheck:
+    """A CompositePodGroupTemplate at `depth` (1 at the top): at least one child template, the tree at most
+    WORKLOAD_MAX_TREE_DEPTH levels deep."""
+    def check(template: Obj, field: str) -> list[Cause]:
+        causes = _gang_policy(_dict(template.get("schedulingPolicy")), f"{field}.schedulingPolicy", "minGroupCount")
+        causes += _topology_constraints(template, field)
+        mode = template.get("disruptionMode")
+        if mode is not None:
+            causes += _one_of(_dict(mode), ("single", "all"), f"{field}.disruptionMode")
+        causes += _priority_fields(template, field)
+        children = {name: _items(template.get(name)) for name in _TEMPLATE_LISTS}
+        if not any(children.values()):
+            return [*causes, invalid(field, template.get("name", ""),
+                                     "must have at least one child PodGroupTemplate or CompositePodGroupTemplate")]
+        if depth >= WORKLOAD_MAX_TREE_DEPTH:
+            return causes + [forbidden(f"{field}.{name}", f"a Workload's templates may be at most "
+                                                          f"{WORKLOAD_MAX_TREE_DEPTH} levels deep")
+                             for name, items in children.items() if items]
+        causes += _named_list(children["podGroupTemplates"], f"{field}.podGroupTemplates", _pod_group_template,
+                              WORKLOAD_MAX_POD_GROUP_TEMPLATES)
+        return causes + _named_list(children["compositePodGroupTemplates"], f"{field}.compositePodGroupTemplates",
+                                    _composite_template(depth + 1), WORKLOAD_MAX_POD_GROUP_TEMPLATES)
+    return check
+
+
+def _controller_ref(spec: Obj) -> list[Cause]:
+    """TypedLocalObjectReference: kind and name required path segment names, apiGroup a DNS subdomain."""
+    ref = spec.get("controllerRef")
+    if not isinstance(ref, dict):
+        return []
+    causes: list[Cause] = []
+    for key in ("kind", "name"):
+        value = ref.get(key)
+        if not value:
+            causes.append(required(f"spec.controllerRef.{key}"))
+        elif str(value) in (".", "..") or "/" in str(value) or "%" in str(value):
+            causes.append(invalid(f"spec.controllerRef.{key}", value,
+                                  "may not be '.' or '..' and may not contain '/' or '%'"))
+    group = ref.get("apiGroup")
+    if group:
+        causes += [invalid("spec.controllerRef.apiGroup", group, p) for p in dns_subdomain_problems(str(group))]
+    return causes
+
+
+def _templates_union(spec: Obj) -> list[Cause]:
+    """Exactly one of podGroupTemplates / compositePodGroupTemplates, in the declarative union's words."""
+    listed = ", ".join(f"`{name}`" for name in _TEMPLATE_LISTS)
+    chosen = [name for name in _TEMPLATE_LISTS if _items(spec.get(name))]
+    if not chosen:
+        return [invalid("spec", "", f"must specify one of: {listed}")]
+    if len(chosen) > 1:
+        return [invalid("spec", "{" + ", ".join(chosen) + "}", f"must specify exactly one of: {listed}")]
+    return []
+
+
+def _same_items(items: list[Any], old_items: list[Any], field: str) -> tuple[list[Cause], list[tuple[Obj, Obj, str]]]:
+    """`+k8s:update=NoAddItem,NoRemoveItem` on a list keyed by name: the causes, and the (new, old, field) pairs
+    of the items kept."""
+    old_by_name = {str(_dict(item).get("name")): _dict(item) for item in old_items}
+    names = {str(_dict(item).get("name")) for item in items}
+    causes: list[Cause] = []
+    kept: list[tuple[Obj, Obj, str]] = []
+    for index, item in enumerate(items):
+        item = _dict(item)
+        old = old_by_name.get(str(item.get("name")))
+        if old is None:
+            causes.append(forbidden(f"{field}[{index}]", "items may not be added"))
+        else:
+            kept.append((item, old, f"{field}[{index}]"))
+    causes += [forbidden(field, f"items may not be removed: {_quote(name)}") for name in old_by_name
+               if name not in names]
+    return causes, kept
+
+
+def _policy_kind_kept(template: Obj, old: Obj, field: str) -> list[Cause]:
+    """A schedulingPolicy stays basic or gang as created (basic immutable; gang NoSet / NoUnset): its count may
+    change."""
+    new_policy, old_policy = _dict(template.get("schedulingPolicy")), _dict(old.get("schedulingPolicy"))
+    kinds = [sorted(k for k in ("basic", "gang") if p.get(k) is not None) for p in (new_policy, old_policy)]
+    if kinds[0] != kinds[1] or new_policy.get("basic") != old_policy.get("basic"):
+        return [immutable(f"{field}.schedulingPolicy", template.get("schedulingPolicy"))]
+    return []
+
+
+def _template_update(template: Obj, old: Obj, field: str) -> list[Cause]:
+    causes = _policy_kind_kept(template, old, field)
+    causes += [immutable(f"{field}.{name}", template.get(name)) for name in _TEMPLATE_IMMUTABLE
+               if template.get(name) != old.get(name)]
+    for name in _TEMPLATE_LISTS:  # a composite's children: none added or removed, each as a template
+        if name in template or name in old:
+            causes += _lists_update(_items(template.get(name)), _items(old.get(name)), f"{field}.{name}")
+    return causes
+
+
+def _lists_update(items: list[Any], old_items: list[Any], field: str) -> list[Cause]:
+    causes, kept = _same_items(items, old_items, field)
+    for template, old, where in kept:
+        causes += _template_update(template, old, where)
+    return causes
+
+
+def _workload_1_37(obj: Obj, old: Obj | None) -> list[Cause]:
+    """scheduling.k8s.io/v1beta1 and v1alpha3 Workload (Kubernetes 1.37): podGroupTemplates or (CompositePodGroup)
+    compositePodGroupTemplates, 8 at most in a list, a tree 4 levels deep at most. On update no template is added
+    or removed and a template's fields are immutable, but for a gang's minCount / minGroupCount."""
+    spec = _dict(obj.get("spec"))
+    causes = _controller_ref(spec) + _templates_union(spec)
+    causes += _named_list(_items(spec.get("podGroupTemplates")), "spec.podGroupTemplates", _pod_group_template,
+                          WORKLOAD_MAX_POD_GROUP_TEMPLATES)
+    causes += _named_list(_items(spec.get("compositePodGroupTemplates")), "spec.compositePodGroupTemplates",
+                          _composite_template(1), WORKLOAD_MAX_POD_GROUP_TEMPLATES)
+    if old is not None:
+        old_spec = _dict(old.get("spec"))
+        if spec.get("controllerRef") != old_spec.get("controllerRef"):
+            causes.append(immutable("spec.controllerRef", spec.get("controllerRef")))
+        for name in _TEMPLATE_LISTS:
+            causes += _lists_update(_items(spec.get(name)), _items(old_spec.get(name)), f"spec.{name}")
+    return causes
+
+
+def _string_mode_template(template: Obj, field: str) -> list[Cause]:
+    return _pod_group_template(template, field, string_modes=True)
+
+
+def _workload_v1alpha2(obj: Obj, old: Obj | None) -> list[Cause]:
+    """scheduling.k8s.io/v1alpha2 Workload (Kubernetes 1.36): podGroupTemplates only (required), disruptionMode a
+    string, no preemptionPolicy; controllerRef and podGroupTemplates immutable, minCount included."""
+    spec = _dict(obj.get("spec"))
+    causes = _controller_ref(spec)
+    templates = _items(spec.get("podGroupTemplates"))
+    if not templates:
+        causes.append(required("spec.podGroupTemplates", "must have at least one item"))
+    causes += _named_list(templates, "spec.podGroupTemplates", _string_mode_template,
+                          WORKLOAD_MAX_POD_GROUP_TEMPLATES)
+    if old is not None:
+        causes += _immutable_fields(spec, _dict(old.get("spec")), ("controllerRef", "podGroupTemplates"))
+    return causes
+
+
 _RULES: dict[tuple[str, str], Callable[[Obj, Obj | None], list[Cause]]] = {
     ("v1", "Pod"): _pod,
     ("scheduling.k8s.io/v1", "PriorityClass"): _priority_class,
     ("scheduling.k8s.io/v1alpha1", "Workload"): _workload,
+    ("scheduling.k8s.io/v1alpha2", "Workload"): _workload_v1alpha2,
+    ("scheduling.k8s.io/v1alpha3", "Workload"): _workload_1_37,
+    ("scheduling.k8s.io/v1beta1", "Workload"): _workload_1_37,
     ("scheduling.k8s.io/v1alpha2", "PodGroup"): _pod_group_v1alpha2,
     ("scheduling.k8s.io/v1alpha3", "PodGroup"): _pod_group_v1beta1,
     ("scheduling.k8s.io/v1beta1", "PodGroup"): _pod_group_v1beta1,
