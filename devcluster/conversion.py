@@ -14,6 +14,17 @@ pair of functions per viewing (apiVersion, kind):
   podGroupTemplateName} (= workloadRef.{workloadName, templateName}), and has no
   parentCompositePodGroupName nor preemptionPolicy: an object read through it does not show them, and a
   write through it keeps the stored ones.
+- `scheduling.k8s.io/v1alpha3` (1.37), `v1alpha2` (1.36) and `v1alpha1` (1.35) Workload over `v1beta1` (1.37).
+  v1alpha3 has v1beta1's fields. v1alpha2 writes a template's disruptionMode as PodGroup v1alpha2 does and
+  has no template preemptionPolicy nor compositePodGroupTemplates. v1alpha1 is the 1.35 shape,
+  podGroups[] {name, policy}: each is podGroupTemplates[] {name, schedulingPolicy} of the same name and
+  order. It is a view, not a resource of its own, because every v1alpha1 field has a v1beta1 form (the
+  conversion is faithful one way) and the daemon and pods (spec.workloadRef) still name v1alpha1 Workloads:
+  one object per name, whichever version wrote it. What v1alpha1 cannot say (a template's constraints,
+  claims, disruption mode, priority, preemption policy; composite templates) is not shown through it, and a
+  write through it keeps it as stored for the templates it names; a template it drops is dropped. The
+  rules differ as the versions do: minCount is immutable through v1alpha1 and v1alpha2 (their validation
+  runs first), mutable through v1beta1 and v1alpha3.
 
 Pure: returns new dicts, never mutates its input.
 """
@@ -115,6 +126,95 @@ def _pod_group_v1alpha2_storage(view: Obj, stored: Obj | None) -> Obj:
     return {**view, "spec": out}
 
 
+# --------------------------------------------------------------------------- scheduling.k8s.io Workload
+
+_TEMPLATES_1_37_ONLY = ("compositePodGroupTemplates",)  # spec fields v1alpha2 and v1alpha1 do not have
+_TEMPLATE_1_37_ONLY = ("preemptionPolicy",)  # template fields v1alpha2 does not have
+
+
+def _templates_by_name(stored: Obj | None) -> dict[str, Obj]:
+    spec = _dict(_dict(stored).get("spec"))
+    templates = spec.get("podGroupTemplates")
+    return {str(t.get("name")): t for t in templates if isinstance(t, dict)} if isinstance(templates, list) else {}
+
+
+def _spec_kept(out: Obj, stored: Obj | None) -> Obj:
+    """`out` with the stored spec fields its version does not have."""
+    kept = _dict(_dict(stored).get("spec"))
+    return {**out, **{name: kept[name] for name in _TEMPLATES_1_37_ONLY if name in kept}}
+
+
+def _template_v1alpha2_view(template: Any) -> Any:
+    if not isinstance(template, dict):
+        return template
+    out = {k: v for k, v in template.items() if k not in ("disruptionMode", *_TEMPLATE_1_37_ONLY)}
+    mode = template.get("disruptionMode")
+    if isinstance(mode, dict):
+        for text, member in _DISRUPTION_MODES:
+            if mode.get(member) is not None:
+                out["disruptionMode"] = text
+                break
+    return out
+
+
+def _template_v1alpha2_storage(template: Any, stored: dict[str, Obj]) -> Any:
+    if not isinstance(template, dict):
+        return template
+    out = {k: v for k, v in template.items() if k != "disruptionMode"}
+    for text, member in _DISRUPTION_MODES:
+        if template.get("disruptionMode") == text:
+            out["disruptionMode"] = {member: {}}
+    kept = stored.get(str(template.get("name")), {})
+    return {**out, **{name: kept[name] for name in _TEMPLATE_1_37_ONLY if name in kept}}
+
+
+def _workload_v1alpha2_view(stored: Obj) -> Obj:
+    spec = stored.get("spec")
+    if not isinstance(spec, dict):
+        return dict(stored)
+    out = {k: v for k, v in spec.items() if k not in _TEMPLATES_1_37_ONLY}
+    if isinstance(spec.get("podGroupTemplates"), list):
+        out["podGroupTemplates"] = [_template_v1alpha2_view(t) for t in spec["podGroupTemplates"]]
+    return {**stored, "spec": out}
+
+
+def _workload_v1alpha2_storage(view: Obj, stored: Obj | None) -> Obj:
+    spec = view.get("spec")
+    if not isinstance(spec, dict):
+        return dict(view)
+    out = dict(spec)
+    if isinstance(spec.get("podGroupTemplates"), list):
+        kept = _templates_by_name(stored)
+        out["podGroupTemplates"] = [_template_v1alpha2_storage(t, kept) for t in spec["podGroupTemplates"]]
+    return {**view, "spec": _spec_kept(out, stored)}
+
+
+def _workload_v1alpha1_view(stored: Obj) -> Obj:
+    spec = stored.get("spec")
+    if not isinstance(spec, dict):
+        return dict(stored)
+    out = {k: v for k, v in spec.items() if k not in ("podGroupTemplates", *_TEMPLATES_1_37_ONLY)}
+    templates = spec.get("podGroupTemplates")
+    if isinstance(templates, list):
+        out["podGroups"] = [{"name": t.get("name"), "policy": t.get("schedulingPolicy")} if isinstance(t, dict)
+                            else t for t in templates]
+    return {**stored, "spec": out}
+
+
+def _workload_v1alpha1_storage(view: Obj, stored: Obj | None) -> Obj:
+    spec = view.get("spec")
+    if not isinstance(spec, dict):
+        return dict(view)
+    out = {k: v for k, v in spec.items() if k != "podGroups"}
+    groups = spec.get("podGroups")
+    if isinstance(groups, list):
+        kept = _templates_by_name(stored)
+        out["podGroupTemplates"] = [
+            {**kept.get(str(g.get("name")), {}), "name": g.get("name"), "schedulingPolicy": g.get("policy")}
+            if isinstance(g, dict) else g for g in groups]
+    return {**view, "spec": _spec_kept(out, stored)}
+
+
 def _same_fields(obj: Obj, _: Obj | None = None) -> Obj:
     return dict(obj)
 
@@ -123,6 +223,9 @@ _CONVERSIONS: dict[tuple[str, str], Conversion] = {
     ("events.k8s.io/v1", "Event"): Conversion(_event_view, _event_storage),
     ("scheduling.k8s.io/v1alpha2", "PodGroup"): Conversion(_pod_group_v1alpha2_view, _pod_group_v1alpha2_storage),
     ("scheduling.k8s.io/v1alpha3", "PodGroup"): Conversion(_same_fields, _same_fields),
+    ("scheduling.k8s.io/v1alpha3", "Workload"): Conversion(_same_fields, _same_fields),
+    ("scheduling.k8s.io/v1alpha2", "Workload"): Conversion(_workload_v1alpha2_view, _workload_v1alpha2_storage),
+    ("scheduling.k8s.io/v1alpha1", "Workload"): Conversion(_workload_v1alpha1_view, _workload_v1alpha1_storage),
 }
 
 

@@ -18,14 +18,14 @@ objects with the real scope, names, status subresource and discovery entries, an
 CustomResourceDefinition object makes devcluster serve nothing new: the custom resources it serves are
 the rows of this table.
 
-The Workload API kinds of scheduling.k8s.io (v1alpha1 Workload; PodGroup at v1beta1, v1alpha3 and
-v1alpha2, one set of objects stored at v1beta1) are built in (not custom): a real cluster serves them from
-kube-apiserver once the feature gate is on, with strategic merge patches and server-side validation
-(`manifests.validation`).
+The Workload API kinds of scheduling.k8s.io (Workload at v1beta1, v1alpha3, v1alpha2 and v1alpha1; PodGroup
+at v1beta1, v1alpha3 and v1alpha2; each kind one set of objects stored at v1beta1) are built in (not
+custom): a real cluster serves them from kube-apiserver once the feature gate is on, with strategic merge
+patches and server-side validation (`manifests.validation`).
 
 A row with `stored_as` serves the objects of another row, converted (`conversion.py`): events.k8s.io/v1
-Events are core Events, and the PodGroup rows but v1beta1 are versions of the v1beta1 one (same group and
-plural, hence the same `key`: the store's index is the storage row's).
+Events are core Events, and the PodGroup and Workload rows but v1beta1 are versions of the v1beta1 one
+(same group and plural, hence the same `key`: the store's index is the storage row's).
 
 Pure data: no I/O, no imports of our other packages.
 """
@@ -106,7 +106,15 @@ RESOURCES: tuple[ResourceDef, ...] = (
                 stored_as="podgroups.scheduling.k8s.io"),
     ResourceDef("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups", "podgroup", True, ("status",),
                 stored_as="podgroups.scheduling.k8s.io"),
-    ResourceDef("scheduling.k8s.io", "v1alpha1", "Workload", "workloads", "workload", True),
+    # The Workload likewise: 1.37's v1beta1 (storage) and v1alpha3, 1.36's v1alpha2, and 1.35's v1alpha1 (which
+    # no 1.36+ cluster serves, kept for the clusters and manifests that still write it), one set of objects.
+    ResourceDef("scheduling.k8s.io", "v1beta1", "Workload", "workloads", "workload", True),
+    ResourceDef("scheduling.k8s.io", "v1alpha3", "Workload", "workloads", "workload", True,
+                stored_as="workloads.scheduling.k8s.io"),
+    ResourceDef("scheduling.k8s.io", "v1alpha2", "Workload", "workloads", "workload", True,
+                stored_as="workloads.scheduling.k8s.io"),
+    ResourceDef("scheduling.k8s.io", "v1alpha1", "Workload", "workloads", "workload", True,
+                stored_as="workloads.scheduling.k8s.io"),
     ResourceDef("apps", "v1", "Deployment", "deployments", "deployment", True, ("status",), ("deploy",), ("all",)),
     ResourceDef("apps", "v1", "StatefulSet", "statefulsets", "statefulset", True, ("status",), ("sts",), ("all",)),
     ResourceDef("apps", "v1", "DaemonSet", "daemonsets", "daemonset", True, ("status",), ("ds",), ("all",)),
