@@ -23,9 +23,10 @@ container's host port, resource claims:
 StorageClasses are put through the API server's storage rules (`manifests.storage`, as devcluster
 admits them: a local volume without node affinity, a volume with no source or two, a claim without
 access modes or a storage request, ...), and the Workload API's kinds (scheduling.k8s.io PodGroups of
-every version, Workloads) through kube-apiserver's validation of them (`manifests.validation.validate`,
-as devcluster admits them: a gang policy without a positive minCount, a 1.37 disruptionMode naming
-neither `single` nor `all`, two topology constraints, ...). Other kinds are skipped.
+every version, Workloads of every version: 1.36's and 1.37's by those rules only) through
+kube-apiserver's validation of them (`manifests.validation.validate`, as devcluster admits them: a gang
+policy without a positive minCount, a 1.37 disruptionMode naming neither `single` nor `all`, two
+topology constraints, ...). Other kinds are skipped.
 
 Prints one line per problem, `FILE#DOC: Kind name: field: message` (DOC counts documents from 1),
 and exits 1; prints a short OK line and exits 0 when everything is valid; exits 2, with one line,
@@ -86,6 +87,10 @@ from state.topology_wishes import POD_GROUP_KIND, validate_gang_object, validate
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: depth-capped
 _GANG_OBJECTS = {"SchedulerPluginsPodGroup", "KubernetesPodGroup", "KaiPodGroup", "Workload"}
 _BUILT_IN_GANG_KINDS = {"KubernetesPodGroup", "Workload"}  # served by kube-apiserver, which validates them
+# The Workload versions of 1.36 and 1.37 (podGroupTemplates), which the daemon does not read (it reads 1.35's
+# v1alpha1): put through kube-apiserver's rules only, and counted as Workloads.
+_API_SERVER_ONLY = {("scheduling.k8s.io/v1beta1", "Workload"), ("scheduling.k8s.io/v1alpha3", "Workload"),
+                    ("scheduling.k8s.io/v1alpha2", "Workload")}
 _QUOTA_OBJECTS = {"ElasticQuota", "CapacityElasticQuota", "Queue", "KaiQueue"}
 _QUEUES = {"Queue", "KaiQueue"}
 _CHECKED = {"HyperNode", "ClusterNetworkTopology", KUEUE_TOPOLOGY_KIND, KAI_TOPOLOGY_KIND, "PodGroup",
@@ -126,6 +131,7 @@ class _Documents:
     folded: list[tuple[str, KindInfo, KubeObject]] = field(default_factory=list)  # what the quota rules fold
     skipped: int = 0
     storage: int = 0  # PersistentVolumes, claims and StorageClasses checked
+    api_server_only: int = 0  # 1.36 / 1.37 Workloads checked
 
 
 def _documents_of(path: str) -> list[Any]:
@@ -159,6 +165,12 @@ def _read(paths: Sequence[str]) -> _Documents:
             if (api_version, kind) in storage.KINDS:  # as the API server refuses them; nothing to fold
                 docs.storage += 1
                 docs.findings += [Finding(source, p) for p in _storage_problems(api_version, kind, document)]
+                continue
+            if (api_version, kind) in _API_SERVER_ONLY:
+                docs.api_server_only += 1
+                docs.findings += [Finding(source, Problem(kind, _name_of(document), field,
+                                                          f"{message} (the API server refuses it)"))
+                                  for _, field, message in validate_object(api_version, kind, document)]
                 continue
             info = kind_of(api_version, kind)
             if info is None or (info.name not in _CHECKED and info.name not in (NODE_KIND, POD_KIND)):
@@ -318,7 +330,7 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
               "Topology": len(docs.kueue_topologies) + len(docs.kai_topologies),
               POD_GROUP_KIND: len(docs.pod_groups) + len(docs.volcano_pod_groups)
               + sum(1 for _, name, _ in docs.gang_objects if name != "Workload"),
-              "Workload": sum(1 for _, name, _ in docs.gang_objects if name == "Workload"),
+              "Workload": sum(1 for _, name, _ in docs.gang_objects if name == "Workload") + docs.api_server_only,
               "ElasticQuota": sum(1 for _, info, _ in docs.folded if info.name in _QUOTA_OBJECTS - _QUEUES),
               "Queue": sum(1 for _, info, _ in docs.folded if info.name in _QUEUES), POD_KIND: len(ours),
               "storage object": docs.storage}

@@ -245,6 +245,31 @@ spec:
     assert any(line.endswith("spec.disruptionMode: sets both single and all; single") for line in lines)
 
 
+def test_a_kubernetes_1_37_workload_is_checked_as_kube_apiserver_checks_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "workload.yaml", """
+apiVersion: scheduling.k8s.io/v1beta1
+kind: Workload
+metadata: {name: training, namespace: default}
+spec:
+  podGroupTemplates:
+  - {name: workers, schedulingPolicy: {basic: {}, gang: {minCount: 4}}}
+---
+apiVersion: scheduling.k8s.io/v1alpha2
+kind: Workload
+metadata: {name: tuning, namespace: default}
+spec:
+  podGroupTemplates:
+  - {name: workers, schedulingPolicy: {gang: {minCount: 4}}, disruptionMode: PodGroup}
+""")
+    assert main([path]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{path}#1: Workload default/training: spec.podGroupTemplates[0].schedulingPolicy: "
+                               "Invalid value")
+    assert lines[0].endswith("(the API server refuses it)")
+    assert lines[1] == "1 problem in 2 objects"
+
+
 def test_a_kueue_topology_is_checked_and_names_the_layers_pod_groups_may_use(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     topology = ("apiVersion: kueue.x-k8s.io/v1beta2\nkind: Topology\nmetadata: {name: racks}\nspec:\n  levels:\n"
