@@ -89,9 +89,10 @@ memory as 1.34 validates it, devcluster/resize.py; the fake kubelet allocates an
 (+ status), storage.k8s.io/v1 storageclasses (see Volumes below) and csinodes (validated as kube-apiserver
 does; nothing writes them but a client: devcluster's kubelet registers no CSI driver), coordination.k8s.io/v1 leases,
 scheduling.k8s.io/v1 priorityclasses, the Workload API as a cluster with the GenericWorkload gate serves it
-(scheduling.k8s.io/v1alpha1 Workload of 1.35; PodGroup at v1beta1 and v1alpha3 as 1.37 serves it and at
-v1alpha2 as 1.36 did, one set of objects stored at v1beta1 and converted per version, resourceVersions and
-watches shared; validated as kube-apiserver does, a gang's minCount mutable at v1beta1 / v1alpha3 only;
+(Workload and PodGroup at scheduling.k8s.io v1beta1 and v1alpha3 as 1.37 serves them and at v1alpha2 as
+1.36 did, and the Workload at 1.35's v1alpha1 too; each kind one set of objects stored at v1beta1 and
+converted per version, resourceVersions and watches shared; validated as kube-apiserver does, a gang's
+minCount mutable at v1beta1 / v1alpha3 only, a 1.37 Workload's templates neither added nor removed;
 priorityClassName resolved by the Priority admission plugin as for pods; protected from deletion while
 pods run in it, see protection.py below; pods' spec.workloadRef and spec.schedulingGroup),
 scheduling.sigs.k8s.io/v1alpha1,
