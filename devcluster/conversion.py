@@ -85,6 +85,26 @@ _WORKLOAD_NAMES = (("workloadName", "workloadName"), ("podGroupTemplateName", "t
 _NEWER_ONLY = ("parentCompositePodGroupName", "preemptionPolicy")  # not in v1alpha2
 
 
+def _disruption_mode_as_text(stored: Obj, out: Obj) -> None:
+    """Write into `out` the v1alpha2 string of `stored`'s 1.37 disruptionMode union (`{single: {}}` is
+    "Pod", `{all: {}}` "PodGroup"); nothing for a mode naming neither."""
+    mode = stored.get("disruptionMode")
+    if isinstance(mode, dict):
+        for text, member in _DISRUPTION_MODES:
+            if mode.get(member) is not None:
+                out["disruptionMode"] = text
+                return
+
+
+def _disruption_mode_as_union(view: Obj, out: Obj) -> None:
+    """Write into `out` the 1.37 union of `view`'s v1alpha2 disruptionMode string; a value v1alpha2 cannot
+    name (its validation refuses it) is not stored."""
+    mode = view.get("disruptionMode")
+    for text, member in _DISRUPTION_MODES:
+        if mode == text:
+            out["disruptionMode"] = {member: {}}
+
+
 def _dict(value: Any) -> Obj:
     return value if isinstance(value, dict) else {}
 
@@ -97,12 +117,7 @@ def _pod_group_v1alpha2_view(stored: Obj) -> Obj:
     ref = spec.get("workloadRef")
     if isinstance(ref, dict):
         out["podGroupTemplateRef"] = {"workload": {old: ref[new] for old, new in _WORKLOAD_NAMES if new in ref}}
-    mode = spec.get("disruptionMode")
-    if isinstance(mode, dict):
-        for text, member in _DISRUPTION_MODES:
-            if mode.get(member) is not None:
-                out["disruptionMode"] = text
-                break
+    _disruption_mode_as_text(spec, out)
     return {**stored, "spec": out}
 
 
@@ -115,10 +130,7 @@ def _pod_group_v1alpha2_storage(view: Obj, stored: Obj | None) -> Obj:
     if isinstance(ref, dict):
         workload = _dict(ref.get("workload"))
         out["workloadRef"] = {new: workload[old] for old, new in _WORKLOAD_NAMES if old in workload}
-    mode = spec.get("disruptionMode")
-    for text, member in _DISRUPTION_MODES:  # a value v1alpha2 cannot name (its validation refuses it) is not stored
-        if mode == text:
-            out["disruptionMode"] = {member: {}}
+    _disruption_mode_as_union(spec, out)
     kept = _dict(_dict(stored).get("spec"))
     for name in _NEWER_ONLY:  # what v1alpha2 does not show stays as stored
         if name in kept:
@@ -148,12 +160,7 @@ def _template_v1alpha2_view(template: Any) -> Any:
     if not isinstance(template, dict):
         return template
     out = {k: v for k, v in template.items() if k not in ("disruptionMode", *_TEMPLATE_1_37_ONLY)}
-    mode = template.get("disruptionMode")
-    if isinstance(mode, dict):
-        for text, member in _DISRUPTION_MODES:
-            if mode.get(member) is not None:
-                out["disruptionMode"] = text
-                break
+    _disruption_mode_as_text(template, out)
     return out
 
 
@@ -161,9 +168,7 @@ def _template_v1alpha2_storage(template: Any, stored: dict[str, Obj]) -> Any:
     if not isinstance(template, dict):
         return template
     out = {k: v for k, v in template.items() if k != "disruptionMode"}
-    for text, member in _DISRUPTION_MODES:
-        if template.get("disruptionMode") == text:
-            out["disruptionMode"] = {member: {}}
+    _disruption_mode_as_union(template, out)
     kept = stored.get(str(template.get("name")), {})
     return {**out, **{name: kept[name] for name in _TEMPLATE_1_37_ONLY if name in kept}}
 

@@ -13,3 +13,18 @@ async def call(http: aiohttp.ClientSession, method: str, path: str, body: Any = 
     data = json.dumps(body).encode() if body is not None else None
     async with http.request(method, path, data=data, headers={"Content-Type": content_type}) as response:
         return response.status, await response.json(content_type=None)
+
+
+async def ok(http: aiohttp.ClientSession, method: str, path: str, body: Any = None, *,
+             content_type: str = "application/json") -> dict[str, Any]:
+    """The body of a call that must succeed (200 or 201)."""
+    status, answer = await call(http, method, path, body, content_type=content_type)
+    assert status in (200, 201), answer
+    found: dict[str, Any] = answer
+    return found
+
+
+def refused_fields(answer: dict[str, Any]) -> list[str]:
+    """The fields a 422 Invalid names, in its order."""
+    assert answer["kind"] == "Status" and answer["code"] == 422 and answer["reason"] == "Invalid", answer
+    return [cause["field"] for cause in answer["details"]["causes"]]

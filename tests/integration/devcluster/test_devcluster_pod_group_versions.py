@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from devcluster import DevCluster
-from tests.integration.devcluster.http_calls import call
+from tests.integration.devcluster.http_calls import call, ok, refused_fields
 
 GROUP = "/apis/scheduling.k8s.io"
 NAMESPACE = "gangs"
@@ -32,19 +32,6 @@ def pod_group(version: str, name: str = "train", **spec: Any) -> dict[str, Any]:
 def priority_class(name: str, value: int, **fields: Any) -> dict[str, Any]:
     return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
             "value": value, **fields}
-
-
-async def ok(http: aiohttp.ClientSession, method: str, path: str, body: Any = None, *,
-             content_type: str = "application/json") -> dict[str, Any]:
-    status, answer = await call(http, method, path, body, content_type=content_type)
-    assert status in (200, 201), answer
-    found: dict[str, Any] = answer
-    return found
-
-
-def refused_fields(answer: dict[str, Any]) -> list[str]:
-    assert answer["kind"] == "Status" and answer["code"] == 422 and answer["reason"] == "Invalid", answer
-    return [cause["field"] for cause in answer["details"]["causes"]]
 
 
 # --------------------------------------------------------------------------- one object, three versions

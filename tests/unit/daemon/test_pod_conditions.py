@@ -84,6 +84,14 @@ class Harness:
     async def sync(self) -> None:
         await self.conditions.sync_once()
 
+    async def marked_not_ready(self, gang: str, members: int, min_member: int) -> None:
+        """`members` pods of a gang of `min_member` (its PodGroup too), held for the rest, and the delay over."""
+        self.gang(gang, members)
+        self.pending(gang, f"gang default/{gang}: {members} of minMember {min_member} pods exist", held=True)
+        await self.sync()
+        self.now[0] += self.conditions.not_ready_delay_seconds
+        await self.sync()
+
     def condition_of(self, name: str) -> Condition | None:
         return next((c for c in self.state.pods[f"default/{name}"].obj.status.conditions if c.type == "PodScheduled"),
                     None)
@@ -216,11 +224,7 @@ async def test_a_gang_whose_last_members_arrive_within_the_delay_costs_no_patch(
 
 async def test_a_held_gang_tried_at_last_and_failing_is_unschedulable_at_once_keeping_the_transition_time() -> None:
     h = Harness(not_ready_delay=1.0)
-    h.gang("train", 3)
-    h.pending("train", "gang default/train: 3 of minMember 4 pods exist", held=True)
-    await h.sync()
-    h.now[0] += 1.0
-    await h.sync()
+    await h.marked_not_ready("train", 3, 4)
     held = h.condition_of("train-0")
     assert held is not None and held.reason == "NotReadyForScheduling"
     h.now[0] += 0.5
@@ -286,11 +290,7 @@ async def test_a_not_ready_pod_placed_but_not_yet_bound_loses_the_condition_afte
     # Placed (its volumes being provisioned, say), it has passed the hold: kube-scheduler removes
     # NotReadyForScheduling once a pod passes PreEnqueue, after the same delay.
     h = Harness(not_ready_delay=1.0)
-    h.gang("train", 2)
-    h.pending("train", "gang default/train: 2 of minMember 3 pods exist", held=True)
-    await h.sync()
-    h.now[0] += 1.0
-    await h.sync()
+    await h.marked_not_ready("train", 2, 3)
     assert all(getattr(h.condition_of(f"train-{i}"), "reason", "") == "NotReadyForScheduling" for i in range(2))
     for index in range(2):
         h.journal.record(PodAssumed(pod=f"default/train-{index}", uid=f"uid-default-train-{index}", node="n1",
@@ -307,11 +307,7 @@ async def test_a_not_ready_pod_placed_but_not_yet_bound_loses_the_condition_afte
 
 async def test_a_pod_bound_before_the_clear_falls_due_is_left_alone() -> None:
     h = Harness(not_ready_delay=1.0)
-    h.gang("train", 1)
-    h.pending("train", "gang default/train: 1 of minMember 2 pods exist", held=True)
-    await h.sync()
-    h.now[0] += 1.0
-    await h.sync()
+    await h.marked_not_ready("train", 1, 2)
     h.journal.record(PodAssumed(pod="default/train-0", uid="uid-default-train-0", node="n1", gang="default/train"))
     obj = h.state.pods["default/train-0"].obj
     h.journal.record(pod_event(bound(obj, "n1")))
