@@ -80,7 +80,7 @@ minMember.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -268,6 +268,10 @@ class Scheduler:
         self._attach_limits: dict[str, dict[str, int]] = {}  # each node's CSI attach limits as last seen
         self._pod_shapes: dict[str, tuple[object, ...]] = {}  # pending pods: what of them placement reads
         self._claims_moved = anyio.Event()  # set (and replaced) whenever a claim changes: provisioning waits on it
+        # Claims being marked for provisioning (claim -> node), and those the watch has shown marked: only a
+        # mark seen can be taken back by the provisioner (before that, the state just lags the write).
+        self._marking: dict[str, str] = {}
+        self._marks_seen: set[str] = set()
         # Volumes made in advance being pre-bound to a plan's claims: no other plan is given them meanwhile.
         self._prebinding: set[str] = set()
         self._freed_classes: set[str] = set()  # of volumes changed since the last cycle (`_wake_for_freed_volumes`)
@@ -553,6 +557,9 @@ class Scheduler:
         """A claim (or the volume bound to one) changed: the pending pods that use it may fit now."""
         if isinstance(event, ClaimUpserted):
             key = object_key(event.claim.metadata.namespace, event.claim.metadata.name)
+            node = self._marking.get(key)
+            if node is not None and event.claim.metadata.annotations.get(SELECTED_NODE_ANNOTATION) == node:
+                self._marks_seen.add(key)
         elif isinstance(event, ClaimDeleted):
             key = event.key
         else:
@@ -1011,6 +1018,7 @@ class Scheduler:
         pod is bound, so a provisioning that fails (or a claim that goes) releases the plan whole, to be
         placed again, instead of leaving a bound pod that never starts. Then the binds are queued, or, on
         a failure, settled as failed."""
+        await self._nominate_expected(binding.bind.binds)
         try:
             failure = await self._provision(claims, volumes)
         except Exception as error:  # an adapter bug must not strand the plan's assumed pods
@@ -1018,11 +1026,32 @@ class Scheduler:
             failure = f"provisioning its volumes raised {type(error).__name__}: {error}"
         finally:
             self._prebinding.difference_update(volumes.values())
+            for claim in claims:
+                self._marking.pop(claim, None)
+                self._marks_seen.discard(claim)
         if failure:
             log.warning("scheduler.volumes_not_provisioned", unit=binding.bind.unit, reason=failure)
             binding.failure = failure
             binding.retriable = True
         self._queue_binds(binding, group)
+
+    async def _nominate_expected(self, binds: Sequence[tuple[str, str, str]]) -> None:
+        """KEP-5278 (NominatedNodeNameForExpectation, beta and on by default since 1.35): kube-scheduler writes
+        a pod's `status.nominatedNodeName` when its binding cycle has work to do before the Binding (here: its
+        volumes provisioned, which may take minutes), so that cluster-autoscaler and Karpenter see where the pod
+        is going and do not take the node away meanwhile. The Binding clears it (kube-apiserver, since 1.35). A
+        plan released instead leaves it, as kube-scheduler does (it never clears the field; a later decision
+        overwrites it), and the watch brings it back as a nomination: the pod's capacity stays reserved there
+        against lower priorities until the pod is placed. Best effort, `bind_concurrency` at a time."""
+        limiter = anyio.CapacityLimiter(self.config.bind_concurrency)
+
+        async def nominate(key: str, uid: str, node: str) -> None:
+            async with limiter:
+                await self._call(self.api.set_nominated_node(key, uid, node), "set_nominated_node", key)
+
+        async with anyio.create_task_group() as nominating:
+            for key, uid, node in binds:
+                nominating.start_soon(nominate, key, uid, node)
 
     async def _provision(self, claims: dict[str, str], volumes: dict[str, str]) -> str:
         """Mark each claim of `claims` with its node, pre-bind each volume of `volumes` to its claim, then wait
@@ -1035,6 +1064,9 @@ class Scheduler:
                 return f"claim {claim} is gone"
             if found.metadata.annotations.get(SELECTED_NODE_ANNOTATION) != node:
                 to_mark.append((claim, node))
+            else:
+                self._marks_seen.add(claim)
+            self._marking[claim] = node
         to_bind: list[tuple[str, str]] = []
         for claim, volume_name in sorted(volumes.items()):
             found = held.get(claim)
@@ -1104,8 +1136,10 @@ class Scheduler:
     def _unprovisioned(self, claims: dict[str, str]) -> str | None:
         """`_settled` for `claims`, each marked for its node's provisioning."""
         def check(claim: str, found: PersistentVolumeClaim, node: str) -> str:
-            if not claim_bound(found) and found.metadata.annotations.get(SELECTED_NODE_ANNOTATION) != node:
-                # the provisioner removes its selected node when it cannot provision there, to have it placed again
+            if (not claim_bound(found) and claim in self._marks_seen
+                    and found.metadata.annotations.get(SELECTED_NODE_ANNOTATION) != node):
+                # The provisioner removes its selected node when it cannot provision there, to have it placed
+                # again. A mark not seen yet is our write still on its way back, not one taken back.
                 return (f"the provisioner of claim {claim} gave node {node} up "
                         "(volume.kubernetes.io/selected-node removed)")
             return ""

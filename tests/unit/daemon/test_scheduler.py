@@ -56,6 +56,7 @@ class FakeAPI:
         self.calls: list[tuple[str, str]] = []
         self.reports: list[tuple[str, str, str]] = []
         self.report_reasons: list[tuple[str, str]] = []  # (gang or pod, the condition's reason)
+        self.held_marks: list[ClaimUpserted] | None = None  # a list: marked claims echoed by the test, not at once
         self.fail: dict[str, BindOutcome] = {}
         self.gate: anyio.Event | None = None
         self.slow_reports: dict[str, anyio.Event] = {}  # phase -> its report_gang calls wait for this first
@@ -96,7 +97,11 @@ class FakeAPI:
             return ApiOutcome(ok=False, reason="not found", retriable=False)
         meta = held.metadata
         marked = msgspec.structs.replace(meta, annotations={**meta.annotations, SELECTED_NODE_ANNOTATION: node})
-        self.journal.record(ClaimUpserted(claim=msgspec.structs.replace(held, metadata=marked)))
+        echo = ClaimUpserted(claim=msgspec.structs.replace(held, metadata=marked))
+        if self.held_marks is not None:
+            self.held_marks.append(echo)  # the watch brings it back later (the test records it)
+        else:
+            self.journal.record(echo)
         return OK
 
     async def bind_volume(self, volume: str, claim: str) -> ApiOutcome:
