@@ -165,7 +165,9 @@ class _Explainer:
 
     def pending(self, event: GangPending) -> None:
         if event.gang == self.gang:
-            self.story.add(event, f"attempt {event.attempt or '?'}: could not be placed: {event.reason}")
+            what = "not ready for scheduling (waits for members; not tried against nodes)" if event.held \
+                else "could not be placed"
+            self.story.add(event, f"attempt {event.attempt or '?'}: {what}: {event.reason}")
 
     def planned(self, event: GangPlanned) -> None:
         if event.gang == self.gang:

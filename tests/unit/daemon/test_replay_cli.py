@@ -89,7 +89,9 @@ def test_explain_tells_a_gangs_story_from_arrival_to_binding(tmp_path: Path,
     events: list[Event] = [
         node_event(node("gpu-1", block="b1")),
         group_event(pod_group("train", min_member=2)),
-        pod_event(pod("train-0", gang="train")), pod_event(pod("train-1", gang="train")),
+        pod_event(pod("train-0", gang="train")),
+        GangPending(gang="default/train", reason="1 of minMember 2 pods exist", attempt=1, held=True),
+        pod_event(pod("train-1", gang="train")),
         GangPending(gang="default/train", reason="MustGather BlockLayer: best block b1 has room for 1 of 2 pods",
                     attempt=1),
         node_event(node("gpu-2", block="b1")),
@@ -106,6 +108,7 @@ def test_explain_tells_a_gangs_story_from_arrival_to_binding(tmp_path: Path,
     assert main([str(tmp_path), "--explain", "default/train"]) == 0
     out = capsys.readouterr().out
     assert "PodGroup created (minMember 2)" in out
+    assert "not ready for scheduling (waits for members; not tried against nodes): 1 of minMember 2" in out
     assert "could not be placed: MustGather BlockLayer: best block b1 has room for 1 of 2 pods" in out
     assert "planned 2 pods in BlockLayer b1: tightest block" in out
     assert "bound 2 pods on gpu-1, gpu-2" in out
