@@ -34,6 +34,9 @@ from state.topology import Domain
 ROOT_DOMAIN = ""
 _NOBODY: frozenset[str] = frozenset()
 SHAPES_KEY = "placement.members.shapes"
+# In a reason, what marks a task below its minimum (Volcano's minTaskMember), which the API adapter tells
+# apart from a gang below minMember.
+TASK_SHORT = "of minTaskMember"
 
 
 def pod_order(pod: PodInfo) -> tuple[int, int, str]:
@@ -83,7 +86,7 @@ def minimum_of(spec: GangSpec, running: Sequence[PodInfo], pending: Sequence[Pod
         waiting = [pod for pod in pending if pod.task == task]
         need = max(0, minimum - have)
         if len(waiting) < need:
-            return [], (f"task {task!r}: {have + len(waiting)} of minTaskMember {minimum} pods exist "
+            return [], (f"task {task!r}: {have + len(waiting)} {TASK_SHORT} {minimum} pods exist "
                         f"({have} counted, {len(waiting)} pending): {need - len(waiting)} missing")
         chosen.update(pod.key for pod in waiting[:need])
     base = max(0, spec.min_member - counted(spec, running))

@@ -85,6 +85,7 @@ from events.objects import (
     VOLCANO_POD_GROUP_API,
     TopologyDetail,
 )
+from placement.members import TASK_SHORT
 from state.cluster import ClusterState
 
 log = structlog.get_logger("toposched.kubeapi")
@@ -158,7 +159,7 @@ _DELETED_OVER_BUDGET = "deleted: its PodDisruptionBudget refused the eviction, a
 def _volcano_not_ready(message: str) -> str:
     """The reason Volcano's gang plugin gives the Unschedulable condition of a job short of members (its JobValid):
     `NotEnoughPodsOfTask` for a task below its minTaskMember, else `NotEnoughTasks`."""
-    return "NotEnoughPodsOfTask" if "of minTaskMember" in message else "NotEnoughTasks"
+    return "NotEnoughPodsOfTask" if TASK_SHORT in message else "NotEnoughTasks"
 
 
 def _event_of(phase: GangPhase, reason: str) -> tuple[Literal["Normal", "Warning"], str]:
@@ -501,53 +502,46 @@ class KubeClusterAPI:
 
     async def remove_pod_condition(self, pod: str, uid: str, resource_version: str, condition_type: str
                                    ) -> ApiOutcome:
-        """Delete the pod's condition of `condition_type` (a strategic merge `$patch: delete`), only while the
-        pod is still at `resource_version`: a pod that changed since (bound, say, its PodScheduled now True)
-        is left alone, not retried (its change comes by watch and is judged again)."""
-        namespace, name = _split(pod)
-        path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
-        meta: dict[str, Any] = {"resourceVersion": resource_version}
-        if uid:
-            meta["uid"] = uid
-        body = {"metadata": meta, "status": {"conditions": [{"type": condition_type, "$patch": "delete"}]}}
-        try:
-            response = await self._write("patch", "pods/status", "PATCH", path, body=body,
-                                         content_type=STRATEGIC_MERGE_PATCH)
-            if response.status == 415:
-                # No strategic merge: the list without it, guarded by the same resourceVersion.
-                current = await self._read_pod(pod)
-                if current is None or current.metadata.resourceVersion != resource_version:
-                    return ApiOutcome(ok=False, reason="the pod changed", retriable=False)
-                kept = [c for c in current.status.conditions if c.get("type") != condition_type]
-                response = await self._write("patch", "pods/status", "PATCH", path, body={
-                    "metadata": meta, "status": {"conditions": kept}}, content_type=MERGE_PATCH)
-        except (KubeApiError, NotLeader) as error:
-            return ApiOutcome(ok=False, reason=str(error), retriable=True)
-        if response.status == 409:
-            return ApiOutcome(ok=False, reason="the pod changed", retriable=False)
-        return _outcome_of(response)
+        """Delete the pod's condition of `condition_type`, only while the pod is still at `resource_version`: a
+        pod that changed since (bound, say, its PodScheduled now True) is left alone, not retried (its change
+        comes by watch and is judged again)."""
+        return await self._patch_condition(pod, uid, condition_type, None, resource_version)
 
     async def _pod_condition(self, pod: str, uid: str, condition: dict[str, Any]) -> ApiOutcome:
+        return await self._patch_condition(pod, uid, condition["type"], condition)
+
+    async def _patch_condition(self, pod: str, uid: str, condition_type: str, condition: dict[str, Any] | None,
+                               resource_version: str = "") -> ApiOutcome:
+        """Replace (or with None delete) the pod's condition of `condition_type`, its other conditions kept: a
+        strategic merge patch by type, or, where the server has none (415), the list merged here and guarded by
+        the resourceVersion read. `resource_version`: only while the pod is at it (a 409 is not retried)."""
         namespace, name = _split(pod)
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
-        body: dict[str, Any] = {"status": {"conditions": [condition]}}
-        if uid:
-            body["metadata"] = {"uid": uid}
+        meta: dict[str, Any] = {"uid": uid} if uid else {}
+        if resource_version:
+            meta["resourceVersion"] = resource_version
+        change = condition if condition is not None else {"type": condition_type, "$patch": "delete"}
+        body: dict[str, Any] = {"status": {"conditions": [change]}}
+        if meta:
+            body["metadata"] = meta
         try:
             response = await self._write("patch", "pods/status", "PATCH", path, body=body,
                                          content_type=STRATEGIC_MERGE_PATCH)
             if response.status == 415:
-                # No strategic merge: merge the list ourselves, guarded by resourceVersion.
                 current = await self._read_pod(pod)
                 if current is None:
                     return ApiOutcome(ok=False, reason="pod not found", retriable=False)
-                kept = [c for c in current.status.conditions if c.get("type") != condition["type"]]
+                if resource_version and current.metadata.resourceVersion != resource_version:
+                    return ApiOutcome(ok=False, reason="the pod changed", retriable=False)
+                kept = [c for c in current.status.conditions if c.get("type") != condition_type]
                 body = {"metadata": {"resourceVersion": current.metadata.resourceVersion},
-                        "status": {"conditions": [*kept, condition]}}
+                        "status": {"conditions": [*kept, *([condition] if condition is not None else [])]}}
                 response = await self._write("patch", "pods/status", "PATCH", path, body=body,
                                              content_type=MERGE_PATCH)
         except (KubeApiError, NotLeader) as error:
             return ApiOutcome(ok=False, reason=str(error), retriable=True)
+        if response.status == 409 and resource_version:
+            return ApiOutcome(ok=False, reason="the pod changed", retriable=False)
         return _outcome_of(response)
 
     async def _outcome(self, verb: str, resource: str, path: str, body: Mapping[str, Any],

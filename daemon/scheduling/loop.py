@@ -1042,16 +1042,10 @@ class Scheduler:
         is going and do not take the node away meanwhile. The Binding clears it (kube-apiserver, since 1.35). A
         plan released instead leaves it, as kube-scheduler does (it never clears the field; a later decision
         overwrites it), and the watch brings it back as a nomination: the pod's capacity stays reserved there
-        against lower priorities until the pod is placed. Best effort, `bind_concurrency` at a time."""
-        limiter = anyio.CapacityLimiter(self.config.bind_concurrency)
-
-        async def nominate(key: str, uid: str, node: str) -> None:
-            async with limiter:
-                await self._call(self.api.set_nominated_node(key, uid, node), "set_nominated_node", key)
-
+        against lower priorities until the pod is placed. Best effort, as the loop's other API calls go."""
         async with anyio.create_task_group() as nominating:
             for key, uid, node in binds:
-                nominating.start_soon(nominate, key, uid, node)
+                nominating.start_soon(self._set_nominated_node, key, uid, node)
 
     async def _provision(self, claims: dict[str, str], volumes: dict[str, str]) -> str:
         """Mark each claim of `claims` with its node, pre-bind each volume of `volumes` to its claim, then wait

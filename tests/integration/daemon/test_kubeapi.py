@@ -120,6 +120,36 @@ async def test_a_pod_condition_is_removed_only_while_the_pod_is_as_it_was_seen(t
             assert conditions("p")["PodScheduled"]["status"] == "True"
 
 
+async def test_without_strategic_merge_a_condition_is_merged_by_the_adapter_guarded_by_the_resource_version(
+        tmp_path: Path) -> None:
+    """A server answering 415 to strategic merge patches: the adapter reads the pod and writes its whole list of
+    conditions (the others kept) under the resourceVersion it read, for a write and for a removal alike."""
+    async with DevCluster(kubelet=False) as cluster:
+        cluster.load_objects([*nodes(1), pod("p")])
+        async with adapter(cluster, tmp_path) as api:
+            uid = uid_of(cluster, "p")
+
+            def conditions() -> dict[str, dict[str, Any]]:
+                return {c["type"]: c for c in cluster.store.get("pods", "p", "default")["status"]["conditions"]}
+
+            assert (await api.set_disruption_condition("default/p", uid, preemptor="x", message="m")).ok
+            cluster.faults.fail_next(1, 415, verb="patch", path="/pods/p/status")
+            assert (await api.set_pod_condition("default/p", uid, {
+                "type": "PodScheduled", "status": "False", "reason": "NotReadyForScheduling", "message": "held",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"})).ok
+            assert conditions()["PodScheduled"]["reason"] == "NotReadyForScheduling"
+            assert "DisruptionTarget" in conditions()
+            seen = str(cluster.store.get("pods", "p", "default")["metadata"]["resourceVersion"])
+            cluster.faults.fail_next(1, 415, verb="patch", path="/pods/p/status")
+            stale = await api.remove_pod_condition("default/p", uid, str(int(seen) - 1), "PodScheduled")
+            assert not stale.ok and not stale.retriable and "PodScheduled" in conditions()
+            cluster.faults.fail_next(1, 415, verb="patch", path="/pods/p/status")
+            assert (await api.remove_pod_condition("default/p", uid, seen, "PodScheduled")).ok
+            assert "PodScheduled" not in conditions() and "DisruptionTarget" in conditions()
+            refused = [r for r in cluster.audit.since() if r.status == 415]
+            assert len(refused) == 3  # each write went the adapter's own way
+
+
 async def test_nominated_node_is_written_and_cleared(tmp_path: Path) -> None:
     async with DevCluster(kubelet=False) as cluster:
         cluster.load_objects([*nodes(1), pod("p")])

@@ -28,3 +28,11 @@ def refused_fields(answer: dict[str, Any]) -> list[str]:
     """The fields a 422 Invalid names, in its order."""
     assert answer["kind"] == "Status" and answer["code"] == 422 and answer["reason"] == "Invalid", answer
     return [cause["field"] for cause in answer["details"]["causes"]]
+
+
+def assert_refused(status: int, answer: dict[str, Any], field: str, message: str, kind: str,
+                   group: str = "scheduling.k8s.io") -> None:
+    """A 422 that names `field`, says `message`, and is about a `kind` of `group`."""
+    assert status == 422 and field in refused_fields(answer), answer
+    assert message in answer["message"]
+    assert answer["details"]["group"] == group and answer["details"]["kind"] == kind

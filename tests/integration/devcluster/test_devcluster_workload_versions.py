@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from devcluster import DevCluster
-from tests.integration.devcluster.http_calls import call, ok, refused_fields
+from tests.integration.devcluster.http_calls import assert_refused, call, ok, refused_fields
 
 GROUP = "/apis/scheduling.k8s.io"
 NAMESPACE = "gangs"
@@ -193,9 +193,7 @@ async def test_invalid_1_37_workloads_are_refused_naming_the_field(http: aiohttp
                                                                    spec: dict[str, Any], field: str,
                                                                    message: str) -> None:
     status, answer = await call(http, "POST", workloads(version), workload(version, **spec))
-    assert status == 422 and field in refused_fields(answer), answer
-    assert message in answer["message"]
-    assert answer["details"]["group"] == "scheduling.k8s.io" and answer["details"]["kind"] == "Workload"
+    assert_refused(status, answer, field, message, "Workload")
 
 
 async def test_a_v1alpha2_disruption_mode_is_one_of_its_two_strings(http: aiohttp.ClientSession) -> None:
