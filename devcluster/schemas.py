@@ -511,6 +511,8 @@ KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
                 "topologyConstraint": _KAI_TOPOLOGY_CONSTRAINT,
             }, ("name",))),
             "markUnschedulable": _boolean(), "schedulingBackoff": _integer(),
+            # KAI 0.17: metav1.Durations (Go's form), and whether consolidation may move the gang
+            "preemptionDelay": _string(), "stalenessGracePeriod": _string(), "safeToConsolidate": _boolean(),
         }),
         "status": _free(),
     })),

@@ -597,10 +597,34 @@ class KaiPodGroupSpec(_K8s, frozen=True):
     preemptibility: str = ""
     topology_constraint: KaiTopologyConstraint = KaiTopologyConstraint()
     sub_groups: list[KaiSubGroup] = []
+    # KAI 0.17: how long the gang waits pending before it may evict others (a Go duration, metav1.Duration)
+    preemption_delay: str | None = None
+    mark_unschedulable: bool | None = None  # False: its pods get no PodScheduled=False/Unschedulable condition
+    staleness_grace_period: str | None = None  # read only to say it is not implemented (no stale-gang eviction)
+
+
+class KaiSchedulingCondition(_K8s, frozen=True):
+    """One of a KAI PodGroup's status.schedulingConditions (KAI's scheduler writes `UnschedulableOnNodePool`
+    per node pool while the gang cannot be placed there; so does toposched, for the pool `default`)."""
+
+    type: str = ""
+    node_pool: str = ""
+    reason: str = ""
+    message: str = ""
+    transition_id: str = msgspec.field(default="", name="transitionID")  # KAI spells it so, not camelCase
+    last_transition_time: str = ""
+    status: str = ""
 
 
 class KaiPodGroupStatus(_K8s, frozen=True):
     phase: str = ""
+    scheduling_conditions: list[KaiSchedulingCondition] = []
+
+
+class KaiObjectMeta(ObjectMeta, frozen=True):
+    """A KAI PodGroup's metadata: its creation time too, from which its preemption delay counts."""
+
+    creation_timestamp: str = ""
 
 
 class KaiPodGroup(_K8s, frozen=True):
@@ -609,7 +633,7 @@ class KaiPodGroup(_K8s, frozen=True):
 
     api_version: str = "scheduling.run.ai/v2alpha2"
     kind: str = "PodGroup"
-    metadata: ObjectMeta = ObjectMeta()
+    metadata: KaiObjectMeta = KaiObjectMeta()
     spec: KaiPodGroupSpec = KaiPodGroupSpec()
     status: KaiPodGroupStatus = KaiPodGroupStatus()
 
@@ -969,6 +993,11 @@ KAI_POD_GROUP_ANNOTATION = "pod-group-name"
 KAI_TOPOLOGY_ANNOTATION = "kai.scheduler/topology"
 KAI_REQUIRED_PLACEMENT_ANNOTATION = "kai.scheduler/topology-required-placement"
 KAI_PREFERRED_PLACEMENT_ANNOTATION = "kai.scheduler/topology-preferred-placement"
+# KAI Scheduler 0.17: a workload's preemption delay (the pod-grouper writes it into spec.preemptionDelay; read
+# on the PodGroup when the spec leaves it unset), and the time its scheduler last evicted the PodGroup's pods,
+# from which the delay counts again (RFC 3339; toposched stamps it as KAI's scheduler does).
+KAI_PREEMPTION_DELAY_ANNOTATION = "kai.scheduler/preemption-delay"
+KAI_LAST_EVICTION_ANNOTATION = "kai.scheduler/last-eviction-timestamp"
 # KAI Scheduler: the leaf sub-group of its PodGroup (spec.subGroups) a pod belongs to.
 KAI_SUB_GROUP_LABEL = "kai.scheduler/subgroup-name"
 SIMULATION_ANNOTATION_PREFIX = "sim.toposched.io/"
@@ -1032,6 +1061,8 @@ KEPT_ANNOTATIONS: frozenset[str] = frozenset({
     KAI_TOPOLOGY_ANNOTATION,
     KAI_REQUIRED_PLACEMENT_ANNOTATION,
     KAI_PREFERRED_PLACEMENT_ANNOTATION,
+    KAI_PREEMPTION_DELAY_ANNOTATION,
+    KAI_LAST_EVICTION_ANNOTATION,
 })
 
 KOORDINATOR_POD_GROUP_API = "scheduling.sigs.k8s.io/v1alpha1"

@@ -20,16 +20,23 @@ falls back to priority preemption inside its own quota. A job refused by its quo
 (the reclaim frees that quota first); else, or when that finds no plan, it preempts lower-priority
 jobs of its own quota, chosen first to free the quota that refused it (`priority_rule`).
 
+A KAI gang with a preemption delay (`spec.preemptionDelay`, KAI 0.17) evicts no one, by preemption or
+reclaim, until it has been pending that long, counted from its PodGroup's creation or its own last
+eviction (`GangSpec.kai_delay_from`): a plan that would evict is replaced by a refusal that says until
+when, with `retry_at` then. Placing it in free capacity is not delayed (that never reaches this hook),
+and a plan that evicts no one is not held back.
+
 Pure: no I/O, no clock, no state of its own.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Protocol
 
 from placement.plan import QUOTA, Unschedulable
 from preemption.eligibility import preemptor_of
-from preemption.plan import NO_LOWER_PRIORITY, NOT_PREEMPTABLE, WAITING, NoPreemption, PreemptionPlan
+from preemption.plan import DELAYED, NO_LOWER_PRIORITY, NOT_PREEMPTABLE, WAITING, NoPreemption, PreemptionPlan
 from preemption.planner import plan_preemption
 from preemption.reclaim import keep_min_runtimes, priority_rule, reclaim_rule
 from preemption.victims import VictimRule
@@ -54,6 +61,13 @@ class JobPreemptor:
     """Plans job-level preemption for the loop; see the module docstring."""
 
     def plan(self, state: ClusterState, preemptee: PreemptionRequest, failure: Unschedulable) -> PreemptionPlan | None:
+        answer = self._plan(state, preemptee, failure)
+        if answer is None or not answer.victims:
+            return answer
+        delayed = delay_refusal(state, preemptee.key, preemptee.now)
+        return answer if delayed is None else refusal(delayed)
+
+    def _plan(self, state: ClusterState, preemptee: PreemptionRequest, failure: Unschedulable) -> PreemptionPlan | None:
         reclaim_refusal: NoPreemption | None = None
         now = preemptee.now
         who = preemptor_of(state, preemptee.key) if state.quotas.active else None
@@ -102,6 +116,45 @@ class JobPreemptor:
         if result.kind in SILENT:
             return None
         return refusal(result)
+
+
+def delay_refusal(state: ClusterState, key: str, now: float) -> NoPreemption | None:
+    """Why the job `key` may not evict anyone yet: a gang of its group within its preemption delay (the one
+    whose window ends last); None when none is."""
+    gang = state.gangs.get(key)
+    if gang is None or gang.spec is None:
+        return None
+    latest: tuple[float, float] | None = None  # (window end, delay)
+    for member in gang.spec.gang_group:
+        info = state.gangs.get(member)
+        spec = info.spec if info is not None else None
+        if info is None or spec is None or spec.kai_preemption_delay <= 0:
+            continue
+        start = spec.kai_delay_from if spec.kai_delay_from is not None else info.first_seen
+        until = start + spec.kai_preemption_delay
+        if now < until and (latest is None or until > latest[0]):
+            latest = (until, spec.kai_preemption_delay)
+    if latest is None:
+        return None
+    until, delay = latest
+    return NoPreemption(key, DELAYED, f"no preemption: within its preemption delay window ({go_duration_text(delay)}), "
+                        f"it may not evict others before {rfc3339_text(until)}", retry_at=until)
+
+
+def go_duration_text(seconds: float) -> str:
+    """`seconds` as Go prints a duration (`5m0s`, `1h30m0s`, `90ms` is not needed: whole or decimal seconds)."""
+    hours, rest = divmod(seconds, 3600.0)
+    minutes, secs = divmod(rest, 60.0)
+    text = f"{secs:.3f}".rstrip("0").rstrip(".") + "s"
+    if hours:
+        return f"{int(hours)}h{int(minutes)}m{text}"
+    if minutes:
+        return f"{int(minutes)}m{text}"
+    return text
+
+
+def rfc3339_text(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _quota_refusal(failure: Unschedulable) -> str:

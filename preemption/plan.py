@@ -19,6 +19,7 @@ WAITING = "waiting"  # victims chosen earlier are still terminating on the gang'
 NOT_PREEMPTABLE = "not-preemptable"
 NO_LOWER_PRIORITY = "no-lower-priority"  # no running pod of lower priority exists at all
 NO_CANDIDATES = "no-candidates"  # no set of lower-priority pods lets the gang fit within its constraints
+DELAYED = "delayed"  # the preemptor is within its preemption delay (KAI's spec.preemptionDelay)
 
 # What kind of victim job (`VictimJob.kind`).
 WHOLE_GANG = "gang"  # every running pod of a gang: the job is broken
@@ -72,6 +73,6 @@ class NoPreemption(msgspec.Struct, frozen=True):
     """Why no preemption is planned; `reason` is one human line for the PodGroup condition / log."""
 
     preemptor: str
-    kind: str  # NEVER_POLICY | WAITING | NOT_PREEMPTABLE | NO_LOWER_PRIORITY | NO_CANDIDATES
+    kind: str  # NEVER_POLICY | WAITING | NOT_PREEMPTABLE | NO_LOWER_PRIORITY | NO_CANDIDATES | DELAYED
     reason: str
     retry_at: float | None = None  # as `PreemptionPlan.retry_at`

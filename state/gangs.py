@@ -221,6 +221,13 @@ class GangSpec(msgspec.Struct, frozen=True):
     # Kubernetes: the PodGroup's spec.priority (resolved by admission; None: its class decides, if it names one)
     group_priority: int | None = None
     preempt_never: bool = False  # Kubernetes: the PodGroup's preemptionPolicy Never: its pods never preempt
+    # KAI: seconds the gang waits pending before it may evict anyone (spec.preemptionDelay; 0: none), counted
+    # from `kai_delay_from` (epoch seconds: its creation or last eviction; None: when toposched first saw it)
+    kai_preemption_delay: float = 0.0
+    kai_delay_from: float | None = None
+    # KAI: spec.markUnschedulable. False: the gang's pending pods get no PodScheduled=False/Unschedulable
+    # condition (nothing an autoscaler provisions for), only its PodGroup says why it waits
+    marks_unschedulable: bool = True
 
 
 # --------------------------------------------------------------------------- the rules

@@ -51,10 +51,16 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
+
 from events.objects import (
+    KAI_LAST_EVICTION_ANNOTATION,
+    KAI_PREEMPTION_DELAY_ANNOTATION,
     KAI_PREFERRED_PLACEMENT_ANNOTATION,
     KAI_REQUIRED_PLACEMENT_ANNOTATION,
     KAI_TOPOLOGY_ANNOTATION,
+    KaiObjectMeta,
     KaiPodGroup,
     KaiPodGroupSpec,
     KaiSubGroup,
@@ -63,6 +69,7 @@ from events.objects import (
 from state.gangs import (
     KAI,
     KAI_POD_GROUP_PROBLEM,
+    UNSUPPORTED_FIELD,
     GangSpec,
     KaiConstraint,
     KaiSubGroupRule,
@@ -89,6 +96,22 @@ NON_PREEMPTIBLE_PRIORITY = 100
 MAX_SUB_GROUPS = 4096
 MAX_SUB_GROUP_DEPTH = 16
 _MAX_SHOWN = 80
+
+
+# A Go duration (time.ParseDuration, how a metav1.Duration decodes): a sign, then numbers with units.
+_GO_DURATION = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+|[-+]?0")
+_GO_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+_GO_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0,
+                    "h": 3600.0}
+
+
+def go_duration_seconds(text: str) -> float | None:
+    """Seconds of a duration as Go writes one (`10m`, `1h30m`, `1.5h`, `90s`, `-2m`, `0`); None when `text`
+    is not one."""
+    if len(text) > 64 or not _GO_DURATION.fullmatch(text):
+        return None
+    seconds = float(sum(float(number) * _GO_UNIT_SECONDS[unit] for number, unit in _GO_DURATION_PART.findall(text)))
+    return -seconds if text.startswith("-") else seconds
 
 
 def shown(value: str) -> str:
@@ -157,9 +180,65 @@ def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]
                                    topology_field=topology_field or "spec.topologyConstraint.topology",
                                    required=required, required_field=required_field, preferred=preferred,
                                    preferred_field=preferred_field)
+    if spec.staleness_grace_period is not None:
+        problems.append(Problem(kind, key, "spec.stalenessGracePeriod", f"{shown(spec.staleness_grace_period)} is "
+                                "read but not implemented: toposched never evicts a gang for running below its "
+                                "minimum, whatever the period", reason=UNSUPPORTED_FIELD))
+    delay = _preemption_delay(spec.preemption_delay or "", annotations, key, problems)
     return GangSpec(key=key, dialect=KAI, min_member=min_member, schedule_timeout_seconds=None, gang_group=(key,),
                     priority_class_name=spec.priority_class_name, preemptable=preemptable, topology_key=topology_key,
-                    kai=constraint, kai_preemptibility=stated, kai_sub_groups=sub_groups), problems
+                    kai=constraint, kai_preemptibility=stated, kai_sub_groups=sub_groups,
+                    kai_preemption_delay=delay, marks_unschedulable=spec.mark_unschedulable is not False,
+                    kai_delay_from=_delay_from(group.metadata, key, problems) if delay else None), problems
+
+
+def _preemption_delay(spec_value: str, annotations: dict[str, str], key: str, problems: list[Problem]) -> float:
+    """Seconds the gang must have been pending before it may evict anyone (0: no delay). KAI ignores a value
+    that is not a Go duration, with a warning: so does toposched, in a problem."""
+    value, field = _field(spec_value, "spec.preemptionDelay", annotations, KAI_PREEMPTION_DELAY_ANNOTATION, key,
+                          problems)
+    if not value:
+        return 0.0
+    seconds = go_duration_seconds(value)
+    if seconds is None:
+        problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, field, f"{shown(value)} is not a duration as KAI reads "
+                                "one (Go's form, such as 30s, 5m or 1h30m; a number alone has no unit): ignored, "
+                                "so the gang may preempt as soon as it cannot fit"))
+        return 0.0
+    if seconds < 0:
+        problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, field, f"{shown(value)} is negative: ignored, so the "
+                                "gang may preempt as soon as it cannot fit"))
+        return 0.0
+    return seconds
+
+
+def _delay_from(meta: KaiObjectMeta, key: str, problems: list[Problem]) -> float | None:
+    """When the preemption delay starts (epoch seconds): the PodGroup's creation, or the last time its pods
+    were evicted when later (KAI's `kai.scheduler/last-eviction-timestamp`). None when neither is known:
+    the delay then counts from when toposched first saw the gang."""
+    created = rfc3339_seconds(meta.creation_timestamp)
+    stamp = meta.annotations.get(KAI_LAST_EVICTION_ANNOTATION, "")
+    evicted = rfc3339_seconds(stamp)
+    if stamp and evicted is None:
+        problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, f"metadata.annotations[{KAI_LAST_EVICTION_ANNOTATION}]",
+                                f"{shown(stamp)} is not an RFC 3339 time: ignored; the preemption delay counts "
+                                "from the PodGroup's creation"))
+    known = [at for at in (created, evicted) if at is not None]
+    return max(known) if known else None
+
+
+def rfc3339_seconds(text: str) -> float | None:
+    """Epoch seconds of an RFC 3339 time as the API server writes one (`2026-07-12T10:33:43Z`); None when
+    `text` is empty or not one. A time without a zone is read as UTC."""
+    if not text or len(text) > 64:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 def _sub_groups(spec: KaiPodGroupSpec, key: str, problems: list[Problem]) -> KaiSubGroups:

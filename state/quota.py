@@ -153,7 +153,7 @@ from events.objects import (
     Queue,
 )
 from state.gangs import INVALID_QUANTITY, KAI, KAI_POD_GROUP_PROBLEM, UNSUPPORTED_FIELD, Problem
-from state.kai_gangs import NON_PREEMPTIBLE_PRIORITY, shown
+from state.kai_gangs import NON_PREEMPTIBLE_PRIORITY, go_duration_seconds, shown
 from state.resources import QuantityError, Resources, format_quantity, parse_quantity
 
 if TYPE_CHECKING:
@@ -1077,22 +1077,6 @@ def _preemptible(state: ClusterState, pod: PodInfo, dialect: str) -> bool:
             VOLCANO_PREEMPTABLE_ANNOTATION, "")
         return mark.lower() == "true"
     return True
-
-
-# A Go duration (time.ParseDuration, how a metav1.Duration decodes): a sign, then numbers with units.
-_GO_DURATION = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+|[-+]?0")
-_GO_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
-_GO_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0,
-                    "h": 3600.0}
-
-
-def go_duration_seconds(text: str) -> float | None:
-    """Seconds of a duration as Go writes one (`10m`, `1h30m`, `1.5h`, `90s`, `-2m`, `0`); None when `text`
-    is not one."""
-    if len(text) > 64 or not _GO_DURATION.fullmatch(text):
-        return None
-    seconds = float(sum(float(number) * _GO_UNIT_SECONDS[unit] for number, unit in _GO_DURATION_PART.findall(text)))
-    return -seconds if text.startswith("-") else seconds
 
 
 def _min_runtime(value: str | None, kind: str, key: str, field: str, problems: list[Problem]) -> float | None:

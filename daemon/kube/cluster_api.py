@@ -81,6 +81,8 @@ from events.ingest import KINDS
 from events.objects import (
     CLUSTER_NETWORK_TOPOLOGY_API,
     HYPERNODE_API,
+    KAI_LAST_EVICTION_ANNOTATION,
+    KAI_POD_GROUP_API,
     SELECTED_NODE_ANNOTATION,
     VOLCANO_POD_GROUP_API,
     TopologyDetail,
@@ -112,6 +114,8 @@ API_CALLS: tuple[ApiCall, ...] = (
     ("scheduling.volcano.sh", "podgroups", "status", "patch"),
     ("scheduling.volcano.sh", "podgroups", "", "patch"),
     ("scheduling.k8s.io", "podgroups", "status", "patch"),  # PodGroup[Initially]Scheduled, DisruptionTarget
+    ("scheduling.run.ai", "podgroups", "status", "patch"),  # KAI: status.schedulingConditions
+    ("scheduling.run.ai", "podgroups", "", "patch"),  # KAI: kai.scheduler/last-eviction-timestamp
     ("", "events", "", "create"),
     ("", "events", "", "patch"),
     ("scheduling.koordinator.sh", "clusternetworktopologies", "status", "patch"),  # status.detailStatus
@@ -151,6 +155,12 @@ PREEMPTED = "Preempted"  # kube-scheduler's Event on a victim
 # The Event's reason per phase (the condition keeps the loop's reason: Unschedulable, Scheduled, GangTimeout).
 _EVENT_REASON: dict[str, str] = {"Pending": FAILED_SCHEDULING, "TimedOut": "GangTimeout", "Scheduled": SCHEDULED,
                                  "Preempted": PREEMPTED}
+# KAI's scheduler: the Event reasons on a PodGroup, and the one scheduling condition it keeps per node pool
+# (toposched has no node pools: its condition is the default pool's).
+KAI_NOT_READY = "NotReady"
+KAI_EVICT = "Evict"
+KAI_UNSCHEDULABLE_ON_NODE_POOL = "UnschedulableOnNodePool"
+KAI_DEFAULT_NODE_POOL = "default"
 _EVICTED = "evicted"
 _DELETED = "deleted (no Eviction API)"
 _DELETED_OVER_BUDGET = "deleted: its PodDisruptionBudget refused the eviction, and preemption outranks it"
@@ -162,12 +172,21 @@ def _volcano_not_ready(message: str) -> str:
     return "NotEnoughPodsOfTask" if TASK_SHORT in message else "NotEnoughTasks"
 
 
-def _event_of(phase: GangPhase, reason: str) -> tuple[Literal["Normal", "Warning"], str]:
+def _event_of(phase: GangPhase, reason: str, *, kai: bool = False) -> tuple[Literal["Normal", "Warning"], str]:
     """A gang report's Event type and reason. A gang held for its missing members is not failing: a Normal
-    `NotReadyForScheduling`, as kube-scheduler records for a pod its PreEnqueue holds (KAI: a Normal `NotReady`)."""
+    `NotReadyForScheduling`, as kube-scheduler records for a pod its PreEnqueue holds. A KAI PodGroup gets
+    the Events KAI's scheduler records on one: all Normal, `NotReady`, `Unschedulable` and `Evict`."""
+    if kai and phase != "Scheduled":
+        return "Normal", (KAI_NOT_READY if reason == NOT_READY_REASON
+                          else KAI_EVICT if phase == "Preempted" else UNSCHEDULABLE)
     if reason == NOT_READY_REASON:
         return "Normal", NOT_READY_REASON
     return ("Normal" if phase in ("Scheduled", "Preempted") else "Warning"), _EVENT_REASON[phase]
+
+
+def _transition_number(text: str) -> int:
+    """A KAI scheduling condition's `transitionID` as a number (one that is not reads as -1, as KAI reads it)."""
+    return int(text) if text.isdigit() and len(text) < 19 else -1
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -561,11 +580,17 @@ class KubeClusterAPI:
             return await self._report_objectless_gang(gang, phase, reason, message)
         api_version = target.api_version
         kube = api_version.startswith(KUBE_POD_GROUP_GROUP)
+        kai = api_version == KAI_POD_GROUP_API
         status: dict[str, Any] | None = None
+        annotations: dict[str, str] | None = None
         if kube:
             # A group held before the queue has had no scheduling cycle, so kube-scheduler writes it no condition.
             if reason != NOT_READY_REASON:
                 status = self._kube_pod_group_status(gang, api_version, phase, message)
+        elif kai:
+            status = self._kai_pod_group_status(gang, phase, reason, message)
+            if phase == "Preempted":  # its preemption delay counts again from now (KAI's scheduler stamps it too)
+                annotations = {KAI_LAST_EVICTION_ANNOTATION: _now()}
         elif target.status:
             volcano = api_version == VOLCANO_POD_GROUP_API
             phases = _VOLCANO_PHASE if volcano else _KOORDINATOR_PHASE
@@ -586,10 +611,16 @@ class KubeClusterAPI:
             # After the Events recorded before it (its pods' Scheduled, Preempted): a report never
             # overtakes them.
             await self.events.drain()
+            if annotations is not None:
+                path = _object_path(api_version, "podgroups", gang)
+                response = await self._write("patch", "podgroups", "PATCH", path,
+                                             body={"metadata": {"annotations": annotations}}, content_type=MERGE_PATCH)
+                if not response.ok:
+                    raise KubeApiError("PATCH", f"{api_version} podgroups", response.status, response.reason())
             if status is not None:
-                await self._patch_status(api_version, "podgroups", gang, status, object_fallback=not kube)
-            await self.record_event(target.key, api_version, target.kind, target.uid, *_event_of(phase, reason),
-                                    message)
+                await self._patch_status(api_version, "podgroups", gang, status, object_fallback=not (kube or kai))
+            await self.record_event(target.key, api_version, target.kind, target.uid,
+                                    *_event_of(phase, reason, kai=kai), message)
         except (KubeApiError, NotLeader) as error:
             log.warning("gang.report_failed", gang=gang, phase=phase, error=str(error))
             return ApiOutcome(ok=False, reason=str(error), retriable=True)
@@ -627,6 +658,31 @@ class KubeClusterAPI:
                  "lastTransitionTime": c.last_transition_time}
                 for c in current.values() if c.type != kind and c.last_transition_time]
         return {"conditions": [*kept, condition]}
+
+    def _kai_pod_group_status(self, gang: str, phase: GangPhase, reason: str, message: str) -> dict[str, Any] | None:
+        """A KAI PodGroup's `status.schedulingConditions` as KAI's scheduler keeps them: while the gang cannot
+        be placed, one `UnschedulableOnNodePool` condition for its node pool, last in the list, its
+        `transitionID` one above the latest one's, rewritten only when it says something new; none once the
+        gang is scheduled. A gang still short of members (not ready for scheduling) or preempted gets none
+        written, as KAI writes none then. None: nothing to change."""
+        group = self.state.kai_pod_groups.get(gang) if self.state is not None else None
+        current = group.status.scheduling_conditions if group is not None else []
+        if phase == "Scheduled":
+            return {"schedulingConditions": None} if current else None
+        if phase == "Preempted" or reason == NOT_READY_REASON:
+            return None
+        text = message[:1024]
+        wanted = (KAI_UNSCHEDULABLE_ON_NODE_POOL, KAI_DEFAULT_NODE_POOL, UNSCHEDULABLE, text, "True")
+        latest = max(current, key=lambda c: _transition_number(c.transition_id), default=None)
+        if (latest is not None and current[-1].node_pool == KAI_DEFAULT_NODE_POOL
+                and (latest.type, latest.node_pool, latest.reason, latest.message, latest.status) == wanted):
+            return None
+        number = _transition_number(latest.transition_id) if latest is not None else 0
+        condition = {"type": KAI_UNSCHEDULABLE_ON_NODE_POOL, "nodePool": KAI_DEFAULT_NODE_POOL,
+                     "reason": UNSCHEDULABLE, "message": text, "status": "True",
+                     "transitionID": str(max(number, 0) + 1), "lastTransitionTime": _now()}
+        kept = [msgspec.to_builtins(c) for c in current if c.node_pool != KAI_DEFAULT_NODE_POOL]
+        return {"schedulingConditions": [*kept, condition]}
 
     async def _report_objectless_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> ApiOutcome:
         """A gang of pod annotations (Koordinator's, no PodGroup object): its Event goes on its first member

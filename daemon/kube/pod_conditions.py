@@ -9,7 +9,8 @@ A gang short of members is another matter: kube-scheduler's GangScheduling (and 
 Coscheduling) hold its pods at PreEnqueue, untried, and since KEP-5501 kube-scheduler marks such a
 pod `NotReadyForScheduling` once the hold has lasted 5 s; no autoscaler adds nodes for it. So do we
 (`ClusterState.not_ready_for_scheduling`), except for scheduler-plugins' gangs, whose Coscheduling
-fails them at PreFilter: `Unschedulable` at once, as there.
+fails them at PreFilter: `Unschedulable` at once, as there. A KAI PodGroup with `markUnschedulable: false`
+asks that its pods never be marked `Unschedulable` (KAI then writes them no condition): they get none.
 
 What is written: for each of our pods that is pending (not bound, not assumed, not being deleted)
 and whose gang has a reason (`GangInfo.last_reason`: why it waits, why it timed out), the condition
@@ -113,6 +114,8 @@ def desired(state: ClusterState, key: str) -> tuple[str, str] | None:
     if gang is None or not gang.last_reason:
         return None
     reason = NOT_READY if state.not_ready_for_scheduling(pod.gang) else UNSCHEDULABLE
+    if reason == UNSCHEDULABLE and gang.spec is not None and not gang.spec.marks_unschedulable:
+        return None  # KAI's spec.markUnschedulable: false
     return reason, gang.last_reason[:MESSAGE_LIMIT]
 
 

@@ -106,7 +106,8 @@ class Ecosystem:
         """Delete every pod and gang object in `namespace` (graceful period 0), so the nodes are free again."""
         self.kubectl.run("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force", "--wait=false")
         for kind in ("podgroups.scheduling.volcano.sh", "podgroups.scheduling.sigs.k8s.io",
-                     "podgroups.scheduling.x-k8s.io", "podgroups.scheduling.k8s.io", "workloads.scheduling.k8s.io"):
+                     "podgroups.scheduling.x-k8s.io", "podgroups.scheduling.k8s.io", "workloads.scheduling.k8s.io",
+                     "podgroups.scheduling.run.ai"):
             self.kubectl.run("delete", kind, "--all", "-n", namespace, "--wait=false", "--ignore-not-found")
         self.wait_for(lambda: not self.objects("pods", namespace), what=f"the pods of {namespace} gone")
 

@@ -161,3 +161,75 @@ def test_kai_s_documented_burst_queue_runs_a_job_on_idle_gpus_and_is_warned_abou
     eco.kubectl.run("delete", "podgroups.scheduling.run.ai", "--all", "-n", namespace, "--wait=false")
     eco.kubectl.run("delete", "queues.scheduling.run.ai", "burst-queue", "--wait=false")
     eco.wait_for(lambda: not eco.objects("pods", namespace), what="the pods gone")
+
+
+def kai_job(name: str, namespace: str, size: int, priority_class: str, extra: str = "") -> str:
+    """A KAI PodGroup without topology, of `size` whole-node pods, and the pods (which stop at once when
+    evicted)."""
+    group = f"""apiVersion: scheduling.run.ai/v2alpha2
+kind: PodGroup
+metadata:
+  name: {name}
+  namespace: {namespace}
+spec:
+  minMember: {size}
+  queue: default-queue
+  priorityClassName: {priority_class}{extra}
+"""
+    pods = [pod_yaml(f"{name}-{index}", namespace, annotations={"pod-group-name": name},
+                     spec="\n  terminationGracePeriodSeconds: 0") for index in range(size)]
+    return stream(group, *pods)
+
+
+def scheduling_conditions(eco: Ecosystem, name: str, namespace: str) -> list[dict[str, str]]:
+    found = eco.find("podgroups.scheduling.run.ai", name, namespace) or {}
+    return list((found.get("status") or {}).get("schedulingConditions") or [])
+
+
+def test_a_kai_job_within_its_preemption_delay_evicts_no_one_until_it_has_passed(eco: Ecosystem) -> None:
+    # KAI 0.17's preemptionDelay, as its docs write it: the urgent job waits 3s before it may evict the
+    # running train job; meanwhile its PodGroup says why (KAI's UnschedulableOnNodePool condition), and
+    # then the victim's PodGroup is stamped with its eviction time and gets KAI's Evict Event.
+    namespace = "kai-delay"
+    eco.apply(stream(priority_classes_yaml(train=50, urgent=1000), namespace_yaml(namespace),
+                     kai_job("low", namespace, len(NODES), "train")))
+    eco.wait_bound([f"low-{index}" for index in range(len(NODES))], namespace)
+    eco.apply(kai_job("high", namespace, 2, "urgent", "\n  preemptionDelay: 3s"))
+    eco.wait_for(lambda: any("preemption delay window (3s)" in c.get("message", "")
+                             for c in scheduling_conditions(eco, "high", namespace)),
+                 what="the urgent job's PodGroup saying it waits out its delay")
+    [condition] = scheduling_conditions(eco, "high", namespace)
+    assert (condition["type"], condition["nodePool"], condition["reason"], condition["status"],
+            condition["transitionID"]) == ("UnschedulableOnNodePool", "default", "Unschedulable", "True", "1")
+    assert all(not (pod.get("metadata") or {}).get("deletionTimestamp")
+               for pod in eco.objects("pods", namespace) if pod["metadata"]["name"].startswith("low-")), \
+        "a victim was evicted within the delay"
+    assert any(e["type"] == "Normal" and e["reason"] == "Unschedulable"
+               for e in eco.events(namespace, "high", "PodGroup"))
+    eco.wait_bound(["high-0", "high-1"], namespace)  # after the delay: the train job is preempted
+    low = eco.find("podgroups.scheduling.run.ai", "low", namespace) or {}
+    assert "kai.scheduler/last-eviction-timestamp" in low["metadata"].get("annotations", {})
+    assert any(e["type"] == "Normal" and e["reason"] == "Evict" for e in eco.events(namespace, "low", "PodGroup"))
+    eco.wait_for(lambda: not scheduling_conditions(eco, "high", namespace),
+                 what="the urgent job's scheduling condition removed once it is scheduled")
+    eco.delete_namespace_objects(namespace)
+    eco.wait_for(lambda: not eco.objects("pods", namespace), what="the pods gone")
+
+
+def test_a_kai_pod_group_with_mark_unschedulable_false_leaves_its_pods_unmarked(eco: Ecosystem) -> None:
+    # Two gangs too big for the cluster: the one with markUnschedulable false keeps its pods free of the
+    # condition autoscalers provision for, while the other's are marked as usual.
+    namespace = "kai-unmarked"
+    size = len(NODES) + 1
+    eco.apply(stream(priority_classes_yaml(train=50), namespace_yaml(namespace),
+                     kai_job("huge", namespace, size, "train", "\n  markUnschedulable: false"),
+                     kai_job("marked", namespace, size, "train")))
+    eco.wait_pending([f"marked-{index}" for index in range(size)], namespace)
+    eco.wait_for(lambda: bool(scheduling_conditions(eco, "huge", namespace)), what="the gang tried and refused")
+    for index in range(size):
+        pod = eco.find("pods", f"huge-{index}", namespace) or {}
+        reasons = [c.get("reason") for c in (pod.get("status") or {}).get("conditions") or []
+                   if c.get("type") == "PodScheduled"]
+        assert "Unschedulable" not in reasons, pod["metadata"]["name"]
+    eco.delete_namespace_objects(namespace)
+    eco.wait_for(lambda: not eco.objects("pods", namespace), what="the pods gone")

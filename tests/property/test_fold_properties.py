@@ -51,6 +51,7 @@ from events.objects import (
     RESIZE_PENDING,
     Condition,
     ContainerResourceStatus,
+    KaiObjectMeta,
     KaiPodGroup,
     KaiPodGroupSpec,
     KaiTopology,
@@ -174,14 +175,18 @@ def _kai_events() -> st.SearchStrategy[Event]:
             spec=KaiTopologySpec(levels=[KaiTopologyLevel(node_label=key) for key in levels]))),
                   st.sampled_from(["k0", "k1"]), TOPOLOGY_LEVELS),
         st.builds(lambda name: KaiTopologyDeleted(name=name), st.sampled_from(["k0", "k1"])),
-        st.builds(lambda gang, minimum, level, queue, class_name: KaiPodGroupUpserted(pod_group=KaiPodGroup(
-            metadata=ObjectMeta(name=gang, namespace="default", uid=f"uid-kaipg-{gang}"),
-            spec=KaiPodGroupSpec(min_member=minimum, queue=queue, priority_class_name=class_name,
-                                 topology_constraint=KaiTopologyConstraint(topology="k0",
-                                                                           required_topology_level=level)))),
+        st.builds(lambda gang, minimum, level, queue, class_name, delay, created: KaiPodGroupUpserted(
+            pod_group=KaiPodGroup(
+                metadata=KaiObjectMeta(name=gang, namespace="default", uid=f"uid-kaipg-{gang}",
+                                       creation_timestamp=created),
+                spec=KaiPodGroupSpec(min_member=minimum, queue=queue, priority_class_name=class_name,
+                                     preemption_delay=delay,
+                                     topology_constraint=KaiTopologyConstraint(topology="k0",
+                                                                               required_topology_level=level)))),
                   st.sampled_from(GANGS), st.sampled_from([None, 0, 1, 3]),
                   st.sampled_from(["", RACK_KEY, "example.com/nowhere"]), st.sampled_from(["", "kq0", "kq1"]),
-                  CLASS_NAMES),
+                  CLASS_NAMES, st.sampled_from([None, "5m", "300", "-1s"]),
+                  st.sampled_from(["", "2026-07-12T10:28:43Z", "not a time"])),
         st.builds(lambda gang: KaiPodGroupDeleted(key=f"default/{gang}"), st.sampled_from(GANGS)),
         # KAI Queues the PodGroups name (kq1 under kq0, so kq0 takes no jobs), their GPU limit sometimes
         # below what the gangs ask
@@ -285,7 +290,7 @@ def test_usage_is_never_negative_and_equals_a_recount(events: list[Event]) -> No
 _priority_moves = st.one_of(
     _pod_events(), _priority_events(), _priority_events(),
     st.builds(lambda gang, class_name: KaiPodGroupUpserted(pod_group=KaiPodGroup(
-        metadata=ObjectMeta(name=gang, namespace="default", uid=f"uid-kaipg-{gang}"),
+        metadata=KaiObjectMeta(name=gang, namespace="default", uid=f"uid-kaipg-{gang}"),
         spec=KaiPodGroupSpec(min_member=1, priority_class_name=class_name))), st.sampled_from(GANGS), CLASS_NAMES),
     st.builds(lambda gang: KaiPodGroupDeleted(key=f"default/{gang}"), st.sampled_from(GANGS)),
     st.builds(lambda g: group_event(pod_group(g, min_member=1)), st.sampled_from(GANGS)),

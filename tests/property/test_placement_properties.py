@@ -19,6 +19,7 @@ from events.objects import (
     KAI_POD_GROUP_ANNOTATION,
     KAI_SUB_GROUP_LABEL,
     VOLCANO_GROUP_ANNOTATION,
+    KaiObjectMeta,
     KaiPodGroup,
     KaiPodGroupSpec,
     KaiSubGroup,
@@ -402,7 +403,7 @@ def kai_tree_cases(draw: st.DrawFn) -> tuple[list[Event], KaiPodGroup]:
             groups.append(KaiSubGroup(name=f"mid{mid}", topology_constraint=constraint(draw(levels))))
             children = leaves(f"mid{mid}", f"mid{mid}-")
             groups[at] = msgspec.structs.replace(groups[at], min_sub_group=min_sub_group(children))
-    group = KaiPodGroup(metadata=ObjectMeta(name="job", namespace="default", uid="uid-job"),
+    group = KaiPodGroup(metadata=KaiObjectMeta(name="job", namespace="default", uid="uid-job"),
                         spec=KaiPodGroupSpec(min_sub_group=min_sub_group(top), sub_groups=groups))
     return [*events, KaiPodGroupUpserted(pod_group=group), *pods], group
 

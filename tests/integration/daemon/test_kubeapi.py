@@ -16,6 +16,7 @@ from daemon.kube.client import connect
 from daemon.kube.cluster_api import API_CALLS, COMPONENT, KubeClusterAPI
 from daemon.kube.event_recorder import EventRecorder
 from daemon.kube.leader import AlwaysOpen, WriteGate
+from daemon.scheduling.decisions import NOT_READY_REASON
 from devcluster.cluster import DevCluster
 from events.ingest import kind_of, upsert_event
 from state.cluster import ClusterState
@@ -339,3 +340,55 @@ async def test_a_1_37_pod_group_once_scheduled_stays_initially_scheduled(tmp_pat
         assert conditions["PodGroupInitiallyScheduled"] == scheduled
         assert conditions["DisruptionTarget"]["reason"] == "PreemptionByScheduler"
         assert "PodGroupScheduled" not in conditions
+
+
+async def test_a_kai_pod_groups_scheduling_conditions_are_kept_as_kais_scheduler_keeps_them(tmp_path: Path) -> None:
+    """report_gang on a KAI PodGroup: one UnschedulableOnNodePool condition for the default pool while it
+    waits, its transitionID above the latest, rewritten only when it says something new, other pools'
+    conditions kept; nothing while it is not ready; the eviction stamp and KAI's Normal Events; none left
+    once scheduled."""
+    api_version = "scheduling.run.ai/v2alpha2"
+    other_pool = {"type": "UnschedulableOnNodePool", "nodePool": "pool-b", "reason": "Unschedulable",
+                  "message": "older", "status": "True", "transitionID": "7",
+                  "lastTransitionTime": "2026-07-12T10:28:43Z"}
+    async with DevCluster(kubelet=False) as cluster:
+        cluster.load_objects([{"apiVersion": api_version, "kind": "PodGroup",
+                               "metadata": {"name": "job", "namespace": "default"}, "spec": {"minMember": 1}}])
+        info = kind_of(api_version, "PodGroup")
+        assert info is not None
+        async with adapter(cluster, tmp_path) as api:
+            state = api.state = ClusterState()
+
+            def refold() -> dict[str, Any]:
+                stored = cluster.store.get(f"{api_version}/PodGroup", "job", "default")
+                state.apply(upsert_event(info, stored, api_version))
+                return stored
+
+            refold()
+            assert (await api.report_gang("default/job", "Pending", "Unschedulable", "0/4 nodes fit")).ok
+            first = refold()
+            [condition] = first["status"]["schedulingConditions"]
+            assert (condition["type"], condition["nodePool"], condition["reason"], condition["message"],
+                    condition["status"], condition["transitionID"]) == (
+                "UnschedulableOnNodePool", "default", "Unschedulable", "0/4 nodes fit", "True", "1")
+            assert (await api.report_gang("default/job", "Pending", "Unschedulable", "0/4 nodes fit")).ok
+            assert refold()["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]  # nothing new
+            assert (await api.report_gang("default/job", "Pending", NOT_READY_REASON, "1 missing")).ok
+            assert refold()["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]  # not ready
+            conditions = [other_pool, *refold()["status"]["schedulingConditions"]]
+            cluster.store.patch(f"{api_version}/PodGroup", "job", {"status": {"schedulingConditions": conditions}},
+                                "default", subresource="status")
+            refold()
+            assert (await api.report_gang("default/job", "Pending", "Unschedulable", "1/4 nodes fit")).ok
+            pools = [(c["nodePool"], c["transitionID"], c["message"])
+                     for c in refold()["status"]["schedulingConditions"]]
+            assert pools == [("pool-b", "7", "older"), ("default", "8", "1/4 nodes fit")]
+            assert (await api.report_gang("default/job", "Preempted", "Preempted", "2 pod(s) preempted")).ok
+            evicted = refold()
+            assert "kai.scheduler/last-eviction-timestamp" in evicted["metadata"]["annotations"]
+            assert (await api.report_gang("default/job", "Scheduled", "Scheduled", "bound")).ok
+            assert "schedulingConditions" not in refold().get("status", {})
+        reasons = [(e["type"], e["reason"]) for e in cluster.store.list("events", "default")
+                   if e["involvedObject"]["name"] == "job"]
+        assert set(reasons) == {("Normal", "Unschedulable"), ("Normal", "NotReady"), ("Normal", "Evict"),
+                                ("Normal", "Scheduled")}, reasons

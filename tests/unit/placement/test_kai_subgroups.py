@@ -20,6 +20,7 @@ from events.model import (
 from events.objects import (
     KAI_POD_GROUP_ANNOTATION,
     KAI_SUB_GROUP_LABEL,
+    KaiObjectMeta,
     KaiPodGroup,
     KaiPodGroupSpec,
     KaiSubGroup,
@@ -56,7 +57,7 @@ def sub(name: str, *, min_member: int | None = None, min_sub_group: int | None =
 
 def kai_group(*sub_groups: KaiSubGroup, min_member: int | None = None, min_sub_group: int | None = None,
               level: str = "") -> KaiPodGroup:
-    return KaiPodGroup(metadata=ObjectMeta(name="job", namespace="team", uid="uid-job"),
+    return KaiPodGroup(metadata=KaiObjectMeta(name="job", namespace="team", uid="uid-job"),
                        spec=KaiPodGroupSpec(min_member=min_member, min_sub_group=min_sub_group,
                                             topology_constraint=constraint(level) if level else KaiTopologyConstraint(),
                                             sub_groups=list(sub_groups)))

@@ -7,16 +7,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import msgspec
 import pytest
 
 from daemon.kube.topology_status import object_of, reason_of, topology_problems
 from events.builders import node, pod
 from events.model import KaiPodGroupDeleted, KaiPodGroupUpserted, KaiTopologyUpserted, NodeUpserted, PodUpserted
 from events.objects import (
+    KAI_LAST_EVICTION_ANNOTATION,
     KAI_POD_GROUP_ANNOTATION,
+    KAI_PREEMPTION_DELAY_ANNOTATION,
     KAI_PREFERRED_PLACEMENT_ANNOTATION,
     KAI_REQUIRED_PLACEMENT_ANNOTATION,
     KAI_TOPOLOGY_ANNOTATION,
+    KaiObjectMeta,
     KaiPodGroup,
     KaiPodGroupSpec,
     KaiSubGroup,
@@ -46,7 +50,7 @@ def kai_group(name: str = "job", *, min_member: int | None = 2, topology: str = 
               preferred: str = "", annotations: Mapping[str, str] | None = None, **spec: object) -> KaiPodGroup:
     constraint = KaiTopologyConstraint(topology=topology, required_topology_level=required,
                                        preferred_topology_level=preferred)
-    return KaiPodGroup(metadata=ObjectMeta(name=name, namespace="team", uid=f"uid-{name}",
+    return KaiPodGroup(metadata=KaiObjectMeta(name=name, namespace="team", uid=f"uid-{name}",
                                            annotations=dict(annotations or {})),
                        spec=KaiPodGroupSpec(min_member=min_member, topology_constraint=constraint, **spec))  # type: ignore[arg-type]
 
@@ -214,6 +218,41 @@ def test_preemptibility_and_the_priority_class_are_read_without_problems() -> No
     assert problems == []
     spec, problems = spec_of(kai_group(preemptibility="sometimes"))
     assert spec.preemptable and [p.field for p in problems] == ["spec.preemptibility"]
+
+
+def test_the_preemption_delay_is_read_from_the_spec_else_the_annotation_and_counts_from_creation() -> None:
+    created = KaiObjectMeta(name="job", namespace="team", creation_timestamp="2026-07-12T10:28:43Z")
+    group = kai_group(preemption_delay="1h30m")
+    spec, problems = kai_gang_spec(msgspec.structs.replace(group, metadata=created), "team/job")
+    assert (spec.kai_preemption_delay, spec.kai_delay_from, problems) == (5400.0, 1783852123.0, [])
+    spec, problems = spec_of(kai_group(annotations={KAI_PREEMPTION_DELAY_ANNOTATION: "90s"}))
+    assert (spec.kai_preemption_delay, spec.kai_delay_from, problems) == (90.0, None, [])
+    spec, problems = spec_of(kai_group(preemption_delay="5m", annotations={KAI_PREEMPTION_DELAY_ANNOTATION: "90s"}))
+    assert spec.kai_preemption_delay == 300.0
+    assert [p.field for p in problems] == [f"metadata.annotations[{KAI_PREEMPTION_DELAY_ANNOTATION}]"]
+
+
+@pytest.mark.parametrize(("value", "message"), [("300", "a number alone has no unit"), ("soon", "not a duration"),
+                                                ("-5m", "is negative")])
+def test_an_unusable_preemption_delay_is_ignored_and_reported(value: str, message: str) -> None:
+    spec, problems = spec_of(kai_group(preemption_delay=value))
+    assert spec.kai_preemption_delay == 0.0
+    [problem] = problems
+    assert (problem.kind, problem.field) == (KAI_POD_GROUP_PROBLEM, "spec.preemptionDelay")
+    assert message in problem.message
+
+
+def test_a_later_eviction_restarts_the_delay_and_a_bad_stamp_is_reported() -> None:
+    def meta(stamp: str) -> KaiObjectMeta:
+        return KaiObjectMeta(name="job", namespace="team", creation_timestamp="2026-07-12T10:28:43Z",
+                             annotations={KAI_LAST_EVICTION_ANNOTATION: stamp})
+    group = kai_group(preemption_delay="5m")
+    spec, problems = kai_gang_spec(msgspec.structs.replace(group, metadata=meta("2026-07-12T11:28:43Z")), "team/job")
+    assert (spec.kai_delay_from, problems) == (1783852123.0 + 3600, [])
+    spec, problems = kai_gang_spec(msgspec.structs.replace(group, metadata=meta("x" * 500)), "team/job")
+    assert spec.kai_delay_from == 1783852123.0
+    [problem] = problems
+    assert problem.field == f"metadata.annotations[{KAI_LAST_EVICTION_ANNOTATION}]" and len(problem.message) < 300
 
 
 def test_long_untrusted_values_are_shortened_in_messages() -> None:
