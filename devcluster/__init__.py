@@ -10,7 +10,8 @@ Python API
     from devcluster import DevCluster, BackgroundDevCluster
 
     async with DevCluster(port=0, history=10_000, kubelet=True, kubelet_delay=0.05, kubelet_resize_delay=0.05,
-                          pod_gc=True, volumes=True, disruption=True, node_lifecycle=True, bookmark_interval=1.0,
+                          pod_gc=True, volumes=True, disruption=True, node_lifecycle=True, volcano_jobs=True,
+                          bookmark_interval=1.0,
                           autocreate_namespaces=True, fault_seed=0) as cluster:
         cluster.url                                  # "http://127.0.0.1:<port>"
         cluster.write_kubeconfig(path)               # -> Path; cluster.kubeconfig() -> dict
@@ -31,6 +32,7 @@ Python API
         cluster.disruption                           # DisruptionController | None (PodDisruptionBudget status)
         cluster.node_lifecycle                       # NodeLifecycleController | None (condition taints)
         cluster.taint_eviction                       # TaintEvictionController | None (NoExecute evictions)
+        cluster.volcano_jobs                         # VolcanoJobController | None (vcjobs' PodGroups and pods)
 
     with BackgroundDevCluster(**same_options) as bg:  # served from a daemon thread
         bg.url; bg.write_kubeconfig(path)
@@ -98,7 +100,14 @@ pods run in it, see protection.py below; pods' spec.workloadRef and spec.schedul
 scheduling.sigs.k8s.io/v1alpha1,
 scheduling.x-k8s.io/v1alpha1 and scheduling.volcano.sh/v1beta1 PodGroups, scheduling.koordinator.sh
 ClusterNetworkTopology, topology.volcano.sh HyperNode, scheduling.sigs.k8s.io and scheduling.x-k8s.io
-ElasticQuotas and scheduling.volcano.sh Queues (each + status). Stored only, so that the
+ElasticQuotas and scheduling.volcano.sh Queues (each + status), and Volcano's batch.volcano.sh/v1alpha1 Job
+(vcjob, + status): admitted with Volcano's webhook defaults and its ValidatingAdmissionPolicy's refusals (422
+Invalid, the policy's message; volcano_job_admission.py), and driven by Volcano's job controller
+(volcano_job_controller.py, DevCluster(volcano_jobs=False): none): status, a PodGroup `<job>-<uid>` with
+minMember, minTaskMember, queue, minResources as calcPGMinResources computes them, and the pods
+`<job>-<task>-<index>` only once that PodGroup's status.phase is set and not Pending (the scheduler's
+enqueue), recreated when they go; a deleted job's PodGroup and pods deleted (volcano_job.py says what is
+written, the controller's docstring what is not emulated). Stored only, so that the
 manifests under ops/ apply (`kubectl apply [--dry-run=client] -k ops/`): v1 ConfigMap, Secret
 (stringData written into data), ServiceAccount, Service (+ status), apps/v1 Deployment, StatefulSet,
 DaemonSet (+ status), rbac.authorization.k8s.io/v1 Role,
@@ -179,6 +188,7 @@ from devcluster.node_lifecycle import NodeLifecycleController, TaintEvictionCont
 from devcluster.podgc import PodGarbageCollector
 from devcluster.resources import RESOURCES, ResourceDef
 from devcluster.store import Store
+from devcluster.volcano_job_controller import VolcanoJobController
 from devcluster.volumes import VolumeController
 
 __all__ = [
@@ -200,6 +210,7 @@ __all__ = [
     "ResourceDef",
     "Store",
     "TaintEvictionController",
+    "VolcanoJobController",
     "VolumeController",
     "kubeconfig",
     "parse_fault",

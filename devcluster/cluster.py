@@ -1,6 +1,6 @@
 """`DevCluster`: the store, the HTTP server, the fake kubelet, pod GC, the volume controllers, the protection
 controllers (storage objects, PodGroups), the disruption controller, the node lifecycle and taint eviction
-controllers and the fault injector, together.
+controllers, Volcano's job controller and the fault injector, together.
 
     async with DevCluster(port=0, history=10_000) as cluster:
         cluster.write_kubeconfig(path)      # for kubernetes-asyncio or kubectl
@@ -40,6 +40,7 @@ from devcluster.podgc import PodGarbageCollector
 from devcluster.protection import PodGroupProtectionController, StorageProtectionController
 from devcluster.server import ApiServer
 from devcluster.store import Store, now_rfc3339
+from devcluster.volcano_job_controller import VolcanoJobController
 from devcluster.volumes import VolumeController
 
 T = TypeVar("T")
@@ -75,6 +76,7 @@ class DevCluster:
         volumes: bool = True,
         disruption: bool = True,
         node_lifecycle: bool = True,
+        volcano_jobs: bool = True,
         bookmark_interval: float = 1.0,
         autocreate_namespaces: bool = True,
         fault_seed: int = 0,
@@ -103,6 +105,9 @@ class DevCluster:
             NodeLifecycleController(self.store) if node_lifecycle else None
         self.taint_eviction: TaintEvictionController | None = \
             TaintEvictionController(self.store) if node_lifecycle else None
+        # Volcano's job controller: a vcjob's PodGroup, and its pods once the PodGroup is enqueued
+        # (volcano_jobs=False: jobs are stored only).
+        self.volcano_jobs: VolcanoJobController | None = VolcanoJobController(self.store) if volcano_jobs else None
         self._requested_port = port
         self._bookmark_interval = bookmark_interval
         self._runner: web.ServerRunner | None = None
@@ -114,7 +119,7 @@ class DevCluster:
         """The controllers turned on, in the order they start."""
         found: list[StoreController | None] = [self.pod_gc, self.volumes, self.ephemeral_volumes, self.protection,
                                                self.pod_group_protection, self.disruption, self.node_lifecycle,
-                                               self.taint_eviction]
+                                               self.taint_eviction, self.volcano_jobs]
         return [controller for controller in found if controller is not None]
 
     @property

@@ -135,3 +135,15 @@ def multiple_disruption_budgets() -> ApiError:
     with code 500)."""
     return ApiError(500, "", "This pod has more than one PodDisruptionBudget, which the eviction subresource does "
                     "not support.", http_status=201)
+
+
+def policy_denied(plural: str, group: str, name: str, message: str) -> ApiError:
+    """A ValidatingAdmissionPolicy's denial with reason Invalid, as the API server answers it (its validating
+    dispatcher: admission.NewForbidden's message and details, then code 422, reason Invalid, and the denial
+    as the one cause). `message` is the denial: `ValidatingAdmissionPolicy '<policy>' with binding '<binding>'
+    denied request: <the rule's message>`."""
+    resource = f"{plural}.{group}" if group else plural
+    details: dict[str, Any] = {"name": name or "Unknown", "kind": plural, "causes": [{"message": message}]}
+    if group:
+        details["group"] = group
+    return ApiError(422, "Invalid", f'{resource} "{name or "Unknown"}" is forbidden: {message}', details)

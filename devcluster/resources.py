@@ -140,6 +140,11 @@ RESOURCES: tuple[ResourceDef, ...] = (
         "scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups", "podgroup", True, ("status",),
         ("podgroup-v1beta1",), custom=True,
     ),
+    # Volcano's job (vcjob): admitted as Volcano's mutating webhook and ValidatingAdmissionPolicy admit it
+    # (volcano_job_admission.py); its PodGroup, pods and status written by devcluster/volcano_job_controller.py.
+    ResourceDef(
+        "batch.volcano.sh", "v1alpha1", "Job", "jobs", "job", True, ("status",), ("vcjob", "vj"), custom=True,
+    ),
     ResourceDef(
         "scheduling.koordinator.sh", "v1alpha1", "ClusterNetworkTopology", "clusternetworktopologies",
         "clusternetworktopology", False, ("status",), ("cnt",), custom=True,

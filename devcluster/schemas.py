@@ -379,6 +379,15 @@ _VOLUME_SOURCES = (
 _TOPOLOGY_SELECTOR_TERM = _object({"matchLabelExpressions": _array(_object({"key": _string(), "values": _strings()},
                                                                            ("key", "values")))})
 
+def _int32() -> Schema:
+    return {"type": "integer", "format": "int32"}
+
+
+# A Volcano Job's (and task's) LifecyclePolicy, as batch.volcano.sh's CRD declares it.
+_VCJOB_POLICY = _object({
+    "action": _string(), "event": _string(), "events": _strings(), "exitCode": _int32(), "timeout": _string(),
+})
+
 # Keyed by (apiVersion, kind); the name is the component name in the OpenAPI document.
 KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
     ("v1", "Namespace"): ("io.k8s.api.core.v1.Namespace", _top({
@@ -462,6 +471,29 @@ KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
             })),
         }),
         "status": _POD_GROUP_STATUS,
+    })),
+    ("batch.volcano.sh/v1alpha1", "Job"): ("sh.volcano.batch.v1alpha1.Job", _top({
+        "spec": _object({
+            "schedulerName": _string(), "minAvailable": _int32(), "minSuccess": {**_int32(), "minimum": 1},
+            "maxRetry": _int32(), "queue": _string(), "priorityClassName": _string(),
+            "ttlSecondsAfterFinished": _int32(), "runningEstimate": _string(),
+            "plugins": _map(_strings()), "policies": _array(_VCJOB_POLICY),
+            "networkTopology": _NETWORK_TOPOLOGY,
+            "tasks": _array(_object({
+                "name": _string(), "replicas": _int32(), "minAvailable": _int32(), "maxRetry": _int32(),
+                "template": _POD_TEMPLATE, "policies": _array(_VCJOB_POLICY),
+                "dependsOn": _object({"name": _strings(), "iteration": _string()}),
+            })),
+        }),
+        "status": _object({
+            "state": _object({"phase": _string(), "reason": _string(), "message": _string(),
+                              "lastTransitionTime": _time()}),
+            "minAvailable": _int32(), "pending": _int32(), "running": _int32(), "succeeded": _int32(),
+            "failed": _int32(), "terminating": _int32(), "unknown": _int32(), "version": _int32(),
+            "retryCount": _int32(), "runningDuration": _string(), "controlledResources": _map(_string()),
+            "taskStatusCount": _map(_object({"phase": _map(_int32())})),
+            "conditions": _array(_object({"status": _string(), "lastTransitionTime": _time()})),
+        }),
     })),
     ("scheduling.koordinator.sh/v1alpha1", "ClusterNetworkTopology"): (
         "sh.koordinator.scheduling.v1alpha1.ClusterNetworkTopology", _top({

@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from devcluster import apply as field_management
-from devcluster import disruption, errors, resize
+from devcluster import disruption, errors, resize, volcano_job_admission
 from devcluster.conversion import to_storage, to_view
 from devcluster.patches import json_patch, merge_patch, strategic_merge
 from devcluster.resources import RESOURCES, ResourceDef, by_kind
@@ -76,6 +76,7 @@ _UNDELETABLE_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 _BY_KEY = {r.key: r for r in RESOURCES if r.stored_as != r.key}
 _BUDGETS = _BY_KEY["poddisruptionbudgets.policy"]
 _NAME_CHARS = string.ascii_lowercase + string.digits
+_VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
 
 
 def resolve(ref: ResourceRef) -> ResourceDef:
@@ -741,6 +742,8 @@ class Store:
         if old is None:  # every PodGroup a cluster holds went through the plugin: loaded ones get it too
             admitted = admit_pod_group_protection(resource.api_version, resource.kind, admitted)
         key = (resource.api_version, resource.kind)
+        if key == _VOLCANO_JOB:
+            return self._admit_volcano_job(resource, admitted, strict=strict, old=old, warnings=warnings)
         if key not in storage.KINDS:
             return admitted
         try:
@@ -760,6 +763,25 @@ class Store:
         if causes:
             raise errors.invalid(resource.kind, str(_meta(admitted).get("name") or ""), causes, resource.group)
         return admitted
+
+    @staticmethod
+    def _admit_volcano_job(resource: ResourceDef, job: Obj, *, strict: bool, old: Obj | None,
+                           warnings: Warnings | None) -> Obj:
+        """Volcano's admission of its Job (volcano_job_admission.py): the mutating webhook's defaults on a create
+        (loads included), then its ValidatingAdmissionPolicy (HTTP writes; a load's refusal is a warning)."""
+        if old is None:
+            job = volcano_job_admission.defaulted(job)
+        if not strict and old is not None:
+            return job
+        message = volcano_job_admission.refusal(job, old)
+        if message is None:
+            return job
+        if not strict:
+            if warnings is not None:
+                warnings.append(f"a real API server refuses it: {message}")
+            return job
+        raise errors.policy_denied(resource.plural, resource.group, str(_meta(job).get("name") or ""),
+                                   volcano_job_admission.denial_message(message))
 
     def _admit_manifests(self, resource: ResourceDef, obj: Obj, *, strict: bool, old: Obj | None = None,
                          warnings: Warnings | None = None) -> Obj:

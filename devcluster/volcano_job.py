@@ -1,0 +1,464 @@
+"""What Volcano's job controller (vc-controller-manager, pkg/controllers/job) writes for a
+`batch.volcano.sh/v1alpha1` Job, as pure functions: its PodGroup, its pods and its status.
+
+PodGroup (job_controller_actions.go `createOrUpdatePodGroup`): `scheduling.volcano.sh/v1beta1`, named
+`<job name>-<job uid>` (`generateRelatedPodGroupName`; older Volcano named it after the job alone), in the
+job's namespace, with the job's annotations and labels, an ownerReference to the job (NewControllerRef:
+controller and blockOwnerDeletion true); spec minMember = spec.minAvailable, minTaskMember = each task's
+minAvailable, else its replicas (`getMinTaskMember`), queue, priorityClassName (when set), minResources
+(`calcPGMinResources`, below) and networkTopology (mode, then highestTierAllowed or else highestTierName).
+No status: the scheduler writes it. An existing one is brought back to the job's priorityClassName,
+minMember, minResources and minTaskMember (`shouldUpdateExistingPodGroup`).
+
+minResources (`calcPGMinResources`, job_controller_util.go `TasksPriority`): the tasks ordered by the value of
+their template's PriorityClass, highest first (a stable order among equals, as Go's sort of so few tasks
+keeps it); if spec.minAvailable is below the sum of the tasks' minAvailable (or replicas), the resources of
+the first minAvailable pods in that order (`CalcFirstCountResources`); otherwise each task's minAvailable
+pods, then the other replicas in the same order until minAvailable pods are counted (`CalcPGMinResources`).
+A pod counts what `util.GetPodQuotaUsage` counts: kube's quota PodUsageFunc (`count/pods` 1, `pods` 1, cpu /
+memory / ephemeral-storage requests under their name and `requests.<name>`, their limits as `limits.<name>`,
+hugepages-* requests under both names, an extended resource's request as `requests.<name>`) plus, for a
+non-native `requests.<name>`, the same amount as `<name>`. The pod's requests and limits are resource
+helper's PodRequests / PodLimits over the template (containers summed, init containers by the max rule with
+sidecars, pod-level requests, overhead); the template is not defaulted (a CRD's is not), so a container
+with limits only has no requests in it.
+
+Pods (job_controller_util.go `createJobPod`): `<job>-<task>-<index>` for index < replicas, in the job's
+namespace, ownerReference to the job; the template's labels, annotations and spec; spec.schedulerName the
+job's when the template has none, spec.priorityClassName the job's when the template has none. Annotations
+`volcano.sh/task-index`, `volcano.sh/task-spec` (the task), `scheduling.k8s.io/group-name` (the PodGroup),
+`volcano.sh/job-name`, `volcano.sh/queue-name`, `volcano.sh/job-version` (status.version),
+`volcano.sh/template-uid` (`<job>-<task>`), `volcano.sh/job-retry-count` (status.retryCount), and the job's
+own `volcano.sh/preemptable`, `volcano.sh/cooldown-time`, `volcano.sh/revocable-zone`,
+`volcano.sh/jdb-min-available` (else `volcano.sh/jdb-max-unavailable`). Labels `volcano.sh/task-index`,
+`volcano.sh/job-name`, `volcano.sh/task-spec`, `volcano.sh/job-namespace`, `volcano.sh/queue-name`, and the
+job's labels `volcano.sh/preemptable` and `volcano.sh/cooldown-time`.
+
+Status (`syncJob`, state/pending.go and running.go): pending / running / succeeded / failed / unknown count
+the pods by phase, terminating those being deleted, taskStatusCount per task and phase; minAvailable from
+the spec. The phase: Pending until spec.minAvailable <= running + succeeded + failed, then Running; Running
+until every replica has succeeded or failed, then Completed (Failed if minSuccess is set and not reached, or
+a task's succeeded pods fall short of its minAvailable when the job's minAvailable covers every task's, or
+fewer than minAvailable succeeded), or Completed once minSuccess pods succeeded.
+
+Pure: no I/O, no clock (times are passed in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+from typing import Any
+
+from manifests.quantity import DECIMAL_SI, QuantityError, format_value, parse
+
+Obj = dict[str, Any]
+Amounts = dict[str, tuple[Fraction, str]]  # resource -> (exact value, quantity format)
+
+JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
+JOB_KIND = "Job"
+POD_GROUP_API_VERSION = "scheduling.volcano.sh/v1beta1"
+
+GROUP_NAME = "scheduling.k8s.io/group-name"  # scheduling v1beta1 KubeGroupNameAnnotationKey
+TASK_INDEX = "volcano.sh/task-index"
+TASK_SPEC = "volcano.sh/task-spec"
+JOB_NAME = "volcano.sh/job-name"
+JOB_NAMESPACE = "volcano.sh/job-namespace"
+QUEUE_NAME = "volcano.sh/queue-name"
+JOB_VERSION = "volcano.sh/job-version"
+TEMPLATE_UID = "volcano.sh/template-uid"  # batch v1alpha1 PodTemplateKey
+JOB_RETRY_COUNT = "volcano.sh/job-retry-count"
+PREEMPTABLE = "volcano.sh/preemptable"
+COOLDOWN_TIME = "volcano.sh/cooldown-time"
+REVOCABLE_ZONE = "volcano.sh/revocable-zone"
+JDB_MIN_AVAILABLE = "volcano.sh/jdb-min-available"
+JDB_MAX_UNAVAILABLE = "volcano.sh/jdb-max-unavailable"
+
+PENDING, RUNNING, COMPLETED, FAILED = "Pending", "Running", "Completed", "Failed"
+POD_GROUP_PENDING = "Pending"
+
+_PHASE_COUNTS = {"Pending": "pending", "Running": "running", "Succeeded": "succeeded", "Failed": "failed"}
+_COUNTS = ("pending", "running", "succeeded", "failed", "terminating", "unknown")
+_NATIVE_USAGE = ("cpu", "memory", "ephemeral-storage")
+
+
+def _dict(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def tasks(job: Obj) -> list[Obj]:
+    return [_dict(task) for task in _list(_dict(job.get("spec")).get("tasks"))]
+
+
+def pod_group_name(job: Obj) -> str:
+    meta = job["metadata"]
+    return f"{meta['name']}-{meta['uid']}"
+
+
+def owner_reference(job: Obj) -> Obj:
+    """metav1.NewControllerRef(job, JobKind)."""
+    meta = job["metadata"]
+    return {"apiVersion": JOB_API_VERSION, "kind": JOB_KIND, "name": meta["name"], "uid": meta["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def controller_uid(obj: Obj) -> str | None:
+    """The uid of the Volcano Job controlling `obj`, if one does."""
+    for ref in _list(_dict(obj.get("metadata")).get("ownerReferences")):
+        ref = _dict(ref)
+        if ref.get("controller") and ref.get("apiVersion") == JOB_API_VERSION and ref.get("kind") == JOB_KIND:
+            return str(ref.get("uid") or "")
+    return None
+
+
+def min_task_member(task: Obj) -> int:
+    found = task.get("minAvailable")
+    return _int(found) if found is not None else _int(task.get("replicas"))
+
+
+# ----------------------------------------------------------------------------- minResources
+
+def _amounts(listed: Any) -> Amounts:
+    found: Amounts = {}
+    for name, raw in _dict(listed).items():
+        try:
+            found[str(name)] = parse(raw)
+        except (QuantityError, TypeError):
+            continue
+    return found
+
+
+def _add(total: Amounts, more: Amounts, times: int = 1) -> None:
+    for name, (value, form) in more.items():
+        if name in total:
+            total[name] = (total[name][0] + value * times, total[name][1])
+        else:
+            total[name] = (value * times, form)
+
+
+def _max(total: Amounts, more: Amounts) -> None:
+    for name, (value, form) in more.items():
+        if name not in total or value > total[name][0]:
+            total[name] = (value, form)
+
+
+def _pod_figure(spec: Obj, field: str) -> Amounts:
+    """PodRequests (`field` "requests") or PodLimits ("limits") of a pod spec, as kube's resource helper
+    computes them."""
+    total: Amounts = {}
+    for container in _list(spec.get("containers")):
+        _add(total, _amounts(_dict(_dict(container).get("resources")).get(field)))
+    sidecars: Amounts = {}
+    starting: Amounts = {}
+    for container in _list(spec.get("initContainers")):
+        alone = _amounts(_dict(_dict(container).get("resources")).get(field))
+        if _dict(container).get("restartPolicy") == "Always":
+            _add(total, alone)
+            _add(sidecars, alone)
+            alone = dict(sidecars)
+        else:
+            _add(alone, sidecars)
+        _max(starting, alone)
+    _max(total, starting)
+    pod_level = _amounts(_dict(spec.get("resources")).get(field))
+    for name in ("cpu", "memory"):
+        if name in pod_level:
+            total[name] = pod_level[name]
+    overhead = _amounts(spec.get("overhead"))
+    if field == "requests":
+        _add(total, overhead)
+    else:
+        _add(total, {name: amount for name, amount in overhead.items() if name in total})
+    return total
+
+
+def _native(name: str) -> bool:
+    """v1helper.IsNativeResource: no domain, or one under kubernetes.io."""
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def _extended(name: str) -> bool:
+    """v1helper.IsExtendedResourceName: not native, not `requests.`-prefixed."""
+    return not _native(name) and not name.startswith("requests.")
+
+
+def pod_usage(pod_spec: Obj) -> Amounts:
+    """Volcano's util.GetPodQuotaUsage of a pod with this spec (no status: never terminal)."""
+    requests, limits = _pod_figure(pod_spec, "requests"), _pod_figure(pod_spec, "limits")
+    usage: Amounts = {"count/pods": (Fraction(1), DECIMAL_SI), "pods": (Fraction(1), DECIMAL_SI)}
+    for name in _NATIVE_USAGE:
+        if name in requests:
+            usage[name] = usage[f"requests.{name}"] = requests[name]
+        if name in limits:
+            usage[f"limits.{name}"] = limits[name]
+    for name, amount in requests.items():
+        if name.startswith("hugepages-"):
+            usage[name] = usage[f"requests.{name}"] = amount
+        if _extended(name):
+            usage[f"requests.{name}"] = amount
+    for name, amount in list(usage.items()):
+        if name.startswith("requests.") and not _native(name):
+            usage[name.removeprefix("requests.")] = amount
+    return usage
+
+
+def _by_priority(job: Obj, priorities: Mapping[str, int]) -> list[Obj]:
+    def value(task: Obj) -> int:
+        name = _dict(_dict(task.get("template")).get("spec")).get("priorityClassName")
+        return priorities.get(str(name), 0) if name else 0
+    return sorted(tasks(job), key=value, reverse=True)  # stable: equals keep the job's order
+
+
+def min_resources(job: Obj, priorities: Mapping[str, int]) -> dict[str, str]:
+    """calcPGMinResources; `priorities` are the PriorityClasses' values by name."""
+    ordered = _by_priority(job, priorities)
+    job_min = _int(_dict(job.get("spec")).get("minAvailable"))
+    total: Amounts = {}
+
+    def take(task: Obj, count: int) -> None:
+        if count > 0:
+            _add(total, pod_usage(_dict(_dict(task.get("template")).get("spec"))), count)
+
+    if job_min < sum(min_task_member(task) for task in ordered):  # CalcFirstCountResources
+        left = job_min
+        for task in ordered:
+            replicas = _int(task.get("replicas"))
+            take(task, min(left, replicas))
+            if left <= replicas:
+                break
+            left -= replicas
+    else:  # CalcPGMinResources
+        counted = 0
+        for task in ordered:
+            if task.get("minAvailable") is None:
+                continue
+            valid = min(_int(task.get("minAvailable")), job_min - counted)
+            take(task, valid)
+            counted += valid
+            if counted >= job_min:
+                break
+        left = job_min - counted
+        for task in ordered:
+            if left <= 0:
+                break
+            replicas = _int(task.get("replicas"))
+            spare = replicas if task.get("minAvailable") is None else replicas - _int(task.get("minAvailable"))
+            if spare <= 0:
+                continue
+            take(task, min(left, spare))
+            left -= min(left, spare)
+    return {name: format_value(value, form) for name, (value, form) in sorted(total.items())}
+
+
+# ----------------------------------------------------------------------------- PodGroup
+
+def pod_group_spec(job: Obj, priorities: Mapping[str, int]) -> Obj:
+    spec = _dict(job.get("spec"))
+    group: Obj = {
+        "minMember": _int(spec.get("minAvailable")),
+        "minTaskMember": {str(task.get("name") or ""): min_task_member(task) for task in tasks(job)},
+        "queue": str(spec.get("queue") or ""),
+        "minResources": min_resources(job, priorities),
+    }
+    if spec.get("priorityClassName"):
+        group["priorityClassName"] = spec["priorityClassName"]
+    topology = _dict(spec.get("networkTopology"))
+    if spec.get("networkTopology") is not None:
+        written: Obj = {"mode": topology.get("mode", "")}
+        if topology.get("highestTierAllowed") is not None:
+            written["highestTierAllowed"] = topology["highestTierAllowed"]
+        elif topology.get("highestTierName"):
+            written["highestTierName"] = topology["highestTierName"]
+        group["networkTopology"] = written
+    return group
+
+
+def pod_group_for(job: Obj, priorities: Mapping[str, int]) -> Obj:
+    """The PodGroup createOrUpdatePodGroup creates for a job that has none."""
+    meta = job["metadata"]
+    metadata: Obj = {"name": pod_group_name(job), "namespace": meta["namespace"],
+                     "ownerReferences": [owner_reference(job)]}
+    for field in ("annotations", "labels"):
+        if meta.get(field):
+            metadata[field] = dict(meta[field])
+    return {"apiVersion": POD_GROUP_API_VERSION, "kind": "PodGroup", "metadata": metadata,
+            "spec": pod_group_spec(job, priorities)}
+
+
+def pod_group_updated(group: Obj, job: Obj, priorities: Mapping[str, int]) -> Obj | None:
+    """shouldUpdateExistingPodGroup: the PodGroup with the job's priorityClassName, minMember, minResources
+    and minTaskMember, or None if it has them already."""
+    spec = dict(_dict(group.get("spec")))
+    wanted = pod_group_spec(job, priorities)
+    changed = False
+    if spec.get("priorityClassName", "") != wanted.get("priorityClassName", ""):
+        if wanted.get("priorityClassName"):
+            spec["priorityClassName"] = wanted["priorityClassName"]
+        else:
+            spec.pop("priorityClassName", None)
+        changed = True
+    if spec.get("minMember") != wanted["minMember"] or spec.get("minResources") != wanted["minResources"]:
+        spec["minMember"], spec["minResources"] = wanted["minMember"], wanted["minResources"]
+        changed = True
+    members = dict(_dict(spec.get("minTaskMember")))
+    for task, count in wanted["minTaskMember"].items():
+        if members.get(task) != count:
+            members[task] = count
+            changed = True
+    if spec.get("minTaskMember") is None:
+        changed = True
+    spec["minTaskMember"] = members
+    return {**group, "spec": spec} if changed else None
+
+
+def pod_group_admits_pods(group: Obj | None) -> bool:
+    """syncJob creates the pods only once the PodGroup's phase is set and not Pending (the scheduler's
+    enqueue made it Inqueue)."""
+    phase = _dict(_dict(group).get("status")).get("phase") if group is not None else None
+    return bool(phase) and phase != POD_GROUP_PENDING
+
+
+# ----------------------------------------------------------------------------- pods
+
+def pod_name(job: Obj, task: str, index: int) -> str:
+    return f"{job['metadata']['name']}-{task}-{index}"
+
+
+def pod_for(job: Obj, task: Obj, index: int) -> Obj:
+    """createJobPod: the pod `index` of `task`."""
+    meta, spec, status = job["metadata"], _dict(job.get("spec")), _dict(job.get("status"))
+    template = _dict(task.get("template"))
+    template_meta = _dict(template.get("metadata"))
+    task_name = str(task.get("name") or "") or "default"
+    queue = str(spec.get("queue") or "")
+    pod_spec = dict(_dict(template.get("spec")))
+    if not pod_spec.get("schedulerName"):
+        pod_spec["schedulerName"] = spec.get("schedulerName", "")
+    if not pod_spec.get("priorityClassName") and spec.get("priorityClassName"):
+        pod_spec["priorityClassName"] = spec["priorityClassName"]
+    job_annotations, job_labels = _dict(meta.get("annotations")), _dict(meta.get("labels"))
+    annotations = {
+        **_dict(template_meta.get("annotations")),
+        TASK_INDEX: str(index), TASK_SPEC: task_name, GROUP_NAME: pod_group_name(job), JOB_NAME: meta["name"],
+        QUEUE_NAME: queue, JOB_VERSION: str(_int(status.get("version"))),
+        TEMPLATE_UID: f"{meta['name']}-{task_name}", JOB_RETRY_COUNT: str(_int(status.get("retryCount"))),
+    }
+    for key in (PREEMPTABLE, COOLDOWN_TIME, REVOCABLE_ZONE):
+        if key in job_annotations:
+            annotations[key] = job_annotations[key]
+    if JDB_MIN_AVAILABLE in job_annotations:
+        annotations[JDB_MIN_AVAILABLE] = job_annotations[JDB_MIN_AVAILABLE]
+    elif JDB_MAX_UNAVAILABLE in job_annotations:
+        annotations[JDB_MAX_UNAVAILABLE] = job_annotations[JDB_MAX_UNAVAILABLE]
+    labels = {
+        **_dict(template_meta.get("labels")),
+        TASK_INDEX: str(index), JOB_NAME: meta["name"], TASK_SPEC: task_name, JOB_NAMESPACE: meta["namespace"],
+        QUEUE_NAME: queue,
+    }
+    for key in (PREEMPTABLE, COOLDOWN_TIME):
+        if key in job_labels:
+            labels[key] = job_labels[key]
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod_name(job, task_name, index), "namespace": meta["namespace"],
+                     "labels": labels, "annotations": annotations, "ownerReferences": [owner_reference(job)]},
+        "spec": pod_spec,
+    }
+
+
+def wanted_pods(job: Obj) -> list[tuple[Obj, int]]:
+    """(task, index) of every pod the job should have, in the job's order."""
+    return [(task, index) for task in tasks(job) for index in range(max(0, _int(task.get("replicas"))))]
+
+
+# ----------------------------------------------------------------------------- status
+
+def initial_status(job: Obj, stamp: str) -> Obj:
+    """initJobStatus: a new job's status (phase Pending, its minAvailable, the Pending condition)."""
+    status = dict(_dict(job.get("status")))
+    status["state"] = {"phase": PENDING, "lastTransitionTime": stamp}
+    minimum = _int(_dict(job.get("spec")).get("minAvailable"))
+    if minimum:
+        status["minAvailable"] = minimum
+    status["conditions"] = [*_list(status.get("conditions")), {"status": PENDING, "lastTransitionTime": stamp}]
+    return status
+
+
+def counted_status(job: Obj, pods: Iterable[Obj]) -> Obj:
+    """The status syncJob computes from the job's pods (the state left as it is); zero counts omitted, as Go
+    writes them."""
+    status = dict(_dict(job.get("status")))
+    counts = dict.fromkeys(_COUNTS, 0)
+    per_task: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        if _dict(pod.get("metadata")).get("deletionTimestamp"):
+            counts["terminating"] += 1
+            continue
+        phase = str(_dict(pod.get("status")).get("phase") or "")
+        counts[_PHASE_COUNTS.get(phase, "unknown")] += 1
+        task = _dict(_dict(pod.get("metadata")).get("annotations")).get(TASK_SPEC)
+        if task is not None:
+            phases = per_task.setdefault(str(task), {})
+            key = phase if phase in _PHASE_COUNTS else "Unknown"
+            phases[key] = phases.get(key, 0) + 1
+    for name, count in counts.items():
+        if count:
+            status[name] = count
+        else:
+            status.pop(name, None)
+    minimum = _int(_dict(job.get("spec")).get("minAvailable"))
+    if minimum:
+        status["minAvailable"] = minimum
+    else:
+        status.pop("minAvailable", None)
+    if per_task:
+        status["taskStatusCount"] = {task: {"phase": phases} for task, phases in sorted(per_task.items())}
+    else:
+        status.pop("taskStatusCount", None)
+    return status
+
+
+def next_phase(job: Obj, status: Obj) -> str:
+    """The phase the Pending and Running states' sync moves the job to (its phase if it stays)."""
+    spec = _dict(job.get("spec"))
+    phase = str(_dict(status.get("state")).get("phase") or "")
+    running, succeeded, failed = (_int(status.get(name)) for name in ("running", "succeeded", "failed"))
+    minimum = _int(spec.get("minAvailable"))
+    if phase == PENDING:
+        return RUNNING if minimum <= running + succeeded + failed else PENDING
+    if phase != RUNNING:
+        return phase
+    replicas = sum(_int(task.get("replicas")) for task in tasks(job))
+    if replicas == 0:
+        return phase
+    min_success = spec.get("minSuccess")
+    if min_success is not None and succeeded >= _int(min_success):
+        return COMPLETED
+    if succeeded + failed != replicas:
+        return phase
+    if minimum >= sum(min_task_member(task) for task in tasks(job)):
+        counts = _dict(status.get("taskStatusCount"))
+        for task in tasks(job):
+            if task.get("minAvailable") is None or str(task.get("name")) not in counts:
+                continue
+            done = _int(_dict(_dict(counts[str(task.get("name"))]).get("phase")).get("Succeeded"))
+            if done < _int(task["minAvailable"]):
+                return FAILED
+    if min_success is not None and succeeded < _int(min_success):
+        return FAILED
+    return COMPLETED if succeeded >= minimum else FAILED
+
+
+def with_phase(status: Obj, phase: str, stamp: str) -> Obj:
+    """The status moved to `phase`: the state's lastTransitionTime and a condition for it."""
+    state = {**_dict(status.get("state")), "phase": phase, "lastTransitionTime": stamp}
+    conditions = [*_list(status.get("conditions")), {"status": phase, "lastTransitionTime": stamp}]
+    return {**status, "state": state, "conditions": conditions}
