@@ -57,7 +57,7 @@ from events.objects import (
     VOLCANO_GROUP_ANNOTATION,
     Affinity,
     NetworkTopologySpec,
-    ObjectMeta,
+    OwnedMeta,
     PersistentVolumeClaimVolumeSource,
     SubGroupPolicy,
     TopologySpreadConstraint,
@@ -96,7 +96,7 @@ def build(seed: int = 7) -> ClusterState:
     policy = SubGroupPolicy(name="replica", sub_group_size=8, match_label_keys=["replica"],
                             network_topology=NetworkTopologySpec(mode="hard", highest_tier_allowed=1))
     state.apply(VolcanoPodGroupUpserted(pod_group=VolcanoPodGroup(
-        metadata=ObjectMeta(name="sharded", namespace="default", uid="uid-sharded"),
+        metadata=OwnedMeta(name="sharded", namespace="default", uid="uid-sharded"),
         spec=VolcanoPodGroupSpec(min_member=512, sub_group_policy=[policy],
                                  network_topology=NetworkTopologySpec(mode="hard", highest_tier_allowed=3)))))
     for r in range(64):
@@ -105,7 +105,7 @@ def build(seed: int = 7) -> ClusterState:
                                             annotations={VOLCANO_GROUP_ANNOTATION: "sharded"})))
     # The same shape of job with 8-GPU pods needs 64 fully free NVLink domains in one spine: refused.
     state.apply(VolcanoPodGroupUpserted(pod_group=VolcanoPodGroup(
-        metadata=ObjectMeta(name="sharded-full-nodes", namespace="default", uid="uid-sharded-full-nodes"),
+        metadata=OwnedMeta(name="sharded-full-nodes", namespace="default", uid="uid-sharded-full-nodes"),
         spec=VolcanoPodGroupSpec(min_member=512, sub_group_policy=[policy],
                                  network_topology=NetworkTopologySpec(mode="hard", highest_tier_allowed=3)))))
     for r in range(64):

@@ -29,9 +29,12 @@ from events.objects import (
     NodeSpec,
     NodeStatus,
     ObjectMeta,
+    OwnedMeta,
+    OwnerReference,
     Pod,
     PodGroup,
     PodGroupSpec,
+    PodGroupStatus,
     PodSpec,
     PodStatus,
     Queue,
@@ -41,6 +44,8 @@ from events.objects import (
     ResourceRequirements,
     SchedulingGate,
     Taint,
+    VolcanoJob,
+    VolcanoJobSpec,
     VolcanoPodGroup,
     VolcanoPodGroupSpec,
 )
@@ -196,11 +201,21 @@ def queue(name: str, *, weight: int | None = None, capability: Mapping[str, str]
 
 
 def volcano_pod_group(name: str, *, namespace: str = "default", min_member: int = 1,
-                      queue: str = "", priority_class_name: str = "") -> VolcanoPodGroup:
+                      queue: str = "", priority_class_name: str = "", phase: str = "",
+                      min_resources: dict[str, str] | None = None, job_uid: str = "") -> VolcanoPodGroup:
+    """A Volcano PodGroup; with `job_uid`, controlled by that Volcano Job (as its job controller makes one)."""
+    owners = [OwnerReference(uid=job_uid, controller=True)] if job_uid else []
     return VolcanoPodGroup(
-        metadata=ObjectMeta(name=name, namespace=namespace, uid=f"uid-vpg-{namespace}-{name}"),
-        spec=VolcanoPodGroupSpec(min_member=min_member, queue=queue, priority_class_name=priority_class_name),
+        metadata=OwnedMeta(name=name, namespace=namespace, uid=f"uid-vpg-{namespace}-{name}", owner_references=owners),
+        spec=VolcanoPodGroupSpec(min_member=min_member, queue=queue, priority_class_name=priority_class_name,
+                                 min_resources=min_resources or {}),
+        status=PodGroupStatus(phase=phase),
     )
+
+
+def volcano_job(name: str, *, namespace: str = "default", scheduler_name: str = "toposched") -> VolcanoJob:
+    return VolcanoJob(metadata=ObjectMeta(name=name, namespace=namespace, uid=f"uid-vcjob-{namespace}-{name}"),
+                      spec=VolcanoJobSpec(scheduler_name=scheduler_name))
 
 
 KaiAmounts = tuple[float | None, float | None, float | None]  # KAI's (quota, limit, overQuotaWeight)

@@ -58,6 +58,8 @@ from events.model import (
     SchedulerPluginsPodGroupUpserted,
     StorageClassDeleted,
     StorageClassUpserted,
+    VolcanoJobDeleted,
+    VolcanoJobUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
     VolumeDeleted,
@@ -80,6 +82,7 @@ from events.objects import (
     KUEUE_TOPOLOGY_API,
     KUEUE_TOPOLOGY_OLDER_APIS,
     SCHEDULER_PLUGINS_POD_GROUP_API,
+    VOLCANO_JOB_API,
     VOLCANO_POD_GROUP_API,
     VOLCANO_QUEUE_API,
     WORKLOAD_API,
@@ -103,6 +106,7 @@ from events.objects import (
     PriorityClass,
     Queue,
     StorageClass,
+    VolcanoJob,
     VolcanoPodGroup,
     Workload,
     slim,
@@ -110,7 +114,8 @@ from events.objects import (
 
 KubeObject = (Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
               | KueueTopology | KaiTopology | KaiPodGroup | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue
-              | KaiQueue | PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode | PodDisruptionBudget)
+              | KaiQueue | PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode | PodDisruptionBudget
+              | VolcanoJob)
 
 
 @dataclass(frozen=True)
@@ -176,6 +181,9 @@ KINDS: tuple[KindInfo, ...] = (
              PodDisruptionBudget, lambda o: BudgetUpserted(budget=o), lambda k, u: BudgetDeleted(key=k)),
     KindInfo("Node", "v1", "Node", "nodes", False, Node,
              lambda o: NodeUpserted(node=o), lambda k, u: NodeDeleted(name=k)),
+    # Before the PodGroups: whose scheduler a Volcano Job's PodGroup is for is known when it is read.
+    KindInfo("VolcanoJob", VOLCANO_JOB_API, "Job", "jobs", True, VolcanoJob,
+             lambda o: VolcanoJobUpserted(job=o), lambda k, u: VolcanoJobDeleted(key=k)),
     KindInfo("PodGroup", KOORDINATOR_POD_GROUP_API, "PodGroup", "podgroups", True, PodGroup,
              lambda o: PodGroupUpserted(pod_group=o), lambda k, u: PodGroupDeleted(key=k)),
     KindInfo("VolcanoPodGroup", VOLCANO_POD_GROUP_API, "PodGroup", "podgroups", True, VolcanoPodGroup,

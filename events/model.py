@@ -37,6 +37,7 @@ from events.objects import (
     PriorityClass,
     Queue,
     StorageClass,
+    VolcanoJob,
     VolcanoPodGroup,
     Workload,
 )
@@ -82,6 +83,16 @@ class VolcanoPodGroupUpserted(EventBase, tag="vpg", frozen=True):
 
 
 class VolcanoPodGroupDeleted(EventBase, tag="vpg-", frozen=True):
+    key: str
+
+
+class VolcanoJobUpserted(EventBase, tag="vcjob", frozen=True):
+    """A Volcano Job (batch.volcano.sh/v1alpha1): whose scheduler its PodGroup's pods will be."""
+
+    job: VolcanoJob
+
+
+class VolcanoJobDeleted(EventBase, tag="vcjob-", frozen=True):
     key: str
 
 
@@ -266,6 +277,8 @@ TOPOLOGY_OBJECT_EVENTS = (NetworkTopologyUpserted, NetworkTopologyDeleted, Hyper
 QUOTA_OBJECT_EVENTS = (ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted,
                        CapacityElasticQuotaDeleted, QueueUpserted, QueueDeleted, KaiQueueUpserted, KaiQueueDeleted)
 PRIORITY_CLASS_EVENTS = (PriorityClassUpserted, PriorityClassDeleted)
+# The workload objects whose PodGroups toposched enqueues (state/volcano_enqueue.py).
+JOB_OBJECT_EVENTS = (VolcanoJobUpserted, VolcanoJobDeleted)
 
 
 class ObjectUndecodable(EventBase, tag="bad", frozen=True):
@@ -424,6 +437,8 @@ Event: TypeAlias = (
     | CSINodeDeleted
     | BudgetUpserted
     | BudgetDeleted
+    | VolcanoJobUpserted
+    | VolcanoJobDeleted
     | ObjectUndecodable
     | PodAssumed
     | PodForgotten

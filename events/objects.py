@@ -316,9 +316,9 @@ class OwnerReference(_K8s, frozen=True):
     controller: bool = False
 
 
-class ClaimMeta(ObjectMeta, frozen=True):
-    """A claim's metadata: its owner references too (a generic ephemeral volume's claim must be
-    controlled by the pod that uses it)."""
+class OwnedMeta(ObjectMeta, frozen=True):
+    """Metadata with the owner references too: a claim's (a generic ephemeral volume's claim must be
+    controlled by the pod that uses it), a Volcano PodGroup's (a Volcano Job's is controlled by the Job)."""
 
     owner_references: list[OwnerReference] = []
 
@@ -349,7 +349,7 @@ class PersistentVolumeClaimStatus(_K8s, frozen=True):
 class PersistentVolumeClaim(_K8s, frozen=True):
     api_version: str = "v1"
     kind: str = "PersistentVolumeClaim"
-    metadata: ClaimMeta = ClaimMeta()
+    metadata: OwnedMeta = OwnedMeta()
     spec: PersistentVolumeClaimSpec = PersistentVolumeClaimSpec()
     status: PersistentVolumeClaimStatus = PersistentVolumeClaimStatus()
 
@@ -560,9 +560,24 @@ class VolcanoPodGroupSpec(_K8s, frozen=True):
 class VolcanoPodGroup(_K8s, frozen=True):
     api_version: str = "scheduling.volcano.sh/v1beta1"
     kind: str = "PodGroup"
-    metadata: ObjectMeta = ObjectMeta()
+    metadata: OwnedMeta = OwnedMeta()
     spec: VolcanoPodGroupSpec = VolcanoPodGroupSpec()
     status: PodGroupStatus = PodGroupStatus()
+
+
+class VolcanoJobSpec(_K8s, frozen=True):
+    scheduler_name: str = ""  # Volcano's webhook defaults it to "volcano"
+
+
+class VolcanoJob(_K8s, frozen=True):
+    """A Volcano Job (batch.volcano.sh/v1alpha1): read for its schedulerName only. Volcano's job controller
+    makes its PodGroup (controlled by the Job) and creates its pods once the PodGroup is enqueued
+    (`state/volcano_enqueue.py`)."""
+
+    api_version: str = "batch.volcano.sh/v1alpha1"
+    kind: str = "Job"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: VolcanoJobSpec = VolcanoJobSpec()
 
 
 # --------------------------------------------------------------------------- KAI Scheduler (scheduling.run.ai)
@@ -1072,6 +1087,7 @@ KUBE_POD_GROUP_API = "scheduling.k8s.io/v1beta1"
 KUBE_POD_GROUP_OLDER_APIS = ("scheduling.k8s.io/v1alpha3", "scheduling.k8s.io/v1alpha2")
 WORKLOAD_API = "scheduling.k8s.io/v1alpha1"
 VOLCANO_POD_GROUP_API = "scheduling.volcano.sh/v1beta1"
+VOLCANO_JOB_API = "batch.volcano.sh/v1alpha1"
 CLUSTER_NETWORK_TOPOLOGY_API = "scheduling.koordinator.sh/v1alpha1"
 HYPERNODE_API = "topology.volcano.sh/v1alpha1"
 KUEUE_TOPOLOGY_API = "kueue.x-k8s.io/v1beta2"
@@ -1098,7 +1114,7 @@ _Object = TypeVar(
     "_Object",
     bound=Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
     | KueueTopology | KaiTopology | KaiPodGroup | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue
-    | KaiQueue | PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode | PodDisruptionBudget,
+    | KaiQueue | PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode | PodDisruptionBudget | VolcanoJob,
 )
 
 

@@ -154,7 +154,12 @@ def go_duration_text(seconds: float) -> str:
 
 
 def rfc3339_text(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """`seconds` as an RFC 3339 time; one past the year 9999 (a hand-written eviction stamp may push the
+    window there) as the last second of 9999."""
+    return datetime.fromtimestamp(min(max(seconds, 0.0), _LAST_SECOND), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_LAST_SECOND = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
 
 
 def _quota_refusal(failure: Unschedulable) -> str:

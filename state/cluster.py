@@ -79,6 +79,8 @@ from events.model import (
     SchedulerPluginsPodGroupUpserted,
     StorageClassDeleted,
     StorageClassUpserted,
+    VolcanoJobDeleted,
+    VolcanoJobUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
     VolumeDeleted,
@@ -128,6 +130,7 @@ from events.objects import (
     Queue,
     StorageClass,
     Taint,
+    VolcanoJob,
     VolcanoPodGroup,
     Workload,
     resize_infeasible,
@@ -210,6 +213,7 @@ SIGS_SOURCE = "scheduling.sigs.k8s.io PodGroup"
 X_K8S_SOURCE = "scheduling.x-k8s.io PodGroup"
 KUBE_SOURCE = "scheduling.k8s.io PodGroup"
 VOLCANO_SOURCE = "scheduling.volcano.sh PodGroup"
+VOLCANO_JOB_KIND = "VolcanoJob"
 KAI_SOURCE = "scheduling.run.ai PodGroup"
 WORKLOAD_SOURCE = "scheduling.k8s.io Workload"
 POD_METADATA_SOURCE = "pod annotations"
@@ -481,6 +485,7 @@ class _SnapshotObjects(msgspec.Struct, frozen=True, kw_only=True):
     kai_pod_groups: list[KaiPodGroup] = []  # likewise
     kai_queues: list[KaiQueue] = []  # likewise
     csi_nodes: list[CSINode] = []  # likewise
+    volcano_jobs: list[VolcanoJob] = []  # likewise
 
 
 class StateSnapshot(_SnapshotObjects, frozen=True, kw_only=True):
@@ -590,6 +595,10 @@ class ClusterState:
         self._attach_stamp: tuple[int, int] = (-1, -1)
         # PodDisruptionBudgets by namespace, then `namespace/name`: preemption ranks plans by them
         self.budgets: dict[str, dict[str, PodDisruptionBudget]] = {}
+        # Volcano Jobs by `namespace/name`, and their keys by uid: the Job that controls a Volcano PodGroup
+        # says whose scheduler its pods will be (state/volcano_enqueue.py)
+        self.volcano_jobs: dict[str, VolcanoJob] = {}
+        self._volcano_job_keys: dict[str, str] = {}
         self.pending: set[str] = set()  # keys of our pods waiting to be placed
         self.problems: dict[tuple[str, str], list[Problem]] = {}
         self.undecodable: dict[tuple[str, str], Problem] = {}
@@ -1762,6 +1771,29 @@ class ClusterState:
             if not in_namespace:
                 del self.budgets[namespace]
 
+    def _volcano_job_upserted(self, event: VolcanoJobUpserted) -> None:
+        meta = event.job.metadata
+        key = _meta_key(meta)
+        old = self.volcano_jobs.get(key)
+        if old is not None and old.metadata.uid != meta.uid:
+            self._volcano_job_keys.pop(old.metadata.uid, None)
+        self.volcano_jobs[key] = event.job
+        if meta.uid:
+            self._volcano_job_keys[meta.uid] = key
+
+    def _volcano_job_deleted(self, event: VolcanoJobDeleted) -> None:
+        job = self.volcano_jobs.pop(event.key, None)
+        if job is not None:
+            self._volcano_job_keys.pop(job.metadata.uid, None)
+
+    def volcano_job_of(self, group: VolcanoPodGroup) -> VolcanoJob | None:
+        """The Volcano Job that controls the PodGroup (its controller owner reference), if one is known."""
+        for owner in group.metadata.owner_references:
+            if owner.controller:
+                key = self._volcano_job_keys.get(owner.uid)
+                return self.volcano_jobs.get(key) if key is not None else None
+        return None
+
     def volume_needs(self, pod: PodInfo) -> VolumeNeeds:
         """What the pod's claims ask of its placement now (state/volumes.py)."""
         if not pod.obj.spec.volumes:
@@ -2025,6 +2057,7 @@ class ClusterState:
             csi_nodes=[self.volumes.csi_nodes[k] for k in sorted(self.volumes.csi_nodes)],
             budgets=[budget for namespace in sorted(self.budgets)
                      for _, budget in sorted(self.budgets[namespace].items())],
+            volcano_jobs=[self.volcano_jobs[k] for k in sorted(self.volcano_jobs)],
         )
 
     @classmethod
@@ -2065,6 +2098,8 @@ class ClusterState:
             state.apply(CSINodeUpserted(csi_node=csi_node))
         for budget in snap.budgets:
             state.apply(BudgetUpserted(budget=budget))
+        for job in snap.volcano_jobs:
+            state.apply(VolcanoJobUpserted(job=job))
         if isinstance(snap, StateSnapshot):
             try:
                 for node in nodes_of(snap.node_table, state._compactor):
@@ -2553,6 +2588,8 @@ _UPDATE_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = {
     CSINodeDeleted: lambda e: (CSI_NODE_KIND, e.name),
     BudgetUpserted: lambda e: ("PodDisruptionBudget", _meta_key(e.budget.metadata)),
     BudgetDeleted: lambda e: ("PodDisruptionBudget", e.key),
+    VolcanoJobUpserted: lambda e: (VOLCANO_JOB_KIND, _meta_key(e.job.metadata)),
+    VolcanoJobDeleted: lambda e: (VOLCANO_JOB_KIND, e.key),
 }
 
 
@@ -2602,6 +2639,7 @@ _HELD_OBJECTS: dict[type, tuple[Callable[[ClusterState, str], object], Callable[
     StorageClassUpserted: (lambda s, k: s.volumes.classes.get(k), lambda e: e.storage_class),
     CSINodeUpserted: (lambda s, k: s.volumes.csi_nodes.get(k), lambda e: e.csi_node),
     BudgetUpserted: (lambda s, k: s.budgets.get(k.partition("/")[0], {}).get(k), lambda e: e.budget),
+    VolcanoJobUpserted: (lambda s, k: s.volcano_jobs.get(k), lambda e: e.job),
 }
 
 
@@ -2682,4 +2720,6 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None] | None] = exhaustive("
     CSINodeDeleted: ClusterState._csi_node_deleted,
     BudgetUpserted: ClusterState._budget_upserted,
     BudgetDeleted: ClusterState._budget_deleted,
+    VolcanoJobUpserted: ClusterState._volcano_job_upserted,
+    VolcanoJobDeleted: ClusterState._volcano_job_deleted,
 })

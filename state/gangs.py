@@ -46,6 +46,7 @@ from events.objects import (
     VolcanoPodGroup,
 )
 from state.label_selectors import selector_problems, selects
+from state.resources import QuantityError, parse_quantity
 
 MUST_GATHER = "MustGather"
 PREFER_GATHER = "PreferGather"
@@ -488,7 +489,12 @@ def volcano_gang_spec(group: VolcanoPodGroup, key: str) -> tuple[GangSpec, list[
     kind = POD_GROUP_PROBLEM
     problems: list[Problem] = []
     min_member = _min_member(group.spec.min_member, kind, key, problems)
-    _unused_min_resources(group.spec.min_resources, kind, key, problems)
+    for resource, text in sorted(group.spec.min_resources.items()):  # read by the enqueue (volcano_enqueue.py)
+        try:
+            parse_quantity(text)
+        except QuantityError as error:
+            problems.append(Problem(kind, key, f"spec.minResources[{resource}]", f"{error}; left out when toposched "
+                                    "enqueues a Volcano Job's PodGroup", reason=INVALID_QUANTITY))
     tasks: list[tuple[str, int]] = []
     for task, minimum in sorted(group.spec.min_task_member.items()):
         if minimum < 0:

@@ -105,12 +105,17 @@ _GO_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "m
                     "h": 3600.0}
 
 
+_GO_DURATION_MAX = (2**63 - 1) / 1e9  # ~292 years
+
+
 def go_duration_seconds(text: str) -> float | None:
     """Seconds of a duration as Go writes one (`10m`, `1h30m`, `1.5h`, `90s`, `-2m`, `0`); None when `text`
-    is not one."""
+    is not one, or longer than Go can hold (~292 years)."""
     if len(text) > 64 or not _GO_DURATION.fullmatch(text):
         return None
     seconds = float(sum(float(number) * _GO_UNIT_SECONDS[unit] for number, unit in _GO_DURATION_PART.findall(text)))
+    if seconds > _GO_DURATION_MAX:
+        return None  # Go's time.ParseDuration refuses it (an int64 of nanoseconds overflows)
     return -seconds if text.startswith("-") else seconds
 
 

@@ -98,6 +98,7 @@ import msgspec
 from events.dispatch import each, exhaustive
 from events.model import (
     BUDGET_EVENTS,
+    JOB_OBJECT_EVENTS,
     POD_GROUP_EVENTS,
     PRIORITY_CLASS_EVENTS,
     QUOTA_OBJECT_EVENTS,
@@ -1223,7 +1224,7 @@ _HANDLERS: dict[type, _Handler | None] = exhaustive("the quota fold", {
     **each((*TOPOLOGY_OBJECT_EVENTS, NodeUpserted, NodeDeleted, ObjectUndecodable, BindRequested, EvictionRequested,
             GangTimedOut, GangPending, GangPlanned, PreemptionPlanned, WorkloadUpserted, WorkloadDeleted), None),
     # quota objects reach the book through the fold's own table (ClusterState._quota_object)
-    **each((*QUOTA_OBJECT_EVENTS, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
+    **each((*QUOTA_OBJECT_EVENTS, *VOLUME_EVENTS, *BUDGET_EVENTS, *JOB_OBJECT_EVENTS), None),
 })
 
 # Event types `QuotaBook.observe` does nothing with while the book is not active: the fold skips the call.

@@ -89,6 +89,7 @@ from events.objects import (
 )
 from placement.members import TASK_SHORT
 from state.cluster import ClusterState
+from state.volcano_enqueue import INQUEUE
 
 log = structlog.get_logger("toposched.kubeapi")
 
@@ -186,7 +187,7 @@ def _event_of(phase: GangPhase, reason: str, *, kai: bool = False) -> tuple[Lite
 
 def _transition_number(text: str) -> int:
     """A KAI scheduling condition's `transitionID` as a number (one that is not reads as -1, as KAI reads it)."""
-    return int(text) if text.isdigit() and len(text) < 19 else -1
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 19 else -1
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -594,8 +595,9 @@ class KubeClusterAPI:
         elif target.status:
             volcano = api_version == VOLCANO_POD_GROUP_API
             phases = _VOLCANO_PHASE if volcano else _KOORDINATOR_PHASE
+            written_phase = self._volcano_phase(gang, phase) if volcano else phases[phase]
             status = {
-                "phase": phases[phase],
+                **({"phase": written_phase} if written_phase is not None else {}),
                 "conditions": [{
                     "type": _CONDITION_TYPE[phase], "status": "True",
                     "reason": _volcano_not_ready(message) if volcano and reason == NOT_READY_REASON else reason,
@@ -658,6 +660,30 @@ class KubeClusterAPI:
                  "lastTransitionTime": c.last_transition_time}
                 for c in current.values() if c.type != kind and c.last_transition_time]
         return {"conditions": [*kept, condition]}
+
+    def _volcano_phase(self, gang: str, phase: GangPhase) -> str | None:
+        """A Volcano PodGroup's `status.phase` for a report, as Volcano's session keeps it: `Running` once
+        scheduled; else `Pending`, but a PodGroup `Inqueue` (enqueued, its job's pods being created or
+        placed) stays so, and one `Pending` is not written again (None: leave it), so that a report never
+        takes back an enqueue still on its way."""
+        wanted = _VOLCANO_PHASE[phase]
+        group = self.state.volcano_pod_groups.get(gang) if self.state is not None else None
+        if wanted == "Pending" and group is not None and group.status.phase in ("Pending", INQUEUE):
+            return None
+        return wanted
+
+    async def enqueue_pod_group(self, gang: str) -> ApiOutcome:
+        """Move a Volcano PodGroup to `Inqueue` (merge patch of `status.phase` through the status
+        subresource), as Volcano's enqueue action does; its job controller then creates the job's pods."""
+        try:
+            await self._patch_status(VOLCANO_POD_GROUP_API, "podgroups", gang, {"phase": INQUEUE},
+                                     object_fallback=False)
+        except NotLeader as error:
+            return ApiOutcome(ok=False, reason=str(error), retriable=True)
+        except KubeApiError as error:
+            return ApiOutcome(ok=False, reason=str(error), retriable=error.status != 404)
+        log.info("gang.enqueued", gang=gang)
+        return OK
 
     def _kai_pod_group_status(self, gang: str, phase: GangPhase, reason: str, message: str) -> dict[str, Any] | None:
         """A KAI PodGroup's `status.schedulingConditions` as KAI's scheduler keeps them: while the gang cannot

@@ -47,6 +47,7 @@ from daemon.scheduling.ports import ApiOutcome
 from events.dispatch import each, exhaustive
 from events.model import (
     BUDGET_EVENTS,
+    JOB_OBJECT_EVENTS,
     POD_GROUP_EVENTS,
     PRIORITY_CLASS_EVENTS,
     TOPOLOGY_OBJECT_EVENTS,
@@ -115,7 +116,7 @@ _MARKS: Final[dict[type, bool]] = exhaustive("the quota status", {
     **each((*POD_GROUP_EVENTS, *TOPOLOGY_OBJECT_EVENTS, *PRIORITY_CLASS_EVENTS, PodUpserted, PodDeleted, PodAssumed,
             PodForgotten, BindRequested, PodBound, BindFailed, PodNominated, NominationCleared, EvictionRequested,
             GangTimedOut, GangPending, GangPlanned, PreemptionPlanned, WorkloadUpserted, WorkloadDeleted,
-            ObjectUndecodable, *VOLUME_EVENTS, *BUDGET_EVENTS), False),
+            ObjectUndecodable, *VOLUME_EVENTS, *BUDGET_EVENTS, *JOB_OBJECT_EVENTS), False),
 })
 
 _PLURAL: Final = "elasticquotas"

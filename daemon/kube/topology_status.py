@@ -58,6 +58,7 @@ from daemon.telemetry.metrics import Metrics
 from events.dispatch import each, exhaustive
 from events.model import (
     BUDGET_EVENTS,
+    JOB_OBJECT_EVENTS,
     POD_GROUP_EVENTS,
     PRIORITY_CLASS_EVENTS,
     QUOTA_OBJECT_EVENTS,
@@ -144,7 +145,7 @@ _CHANGES: Final[dict[type, str | None]] = exhaustive("the topology status", {
     **each(QUOTA_OBJECT_EVENTS, _PROBLEMS),  # quota problems (state/quota.py)
     **each((*PRIORITY_CLASS_EVENTS, PodUpserted, PodDeleted, PodAssumed, PodForgotten, BindRequested, PodBound,
             BindFailed, PodNominated, NominationCleared, EvictionRequested, GangTimedOut, GangPending, GangPlanned,
-            PreemptionPlanned, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
+            PreemptionPlanned, *VOLUME_EVENTS, *BUDGET_EVENTS, *JOB_OBJECT_EVENTS), None),
 })
 # Problem kinds taken from `state.all_problems()` (the tree's own problems are all taken).
 _STATE_KINDS: Final = frozenset({CNT_KIND, HYPERNODE_KIND, POD_GROUP_KIND, "VolcanoPodGroup", SCHEDULER_PLUGINS_PROBLEM,

@@ -499,4 +499,5 @@ HELD_BY_KIND: dict[str, Callable[[ClusterState], dict[str, str]]] = {
     "PersistentVolumeClaim": lambda state: _uids(state.volumes.claims),
     "PodDisruptionBudget": lambda state: {key: budget.metadata.uid for budgets in state.budgets.values()
                                           for key, budget in budgets.items()},
+    "VolcanoJob": lambda state: _uids(state.volcano_jobs),
 }

@@ -19,6 +19,7 @@ import msgspec
 from events.dispatch import each, exhaustive
 from events.model import (
     BUDGET_EVENTS,
+    JOB_OBJECT_EVENTS,
     PRIORITY_CLASS_EVENTS,
     QUOTA_OBJECT_EVENTS,
     TOPOLOGY_OBJECT_EVENTS,
@@ -252,7 +253,7 @@ _TOLD: dict[type, Callable[[_Explainer, Any], None] | None] = exhaustive("replay
     **each((*TOPOLOGY_OBJECT_EVENTS, *PRIORITY_CLASS_EVENTS, NodeUpserted, NodeDeleted, ObjectUndecodable,
             BindRequested, WorkloadUpserted, WorkloadDeleted), None),
     # a gang's quota reasons are in its GangPending events
-    **each((*QUOTA_OBJECT_EVENTS, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
+    **each((*QUOTA_OBJECT_EVENTS, *VOLUME_EVENTS, *BUDGET_EVENTS, *JOB_OBJECT_EVENTS), None),
 })
 
 

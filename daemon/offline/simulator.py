@@ -58,6 +58,7 @@ from events.ingest import KubeObject
 from events.log import EventLog
 from events.model import (
     BUDGET_EVENTS,
+    JOB_OBJECT_EVENTS,
     POD_GROUP_EVENTS,
     PRIORITY_CLASS_EVENTS,
     QUOTA_OBJECT_EVENTS,
@@ -82,13 +83,13 @@ from events.model import (
     PodNominated,
     PodUpserted,
     PreemptionPlanned,
+    VolcanoPodGroupUpserted,
     VolumeUpserted,
     WorkloadDeleted,
     WorkloadUpserted,
 )
 from events.objects import (
     BIND_COMPLETED_ANNOTATION,
-    ClaimMeta,
     ClaimReference,
     Condition,
     CSIPersistentVolumeSource,
@@ -96,6 +97,7 @@ from events.objects import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
     ObjectMeta,
+    OwnedMeta,
     OwnerReference,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -109,6 +111,7 @@ from events.objects import (
 from events.scenario import Scenario, ScenarioObject
 from preemption.hook import JobPreemptor
 from state.cluster import ClusterState
+from state.volcano_enqueue import INQUEUE
 from state.volumes import MIGRATED_DRIVERS, NO_PROVISIONER, WAIT_FOR_FIRST_CONSUMER, ZONE_LABELS, claim_class
 
 DEFAULT_GRACE_SECONDS = 30
@@ -261,7 +264,7 @@ class World:
             if f"{meta.namespace}/{name}" in self.state.volumes.claims:
                 continue
             claim = PersistentVolumeClaim(
-                metadata=ClaimMeta(name=name, namespace=meta.namespace, uid=f"{meta.uid}-{volume.name}",
+                metadata=OwnedMeta(name=name, namespace=meta.namespace, uid=f"{meta.uid}-{volume.name}",
                                    owner_references=[OwnerReference(uid=meta.uid, controller=True)]),
                 spec=PersistentVolumeClaimSpec(
                     storage_class_name=volume.ephemeral.volume_claim_template.spec.storage_class_name))
@@ -476,6 +479,15 @@ class InMemoryCluster:
         self.world.reports.append((pod, "Pending", reason, message))
         return OK
 
+    async def enqueue_pod_group(self, gang: str) -> ApiOutcome:
+        self.calls.append(("enqueue", gang))
+        group = self.world.state.volcano_pod_groups.get(gang)
+        if group is None:
+            return ApiOutcome(ok=False, reason=f"podgroups \"{gang}\" not found", retriable=False)
+        self.world.journal.record(VolcanoPodGroupUpserted(pod_group=msgspec.structs.replace(
+            group, status=msgspec.structs.replace(group.status, phase=INQUEUE))))
+        return OK
+
 
 # --------------------------------------------------------------------------- the simulation
 
@@ -618,7 +630,7 @@ _REPORTED: dict[type, Callable[[Simulation, Any], None] | None] = exhaustive("th
             BindRequested, BindFailed, NominationCleared, EvictionRequested, GangTimedOut, GangPending, GangPlanned),
            None),
     # the quotas section: daemon/offline/quota_report.py
-    **each((*QUOTA_OBJECT_EVENTS, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
+    **each((*QUOTA_OBJECT_EVENTS, *VOLUME_EVENTS, *BUDGET_EVENTS, *JOB_OBJECT_EVENTS), None),
 })
 
 

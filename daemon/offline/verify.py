@@ -51,6 +51,7 @@ from daemon.scheduling.queue import Unit, pending_units
 from events.dispatch import each, exhaustive
 from events.model import (
     BUDGET_EVENTS,
+    JOB_OBJECT_EVENTS,
     POD_GROUP_EVENTS,
     PRIORITY_CLASS_EVENTS,
     QUOTA_OBJECT_EVENTS,
@@ -197,7 +198,7 @@ _REMEMBERED: dict[type, Callable[[_LogMemory, Any], None] | None] = exhaustive("
             PodUpserted, WorkloadUpserted, WorkloadDeleted, ObjectUndecodable, PodAssumed, PodForgotten,
             BindRequested, BindFailed, PodNominated, NominationCleared, EvictionRequested, GangTimedOut, GangPlanned,
             PreemptionPlanned), None),
-    **each((*QUOTA_OBJECT_EVENTS, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
+    **each((*QUOTA_OBJECT_EVENTS, *VOLUME_EVENTS, *BUDGET_EVENTS, *JOB_OBJECT_EVENTS), None),
 })
 
 ATTEMPT = "attempt"
@@ -252,7 +253,7 @@ _STARTS: dict[type, Callable[[_LogMemory, Any], tuple[str, str] | None] | None] 
     **each((*POD_GROUP_EVENTS, *TOPOLOGY_OBJECT_EVENTS, *PRIORITY_CLASS_EVENTS, PodNominated, EvictionRequested,
             GangTimedOut, PodBound, BindFailed, NodeUpserted, NodeDeleted, PodUpserted, PodDeleted, WorkloadUpserted,
             WorkloadDeleted, ObjectUndecodable), None),
-    **each((*QUOTA_OBJECT_EVENTS, *VOLUME_EVENTS, *BUDGET_EVENTS), None),
+    **each((*QUOTA_OBJECT_EVENTS, *VOLUME_EVENTS, *BUDGET_EVENTS, *JOB_OBJECT_EVENTS), None),
 })
 
 

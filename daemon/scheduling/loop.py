@@ -126,6 +126,7 @@ from events.dispatch import each, exhaustive
 from events.log import EventLogError
 from events.model import (
     BUDGET_EVENTS,
+    JOB_OBJECT_EVENTS,
     POD_GROUP_EVENTS,
     PRIORITY_CLASS_EVENTS,
     QUOTA_OBJECT_EVENTS,
@@ -180,6 +181,7 @@ from preemption.plan import PreemptionPlan
 from preemption.reclaim import may_reclaim
 from state.cluster import ClusterState, PodInfo, subject_of
 from state.resources import Resources
+from state.volcano_enqueue import PENDING, to_enqueue
 from state.volumes import claim_bound, claim_class, refers_to, volume_class
 
 log = structlog.get_logger("toposched.scheduler")
@@ -306,6 +308,10 @@ class Scheduler:
         # Per gang, the reports (phase, reason, message) decided and not yet written, oldest first: one
         # task at a time writes a gang's, in order (see `_queue_report`).
         self._gang_reports: dict[str, deque[tuple[GangPhase, str, str]]] = {}
+        # Volcano Jobs' PodGroups moved to Inqueue whose new phase the watch has not shown yet, and whether
+        # something happened that may let another be enqueued (`_enqueue_volcano`)
+        self._enqueued: set[str] = set()
+        self._enqueue_due = True
         self._stopping = False
         self._dirty = True
         self._wake = anyio.Event()
@@ -322,6 +328,14 @@ class Scheduler:
         self._placed_priorities.observe_subject(kind, key)
         handler = _OBSERVERS[type(event)]
         woken = handler is not None and handler(self, event)
+        if type(event) in _ENQUEUE_TRIGGERS:
+            self._enqueue_due = True
+            if isinstance(event, VolcanoPodGroupUpserted):
+                group = event.pod_group
+                if group.status.phase not in ("", PENDING):  # the enqueue (ours or another's) has landed
+                    self._enqueued.discard(object_key(group.metadata.namespace, group.metadata.name))
+            elif isinstance(event, VolcanoPodGroupDeleted):
+                self._enqueued.discard(event.key)
         if self.state.priority_changes.end != self._repriced_seen:
             # The event moved a job's priority (a Volcano or KAI PodGroup's class, or the source a gang follows):
             # whom that job may preempt, and who may preempt it, moved too, as when a PriorityClass changes.
@@ -539,6 +553,9 @@ class Scheduler:
         self._needs.pop(unit_of_gang(self.state, key)[0], None)
         return True
 
+    def _volcano_job_changed(self, event: Event) -> bool:
+        return True  # its PodGroup may be ours to enqueue now (`_ENQUEUE_TRIGGERS`)
+
     def _capacity_freed(self, event: Event) -> bool:
         self.queue.capacity_freed()  # cached needs stay: a need only grows when members leave (still a bound)
         return True
@@ -728,6 +745,8 @@ class Scheduler:
             self._wake_for_freed_volumes()
         self._service_waiting(now, group)
         self._service_nominated(now, group)
+        if self._enqueue_due:
+            self._enqueue_volcano(group)
         units = self._units.units()
         # A unit's wake-ups are kept under each of its gangs (a new member of any of them may let it fit).
         live = [key for u in units for key in (u.key, *u.gangs)]
@@ -1333,6 +1352,20 @@ class Scheduler:
 
     # ------------------------------------------------------------------ API calls
 
+    def _enqueue_volcano(self, group: anyio.abc.TaskGroup) -> None:
+        """Move to Inqueue the Volcano Jobs' PodGroups that may be now (state/volcano_enqueue.py), so that
+        Volcano's job controller creates their pods."""
+        self._enqueue_due = False
+        for key in to_enqueue(self.state, self._enqueued):
+            self._enqueued.add(key)
+            group.start_soon(self._enqueue, key)
+
+    async def _enqueue(self, key: str) -> None:
+        outcome = await self._call(self.api.enqueue_pod_group(key), "enqueue_pod_group", key)
+        if not outcome.ok:  # tried again at the next cycle a change brings
+            self._enqueued.discard(key)
+            self._enqueue_due = True
+
     async def _evict(self, evict: Evict) -> None:
         async with self._limiter:
             await self._call(self.api.set_disruption_condition(evict.pod, evict.uid, preemptor=evict.preemptor,
@@ -1432,6 +1465,8 @@ _OBSERVERS: dict[type, Callable[[Scheduler, Any], bool] | None] = exhaustive("th
     VolumeDeleted: None,
     # A budget only ranks preemption plans: it never lets a parked unit fit.
     **each(BUDGET_EVENTS, None),
+    # A Volcano Job says whose its PodGroup is: it may be enqueued now (`_ENQUEUE_TRIGGERS`).
+    **each(JOB_OBJECT_EVENTS, Scheduler._volcano_job_changed),
     **each(QUOTA_OBJECT_EVENTS, Scheduler._quota_changed),
     # Decisions that only take room, and objects nothing is placed by:
     **each((ObjectUndecodable, BindRequested, PodNominated, EvictionRequested, GangTimedOut, GangPending,
@@ -1450,3 +1485,10 @@ def _pod_shape(pod: Pod) -> tuple[object, ...]:
 def _node_shape(node: Node) -> tuple[object, ...]:
     """What of a Node placement reads; a change in anything else cannot let a parked unit fit."""
     return (node.metadata.labels, node.spec.taints, node.spec.unschedulable, node.status.allocatable)
+
+# Events after which a Volcano Job's PodGroup may be enqueued (state/volcano_enqueue.py): the PodGroups and
+# Jobs themselves, room freed or added, the queues' capabilities, priorities (the order).
+_ENQUEUE_TRIGGERS: frozenset[type] = frozenset({
+    VolcanoPodGroupUpserted, VolcanoPodGroupDeleted, *JOB_OBJECT_EVENTS, PodDeleted, PodForgotten, BindFailed,
+    NodeUpserted, NodeDeleted, *QUOTA_OBJECT_EVENTS, *PRIORITY_CLASS_EVENTS,
+})

@@ -136,6 +136,11 @@ class ClusterAPI(Protocol):
         """A pod without a gang: condition PodScheduled=False (`reason`, `message`) + an Event."""
         ...
 
+    async def enqueue_pod_group(self, gang: str) -> ApiOutcome:
+        """Move a Volcano Job's PodGroup from Pending to Inqueue (`status.phase`), so that Volcano's job
+        controller creates its pods (state/volcano_enqueue.py)."""
+        ...
+
 
 # --------------------------------------------------------------------------- instruments
 

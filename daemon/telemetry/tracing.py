@@ -119,6 +119,8 @@ from events.model import (
     SchedulerPluginsPodGroupUpserted,
     StorageClassDeleted,
     StorageClassUpserted,
+    VolcanoJobDeleted,
+    VolcanoJobUpserted,
     VolcanoPodGroupDeleted,
     VolcanoPodGroupUpserted,
     VolumeDeleted,
@@ -888,6 +890,7 @@ _WATCHED: dict[type, tuple[str, str]] = {
     StorageClassUpserted: ("StorageClass", "upsert"), StorageClassDeleted: ("StorageClass", "delete"),
     CSINodeUpserted: ("CSINode", "upsert"), CSINodeDeleted: ("CSINode", "delete"),
     BudgetUpserted: ("PodDisruptionBudget", "upsert"), BudgetDeleted: ("PodDisruptionBudget", "delete"),
+    VolcanoJobUpserted: ("VolcanoJob", "upsert"), VolcanoJobDeleted: ("VolcanoJob", "delete"),
 }
 
 KUBELET_REJECTED = "Pod was rejected: "  # the kubelet's rejectPod message: its admission refused the pod

@@ -276,3 +276,91 @@ spec:
     eco.wait_pending([f"urgent2-{i}" for i in range(6)], namespace)
     assert {eco.node_of(pod, namespace) for pod in serving} == {placed[pod] for pod in serving}
     eco.delete_namespace_objects(namespace)
+
+
+def vcjob(name: str, namespace: str, workers: int, *, scheduler: str = "toposched", gpus: int = 8) -> str:
+    """A Volcano Job as Volcano's docs write one (a ps and its workers, a hard network topology), applied as
+    it is: devcluster's job controller makes its PodGroup, and its pods once the PodGroup is Inqueue."""
+    return f"""apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata:
+  name: {name}
+  namespace: {namespace}
+spec:
+  minAvailable: {workers + 1}
+  schedulerName: {scheduler}
+  queue: default
+  networkTopology:
+    mode: hard
+    highestTierAllowed: 1
+  policies:
+  - event: PodEvicted
+    action: RestartJob
+  tasks:
+  - name: ps
+    replicas: 1
+    template:
+      spec:
+        restartPolicy: OnFailure
+        containers:
+        - name: ps
+          image: nvcr.io/nvidia/pytorch:24.01-py3
+          resources:
+            requests:
+              cpu: "4"
+  - name: worker
+    replicas: {workers}
+    template:
+      spec:
+        restartPolicy: OnFailure
+        containers:
+        - name: worker
+          image: nvcr.io/nvidia/pytorch:24.01-py3
+          resources:
+            requests:
+              nvidia.com/gpu: {gpus}
+            limits:
+              nvidia.com/gpu: {gpus}
+"""
+
+
+def job_pod_group(eco: Ecosystem, job: str, namespace: str) -> dict[str, Any] | None:
+    return next((group for group in eco.objects("podgroups.scheduling.volcano.sh", namespace)
+                 if group["metadata"]["name"].startswith(f"{job}-")), None)
+
+
+def test_a_volcano_job_naming_toposched_is_enqueued_gets_its_pods_and_lands_in_one_tier1_hypernode(
+        eco: Ecosystem) -> None:
+    # Volcano's job controller creates a Job's pods only once the scheduler has moved its PodGroup to
+    # Inqueue: toposched does that for its own Jobs (and no other's), then places the pods.
+    namespace = "vcjob"
+    eco.apply(stream(namespace_yaml(namespace), vcjob("train", namespace, 3),
+                     vcjob("theirs", namespace, 1, scheduler="volcano")))
+    names = ["train-ps-0", *(f"train-worker-{index}" for index in range(3))]
+    eco.wait_for(lambda: all(eco.find("pods", name, namespace) for name in names), what="the job's pods created")
+    where = eco.wait_bound(names, namespace)
+    assert len({BLOCK_OF[node] for node in where.values()}) == 1, where
+    eco.wait_for(lambda: (job_pod_group(eco, "train", namespace) or {}).get("status", {}).get("phase") == "Running",
+                 what="the job's PodGroup Running")
+    theirs = job_pod_group(eco, "theirs", namespace)
+    assert theirs is not None and (theirs.get("status") or {}).get("phase", "") in ("", "Pending")
+    assert not any(pod["metadata"]["name"].startswith("theirs-") for pod in eco.objects("pods", namespace))
+    eco.kubectl.run("delete", "jobs.batch.volcano.sh", "--all", "-n", namespace, "--wait=false")
+    eco.delete_namespace_objects(namespace)
+    eco.wait_for(lambda: not eco.objects("pods", namespace), what="the job's pods gone")
+
+
+def test_a_volcano_job_too_big_for_the_cluster_is_not_enqueued_and_gets_no_pods(eco: Ecosystem) -> None:
+    # its minResources (13 workers x 8 GPUs = 104) exceed the idle room times Volcano's overcommit factor
+    # (12 nodes x 8 GPUs x 1.2 = 115.2, less the other job's 16 running). Volcano's job controller counts
+    # the template's requests only: a GPU asked for in limits alone is not in minResources, and Volcano
+    # would enqueue such a job whatever its size.
+    namespace = "vcjob-big"
+    eco.apply(stream(namespace_yaml(namespace), vcjob("small", namespace, 2), vcjob("huge", namespace, 13)))
+    eco.wait_bound(["small-ps-0", "small-worker-0", "small-worker-1"], namespace)
+    huge = job_pod_group(eco, "huge", namespace)
+    assert huge is not None and (huge.get("status") or {}).get("phase", "") in ("", "Pending")
+    assert not any(pod["metadata"]["name"].startswith("huge-") for pod in eco.objects("pods", namespace))
+    eco.kubectl.run("delete", "jobs.batch.volcano.sh", "--all", "-n", namespace, "--wait=false")
+    eco.delete_namespace_objects(namespace)
+    eco.wait_for(lambda: not eco.objects("pods", namespace), what="the jobs' pods gone")

@@ -29,7 +29,8 @@ pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installe
 SIGS = {"podgroups.scheduling.sigs.k8s.io"}
 X_K8S = {"podgroups.scheduling.x-k8s.io", "elasticquotas.scheduling.x-k8s.io"}
 KOORDINATOR = {"clusternetworktopologies.scheduling.koordinator.sh", "elasticquotas.scheduling.sigs.k8s.io"}
-VOLCANO = {"hypernodes.topology.volcano.sh", "podgroups.scheduling.volcano.sh", "queues.scheduling.volcano.sh"}
+VOLCANO = {"hypernodes.topology.volcano.sh", "jobs.batch.volcano.sh", "podgroups.scheduling.volcano.sh",
+           "queues.scheduling.volcano.sh"}
 ENTRY_POINTS = {
     "ops": SIGS | X_K8S | KOORDINATOR | VOLCANO,
     "ops/overlays/on-koordinator": VOLCANO | X_K8S,

@@ -29,6 +29,7 @@ from events.objects import (
     KaiTopologySpec,
     NetworkTopologySpec,
     ObjectMeta,
+    OwnedMeta,
     SubGroupPolicy,
     VolcanoPodGroup,
     VolcanoPodGroupSpec,
@@ -80,7 +81,7 @@ def cases(draw: st.DrawFn) -> Case:
     if dialect == "hard":
         hard_tier = draw(st.integers(1, 3))
         events.append(VolcanoPodGroupUpserted(pod_group=VolcanoPodGroup(
-            metadata=ObjectMeta(name="job", namespace="default", uid="uid-job"),
+            metadata=OwnedMeta(name="job", namespace="default", uid="uid-job"),
             spec=VolcanoPodGroupSpec(
                 min_member=min_member,
                 network_topology=NetworkTopologySpec(mode="hard", highest_tier_allowed=hard_tier)))))
@@ -302,7 +303,7 @@ def sub_group_cases(draw: st.DrawFn) -> tuple[list[Event], int, int, int]:
     policy = SubGroupPolicy(name="tp", sub_group_size=size, min_sub_groups=minimum, match_label_keys=["replica"],
                             network_topology=NetworkTopologySpec(mode="hard", highest_tier_allowed=tier))
     events.append(VolcanoPodGroupUpserted(pod_group=VolcanoPodGroup(
-        metadata=ObjectMeta(name="job", namespace="default", uid="uid-job"),
+        metadata=OwnedMeta(name="job", namespace="default", uid="uid-job"),
         spec=VolcanoPodGroupSpec(min_member=max(minimum, 1) * size, sub_group_policy=[policy]))))
     for r in range(replicas):
         for i in range(size):

@@ -174,6 +174,9 @@ _DOCUMENTS: dict[str, Any] = {
             "status": {"disruptionsAllowed": allowed,
                        "disruptedPods": {"p1": "2026-11-26T10:00:00Z"} if allowed else {}}}),
         st.sampled_from(NAMESPACES), st.integers(0, 2), st.booleans()),
+    "VolcanoJob": st.builds(
+        lambda index, namespace, scheduler: (f"j{index}", namespace, {"spec": {"schedulerName": scheduler}}),
+        st.integers(0, 1), st.sampled_from(NAMESPACES), st.sampled_from(["toposched", "volcano", ""])),
 }
 
 # How a pod joins a gang: (labels, annotations, spec fields).
@@ -278,6 +281,7 @@ def _held(state: ClusterState) -> list[tuple[KindInfo, Any]]:
         "PersistentVolume": state.volumes.volumes.values(),
         "PersistentVolumeClaim": state.volumes.claims.values(),
         "PodDisruptionBudget": [budget for budgets in state.budgets.values() for budget in budgets.values()],
+        "VolcanoJob": state.volcano_jobs.values(),
     }
     assert set(by_kind) == {info.name for info in KINDS}
     return [(KIND_BY_NAME[name], obj) for name, objects in by_kind.items() for obj in list(objects)]

@@ -14,7 +14,17 @@ from daemon.scheduling.journal import Journal
 from daemon.scheduling.loop import TURN_SECONDS, UNITS_PER_TURN, Scheduler, SchedulerConfig
 from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase, Instruments, Preemptee
 from daemon.scheduling.queue import SchedulingQueue, Unit
-from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group, volcano_pod_group
+from events.builders import (
+    bound,
+    group_event,
+    node,
+    node_event,
+    pod,
+    pod_event,
+    pod_group,
+    volcano_job,
+    volcano_pod_group,
+)
 from events.ingest import kind_of, upsert_event
 from events.model import (
     BindFailed,
@@ -34,6 +44,7 @@ from events.model import (
     PodUpserted,
     PreemptionPlanned,
     PriorityClassUpserted,
+    VolcanoJobUpserted,
     VolcanoPodGroupUpserted,
     VolumeUpserted,
 )
@@ -56,6 +67,7 @@ class FakeAPI:
         self.calls: list[tuple[str, str]] = []
         self.reports: list[tuple[str, str, str]] = []
         self.report_reasons: list[tuple[str, str]] = []  # (gang or pod, the condition's reason)
+        self.enqueued: list[str] = []  # Volcano PodGroups moved to Inqueue
         self.held_marks: list[ClaimUpserted] | None = None  # a list: marked claims echoed by the test, not at once
         self.fail: dict[str, BindOutcome] = {}
         self.gate: anyio.Event | None = None
@@ -139,6 +151,10 @@ class FakeAPI:
 
     async def report_pod(self, pod: str, uid: str, reason: str, message: str) -> ApiOutcome:
         self.reports.append((pod, "Pending", message))
+        return OK
+
+    async def enqueue_pod_group(self, gang: str) -> ApiOutcome:
+        self.enqueued.append(gang)
         return OK
 
 
@@ -764,3 +780,23 @@ async def test_a_member_held_before_the_scheduler_started_wakes_its_gang_when_de
     journal.record(PodDeleted(key="default/stray", uid="u-stray"))
     await scheduler.run_until_idle()
     assert sorted(e.pod for e in recorded if isinstance(e, PodBound)) == ["default/mixed-0", "default/mixed-1"]
+
+
+async def test_a_volcano_jobs_pod_group_is_enqueued_once_and_another_schedulers_never() -> None:
+    # Volcano's job controller creates a Job's pods only once its PodGroup is Inqueue: the loop moves ours
+    # there (once: the watch's echo ends the wait), never a Volcano-scheduled job's.
+    h = Harness()
+    mine, theirs = volcano_job("mine"), volcano_job("theirs", scheduler_name="volcano")
+    h.add(*nodes(2), VolcanoJobUpserted(job=mine), VolcanoJobUpserted(job=theirs))
+    for job in (mine, theirs):
+        h.add(VolcanoPodGroupUpserted(pod_group=volcano_pod_group(
+            job.metadata.name, phase="Pending", min_resources={"nvidia.com/gpu": "8"}, job_uid=job.metadata.uid)))
+    await h.settle()
+    assert h.api.enqueued == ["default/mine"]
+    await h.settle()  # the echo has not come: nothing is asked twice
+    assert h.api.enqueued == ["default/mine"]
+    group = h.state.volcano_pod_groups["default/mine"]
+    h.add(VolcanoPodGroupUpserted(pod_group=msgspec.structs.replace(
+        group, status=msgspec.structs.replace(group.status, phase="Inqueue"))))
+    await h.settle()
+    assert h.api.enqueued == ["default/mine"] and not h.scheduler._enqueued

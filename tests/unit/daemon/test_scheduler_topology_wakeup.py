@@ -32,6 +32,7 @@ from events.objects import (
     NetworkTopologyLayer,
     NetworkTopologySpec,
     ObjectMeta,
+    OwnedMeta,
     VolcanoPodGroup,
     VolcanoPodGroupSpec,
 )
@@ -110,7 +111,7 @@ def hypernode(name: str, tier: int, tier_name: str, kind: str, members: list[str
 
 def volcano_gang(name: str, size: int, *, tier: int | None = None, tier_name: str = "") -> list[Event]:
     topology = NetworkTopologySpec(mode="hard", highest_tier_allowed=tier, highest_tier_name=tier_name)
-    group = VolcanoPodGroup(metadata=ObjectMeta(name=name, namespace="default", uid=f"uid-vpg-{name}"),
+    group = VolcanoPodGroup(metadata=OwnedMeta(name=name, namespace="default", uid=f"uid-vpg-{name}"),
                             spec=VolcanoPodGroupSpec(min_member=size, network_topology=topology))
     return [VolcanoPodGroupUpserted(pod_group=group),
             *[pod_event(pod(f"{name}-{i}", annotations={VOLCANO_GROUP_ANNOTATION: name})) for i in range(size)]]

@@ -24,11 +24,11 @@ from events.objects import (
     BIND_COMPLETED_ANNOTATION,
     READ_WRITE_ONCE_POD,
     SELECTED_NODE_ANNOTATION,
-    ClaimMeta,
     NodeSelector,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     ObjectMeta,
+    OwnedMeta,
     PersistentVolume,
     PersistentVolumeClaim,
     PersistentVolumeClaimSpec,
@@ -50,7 +50,7 @@ WFFC = StorageClassUpserted(storage_class=StorageClass(metadata=ObjectMeta(name=
 
 def claim(name: str) -> ClaimUpserted:
     return ClaimUpserted(claim=PersistentVolumeClaim(
-        metadata=ClaimMeta(name=name, namespace="default", uid=f"uid-{name}"),
+        metadata=OwnedMeta(name=name, namespace="default", uid=f"uid-{name}"),
         spec=PersistentVolumeClaimSpec(storage_class_name="gp3")))
 
 
@@ -205,7 +205,7 @@ async def test_a_claim_deleted_while_its_plan_waits_at_permit_fails_the_plan_bef
 
 def _solo_claim(access_mode: str) -> list[Event]:
     """A bound claim "solo" of `access_mode` (its volume reachable from every node)."""
-    meta = ClaimMeta(name="solo", namespace="default", uid="uid-solo", annotations={BIND_COMPLETED_ANNOTATION: "yes"})
+    meta = OwnedMeta(name="solo", namespace="default", uid="uid-solo", annotations={BIND_COMPLETED_ANNOTATION: "yes"})
     return [VolumeUpserted(volume=PersistentVolume(metadata=ObjectMeta(name="pv-solo"))),
             ClaimUpserted(claim=PersistentVolumeClaim(metadata=meta, spec=PersistentVolumeClaimSpec(
                 storage_class_name="", volume_name="pv-solo", access_modes=[access_mode])))]
@@ -255,7 +255,7 @@ LOCAL = StorageClassUpserted(storage_class=StorageClass(
 
 def local_claim(name: str) -> ClaimUpserted:
     return ClaimUpserted(claim=PersistentVolumeClaim(
-        metadata=ClaimMeta(name=name, namespace="default", uid=f"uid-{name}"),
+        metadata=OwnedMeta(name=name, namespace="default", uid=f"uid-{name}"),
         spec=PersistentVolumeClaimSpec(storage_class_name="local", access_modes=["ReadWriteOnce"],
                                        resources=VolumeResourceRequirements(requests={"storage": "1Ti"}))))
 

@@ -58,6 +58,7 @@ def test_the_koordinator_and_volcano_crds_live_in_their_own_components() -> None
         ("CustomResourceDefinition", "elasticquotas.scheduling.sigs.k8s.io")}
     assert set(component_objects("volcano")) == {
         ("CustomResourceDefinition", "hypernodes.topology.volcano.sh"),
+        ("CustomResourceDefinition", "jobs.batch.volcano.sh"),
         ("CustomResourceDefinition", "podgroups.scheduling.volcano.sh"),
         ("CustomResourceDefinition", "queues.scheduling.volcano.sh")}
     assert set(component_objects("kueue")) == {("CustomResourceDefinition", "topologies.kueue.x-k8s.io")}
@@ -73,7 +74,7 @@ def test_the_koordinator_and_volcano_crds_live_in_their_own_components() -> None
 
 def test_every_custom_kind_the_daemon_watches_has_a_crd_with_the_same_scope_and_plural() -> None:
     custom = [info for info in KINDS if info.group not in ("", "scheduling.k8s.io", "storage.k8s.io", "policy")]
-    assert len(custom) == 12
+    assert len(custom) == 13
     for info in custom:
         crd = crd_for(info.api_version, info.kind)
         for older in info.older_api_versions:

@@ -11,7 +11,7 @@ from events.objects import (
     VOLCANO_GROUP_ANNOTATION,
     LabelSelector,
     NetworkTopologySpec,
-    ObjectMeta,
+    OwnedMeta,
     Pod,
     SubGroupPolicy,
     VolcanoPodGroup,
@@ -70,7 +70,7 @@ def volcano_gang(state: ClusterState, name: str, *, min_member: int, mode: str =
                  tier_name: str = "", sub_groups: Sequence[SubGroupPolicy] = ()) -> None:
     topology = NetworkTopologySpec(mode=mode, highest_tier_allowed=tier, highest_tier_name=tier_name) if (
         tier is not None or tier_name or mode == "soft") else None
-    group = VolcanoPodGroup(metadata=ObjectMeta(name=name, namespace="default", uid=f"uid-vpg-{name}"),
+    group = VolcanoPodGroup(metadata=OwnedMeta(name=name, namespace="default", uid=f"uid-vpg-{name}"),
                             spec=VolcanoPodGroupSpec(min_member=min_member, network_topology=topology,
                                                      sub_group_policy=list(sub_groups)))
     state.apply(VolcanoPodGroupUpserted(pod_group=group))

@@ -98,3 +98,16 @@ def test_durations_and_times_read_as_kai_writes_them() -> None:
     assert rfc3339_seconds(CREATED) == T0 and rfc3339_text(T0) == CREATED
     assert rfc3339_seconds("2026-07-12T10:28:43+02:00") == T0 - 7200
     assert rfc3339_seconds("yesterday") is None and rfc3339_seconds("") is None
+    assert rfc3339_text(1e18) == "9999-12-31T23:59:59Z" and rfc3339_text(-5.0) == "1970-01-01T00:00:00Z"
+
+
+def test_a_delay_past_what_go_holds_is_ignored_and_a_stamp_in_the_year_9999_never_breaks_the_message() -> None:
+    state = cluster(*job("old", "team", nodes=["n0", "n1"], at=T0 - 600),
+                    *job("urgent", "team", pending=2, priority_class="urgent", delay="2562048h", created=CREATED))
+    plan = ask(state, "default/urgent", now=T0 + 1)  # Go's ParseDuration refuses it: no delay, as in KAI
+    assert plan is not None and plan.victim_jobs == ("default/old",)
+    state = cluster(*job("old", "team", nodes=["n0", "n1"], at=T0 - 600),
+                    *job("urgent", "team", pending=2, priority_class="urgent", delay="2562047h", created=CREATED,
+                         annotations={KAI_LAST_EVICTION_ANNOTATION: "9999-12-31T23:59:59Z"}))
+    held = ask(state, "default/urgent", now=T0 + 1)
+    assert held is not None and not held.victims and held.explanation.endswith("before 9999-12-31T23:59:59Z")

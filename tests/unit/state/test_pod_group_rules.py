@@ -11,6 +11,7 @@ from events.objects import (
     LabelSelectorRequirement,
     NetworkTopologySpec,
     ObjectMeta,
+    OwnedMeta,
     PodGroup,
     PodGroupSpec,
     SubGroupPolicy,
@@ -149,7 +150,7 @@ def test_bad_entries_of_the_groups_annotation_are_ignored_one_by_one() -> None:
 
 def volcano(min_member: int = 8, topology: NetworkTopologySpec | None = None,
             policies: list[SubGroupPolicy] | None = None) -> VolcanoPodGroup:
-    return VolcanoPodGroup(metadata=ObjectMeta(name="vpg", namespace="ns"), spec=VolcanoPodGroupSpec(
+    return VolcanoPodGroup(metadata=OwnedMeta(name="vpg", namespace="ns"), spec=VolcanoPodGroupSpec(
         min_member=min_member, network_topology=topology, sub_group_policy=policies or []))
 
 
