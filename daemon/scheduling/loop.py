@@ -328,7 +328,8 @@ class Scheduler:
         self._placed_priorities.observe_subject(kind, key)
         handler = _OBSERVERS[type(event)]
         woken = handler is not None and handler(self, event)
-        if type(event) in _ENQUEUE_TRIGGERS:
+        if type(event) in _ENQUEUE_TRIGGERS or (type(event) is PodUpserted
+                                                 and event.pod.status.phase in _FINISHED_PHASES):
             self._enqueue_due = True
             if isinstance(event, VolcanoPodGroupUpserted):
                 group = event.pod_group
@@ -1486,9 +1487,12 @@ def _node_shape(node: Node) -> tuple[object, ...]:
     """What of a Node placement reads; a change in anything else cannot let a parked unit fit."""
     return (node.metadata.labels, node.spec.taints, node.spec.unschedulable, node.status.allocatable)
 
+
 # Events after which a Volcano Job's PodGroup may be enqueued (state/volcano_enqueue.py): the PodGroups and
-# Jobs themselves, room freed or added, the queues' capabilities, priorities (the order).
+# Jobs themselves, room freed (and a pod that finished, `_FINISHED_PHASES`) or added, the queues'
+# capabilities, priorities (the order).
 _ENQUEUE_TRIGGERS: frozenset[type] = frozenset({
     VolcanoPodGroupUpserted, VolcanoPodGroupDeleted, *JOB_OBJECT_EVENTS, PodDeleted, PodForgotten, BindFailed,
     NodeUpserted, NodeDeleted, *QUOTA_OBJECT_EVENTS, *PRIORITY_CLASS_EVENTS,
 })
+_FINISHED_PHASES = frozenset({"Succeeded", "Failed"})

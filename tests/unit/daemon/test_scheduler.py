@@ -800,3 +800,17 @@ async def test_a_volcano_jobs_pod_group_is_enqueued_once_and_another_schedulers_
         group, status=msgspec.structs.replace(group.status, phase="Inqueue"))))
     await h.settle()
     assert h.api.enqueued == ["default/mine"] and not h.scheduler._enqueued
+
+
+async def test_a_volcano_jobs_pod_group_waiting_for_room_is_enqueued_once_a_running_pod_finishes() -> None:
+    h = Harness()
+    job = volcano_job("big")
+    busy = bound(pod("busy", gpus=8), "n0")
+    h.add(*nodes(2), pod_event(busy), VolcanoJobUpserted(job=job),
+          VolcanoPodGroupUpserted(pod_group=volcano_pod_group(
+              "big", phase="Pending", min_resources={"nvidia.com/gpu": "16"}, job_uid=job.metadata.uid)))
+    await h.settle()
+    assert h.api.enqueued == []  # 16 GPUs x 1.2 = 19.2, 8 in use: 16 do not fit
+    h.add(pod_event(bound(pod("busy", gpus=8), "n0", phase="Succeeded")))
+    await h.settle()
+    assert h.api.enqueued == ["default/big"]
