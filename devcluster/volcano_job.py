@@ -82,20 +82,23 @@ _COUNTS = ("pending", "running", "succeeded", "failed", "terminating", "unknown"
 _NATIVE_USAGE = ("cpu", "memory", "ephemeral-storage")
 
 
-def _dict(value: Any) -> Obj:
+def as_dict(value: Any) -> Obj:
+    """`value` when it is a mapping, else an empty one (a job is untrusted JSON; admission reads it too)."""
     return value if isinstance(value, dict) else {}
 
 
-def _list(value: Any) -> list[Any]:
+def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _int(value: Any) -> int:
+def as_int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+
+
 def tasks(job: Obj) -> list[Obj]:
-    return [_dict(task) for task in _list(_dict(job.get("spec")).get("tasks"))]
+    return [as_dict(task) for task in as_list(as_dict(job.get("spec")).get("tasks"))]
 
 
 def pod_group_name(job: Obj) -> str:
@@ -112,8 +115,8 @@ def owner_reference(job: Obj) -> Obj:
 
 def controller_uid(obj: Obj) -> str | None:
     """The uid of the Volcano Job controlling `obj`, if one does."""
-    for ref in _list(_dict(obj.get("metadata")).get("ownerReferences")):
-        ref = _dict(ref)
+    for ref in as_list(as_dict(obj.get("metadata")).get("ownerReferences")):
+        ref = as_dict(ref)
         if ref.get("controller") and ref.get("apiVersion") == JOB_API_VERSION and ref.get("kind") == JOB_KIND:
             return str(ref.get("uid") or "")
     return None
@@ -121,14 +124,14 @@ def controller_uid(obj: Obj) -> str | None:
 
 def min_task_member(task: Obj) -> int:
     found = task.get("minAvailable")
-    return _int(found) if found is not None else _int(task.get("replicas"))
+    return as_int(found) if found is not None else as_int(task.get("replicas"))
 
 
 # ----------------------------------------------------------------------------- minResources
 
 def _amounts(listed: Any) -> Amounts:
     found: Amounts = {}
-    for name, raw in _dict(listed).items():
+    for name, raw in as_dict(listed).items():
         try:
             found[str(name)] = parse(raw)
         except (QuantityError, TypeError):
@@ -154,13 +157,13 @@ def _pod_figure(spec: Obj, field: str) -> Amounts:
     """PodRequests (`field` "requests") or PodLimits ("limits") of a pod spec, as kube's resource helper
     computes them."""
     total: Amounts = {}
-    for container in _list(spec.get("containers")):
-        _add(total, _amounts(_dict(_dict(container).get("resources")).get(field)))
+    for container in as_list(spec.get("containers")):
+        _add(total, _amounts(as_dict(as_dict(container).get("resources")).get(field)))
     sidecars: Amounts = {}
     starting: Amounts = {}
-    for container in _list(spec.get("initContainers")):
-        alone = _amounts(_dict(_dict(container).get("resources")).get(field))
-        if _dict(container).get("restartPolicy") == "Always":
+    for container in as_list(spec.get("initContainers")):
+        alone = _amounts(as_dict(as_dict(container).get("resources")).get(field))
+        if as_dict(container).get("restartPolicy") == "Always":
             _add(total, alone)
             _add(sidecars, alone)
             alone = dict(sidecars)
@@ -168,7 +171,7 @@ def _pod_figure(spec: Obj, field: str) -> Amounts:
             _add(alone, sidecars)
         _max(starting, alone)
     _max(total, starting)
-    pod_level = _amounts(_dict(spec.get("resources")).get(field))
+    pod_level = _amounts(as_dict(spec.get("resources")).get(field))
     for name in ("cpu", "memory"):
         if name in pod_level:
             total[name] = pod_level[name]
@@ -212,7 +215,7 @@ def pod_usage(pod_spec: Obj) -> Amounts:
 
 def _by_priority(job: Obj, priorities: Mapping[str, int]) -> list[Obj]:
     def value(task: Obj) -> int:
-        name = _dict(_dict(task.get("template")).get("spec")).get("priorityClassName")
+        name = as_dict(as_dict(task.get("template")).get("spec")).get("priorityClassName")
         return priorities.get(str(name), 0) if name else 0
     return sorted(tasks(job), key=value, reverse=True)  # stable: equals keep the job's order
 
@@ -220,17 +223,17 @@ def _by_priority(job: Obj, priorities: Mapping[str, int]) -> list[Obj]:
 def min_resources(job: Obj, priorities: Mapping[str, int]) -> dict[str, str]:
     """calcPGMinResources; `priorities` are the PriorityClasses' values by name."""
     ordered = _by_priority(job, priorities)
-    job_min = _int(_dict(job.get("spec")).get("minAvailable"))
+    job_min = as_int(as_dict(job.get("spec")).get("minAvailable"))
     total: Amounts = {}
 
     def take(task: Obj, count: int) -> None:
         if count > 0:
-            _add(total, pod_usage(_dict(_dict(task.get("template")).get("spec"))), count)
+            _add(total, pod_usage(as_dict(as_dict(task.get("template")).get("spec"))), count)
 
     if job_min < sum(min_task_member(task) for task in ordered):  # CalcFirstCountResources
         left = job_min
         for task in ordered:
-            replicas = _int(task.get("replicas"))
+            replicas = as_int(task.get("replicas"))
             take(task, min(left, replicas))
             if left <= replicas:
                 break
@@ -240,7 +243,7 @@ def min_resources(job: Obj, priorities: Mapping[str, int]) -> dict[str, str]:
         for task in ordered:
             if task.get("minAvailable") is None:
                 continue
-            valid = min(_int(task.get("minAvailable")), job_min - counted)
+            valid = min(as_int(task.get("minAvailable")), job_min - counted)
             take(task, valid)
             counted += valid
             if counted >= job_min:
@@ -249,8 +252,8 @@ def min_resources(job: Obj, priorities: Mapping[str, int]) -> dict[str, str]:
         for task in ordered:
             if left <= 0:
                 break
-            replicas = _int(task.get("replicas"))
-            spare = replicas if task.get("minAvailable") is None else replicas - _int(task.get("minAvailable"))
+            replicas = as_int(task.get("replicas"))
+            spare = replicas if task.get("minAvailable") is None else replicas - as_int(task.get("minAvailable"))
             if spare <= 0:
                 continue
             take(task, min(left, spare))
@@ -261,16 +264,16 @@ def min_resources(job: Obj, priorities: Mapping[str, int]) -> dict[str, str]:
 # ----------------------------------------------------------------------------- PodGroup
 
 def pod_group_spec(job: Obj, priorities: Mapping[str, int]) -> Obj:
-    spec = _dict(job.get("spec"))
+    spec = as_dict(job.get("spec"))
     group: Obj = {
-        "minMember": _int(spec.get("minAvailable")),
+        "minMember": as_int(spec.get("minAvailable")),
         "minTaskMember": {str(task.get("name") or ""): min_task_member(task) for task in tasks(job)},
         "queue": str(spec.get("queue") or ""),
         "minResources": min_resources(job, priorities),
     }
     if spec.get("priorityClassName"):
         group["priorityClassName"] = spec["priorityClassName"]
-    topology = _dict(spec.get("networkTopology"))
+    topology = as_dict(spec.get("networkTopology"))
     if spec.get("networkTopology") is not None:
         written: Obj = {"mode": topology.get("mode", "")}
         if topology.get("highestTierAllowed") is not None:
@@ -296,7 +299,7 @@ def pod_group_for(job: Obj, priorities: Mapping[str, int]) -> Obj:
 def pod_group_updated(group: Obj, job: Obj, priorities: Mapping[str, int]) -> Obj | None:
     """shouldUpdateExistingPodGroup: the PodGroup with the job's priorityClassName, minMember, minResources
     and minTaskMember, or None if it has them already."""
-    spec = dict(_dict(group.get("spec")))
+    spec = dict(as_dict(group.get("spec")))
     wanted = pod_group_spec(job, priorities)
     changed = False
     if spec.get("priorityClassName", "") != wanted.get("priorityClassName", ""):
@@ -308,7 +311,7 @@ def pod_group_updated(group: Obj, job: Obj, priorities: Mapping[str, int]) -> Ob
     if spec.get("minMember") != wanted["minMember"] or spec.get("minResources") != wanted["minResources"]:
         spec["minMember"], spec["minResources"] = wanted["minMember"], wanted["minResources"]
         changed = True
-    members = dict(_dict(spec.get("minTaskMember")))
+    members = dict(as_dict(spec.get("minTaskMember")))
     for task, count in wanted["minTaskMember"].items():
         if members.get(task) != count:
             members[task] = count
@@ -322,7 +325,7 @@ def pod_group_updated(group: Obj, job: Obj, priorities: Mapping[str, int]) -> Ob
 def pod_group_admits_pods(group: Obj | None) -> bool:
     """syncJob creates the pods only once the PodGroup's phase is set and not Pending (the scheduler's
     enqueue made it Inqueue)."""
-    phase = _dict(_dict(group).get("status")).get("phase") if group is not None else None
+    phase = as_dict(as_dict(group).get("status")).get("phase") if group is not None else None
     return bool(phase) and phase != POD_GROUP_PENDING
 
 
@@ -334,22 +337,22 @@ def pod_name(job: Obj, task: str, index: int) -> str:
 
 def pod_for(job: Obj, task: Obj, index: int) -> Obj:
     """createJobPod: the pod `index` of `task`."""
-    meta, spec, status = job["metadata"], _dict(job.get("spec")), _dict(job.get("status"))
-    template = _dict(task.get("template"))
-    template_meta = _dict(template.get("metadata"))
+    meta, spec, status = job["metadata"], as_dict(job.get("spec")), as_dict(job.get("status"))
+    template = as_dict(task.get("template"))
+    template_meta = as_dict(template.get("metadata"))
     task_name = str(task.get("name") or "") or "default"
     queue = str(spec.get("queue") or "")
-    pod_spec = dict(_dict(template.get("spec")))
+    pod_spec = dict(as_dict(template.get("spec")))
     if not pod_spec.get("schedulerName"):
         pod_spec["schedulerName"] = spec.get("schedulerName", "")
     if not pod_spec.get("priorityClassName") and spec.get("priorityClassName"):
         pod_spec["priorityClassName"] = spec["priorityClassName"]
-    job_annotations, job_labels = _dict(meta.get("annotations")), _dict(meta.get("labels"))
+    job_annotations, job_labels = as_dict(meta.get("annotations")), as_dict(meta.get("labels"))
     annotations = {
-        **_dict(template_meta.get("annotations")),
+        **as_dict(template_meta.get("annotations")),
         TASK_INDEX: str(index), TASK_SPEC: task_name, GROUP_NAME: pod_group_name(job), JOB_NAME: meta["name"],
-        QUEUE_NAME: queue, JOB_VERSION: str(_int(status.get("version"))),
-        TEMPLATE_UID: f"{meta['name']}-{task_name}", JOB_RETRY_COUNT: str(_int(status.get("retryCount"))),
+        QUEUE_NAME: queue, JOB_VERSION: str(as_int(status.get("version"))),
+        TEMPLATE_UID: f"{meta['name']}-{task_name}", JOB_RETRY_COUNT: str(as_int(status.get("retryCount"))),
     }
     for key in (PREEMPTABLE, COOLDOWN_TIME, REVOCABLE_ZONE):
         if key in job_annotations:
@@ -359,7 +362,7 @@ def pod_for(job: Obj, task: Obj, index: int) -> Obj:
     elif JDB_MAX_UNAVAILABLE in job_annotations:
         annotations[JDB_MAX_UNAVAILABLE] = job_annotations[JDB_MAX_UNAVAILABLE]
     labels = {
-        **_dict(template_meta.get("labels")),
+        **as_dict(template_meta.get("labels")),
         TASK_INDEX: str(index), JOB_NAME: meta["name"], TASK_SPEC: task_name, JOB_NAMESPACE: meta["namespace"],
         QUEUE_NAME: queue,
     }
@@ -376,35 +379,35 @@ def pod_for(job: Obj, task: Obj, index: int) -> Obj:
 
 def wanted_pods(job: Obj) -> list[tuple[Obj, int]]:
     """(task, index) of every pod the job should have, in the job's order."""
-    return [(task, index) for task in tasks(job) for index in range(max(0, _int(task.get("replicas"))))]
+    return [(task, index) for task in tasks(job) for index in range(max(0, as_int(task.get("replicas"))))]
 
 
 # ----------------------------------------------------------------------------- status
 
 def initial_status(job: Obj, stamp: str) -> Obj:
     """initJobStatus: a new job's status (phase Pending, its minAvailable, the Pending condition)."""
-    status = dict(_dict(job.get("status")))
+    status = dict(as_dict(job.get("status")))
     status["state"] = {"phase": PENDING, "lastTransitionTime": stamp}
-    minimum = _int(_dict(job.get("spec")).get("minAvailable"))
+    minimum = as_int(as_dict(job.get("spec")).get("minAvailable"))
     if minimum:
         status["minAvailable"] = minimum
-    status["conditions"] = [*_list(status.get("conditions")), {"status": PENDING, "lastTransitionTime": stamp}]
+    status["conditions"] = [*as_list(status.get("conditions")), {"status": PENDING, "lastTransitionTime": stamp}]
     return status
 
 
 def counted_status(job: Obj, pods: Iterable[Obj]) -> Obj:
     """The status syncJob computes from the job's pods (the state left as it is); zero counts omitted, as Go
     writes them."""
-    status = dict(_dict(job.get("status")))
+    status = dict(as_dict(job.get("status")))
     counts = dict.fromkeys(_COUNTS, 0)
     per_task: dict[str, dict[str, int]] = {}
     for pod in pods:
-        if _dict(pod.get("metadata")).get("deletionTimestamp"):
+        if as_dict(pod.get("metadata")).get("deletionTimestamp"):
             counts["terminating"] += 1
             continue
-        phase = str(_dict(pod.get("status")).get("phase") or "")
+        phase = str(as_dict(pod.get("status")).get("phase") or "")
         counts[_PHASE_COUNTS.get(phase, "unknown")] += 1
-        task = _dict(_dict(pod.get("metadata")).get("annotations")).get(TASK_SPEC)
+        task = as_dict(as_dict(pod.get("metadata")).get("annotations")).get(TASK_SPEC)
         if task is not None:
             phases = per_task.setdefault(str(task), {})
             key = phase if phase in _PHASE_COUNTS else "Unknown"
@@ -414,7 +417,7 @@ def counted_status(job: Obj, pods: Iterable[Obj]) -> Obj:
             status[name] = count
         else:
             status.pop(name, None)
-    minimum = _int(_dict(job.get("spec")).get("minAvailable"))
+    minimum = as_int(as_dict(job.get("spec")).get("minAvailable"))
     if minimum:
         status["minAvailable"] = minimum
     else:
@@ -428,37 +431,37 @@ def counted_status(job: Obj, pods: Iterable[Obj]) -> Obj:
 
 def next_phase(job: Obj, status: Obj) -> str:
     """The phase the Pending and Running states' sync moves the job to (its phase if it stays)."""
-    spec = _dict(job.get("spec"))
-    phase = str(_dict(status.get("state")).get("phase") or "")
-    running, succeeded, failed = (_int(status.get(name)) for name in ("running", "succeeded", "failed"))
-    minimum = _int(spec.get("minAvailable"))
+    spec = as_dict(job.get("spec"))
+    phase = str(as_dict(status.get("state")).get("phase") or "")
+    running, succeeded, failed = (as_int(status.get(name)) for name in ("running", "succeeded", "failed"))
+    minimum = as_int(spec.get("minAvailable"))
     if phase == PENDING:
         return RUNNING if minimum <= running + succeeded + failed else PENDING
     if phase != RUNNING:
         return phase
-    replicas = sum(_int(task.get("replicas")) for task in tasks(job))
+    replicas = sum(as_int(task.get("replicas")) for task in tasks(job))
     if replicas == 0:
         return phase
     min_success = spec.get("minSuccess")
-    if min_success is not None and succeeded >= _int(min_success):
+    if min_success is not None and succeeded >= as_int(min_success):
         return COMPLETED
     if succeeded + failed != replicas:
         return phase
     if minimum >= sum(min_task_member(task) for task in tasks(job)):
-        counts = _dict(status.get("taskStatusCount"))
+        counts = as_dict(status.get("taskStatusCount"))
         for task in tasks(job):
             if task.get("minAvailable") is None or str(task.get("name")) not in counts:
                 continue
-            done = _int(_dict(_dict(counts[str(task.get("name"))]).get("phase")).get("Succeeded"))
-            if done < _int(task["minAvailable"]):
+            done = as_int(as_dict(as_dict(counts[str(task.get("name"))]).get("phase")).get("Succeeded"))
+            if done < as_int(task["minAvailable"]):
                 return FAILED
-    if min_success is not None and succeeded < _int(min_success):
+    if min_success is not None and succeeded < as_int(min_success):
         return FAILED
     return COMPLETED if succeeded >= minimum else FAILED
 
 
 def with_phase(status: Obj, phase: str, stamp: str) -> Obj:
     """The status moved to `phase`: the state's lastTransitionTime and a condition for it."""
-    state = {**_dict(status.get("state")), "phase": phase, "lastTransitionTime": stamp}
-    conditions = [*_list(status.get("conditions")), {"status": phase, "lastTransitionTime": stamp}]
+    state = {**as_dict(status.get("state")), "phase": phase, "lastTransitionTime": stamp}
+    conditions = [*as_list(status.get("conditions")), {"status": phase, "lastTransitionTime": stamp}]
     return {**status, "state": state, "conditions": conditions}

@@ -32,6 +32,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from devcluster.volcano_job import as_dict, as_int, as_list
+
 Obj = dict[str, Any]
 
 DEFAULT_QUEUE = "default"
@@ -50,49 +52,37 @@ _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
-def _dict(value: Any) -> Obj:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def _task_min_available(task: Obj) -> int:
     found = task.get("minAvailable")
-    return _int(found) if found is not None else _int(task.get("replicas"))
+    return as_int(found) if found is not None else as_int(task.get("replicas"))
 
 
 def defaulted(job: Obj) -> Obj:
     """The job as Volcano's mutating webhook passes it on at its creation."""
-    spec = dict(_dict(job.get("spec")))
+    spec = dict(as_dict(job.get("spec")))
     if not spec.get("queue"):
         spec["queue"] = DEFAULT_QUEUE
     if not spec.get("schedulerName"):
         spec["schedulerName"] = DEFAULT_SCHEDULER
-    if not _int(spec.get("maxRetry")):
+    if not as_int(spec.get("maxRetry")):
         spec["maxRetry"] = DEFAULT_MAX_RETRY
     tasks = []
-    for index, raw in enumerate(_list(spec.get("tasks"))):
-        task = dict(_dict(raw))
+    for index, raw in enumerate(as_list(spec.get("tasks"))):
+        task = dict(as_dict(raw))
         if not task.get("name"):
             task["name"] = f"{DEFAULT_TASK_PREFIX}{index}"
-        template = _dict(task.get("template"))
-        pod_spec = _dict(template.get("spec"))
+        template = as_dict(task.get("template"))
+        pod_spec = as_dict(template.get("spec"))
         if pod_spec.get("hostNetwork") and not pod_spec.get("dnsPolicy"):
             task["template"] = {**template, "spec": {**pod_spec, "dnsPolicy": "ClusterFirstWithHostNet"}}
         if task.get("minAvailable") is None:
-            task["minAvailable"] = _int(task.get("replicas"))
-        if not _int(task.get("maxRetry")):
+            task["minAvailable"] = as_int(task.get("replicas"))
+        if not as_int(task.get("maxRetry")):
             task["maxRetry"] = DEFAULT_MAX_RETRY
         tasks.append(task)
     if "tasks" in spec:
         spec["tasks"] = tasks
-    if not _int(spec.get("minAvailable")):
+    if not as_int(spec.get("minAvailable")):
         spec["minAvailable"] = sum(_task_min_available(task) for task in tasks)
     plugins = spec.get("plugins")
     if isinstance(plugins, dict):
@@ -113,7 +103,7 @@ def _policy_problem(policies: list[Obj]) -> str | None:
         return "invalid policy action"
     if any(p.get("event") is not None and p.get("exitCode") is not None for p in policies):
         return "must not specify event and exitCode simultaneously"
-    if not all(p.get("event") is not None or p.get("exitCode") is not None or _list(p.get("events"))
+    if not all(p.get("event") is not None or p.get("exitCode") is not None or as_list(p.get("events"))
                for p in policies):
         return "either event and exitCode should be specified"
     if any(p.get("exitCode") == 0 and p.get("exitCode") is not None for p in policies):
@@ -159,13 +149,13 @@ def _qualified_name_errors(name: str) -> list[str]:
 def refusal(job: Obj, old: Obj | None = None) -> str | None:
     """The message of the first rule of Volcano's job-validation-policy the job fails (`old`: on update), or
     None if it passes them all."""
-    spec = _dict(job.get("spec"))
-    tasks = [_dict(task) for task in _list(spec.get("tasks"))]
-    if _int(spec.get("minAvailable")) < 0:
+    spec = as_dict(job.get("spec"))
+    tasks = [as_dict(task) for task in as_list(spec.get("tasks"))]
+    if as_int(spec.get("minAvailable")) < 0:
         return "job 'minAvailable' must be >= 0"
-    if _int(spec.get("maxRetry")) < 0:
+    if as_int(spec.get("maxRetry")) < 0:
         return "'maxRetry' cannot be less than zero"
-    if _int(spec.get("ttlSecondsAfterFinished")) < 0:
+    if as_int(spec.get("ttlSecondsAfterFinished")) < 0:
         return "'ttlSecondsAfterFinished' cannot be less than zero"
     if not tasks:
         return "No task specified in job spec"
@@ -174,29 +164,29 @@ def refusal(job: Obj, old: Obj | None = None) -> str | None:
         return "duplicated task name found"
     if not all(isinstance(name, str) and len(name) <= 63 and _DNS1123_LABEL.fullmatch(name) for name in names):
         return "a lowercase RFC 1123 label must consist of lower case alphanumeric characters"
-    if any(_int(task.get("replicas")) < 0 for task in tasks):
+    if any(as_int(task.get("replicas")) < 0 for task in tasks):
         return "'replicas' < 0 in task"
-    if any(task.get("minAvailable") is not None and _int(task.get("minAvailable")) < 0 for task in tasks):
+    if any(task.get("minAvailable") is not None and as_int(task.get("minAvailable")) < 0 for task in tasks):
         return "'minAvailable' < 0 in task"
     if any(task.get("minAvailable") is not None and task.get("replicas") is not None
-           and _int(task.get("minAvailable")) > _int(task.get("replicas")) for task in tasks):
+           and as_int(task.get("minAvailable")) > as_int(task.get("replicas")) for task in tasks):
         return "'minAvailable' is greater than 'replicas' in task"
-    total_replicas = sum(_int(task.get("replicas")) for task in tasks)
-    if spec.get("minAvailable") is not None and _int(spec.get("minAvailable")) > total_replicas:
+    total_replicas = sum(as_int(task.get("replicas")) for task in tasks)
+    if spec.get("minAvailable") is not None and as_int(spec.get("minAvailable")) > total_replicas:
         return "job 'minAvailable' should not be greater than total replicas in tasks"
-    problem = _policy_problem([_dict(policy) for policy in _list(spec.get("policies"))])
+    problem = _policy_problem([as_dict(policy) for policy in as_list(spec.get("policies"))])
     if problem is not None:
         return problem
     if old is not None:
-        old_spec = _dict(old.get("spec"))
-        if len(_list(old_spec.get("tasks"))) != len(tasks):
+        old_spec = as_dict(old.get("spec"))
+        if len(as_list(old_spec.get("tasks"))) != len(tasks):
             return "job updates may not add or remove tasks"
         if not old_spec.get("queue") or not spec.get("queue") or old_spec.get("queue") != spec.get("queue"):
             return ("job updates may not change fields other than `minAvailable`, `tasks[*].replicas under spec` "
                     "and `PriorityClassName`")
-        if spec.get("minAvailable") is not None and _int(spec.get("minAvailable")) > total_replicas:
+        if spec.get("minAvailable") is not None and as_int(spec.get("minAvailable")) > total_replicas:
             return "job 'minAvailable' must not be greater than total replicas"
-    name = _dict(job.get("metadata")).get("name")
+    name = as_dict(job.get("metadata")).get("name")
     if isinstance(name, str) and name:
         errors = _qualified_name_errors(name)
         if errors:

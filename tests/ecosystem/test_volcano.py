@@ -324,6 +324,12 @@ spec:
 """
 
 
+def remove_jobs(eco: Ecosystem, namespace: str) -> None:
+    eco.kubectl.run("delete", "jobs.batch.volcano.sh", "--all", "-n", namespace, "--wait=false")
+    eco.delete_namespace_objects(namespace)
+    eco.wait_for(lambda: not eco.objects("pods", namespace), what="the jobs' pods gone")
+
+
 def job_pod_group(eco: Ecosystem, job: str, namespace: str) -> dict[str, Any] | None:
     return next((group for group in eco.objects("podgroups.scheduling.volcano.sh", namespace)
                  if group["metadata"]["name"].startswith(f"{job}-")), None)
@@ -345,9 +351,7 @@ def test_a_volcano_job_naming_toposched_is_enqueued_gets_its_pods_and_lands_in_o
     theirs = job_pod_group(eco, "theirs", namespace)
     assert theirs is not None and (theirs.get("status") or {}).get("phase", "") in ("", "Pending")
     assert not any(pod["metadata"]["name"].startswith("theirs-") for pod in eco.objects("pods", namespace))
-    eco.kubectl.run("delete", "jobs.batch.volcano.sh", "--all", "-n", namespace, "--wait=false")
-    eco.delete_namespace_objects(namespace)
-    eco.wait_for(lambda: not eco.objects("pods", namespace), what="the job's pods gone")
+    remove_jobs(eco, namespace)
 
 
 def test_a_volcano_job_too_big_for_the_cluster_is_not_enqueued_and_gets_no_pods(eco: Ecosystem) -> None:
@@ -361,6 +365,4 @@ def test_a_volcano_job_too_big_for_the_cluster_is_not_enqueued_and_gets_no_pods(
     huge = job_pod_group(eco, "huge", namespace)
     assert huge is not None and (huge.get("status") or {}).get("phase", "") in ("", "Pending")
     assert not any(pod["metadata"]["name"].startswith("huge-") for pod in eco.objects("pods", namespace))
-    eco.kubectl.run("delete", "jobs.batch.volcano.sh", "--all", "-n", namespace, "--wait=false")
-    eco.delete_namespace_objects(namespace)
-    eco.wait_for(lambda: not eco.objects("pods", namespace), what="the jobs' pods gone")
+    remove_jobs(eco, namespace)

@@ -223,6 +223,7 @@ _UNDECODABLE: dict[str, dict[str, Any]] = {
     "Node": {"status": {"allocatable": ["not", "a", "map"]}},
     "PersistentVolumeClaim": {"spec": {"volumeName": 7}},
     "CSINode": {"spec": {"drivers": [{"name": "ebs.csi.aws.com", "allocatable": {"count": 2**64}}]}},
+    "VolcanoJob": {"spec": {"schedulerName": 7}},
 }
 
 _steps = st.one_of(
