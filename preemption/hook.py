@@ -142,7 +142,7 @@ def delay_refusal(state: ClusterState, key: str, now: float) -> NoPreemption | N
 
 
 def go_duration_text(seconds: float) -> str:
-    """`seconds` as Go prints a duration (`5m0s`, `1h30m0s`, `90ms` is not needed: whole or decimal seconds)."""
+    """`seconds` as Go prints a duration: `5m0s`, `1h30m0s`, `0.25s` (fractions of a second as decimals)."""
     hours, rest = divmod(seconds, 3600.0)
     minutes, secs = divmod(rest, 60.0)
     text = f"{secs:.3f}".rstrip("0").rstrip(".") + "s"

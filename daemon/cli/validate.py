@@ -26,7 +26,8 @@ access modes or a storage request, ...), and the Workload API's kinds (schedulin
 every version, Workloads of every version: 1.36's and 1.37's by those rules only) through
 kube-apiserver's validation of them (`manifests.validation.validate`, as devcluster admits them: a gang
 policy without a positive minCount, a 1.37 disruptionMode naming neither `single` nor `all`, two
-topology constraints, ...). Other kinds are skipped.
+topology constraints, ...). A Volcano Job (`batch.volcano.sh`) whose `spec.schedulerName` is not toposched's
+is reported: toposched neither enqueues its PodGroup nor places its pods. Other kinds are skipped.
 
 Prints one line per problem, `FILE#DOC: Kind name: field: message` (DOC counts documents from 1),
 and exits 1; prints a short OK line and exits 0 when everything is valid; exits 2, with one line,
@@ -60,6 +61,7 @@ from events.objects import (
     Node,
     Pod,
     PodGroup,
+    VolcanoJob,
     VolcanoPodGroup,
     Workload,
 )
@@ -68,7 +70,7 @@ from manifests.admission import merge_label_keys
 from manifests.defaulting import UndecodableQuantity, default_pod
 from manifests.validation import validate as validate_object
 from manifests.validation import validate_placement_rules
-from state.cluster import ClusterState
+from state.cluster import VOLCANO_JOB_KIND, ClusterState
 from state.gangs import Problem
 from state.hypernodes import HYPERNODE_KIND
 from state.pod_constraints import unconsidered
@@ -83,6 +85,7 @@ from state.topology_validation import (
     validate_network_topology,
 )
 from state.topology_wishes import POD_GROUP_KIND, validate_gang_object, validate_pod_group, validate_volcano_pod_group
+from state.volcano_enqueue import DEFAULT_VOLCANO_SCHEDULER
 
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: depth-capped
 _GANG_OBJECTS = {"SchedulerPluginsPodGroup", "KubernetesPodGroup", "KaiPodGroup", "Workload"}
@@ -130,8 +133,26 @@ class _Documents:
     gang_objects: list[tuple[str, str, PodGroup | KubePodGroup | KaiPodGroup | Workload]]
     folded: list[tuple[str, KindInfo, KubeObject]] = field(default_factory=list)  # what the quota rules fold
     skipped: int = 0
+    volcano_jobs: int = 0  # Volcano Jobs checked (their schedulerName)
     storage: int = 0  # PersistentVolumes, claims and StorageClasses checked
     api_server_only: int = 0  # 1.36 / 1.37 Workloads checked
+
+
+def _volcano_job_problems(info: KindInfo, document: dict[str, Any], api_version: str) -> list[Problem]:
+    """A Volcano Job whose pods will not be toposched's: its PodGroup is then never enqueued by toposched, and
+    with no Volcano scheduler in the cluster it waits for ever with no pods (state/volcano_enqueue.py)."""
+    decoded = decode_object(info, document, api_version)
+    if isinstance(decoded, ObjectUndecodable):
+        field, _, message = decoded.problem.partition(": ")
+        return [Problem(info.kind, decoded.key, field if message else "", message or decoded.problem)]
+    assert isinstance(decoded, VolcanoJob)
+    named = decoded.spec.scheduler_name
+    if (named or DEFAULT_VOLCANO_SCHEDULER) == DEFAULT_SCHEDULER_NAME:
+        return []
+    said = f"{named!r}" if named else f"empty, which Volcano's webhook makes {DEFAULT_VOLCANO_SCHEDULER!r}"
+    return [Problem(info.kind, key_of(decoded.metadata), "spec.schedulerName",
+                    f"is {said}, not {DEFAULT_SCHEDULER_NAME!r}: toposched neither enqueues this job's PodGroup "
+                    "nor places its pods (fine if that scheduler runs in the cluster)")]
 
 
 def _documents_of(path: str) -> list[Any]:
@@ -173,6 +194,10 @@ def _read(paths: Sequence[str]) -> _Documents:
                                   for _, field, message in validate_object(api_version, kind, document)]
                 continue
             info = kind_of(api_version, kind)
+            if info is not None and info.name == VOLCANO_JOB_KIND:
+                docs.volcano_jobs += 1
+                docs.findings += [Finding(source, p) for p in _volcano_job_problems(info, document, api_version)]
+                continue
             if info is None or (info.name not in _CHECKED and info.name not in (NODE_KIND, POD_KIND)):
                 docs.skipped += 1
                 continue
@@ -333,7 +358,7 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
               "Workload": sum(1 for _, name, _ in docs.gang_objects if name == "Workload") + docs.api_server_only,
               "ElasticQuota": sum(1 for _, info, _ in docs.folded if info.name in _QUOTA_OBJECTS - _QUEUES),
               "Queue": sum(1 for _, info, _ in docs.folded if info.name in _QUEUES), POD_KIND: len(ours),
-              "storage object": docs.storage}
+              "storage object": docs.storage, "Volcano Job": docs.volcano_jobs}
     return findings, counts
 
 

@@ -312,3 +312,24 @@ def test_kai_topologies_and_pod_groups_are_checked_together(tmp_path: Path, caps
             "is not the node label") in out
     assert "lost.yaml#1: KaiPodGroup team/job: spec.topologyConstraint.topology: 'elsewhere' is not the topology" in out
     assert "bad.yaml#1: KaiTopology bad: spec.levels[1].nodeLabel: 'x/-y-' is not a node label key" in out
+
+
+def test_a_volcano_job_not_naming_toposched_is_said_to_be_left_to_another_scheduler(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    job = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: train, namespace: ml}
+spec:
+  minAvailable: 1
+  schedulerName: {scheduler}
+  tasks: [{name: worker, replicas: 1, template: {spec: {containers: [{name: main, image: trainer}]}}}]
+"""
+    ours = write(tmp_path, "ours.yaml", job.replace("{scheduler}", "toposched"))
+    assert main([ours]) == 0
+    assert capsys.readouterr().out.startswith("OK: 1 object valid (1 Volcano Job)")
+    defaulted = write(tmp_path, "defaulted.yaml", job.replace("{scheduler}", '""'))
+    assert main([defaulted]) == 1
+    [line, _] = capsys.readouterr().out.splitlines()
+    assert line.startswith(f"{defaulted}#1: Job ml/train: spec.schedulerName: is empty, which Volcano's webhook "
+                           "makes 'volcano', not 'toposched': toposched neither enqueues")
