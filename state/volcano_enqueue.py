@@ -20,8 +20,8 @@ default configuration (read, no code copied: its enqueue action and the overcomm
   compared, as Volcano's resource type counts them; the quota names Volcano's job controller also writes
   there (`count/pods`, `requests.*`, `limits.*`) are not.
 
-Not done: Volcano 1.13's downgrade of a PodGroup `Inqueue` too long back to `Pending`, and its
-`capacity` plugin's hierarchical queues (only a queue's own capability is checked).
+Not done: the downgrade of a PodGroup `Inqueue` too long (5 min) back to `Pending` in Volcano's newest
+code, and its `capacity` plugin's hierarchical queues (only a queue's own capability is checked).
 
 Pure: no I/O, no clock.
 """
