@@ -14,6 +14,8 @@ default configuration (read, no code copied: its enqueue action and the overcomm
 - And, when its Volcano Queue sets `spec.capability` for a resource it names, when the queue's usage plus
   its PodGroups `Inqueue` plus this one stay within that capability (proportion plugin; a queue's elastic
   part is not subtracted).
+- A PodGroup naming a queue that does not exist (but `default`) or is Closed is not enqueued: Volcano's
+  enqueue skips the first and rejects the second, and toposched would not place their pods either.
 - Candidates are tried highest priority first (the PodGroup's `priorityClassName`), then oldest (when
   toposched first saw them); one that does not fit does not hold the others back, as in Volcano.
 - cpu, memory, pods, ephemeral-storage and extended resources (a name with a `/`, `hugepages-*`) are
@@ -81,7 +83,7 @@ def to_enqueue(state: ClusterState, in_flight: Set[str] = frozenset()) -> list[s
     for key, group in groups.items():
         if key in in_flight or group.status.phase not in ("", PENDING) or group.metadata.deletion_timestamp:
             continue
-        if not ours(state, group):
+        if not ours(state, group) or not _queue_open(state, group.spec.queue or DEFAULT_QUEUE):
             continue
         info = state.gangs.get(key)
         candidates.append((-state.group_priority(group.spec.priority_class_name),
@@ -113,6 +115,17 @@ def to_enqueue(state: ClusterState, in_flight: Set[str] = frozenset()) -> list[s
             _add(in_queue, wanted)
         admitted.append(key)
     return admitted
+
+
+def _queue_open(state: ClusterState, queue_name: str) -> bool:
+    """Whether Volcano would consider the job's queue: one that does not exist is skipped by its enqueue action
+    (but `default`, which Volcano always has and toposched reads as no quota), one Closed (or Closing) rejected
+    by its proportion plugin. toposched refuses to place the pods of either, so creating them would only leave
+    them pending."""
+    queue = state.quotas.by_name[VOLCANO].get(queue_name)
+    if queue is None:
+        return queue_name == DEFAULT_QUEUE
+    return not queue.closed
 
 
 def _idle(state: ClusterState) -> Resources:

@@ -95,3 +95,10 @@ def test_volcano_jobs_survive_a_snapshot() -> None:
     state = cluster(*job("mine"))
     restored = ClusterState.restore(state.snapshot())
     assert to_enqueue(restored) == to_enqueue(state) and restored.volcano_jobs == state.volcano_jobs
+
+
+def test_a_job_of_a_missing_or_closed_queue_is_not_enqueued_but_one_of_the_default_queue_is() -> None:
+    closed = QueueUpserted(queue=queue("shut", state="Closed"))
+    state = cluster(closed, *job("nowhere", queue_name="missing"), *job("shut-out", queue_name="shut"),
+                    *job("fine"), *job("default-named", queue_name="default"))
+    assert sorted(names(to_enqueue(state))) == ["default-named", "fine"]
