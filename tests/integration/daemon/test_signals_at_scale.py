@@ -67,7 +67,8 @@ async def test_a_huge_gang_arriving_in_batches_ends_true_with_a_bounded_number_o
             by_reason = {reason: [e for e in on_group if e["reason"] == reason]
                          for reason in ("NotReadyForScheduling", "FailedScheduling")}
             assert {e["reason"] for e in on_group} <= set(by_reason)
-            assert 1 <= len(by_reason["FailedScheduling"]) <= 10 and 1 <= len(by_reason["NotReadyForScheduling"]) <= 10
+            assert 1 <= len(by_reason["FailedScheduling"]) <= 10, len(by_reason["FailedScheduling"])
+            assert 1 <= len(by_reason["NotReadyForScheduling"]) <= 10, len(by_reason["NotReadyForScheduling"])
             assert {e["type"] for e in by_reason["NotReadyForScheduling"]} == {"Normal"}
             assert {e["type"] for e in by_reason["FailedScheduling"]} == {"Warning"}
             assert all(e["count"] >= 1 for e in on_group)

@@ -14,11 +14,13 @@ Obj = dict[str, Any]
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 
 
-async def eventually(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+async def eventually(condition: Callable[[], Any], seconds: float = 5.0) -> Any:
+    """Wait until `condition()` is truthy (at most `seconds`); what it then returned."""
     deadline = asyncio.get_running_loop().time() + seconds
-    while not condition():
+    while not (found := condition()):
         assert asyncio.get_running_loop().time() < deadline, "condition not met before the deadline"
         await asyncio.sleep(0.01)
+    return found
 
 
 def storage_class(name: str, provisioner: str = "csi.example.com", *, default: bool = False, **fields: Any) -> Obj:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from devcluster import BackgroundDevCluster, DevCluster
 
 from .kubectl import Kubectl, needs_kubectl
+from .storage_api import eventually
 
 Obj = dict[str, Any]
 GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
@@ -83,16 +83,8 @@ def training_job(name: str = "tf-dist", **spec: Any) -> Obj:
     return job
 
 
-async def eventually(condition: Callable[[], Any], seconds: float = 5.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + seconds
-    while not (found := condition()):
-        assert asyncio.get_running_loop().time() < deadline, "condition not met before the deadline"
-        await asyncio.sleep(0.01)
-    return found
-
-
 def custom(api: Any) -> Any:
-    """kubernetes-asyncio's CustomObjectsApi (its stubs do not declare `_content_type`)."""
+    """kubernetes-asyncio's CustomObjectsApi, untyped: its type hints do not declare `_content_type`."""
     return client.CustomObjectsApi(api)
 
 
