@@ -11,6 +11,7 @@ Python API
 
     async with DevCluster(port=0, history=10_000, kubelet=True, kubelet_delay=0.05, kubelet_resize_delay=0.05,
                           pod_gc=True, volumes=True, disruption=True, node_lifecycle=True, volcano_jobs=True,
+                          training_operator=True,
                           bookmark_interval=1.0,
                           autocreate_namespaces=True, fault_seed=0) as cluster:
         cluster.url                                  # "http://127.0.0.1:<port>"
@@ -33,6 +34,7 @@ Python API
         cluster.node_lifecycle                       # NodeLifecycleController | None (condition taints)
         cluster.taint_eviction                       # TaintEvictionController | None (NoExecute evictions)
         cluster.volcano_jobs                         # VolcanoJobController | None (vcjobs' PodGroups and pods)
+        cluster.training_operator                    # TrainingOperatorController | None (kubeflow.org/v1 jobs)
 
     with BackgroundDevCluster(**same_options) as bg:  # served from a daemon thread
         bg.url; bg.write_kubeconfig(path)
@@ -107,7 +109,15 @@ Invalid, the policy's message; volcano_job_admission.py), and driven by Volcano'
 minMember, minTaskMember, queue, minResources as calcPGMinResources computes them, and the pods
 `<job>-<task>-<index>` only once that PodGroup's status.phase is set and not Pending (the scheduler's
 enqueue), recreated when they go; a deleted job's PodGroup and pods deleted (volcano_job.py says what is
-written, the controller's docstring what is not emulated). Stored only, so that the
+written, the controller's docstring what is not emulated), and Kubeflow training-operator's kubeflow.org/v1
+PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob and MPIJob (+ status), driven as training-operator v1.8/v1.9
+with `--gang-scheduler-name=volcano` drives them (training_operator_controller.py,
+DevCluster(training_operator=False): none): a Created condition, a Volcano PodGroup named as the job (minMember,
+queue, priorityClassName, minResources as CalcPGMinResources computes them), and the pods
+`<job>-<replica type>-<index>` with the training.kubeflow.org labels, scheduling.k8s.io/group-name and
+volcano.sh/task-spec, schedulerName volcano unless the template names one, only once that PodGroup's status.phase
+is set and not Pending, recreated when they go (an MPIJob gets its PodGroup only); a deleted job's PodGroup and
+pods deleted (training_operator.py says what is written). Stored only, so that the
 manifests under ops/ apply (`kubectl apply [--dry-run=client] -k ops/`): v1 ConfigMap, Secret
 (stringData written into data), ServiceAccount, Service (+ status), apps/v1 Deployment, StatefulSet,
 DaemonSet (+ status), rbac.authorization.k8s.io/v1 Role,
@@ -188,6 +198,7 @@ from devcluster.node_lifecycle import NodeLifecycleController, TaintEvictionCont
 from devcluster.podgc import PodGarbageCollector
 from devcluster.resources import RESOURCES, ResourceDef
 from devcluster.store import Store
+from devcluster.training_operator_controller import TrainingOperatorController
 from devcluster.volcano_job_controller import VolcanoJobController
 from devcluster.volumes import VolumeController
 
@@ -210,6 +221,7 @@ __all__ = [
     "ResourceDef",
     "Store",
     "TaintEvictionController",
+    "TrainingOperatorController",
     "VolcanoJobController",
     "VolumeController",
     "kubeconfig",

@@ -1,6 +1,6 @@
 """`DevCluster`: the store, the HTTP server, the fake kubelet, pod GC, the volume controllers, the protection
 controllers (storage objects, PodGroups), the disruption controller, the node lifecycle and taint eviction
-controllers, Volcano's job controller and the fault injector, together.
+controllers, Volcano's job controller, Kubeflow's training-operator and the fault injector, together.
 
     async with DevCluster(port=0, history=10_000) as cluster:
         cluster.write_kubeconfig(path)      # for kubernetes-asyncio or kubectl
@@ -40,6 +40,7 @@ from devcluster.podgc import PodGarbageCollector
 from devcluster.protection import PodGroupProtectionController, StorageProtectionController
 from devcluster.server import ApiServer
 from devcluster.store import Store, now_rfc3339
+from devcluster.training_operator_controller import TrainingOperatorController
 from devcluster.volcano_job_controller import VolcanoJobController
 from devcluster.volumes import VolumeController
 
@@ -77,6 +78,7 @@ class DevCluster:
         disruption: bool = True,
         node_lifecycle: bool = True,
         volcano_jobs: bool = True,
+        training_operator: bool = True,
         bookmark_interval: float = 1.0,
         autocreate_namespaces: bool = True,
         fault_seed: int = 0,
@@ -108,6 +110,10 @@ class DevCluster:
         # Volcano's job controller: a vcjob's PodGroup, and its pods once the PodGroup is enqueued
         # (volcano_jobs=False: jobs are stored only).
         self.volcano_jobs: VolcanoJobController | None = VolcanoJobController(self.store) if volcano_jobs else None
+        # Kubeflow's training-operator (v1 jobs, Volcano gang scheduling): a job's PodGroup, and its pods once the
+        # PodGroup is enqueued (training_operator=False: jobs are stored only).
+        self.training_operator: TrainingOperatorController | None = \
+            TrainingOperatorController(self.store) if training_operator else None
         self._requested_port = port
         self._bookmark_interval = bookmark_interval
         self._runner: web.ServerRunner | None = None
@@ -119,7 +125,7 @@ class DevCluster:
         """The controllers turned on, in the order they start."""
         found: list[StoreController | None] = [self.pod_gc, self.volumes, self.ephemeral_volumes, self.protection,
                                                self.pod_group_protection, self.disruption, self.node_lifecycle,
-                                               self.taint_eviction, self.volcano_jobs]
+                                               self.taint_eviction, self.volcano_jobs, self.training_operator]
         return [controller for controller in found if controller is not None]
 
     @property

@@ -4,6 +4,8 @@ A `StoreController` subscribes `_on_event` to the store on `start()` (then `_sta
 what the store already holds) and unsubscribes on `stop()`. `_schedule()` runs `_sync()` once, one
 step of the event loop later, however many events asked for it meanwhile: a write made from inside a
 store listener would publish while the store is still publishing, and a burst of events needs one pass.
+`_delete_dependents()` is the garbage collector's part for the controllers whose objects own others
+(devcluster has no general garbage collector).
 
 Runs on the store's event loop; it acts only through the store.
 """
@@ -11,8 +13,11 @@ Runs on the store's event loop; it acts only through the store.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
+from devcluster.errors import ApiError
+from devcluster.resources import ResourceDef
 from devcluster.store import Store
 from devcluster.watch import WatchEvent
 
@@ -61,3 +66,15 @@ class StoreController:
 
     def _sync(self) -> None:
         """The pass `_schedule()` asks for (nothing by default)."""
+
+    def _delete_dependents(self, namespace: str, resources: Iterable[ResourceDef],
+                           dependent: Callable[[dict[str, Any]], bool]) -> None:
+        """The garbage collector's part: an owner gone, its dependents (in `namespace`, of `resources`, those
+        `dependent` says) go, in the background propagation's order-free way."""
+        for resource in resources:
+            for obj in self.store.list(resource, namespace, dependent):
+                meta = obj["metadata"]
+                try:
+                    self.store.delete(resource, str(meta["name"]), namespace, preconditions={"uid": meta["uid"]})
+                except ApiError:  # gone meanwhile
+                    continue

@@ -145,6 +145,11 @@ RESOURCES: tuple[ResourceDef, ...] = (
     ResourceDef(
         "batch.volcano.sh", "v1alpha1", "Job", "jobs", "job", True, ("status",), ("vcjob", "vj"), custom=True,
     ),
+    # Kubeflow training-operator's v1 jobs: their PodGroups, pods and Created condition written by
+    # devcluster/training_operator_controller.py.
+    *(ResourceDef("kubeflow.org", "v1", kind, plural, plural.removesuffix("s"), True, ("status",), custom=True)
+      for kind, plural in (("PyTorchJob", "pytorchjobs"), ("TFJob", "tfjobs"), ("XGBoostJob", "xgboostjobs"),
+                           ("PaddleJob", "paddlejobs"), ("JAXJob", "jaxjobs"), ("MPIJob", "mpijobs"))),
     ResourceDef(
         "scheduling.koordinator.sh", "v1alpha1", "ClusterNetworkTopology", "clusternetworktopologies",
         "clusternetworktopology", False, ("status",), ("cnt",), custom=True,

@@ -388,6 +388,37 @@ _VCJOB_POLICY = _object({
     "action": _string(), "event": _string(), "events": _strings(), "exitCode": _int32(), "timeout": _string(),
 })
 
+# Kubeflow training-operator's v1 jobs (kubeflow.org_*jobs CRDs): the replica specs by replica type, the
+# RunPolicy and JobStatus the kinds share; each kind's own fields by name, their subtrees accepted as written.
+_KUBEFLOW_REPLICA_SPECS = _map(_object({"replicas": _int32(), "restartPolicy": _string(), "template": _POD_TEMPLATE}))
+_KUBEFLOW_RUN_POLICY = _object({
+    "cleanPodPolicy": _string(), "ttlSecondsAfterFinished": _int32(),
+    "activeDeadlineSeconds": _integer(), "backoffLimit": _int32(), "suspend": _boolean(), "managedBy": _string(),
+    "schedulingPolicy": _object({
+        "minAvailable": _int32(), "queue": _string(), "minResources": _cr_quantities(), "priorityClass": _string(),
+        "scheduleTimeoutSeconds": _int32(),
+    }),
+})
+_KUBEFLOW_JOB_STATUS = _object({
+    "conditions": _array(_object({
+        "type": _string(), "status": _string(), "reason": _string(), "message": _string(),
+        "lastUpdateTime": _time(), "lastTransitionTime": _time(),
+    })),
+    "replicaStatuses": _map(_object({
+        "active": _int32(), "succeeded": _int32(), "failed": _int32(), "labelSelector": LABEL_SELECTOR,
+        "selector": _string(),
+    })),
+    "startTime": _time(), "completionTime": _time(), "lastReconcileTime": _time(),
+})
+
+
+def _kubeflow_job(replica_specs: str, **own: Schema) -> Schema:
+    return _top({
+        "spec": _object({"runPolicy": _KUBEFLOW_RUN_POLICY, replica_specs: _KUBEFLOW_REPLICA_SPECS, **own}),
+        "status": _KUBEFLOW_JOB_STATUS,
+    })
+
+
 # Keyed by (apiVersion, kind); the name is the component name in the OpenAPI document.
 KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
     ("v1", "Namespace"): ("io.k8s.api.core.v1.Namespace", _top({
@@ -495,6 +526,16 @@ KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
             "conditions": _array(_object({"status": _string(), "lastTransitionTime": _time()})),
         }),
     })),
+    ("kubeflow.org/v1", "PyTorchJob"): ("org.kubeflow.v1.PyTorchJob", _kubeflow_job(
+        "pytorchReplicaSpecs", elasticPolicy=_free(), nprocPerNode=_string())),
+    ("kubeflow.org/v1", "TFJob"): ("org.kubeflow.v1.TFJob", _kubeflow_job(
+        "tfReplicaSpecs", successPolicy=_string(), enableDynamicWorker=_boolean())),
+    ("kubeflow.org/v1", "XGBoostJob"): ("org.kubeflow.v1.XGBoostJob", _kubeflow_job("xgbReplicaSpecs")),
+    ("kubeflow.org/v1", "PaddleJob"): ("org.kubeflow.v1.PaddleJob", _kubeflow_job(
+        "paddleReplicaSpecs", elasticPolicy=_free())),
+    ("kubeflow.org/v1", "JAXJob"): ("org.kubeflow.v1.JAXJob", _kubeflow_job("jaxReplicaSpecs")),
+    ("kubeflow.org/v1", "MPIJob"): ("org.kubeflow.v1.MPIJob", _kubeflow_job(
+        "mpiReplicaSpecs", slotsPerWorker=_int32(), mainContainer=_string(), cleanPodPolicy=_string())),
     ("scheduling.koordinator.sh/v1alpha1", "ClusterNetworkTopology"): (
         "sh.koordinator.scheduling.v1alpha1.ClusterNetworkTopology", _top({
             "spec": _object({"networkTopologySpec": _array(_object({

@@ -46,7 +46,7 @@ Pure: no I/O, no clock (times are passed in).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -113,11 +113,12 @@ def owner_reference(job: Obj) -> Obj:
             "controller": True, "blockOwnerDeletion": True}
 
 
-def controller_uid(obj: Obj) -> str | None:
-    """The uid of the Volcano Job controlling `obj`, if one does."""
+def controller_uid(obj: Obj, api_version: str = JOB_API_VERSION, kinds: Container[str] = (JOB_KIND,)) -> str | None:
+    """The uid of the object controlling `obj` if it is of `api_version` and one of `kinds` (by default a Volcano
+    Job)."""
     for ref in as_list(as_dict(obj.get("metadata")).get("ownerReferences")):
         ref = as_dict(ref)
-        if ref.get("controller") and ref.get("apiVersion") == JOB_API_VERSION and ref.get("kind") == JOB_KIND:
+        if ref.get("controller") and ref.get("apiVersion") == api_version and ref.get("kind") in kinds:
             return str(ref.get("uid") or "")
     return None
 
@@ -129,7 +130,8 @@ def min_task_member(task: Obj) -> int:
 
 # ----------------------------------------------------------------------------- minResources
 
-def _amounts(listed: Any) -> Amounts:
+def amounts(listed: Any) -> Amounts:
+    """A ResourceList's quantities, parsed (an unparsable one left out)."""
     found: Amounts = {}
     for name, raw in as_dict(listed).items():
         try:
@@ -139,7 +141,8 @@ def _amounts(listed: Any) -> Amounts:
     return found
 
 
-def _add(total: Amounts, more: Amounts, times: int = 1) -> None:
+def add_amounts(total: Amounts, more: Amounts, times: int = 1) -> None:
+    """quantity.Add of each of `more` (times `times`) into `total`; a new name keeps its own format."""
     for name, (value, form) in more.items():
         if name in total:
             total[name] = (total[name][0] + value * times, total[name][1])
@@ -158,28 +161,28 @@ def _pod_figure(spec: Obj, field: str) -> Amounts:
     computes them."""
     total: Amounts = {}
     for container in as_list(spec.get("containers")):
-        _add(total, _amounts(as_dict(as_dict(container).get("resources")).get(field)))
+        add_amounts(total, amounts(as_dict(as_dict(container).get("resources")).get(field)))
     sidecars: Amounts = {}
     starting: Amounts = {}
     for container in as_list(spec.get("initContainers")):
-        alone = _amounts(as_dict(as_dict(container).get("resources")).get(field))
+        alone = amounts(as_dict(as_dict(container).get("resources")).get(field))
         if as_dict(container).get("restartPolicy") == "Always":
-            _add(total, alone)
-            _add(sidecars, alone)
+            add_amounts(total, alone)
+            add_amounts(sidecars, alone)
             alone = dict(sidecars)
         else:
-            _add(alone, sidecars)
+            add_amounts(alone, sidecars)
         _max(starting, alone)
     _max(total, starting)
-    pod_level = _amounts(as_dict(spec.get("resources")).get(field))
+    pod_level = amounts(as_dict(spec.get("resources")).get(field))
     for name in ("cpu", "memory"):
         if name in pod_level:
             total[name] = pod_level[name]
-    overhead = _amounts(spec.get("overhead"))
+    overhead = amounts(spec.get("overhead"))
     if field == "requests":
-        _add(total, overhead)
+        add_amounts(total, overhead)
     else:
-        _add(total, {name: amount for name, amount in overhead.items() if name in total})
+        add_amounts(total, {name: amount for name, amount in overhead.items() if name in total})
     return total
 
 
@@ -228,7 +231,7 @@ def min_resources(job: Obj, priorities: Mapping[str, int]) -> dict[str, str]:
 
     def take(task: Obj, count: int) -> None:
         if count > 0:
-            _add(total, pod_usage(as_dict(as_dict(task.get("template")).get("spec"))), count)
+            add_amounts(total, pod_usage(as_dict(as_dict(task.get("template")).get("spec"))), count)
 
     if job_min < sum(min_task_member(task) for task in ordered):  # CalcFirstCountResources
         left = job_min
@@ -258,6 +261,11 @@ def min_resources(job: Obj, priorities: Mapping[str, int]) -> dict[str, str]:
                 continue
             take(task, min(left, spare))
             left -= min(left, spare)
+    return formatted(total)
+
+
+def formatted(total: Amounts) -> dict[str, str]:
+    """A ResourceList as the API server writes it: each quantity canonical, in its own format."""
     return {name: format_value(value, form) for name, (value, form) in sorted(total.items())}
 
 

@@ -86,7 +86,9 @@ class VolcanoJobController(StoreController):
             if event.type == "DELETED":
                 self._jobs_by_uid.pop(str(meta["uid"]), None)
                 self._dirty.discard(key)
-                self._collect(event.namespace, str(meta["uid"]))
+                uid = str(meta["uid"])
+                self._delete_dependents(event.namespace, (_PODS, _POD_GROUPS),
+                                        lambda o: volcano_job.controller_uid(o) == uid)
             else:
                 self._jobs_by_uid[str(meta["uid"])] = key
                 self._mark(*key)
@@ -101,16 +103,6 @@ class VolcanoJobController(StoreController):
     def _mark(self, namespace: str, name: str) -> None:
         self._dirty.add((namespace, name))
         self._schedule()
-
-    def _collect(self, namespace: str, uid: str) -> None:
-        """The garbage collector's part: an owner gone, its dependents go (background propagation)."""
-        for resource in (_PODS, _POD_GROUPS):
-            for obj in self.store.list(resource, namespace, lambda o: volcano_job.controller_uid(o) == uid):
-                meta = obj["metadata"]
-                try:
-                    self.store.delete(resource, str(meta["name"]), namespace, preconditions={"uid": meta["uid"]})
-                except ApiError:  # gone meanwhile
-                    continue
 
     # ----------------------------------------------------------------------- syncing
 
