@@ -25,6 +25,11 @@ from events.objects import (
     KaiQueueResource,
     KaiQueueResources,
     KaiQueueSpec,
+    KubeflowJob,
+    KubeflowJobSpec,
+    KubeflowPodTemplate,
+    KubeflowReplicaSpec,
+    KubeflowTemplateSpec,
     Node,
     NodeSpec,
     NodeStatus,
@@ -216,6 +221,22 @@ def volcano_pod_group(name: str, *, namespace: str = "default", min_member: int 
 def volcano_job(name: str, *, namespace: str = "default", scheduler_name: str = "toposched") -> VolcanoJob:
     return VolcanoJob(metadata=ObjectMeta(name=name, namespace=namespace, uid=f"uid-vcjob-{namespace}-{name}"),
                       spec=VolcanoJobSpec(scheduler_name=scheduler_name))
+
+
+def kubeflow_job(name: str, *, kind: str = "PyTorchJob", namespace: str = "default",
+                 schedulers: Mapping[str, str] | None = None) -> KubeflowJob:
+    """A training-operator v1 job of `kind` with replicas `schedulers` (replica type -> its template's
+    schedulerName, "" for none; default Master and Worker naming toposched)."""
+    named = schedulers if schedulers is not None else {"Master": "toposched", "Worker": "toposched"}
+    replicas: dict[str, KubeflowReplicaSpec | None] = {
+        replica: KubeflowReplicaSpec(template=KubeflowPodTemplate(spec=KubeflowTemplateSpec(scheduler_name=name)))
+        for replica, name in named.items()}
+    field = {"PyTorchJob": "pytorch_replica_specs", "TFJob": "tf_replica_specs", "MPIJob": "mpi_replica_specs",
+             "XGBoostJob": "xgb_replica_specs", "PaddleJob": "paddle_replica_specs",
+             "JAXJob": "jax_replica_specs"}[kind]
+    return KubeflowJob(kind=kind, metadata=ObjectMeta(name=name, namespace=namespace,
+                                                      uid=f"uid-{kind.lower()}-{namespace}-{name}"),
+                       spec=KubeflowJobSpec(**{field: replicas}))
 
 
 KaiAmounts = tuple[float | None, float | None, float | None]  # KAI's (quota, limit, overQuotaWeight)

@@ -37,6 +37,8 @@ from events.model import (
     KaiQueueUpserted,
     KaiTopologyDeleted,
     KaiTopologyUpserted,
+    KubeflowJobDeleted,
+    KubeflowJobUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
     KueueTopologyDeleted,
@@ -79,6 +81,8 @@ from events.objects import (
     KOORDINATOR_QUOTA_API,
     KUBE_POD_GROUP_API,
     KUBE_POD_GROUP_OLDER_APIS,
+    KUBEFLOW_JOB_API,
+    KUBEFLOW_JOB_KINDS,
     KUEUE_TOPOLOGY_API,
     KUEUE_TOPOLOGY_OLDER_APIS,
     SCHEDULER_PLUGINS_POD_GROUP_API,
@@ -94,6 +98,7 @@ from events.objects import (
     KaiPodGroup,
     KaiQueue,
     KaiTopology,
+    KubeflowJob,
     KubePodGroup,
     KueueTopology,
     Node,
@@ -115,7 +120,7 @@ from events.objects import (
 KubeObject = (Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
               | KueueTopology | KaiTopology | KaiPodGroup | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue
               | KaiQueue | PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode | PodDisruptionBudget
-              | VolcanoJob)
+              | VolcanoJob | KubeflowJob)
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,12 @@ class KindInfo:
     @property
     def version(self) -> str:
         return self.api_version.rpartition("/")[2]
+
+
+def _kubeflow_job_kind(kind: str, plural: str) -> KindInfo:
+    """One of training-operator v1's job kinds: all read as `KubeflowJob`, deleted by kind and key."""
+    return KindInfo(kind, KUBEFLOW_JOB_API, kind, plural, True, KubeflowJob,
+                    lambda o: KubeflowJobUpserted(job=o), lambda k, u: KubeflowJobDeleted(kind=kind, key=k))
 
 
 KINDS: tuple[KindInfo, ...] = (
@@ -181,9 +192,10 @@ KINDS: tuple[KindInfo, ...] = (
              PodDisruptionBudget, lambda o: BudgetUpserted(budget=o), lambda k, u: BudgetDeleted(key=k)),
     KindInfo("Node", "v1", "Node", "nodes", False, Node,
              lambda o: NodeUpserted(node=o), lambda k, u: NodeDeleted(name=k)),
-    # Before the PodGroups: whose scheduler a Volcano Job's PodGroup is for is known when it is read.
+    # Before the PodGroups: whose scheduler a Volcano or Kubeflow Job's PodGroup is for is known when it is read.
     KindInfo("VolcanoJob", VOLCANO_JOB_API, "Job", "jobs", True, VolcanoJob,
              lambda o: VolcanoJobUpserted(job=o), lambda k, u: VolcanoJobDeleted(key=k)),
+    *(_kubeflow_job_kind(kind, plural) for kind, plural in KUBEFLOW_JOB_KINDS),
     KindInfo("PodGroup", KOORDINATOR_POD_GROUP_API, "PodGroup", "podgroups", True, PodGroup,
              lambda o: PodGroupUpserted(pod_group=o), lambda k, u: PodGroupDeleted(key=k)),
     KindInfo("VolcanoPodGroup", VOLCANO_POD_GROUP_API, "PodGroup", "podgroups", True, VolcanoPodGroup,

@@ -26,6 +26,7 @@ from events.objects import (
     KaiPodGroup,
     KaiQueue,
     KaiTopology,
+    KubeflowJob,
     KubePodGroup,
     KueueTopology,
     Node,
@@ -93,6 +94,18 @@ class VolcanoJobUpserted(EventBase, tag="vcjob", frozen=True):
 
 
 class VolcanoJobDeleted(EventBase, tag="vcjob-", frozen=True):
+    key: str
+
+
+class KubeflowJobUpserted(EventBase, tag="kfjob", frozen=True):
+    """A Kubeflow training-operator v1 job (kubeflow.org/v1, any of its kinds): whose scheduler its Volcano
+    PodGroup's pods will be."""
+
+    job: KubeflowJob
+
+
+class KubeflowJobDeleted(EventBase, tag="kfjob-", frozen=True):
+    kind: str  # PyTorchJob, TFJob, ...: jobs of different kinds may share a namespace and name
     key: str
 
 
@@ -278,7 +291,7 @@ QUOTA_OBJECT_EVENTS = (ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasti
                        CapacityElasticQuotaDeleted, QueueUpserted, QueueDeleted, KaiQueueUpserted, KaiQueueDeleted)
 PRIORITY_CLASS_EVENTS = (PriorityClassUpserted, PriorityClassDeleted)
 # The workload objects whose PodGroups toposched enqueues (state/volcano_enqueue.py).
-JOB_OBJECT_EVENTS = (VolcanoJobUpserted, VolcanoJobDeleted)
+JOB_OBJECT_EVENTS = (VolcanoJobUpserted, VolcanoJobDeleted, KubeflowJobUpserted, KubeflowJobDeleted)
 
 
 class ObjectUndecodable(EventBase, tag="bad", frozen=True):
@@ -439,6 +452,8 @@ Event: TypeAlias = (
     | BudgetDeleted
     | VolcanoJobUpserted
     | VolcanoJobDeleted
+    | KubeflowJobUpserted
+    | KubeflowJobDeleted
     | ObjectUndecodable
     | PodAssumed
     | PodForgotten

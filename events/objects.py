@@ -580,6 +580,58 @@ class VolcanoJob(_K8s, frozen=True):
     spec: VolcanoJobSpec = VolcanoJobSpec()
 
 
+# --------------------------------------------------------------------------- Kubeflow training-operator (v1)
+
+
+class KubeflowTemplateSpec(_K8s, frozen=True):
+    scheduler_name: str = ""  # training-operator writes its gang scheduler's name ("volcano") into an empty one
+
+
+class KubeflowPodTemplate(_K8s, frozen=True):
+    spec: KubeflowTemplateSpec = KubeflowTemplateSpec()
+
+
+class KubeflowReplicaSpec(_K8s, frozen=True):
+    template: KubeflowPodTemplate = KubeflowPodTemplate()
+
+
+class KubeflowJobSpec(_K8s, frozen=True):
+    """The replica specs of each kind training-operator v1 serves (one is set, per the job's kind), by
+    replica type (Master, Worker, PS, Chief, Launcher, ...). A null replica decodes as None."""
+
+    pytorch_replica_specs: dict[str, KubeflowReplicaSpec | None] = {}
+    tf_replica_specs: dict[str, KubeflowReplicaSpec | None] = {}
+    mpi_replica_specs: dict[str, KubeflowReplicaSpec | None] = {}
+    xgb_replica_specs: dict[str, KubeflowReplicaSpec | None] = {}
+    paddle_replica_specs: dict[str, KubeflowReplicaSpec | None] = {}
+    jax_replica_specs: dict[str, KubeflowReplicaSpec | None] = {}
+
+
+class KubeflowJob(_K8s, frozen=True):
+    """A Kubeflow training-operator v1 job (PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob, JAXJob in
+    kubeflow.org/v1): read for its replicas' schedulerNames only. With Volcano gang scheduling
+    (`--gang-scheduler-name=volcano`) training-operator makes a Volcano PodGroup named as the job (controlled
+    by it) and creates the job's pods only once that PodGroup is enqueued (`state/volcano_enqueue.py`)."""
+
+    api_version: str = "kubeflow.org/v1"
+    kind: str = "PyTorchJob"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: KubeflowJobSpec = KubeflowJobSpec()
+
+    def replica_schedulers(self) -> list[tuple[str, str, str]]:
+        """(replica specs field as written, replica type, its pod template's schedulerName or "") of every
+        replica, in the order written."""
+        spec = self.spec
+        return [(field, replica_type, replica.template.spec.scheduler_name if replica is not None else "")
+                for field, replicas in (("pytorchReplicaSpecs", spec.pytorch_replica_specs),
+                                        ("tfReplicaSpecs", spec.tf_replica_specs),
+                                        ("mpiReplicaSpecs", spec.mpi_replica_specs),
+                                        ("xgbReplicaSpecs", spec.xgb_replica_specs),
+                                        ("paddleReplicaSpecs", spec.paddle_replica_specs),
+                                        ("jaxReplicaSpecs", spec.jax_replica_specs))
+                for replica_type, replica in replicas.items()]
+
+
 # --------------------------------------------------------------------------- KAI Scheduler (scheduling.run.ai)
 
 
@@ -1088,6 +1140,10 @@ KUBE_POD_GROUP_OLDER_APIS = ("scheduling.k8s.io/v1alpha3", "scheduling.k8s.io/v1
 WORKLOAD_API = "scheduling.k8s.io/v1alpha1"
 VOLCANO_POD_GROUP_API = "scheduling.volcano.sh/v1beta1"
 VOLCANO_JOB_API = "batch.volcano.sh/v1alpha1"
+KUBEFLOW_JOB_API = "kubeflow.org/v1"
+# training-operator v1's job kinds (kind, plural), each a `KubeflowJob`.
+KUBEFLOW_JOB_KINDS = (("PyTorchJob", "pytorchjobs"), ("TFJob", "tfjobs"), ("MPIJob", "mpijobs"),
+                      ("XGBoostJob", "xgboostjobs"), ("PaddleJob", "paddlejobs"), ("JAXJob", "jaxjobs"))
 CLUSTER_NETWORK_TOPOLOGY_API = "scheduling.koordinator.sh/v1alpha1"
 HYPERNODE_API = "topology.volcano.sh/v1alpha1"
 KUEUE_TOPOLOGY_API = "kueue.x-k8s.io/v1beta2"
@@ -1114,7 +1170,8 @@ _Object = TypeVar(
     "_Object",
     bound=Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
     | KueueTopology | KaiTopology | KaiPodGroup | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue
-    | KaiQueue | PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode | PodDisruptionBudget | VolcanoJob,
+    | KaiQueue | PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode | PodDisruptionBudget | VolcanoJob
+    | KubeflowJob,
 )
 
 

@@ -52,6 +52,8 @@ from events.model import (
     KaiQueueUpserted,
     KaiTopologyDeleted,
     KaiTopologyUpserted,
+    KubeflowJobDeleted,
+    KubeflowJobUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
     KueueTopologyDeleted,
@@ -114,6 +116,7 @@ from events.objects import (
     KaiPodGroup,
     KaiQueue,
     KaiTopology,
+    KubeflowJob,
     KubePodGroup,
     KueueTopology,
     NetworkTopologyLayer,
@@ -486,6 +489,7 @@ class _SnapshotObjects(msgspec.Struct, frozen=True, kw_only=True):
     kai_queues: list[KaiQueue] = []  # likewise
     csi_nodes: list[CSINode] = []  # likewise
     volcano_jobs: list[VolcanoJob] = []  # likewise
+    kubeflow_jobs: list[KubeflowJob] = []  # likewise
 
 
 class StateSnapshot(_SnapshotObjects, frozen=True, kw_only=True):
@@ -595,10 +599,12 @@ class ClusterState:
         self._attach_stamp: tuple[int, int] = (-1, -1)
         # PodDisruptionBudgets by namespace, then `namespace/name`: preemption ranks plans by them
         self.budgets: dict[str, dict[str, PodDisruptionBudget]] = {}
-        # Volcano Jobs by `namespace/name`, and their keys by uid: the Job that controls a Volcano PodGroup
-        # says whose scheduler its pods will be (state/volcano_enqueue.py)
+        # Volcano Jobs by `namespace/name`, Kubeflow training jobs by (kind, `namespace/name`), and both by
+        # uid: the job that controls a Volcano PodGroup says whose scheduler its pods will be
+        # (state/volcano_enqueue.py)
         self.volcano_jobs: dict[str, VolcanoJob] = {}
-        self._volcano_job_keys: dict[str, str] = {}
+        self.kubeflow_jobs: dict[tuple[str, str], KubeflowJob] = {}
+        self._jobs_by_uid: dict[str, VolcanoJob | KubeflowJob] = {}
         self.pending: set[str] = set()  # keys of our pods waiting to be placed
         self.problems: dict[tuple[str, str], list[Problem]] = {}
         self.undecodable: dict[tuple[str, str], Problem] = {}
@@ -958,7 +964,7 @@ class ClusterState:
         if subject in self.fold_failures or subject in self.undecodable:
             return False
         holder, upserted = held
-        current = holder(self, subject[1])
+        current = holder(self, *subject)
         return current is not None and current == upserted(event)
 
     def not_held(self, events: Iterable[Event]) -> list[Event]:
@@ -1772,26 +1778,34 @@ class ClusterState:
                 del self.budgets[namespace]
 
     def _volcano_job_upserted(self, event: VolcanoJobUpserted) -> None:
-        meta = event.job.metadata
-        key = _meta_key(meta)
-        old = self.volcano_jobs.get(key)
-        if old is not None and old.metadata.uid != meta.uid:
-            self._volcano_job_keys.pop(old.metadata.uid, None)
+        key = _meta_key(event.job.metadata)
+        self._hold_job(self.volcano_jobs.get(key), event.job)
         self.volcano_jobs[key] = event.job
-        if meta.uid:
-            self._volcano_job_keys[meta.uid] = key
 
     def _volcano_job_deleted(self, event: VolcanoJobDeleted) -> None:
-        job = self.volcano_jobs.pop(event.key, None)
-        if job is not None:
-            self._volcano_job_keys.pop(job.metadata.uid, None)
+        self._hold_job(self.volcano_jobs.pop(event.key, None), None)
 
-    def volcano_job_of(self, group: VolcanoPodGroup) -> VolcanoJob | None:
-        """The Volcano Job that controls the PodGroup (its controller owner reference), if one is known."""
+    def _kubeflow_job_upserted(self, event: KubeflowJobUpserted) -> None:
+        key = (event.job.kind, _meta_key(event.job.metadata))
+        self._hold_job(self.kubeflow_jobs.get(key), event.job)
+        self.kubeflow_jobs[key] = event.job
+
+    def _kubeflow_job_deleted(self, event: KubeflowJobDeleted) -> None:
+        self._hold_job(self.kubeflow_jobs.pop((event.kind, event.key), None), None)
+
+    def _hold_job(self, old: VolcanoJob | KubeflowJob | None, new: VolcanoJob | KubeflowJob | None) -> None:
+        """Keeps the uid index of jobs as `old` (the one held under the key before, if any) becomes `new`."""
+        if old is not None and self._jobs_by_uid.get(old.metadata.uid) is old:
+            del self._jobs_by_uid[old.metadata.uid]
+        if new is not None and new.metadata.uid:
+            self._jobs_by_uid[new.metadata.uid] = new
+
+    def job_of(self, group: VolcanoPodGroup) -> VolcanoJob | KubeflowJob | None:
+        """The Volcano Job or Kubeflow training job that controls the PodGroup (its controller owner
+        reference), if one is known."""
         for owner in group.metadata.owner_references:
             if owner.controller:
-                key = self._volcano_job_keys.get(owner.uid)
-                return self.volcano_jobs.get(key) if key is not None else None
+                return self._jobs_by_uid.get(owner.uid)
         return None
 
     def volume_needs(self, pod: PodInfo) -> VolumeNeeds:
@@ -2058,6 +2072,7 @@ class ClusterState:
             budgets=[budget for namespace in sorted(self.budgets)
                      for _, budget in sorted(self.budgets[namespace].items())],
             volcano_jobs=[self.volcano_jobs[k] for k in sorted(self.volcano_jobs)],
+            kubeflow_jobs=[self.kubeflow_jobs[k] for k in sorted(self.kubeflow_jobs)],
         )
 
     @classmethod
@@ -2100,6 +2115,8 @@ class ClusterState:
             state.apply(BudgetUpserted(budget=budget))
         for job in snap.volcano_jobs:
             state.apply(VolcanoJobUpserted(job=job))
+        for kubeflow_job in snap.kubeflow_jobs:
+            state.apply(KubeflowJobUpserted(job=kubeflow_job))
         if isinstance(snap, StateSnapshot):
             try:
                 for node in nodes_of(snap.node_table, state._compactor):
@@ -2590,10 +2607,12 @@ _UPDATE_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = {
     BudgetDeleted: lambda e: ("PodDisruptionBudget", e.key),
     VolcanoJobUpserted: lambda e: (VOLCANO_JOB_KIND, _meta_key(e.job.metadata)),
     VolcanoJobDeleted: lambda e: (VOLCANO_JOB_KIND, e.key),
+    KubeflowJobUpserted: lambda e: (e.job.kind, _meta_key(e.job.metadata)),
+    KubeflowJobDeleted: lambda e: (e.kind, e.key),
 }
 
 
-def _held_pod(state: ClusterState, key: str) -> Pod | None:
+def _held_pod(state: ClusterState, _kind: str, key: str) -> Pod | None:
     pod = state.pods.get(key)
     if pod is None or pod.removed or pod.broken:
         return None
@@ -2609,37 +2628,38 @@ def _held_pod(state: ClusterState, key: str) -> Pod | None:
     return obj
 
 
-def _held_node(state: ClusterState, name: str) -> Node | None:
+def _held_node(state: ClusterState, _kind: str, name: str) -> Node | None:
     node = state.nodes.get(name)
     return node.obj if node is not None else None
 
 
 # Per kind of upsert: the version of its object the state holds (by the key `_UPDATE_SUBJECTS` gives), and
 # the object the upsert carries (`ClusterState.holds_unchanged`).
-_HELD_OBJECTS: dict[type, tuple[Callable[[ClusterState, str], object], Callable[[Any], object]]] = {
+_HELD_OBJECTS: dict[type, tuple[Callable[[ClusterState, str, str], object], Callable[[Any], object]]] = {
     NodeUpserted: (_held_node, lambda e: e.node),
     PodUpserted: (_held_pod, lambda e: e.pod),
-    PodGroupUpserted: (lambda s, k: s.pod_groups.get(k), lambda e: e.pod_group),
-    VolcanoPodGroupUpserted: (lambda s, k: s.volcano_pod_groups.get(k), lambda e: e.pod_group),
-    SchedulerPluginsPodGroupUpserted: (lambda s, k: s.scheduler_plugins_pod_groups.get(k), lambda e: e.pod_group),
-    KubePodGroupUpserted: (lambda s, k: s.kube_pod_groups.get(k), lambda e: e.pod_group),
-    KaiPodGroupUpserted: (lambda s, k: s.kai_pod_groups.get(k), lambda e: e.pod_group),
-    WorkloadUpserted: (lambda s, k: s.workloads.get(k), lambda e: e.workload),
-    NetworkTopologyUpserted: (lambda s, k: s.network_topologies.get(k), lambda e: e.topology),
-    HyperNodeUpserted: (lambda s, k: s.hyper_nodes.get(k), lambda e: e.hyper_node),
-    KueueTopologyUpserted: (lambda s, k: s.kueue_topologies.get(k), lambda e: e.topology),
-    KaiTopologyUpserted: (lambda s, k: s.kai_topologies.get(k), lambda e: e.topology),
-    PriorityClassUpserted: (lambda s, k: s.priority_classes.get(k), lambda e: e.priority_class),
-    ElasticQuotaUpserted: (lambda s, k: s.quotas.elastic_quotas.get(k), lambda e: e.quota),
-    CapacityElasticQuotaUpserted: (lambda s, k: s.quotas.capacity_quotas.get(k), lambda e: e.quota),
-    QueueUpserted: (lambda s, k: s.quotas.queues.get(k), lambda e: e.queue),
-    KaiQueueUpserted: (lambda s, k: s.quotas.kai_queues.get(k), lambda e: e.queue),
-    ClaimUpserted: (lambda s, k: s.volumes.claims.get(k), lambda e: e.claim),
-    VolumeUpserted: (lambda s, k: s.volumes.volumes.get(k), lambda e: e.volume),
-    StorageClassUpserted: (lambda s, k: s.volumes.classes.get(k), lambda e: e.storage_class),
-    CSINodeUpserted: (lambda s, k: s.volumes.csi_nodes.get(k), lambda e: e.csi_node),
-    BudgetUpserted: (lambda s, k: s.budgets.get(k.partition("/")[0], {}).get(k), lambda e: e.budget),
-    VolcanoJobUpserted: (lambda s, k: s.volcano_jobs.get(k), lambda e: e.job),
+    PodGroupUpserted: (lambda s, _, k: s.pod_groups.get(k), lambda e: e.pod_group),
+    VolcanoPodGroupUpserted: (lambda s, _, k: s.volcano_pod_groups.get(k), lambda e: e.pod_group),
+    SchedulerPluginsPodGroupUpserted: (lambda s, _, k: s.scheduler_plugins_pod_groups.get(k), lambda e: e.pod_group),
+    KubePodGroupUpserted: (lambda s, _, k: s.kube_pod_groups.get(k), lambda e: e.pod_group),
+    KaiPodGroupUpserted: (lambda s, _, k: s.kai_pod_groups.get(k), lambda e: e.pod_group),
+    WorkloadUpserted: (lambda s, _, k: s.workloads.get(k), lambda e: e.workload),
+    NetworkTopologyUpserted: (lambda s, _, k: s.network_topologies.get(k), lambda e: e.topology),
+    HyperNodeUpserted: (lambda s, _, k: s.hyper_nodes.get(k), lambda e: e.hyper_node),
+    KueueTopologyUpserted: (lambda s, _, k: s.kueue_topologies.get(k), lambda e: e.topology),
+    KaiTopologyUpserted: (lambda s, _, k: s.kai_topologies.get(k), lambda e: e.topology),
+    PriorityClassUpserted: (lambda s, _, k: s.priority_classes.get(k), lambda e: e.priority_class),
+    ElasticQuotaUpserted: (lambda s, _, k: s.quotas.elastic_quotas.get(k), lambda e: e.quota),
+    CapacityElasticQuotaUpserted: (lambda s, _, k: s.quotas.capacity_quotas.get(k), lambda e: e.quota),
+    QueueUpserted: (lambda s, _, k: s.quotas.queues.get(k), lambda e: e.queue),
+    KaiQueueUpserted: (lambda s, _, k: s.quotas.kai_queues.get(k), lambda e: e.queue),
+    ClaimUpserted: (lambda s, _, k: s.volumes.claims.get(k), lambda e: e.claim),
+    VolumeUpserted: (lambda s, _, k: s.volumes.volumes.get(k), lambda e: e.volume),
+    StorageClassUpserted: (lambda s, _, k: s.volumes.classes.get(k), lambda e: e.storage_class),
+    CSINodeUpserted: (lambda s, _, k: s.volumes.csi_nodes.get(k), lambda e: e.csi_node),
+    BudgetUpserted: (lambda s, _, k: s.budgets.get(k.partition("/")[0], {}).get(k), lambda e: e.budget),
+    VolcanoJobUpserted: (lambda s, _, k: s.volcano_jobs.get(k), lambda e: e.job),
+    KubeflowJobUpserted: (lambda s, kind, k: s.kubeflow_jobs.get((kind, k)), lambda e: e.job),
 }
 
 
@@ -2722,4 +2742,6 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None] | None] = exhaustive("
     BudgetDeleted: ClusterState._budget_deleted,
     VolcanoJobUpserted: ClusterState._volcano_job_upserted,
     VolcanoJobDeleted: ClusterState._volcano_job_deleted,
+    KubeflowJobUpserted: ClusterState._kubeflow_job_upserted,
+    KubeflowJobDeleted: ClusterState._kubeflow_job_deleted,
 })

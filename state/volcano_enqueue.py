@@ -1,10 +1,18 @@
-"""Volcano's enqueue: which Volcano Jobs' PodGroups may move from `Pending` to `Inqueue` now.
+"""Volcano's enqueue: which jobs' Volcano PodGroups may move from `Pending` to `Inqueue` now.
 
-Volcano's job controller (vc-controller-manager) makes a `scheduling.volcano.sh` PodGroup for each
-`batch.volcano.sh` Job and creates the Job's pods only once that PodGroup's `status.phase` is set and not
-`Pending`. Moving it to `Inqueue` is the scheduler's `enqueue` action: without it such a Job never gets a
-pod. toposched enqueues the PodGroups of the Volcano Jobs whose `spec.schedulerName` is its own (read from
-the Job that controls the PodGroup, `ClusterState.volcano_job_of`), as Volcano's scheduler does with its
+Two controllers make a `scheduling.volcano.sh` PodGroup for a job and create the job's pods only once that
+PodGroup's `status.phase` is set and not `Pending`:
+
+- Volcano's job controller (vc-controller-manager), for each `batch.volcano.sh` Job (its PodGroup
+  `<job>-<uid>`); the Job's `spec.schedulerName` is its pods' (Volcano's webhook writes `volcano` into an
+  empty one).
+- Kubeflow's training-operator v1 started with `--gang-scheduler-name=volcano`, for each PyTorchJob, TFJob,
+  MPIJob, XGBoostJob, PaddleJob and JAXJob (`kubeflow.org/v1`; its PodGroup is named as the job): a
+  replica's pods take its template's `schedulerName`, `volcano` where it sets none.
+
+Moving the PodGroup to `Inqueue` is the scheduler's `enqueue` action: without it such a job never gets a
+pod. toposched enqueues the PodGroups whose job (the one that controls the PodGroup, `ClusterState.job_of`)
+names toposched for its pods (any replica, for a Kubeflow job), as Volcano's scheduler does with its
 default configuration (read, no code copied: its enqueue action and the overcommit and proportion plugins):
 
 - A PodGroup without `spec.minResources` is enqueued at once ("best effort").
@@ -32,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Set
 
-from events.objects import VolcanoPodGroup
+from events.objects import KubeflowJob, VolcanoJob, VolcanoPodGroup
 from state.cluster import ClusterState
 from state.quota import VOLCANO
 from state.resources import QuantityError, Resources, parse_quantity
@@ -69,10 +77,18 @@ def min_resources(group: VolcanoPodGroup) -> Resources | None:
     return wanted or None
 
 
+def pod_scheduler_names(job: VolcanoJob | KubeflowJob) -> list[str]:
+    """The schedulerName the job's controller gives its pods: the Volcano Job's, or each Kubeflow replica
+    template's; `volcano` where none is set (Volcano's webhook, training-operator's DecoratePodTemplateSpec)."""
+    names = ([job.spec.scheduler_name] if isinstance(job, VolcanoJob)
+             else [name for _, _, name in job.replica_schedulers()])
+    return [name or DEFAULT_VOLCANO_SCHEDULER for name in names]
+
+
 def ours(state: ClusterState, group: VolcanoPodGroup) -> bool:
-    """Whether the PodGroup is a Volcano Job's whose pods will be toposched's to place."""
-    job = state.volcano_job_of(group)
-    return job is not None and (job.spec.scheduler_name or DEFAULT_VOLCANO_SCHEDULER) == state.scheduler_name
+    """Whether the PodGroup is a job's some of whose pods will be toposched's to place."""
+    job = state.job_of(group)
+    return job is not None and state.scheduler_name in pod_scheduler_names(job)
 
 
 def to_enqueue(state: ClusterState, in_flight: Set[str] = frozenset()) -> list[str]:

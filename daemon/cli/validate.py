@@ -26,8 +26,10 @@ access modes or a storage request, ...), and the Workload API's kinds (schedulin
 every version, Workloads of every version: 1.36's and 1.37's by those rules only) through
 kube-apiserver's validation of them (`manifests.validation.validate`, as devcluster admits them: a gang
 policy without a positive minCount, a 1.37 disruptionMode naming neither `single` nor `all`, two
-topology constraints, ...). A Volcano Job (`batch.volcano.sh`) whose `spec.schedulerName` is not toposched's
-is reported: toposched neither enqueues its PodGroup nor places its pods. Other kinds are skipped.
+topology constraints, ...). A Volcano Job (`batch.volcano.sh`) whose `spec.schedulerName` is not toposched's,
+and a Kubeflow training job's replica (`kubeflow.org/v1` PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob,
+JAXJob) whose pod template's is not, are reported: toposched neither enqueues such a job's Volcano PodGroup
+nor places those pods. Other kinds are skipped.
 
 Prints one line per problem, `FILE#DOC: Kind name: field: message` (DOC counts documents from 1),
 and exits 1; prints a short OK line and exits 0 when everything is valid; exits 2, with one line,
@@ -56,6 +58,7 @@ from events.objects import (
     HyperNode,
     KaiPodGroup,
     KaiTopology,
+    KubeflowJob,
     KubePodGroup,
     KueueTopology,
     Node,
@@ -70,7 +73,7 @@ from manifests.admission import merge_label_keys
 from manifests.defaulting import UndecodableQuantity, default_pod
 from manifests.validation import validate as validate_object
 from manifests.validation import validate_placement_rules
-from state.cluster import VOLCANO_JOB_KIND, ClusterState
+from state.cluster import ClusterState
 from state.gangs import Problem
 from state.hypernodes import HYPERNODE_KIND
 from state.pod_constraints import unconsidered
@@ -134,25 +137,37 @@ class _Documents:
     folded: list[tuple[str, KindInfo, KubeObject]] = field(default_factory=list)  # what the quota rules fold
     skipped: int = 0
     volcano_jobs: int = 0  # Volcano Jobs checked (their schedulerName)
+    training_jobs: int = 0  # Kubeflow training jobs checked (their replicas' schedulerNames)
     storage: int = 0  # PersistentVolumes, claims and StorageClasses checked
     api_server_only: int = 0  # 1.36 / 1.37 Workloads checked
 
 
-def _volcano_job_problems(info: KindInfo, document: dict[str, Any], api_version: str) -> list[Problem]:
-    """A Volcano Job whose pods will not be toposched's: its PodGroup is then never enqueued by toposched, and
-    with no Volcano scheduler in the cluster it waits for ever with no pods (state/volcano_enqueue.py)."""
+def _job_problems(info: KindInfo, document: dict[str, Any], api_version: str) -> list[Problem]:
+    """A Volcano Job, or a Kubeflow training job's replica, whose pods will not be toposched's: toposched
+    neither enqueues such a job's Volcano PodGroup nor places those pods; with no Volcano scheduler in the
+    cluster the job waits for ever with no pods (state/volcano_enqueue.py)."""
     decoded = decode_object(info, document, api_version)
     if isinstance(decoded, ObjectUndecodable):
         field, _, message = decoded.problem.partition(": ")
         return [Problem(info.kind, decoded.key, field if message else "", message or decoded.problem)]
-    assert isinstance(decoded, VolcanoJob)
-    named = decoded.spec.scheduler_name
-    if (named or DEFAULT_VOLCANO_SCHEDULER) == DEFAULT_SCHEDULER_NAME:
-        return []
-    said = f"{named!r}" if named else f"empty, which Volcano's webhook makes {DEFAULT_VOLCANO_SCHEDULER!r}"
-    return [Problem(info.kind, key_of(decoded.metadata), "spec.schedulerName",
-                    f"is {said}, not {DEFAULT_SCHEDULER_NAME!r}: toposched neither enqueues this job's PodGroup "
-                    "nor places its pods (fine if that scheduler runs in the cluster)")]
+    assert isinstance(decoded, VolcanoJob | KubeflowJob)
+    if isinstance(decoded, VolcanoJob):
+        named = [("spec.schedulerName", decoded.spec.scheduler_name, "Volcano's webhook makes")]
+        whose = "this job's PodGroup nor places its pods"
+    else:
+        named = [(f"spec.{field}.{replica}.template.spec.schedulerName", scheduler,
+                  "training-operator (gang scheduling with Volcano) makes")
+                 for field, replica, scheduler in decoded.replica_schedulers()]
+        whose = "this job's PodGroup (unless another replica names toposched) nor places these pods"
+    problems = []
+    for path, scheduler, defaulted_by in named:
+        if (scheduler or DEFAULT_VOLCANO_SCHEDULER) == DEFAULT_SCHEDULER_NAME:
+            continue
+        said = f"{scheduler!r}" if scheduler else f"empty, which {defaulted_by} {DEFAULT_VOLCANO_SCHEDULER!r}"
+        problems.append(Problem(info.kind, key_of(decoded.metadata), path,
+                                f"is {said}, not {DEFAULT_SCHEDULER_NAME!r}: toposched neither enqueues {whose} "
+                                "(fine if that scheduler runs in the cluster)"))
+    return problems
 
 
 def _documents_of(path: str) -> list[Any]:
@@ -194,9 +209,12 @@ def _read(paths: Sequence[str]) -> _Documents:
                                   for _, field, message in validate_object(api_version, kind, document)]
                 continue
             info = kind_of(api_version, kind)
-            if info is not None and info.name == VOLCANO_JOB_KIND:
-                docs.volcano_jobs += 1
-                docs.findings += [Finding(source, p) for p in _volcano_job_problems(info, document, api_version)]
+            if info is not None and info.type in (VolcanoJob, KubeflowJob):
+                if info.type is VolcanoJob:
+                    docs.volcano_jobs += 1
+                else:
+                    docs.training_jobs += 1
+                docs.findings += [Finding(source, p) for p in _job_problems(info, document, api_version)]
                 continue
             if info is None or (info.name not in _CHECKED and info.name not in (NODE_KIND, POD_KIND)):
                 docs.skipped += 1
@@ -358,7 +376,8 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
               "Workload": sum(1 for _, name, _ in docs.gang_objects if name == "Workload") + docs.api_server_only,
               "ElasticQuota": sum(1 for _, info, _ in docs.folded if info.name in _QUOTA_OBJECTS - _QUEUES),
               "Queue": sum(1 for _, info, _ in docs.folded if info.name in _QUEUES), POD_KIND: len(ours),
-              "storage object": docs.storage, "Volcano Job": docs.volcano_jobs}
+              "storage object": docs.storage, "Volcano Job": docs.volcano_jobs,
+              "Kubeflow training job": docs.training_jobs}
     return findings, counts
 
 

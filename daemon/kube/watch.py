@@ -45,7 +45,7 @@ from daemon.kube.client import KubeApiError, KubeClient, backoff_delay, decode_s
 from daemon.telemetry.metrics import Metrics
 from events.ingest import KINDS, KindInfo, decode_object, delete_event
 from events.model import Event, ObjectUndecodable
-from events.objects import ObjectMeta
+from events.objects import KUBEFLOW_JOB_KINDS, ObjectMeta
 from state.cluster import ClusterState
 
 log = structlog.get_logger("toposched.watch")
@@ -473,6 +473,11 @@ def _uids(objects: Mapping[str, Any]) -> dict[str, str]:
     return {key: obj.metadata.uid for key, obj in objects.items()}
 
 
+def _kubeflow_jobs_held(kind: str) -> Callable[[ClusterState], dict[str, str]]:
+    """The Kubeflow training jobs of one kind the state holds (they share `ClusterState.kubeflow_jobs`)."""
+    return lambda state: {key: job.metadata.uid for (held, key), job in state.kubeflow_jobs.items() if held == kind}
+
+
 # Per kind (`events.ingest.KINDS`): what the state holds of it, key -> uid. Every kind has an entry (a test
 # checks), so an object deleted while the daemon was down is never kept because its kind was forgotten.
 HELD_BY_KIND: dict[str, Callable[[ClusterState], dict[str, str]]] = {
@@ -500,4 +505,5 @@ HELD_BY_KIND: dict[str, Callable[[ClusterState], dict[str, str]]] = {
     "PodDisruptionBudget": lambda state: {key: budget.metadata.uid for budgets in state.budgets.values()
                                           for key, budget in budgets.items()},
     "VolcanoJob": lambda state: _uids(state.volcano_jobs),
+    **{kind: _kubeflow_jobs_held(kind) for kind, _ in KUBEFLOW_JOB_KINDS},
 }

@@ -554,7 +554,7 @@ class Scheduler:
         self._needs.pop(unit_of_gang(self.state, key)[0], None)
         return True
 
-    def _volcano_job_changed(self, event: Event) -> bool:
+    def _job_changed(self, event: Event) -> bool:
         return True  # its PodGroup may be ours to enqueue now (`_ENQUEUE_TRIGGERS`)
 
     def _capacity_freed(self, event: Event) -> bool:
@@ -1354,8 +1354,8 @@ class Scheduler:
     # ------------------------------------------------------------------ API calls
 
     def _enqueue_volcano(self, group: anyio.abc.TaskGroup) -> None:
-        """Move to Inqueue the Volcano Jobs' PodGroups that may be now (state/volcano_enqueue.py), so that
-        Volcano's job controller creates their pods."""
+        """Move to Inqueue the Volcano PodGroups of jobs that may be now (state/volcano_enqueue.py), so that
+        Volcano's job controller or Kubeflow's training-operator creates their pods."""
         self._enqueue_due = False
         for key in to_enqueue(self.state, self._enqueued):
             self._enqueued.add(key)
@@ -1466,8 +1466,8 @@ _OBSERVERS: dict[type, Callable[[Scheduler, Any], bool] | None] = exhaustive("th
     VolumeDeleted: None,
     # A budget only ranks preemption plans: it never lets a parked unit fit.
     **each(BUDGET_EVENTS, None),
-    # A Volcano Job says whose its PodGroup is: it may be enqueued now (`_ENQUEUE_TRIGGERS`).
-    **each(JOB_OBJECT_EVENTS, Scheduler._volcano_job_changed),
+    # A Volcano or Kubeflow job says whose its PodGroup is: it may be enqueued now (`_ENQUEUE_TRIGGERS`).
+    **each(JOB_OBJECT_EVENTS, Scheduler._job_changed),
     **each(QUOTA_OBJECT_EVENTS, Scheduler._quota_changed),
     # Decisions that only take room, and objects nothing is placed by:
     **each((ObjectUndecodable, BindRequested, PodNominated, EvictionRequested, GangTimedOut, GangPending,
@@ -1488,7 +1488,7 @@ def _node_shape(node: Node) -> tuple[object, ...]:
     return (node.metadata.labels, node.spec.taints, node.spec.unschedulable, node.status.allocatable)
 
 
-# Events after which a Volcano Job's PodGroup may be enqueued (state/volcano_enqueue.py): the PodGroups and
+# Events after which a job's Volcano PodGroup may be enqueued (state/volcano_enqueue.py): the PodGroups and
 # Jobs themselves, room freed (and a pod that finished, `_FINISHED_PHASES`) or added, the queues'
 # capabilities, priorities (the order).
 _ENQUEUE_TRIGGERS: frozenset[type] = frozenset({

@@ -92,6 +92,8 @@ from events.model import (
     KaiQueueUpserted,
     KaiTopologyDeleted,
     KaiTopologyUpserted,
+    KubeflowJobDeleted,
+    KubeflowJobUpserted,
     KubePodGroupDeleted,
     KubePodGroupUpserted,
     KueueTopologyDeleted,
@@ -891,6 +893,7 @@ _WATCHED: dict[type, tuple[str, str]] = {
     CSINodeUpserted: ("CSINode", "upsert"), CSINodeDeleted: ("CSINode", "delete"),
     BudgetUpserted: ("PodDisruptionBudget", "upsert"), BudgetDeleted: ("PodDisruptionBudget", "delete"),
     VolcanoJobUpserted: ("VolcanoJob", "upsert"), VolcanoJobDeleted: ("VolcanoJob", "delete"),
+    KubeflowJobUpserted: ("KubeflowJob", "upsert"), KubeflowJobDeleted: ("KubeflowJob", "delete"),
 }
 
 KUBELET_REJECTED = "Pod was rejected: "  # the kubelet's rejectPod message: its admission refused the pod

@@ -366,3 +366,55 @@ def test_a_volcano_job_too_big_for_the_cluster_is_not_enqueued_and_gets_no_pods(
     assert huge is not None and (huge.get("status") or {}).get("phase", "") in ("", "Pending")
     assert not any(pod["metadata"]["name"].startswith("huge-") for pod in eco.objects("pods", namespace))
     remove_jobs(eco, namespace)
+
+
+def pytorch_job(name: str, namespace: str, workers: int, *, scheduler: str = "toposched") -> str:
+    """A PyTorchJob as Kubeflow's docs write one (pytorch-simple, with GPUs), applied as it is: devcluster's
+    training-operator (gang scheduling with Volcano) makes its Volcano PodGroup, and its pods once that is
+    Inqueue. `scheduler` "": the templates name none, so training-operator gives the pods `volcano`."""
+    named = f"\n          schedulerName: {scheduler}" if scheduler else ""
+    replica = """      replicas: {replicas}
+      restartPolicy: OnFailure
+      template:
+        spec:{named}
+          containers:
+            - name: pytorch
+              image: docker.io/kubeflowkatib/pytorch-mnist:v1beta1-45c5727
+              command: ["python3", "/opt/pytorch-mnist/mnist.py", "--epochs=1"]
+              resources:
+                limits:
+                  nvidia.com/gpu: 8
+"""
+    return f"""apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: {name}
+  namespace: {namespace}
+spec:
+  runPolicy:
+    schedulingPolicy:
+      queue: default
+  pytorchReplicaSpecs:
+    Master:
+{replica.format(replicas=1, named=named)}    Worker:
+{replica.format(replicas=workers, named=named)}"""
+
+
+def test_a_pytorch_job_naming_toposched_is_enqueued_gets_its_pods_and_is_placed(eco: Ecosystem) -> None:
+    # training-operator with --gang-scheduler-name=volcano creates a job's pods only once its Volcano PodGroup
+    # (named as the job) is Inqueue: toposched enqueues it for a job whose replicas name toposched, never for
+    # one whose pods will be Volcano's.
+    namespace = "kubeflow-volcano"
+    eco.apply(stream(namespace_yaml(namespace), pytorch_job("bert", namespace, 3),
+                     pytorch_job("theirs", namespace, 1, scheduler="")))
+    names = ["bert-master-0", *(f"bert-worker-{index}" for index in range(3))]
+    eco.wait_for(lambda: all(eco.find("pods", name, namespace) for name in names), what="the job's pods created")
+    eco.wait_bound(names, namespace)
+    eco.wait_for(lambda: (pod_group(eco, "bert", namespace).get("status") or {}).get("phase") == "Running",
+                 what="the job's PodGroup Running")
+    theirs = pod_group(eco, "theirs", namespace)
+    assert (theirs.get("status") or {}).get("phase", "") in ("", "Pending")
+    assert not any(pod["metadata"]["name"].startswith("theirs-") for pod in eco.objects("pods", namespace))
+    eco.kubectl.run("delete", "pytorchjobs.kubeflow.org", "--all", "-n", namespace, "--wait=false")
+    eco.delete_namespace_objects(namespace)
+    eco.wait_for(lambda: not eco.objects("pods", namespace), what="the jobs' pods gone")

@@ -1,12 +1,12 @@
-"""A relist leaves out an object the state holds unchanged (`ClusterState.holds_unchanged`) for every kind
-the watch lists, not only nodes, pods, PodGroups and PriorityClasses: random histories of all twenty
-kinds, as the API writes them (Koordinator and scheduler-plugins ElasticQuotas with their trees, Volcano
-Queues and PodGroups, HyperNodes, the ClusterNetworkTopology, Kueue and KAI Topologies, upstream Workloads
-and PodGroups, KAI PodGroups, pods joining each kind of gang), with deletions and versions that do not
-decode. Each object the state holds, listed again as JSON as a relist would decode it, is recognized
-unless it is marked broken; folding it again changes nothing; the next resourceVersion of it is never left
-out. And what a restart rebuilds from such a history (a snapshot, then the log's records) is what folding
-it live gave."""
+"""A relist leaves out an object the state holds unchanged (`ClusterState.holds_unchanged`) for every kind the
+watch lists, not only nodes, pods, PodGroups and PriorityClasses: random histories of every kind, as the API
+writes them (Koordinator and scheduler-plugins ElasticQuotas with their trees, Volcano Queues, PodGroups and
+Jobs, HyperNodes, the ClusterNetworkTopology, Kueue and KAI Topologies, upstream Workloads and PodGroups,
+KAI PodGroups, Kubeflow training jobs of every kind, pods joining each kind of gang), with deletions and
+versions that do not decode. Each object the state holds, listed again as JSON as a relist would decode it,
+is recognized unless it is marked broken; folding it again changes nothing; the next resourceVersion of it
+is never left out. And what a restart rebuilds from such a history (a snapshot, then the log's records) is
+what folding it live gave."""
 
 from __future__ import annotations
 
@@ -179,6 +179,16 @@ _DOCUMENTS: dict[str, Any] = {
         st.integers(0, 1), st.sampled_from(NAMESPACES), st.sampled_from(["toposched", "volcano", ""])),
 }
 
+# training-operator v1's job kinds, each with its own replica specs field; jobs of two kinds share names.
+_REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "MPIJob": "mpiReplicaSpecs",
+                  "XGBoostJob": "xgbReplicaSpecs", "PaddleJob": "paddleReplicaSpecs", "JAXJob": "jaxReplicaSpecs"}
+for _kind, _field in _REPLICA_SPECS.items():
+    _DOCUMENTS[_kind] = st.builds(
+        lambda index, namespace, scheduler, field=_field: (f"j{index}", namespace, {"spec": {field: {
+            "Master": {"replicas": 1, "template": {"spec": {"schedulerName": scheduler}}},
+            "Worker": {"replicas": 2, "template": {"spec": {}}}}}}),
+        st.integers(0, 1), st.sampled_from(NAMESPACES), st.sampled_from(["toposched", "volcano", ""]))
+
 # How a pod joins a gang: (labels, annotations, spec fields).
 _MEMBERSHIPS: list[tuple[dict[str, str], dict[str, str], dict[str, Any]]] = [
     ({}, {}, {}),
@@ -224,6 +234,7 @@ _UNDECODABLE: dict[str, dict[str, Any]] = {
     "PersistentVolumeClaim": {"spec": {"volumeName": 7}},
     "CSINode": {"spec": {"drivers": [{"name": "ebs.csi.aws.com", "allocatable": {"count": 2**64}}]}},
     "VolcanoJob": {"spec": {"schedulerName": 7}},
+    "TFJob": {"spec": {"tfReplicaSpecs": {"Worker": {"template": {"spec": {"schedulerName": 7}}}}}},
 }
 
 _steps = st.one_of(
@@ -283,6 +294,7 @@ def _held(state: ClusterState) -> list[tuple[KindInfo, Any]]:
         "PersistentVolumeClaim": state.volumes.claims.values(),
         "PodDisruptionBudget": [budget for budgets in state.budgets.values() for budget in budgets.values()],
         "VolcanoJob": state.volcano_jobs.values(),
+        **{kind: [job for (held, _), job in state.kubeflow_jobs.items() if held == kind] for kind in _REPLICA_SPECS},
     }
     assert set(by_kind) == {info.name for info in KINDS}
     return [(KIND_BY_NAME[name], obj) for name, objects in by_kind.items() for obj in list(objects)]

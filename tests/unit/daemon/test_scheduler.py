@@ -17,6 +17,7 @@ from daemon.scheduling.queue import SchedulingQueue, Unit
 from events.builders import (
     bound,
     group_event,
+    kubeflow_job,
     node,
     node_event,
     pod,
@@ -34,6 +35,7 @@ from events.model import (
     EvictionRequested,
     GangPending,
     GangTimedOut,
+    KubeflowJobUpserted,
     NodeUpserted,
     NominationCleared,
     PodAssumed,
@@ -800,6 +802,20 @@ async def test_a_volcano_jobs_pod_group_is_enqueued_once_and_another_schedulers_
         group, status=msgspec.structs.replace(group.status, phase="Inqueue"))))
     await h.settle()
     assert h.api.enqueued == ["default/mine"] and not h.scheduler._enqueued
+
+
+async def test_a_training_operator_jobs_pod_group_is_enqueued_once_the_job_naming_toposched_is_seen() -> None:
+    # training-operator (gang scheduler volcano) makes the PodGroup as it makes the job's: whichever the watch
+    # brings first, the enqueue follows the job that names toposched
+    h = Harness()
+    job = kubeflow_job("bert", schedulers={"Master": "toposched", "Worker": "toposched"})
+    h.add(*nodes(2), VolcanoPodGroupUpserted(pod_group=volcano_pod_group(
+        "bert", phase="Pending", min_resources={"nvidia.com/gpu": "8"}, job_uid=job.metadata.uid)))
+    await h.settle()
+    assert h.api.enqueued == []  # whose it is is not known yet
+    h.add(KubeflowJobUpserted(job=job))
+    await h.settle()
+    assert h.api.enqueued == ["default/bert"]
 
 
 async def test_a_volcano_jobs_pod_group_waiting_for_room_is_enqueued_once_a_running_pod_finishes() -> None:

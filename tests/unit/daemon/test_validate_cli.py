@@ -333,3 +333,26 @@ spec:
     [line, _] = capsys.readouterr().out.splitlines()
     assert line.startswith(f"{defaulted}#1: Job ml/train: spec.schedulerName: is empty, which Volcano's webhook "
                            "makes 'volcano', not 'toposched': toposched neither enqueues")
+
+
+def test_a_training_jobs_replica_not_naming_toposched_is_said_to_be_left_to_another_scheduler(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    job = """
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: bert, namespace: ml}
+spec:
+  runPolicy: {schedulingPolicy: {queue: default}}
+  pytorchReplicaSpecs:
+    Master: {replicas: 1, template: {spec: {schedulerName: toposched, containers: [{name: pytorch, image: t}]}}}
+    Worker: {replicas: 3, template: {spec: {WORKER, containers: [{name: pytorch, image: t}]}}}
+"""
+    ours = write(tmp_path, "ours.yaml", job.replace("WORKER", "schedulerName: toposched"))
+    assert main([ours]) == 0
+    assert capsys.readouterr().out.startswith("OK: 1 object valid (1 Kubeflow training job)")
+    unnamed = write(tmp_path, "unnamed.yaml", job.replace("WORKER, ", ""))
+    assert main([unnamed]) == 1
+    [line, _] = capsys.readouterr().out.splitlines()
+    assert line.startswith(f"{unnamed}#1: PyTorchJob ml/bert: spec.pytorchReplicaSpecs.Worker.template.spec."
+                           "schedulerName: is empty, which training-operator (gang scheduling with Volcano) makes "
+                           "'volcano', not 'toposched': toposched neither enqueues this job's PodGroup (unless")

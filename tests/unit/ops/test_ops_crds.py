@@ -73,7 +73,10 @@ def test_the_koordinator_and_volcano_crds_live_in_their_own_components() -> None
 
 
 def test_every_custom_kind_the_daemon_watches_has_a_crd_with_the_same_scope_and_plural() -> None:
-    custom = [info for info in KINDS if info.group not in ("", "scheduling.k8s.io", "storage.k8s.io", "policy")]
+    # Kubeflow's job kinds come with training-operator, which installs their CRDs: without it there are no such
+    # jobs, and the daemon lists a kind whose CRD is missing again later (daemon/kube/watch.py).
+    custom = [info for info in KINDS
+              if info.group not in ("", "scheduling.k8s.io", "storage.k8s.io", "policy", "kubeflow.org")]
     assert len(custom) == 13
     for info in custom:
         crd = crd_for(info.api_version, info.kind)

@@ -1,13 +1,20 @@
-"""Volcano's enqueue: the PodGroups of Volcano Jobs whose schedulerName is ours move from Pending to Inqueue
-(so that Volcano's job controller creates their pods) when their minResources fit the cluster's idle room
+"""Volcano's enqueue: the PodGroups of Volcano Jobs whose schedulerName is ours, and of Kubeflow training jobs
+a replica of which names us, move from Pending to Inqueue (so that Volcano's job controller or
+training-operator creates their pods) when their minResources fit the cluster's idle room
 with Volcano's overcommit factor, and their queue's capability; best-effort ones at once; others' never."""
 
 from __future__ import annotations
 
-from events.builders import bound, node, pod, queue, volcano_job, volcano_pod_group
+import msgspec
+
+from events.builders import bound, kubeflow_job, node, pod, queue, volcano_job, volcano_pod_group
+from events.ingest import KIND_BY_NAME, upsert_event
 from events.model import (
     Event,
+    KubeflowJobDeleted,
+    KubeflowJobUpserted,
     NodeUpserted,
+    ObjectUndecodable,
     PodUpserted,
     PriorityClassUpserted,
     QueueUpserted,
@@ -17,7 +24,7 @@ from events.model import (
 )
 from events.objects import ObjectMeta, PriorityClass
 from state.cluster import ClusterState
-from state.volcano_enqueue import to_enqueue
+from state.volcano_enqueue import pod_scheduler_names, to_enqueue
 
 GPUS_8 = {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "8"}
 
@@ -102,3 +109,53 @@ def test_a_job_of_a_missing_or_closed_queue_is_not_enqueued_but_one_of_the_defau
     state = cluster(closed, *job("nowhere", queue_name="missing"), *job("shut-out", queue_name="shut"),
                     *job("fine"), *job("default-named", queue_name="default"))
     assert sorted(names(to_enqueue(state))) == ["default-named", "fine"]
+
+
+def training_job(name: str, schedulers: dict[str, str], *, kind: str = "PyTorchJob", gpus: int = 8,
+                 namespace: str = "default") -> list[Event]:
+    """A Kubeflow training job and the Volcano PodGroup training-operator makes for it (named as the job,
+    queue `default`, minResources summed over its replicas; no pods yet)."""
+    trainer = kubeflow_job(name, kind=kind, namespace=namespace, schedulers=schedulers)
+    wanted = {"cpu": str(8 * len(schedulers)), "nvidia.com/gpu": str(gpus * len(schedulers))}
+    group = volcano_pod_group(name, namespace=namespace, min_member=len(schedulers), queue="default",
+                              phase="Pending", min_resources=wanted, job_uid=trainer.metadata.uid)
+    return [KubeflowJobUpserted(job=trainer), VolcanoPodGroupUpserted(pod_group=group)]
+
+
+def test_a_training_operator_jobs_pod_group_is_enqueued_when_a_replica_names_toposched() -> None:
+    state = cluster(*training_job("bert", {"Master": "toposched", "Worker": "toposched"}, gpus=4),
+                    *training_job("mixed", {"Chief": "", "Worker": "toposched"}, kind="TFJob", gpus=2),
+                    *training_job("theirs", {"Master": "", "Worker": "volcano"}, gpus=1))
+    # training-operator writes "volcano" into a template without a schedulerName: "theirs" is Volcano's
+    assert sorted(names(to_enqueue(state))) == ["bert", "mixed"]
+
+
+def test_a_training_job_is_told_apart_from_another_kinds_of_the_same_name_and_forgotten_when_deleted() -> None:
+    state = cluster(*training_job("llm", {"Worker": "toposched"}, gpus=1),
+                    *training_job("llm", {"Worker": ""}, kind="MPIJob", gpus=1, namespace="other"))
+    state.apply(KubeflowJobUpserted(job=kubeflow_job("llm", kind="JAXJob", schedulers={"Worker": ""})))
+    assert names(to_enqueue(state)) == ["llm"] and to_enqueue(state)[0] == "default/llm"  # the PyTorchJob's
+    restored = ClusterState.restore(state.snapshot())
+    assert restored.kubeflow_jobs == state.kubeflow_jobs and to_enqueue(restored) == to_enqueue(state)
+    state.apply(KubeflowJobDeleted(kind="JAXJob", key="default/llm"))  # the other kind's: the PyTorchJob stays
+    assert to_enqueue(state) == ["default/llm"]
+    state.apply(KubeflowJobDeleted(kind="PyTorchJob", key="default/llm"))
+    assert to_enqueue(state) == []
+
+
+def test_a_training_job_as_the_api_serves_it_is_read_with_null_and_bare_replicas() -> None:
+    info = KIND_BY_NAME["PyTorchJob"]
+    document = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                "metadata": {"name": "ddp", "namespace": "default", "uid": "u-ddp"},
+                "spec": {"runPolicy": {"schedulingPolicy": {"queue": "default", "minAvailable": 3}},
+                         "pytorchReplicaSpecs": {
+                             "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": {"spec": {
+                                 "schedulerName": "toposched", "containers": [{"name": "pytorch", "image": "x"}]}}},
+                             "Worker": {"replicas": 2},
+                             "Extra": None}}}
+    event = upsert_event(info, msgspec.json.encode(document))
+    assert isinstance(event, KubeflowJobUpserted)
+    assert pod_scheduler_names(event.job) == ["toposched", "volcano", "volcano"]
+    bad = upsert_event(info, {**document, "spec": {"pytorchReplicaSpecs": {"Worker": {"template": {"spec": {
+        "schedulerName": 7}}}}}})
+    assert isinstance(bad, ObjectUndecodable) and "schedulerName" in bad.problem and bad.kind == "PyTorchJob"
