@@ -11,7 +11,7 @@ Python API
 
     async with DevCluster(port=0, history=10_000, kubelet=True, kubelet_delay=0.05, kubelet_resize_delay=0.05,
                           pod_gc=True, volumes=True, disruption=True, node_lifecycle=True, volcano_jobs=True,
-                          training_operator=True,
+                          training_operator="volcano",
                           bookmark_interval=1.0,
                           autocreate_namespaces=True, fault_seed=0) as cluster:
         cluster.url                                  # "http://127.0.0.1:<port>"
@@ -111,12 +111,15 @@ minMember, minTaskMember, queue, minResources as calcPGMinResources computes the
 enqueue), recreated when they go; a deleted job's PodGroup and pods deleted (volcano_job.py says what is
 written, the controller's docstring what is not emulated), and Kubeflow training-operator's kubeflow.org/v1
 PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob and MPIJob (+ status), driven as training-operator v1.8/v1.9
-with `--gang-scheduler-name=volcano` drives them (training_operator_controller.py,
-DevCluster(training_operator=False): none): a Created condition, a Volcano PodGroup named as the job (minMember,
-queue, priorityClassName, minResources as CalcPGMinResources computes them), and the pods
+with `--gang-scheduler-name=<DevCluster(training_operator=...)>` drives them (training_operator_controller.py;
+False: none): a Created condition, then with "volcano" (the default) a Volcano PodGroup named as the job
+(minMember, queue, priorityClassName, minResources as CalcPGMinResources computes them), and the pods
 `<job>-<replica type>-<index>` with the training.kubeflow.org labels, scheduling.k8s.io/group-name and
 volcano.sh/task-spec, schedulerName volcano unless the template names one, only once that PodGroup's status.phase
-is set and not Pending, recreated when they go (an MPIJob gets its PodGroup only); a deleted job's PodGroup and
+is set and not Pending; with another name N (scheduler-plugins, toposched, ...) a scheduling.x-k8s.io/v1alpha1
+PodGroup (minMember, minResources, scheduleTimeoutSeconds) and the pods at once, labelled
+scheduling.x-k8s.io/pod-group, schedulerName N unless the template names one; with "" no PodGroup and the pods
+at once. The pods are recreated when they go (an MPIJob gets its PodGroup only); a deleted job's PodGroup and
 pods deleted (training_operator.py says what is written). Stored only, so that the
 manifests under ops/ apply (`kubectl apply [--dry-run=client] -k ops/`): v1 ConfigMap, Secret
 (stringData written into data), ServiceAccount, Service (+ status), apps/v1 Deployment, StatefulSet,

@@ -78,7 +78,7 @@ class DevCluster:
         disruption: bool = True,
         node_lifecycle: bool = True,
         volcano_jobs: bool = True,
-        training_operator: bool = True,
+        training_operator: str | bool = "volcano",
         bookmark_interval: float = 1.0,
         autocreate_namespaces: bool = True,
         fault_seed: int = 0,
@@ -110,10 +110,13 @@ class DevCluster:
         # Volcano's job controller: a vcjob's PodGroup, and its pods once the PodGroup is enqueued
         # (volcano_jobs=False: jobs are stored only).
         self.volcano_jobs: VolcanoJobController | None = VolcanoJobController(self.store) if volcano_jobs else None
-        # Kubeflow's training-operator (v1 jobs, Volcano gang scheduling): a job's PodGroup, and its pods once the
-        # PodGroup is enqueued (training_operator=False: jobs are stored only).
+        # Kubeflow's training-operator (v1 jobs) started with --gang-scheduler-name=<training_operator>: "volcano"
+        # (True too) a job's Volcano PodGroup, and its pods once the PodGroup is enqueued; another name, a
+        # scheduling.x-k8s.io PodGroup and the pods at once, for that scheduler; "" no gang scheduling
+        # (training_operator=False: not run, jobs are stored only).
+        gang_scheduler = "volcano" if training_operator is True else training_operator
         self.training_operator: TrainingOperatorController | None = \
-            TrainingOperatorController(self.store) if training_operator else None
+            TrainingOperatorController(self.store, gang_scheduler) if isinstance(gang_scheduler, str) else None
         self._requested_port = port
         self._bookmark_interval = bookmark_interval
         self._runner: web.ServerRunner | None = None

@@ -1,36 +1,52 @@
-"""What Kubeflow's training-operator (v1.8 / v1.9, started with `--gang-scheduler-name=volcano`) writes for a
-`kubeflow.org/v1` job, as pure functions: its Volcano PodGroup, its pods and its Created condition.
+"""What Kubeflow's training-operator (v1.8 / v1.9) writes for a `kubeflow.org/v1` job, as pure functions: its
+PodGroup, its pods and its Created condition, for each gang mode its `--gang-scheduler-name` flag chooses
+(cmd/training-operator.v1/main.go; `GangScheduler`): `volcano` (any case: VolcanoControl), another non-empty
+name (SchedulerPluginsControl with that name: a scheduler-plugins PodGroup), or "" (no gang scheduling; "None"
+too, as `EnableGangScheduling` reads it).
 
 The kinds (`KINDS`): PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob and MPIJob, their replicas in
 spec.pytorchReplicaSpecs / tfReplicaSpecs / xgbReplicaSpecs / paddleReplicaSpecs / jaxReplicaSpecs /
 mpiReplicaSpecs, a map from replica type (Master, Worker, PS, Chief, Launcher, ...) to {replicas,
 restartPolicy, template}. A replica's missing `replicas` counts 1, as the defaulting webhook sets it.
 
-PodGroup (common/job.go `ReconcileJobs`, common/scheduling.go `SyncPodGroup`): `scheduling.volcano.sh/v1beta1`,
-named as the job, in its namespace, with the job's annotations (not its labels) and a controller
-ownerReference to the job (`GenOwnerReference`: kubeflow.org/v1, the kind, controller and blockOwnerDeletion
-true). Its spec is written whole: minMember = runPolicy.schedulingPolicy.minAvailable, else the sum of the
-replicas (`GetTotalReplicas`); queue = the existing PodGroup's queue if it has one, else schedulingPolicy.queue,
-else "default"; priorityClassName = schedulingPolicy.priorityClass (omitted when empty); minResources =
-schedulingPolicy.minResources, else `CalcPGMinResources` (common/util.go): the replica types ordered by the
-value of their template's PriorityClass, highest first (an unknown or no class: 0), then the first minMember
-pods in that order, each adding every container's requests, or its limits when it has no requests at all
-(`AddResourceList`; no init containers, overhead or pod-level resources). Among equal priorities Go walks the
-map in random order; here the order the job lists them. No status: the scheduler writes it.
+PodGroup (common/job.go `ReconcileJobs`, common/scheduling.go `SyncPodGroup`): named as the job, in its namespace,
+with the job's annotations (not its labels) and a controller ownerReference to the job (`GenOwnerReference`:
+kubeflow.org/v1, the kind, controller and blockOwnerDeletion true); none without gang scheduling. Its spec is
+written whole, from minMember = runPolicy.schedulingPolicy.minAvailable, else the sum of the replicas
+(`GetTotalReplicas`), and minResources = schedulingPolicy.minResources, else `CalcPGMinResources` (common/util.go):
+the replica types ordered by the value of their template's PriorityClass, highest first (an unknown or no class:
+0), then the first minMember pods in that order, each adding every container's requests, or its limits when it
+has no requests at all (`AddResourceList`; no init containers, overhead or pod-level resources); among equal
+priorities Go walks the map in random order, here the order the job lists them; quantities written canonical,
+as Go's Quantity writes them. No status: the scheduler writes it.
+- volcano: `scheduling.volcano.sh/v1beta1`, spec {minMember, queue = the existing PodGroup's queue if it has
+  one, else schedulingPolicy.queue, else "default"; priorityClassName = schedulingPolicy.priorityClass (omitted
+  when empty); minResources (a pointer: `{}` when empty)}.
+- scheduler-plugins (the `default:` fill function): `scheduling.x-k8s.io/v1alpha1`, spec {minMember,
+  minResources (a plain ResourceList: omitted when empty), scheduleTimeoutSeconds =
+  schedulingPolicy.scheduleTimeoutSeconds (when set, 0 too)}; no queue, no priority class.
+A zero minMember is omitted in both (omitempty).
 
-Pods (common/pod.go `createNewPod`): created only once the PodGroup's status.phase is set and not Pending
-(VolcanoControl `DelayPodCreationDueToPodGroup`), `<job>-<replica type lowercased>-<index>` (`GenGeneralName`),
-the template's labels plus training.kubeflow.org/operator-name (`<kind lowercased>-controller`),
+Pods (common/pod.go `createNewPod`), `<job>-<replica type lowercased>-<index>` (`GenGeneralName`): the
+template's labels plus training.kubeflow.org/operator-name (`<kind lowercased>-controller`),
 training.kubeflow.org/job-name, training.kubeflow.org/replica-type (lowercased),
 training.kubeflow.org/replica-index, and training.kubeflow.org/job-role: master for the master role
 (`IsMasterRole`: PyTorch, XGBoost, Paddle: Master; TF: Chief or Master, else Worker 0 when there is neither;
-JAX: index 0); the template's annotations plus scheduling.k8s.io/group-name (the job) and volcano.sh/task-spec
-(the replica type lowercased, as `ReconcilePods` passes it to `DecoratePodTemplateSpec`); spec the template's
-with restartPolicy the replica's (ExitCode: Never; none: none, so the pod's default) and schedulerName
-"volcano" when the template names none; a controller ownerReference to the job. The environment (MASTER_ADDR,
-TF_CONFIG, ...), PyTorch's init container and the headless Services are not written: no scheduler reads them.
-MPIJob builds its pods itself (mpi/mpijob_controller.go: `<job>-launcher` once the workers are ready,
-`<job>-worker-<i>`, a ConfigMap, a ServiceAccount, a Role): not emulated, an MPIJob gets its PodGroup only.
+JAX: index 0); the template's annotations; spec the template's with restartPolicy the replica's (ExitCode:
+Never; none: none, so the pod's default); a controller ownerReference to the job. Then the gang mode's
+`DecoratePodTemplateSpec` (control/podgroup_control.go), which sets schedulerName only when the template names
+none:
+- volcano: annotations scheduling.k8s.io/group-name (the job) and volcano.sh/task-spec (the replica type
+  lowercased, as `ReconcilePods` passes it); schedulerName "volcano". Created only once the PodGroup's
+  status.phase is set and not Pending (`DelayPodCreationDueToPodGroup`).
+- scheduler-plugins: label scheduling.x-k8s.io/pod-group (the job); schedulerName the flag's name. Created at
+  once (its `DelayPodCreationDueToPodGroup` is false), once the PodGroup is synced.
+- none: nothing added; the pods at once, schedulerName the template's (the API server's default-scheduler when
+  it names none).
+The environment (MASTER_ADDR, TF_CONFIG, ...), PyTorch's init container and the headless Services are not
+written: no scheduler reads them. MPIJob builds its pods itself (mpi/mpijob_controller.go: `<job>-launcher`
+once the workers are ready, `<job>-worker-<i>`, a ConfigMap, a ServiceAccount, a Role): not emulated, an
+MPIJob gets its PodGroup only.
 
 Status: the Created condition the controllers' create event sets (type Created, status True, reason
 `<Kind>Created`, message `<Kind> <name> is created.`), and replicaStatuses per replica type (active: running
@@ -56,6 +72,7 @@ from devcluster.volcano_job import (
     as_int,
     as_list,
     formatted,
+    pod_group_admits_pods,
 )
 
 API_VERSION = "kubeflow.org/v1"
@@ -66,9 +83,45 @@ REPLICA_INDEX = "training.kubeflow.org/replica-index"
 OPERATOR_NAME = "training.kubeflow.org/operator-name"
 JOB_ROLE = "training.kubeflow.org/job-role"
 
-SCHEDULER_NAME = "volcano"  # VolcanoControl.GetSchedulerName
+VOLCANO = "volcano"  # GangSchedulerVolcano, VolcanoControl.GetSchedulerName
 DEFAULT_QUEUE = "default"
 CREATED = "Created"
+
+SCHEDULER_PLUGINS_POD_GROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"  # scheduler-plugins v1alpha1 PodGroupLabel
+
+
+@dataclass(frozen=True)
+class GangScheduler:
+    """The operator's `--gang-scheduler-name`, as main.go and JobControllerConfiguration read it."""
+
+    name: str = VOLCANO
+
+    @property
+    def volcano(self) -> bool:
+        """VolcanoControl (strings.EqualFold with "volcano"); else SchedulerPluginsControl."""
+        return self.name.lower() == VOLCANO
+
+    @property
+    def enabled(self) -> bool:
+        """EnableGangScheduling: a PodGroup is synced and the pods decorated."""
+        return self.name not in ("", "None")
+
+    @property
+    def scheduler_name(self) -> str:
+        """GetSchedulerName: what a pod whose template names no scheduler gets."""
+        return VOLCANO if self.volcano else self.name
+
+    @property
+    def pod_group_api_version(self) -> str:
+        return POD_GROUP_API_VERSION if self.volcano else SCHEDULER_PLUGINS_POD_GROUP_API_VERSION
+
+    def delays_pods(self, group: Obj | None) -> bool:
+        """DelayPodCreationDueToPodGroup: Volcano's until the PodGroup's phase is set and not Pending."""
+        return self.volcano and not pod_group_admits_pods(group)
+
+
+VOLCANO_GANG = GangScheduler()
 
 MasterRole = Callable[[Mapping[str, Obj], str, int], bool]  # IsMasterRole(replicas, replica type, index)
 
@@ -172,6 +225,12 @@ def min_resources(job: Obj, priorities: Mapping[str, int]) -> dict[str, str]:
     return formatted(total)
 
 
+def _min_resources(job: Obj, priorities: Mapping[str, int]) -> dict[str, str]:
+    """schedulingPolicy.minResources (as Go's Quantity writes them), else CalcPGMinResources."""
+    given = _scheduling_policy(job).get("minResources")
+    return formatted(amounts(given)) if given is not None else min_resources(job, priorities)
+
+
 def pod_group_spec(job: Obj, priorities: Mapping[str, int], existing_queue: str = "") -> Obj:
     """The spec ReconcileJobs' Volcano fill function writes (the whole spec)."""
     policy = _scheduling_policy(job)
@@ -182,24 +241,46 @@ def pod_group_spec(job: Obj, priorities: Mapping[str, int], existing_queue: str 
     spec["queue"] = existing_queue or str(policy.get("queue") or "") or DEFAULT_QUEUE
     if policy.get("priorityClass"):
         spec["priorityClassName"] = str(policy["priorityClass"])
-    given = policy.get("minResources")
-    spec["minResources"] = dict(as_dict(given)) if given is not None else min_resources(job, priorities)
+    spec["minResources"] = _min_resources(job, priorities)
     return spec
 
 
-def pod_group_for(job: Obj, priorities: Mapping[str, int]) -> Obj:
-    """The PodGroup SyncPodGroup creates for a job that has none."""
+def scheduler_plugins_pod_group_spec(job: Obj, priorities: Mapping[str, int]) -> Obj:
+    """The spec ReconcileJobs' `default:` fill function writes for scheduler-plugins' PodGroup (the whole spec)."""
+    spec: Obj = {}
+    member = min_member(job)
+    if member:
+        spec["minMember"] = member
+    resources = _min_resources(job, priorities)
+    if resources:
+        spec["minResources"] = resources
+    timeout = _scheduling_policy(job).get("scheduleTimeoutSeconds")
+    if timeout is not None:
+        spec["scheduleTimeoutSeconds"] = as_int(timeout)
+    return spec
+
+
+def _spec_for(gang: GangScheduler, job: Obj, priorities: Mapping[str, int], existing_queue: str = "") -> Obj:
+    if gang.volcano:
+        return pod_group_spec(job, priorities, existing_queue)
+    return scheduler_plugins_pod_group_spec(job, priorities)
+
+
+def pod_group_for(job: Obj, priorities: Mapping[str, int], gang: GangScheduler = VOLCANO_GANG) -> Obj:
+    """The PodGroup SyncPodGroup creates for a job that has none (gang scheduling enabled)."""
     meta = job["metadata"]
     metadata: Obj = {"name": meta["name"], "namespace": meta["namespace"], "ownerReferences": [owner_reference(job)]}
     if meta.get("annotations"):
         metadata["annotations"] = dict(meta["annotations"])
-    return {"apiVersion": POD_GROUP_API_VERSION, "kind": "PodGroup", "metadata": metadata,
-            "spec": pod_group_spec(job, priorities)}
+    return {"apiVersion": gang.pod_group_api_version, "kind": "PodGroup", "metadata": metadata,
+            "spec": _spec_for(gang, job, priorities)}
 
 
-def pod_group_updated(group: Obj, job: Obj, priorities: Mapping[str, int]) -> Obj | None:
-    """SyncPodGroup on an existing PodGroup: its spec rewritten (its own queue kept), or None if unchanged."""
-    spec = pod_group_spec(job, priorities, str(as_dict(group.get("spec")).get("queue") or ""))
+def pod_group_updated(group: Obj, job: Obj, priorities: Mapping[str, int],
+                      gang: GangScheduler = VOLCANO_GANG) -> Obj | None:
+    """SyncPodGroup on an existing PodGroup: its spec rewritten (a Volcano PodGroup's own queue kept), or None if
+    unchanged (Go sends the Update anyway; an unchanged one changes nothing)."""
+    spec = _spec_for(gang, job, priorities, str(as_dict(group.get("spec")).get("queue") or ""))
     return None if spec == group.get("spec") else {**group, "spec": spec}
 
 
@@ -210,8 +291,8 @@ def pod_name(job: Obj, rtype: str, index: int) -> str:
     return f"{job['metadata']['name']}-{rtype.lower()}-{index}".replace("/", "-")
 
 
-def pod_for(job: Obj, rtype: str, index: int) -> Obj:
-    """createNewPod: the pod `index` of replica type `rtype`."""
+def pod_for(job: Obj, rtype: str, index: int, gang: GangScheduler = VOLCANO_GANG) -> Obj:
+    """createNewPod: the pod `index` of replica type `rtype`, decorated for the gang mode."""
     meta, kind = job["metadata"], kind_of(job)
     specs = replica_specs(job)
     spec = specs[rtype]
@@ -222,21 +303,25 @@ def pod_for(job: Obj, rtype: str, index: int) -> Obj:
               JOB_NAME: str(meta["name"]).replace("/", "-"), REPLICA_TYPE: rt, REPLICA_INDEX: str(index)}
     if kind.master_role(specs, rtype, index):
         labels[JOB_ROLE] = "master"
-    annotations = {**as_dict(template_meta.get("annotations")), GROUP_NAME: meta["name"], TASK_SPEC: rt}
+    annotations = dict(as_dict(template_meta.get("annotations")))
     pod_spec = dict(as_dict(template.get("spec")))
     restart = str(spec.get("restartPolicy") or "")  # SetRestartPolicy
     if restart:
         pod_spec["restartPolicy"] = "Never" if restart == "ExitCode" else restart
     else:
         pod_spec.pop("restartPolicy", None)
-    if not pod_spec.get("schedulerName"):
-        pod_spec["schedulerName"] = SCHEDULER_NAME
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": pod_name(job, rtype, index), "namespace": meta["namespace"], "labels": labels,
-                     "annotations": annotations, "ownerReferences": [owner_reference(job)]},
-        "spec": pod_spec,
-    }
+    if gang.enabled:  # DecoratePodTemplateSpec
+        if not pod_spec.get("schedulerName"):
+            pod_spec["schedulerName"] = gang.scheduler_name
+        if gang.volcano:
+            annotations.update({GROUP_NAME: meta["name"], TASK_SPEC: rt})
+        else:
+            labels[POD_GROUP_LABEL] = meta["name"]
+    metadata: Obj = {"name": pod_name(job, rtype, index), "namespace": meta["namespace"], "labels": labels}
+    if annotations:
+        metadata["annotations"] = annotations
+    metadata["ownerReferences"] = [owner_reference(job)]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
 
 
 def wanted_pods(job: Obj) -> list[tuple[str, int]]:

@@ -1,13 +1,17 @@
-"""Kubeflow training-operator's v1 jobs as a cluster running training-operator with Volcano gang scheduling
-serves them: a PodGroup named as the job, and the pods only once that PodGroup is enqueued (what toposched's
-enqueue does). Driven with kubernetes-asyncio's CustomObjectsApi and CoreV1Api."""
+"""Kubeflow training-operator's v1 jobs as a cluster running training-operator serves them: with Volcano gang
+scheduling, a PodGroup named as the job, and the pods only once that PodGroup is enqueued (what toposched's enqueue
+does); with another gang scheduler's name, a scheduling.x-k8s.io PodGroup and the pods at once, labelled with it;
+with none, the pods only. Driven with kubernetes-asyncio's CustomObjectsApi and CoreV1Api."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, config
 
 from devcluster import DevCluster
 
@@ -16,6 +20,7 @@ from .storage_api import eventually
 Obj = dict[str, Any]
 GROUP, VERSION = "kubeflow.org", "v1"
 POD_GROUPS = "podgroups.scheduling.volcano.sh"
+X_K8S_POD_GROUPS = "podgroups.scheduling.x-k8s.io"
 NAMESPACE = "default"
 
 # Shaped as training-operator's PyTorch example (a Master and Workers), with the scheduler named in the template.
@@ -157,3 +162,53 @@ async def test_a_cluster_without_the_training_operator_only_stores_jobs(api: Any
         bare.store.create(pytorch_job(), keep_status=False)
         assert bare.store.list(POD_GROUPS) == []
         assert "status" not in bare.store.get("pytorchjobs.kubeflow.org", "mnist", NAMESPACE)
+
+
+@asynccontextmanager
+async def operating(gang_scheduler: str, tmp_path: Path) -> AsyncIterator[tuple[DevCluster, Any]]:
+    """A devcluster whose training-operator runs with `--gang-scheduler-name=<gang_scheduler>`, and a client."""
+    async with DevCluster(port=0, kubelet=False, training_operator=gang_scheduler) as started:
+        api = await config.new_client_from_config(config_file=str(started.write_kubeconfig(tmp_path / "kubeconfig")))
+        try:
+            yield started, api
+        finally:
+            await api.close()
+
+
+async def test_with_another_gang_scheduler_a_pytorchjob_gets_a_scheduler_plugins_pod_group_and_its_pods_at_once(
+        tmp_path: Path) -> None:
+    async with operating("toposched", tmp_path) as (cluster, api):
+        job = pytorch_job(scheduler=None)
+        job["spec"]["runPolicy"] = {"schedulingPolicy": {"queue": "ignored", "scheduleTimeoutSeconds": 60}}
+        created = await create(api, job)
+        pods = await eventually(lambda: len(job_pods(cluster)) == 4 and job_pods(cluster))  # no enqueue needed
+        group = await custom(api).get_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", NAMESPACE,
+                                                               "podgroups", "mnist")
+        assert group["metadata"]["ownerReferences"] == [{
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "mnist",
+            "uid": created["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
+        assert group["spec"] == {"minMember": 4, "minResources": {"cpu": "7", "memory": "2Gi", "nvidia.com/gpu": "3"},
+                                 "scheduleTimeoutSeconds": 60}
+        assert "status" not in group and cluster.store.list(POD_GROUPS) == []
+        assert sorted(p["metadata"]["name"] for p in pods) == ["mnist-master-0", "mnist-worker-0", "mnist-worker-1",
+                                                               "mnist-worker-2"]
+        labelled = await client.CoreV1Api(api).list_namespaced_pod(
+            NAMESPACE, label_selector="scheduling.x-k8s.io/pod-group=mnist")
+        assert len(labelled.items) == 4
+        assert {pod.spec.scheduler_name for pod in labelled.items} == {"toposched"}
+        assert all(not pod.metadata.annotations for pod in labelled.items)  # no Volcano annotations
+        worker = cluster.store.get("pods", "mnist-worker-0", NAMESPACE)
+        assert worker["metadata"]["labels"]["app"] == "mnist"
+        assert worker["metadata"]["labels"]["training.kubeflow.org/replica-type"] == "worker"
+
+        await custom(api).delete_namespaced_custom_object(GROUP, VERSION, NAMESPACE, "pytorchjobs", "mnist")
+        await eventually(lambda: not job_pods(cluster) and not cluster.store.list(X_K8S_POD_GROUPS))
+
+
+async def test_without_gang_scheduling_a_pytorchjob_gets_its_pods_at_once_and_no_pod_group(tmp_path: Path) -> None:
+    async with operating("", tmp_path) as (cluster, api):
+        await create(api, pytorch_job(scheduler=None))
+        pods = await eventually(lambda: len(job_pods(cluster)) == 4 and job_pods(cluster))
+        assert cluster.store.list(POD_GROUPS) == [] and cluster.store.list(X_K8S_POD_GROUPS) == []
+        assert {p["spec"].get("schedulerName") for p in pods} == {"default-scheduler"}
+        assert all("scheduling.x-k8s.io/pod-group" not in p["metadata"]["labels"] for p in pods)

@@ -97,3 +97,82 @@ def test_an_mpijob_wants_no_pods_here() -> None:
     job = {**pytorch_job(), "kind": "MPIJob", "spec": {"mpiReplicaSpecs": {"Launcher": replica(1)}}}
     assert training_operator.wanted_pods(job) == []
     assert training_operator.pod_group_spec(job, {})["minMember"] == 1
+
+
+# ----------------------------------------------------------------------------- other gang modes
+
+TOPOSCHED = training_operator.GangScheduler("toposched")
+NO_GANG = training_operator.GangScheduler("")
+
+
+def test_the_gang_scheduler_name_picks_volcano_in_any_case_scheduler_plugins_for_another_name_none_when_empty() -> None:
+    volcano = training_operator.GangScheduler("Volcano")
+    assert volcano.volcano and volcano.enabled and volcano.scheduler_name == "volcano"
+    assert volcano.pod_group_api_version == "scheduling.volcano.sh/v1beta1"
+    assert not TOPOSCHED.volcano and TOPOSCHED.enabled and TOPOSCHED.scheduler_name == "toposched"
+    assert TOPOSCHED.pod_group_api_version == "scheduling.x-k8s.io/v1alpha1"
+    assert not NO_GANG.enabled and not training_operator.GangScheduler("None").enabled
+    assert TOPOSCHED.delays_pods(None) is False and volcano.delays_pods({"status": {"phase": "Pending"}})
+
+
+def test_a_scheduler_plugins_pod_group_has_min_member_min_resources_and_the_timeout_but_no_queue_or_priority() -> None:
+    job = pytorch_job({"schedulingPolicy": {"queue": "q", "priorityClass": "hi", "scheduleTimeoutSeconds": 30}},
+                      Master=replica(1, requests={"cpu": "1", "memory": "1Gi"}),
+                      Worker=replica(3, requests={"cpu": "500m", "nvidia.com/gpu": "1"}))
+    group = training_operator.pod_group_for(job, {}, TOPOSCHED)
+    assert group["apiVersion"] == "scheduling.x-k8s.io/v1alpha1" and group["kind"] == "PodGroup"
+    assert group["metadata"] == {
+        "name": "mnist", "namespace": "default", "annotations": {"a": "b"},
+        "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "mnist", "uid": "u-1",
+                             "controller": True, "blockOwnerDeletion": True}]}
+    assert group["spec"] == {"minMember": 4, "minResources": {"cpu": "2500m", "memory": "1Gi", "nvidia.com/gpu": "3"},
+                             "scheduleTimeoutSeconds": 30}
+
+
+def test_a_scheduler_plugins_pod_group_leaves_out_empty_min_resources_and_keeps_a_zero_timeout() -> None:
+    job = pytorch_job({"schedulingPolicy": {"scheduleTimeoutSeconds": 0}}, Worker=replica(2))
+    assert training_operator.scheduler_plugins_pod_group_spec(job, {}) == {"minMember": 2, "scheduleTimeoutSeconds": 0}
+    assert training_operator.pod_group_spec(job, {})["minResources"] == {}  # Volcano's is a pointer: written
+
+
+def test_given_min_resources_are_written_as_gos_quantities_write_them() -> None:
+    job = pytorch_job({"schedulingPolicy": {"minResources": {"memory": "1024Mi", "cpu": "1000m"}}}, Worker=replica(1))
+    assert training_operator.scheduler_plugins_pod_group_spec(job, {}) == {
+        "minMember": 1, "minResources": {"cpu": "1", "memory": "1Gi"}}
+    assert training_operator.pod_group_spec(job, {})["minResources"] == {"cpu": "1", "memory": "1Gi"}
+
+
+def test_a_scheduler_plugins_pod_groups_spec_is_rewritten_whole() -> None:
+    job = pytorch_job(Worker=replica(2, requests={"cpu": "1"}))
+    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "metadata": {"name": "mnist"},
+             "spec": {"minMember": 9, "scheduleTimeoutSeconds": 5}, "status": {"phase": "Scheduling"}}
+    updated = training_operator.pod_group_updated(group, job, {}, TOPOSCHED)
+    assert updated is not None
+    assert updated["spec"] == {"minMember": 2, "minResources": {"cpu": "2"}}
+    assert updated["status"] == {"phase": "Scheduling"}
+    assert training_operator.pod_group_updated(updated, job, {}, TOPOSCHED) is None
+
+
+def test_a_scheduler_plugins_pod_is_labelled_with_its_pod_group_and_gets_the_gang_schedulers_name() -> None:
+    job = pytorch_job(Master=replica(1), Worker=replica(2))
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"] = {
+        "labels": {"app": "mnist", "scheduling.x-k8s.io/pod-group": "other"}, "annotations": {"note": "kept"}}
+    worker = training_operator.pod_for(job, "Worker", 1, TOPOSCHED)
+    assert worker["metadata"]["labels"] == {
+        "app": "mnist", "scheduling.x-k8s.io/pod-group": "mnist",
+        "training.kubeflow.org/operator-name": "pytorchjob-controller", "training.kubeflow.org/job-name": "mnist",
+        "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "1"}
+    assert worker["metadata"]["annotations"] == {"note": "kept"}
+    assert worker["spec"]["schedulerName"] == "toposched"
+    master = training_operator.pod_for(job, "Master", 0, TOPOSCHED)
+    assert "annotations" not in master["metadata"]
+    assert master["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "mnist"
+    named = pytorch_job(Worker=replica(1, schedulerName="scheduler-plugins-scheduler"))
+    assert training_operator.pod_for(named, "Worker", 0, TOPOSCHED)["spec"]["schedulerName"] == \
+        "scheduler-plugins-scheduler"
+
+
+def test_without_gang_scheduling_a_pod_is_left_undecorated() -> None:
+    pod = training_operator.pod_for(pytorch_job(Worker=replica(1)), "Worker", 0, NO_GANG)
+    assert "schedulerName" not in pod["spec"] and "annotations" not in pod["metadata"]
+    assert "scheduling.x-k8s.io/pod-group" not in pod["metadata"]["labels"]
