@@ -161,11 +161,13 @@ class Ecosystem:
 
 @contextmanager
 def running(root: Path, nodes: list[dict[str, Any]], topology: str = "", *, kubelet_resize_delay: float = 0.05,
-            **overrides: Any) -> Iterator[Ecosystem]:
+            cluster_options: dict[str, Any] | None = None, **overrides: Any) -> Iterator[Ecosystem]:
     """A devcluster with `nodes` (registered as kubelets register them) and `topology` (a YAML stream
     applied with kubectl, e.g. HyperNodes), and a daemon scheduling on it. `kubelet_resize_delay`: how
-    long devcluster's kubelet takes to apply an in-place resize it has allocated."""
-    with BackgroundDevCluster(kubelet_delay=0.01, kubelet_resize_delay=kubelet_resize_delay) as cluster:
+    long devcluster's kubelet takes to apply an in-place resize it has allocated; `cluster_options`: more
+    `DevCluster` options (e.g. the gang scheduler its training-operator is started with)."""
+    with BackgroundDevCluster(kubelet_delay=0.01, kubelet_resize_delay=kubelet_resize_delay,
+                              **(cluster_options or {})) as cluster:
         kubeconfig = cluster.write_kubeconfig(root / "kubeconfig")
         kubectl = Kubectl(kubeconfig, root / "kubectl-cache")
         cluster.call(lambda c: c.load_objects(nodes))
