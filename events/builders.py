@@ -135,6 +135,7 @@ def pod_group(
     gang_group: list[str] | None = None,
     annotations: Mapping[str, str] | None = None,
     api_version: str = "scheduling.sigs.k8s.io/v1alpha1",
+    min_resources: Mapping[str, str] | None = None,
 ) -> PodGroup:
     annotations = dict(annotations or {})
     if gather is not None:
@@ -145,7 +146,8 @@ def pod_group(
         api_version=api_version,
         metadata=ObjectMeta(name=name, namespace=namespace, uid=f"uid-pg-{namespace}-{name}",
                             annotations=annotations),
-        spec=PodGroupSpec(min_member=min_member, schedule_timeout_seconds=timeout),
+        spec=PodGroupSpec(min_member=min_member, schedule_timeout_seconds=timeout,
+                          min_resources=dict(min_resources or {})),
     )
 
 

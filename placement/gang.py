@@ -25,7 +25,7 @@ Pure: no I/O, no clock; reads `ClusterState`, never mutates it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 
 import msgspec
@@ -47,6 +47,7 @@ from placement.members import (
 from placement.plan import (
     INVALID,
     MEMBERS,
+    MIN_RESOURCES,
     MUST_GATHER,
     POD_AFFINITY,
     POD_SPREAD,
@@ -62,7 +63,7 @@ from placement.quota import admitted_pending
 from placement.reasons import explain_failure, job_label
 from placement.subgroups import plan_sub_groups, uses_sub_groups
 from placement.volume_binding import choose_volumes
-from state.cluster import ClusterState, GangInfo, PodInfo
+from state.cluster import POD_SLOT_MILLI, ClusterState, GangInfo, PodInfo
 from state.gangs import KUBERNETES, GangSpec
 from state.pod_gangs import missing_spec
 from state.resources import format_quantity
@@ -118,6 +119,16 @@ def plan_gang(state: ClusterState, gang: str, *,
         minimum.extend(needed)
         chosen = set(needed)
         extras.extend(key for key in pending[spec.key] if key not in chosen)
+    for spec in specs:
+        if spec.min_resources and pending[spec.key]:
+            gap = resource_gap(state, spec, members_running[spec.key], ignore_pods)
+            if gap:
+                lacking = ", ".join(f"{resource} {format_quantity(resource, amount)}" for resource, amount in gap)
+                return Unschedulable(
+                    gangs=group, constraint=MIN_RESOURCES,
+                    reason=(f"{label}: gang {spec.key}: resource gap: the cluster's free room lacks {lacking} of "
+                            f"the PodGroup's spec.minResources and its {spec.min_member} pods (scheduler-plugins' "
+                            "Coscheduling checks them before trying the gang)"))
     quota_note = ""
     if pending_count:  # quota admission comes first, as a PreFilter: all of minMember or nothing
         admitted = admitted_pending(state, group, label, minimum, extras, ignore_pods=ignore_pods,
@@ -153,6 +164,38 @@ def plan_gang(state: ClusterState, gang: str, *,
         return GangPlan(gangs=result.gangs, assignments=result.assignments, domain=result.domain,
                         level=result.level, explanation=f"{result.explanation}; {quota_note}")
     return result
+
+
+def resource_gap(state: ClusterState, spec: GangSpec, running: Sequence[PodInfo],
+                 ignore_pods: AbstractSet[str] = frozenset()) -> list[tuple[str, int]]:
+    """What of a scheduler-plugins PodGroup's spec.minResources, with `pods` its minMember, the whole cluster's
+    free room lacks (none: it has room), as its Coscheduling's PreFilter checks before it tries the gang
+    (read, no code copied: CheckClusterResource): every node's allocatable less what its pods ask, the gang's
+    own placed pods (`running`) not counted, summed over all nodes, ready or not. An amount no node offers is
+    never covered. `ignore_pods` are treated as gone."""
+    wanted = dict(spec.min_resources)
+    wanted["pods"] = spec.min_member * POD_SLOT_MILLI
+    given_back: dict[str, dict[str, int]] = {}  # node -> requests of pods not counted there
+    pods = state.pods
+    for pod in (*running, *(pods[key] for key in ignore_pods if key in pods)):
+        if pod.placed_node:
+            giving = given_back.setdefault(pod.placed_node, {})
+            for resource, amount in pod.requests.items():
+                giving[resource] = giving.get(resource, 0) + amount
+    for info in state.nodes.values():
+        back = given_back.get(info.name)
+        for resource in list(wanted):
+            free = info.allocatable.get(resource, 0) - info.used.get(resource, 0)
+            if back is not None:
+                free += back.get(resource, 0)
+            left = wanted[resource] - free
+            if left <= 0:
+                del wanted[resource]
+            else:
+                wanted[resource] = left
+        if not wanted:
+            return []
+    return sorted(wanted.items())
 
 
 def _place_admitted(state: ClusterState, group: tuple[str, ...], label: str, specs: list[GangSpec],

@@ -20,9 +20,12 @@ QUOTA = "quota"  # its quota (ElasticQuota, Volcano Queue) does not admit it: se
 VOLUME = "volume"  # a claim of a pod is not usable yet (missing, unbound, ...): see state/volumes.py
 POD_AFFINITY = "pod-affinity"  # the plan breaks required pod (anti-)affinity among its pods (pod_affinity.py)
 POD_SPREAD = "pod-topology-spread"  # the plan breaks a DoNotSchedule spread constraint of its pods (pod_spread.py)
+# a scheduler-plugins PodGroup's spec.minResources exceed the cluster's free room (placement/gang.py resource_gap);
+# no preemption is tried for it, as its Coscheduling's PreFilter rejects the pod as unresolvable
+MIN_RESOURCES = "min-resources"
 
 CONSTRAINTS = (CAPACITY, MUST_GATHER, HARD_TIER, SUB_GROUP, MEMBERS, INVALID, POD_FIT, QUOTA, VOLUME, POD_AFFINITY,
-               POD_SPREAD)
+               POD_SPREAD, MIN_RESOURCES)
 
 
 class Assignment(msgspec.Struct, frozen=True):

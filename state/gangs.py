@@ -229,6 +229,9 @@ class GangSpec(msgspec.Struct, frozen=True):
     # KAI: spec.markUnschedulable. False: the gang's pending pods get no PodScheduled=False/Unschedulable
     # condition (nothing an autoscaler provisions for), only its PodGroup says why it waits
     marks_unschedulable: bool = True
+    # scheduler-plugins: the PodGroup's spec.minResources (milli-units, sorted; quantities that do not parse left
+    # out), which its Coscheduling checks against the whole cluster's free room before trying the gang
+    min_resources: tuple[tuple[str, int], ...] = ()
 
 
 # --------------------------------------------------------------------------- the rules
@@ -452,7 +455,11 @@ def koordinator_gang_spec(group: PodGroup, key: str, *, kind: str = POD_GROUP_PR
     if timeout is not None and timeout <= 0:
         problems.append(Problem(kind, key, "spec.scheduleTimeoutSeconds", f"{timeout} is not positive; ignored"))
         timeout = None
-    _unused_min_resources(group.spec.min_resources, kind, key, problems)
+    min_resources: tuple[tuple[str, int], ...] = ()
+    if dialect == SCHEDULER_PLUGINS:
+        min_resources = _scheduler_plugins_min_resources(group.spec.min_resources, kind, key, problems)
+    else:
+        _unused_min_resources(group.spec.min_resources, kind, key, problems)
     gang_group, gather, policy = koordinator_annotation_rules(
         annotations, kind, key, min_member, ONCE_SATISFIED if dialect == KOORDINATOR else WAITING_AND_RUNNING,
         problems)
@@ -464,8 +471,23 @@ def koordinator_gang_spec(group: PodGroup, key: str, *, kind: str = POD_GROUP_PR
         gang_group=gang_group,
         gather=gather,
         match_policy=policy,
+        min_resources=min_resources,
     )
     return spec, problems
+
+
+def _scheduler_plugins_min_resources(min_resources: Mapping[str, str], kind: str, key: str,
+                                     problems: list[Problem]) -> tuple[tuple[str, int], ...]:
+    """A scheduler-plugins PodGroup's spec.minResources, read for its Coscheduling's cluster check
+    (`placement/gang.py`); a quantity that does not parse is reported and left out."""
+    read: list[tuple[str, int]] = []
+    for resource, text in sorted(min_resources.items()):
+        try:
+            read.append((resource, parse_quantity(text)))
+        except QuantityError as error:
+            problems.append(Problem(kind, key, f"spec.minResources[{resource}]", f"{error}; left out of the check "
+                                    "that the cluster has room for the gang", reason=INVALID_QUANTITY))
+    return tuple(read)
 
 
 def _tier_limit(raw: NetworkTopologySpec, key: str, field: str, problems: list[Problem]) -> TierLimit:

@@ -59,7 +59,7 @@ from events.model import (
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod
 from placement.fit import Requests
 from placement.members import is_running, quorum_met
-from placement.plan import CAPACITY, HARD_TIER, INVALID, MEMBERS, MUST_GATHER, POD_FIT, VOLUME
+from placement.plan import CAPACITY, HARD_TIER, INVALID, MEMBERS, MIN_RESOURCES, MUST_GATHER, POD_FIT, VOLUME
 from placement.recheck import Adopted, broken_plans, refusal
 from state.cluster import ClusterState, PodInfo
 
@@ -74,6 +74,8 @@ PREEMPTED_REASON = "Preempted"
 
 _STRUCTURAL_FAILURES = frozenset({POD_FIT, INVALID, MEMBERS, VOLUME})
 _CAPACITY_FAILURES = frozenset({CAPACITY, MUST_GATHER, HARD_TIER})
+# Tried again when room frees, but never worth a preemption (its scheduler rejects it as unresolvable).
+_UNRESOLVABLE_FAILURES = frozenset({MIN_RESOURCES})
 # What a step was doing for a unit when it raised: the `stage` label of the metric, and in words.
 STAGES = {"plan": "planning", "preempt": "planning preemption", "assume": "assuming its plan",
           "permit": "checking Permit", "nominate": "checking its nominations"}
@@ -381,7 +383,7 @@ def _unschedulable(step: Step, unit: Unit, failure: Unschedulable) -> bool:
         if never:
             structural = True
             reason = f"{reason}; {never}"
-    if not structural:
+    if not structural and failure.constraint not in _UNRESOLVABLE_FAILURES:
         step.stage = "preempt"
         note, preempted, retry_at = _preempt(step, unit, failure)
         if note:

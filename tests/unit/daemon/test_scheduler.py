@@ -46,11 +46,20 @@ from events.model import (
     PodUpserted,
     PreemptionPlanned,
     PriorityClassUpserted,
+    SchedulerPluginsPodGroupUpserted,
     VolcanoJobUpserted,
     VolcanoPodGroupUpserted,
     VolumeUpserted,
 )
-from events.objects import SELECTED_NODE_ANNOTATION, VOLCANO_GROUP_ANNOTATION, ClaimReference, ObjectMeta, PriorityClass
+from events.objects import (
+    SCHEDULER_PLUGINS_POD_GROUP_API,
+    SCHEDULER_PLUGINS_POD_GROUP_LABEL,
+    SELECTED_NODE_ANNOTATION,
+    VOLCANO_GROUP_ANNOTATION,
+    ClaimReference,
+    ObjectMeta,
+    PriorityClass,
+)
 from placement import Assignment, Unschedulable
 from preemption import JobPreemptor
 from preemption.plan import PreemptionPlan
@@ -542,6 +551,25 @@ async def test_preemption_plan_is_recorded_then_carried_out() -> None:
     preempted = [(gang, message) for gang, phase, message in h.api.reports if phase == "Preempted"]
     assert preempted == [("default/low", "1 pod(s) preempted by gang default/high (priority 100) to make room "
                                          "for pod default/high-0")]
+
+
+async def test_a_gang_short_of_its_min_resources_preempts_nobody_and_is_placed_once_room_frees() -> None:
+    # scheduler-plugins' Coscheduling rejects such a pod at PreFilter as unresolvable, so its preemption finds
+    # no node where evicting would help: a lower-priority job that a preemption would evict keeps running.
+    h = Harness(preemptor=JobPreemptor())
+    h.add(*nodes(2), pod_event(bound(pod("low-0", gang="low", priority=1), "n0")),
+          group_event(pod_group("low", min_member=1)))
+    h.add(SchedulerPluginsPodGroupUpserted(pod_group=pod_group(
+        "big", min_member=2, api_version=SCHEDULER_PLUGINS_POD_GROUP_API, min_resources={"nvidia.com/gpu": "16"})))
+    h.add(*(pod_event(pod(f"big-{i}", gpus=4, priority=100, labels={SCHEDULER_PLUGINS_POD_GROUP_LABEL: "big"}))
+            for i in range(2)))
+    await h.settle()
+    assert not [e for e in h.events if isinstance(e, EvictionRequested | PreemptionPlanned)]
+    assert not h.bound_pods()
+    assert "resource gap: the cluster's free room lacks nvidia.com/gpu 8" in h.state.gangs["default/big"].last_reason
+    h.add(pod_event(bound(pod("low-0", gang="low", priority=1), "n0", phase="Succeeded")))
+    await h.settle()
+    assert sorted(h.bound_pods()) == ["default/big-0", "default/big-1"]
 
 
 async def test_a_pod_group_lowering_its_jobs_priority_brings_back_a_job_that_may_now_preempt_it() -> None:

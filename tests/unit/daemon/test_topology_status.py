@@ -354,8 +354,8 @@ async def test_fields_read_but_not_implemented_get_one_warning_on_the_object_of_
     events = [
         pod_event(pod("a-1", annotations=nonstrict)),
         pod_event(pod("a-0", annotations=nonstrict)),
-        upsert_event(KIND_BY_NAME["SchedulerPluginsPodGroup"], {
-            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        upsert_event(KIND_BY_NAME["PodGroup"], {  # Koordinator's: minResources is not read
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
             "metadata": {"name": "nginx", "namespace": "default", "uid": "uid-nginx"},
             "spec": {"minMember": 3, "minResources": {"cpu": "3"}}}),
         upsert_event(KIND_BY_NAME["Workload"], {

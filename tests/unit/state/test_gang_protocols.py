@@ -171,8 +171,9 @@ def test_scheduler_plugins_pod_group_and_its_label_make_a_gang_counting_running_
     assert gang.spec.min_member == 3 and gang.spec.schedule_timeout_seconds == 10.0
     assert gang.spec.match_policy == WAITING_AND_RUNNING
     assert len(gang.members) == 3
-    [unused] = problems(state, "SchedulerPluginsPodGroup", "default/nginx")
-    assert unused.field == "spec.minResources" and unused.reason == "UnsupportedField"
+    # its Coscheduling reads minResources, and so does toposched (placement/gang.py): nothing to report
+    assert not problems(state, "SchedulerPluginsPodGroup", "default/nginx")
+    assert gang.spec.min_resources == (("cpu", 3000),)
     assert "default/nginx" in state.scheduler_plugins_pod_groups and not state.pod_groups
 
 
