@@ -452,7 +452,9 @@ def koordinator_gang_spec(group: PodGroup, key: str, *, kind: str = POD_GROUP_PR
     annotations = group.metadata.annotations
     min_member = _min_member(group.spec.min_member, kind, key, problems)
     timeout = group.spec.schedule_timeout_seconds
-    if timeout is not None and timeout <= 0:
+    if timeout == 0 and dialect == SCHEDULER_PLUGINS:
+        timeout = None  # its Coscheduling's Permit takes 0 as unset (its default wait): the MPI operator writes it
+    elif timeout is not None and timeout <= 0:
         problems.append(Problem(kind, key, "spec.scheduleTimeoutSeconds", f"{timeout} is not positive; ignored"))
         timeout = None
     min_resources: tuple[tuple[str, int], ...] = ()

@@ -174,6 +174,13 @@ def test_scheduler_plugins_pod_group_and_its_label_make_a_gang_counting_running_
     # its Coscheduling reads minResources, and so does toposched (placement/gang.py): nothing to report
     assert not problems(state, "SchedulerPluginsPodGroup", "default/nginx")
     assert gang.spec.min_resources == (("cpu", 3000),)
+    # the MPI operator writes scheduleTimeoutSeconds 0, which Coscheduling's Permit takes as unset (its default)
+    unset = fold({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                  "metadata": {"name": "mpi", "namespace": "default"}, "spec": {"scheduleTimeoutSeconds": 0,
+                                                                                "minMember": 1}})
+    spec = unset.gangs["default/mpi"].spec
+    assert spec is not None and spec.schedule_timeout_seconds is None
+    assert not problems(unset, "SchedulerPluginsPodGroup", "default/mpi")
     assert "default/nginx" in state.scheduler_plugins_pod_groups and not state.pod_groups
 
 
