@@ -10,6 +10,9 @@ What a plan covers:
   is planned (constraint "members", saying how many are missing, and how many more exist but are held
   by scheduling gates: a gated pod is not pending, so it neither counts nor is placed until its gates
   are all removed, as kube-scheduler and Koordinator treat it).
+- A scheduler-plugins PodGroup's `spec.minResources` (and minMember pods) must fit the whole cluster's free
+  room first, as its Coscheduling's PreFilter checks (`resource_gap`); else nothing is planned (constraint
+  "min-resources", which the loop never preempts for).
 - Subset rule: all pending pods are tried first. If they cannot all go anywhere the constraints
   allow, the planner places the largest set that fits and still reaches minMember: the *minimum*
   (for each gang the first `minMember - running` pending pods in network-topology-index order, then
