@@ -67,6 +67,18 @@ class StoreController:
     def _sync(self) -> None:
         """The pass `_schedule()` asks for (nothing by default)."""
 
+    def _write_status(self, resource: ResourceDef, obj: dict[str, Any], status: dict[str, Any], manager: str) -> None:
+        """Write `status` through the object's status subresource when it differs from what it holds; an object
+        changed or gone meanwhile is left to the event that change brings (another pass)."""
+        if status == obj.get("status"):
+            return
+        meta = obj["metadata"]
+        try:
+            self.store.update_in(resource, str(meta["name"]), str(meta.get("namespace", "")), {**obj, "status": status},
+                                 subresource="status", manager=manager)
+        except ApiError:
+            return
+
     def _delete_dependents(self, namespace: str, resources: Iterable[ResourceDef],
                            dependent: Callable[[dict[str, Any]], bool]) -> None:
         """The garbage collector's part: an owner gone, its dependents (in `namespace`, of `resources`, those

@@ -138,12 +138,7 @@ class TrainingOperatorController(StoreController):
             if synced and training_operator.kind_of(job).creates_pods:
                 pods = self._own_pods(job)
                 status["replicaStatuses"] = training_operator.replica_statuses(job, pods)
-        if status != job.get("status"):
-            try:
-                self.store.update_in(resource, name, namespace, {**job, "status": status}, subresource="status",
-                                     manager=_MANAGER)
-            except ApiError:  # changed or gone meanwhile: its own event brings another reconcile
-                return
+        self._write_status(resource, job, status, _MANAGER)
 
     def _sync_pod_group(self, resource: ResourceDef, job: Obj, group: Obj | None) -> Obj | None:
         """SyncPodGroup: the PodGroup created or its spec rewritten; None if the API server refused."""

@@ -115,8 +115,7 @@ class VolcanoJobController(StoreController):
                 self._sync_job(job)
 
     def _sync_job(self, job: Obj) -> None:
-        meta = job["metadata"]
-        namespace, name = str(meta["namespace"]), str(meta["name"])
+        namespace = str(job["metadata"]["namespace"])
         stamp = now_rfc3339(self.store.clock)
         status = dict(job.get("status") or {})
         phase = str((status.get("state") or {}).get("phase") or "")
@@ -133,12 +132,7 @@ class VolcanoJobController(StoreController):
         wanted = volcano_job.next_phase(job, status)
         if wanted != phase:
             status = volcano_job.with_phase(status, wanted, stamp)
-        if status != job.get("status"):
-            try:
-                self.store.update_in(JOBS, name, namespace, {**job, "status": status}, subresource="status",
-                                     manager=_MANAGER)
-            except ApiError:  # changed or gone meanwhile: its own event brings another sync
-                return
+        self._write_status(JOBS, job, status, _MANAGER)
 
     def _create_or_update_group(self, job: Obj, group: Obj | None) -> Obj | None:
         priorities = {name: int(pc.get("value") or 0) for name, pc in self.store.priority_classes.items()}
