@@ -28,8 +28,9 @@ kube-apiserver's validation of them (`manifests.validation.validate`, as devclus
 policy without a positive minCount, a 1.37 disruptionMode naming neither `single` nor `all`, two
 topology constraints, ...). A Volcano Job (`batch.volcano.sh`) whose `spec.schedulerName` is not toposched's,
 and a Kubeflow training job's replica (`kubeflow.org/v1` PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob,
-JAXJob) whose pod template's is not, are reported: toposched neither enqueues such a job's Volcano PodGroup
-nor places those pods. Other kinds are skipped.
+JAXJob) whose pod template names another scheduler, are reported: toposched neither enqueues such a job's
+Volcano PodGroup nor places those pods. (A template naming none takes training-operator's
+`--gang-scheduler-name`, which a manifest does not tell.) Other kinds are skipped.
 
 Prints one line per problem, `FILE#DOC: Kind name: field: message` (DOC counts documents from 1),
 and exits 1; prints a short OK line and exits 0 when everything is valid; exits 2, with one line,
@@ -154,10 +155,9 @@ def _job_problems(info: KindInfo, document: dict[str, Any], api_version: str) ->
     if isinstance(decoded, VolcanoJob):
         named = [("spec.schedulerName", decoded.spec.scheduler_name, "Volcano's webhook makes")]
         whose = "this job's PodGroup nor places its pods"
-    else:
-        named = [(f"spec.{field}.{replica}.template.spec.schedulerName", scheduler,
-                  "training-operator (gang scheduling with Volcano) makes")
-                 for field, replica, scheduler in decoded.replica_schedulers()]
+    else:  # a template naming none takes training-operator's --gang-scheduler-name, toposched's or not: unknown
+        named = [(f"spec.{field}.{replica}.template.spec.schedulerName", scheduler, "")
+                 for field, replica, scheduler in decoded.replica_schedulers() if scheduler]
         whose = "this job's PodGroup (unless another replica names toposched) nor places these pods"
     problems = []
     for path, scheduler, defaulted_by in named:

@@ -352,9 +352,14 @@ spec:
     ours = write(tmp_path, "ours.yaml", job.replace("WORKER", "schedulerName: toposched"))
     assert main([ours]) == 0
     assert capsys.readouterr().out.startswith("OK: 1 object valid (1 Kubeflow training job)")
+    # a template naming none takes training-operator's --gang-scheduler-name (toposched's, with scheduler-plugins
+    # gang scheduling under its name): a manifest does not tell, so it is not reported
     unnamed = write(tmp_path, "unnamed.yaml", job.replace("WORKER, ", ""))
-    assert main([unnamed]) == 1
+    assert main([unnamed]) == 0
+    capsys.readouterr()
+    theirs = write(tmp_path, "theirs.yaml", job.replace("WORKER", "schedulerName: volcano"))
+    assert main([theirs]) == 1
     [line, _] = capsys.readouterr().out.splitlines()
-    assert line.startswith(f"{unnamed}#1: PyTorchJob ml/bert: spec.pytorchReplicaSpecs.Worker.template.spec."
-                           "schedulerName: is empty, which training-operator (gang scheduling with Volcano) makes "
-                           "'volcano', not 'toposched': toposched neither enqueues this job's PodGroup (unless")
+    assert line.startswith(f"{theirs}#1: PyTorchJob ml/bert: spec.pytorchReplicaSpecs.Worker.template.spec."
+                           "schedulerName: is 'volcano', not 'toposched': toposched neither enqueues this job's "
+                           "PodGroup (unless")
