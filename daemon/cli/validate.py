@@ -152,22 +152,21 @@ def _job_problems(info: KindInfo, document: dict[str, Any], api_version: str) ->
         field, _, message = decoded.problem.partition(": ")
         return [Problem(info.kind, decoded.key, field if message else "", message or decoded.problem)]
     assert isinstance(decoded, VolcanoJob | KubeflowJob)
+    # (field, the scheduler its pods get, how the manifest says it)
+    named: list[tuple[str, str, str]]
     if isinstance(decoded, VolcanoJob):
-        named = [("spec.schedulerName", decoded.spec.scheduler_name, "Volcano's webhook makes")]
+        written = decoded.spec.scheduler_name
+        said = repr(written) if written else f"empty, which Volcano's webhook makes {DEFAULT_VOLCANO_SCHEDULER!r}"
+        named = [("spec.schedulerName", written or DEFAULT_VOLCANO_SCHEDULER, said)]
         whose = "this job's PodGroup nor places its pods"
     else:  # a template naming none takes training-operator's --gang-scheduler-name, toposched's or not: unknown
-        named = [(f"spec.{field}.{replica}.template.spec.schedulerName", scheduler, "")
-                 for field, replica, scheduler in decoded.replica_schedulers() if scheduler]
+        named = [(f"spec.{field}.{replica}.template.spec.schedulerName", written, repr(written))
+                 for field, replica, written in decoded.replica_schedulers() if written]
         whose = "this job's PodGroup (unless another replica names toposched) nor places these pods"
-    problems = []
-    for path, scheduler, defaulted_by in named:
-        if (scheduler or DEFAULT_VOLCANO_SCHEDULER) == DEFAULT_SCHEDULER_NAME:
-            continue
-        said = f"{scheduler!r}" if scheduler else f"empty, which {defaulted_by} {DEFAULT_VOLCANO_SCHEDULER!r}"
-        problems.append(Problem(info.kind, key_of(decoded.metadata), path,
-                                f"is {said}, not {DEFAULT_SCHEDULER_NAME!r}: toposched neither enqueues {whose} "
-                                "(fine if that scheduler runs in the cluster)"))
-    return problems
+    return [Problem(info.kind, key_of(decoded.metadata), path,
+                    f"is {said}, not {DEFAULT_SCHEDULER_NAME!r}: toposched neither enqueues {whose} "
+                    "(fine if that scheduler runs in the cluster)")
+            for path, scheduler, said in named if scheduler != DEFAULT_SCHEDULER_NAME]
 
 
 def _documents_of(path: str) -> list[Any]:
