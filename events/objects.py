@@ -1089,6 +1089,11 @@ VOLCANO_PREEMPTABLE_ANNOTATION = "volcano.sh/preemptable"
 # KAI Scheduler: the queue a workload (its top owner) or pod names; KAI's pod-grouper copies it into the
 # PodGroup's spec.queue, which is what KAI's scheduler reads.
 KAI_QUEUE_LABEL = "kai.scheduler/queue"
+# KAI Scheduler's node pools (scheduling shards): a node belongs to the pool its label names, and a PodGroup
+# (labelled by KAI's pod-grouper as its workload is) is scheduled only on its pool's nodes; a PodGroup without the
+# label belongs to the default pool, the nodes without it. KAI's default `nodePoolLabelKey`.
+KAI_NODE_POOL_LABEL = "kai.scheduler/node-pool"
+KAI_DEFAULT_NODE_POOL = "default"  # the name KAI's conditions give the pool of nodes without the label
 # KAI Scheduler: the PriorityClass a workload (or pod) names by label, which KAI's pod-grouper reads before the
 # pod's own spec.priorityClassName and copies into the PodGroup; none at all is KAI's `train` class.
 KAI_PRIORITY_LABEL = "priorityClassName"

@@ -2,14 +2,16 @@
 
 A *shape* is everything about a pod that decides where it may go: its resource requests (every
 resource, extended ones included, plus one `pods` slot), its priority (which nominations it must
-respect), its tolerations, nodeSelector and required node affinity. Pods of one gang nearly always
-share one shape, so placement asks these questions once per shape per node, never per pod.
+respect), its tolerations, nodeSelector and required node affinity, and the KAI node pool it belongs
+to (`ClusterState.node_pool_of`). Pods of one gang nearly always share one shape, so placement asks these
+questions once per shape per node, never per pod.
 
 Two questions, kept apart because they change at different speeds:
 - `admits(shape, node)`: the static filters (spec.unschedulable unless the pod tolerates the
-  node.kubernetes.io/unschedulable taint, NoSchedule/NoExecute taints not tolerated, nodeSelector,
-  required node affinity, and where its claims' volumes can be reached: state/volumes.py). Returns ""
-  or the reason, in kube-scheduler's words.
+  node.kubernetes.io/unschedulable taint, NoSchedule/NoExecute taints not tolerated, the KAI node pool,
+  nodeSelector, required node affinity, and where its claims' volumes can be reached: state/volumes.py).
+  Returns "" or the reason, in kube-scheduler's words (a node pool's in words of its own: a KAI scheduler
+  does not see another pool's nodes at all).
 - `Capacity.slots(shape, node)`: how many pods of the shape fit in what the node offers that priority:
   allocatable - used (bound + assumed) - nominations of priority >= p held by other gangs + the
   requests of the pods we were asked to treat as gone (`ignore_pods`).
@@ -25,6 +27,8 @@ from collections.abc import Set as AbstractSet
 import msgspec
 
 from events.objects import (
+    KAI_DEFAULT_NODE_POOL,
+    KAI_NODE_POOL_LABEL,
     NETWORK_TOPOLOGY_INDEX_ANNOTATION,
     NodeSelectorTerm,
     Pod,
@@ -75,12 +79,15 @@ class Shape(msgspec.Struct, frozen=True):
     # `requests`: a volume counts once per node however many pods use it there, and a node without a limit
     # for a driver takes any number.
     attach: tuple[AttachNeed, ...] = ()
+    # The KAI node pool whose nodes alone may take it ("": those without the pool label); None: any node
+    node_pool: str | None = None
 
     @property
     def unconstrained(self) -> bool:
-        """No selector, no affinity, no volume that narrows its nodes: only taints and spec.unschedulable
-        can turn a node away."""
-        return not self.node_selector and self.terms is None and not self.volumes and not self.pod_rules
+        """No selector, no affinity, no node pool, no volume that narrows its nodes: only taints and
+        spec.unschedulable can turn a node away."""
+        return (not self.node_selector and self.terms is None and not self.volumes and not self.pod_rules
+                and self.node_pool is None)
 
 
 _shape_encoder = msgspec.msgpack.Encoder(order="deterministic")
@@ -88,8 +95,10 @@ _shape_encoder = msgspec.msgpack.Encoder(order="deterministic")
 STATIC_VOLUME_TOKEN = f"{HOST_PORT_PREFIX}{STATIC_VOLUME_PROTOCOL}/"
 
 
-def shape_of(pod: PodInfo, volumes: tuple[VolumeReach, ...] = (), attach: tuple[AttachNeed, ...] = ()) -> Shape:
-    """The pod's shape; `volumes` and `attach`: what its claims ask now (`ClusterState.volume_needs(pod)`)."""
+def shape_of(pod: PodInfo, volumes: tuple[VolumeReach, ...] = (), attach: tuple[AttachNeed, ...] = (),
+             node_pool: str | None = None) -> Shape:
+    """The pod's shape; `volumes` and `attach`: what its claims ask now (`ClusterState.volume_needs(pod)`);
+    `node_pool`: its KAI node pool (`ClusterState.node_pool_of(pod)`)."""
     spec = pod.obj.spec
     requests = tuple(sorted((name, amount) for name, amount in pod.requests.items()
                             if amount > 0 and not name.startswith(HOST_PORT_PREFIX)))
@@ -111,14 +120,16 @@ def shape_of(pod: PodInfo, volumes: tuple[VolumeReach, ...] = (), attach: tuple[
     # The volumes join the key only when there are some, so the shapes of pods without claims keep their keys.
     parts: tuple[object, ...] = (requests, pod.priority, selector, tolerations, terms,
                                  *((volumes_key(volumes),) if volumes else ()), *((ports,) if ports else ()),
-                                 *((("attach", attach),) if attach else ()))
+                                 *((("attach", attach),) if attach else ()),
+                                 *((("pool", node_pool),) if node_pool is not None else ()))
     try:
         key = _shape_encoder.encode(parts)
     except OverflowError:  # a request past 2^64 milli-units (Kubernetes allows 2^63-1 units): spell the amounts out
         spelled = tuple((name, str(amount)) for name, amount in requests)
         key = _shape_encoder.encode((spelled, *parts[1:]))
     return Shape(key=key, requests=requests, priority=pod.priority, node_selector=selector,
-                 tolerations=tolerations, terms=terms, volumes=volumes, host_ports=ports, attach=attach)
+                 tolerations=tolerations, terms=terms, volumes=volumes, host_ports=ports, attach=attach,
+                 node_pool=node_pool)
 
 
 def volumes_key(volumes: tuple[VolumeReach, ...]) -> tuple[object, ...]:
@@ -127,9 +138,9 @@ def volumes_key(volumes: tuple[VolumeReach, ...]) -> tuple[object, ...]:
 
 
 def shape_in(state: ClusterState, pod: PodInfo) -> Shape:
-    """`shape_of(pod)` with what its claims ask on `state` now."""
+    """`shape_of(pod)` with what its claims ask on `state` now, and its node pool there."""
     needs = state.volume_needs(pod)
-    return shape_of(pod, needs.reach, needs.attach)
+    return shape_of(pod, needs.reach, needs.attach, state.node_pool_of(pod))
 
 
 def with_pod_rules(shape: Shape, rules: tuple[PodRule, ...], tokens: tuple[str, ...] = ()) -> Shape:
@@ -186,10 +197,25 @@ def prefer_no_schedule_count(shape: Shape, taints: Iterable[Taint]) -> int:
 UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect=NO_SCHEDULE)
 
 
+def in_node_pool(shape: Shape, node: NodeInfo) -> bool:
+    """`node` is in the shape's KAI node pool (or the shape has none)."""
+    pool = shape.node_pool
+    if pool is None:
+        return True
+    return node.labels.get(KAI_NODE_POOL_LABEL) == pool if pool else KAI_NODE_POOL_LABEL not in node.labels
+
+
+def node_pool_refusal(pool: str) -> str:
+    """Why a node outside KAI node pool `pool` ("": the default pool) takes none of its pods."""
+    return f"node(s) were outside KAI node pool {pool or KAI_DEFAULT_NODE_POOL}"
+
+
 def node_affinity_matches(shape: Shape, node: NodeInfo) -> bool:
     """The shape's nodeSelector and required node affinity hold on `node` (kube-scheduler's
-    GetRequiredNodeAffinity)."""
+    GetRequiredNodeAffinity), and the node is in its KAI node pool: a KAI scheduler sees no other node."""
     labels = node.labels
+    if shape.node_pool is not None and not in_node_pool(shape, node):
+        return False
     if any(labels.get(key) != value for key, value in shape.node_selector):
         return False
     return shape.terms is None or any(term_matches(term, node.name, labels) for term in shape.terms)
@@ -211,6 +237,8 @@ def static_room(reach: VolumeReach, node: NodeInfo) -> int:
 
 def admits(shape: Shape, node: NodeInfo) -> str:
     """"" when a pod of `shape` may go on `node` (capacity aside), else the reason it may not."""
+    if shape.node_pool is not None and not in_node_pool(shape, node):  # first: its scheduler would not see the node
+        return node_pool_refusal(shape.node_pool)
     if node.unschedulable and not tolerates(shape.tolerations, UNSCHEDULABLE_TAINT):
         return "node(s) were unschedulable"
     if node.taints:

@@ -189,7 +189,7 @@ _ShapeParts = tuple[Resources, dict[str, str], list[Toleration], Affinity | None
 class PodShapes:
     """Each pod's `shape_of` and `pod_order`, kept in `state.reader_caches` between planning calls: a
     gang that does not fit is grouped again at every attempt, pod by pod. An entry holds while the
-    pod keeps its spec and annotations objects, requests and priority, which are all the two read:
+    pod keeps its spec and annotations objects, requests, priority and KAI node pool, which are all the two read:
     the fold replaces these on any change, never mutates what they say (a status update, such as
     the scheduler's own PodScheduled condition, keeps the spec and the metadata's annotations)."""
 
@@ -199,11 +199,12 @@ class PodShapes:
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
-        self.entries: dict[str, tuple[PodSpec, dict[str, str], Resources, int, Shape, tuple[int, int, str]]] = {}
+        self.entries: dict[str, tuple[PodSpec, dict[str, str], Resources, int, str | None, Shape,
+                                      tuple[int, int, str]]] = {}
         # What a shape is made of, by identity -> those objects and the shape: the fold shares the parts of
         # pods of one kind (requests, tolerations, an empty selector), so a gang of 3,000 or a burst of lone
         # pods computes its shape once
-        self.parts: dict[tuple[int, int, int, int, int], _ShapeParts] = {}
+        self.parts: dict[tuple[int, int, int, int, int, str | None], _ShapeParts] = {}
         self._changes_seen = -1  # where `state.pod_changes` stood when `_anti_placed` was read
         self._anti_placed = False  # whether a placed pod has required anti-affinity
 
@@ -212,7 +213,7 @@ class PodShapes:
         the inter-pod rules the pods placed now set for it (`placement.pod_affinity` and
         `placement.pod_spread`, derived afresh); the pods in `ignore` count as gone for both (a preemption's
         victims, as kube-scheduler's preemption removes them from the node and its spread counts)."""
-        return self._narrowed(pod, self._own_shape(pod), ignore)
+        return self._narrowed(pod, self._own_shape(pod, self.state.node_pool_of(pod)), ignore)
 
     def _narrowed(self, pod: PodInfo, shape: Shape, ignore: frozenset[str]) -> Shape:
         # The usual pod (no terms of its own, no placed pod with anti-affinity) costs a few reads here.
@@ -234,21 +235,22 @@ class PodShapes:
 
     def own_shape(self, pod: PodInfo) -> Shape:
         """The shape of the pod's own parts, without what the pods placed now ask of it."""
-        return self._own_shape(pod)
+        return self._own_shape(pod, self.state.node_pool_of(pod))
 
-    def _own_shape(self, pod: PodInfo) -> Shape:
-        """The shape of the pod's own parts. A pod with claims is shaped afresh each time: where its volumes
-        can be reached changes with objects of other kinds (claims, PersistentVolumes, StorageClasses)."""
+    def _own_shape(self, pod: PodInfo, node_pool: str | None) -> Shape:
+        """The shape of the pod's own parts, in KAI node pool `node_pool` (`ClusterState.node_pool_of`). A pod
+        with claims is shaped afresh each time: where its volumes can be reached changes with objects of other
+        kinds (claims, PersistentVolumes, StorageClasses)."""
         spec = pod.obj.spec
         if spec.volumes:
             return shape_in(self.state, pod)
         requests, selector, tolerations, affinity = pod.requests, spec.node_selector, spec.tolerations, spec.affinity
-        key = (id(requests), id(selector), id(tolerations), id(affinity), pod.priority)
+        key = (id(requests), id(selector), id(tolerations), id(affinity), pod.priority, node_pool)
         hit = self.parts.get(key)
         if (hit is not None and hit[0] is requests and hit[1] is selector and hit[2] is tolerations
                 and hit[3] is affinity):
             return hit[4]
-        shape = shape_of(pod)
+        shape = shape_of(pod, node_pool=node_pool)
         if len(self.parts) >= self.PARTS_LIMIT:
             self.parts.clear()
         # Holding the objects keeps their ids from being reused while the entry stands.
@@ -262,15 +264,16 @@ class PodShapes:
         if spec.volumes:
             return self.shape(pod, ignore), pod_order(pod)
         entry = self.entries.get(pod.key)
+        pool = self.state.node_pool_of(pod)
         if (entry is not None and entry[0] is spec and entry[1] is annotations and entry[2] is pod.requests
-                and entry[3] == pod.priority):
-            return self._narrowed(pod, entry[4], ignore), entry[5]
+                and entry[3] == pod.priority and entry[4] == pool):
+            return self._narrowed(pod, entry[5], ignore), entry[6]
         if len(self.entries) > 2 * len(self.state.pending) + 1024:
             # Only pending pods are planned: let go of the rest (and of the objects they keep alive).
             pending = self.state.pending
             self.entries = {key: entry for key, entry in self.entries.items() if key in pending}
-        shape, order = self._own_shape(pod), pod_order(pod)
-        self.entries[pod.key] = (spec, annotations, pod.requests, pod.priority, shape, order)
+        shape, order = self._own_shape(pod, pool), pod_order(pod)
+        self.entries[pod.key] = (spec, annotations, pod.requests, pod.priority, pool, shape, order)
         return self._narrowed(pod, shape, ignore), order
 
 

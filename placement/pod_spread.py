@@ -118,7 +118,7 @@ _encoder = msgspec.msgpack.Encoder(order="deterministic")
 
 def _policy_key(spread: Spread, shape: Shape) -> bytes:
     """What of the pod's shape decides the constraint's eligible nodes."""
-    return _encoder.encode(((shape.node_selector, shape.terms) if spread.honor_affinity else None,
+    return _encoder.encode(((shape.node_selector, shape.terms, shape.node_pool) if spread.honor_affinity else None,
                             shape.tolerations if spread.honor_taints else None))
 
 

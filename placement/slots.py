@@ -302,6 +302,12 @@ def _filter_key(shape: Shape) -> bytes:
     # What Shape.key encodes but its priority: the base figures do not depend on priority (only
     # nominations do, and those never enter the table), so shapes differing only in priority share one
     # entry. Encoded once per distinct Shape.key.
+    if shape.node_pool is not None:  # one msgpack value more keeps keys equal exactly when both parts are
+        return _shape_filter_key(shape) + _encoder.encode(("pool", shape.node_pool))
+    return _shape_filter_key(shape)
+
+
+def _shape_filter_key(shape: Shape) -> bytes:
     spelled = tuple((name, str(amount)) for name, amount in shape.requests)
     if shape.attach:  # rare: spelled out whole, the other parts with it
         return _encoder.encode((spelled, shape.node_selector, shape.tolerations, shape.terms,

@@ -96,6 +96,7 @@ from events.objects import (
     DEFAULT_SCHEDULER_NAME,
     GANG_MIN_AVAILABLE_ANNOTATION,
     KAI_DEFAULT_PRIORITY_CLASS,
+    KAI_NODE_POOL_LABEL,
     KAI_PRIORITY_LABEL,
     KAI_QUEUE_LABEL,
     KAI_SUB_GROUP_LABEL,
@@ -634,6 +635,9 @@ class ClusterState:
         # label's values, kept like `topology` (nodes, usage) while some gang asks for the key.
         self.label_trees: dict[str, TopologyTree] = {}
         self._label_tree_users: dict[str, set[str]] = {}
+        # The nodes in a named KAI node pool (labelled `kai.scheduler/node-pool`): while there are none, KAI's
+        # default pool is every node (`node_pool_of`).
+        self._pooled_nodes: set[str] = set()
         self._binds: list[PodInfo] | None = None  # bindings not yet counted (`batching_binds`), None: count each
 
     # ------------------------------------------------------------------ queries
@@ -711,6 +715,24 @@ class ClusterState:
         if found is None and self._default_priority_class:
             found = self.priority_classes.get(self._default_priority_class)
         return found.value if found is not None else 0
+
+    def node_pool_of(self, pod: PodInfo) -> str | None:
+        """The KAI node pool whose nodes alone may take `pod` ("": the default pool, the nodes without the label
+        `kai.scheduler/node-pool`), as KAI's scheduling shards divide the cluster; None when any node may.
+        A member of a KAI PodGroup is in the PodGroup's pool; a pod in a KAI queue by its own label
+        (`kai.scheduler/queue`) and no KAI PodGroup, in the pool its own label names (what KAI's pod-grouper
+        would copy to the PodGroup it makes for it); any other pod in none. The default pool is every node
+        while no node is in a named one."""
+        gang = self.gangs.get(pod.gang) if pod.gang else None
+        spec = gang.spec if gang is not None else None
+        if spec is not None and spec.kai_node_pool is not None:
+            pool = spec.kai_node_pool
+        else:
+            labels = pod.obj.metadata.labels
+            if KAI_QUEUE_LABEL not in labels:
+                return None
+            pool = labels.get(KAI_NODE_POOL_LABEL, "")
+        return pool if pool or self._pooled_nodes else None
 
     def job_priority(self, spec: GangSpec | None) -> int | None:
         """The priority every pod of the gang `spec` describes takes, as one job: Volcano and KAI order jobs,
@@ -1026,6 +1048,10 @@ class ClusterState:
                 self.topology.node_upserted(name, info.labels, allocatable)
                 for label_key, tree in self.label_trees.items():
                     tree.node_upserted(name, _only(info.labels, label_key), allocatable)
+        if KAI_NODE_POOL_LABEL in info.labels:
+            self._pooled_nodes.add(name)
+        elif self._pooled_nodes:
+            self._pooled_nodes.discard(name)
 
     def _node_deleted(self, event: NodeDeleted) -> None:
         info = self.nodes.pop(event.name, None)
@@ -1044,6 +1070,7 @@ class ClusterState:
         self.topology.node_deleted(event.name)
         for tree in self.label_trees.values():
             tree.node_deleted(event.name)
+        self._pooled_nodes.discard(event.name)
 
     # pods -------------------------------------------------------------
 

@@ -232,6 +232,9 @@ class GangSpec(msgspec.Struct, frozen=True):
     # scheduler-plugins: the PodGroup's spec.minResources (milli-units, sorted; quantities that do not parse left
     # out), which its Coscheduling checks against the whole cluster's free room before trying the gang
     min_resources: tuple[tuple[str, int], ...] = ()
+    # KAI: the node pool the PodGroup belongs to (its label `kai.scheduler/node-pool`; "" for the default pool, the
+    # nodes without that label); None for a gang of another dialect, which any node may take
+    kai_node_pool: str | None = None
 
 
 # --------------------------------------------------------------------------- the rules

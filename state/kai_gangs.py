@@ -43,6 +43,13 @@ What is read, and what it becomes:
   KAI's rules refuse (minSubGroup on a leaf, below 1, above the children)
   are reported and read as KAI's default (all children).
 - `spec.queue` names the KAI Queue whose quota the gang's pods count against (`state/quota.py`).
+- The label `kai.scheduler/node-pool` (kept as `GangSpec.kai_node_pool`) is the node pool the PodGroup
+  belongs to, as KAI's scheduling shards read it: KAI runs one scheduler per pool, each seeing only the
+  nodes labelled with its pool (the default shard: the nodes without the label) and the PodGroups
+  labelled so. The gang's pods go only on its pool's nodes (`ClusterState.node_pool_of`,
+  `placement/fit.py`); on a cluster where no node carries the label, every node is in the default pool.
+  KAI's pod-grouper copies the label from the workload, and a user may relabel the PodGroup to move a
+  job that has not started. An empty value (no shard takes it) is reported and read as the default pool.
 Whether the levels are layers of the tree in use and the Topology the one the tree is built from
 needs the tree: `kai_wish_problems` reports each that is not (`state/topology_wishes.py` runs it).
 
@@ -56,6 +63,7 @@ from datetime import UTC, datetime
 
 from events.objects import (
     KAI_LAST_EVICTION_ANNOTATION,
+    KAI_NODE_POOL_LABEL,
     KAI_PREEMPTION_DELAY_ANNOTATION,
     KAI_PREFERRED_PLACEMENT_ANNOTATION,
     KAI_REQUIRED_PLACEMENT_ANNOTATION,
@@ -190,11 +198,17 @@ def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]
                                 "read but not implemented: toposched never evicts a gang for running below its "
                                 "minimum, whatever the period", reason=UNSUPPORTED_FIELD))
     delay = _preemption_delay(spec.preemption_delay or "", annotations, key, problems)
+    node_pool = group.metadata.labels.get(KAI_NODE_POOL_LABEL, "")
+    if KAI_NODE_POOL_LABEL in group.metadata.labels and not node_pool:
+        problems.append(Problem(kind, key, f"metadata.labels[{KAI_NODE_POOL_LABEL}]", "is empty: KAI's scheduling "
+                                "shards take no PodGroup with an empty pool (the default shard takes those without "
+                                "the label); read as the default pool, the nodes without the label"))
     return GangSpec(key=key, dialect=KAI, min_member=min_member, schedule_timeout_seconds=None, gang_group=(key,),
                     priority_class_name=spec.priority_class_name, preemptable=preemptable, topology_key=topology_key,
                     kai=constraint, kai_preemptibility=stated, kai_sub_groups=sub_groups,
                     kai_preemption_delay=delay, marks_unschedulable=spec.mark_unschedulable is not False,
-                    kai_delay_from=_delay_from(group.metadata, key, problems) if delay else None), problems
+                    kai_delay_from=_delay_from(group.metadata, key, problems) if delay else None,
+                    kai_node_pool=node_pool), problems
 
 
 def _preemption_delay(spec_value: str, annotations: dict[str, str], key: str, problems: list[Problem]) -> float:

@@ -81,7 +81,9 @@ from events.ingest import KINDS
 from events.objects import (
     CLUSTER_NETWORK_TOPOLOGY_API,
     HYPERNODE_API,
+    KAI_DEFAULT_NODE_POOL,
     KAI_LAST_EVICTION_ANNOTATION,
+    KAI_NODE_POOL_LABEL,
     KAI_POD_GROUP_API,
     SELECTED_NODE_ANNOTATION,
     VOLCANO_POD_GROUP_API,
@@ -161,7 +163,6 @@ _EVENT_REASON: dict[str, str] = {"Pending": FAILED_SCHEDULING, "TimedOut": "Gang
 KAI_NOT_READY = "NotReady"
 KAI_EVICT = "Evict"
 KAI_UNSCHEDULABLE_ON_NODE_POOL = "UnschedulableOnNodePool"
-KAI_DEFAULT_NODE_POOL = "default"
 _EVICTED = "evicted"
 _DELETED = "deleted (no Eviction API)"
 _DELETED_OVER_BUDGET = "deleted: its PodDisruptionBudget refused the eviction, and preemption outranks it"
@@ -687,7 +688,8 @@ class KubeClusterAPI:
 
     def _kai_pod_group_status(self, gang: str, phase: GangPhase, reason: str, message: str) -> dict[str, Any] | None:
         """A KAI PodGroup's `status.schedulingConditions` as KAI's scheduler keeps them: while the gang cannot
-        be placed, one `UnschedulableOnNodePool` condition for its node pool, last in the list, its
+        be placed, one `UnschedulableOnNodePool` condition for its node pool (its label `kai.scheduler/node-pool`,
+        else `default`, as KAI names it), last in the list, its
         `transitionID` one above the latest one's, rewritten only when it says something new; none once the
         gang is scheduled. A gang still short of members (not ready for scheduling) or preempted gets none
         written, as KAI writes none then. None: nothing to change."""
@@ -698,16 +700,17 @@ class KubeClusterAPI:
         if phase == "Preempted" or reason == NOT_READY_REASON:
             return None
         text = message[:1024]
-        wanted = (KAI_UNSCHEDULABLE_ON_NODE_POOL, KAI_DEFAULT_NODE_POOL, UNSCHEDULABLE, text, "True")
+        pool = (group.metadata.labels.get(KAI_NODE_POOL_LABEL) if group is not None else None) or KAI_DEFAULT_NODE_POOL
+        wanted = (KAI_UNSCHEDULABLE_ON_NODE_POOL, pool, UNSCHEDULABLE, text, "True")
         latest = max(current, key=lambda c: _transition_number(c.transition_id), default=None)
-        if (latest is not None and current[-1].node_pool == KAI_DEFAULT_NODE_POOL
+        if (latest is not None and current[-1].node_pool == pool
                 and (latest.type, latest.node_pool, latest.reason, latest.message, latest.status) == wanted):
             return None
         number = _transition_number(latest.transition_id) if latest is not None else 0
-        condition = {"type": KAI_UNSCHEDULABLE_ON_NODE_POOL, "nodePool": KAI_DEFAULT_NODE_POOL,
+        condition = {"type": KAI_UNSCHEDULABLE_ON_NODE_POOL, "nodePool": pool,
                      "reason": UNSCHEDULABLE, "message": text, "status": "True",
                      "transitionID": str(max(number, 0) + 1), "lastTransitionTime": _now()}
-        kept = [msgspec.to_builtins(c) for c in current if c.node_pool != KAI_DEFAULT_NODE_POOL]
+        kept = [msgspec.to_builtins(c) for c in current if c.node_pool != pool]
         return {"schedulingConditions": [*kept, condition]}
 
     async def _report_objectless_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> ApiOutcome:

@@ -163,20 +163,22 @@ def test_kai_s_documented_burst_queue_runs_a_job_on_idle_gpus_and_is_warned_abou
     eco.wait_for(lambda: not eco.objects("pods", namespace), what="the pods gone")
 
 
-def kai_job(name: str, namespace: str, size: int, priority_class: str, extra: str = "") -> str:
+def kai_job(name: str, namespace: str, size: int, priority_class: str, extra: str = "", node_pool: str = "") -> str:
     """A KAI PodGroup without topology, of `size` whole-node pods, and the pods (which stop at once when
-    evicted)."""
+    evicted); with `node_pool`, both labelled with it, as KAI's pod-grouper labels a PodGroup as its workload."""
+    labels = f"\n  labels:\n    kai.scheduler/node-pool: {node_pool}" if node_pool else ""
     group = f"""apiVersion: scheduling.run.ai/v2alpha2
 kind: PodGroup
 metadata:
   name: {name}
-  namespace: {namespace}
+  namespace: {namespace}{labels}
 spec:
   minMember: {size}
   queue: default-queue
   priorityClassName: {priority_class}{extra}
 """
     pods = [pod_yaml(f"{name}-{index}", namespace, annotations={"pod-group-name": name},
+                     labels={"kai.scheduler/node-pool": node_pool} if node_pool else None,
                      spec="\n  terminationGracePeriodSeconds: 0") for index in range(size)]
     return stream(group, *pods)
 
@@ -233,3 +235,30 @@ def test_a_kai_pod_group_with_mark_unschedulable_false_leaves_its_pods_unmarked(
         assert "Unschedulable" not in reasons, pod["metadata"]["name"]
     eco.delete_namespace_objects(namespace)
     eco.wait_for(lambda: not eco.objects("pods", namespace), what="the pods gone")
+
+
+def test_kai_node_pools_keep_each_pod_group_on_its_own_pool_s_nodes(eco: Ecosystem) -> None:
+    # KAI's scheduling shards as its docs set them up: nodes labelled kai.scheduler/node-pool=gpu-nodes form a
+    # pool; a job labelled so runs only there, one without the label only on the other nodes (KAI's default
+    # shard), and one naming a pool no node is in waits, its PodGroup's condition naming that pool.
+    namespace = "kai-pools"
+    pooled = NODES[-3:]
+    eco.kubectl.run("label", "nodes", *pooled, "kai.scheduler/node-pool=gpu-nodes")
+    try:
+        eco.apply(stream(priority_classes_yaml(train=50), namespace_yaml(namespace),
+                         kai_job("nowhere", namespace, 1, "train", node_pool="cpu-nodes")))
+        [message] = eco.wait_pending(["nowhere-0"], namespace).values()
+        assert f"{len(NODES)} node(s) were outside KAI node pool cpu-nodes" in message, message
+        eco.wait_for(lambda: bool(scheduling_conditions(eco, "nowhere", namespace)), what="the job's condition")
+        [condition] = scheduling_conditions(eco, "nowhere", namespace)
+        assert (condition["type"], condition["nodePool"]) == ("UnschedulableOnNodePool", "cpu-nodes")
+        eco.apply(kai_job("gpu", namespace, len(pooled), "train", node_pool="gpu-nodes"))
+        assert set(eco.wait_bound([f"gpu-{index}" for index in range(len(pooled))], namespace).values()) == set(pooled)
+        # The default pool's job does not fit in its 5 nodes: it is not given the pool's nodes either.
+        eco.apply(kai_job("plain", namespace, len(NODES) - len(pooled) + 1, "train"))
+        says = eco.wait_pending([f"plain-{index}" for index in range(len(NODES) - len(pooled) + 1)], namespace)
+        assert all("outside KAI node pool default" in message for message in says.values()), says
+    finally:
+        eco.delete_namespace_objects(namespace)
+        eco.wait_for(lambda: not eco.objects("pods", namespace), what="the pods gone")
+        eco.kubectl.run("label", "nodes", *pooled, "kai.scheduler/node-pool-")

@@ -1,7 +1,7 @@
 """The offerslot table kept between planning calls (`placement/slots.py`) always says what a recount says.
 
 A random fabric (2 blocks x 2 NVLink domains x 2 nodes) goes through random events: nodes re-upserted
-with other GPUs, taints or spec.unschedulable, deleted and re-added; pods bound, assumed, nominated,
+with other GPUs, taints, spec.unschedulable or KAI node pool, deleted and re-added; pods bound, assumed, nominated,
 forgotten and deleted. After every event a planning view (`Solver`) over the same state, with the
 table carried over from the previous step, must give for a few pod shapes the same node offerslots,
 domain offerslots (with and without a podCountMultiple) and refusal counts as a count made from
@@ -28,7 +28,7 @@ from events.model import (
     PodNominated,
     with_seq,
 )
-from events.objects import Taint, Toleration
+from events.objects import KAI_NODE_POOL_LABEL, Taint, Toleration
 from placement.fit import Capacity, Shape, admits, shape_of
 from placement.gather import Solver
 from state.cluster import ClusterState
@@ -39,10 +39,11 @@ PODS = [f"p{i}" for i in range(4)]
 TAINT = Taint(key="dedicated", value="x", effect="NoSchedule")
 
 
-def _node_event(name: str, gpus: int, tainted: bool, unschedulable: bool) -> Event:
+def _node_event(name: str, gpus: int, tainted: bool, unschedulable: bool, pool: str | None = None) -> Event:
     block, accelerator = name.split("-")[1][:2], name.split("-")[1]
     return node_event(node(name, gpus=gpus, spine="s0", block=block, accelerator=accelerator,
-                           taints=[TAINT] if tainted else None, unschedulable=unschedulable))
+                           taints=[TAINT] if tainted else None, unschedulable=unschedulable,
+                           labels={KAI_NODE_POOL_LABEL: pool} if pool is not None else None))
 
 
 def _pod_event(name: str, gpus: int, where: str, priority: int) -> Event:
@@ -65,7 +66,7 @@ def _decision(kind: str, key: str, where: str, priority: int) -> Event:
 events_strategy = st.lists(
     st.one_of(
         st.builds(_node_event, st.sampled_from(NODES), st.sampled_from([0, 4, 8, 16]), st.booleans(),
-                  st.booleans()),
+                  st.booleans(), st.sampled_from([None, None, "gpu-nodes", "other"])),
         st.builds(lambda n: NodeDeleted(name=n), st.sampled_from(NODES)),
         st.builds(_pod_event, st.sampled_from(PODS), st.sampled_from([1, 2, 4, 8]), st.sampled_from(["", *NODES]),
                   st.integers(0, 2)),
@@ -85,7 +86,10 @@ def _shapes() -> list[Shape]:
             obj = msgspec.structs.replace(obj, spec=msgspec.structs.replace(
                 obj.spec, tolerations=[Toleration(key="dedicated", operator="Exists")]))
         probes.apply(pod_event(obj))
-    return [shape_of(info) for info in probes.pods.values()]
+    shapes = [shape_of(info) for info in probes.pods.values()]
+    # Shapes differing only in their KAI node pool (the default pool, "", is the nodes without the label)
+    first = probes.pods["default/probe-1"]
+    return [*shapes, shape_of(first, node_pool="gpu-nodes"), shape_of(first, node_pool="")]
 
 
 SHAPES = _shapes()
