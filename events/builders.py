@@ -246,7 +246,7 @@ KaiAmounts = tuple[float | None, float | None, float | None]  # KAI's (quota, li
 
 def kai_queue(name: str, *, parent: str = "", cpu: KaiAmounts | None = None, memory: KaiAmounts | None = None,
               gpu: KaiAmounts | None = None, priority: int | None = None, preempt_min_runtime: str | None = None,
-              reclaim_min_runtime: str | None = None) -> KaiQueue:
+              reclaim_min_runtime: str | None = None, labels: Mapping[str, str] | None = None) -> KaiQueue:
     """A KAI Scheduler Queue (scheduling.run.ai/v2); each resource given as (quota, limit, overQuotaWeight)
     in KAI's units (millicores, megabytes, GPUs), None for an absent field; an absent resource is absent."""
 
@@ -257,7 +257,7 @@ def kai_queue(name: str, *, parent: str = "", cpu: KaiAmounts | None = None, mem
         return KaiQueueResource(quota=quota, limit=limit, over_quota_weight=weight)
 
     return KaiQueue(
-        metadata=ObjectMeta(name=name, uid=f"uid-kaiq-{name}"),
+        metadata=ObjectMeta(name=name, uid=f"uid-kaiq-{name}", labels=dict(labels or {})),
         spec=KaiQueueSpec(parent_queue=parent, priority=priority, resources=KaiQueueResources(
             cpu=resource(cpu), memory=resource(memory), gpu=resource(gpu)), preempt_min_runtime=preempt_min_runtime,
             reclaim_min_runtime=reclaim_min_runtime),
@@ -267,11 +267,11 @@ def kai_queue(name: str, *, parent: str = "", cpu: KaiAmounts | None = None, mem
 def kai_pod_group(name: str, *, namespace: str = "default", min_member: int = 1, queue: str = "",
                   preemptibility: str = "", priority_class_name: str = "", preemption_delay: str | None = None,
                   created: str = "", annotations: dict[str, str] | None = None,
-                  mark_unschedulable: bool | None = None) -> KaiPodGroup:
+                  mark_unschedulable: bool | None = None, labels: Mapping[str, str] | None = None) -> KaiPodGroup:
     """A KAI Scheduler PodGroup (scheduling.run.ai/v2alpha2); pods join it with `pod-group-name`."""
     return KaiPodGroup(
         metadata=KaiObjectMeta(name=name, namespace=namespace, uid=f"uid-kaipg-{namespace}-{name}",
-                               creation_timestamp=created, annotations=annotations or {}),
+                               creation_timestamp=created, annotations=annotations or {}, labels=dict(labels or {})),
         spec=KaiPodGroupSpec(min_member=min_member, queue=queue, preemptibility=preemptibility,
                              priority_class_name=priority_class_name, preemption_delay=preemption_delay,
                              mark_unschedulable=mark_unschedulable),

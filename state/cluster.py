@@ -638,6 +638,10 @@ class ClusterState:
         # The nodes in a named KAI node pool (labelled `kai.scheduler/node-pool`): while there are none, KAI's
         # default pool is every node (`node_pool_of`).
         self._pooled_nodes: set[str] = set()
+        # Bumped when a node in a named pool changes (joins, leaves, or its allocatable moves), and the named pools'
+        # allocatable at that version (`pool_allocatable`)
+        self.pools_version = 0
+        self._pool_totals: tuple[int, dict[str, Resources]] = (-1, {})
         self._binds: list[PodInfo] | None = None  # bindings not yet counted (`batching_binds`), None: count each
 
     # ------------------------------------------------------------------ queries
@@ -733,6 +737,20 @@ class ClusterState:
                 return None
             pool = labels.get(KAI_NODE_POOL_LABEL, "")
         return pool if pool or self._pooled_nodes else None
+
+    def pool_allocatable(self) -> dict[str, Resources]:
+        """The allocatable of each named KAI node pool's nodes, summed (the default pool's is the rest of the
+        cluster's); kept until a pooled node changes."""
+        version, totals = self._pool_totals
+        if version != self.pools_version:
+            totals = {}
+            for name in sorted(self._pooled_nodes):
+                info = self.nodes[name]
+                pool = totals.setdefault(info.labels[KAI_NODE_POOL_LABEL], {})
+                for resource, amount in info.allocatable.items():
+                    pool[resource] = pool.get(resource, 0) + amount
+            self._pool_totals = (self.pools_version, totals)
+        return totals
 
     def job_priority(self, spec: GangSpec | None) -> int | None:
         """The priority every pod of the gang `spec` describes takes, as one job: Volcano and KAI order jobs,
@@ -1024,6 +1042,7 @@ class ClusterState:
         info = self.nodes.get(name)
         if info is None or info.allocatable != allocatable:
             self._largest = None
+        relabelled = True
         if info is None:
             info = NodeInfo(node, allocatable)
             self.nodes[name] = info
@@ -1049,9 +1068,12 @@ class ClusterState:
                 for label_key, tree in self.label_trees.items():
                     tree.node_upserted(name, _only(info.labels, label_key), allocatable)
         if KAI_NODE_POOL_LABEL in info.labels:
-            self._pooled_nodes.add(name)
-        elif self._pooled_nodes:
+            if relabelled or name not in self._pooled_nodes:
+                self._pooled_nodes.add(name)
+                self.pools_version += 1
+        elif name in self._pooled_nodes:
             self._pooled_nodes.discard(name)
+            self.pools_version += 1
 
     def _node_deleted(self, event: NodeDeleted) -> None:
         info = self.nodes.pop(event.name, None)
@@ -1070,7 +1092,9 @@ class ClusterState:
         self.topology.node_deleted(event.name)
         for tree in self.label_trees.values():
             tree.node_deleted(event.name)
-        self._pooled_nodes.discard(event.name)
+        if event.name in self._pooled_nodes:
+            self._pooled_nodes.discard(event.name)
+            self.pools_version += 1
 
     # pods -------------------------------------------------------------
 

@@ -39,6 +39,12 @@ Three dialects are read into one model (`Quota`: min, max, weight, parent), each
   that long ago from being taken whole by priority preemption inside its queue / by a reclaim
   (`preempt_min_runtime`, `reclaim_min_runtime`: resolved up the tree as KAI's minruntime plugin does;
   `preemption/reclaim.py` applies them). Read but not implemented (UnsupportedField): `lendingLimit`.
+  The label `kai.scheduler/node-pool` puts a queue in that KAI node pool (none: the default pool), as KAI's
+  scheduling shards divide the cluster: each pool's scheduler sees only its own queues, so a job (its
+  PodGroup's pool, or a labelled pod's own: `ClusterState.node_pool_of`) naming a queue of another pool
+  is not placed (the reason says so, and the PodGroup's `spec.queue` is warned about), a queue under a
+  parent of another pool is reported, and the top queues of each pool share that pool's nodes (the
+  default pool's: every node in no named pool) as their runtime.
 
 Which quota a pod belongs to (one at most), first match wins: a quota the pod or its gang names comes
 before one its namespace implies, and a gang's PodGroup before a pod's own label (KAI's scheduler reads
@@ -66,7 +72,8 @@ What a quota holds (every vector is in milli-units and summed up the tree, paren
 of a quota first gets its request up to its min (all of its min when it does not lend), scaled down
 together when the parent's runtime cannot hold every min; what is left is shared by weight among
 the children asking for more, each capped at its request and max, until nothing is left or nobody
-asks. The root of a tree holds the allocatable of every node. Volcano queues are shared the same
+asks. The root of a tree holds the allocatable of every node (the KAI tree's, of each node pool's nodes, for the
+top queues of that pool). Volcano queues are shared the same
 way (their weight being their share), and KAI queues by priority, then overQuotaWeight (their fair
 share: no cap at admission, the level reclaim measures them against: see above); capacity scheduling
 quotas have no runtime (first come).
@@ -139,6 +146,8 @@ from events.model import (
     object_key,
 )
 from events.objects import (
+    KAI_DEFAULT_NODE_POOL,
+    KAI_NODE_POOL_LABEL,
     KAI_QUEUE_LABEL,
     QUOTA_ALLOW_LENT_LABEL,
     QUOTA_IS_PARENT_LABEL,
@@ -207,7 +216,8 @@ class Quota:
     """
 
     __slots__ = ("children", "closed", "constrained", "depth", "dialect", "guarded", "guarded_word", "id",
-                 "is_parent", "key", "kind", "label", "max", "max_word", "min", "name", "parent", "preempt_min_runtime",
+                 "is_parent", "key", "kind", "label", "max", "max_word", "min", "name", "parent", "pool",
+                 "preempt_min_runtime",
                  "reclaim_min_runtime", "reclaimable", "requested", "reserved", "running", "share_priority", "uid",
                  "used", "used_np", "weight", "weight_default")
 
@@ -232,6 +242,7 @@ class Quota:
         # idle capacity goes to the siblings of the highest share priority first, by weight among them
         # (KAI's queue priority; every other dialect: one level)
         self.share_priority = 0
+        self.pool = ""  # KAI: the node pool whose scheduler sees the queue (its label; "": the default pool)
         self.constrained: frozenset[str] = frozenset()
         # the fields' names, for reasons
         self.max_word = {VOLCANO: "capability", KAI: "limit"}.get(dialect, "max")
@@ -352,7 +363,7 @@ class QuotaBook:
         self.version = 0  # bumped by every change to usage, requests or trees (the runtime cache's key)
         self.trees_version = 0  # bumped when the trees are rebuilt from changed quota objects
         self._runtime: dict[str, Resources] = {}
-        self._runtime_key: tuple[int, tuple[tuple[str, int], ...]] | None = None
+        self._runtime_key: tuple[int, tuple[tuple[str, int], ...], int] | None = None
 
     @property
     def active(self) -> bool:
@@ -395,12 +406,24 @@ class QuotaBook:
         """Koordinator's runtime of `quota` (see the module docstring); a capacity quota's is what it
         could use now, first come: min(max, used + the unused part of the sum of mins)."""
         total = state.topology.root.allocatable
-        key = (self.version, tuple(sorted(total.items())))
+        kai_top = self.roots[KAI].children
+        pooled = any(queue.pool for queue in kai_top)
+        key = (self.version, tuple(sorted(total.items())), state.pools_version if pooled else -1)
         if key != self._runtime_key:
             self._runtime = {}
-            for dialect in (KOORDINATOR, VOLCANO, KAI):
+            for dialect in (KOORDINATOR, VOLCANO):
                 root = self.roots[dialect]
-                self._distribute(root, {r: total.get(r, 0) for r in _resources_below(root)})
+                self._distribute(root.children, {r: total.get(r, 0) for r in _resources_below(root)})
+            if not pooled:
+                self._distribute(kai_top, {r: total.get(r, 0) for r in _resources_below(self.roots[KAI])})
+            else:  # each KAI node pool's scheduler shares its own nodes among its own queues
+                named = state.pool_allocatable()
+                for node_pool in sorted({queue.pool for queue in kai_top}):
+                    queues = [queue for queue in kai_top if queue.pool == node_pool]
+                    room = named.get(node_pool, {}) if node_pool else {
+                        r: amount - sum(totals.get(r, 0) for totals in named.values()) for r, amount in total.items()}
+                    below = set().union(*(_resources_below(queue) for queue in queues))
+                    self._distribute(queues, {r: room.get(r, 0) for r in below})
             self._runtime_key = key
         if quota.dialect == CAPACITY:
             pool = self.capacity_pool()
@@ -647,11 +670,12 @@ class QuotaBook:
             queue_name = state.kai_pod_groups[gang].spec.queue or label or KAI_DEFAULT_QUEUE
             where = f"PodGroup {gang} spec.queue" if state.kai_pod_groups[gang].spec.queue else (
                 f"pod label {KAI_QUEUE_LABEL}" if label else "")
-            member = self._kai_membership(queue_name, where)
+            member = self._kai_membership(queue_name, where, info.spec.kai_node_pool or "")
             if member is not None:
                 return member, []
         elif label:
-            member = self._kai_membership(label, f"pod label {KAI_QUEUE_LABEL}")
+            member = self._kai_membership(label, f"pod label {KAI_QUEUE_LABEL}",
+                                          meta.labels.get(KAI_NODE_POOL_LABEL, ""))
             if member is not None:
                 problems = [] if self.by_name[KAI].get(label) is not None else [
                     Problem("Pod", pod.key, f"metadata.labels[{KAI_QUEUE_LABEL}]",
@@ -665,11 +689,14 @@ class QuotaBook:
                 return Membership(quota=quota.id), []
         return NO_MEMBERSHIP, []
 
-    def _kai_membership(self, queue_name: str, where: str) -> Membership | None:
-        """A pod's membership in the KAI queue `queue_name`, named at `where`; None when that is a missing
-        `default-queue` that nothing named (no quota then, as a missing Volcano `default`)."""
+    def _kai_membership(self, queue_name: str, where: str, pool: str) -> Membership | None:
+        """A pod's membership in the KAI queue `queue_name`, named at `where`, for a job in node pool `pool`; None
+        when that is a missing `default-queue` that nothing named (no quota then, as a missing Volcano
+        `default`)."""
         queue = self.by_name[KAI].get(queue_name)
         if queue is not None:
+            if queue.pool != pool:
+                return Membership(refusal=_other_pool(queue, pool))
             if queue.is_parent:
                 return Membership(quota=queue.id, refusal=f"KAI queue {shown(queue_name)} is a parent queue; "
                                                           "jobs go to leaf queues")
@@ -703,6 +730,9 @@ class QuotaBook:
                 problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, "spec.queue",
                                         f"KAI Queue {shown(group.spec.queue)} not found; its pods are not placed until "
                                         "it exists", QUOTA_NOT_FOUND))
+            elif queue is not None and queue.pool != (pool := group.metadata.labels.get(KAI_NODE_POOL_LABEL, "")):
+                problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, "spec.queue", f"{_other_pool(queue, pool)}: its "
+                                        "pods are not placed until the two are in one pool"))
             elif queue is not None and queue.is_parent:
                 problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, "spec.queue",
                                         f"KAI Queue {shown(group.spec.queue)} is a parent queue; its pods are not "
@@ -851,6 +881,7 @@ class QuotaBook:
             problems: list[Problem] = []
             quota = Quota(KAI, name, name, kind)
             quota.uid = self.kai_queues[name].metadata.uid
+            quota.pool = self.kai_queues[name].metadata.labels.get(KAI_NODE_POOL_LABEL, "")
             resources = spec.resources
             if resources is None:
                 problems.append(Problem(kind, name, "spec.resources", "is absent, which KAI reads as a limit of 0 for "
@@ -879,6 +910,10 @@ class QuotaBook:
         self._link(KAI, parents, frozenset({""}), "spec.parentQueue")
         for quota in self.by_name[KAI].values():
             quota.is_parent = bool(quota.children)  # KAI places jobs in leaf queues only
+            parent = quota.parent
+            if parent is not None and parent is not self.roots[KAI] and parent.pool != quota.pool:
+                self._add_problem(quota, "spec.parentQueue", f"{_other_pool(parent, quota.pool)}; its share is "
+                                  f"still counted under {shown(parent.name)}")
 
     def _limits(self, raw_min: Mapping[str, str], raw_max: Mapping[str, str], kind: str, key: str,
                 problems: list[Problem]) -> tuple[Resources, Resources]:
@@ -958,9 +993,8 @@ class QuotaBook:
 
     # ------------------------------------------------------------------ runtime
 
-    def _distribute(self, parent: Quota, runtime: Mapping[str, int]) -> None:
-        """Split `runtime` (the parent's, per resource) among its children, then recurse."""
-        children = parent.children
+    def _distribute(self, children: list[Quota], runtime: Mapping[str, int]) -> None:
+        """Split `runtime` (their parent's, per resource) among `children`, then recurse."""
         if not children:
             return
         shares: dict[str, Resources] = {child.id: {} for child in children}
@@ -971,7 +1005,7 @@ class QuotaBook:
                 shares[child.id][resource] = amount
         for child in children:
             self._runtime[child.id] = shares[child.id]
-            self._distribute(child, shares[child.id])
+            self._distribute(child.children, shares[child.id])
 
     def canonical(self) -> dict[str, Any]:
         """What the book knows, for `ClusterState.canonical()`: usage per quota and memberships."""
@@ -1000,9 +1034,17 @@ def _shape(obj: ElasticQuota | CapacityElasticQuota | Queue | KaiQueue) -> tuple
     if isinstance(obj, Queue):
         return (meta.uid, obj.spec, obj.status.state)
     if isinstance(obj, KaiQueue):
-        return (meta.uid, obj.spec)
+        return (meta.uid, meta.labels.get(KAI_NODE_POOL_LABEL), obj.spec)
     # the runtime and request annotations are the scheduler's own output, not read by the trees
     return (meta.uid, meta.labels, meta.annotations.get(QUOTA_SHARED_WEIGHT_ANNOTATION), obj.spec)
+
+
+def _other_pool(queue: Quota, pool: str) -> str:
+    """Why a job in KAI node pool `pool` cannot run in `queue`, of another pool: KAI's scheduler for a pool sees
+    only the queues labelled with it."""
+    return (f"KAI queue {shown(queue.name)} is in node pool {queue.pool or KAI_DEFAULT_NODE_POOL} (its label "
+            f"{KAI_NODE_POOL_LABEL}), the job in {pool or KAI_DEFAULT_NODE_POOL}, whose KAI scheduler does not see "
+            "that queue")
 
 
 def _volcano_gang(state: ClusterState, key: str) -> bool:

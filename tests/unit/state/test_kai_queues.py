@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from events.builders import bound, gpu_nodes, kai_pod_group, kai_queue, pod, pod_event
+from events.builders import bound, gpu_nodes, kai_pod_group, kai_queue, node, node_event, pod, pod_event
 from events.model import (
     Event,
     KaiPodGroupUpserted,
@@ -16,7 +16,7 @@ from events.model import (
     PriorityClassUpserted,
     SchedulerPluginsPodGroupUpserted,
 )
-from events.objects import KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL, ObjectMeta, PriorityClass
+from events.objects import KAI_NODE_POOL_LABEL, KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL, ObjectMeta, PriorityClass
 from state.cluster import GANG_SOURCES, KAI_SOURCE, KUBE_SOURCE, SIGS_SOURCE, VOLCANO_SOURCE, X_K8S_SOURCE, ClusterState
 from state.gangs import KAI_POD_GROUP_PROBLEM
 from state.quota import (
@@ -366,3 +366,82 @@ def test_a_kai_queue_counts_a_running_mig_device_as_its_slices_of_gpu() -> None:
     obj = msgspec.structs.replace(obj, spec=msgspec.structs.replace(obj.spec, containers=[container]))
     state = fold(queue_event("team", cpu=OPEN, memory=OPEN, gpu=(0, UNLIMITED, 1)), pod_event(bound(obj, "n0")))
     assert kai(state, "team").used[GPU] == 6000  # three 2-slice devices: 6 GPU units, as KAI counts them
+
+
+# --------------------------------------------------------------------------- node pools (KAI's scheduling shards)
+
+
+def pooled(*events: Event) -> ClusterState:
+    """4 nodes of 8 GPUs: n0 and n1 in node pool gpu-a, n2 and n3 in the default pool."""
+    state = ClusterState()
+    state.apply_all([*(node_event(node(f"n{index}", block="b0", spine="s0",
+                                       labels={KAI_NODE_POOL_LABEL: "gpu-a"} if index < 2 else None))
+                       for index in range(4)), *events])
+    return state
+
+
+def in_pool(pool: str) -> dict[str, str]:
+    return {KAI_NODE_POOL_LABEL: pool}
+
+
+def test_a_job_naming_a_queue_of_another_node_pool_waits_until_both_are_in_one_pool() -> None:
+    # KAI's scheduler for a pool sees only the queues labelled with it (the default one: those without the label)
+    state = pooled(
+        queue_event("team-a", cpu=OPEN, memory=OPEN, gpu=OPEN, labels=in_pool("gpu-a")),
+        KaiPodGroupUpserted(pod_group=kai_pod_group("train", queue="team-a")),
+        member("train-0", "train"),
+        pod_event(pod("lone", labels={KAI_QUEUE_LABEL: "team-a", **in_pool("gpu-b")})),
+    )
+    book = state.quotas
+    assert book.refusal_of("default/train-0") == (
+        "KAI queue 'team-a' is in node pool gpu-a (its label kai.scheduler/node-pool), the job in default, whose KAI "
+        "scheduler does not see that queue")
+    assert "the job in gpu-b" in book.refusal_of("default/lone")
+    [problem] = state.problems_of(KAI_POD_GROUP_PROBLEM, "default/train")
+    assert problem.field == "spec.queue" and "not placed until the two are in one pool" in problem.message
+    state.apply(KaiPodGroupUpserted(pod_group=kai_pod_group("train", queue="team-a", labels=in_pool("gpu-a"))))
+    assert book.refusal_of("default/train-0") == "" and book.quota_of("default/train-0") is kai(state, "team-a")
+    assert state.problems_of(KAI_POD_GROUP_PROBLEM, "default/train") == []
+    # relabelling the queue into the lone pod's pool settles the lone pod, and the job waits again
+    state.apply(queue_event("team-a", cpu=OPEN, memory=OPEN, gpu=OPEN, labels=in_pool("gpu-b")))
+    assert book.refusal_of("default/lone") == "" and "the job in gpu-a" in book.refusal_of("default/train-0")
+
+
+def test_each_node_pool_s_queues_share_that_pool_s_nodes_only() -> None:
+    # Both queues ask for all 32 GPUs; by weight alone (1:3) the cluster's 32 would go 8 and 24, but each KAI
+    # scheduler shares its own pool's 16.
+    def runtime_of(pool_of_a: str) -> dict[str, int]:
+        state = pooled(
+            queue_event("qa", cpu=OPEN, memory=OPEN, gpu=(0, UNLIMITED, 1),
+                        labels=in_pool(pool_of_a) if pool_of_a else None),
+            queue_event("qd", cpu=OPEN, memory=OPEN, gpu=(0, UNLIMITED, 3)),
+            *(member(f"{name}-{i}", name) for name in ("qa", "qd") for i in range(4)),
+            KaiPodGroupUpserted(pod_group=kai_pod_group("qa", queue="qa", labels=in_pool(pool_of_a) if pool_of_a
+                                                       else None)),
+            KaiPodGroupUpserted(pod_group=kai_pod_group("qd", queue="qd")),
+        )
+        return {name: state.quotas.runtime(state, kai(state, name)).get(GPU, 0) // 1000 for name in ("qa", "qd")}
+
+    assert runtime_of("gpu-a") == {"qa": 16, "qd": 16}
+    assert runtime_of("") == {"qa": 8, "qd": 24}
+    assert runtime_of("empty-pool") == {"qa": 0, "qd": 16}  # a pool no node is in has nothing to share
+
+
+def test_a_node_joining_a_pool_moves_its_gpus_to_that_pool_s_queues() -> None:
+    state = pooled(
+        queue_event("qa", cpu=OPEN, memory=OPEN, gpu=(0, UNLIMITED, 1), labels=in_pool("gpu-a")),
+        KaiPodGroupUpserted(pod_group=kai_pod_group("qa", queue="qa", labels=in_pool("gpu-a"))),
+        *(member(f"qa-{i}", "qa") for i in range(4)),
+    )
+    assert state.quotas.runtime(state, kai(state, "qa"))[GPU] == 16000
+    state.apply(node_event(node("n2", block="b0", spine="s0", labels=in_pool("gpu-a"))))
+    assert state.quotas.runtime(state, kai(state, "qa"))[GPU] == 24000
+
+
+def test_a_queue_under_a_parent_of_another_pool_is_reported() -> None:
+    state = pooled(
+        queue_event("org", cpu=OPEN, memory=OPEN, gpu=OPEN, labels=in_pool("gpu-a")),
+        queue_event("team", parent="org", cpu=OPEN, memory=OPEN, gpu=OPEN),
+    )
+    [problem] = state.problems_of(KAI_QUEUE_KIND, "team")
+    assert problem.field == "spec.parentQueue" and "is in node pool gpu-a" in problem.message
