@@ -14,6 +14,8 @@ Example (every key optional; these are the defaults):
     context: ""                 # kubeconfig context ("" = current)
     in_cluster: false           # force the service-account configuration
     scheduler_name: toposched
+    kai_node_pool_label: kai.scheduler/node-pool  # the node label naming KAI node pools (KAI's
+                                # nodePoolLabelKey); "" = no pools, every node in one
     log_dir: /var/lib/toposched/log
     fsync: interval:10ms        # always | never | interval:<N>ms (events.log.FsyncPolicy)
     bind_concurrency: 64
@@ -60,6 +62,8 @@ import msgspec
 import yaml
 
 from events.log import MAX_RECORD_BYTES, EventLogError, FsyncPolicy
+from events.objects import KAI_NODE_POOL_LABEL
+from state.topology_validation import label_key_problem
 
 MAX_DEPTH = 16  # keys go 2 levels deep; anything far deeper is not a config (and must not reach a recursion)
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
@@ -118,6 +122,7 @@ class DaemonConfig(_Section, frozen=True):
     context: str = ""
     in_cluster: bool = False
     scheduler_name: Annotated[str, msgspec.Meta(min_length=1)] = "toposched"
+    kai_node_pool_label: str = KAI_NODE_POOL_LABEL
     log_dir: Annotated[str, msgspec.Meta(min_length=1)] = "/var/lib/toposched/log"
     fsync: str = "interval:10ms"
     bind_concurrency: PositiveInt = 64
@@ -212,6 +217,9 @@ def decode_config(document: Mapping[str, Any]) -> DaemonConfig:
         FsyncPolicy.parse(config.fsync)
     except EventLogError as error:
         raise ConfigError("fsync", f"expected always, never or interval:<N>ms, got {config.fsync!r}") from error
+    bad_label = label_key_problem(config.kai_node_pool_label) if config.kai_node_pool_label else None
+    if bad_label is not None:
+        raise ConfigError("kai_node_pool_label", f"expected a node label key (or \"\" for no pools): {bad_label}")
     _check_consistency(config)
     return config
 

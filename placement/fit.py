@@ -28,7 +28,6 @@ import msgspec
 
 from events.objects import (
     KAI_DEFAULT_NODE_POOL,
-    KAI_NODE_POOL_LABEL,
     NETWORK_TOPOLOGY_INDEX_ANNOTATION,
     NodeSelectorTerm,
     Pod,
@@ -36,7 +35,7 @@ from events.objects import (
     Toleration,
 )
 from placement.pod_affinity import PodRule
-from state.cluster import ClusterState, NodeInfo, PodInfo
+from state.cluster import ClusterState, NodeInfo, NodePool, PodInfo
 from state.node_selectors import term_matches
 from state.resources import HOST_PORT_PREFIX, MILLI, STATIC_VOLUME_PROTOCOL, Resources
 from state.volumes import (
@@ -79,8 +78,9 @@ class Shape(msgspec.Struct, frozen=True):
     # `requests`: a volume counts once per node however many pods use it there, and a node without a limit
     # for a driver takes any number.
     attach: tuple[AttachNeed, ...] = ()
-    # The KAI node pool whose nodes alone may take it ("": those without the pool label); None: any node
-    node_pool: str | None = None
+    # The KAI node pool whose nodes alone may take it, as (the pool label's key, the pool; "": the nodes without
+    # the label); None: any node
+    node_pool: NodePool | None = None
 
     @property
     def unconstrained(self) -> bool:
@@ -96,7 +96,7 @@ STATIC_VOLUME_TOKEN = f"{HOST_PORT_PREFIX}{STATIC_VOLUME_PROTOCOL}/"
 
 
 def shape_of(pod: PodInfo, volumes: tuple[VolumeReach, ...] = (), attach: tuple[AttachNeed, ...] = (),
-             node_pool: str | None = None) -> Shape:
+             node_pool: NodePool | None = None) -> Shape:
     """The pod's shape; `volumes` and `attach`: what its claims ask now (`ClusterState.volume_needs(pod)`);
     `node_pool`: its KAI node pool (`ClusterState.node_pool_of(pod)`)."""
     spec = pod.obj.spec
@@ -199,15 +199,15 @@ UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect=NO_SC
 
 def in_node_pool(shape: Shape, node: NodeInfo) -> bool:
     """`node` is in the shape's KAI node pool (or the shape has none)."""
-    pool = shape.node_pool
-    if pool is None:
+    if shape.node_pool is None:
         return True
-    return node.labels.get(KAI_NODE_POOL_LABEL) == pool if pool else KAI_NODE_POOL_LABEL not in node.labels
+    label, pool = shape.node_pool
+    return node.labels.get(label) == pool if pool else label not in node.labels
 
 
-def node_pool_refusal(pool: str) -> str:
-    """Why a node outside KAI node pool `pool` ("": the default pool) takes none of its pods."""
-    return f"node(s) were outside KAI node pool {pool or KAI_DEFAULT_NODE_POOL}"
+def node_pool_refusal(node_pool: NodePool) -> str:
+    """Why a node outside KAI node pool `node_pool` (its pool "": the default pool) takes none of its pods."""
+    return f"node(s) were outside KAI node pool {node_pool[1] or KAI_DEFAULT_NODE_POOL}"
 
 
 def node_affinity_matches(shape: Shape, node: NodeInfo) -> bool:

@@ -26,7 +26,7 @@ from placement.fit import Shape, shape_in, shape_of, topology_index, with_pod_ru
 from placement.gather import Demand
 from placement.pod_affinity import affinity_index, rules_for, self_exclusion
 from placement.pod_spread import has_spreads, spread_rules, spread_tokens
-from state.cluster import ClusterState, PodInfo
+from state.cluster import ClusterState, NodePool, PodInfo
 from state.gangs import ONCE_SATISFIED, ONLY_WAITING, GangSpec, KaiSubGroups
 from state.resources import Resources
 from state.topology import Domain
@@ -199,12 +199,12 @@ class PodShapes:
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
-        self.entries: dict[str, tuple[PodSpec, dict[str, str], Resources, int, str | None, Shape,
+        self.entries: dict[str, tuple[PodSpec, dict[str, str], Resources, int, NodePool | None, Shape,
                                       tuple[int, int, str]]] = {}
         # What a shape is made of, by identity -> those objects and the shape: the fold shares the parts of
         # pods of one kind (requests, tolerations, an empty selector), so a gang of 3,000 or a burst of lone
         # pods computes its shape once
-        self.parts: dict[tuple[int, int, int, int, int, str | None], _ShapeParts] = {}
+        self.parts: dict[tuple[int, int, int, int, int, NodePool | None], _ShapeParts] = {}
         self._changes_seen = -1  # where `state.pod_changes` stood when `_anti_placed` was read
         self._anti_placed = False  # whether a placed pod has required anti-affinity
 
@@ -237,7 +237,7 @@ class PodShapes:
         """The shape of the pod's own parts, without what the pods placed now ask of it."""
         return self._own_shape(pod, self.state.node_pool_of(pod))
 
-    def _own_shape(self, pod: PodInfo, node_pool: str | None) -> Shape:
+    def _own_shape(self, pod: PodInfo, node_pool: NodePool | None) -> Shape:
         """The shape of the pod's own parts, in KAI node pool `node_pool` (`ClusterState.node_pool_of`). A pod
         with claims is shaped afresh each time: where its volumes can be reached changes with objects of other
         kinds (claims, PersistentVolumes, StorageClasses)."""

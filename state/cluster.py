@@ -491,6 +491,7 @@ class _SnapshotObjects(msgspec.Struct, frozen=True, kw_only=True):
     csi_nodes: list[CSINode] = []  # likewise
     volcano_jobs: list[VolcanoJob] = []  # likewise
     kubeflow_jobs: list[KubeflowJob] = []  # likewise
+    kai_node_pool_label: str = KAI_NODE_POOL_LABEL  # likewise: the default
 
 
 class StateSnapshot(_SnapshotObjects, frozen=True, kw_only=True):
@@ -570,9 +571,16 @@ class UndecodableRecord(Exception):
         self.seq = seq
 
 
+NodePool = tuple[str, str]  # a KAI node pool: (the label key that names pools, the pool; "": the default pool)
+
+
 class ClusterState:
-    def __init__(self, scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> None:
+    def __init__(self, scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+                 kai_node_pool_label: str = KAI_NODE_POOL_LABEL) -> None:
+        """`kai_node_pool_label`: the node label that names KAI node pools (KAI's `nodePoolLabelKey`; "": no
+        pools, every node in one)."""
         self.scheduler_name = scheduler_name
+        self.kai_node_pool_label = kai_node_pool_label
         self.last_seq = 0
         self.last_time = 0.0
         self.nodes: dict[str, NodeInfo] = {}
@@ -615,7 +623,8 @@ class ClusterState:
         # retries what waits for room. Not part of what the state means (never in a snapshot).
         self.requests_released = 0
         self.topology = TopologyTree()
-        self.quotas = QuotaBook()  # quota trees and usage: a second fold over the same events (state/quota.py)
+        # quota trees and usage: a second fold over the same events (state/quota.py)
+        self.quotas = QuotaBook(kai_node_pool_label)
         self._default_priority_class = ""
         self._requests_memo = _RequestsMemo()
         self._allocatables: dict[tuple[tuple[str, str], ...], Resources] = {}  # parsed node allocatables, shared
@@ -720,13 +729,16 @@ class ClusterState:
             found = self.priority_classes.get(self._default_priority_class)
         return found.value if found is not None else 0
 
-    def node_pool_of(self, pod: PodInfo) -> str | None:
-        """The KAI node pool whose nodes alone may take `pod` ("": the default pool, the nodes without the label
-        `kai.scheduler/node-pool`), as KAI's scheduling shards divide the cluster; None when any node may.
+    def node_pool_of(self, pod: PodInfo) -> NodePool | None:
+        """The KAI node pool whose nodes alone may take `pod` (its pool "": the default pool, the nodes without
+        the label `kai_node_pool_label`), as KAI's scheduling shards divide the cluster; None when any node may.
         A member of a KAI PodGroup is in the PodGroup's pool; a pod in a KAI queue by its own label
         (`kai.scheduler/queue`) and no KAI PodGroup, in the pool its own label names (what KAI's pod-grouper
         would copy to the PodGroup it makes for it); any other pod in none. The default pool is every node
         while no node is in a named one."""
+        label = self.kai_node_pool_label
+        if not label:
+            return None
         gang = self.gangs.get(pod.gang) if pod.gang else None
         spec = gang.spec if gang is not None else None
         if spec is not None and spec.kai_node_pool is not None:
@@ -735,8 +747,8 @@ class ClusterState:
             labels = pod.obj.metadata.labels
             if KAI_QUEUE_LABEL not in labels:
                 return None
-            pool = labels.get(KAI_NODE_POOL_LABEL, "")
-        return pool if pool or self._pooled_nodes else None
+            pool = labels.get(label, "")
+        return (label, pool) if pool or self._pooled_nodes else None
 
     def pool_allocatable(self) -> dict[str, Resources]:
         """The allocatable of each named KAI node pool's nodes, summed (the default pool's is the rest of the
@@ -746,7 +758,7 @@ class ClusterState:
             totals = {}
             for name in sorted(self._pooled_nodes):
                 info = self.nodes[name]
-                pool = totals.setdefault(info.labels[KAI_NODE_POOL_LABEL], {})
+                pool = totals.setdefault(info.labels[self.kai_node_pool_label], {})
                 for resource, amount in info.allocatable.items():
                     pool[resource] = pool.get(resource, 0) + amount
             self._pool_totals = (self.pools_version, totals)
@@ -1067,7 +1079,7 @@ class ClusterState:
                 self.topology.node_upserted(name, info.labels, allocatable)
                 for label_key, tree in self.label_trees.items():
                     tree.node_upserted(name, _only(info.labels, label_key), allocatable)
-        if KAI_NODE_POOL_LABEL in info.labels:
+        if self.kai_node_pool_label and self.kai_node_pool_label in info.labels:
             if relabelled or name not in self._pooled_nodes:
                 self._pooled_nodes.add(name)
                 self.pools_version += 1
@@ -1482,7 +1494,7 @@ class ClusterState:
         group = event.pod_group
         key = object_key(group.metadata.namespace, group.metadata.name)
         self.kai_pod_groups[key] = group
-        self._set_source(key, KAI_SOURCE, *kai_gang_spec(group, key), time=event.time)
+        self._set_source(key, KAI_SOURCE, *kai_gang_spec(group, key, self.kai_node_pool_label), time=event.time)
 
     def _kai_pod_group_deleted(self, event: KaiPodGroupDeleted) -> None:
         if self.kai_pod_groups.pop(event.key, None) is not None:
@@ -2089,6 +2101,7 @@ class ClusterState:
         return StateSnapshot(
             version=SNAPSHOT_VERSION,
             scheduler_name=self.scheduler_name,
+            kai_node_pool_label=self.kai_node_pool_label,
             last_seq=self.last_seq,
             last_time=self.last_time,
             node_table=node_table(self.nodes[name].obj for name in sorted(self.nodes)),
@@ -2135,7 +2148,7 @@ class ClusterState:
         if snap.version not in (SNAPSHOT_VERSION, SNAPSHOT_VERSION_V2, SNAPSHOT_VERSION_V1):
             raise ValueError(f"snapshot version {snap.version} is not one of {SNAPSHOT_VERSION_V1} to "
                              f"{SNAPSHOT_VERSION}")
-        state = cls(snap.scheduler_name)
+        state = cls(snap.scheduler_name, snap.kai_node_pool_label)
         for priority_class in snap.priority_classes:
             state.apply(PriorityClassUpserted(priority_class=priority_class))
         for topology in snap.network_topologies:

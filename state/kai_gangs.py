@@ -43,7 +43,8 @@ What is read, and what it becomes:
   KAI's rules refuse (minSubGroup on a leaf, below 1, above the children)
   are reported and read as KAI's default (all children).
 - `spec.queue` names the KAI Queue whose quota the gang's pods count against (`state/quota.py`).
-- The label `kai.scheduler/node-pool` (kept as `GangSpec.kai_node_pool`) is the node pool the PodGroup
+- The label `kai.scheduler/node-pool` (kept as `GangSpec.kai_node_pool`; the key is KAI's `nodePoolLabelKey`,
+  which the daemon's `kai_node_pool_label` sets, "" for no pools) is the node pool the PodGroup
   belongs to, as KAI's scheduling shards read it: KAI runs one scheduler per pool, each seeing only the
   nodes labelled with its pool (the default shard: the nodes without the label) and the PodGroups
   labelled so. The gang's pods go only on its pool's nodes (`ClusterState.node_pool_of`,
@@ -148,7 +149,10 @@ def _field(spec_value: str, spec_field: str, annotations: dict[str, str], annota
     return "", ""
 
 
-def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]]:
+def kai_gang_spec(group: KaiPodGroup, key: str,
+                  pool_label: str = KAI_NODE_POOL_LABEL) -> tuple[GangSpec, list[Problem]]:
+    """The gang `group` defines, and its problems; `pool_label`: the node label that names KAI node pools ("":
+    none)."""
     kind = KAI_POD_GROUP_PROBLEM
     spec = group.spec
     problems: list[Problem] = []
@@ -198,9 +202,9 @@ def kai_gang_spec(group: KaiPodGroup, key: str) -> tuple[GangSpec, list[Problem]
                                 "read but not implemented: toposched never evicts a gang for running below its "
                                 "minimum, whatever the period", reason=UNSUPPORTED_FIELD))
     delay = _preemption_delay(spec.preemption_delay or "", annotations, key, problems)
-    node_pool = group.metadata.labels.get(KAI_NODE_POOL_LABEL, "")
-    if KAI_NODE_POOL_LABEL in group.metadata.labels and not node_pool:
-        problems.append(Problem(kind, key, f"metadata.labels[{KAI_NODE_POOL_LABEL}]", "is empty: KAI's scheduling "
+    node_pool = group.metadata.labels.get(pool_label, "") if pool_label else None
+    if pool_label in group.metadata.labels and not node_pool:
+        problems.append(Problem(kind, key, f"metadata.labels[{pool_label}]", "is empty: KAI's scheduling "
                                 "shards take no PodGroup with an empty pool (the default shard takes those without "
                                 "the label); read as the default pool, the nodes without the label"))
     return GangSpec(key=key, dialect=KAI, min_member=min_member, schedule_timeout_seconds=None, gang_group=(key,),

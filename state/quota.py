@@ -39,7 +39,8 @@ Three dialects are read into one model (`Quota`: min, max, weight, parent), each
   that long ago from being taken whole by priority preemption inside its queue / by a reclaim
   (`preempt_min_runtime`, `reclaim_min_runtime`: resolved up the tree as KAI's minruntime plugin does;
   `preemption/reclaim.py` applies them). Read but not implemented (UnsupportedField): `lendingLimit`.
-  The label `kai.scheduler/node-pool` puts a queue in that KAI node pool (none: the default pool), as KAI's
+  The label `kai.scheduler/node-pool` (or the key `QuotaBook.kai_node_pool_label` says) puts a queue in that
+  KAI node pool (none: the default pool), as KAI's
   scheduling shards divide the cluster: each pool's scheduler sees only its own queues, so a job (its
   PodGroup's pool, or a labelled pod's own: `ClusterState.node_pool_of`) naming a queue of another pool
   is not placed (the reason says so, and the PodGroup's `spec.queue` is warned about), a queue under a
@@ -345,7 +346,9 @@ def add_into(target: Resources, delta: Iterable[tuple[str, int]], sign: int = 1)
 class QuotaBook:
     """Every quota object, the trees built from them, and what each quota holds; see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, kai_node_pool_label: str = KAI_NODE_POOL_LABEL) -> None:
+        """`kai_node_pool_label`: the label that puts a KAI queue in a node pool ("": no pools)."""
+        self.kai_node_pool_label = kai_node_pool_label
         self.elastic_quotas: dict[str, ElasticQuota] = {}
         self.capacity_quotas: dict[str, CapacityElasticQuota] = {}
         self.queues: dict[str, Queue] = {}
@@ -675,7 +678,7 @@ class QuotaBook:
                 return member, []
         elif label:
             member = self._kai_membership(label, f"pod label {KAI_QUEUE_LABEL}",
-                                          meta.labels.get(KAI_NODE_POOL_LABEL, ""))
+                                          self._pool_of(meta.labels))
             if member is not None:
                 problems = [] if self.by_name[KAI].get(label) is not None else [
                     Problem("Pod", pod.key, f"metadata.labels[{KAI_QUEUE_LABEL}]",
@@ -689,6 +692,10 @@ class QuotaBook:
                 return Membership(quota=quota.id), []
         return NO_MEMBERSHIP, []
 
+    def _pool_of(self, labels: Mapping[str, str]) -> str:
+        """The KAI node pool an object's `labels` put it in ("": the default pool)."""
+        return labels.get(self.kai_node_pool_label, "") if self.kai_node_pool_label else ""
+
     def _kai_membership(self, queue_name: str, where: str, pool: str) -> Membership | None:
         """A pod's membership in the KAI queue `queue_name`, named at `where`, for a job in node pool `pool`; None
         when that is a missing `default-queue` that nothing named (no quota then, as a missing Volcano
@@ -696,7 +703,7 @@ class QuotaBook:
         queue = self.by_name[KAI].get(queue_name)
         if queue is not None:
             if queue.pool != pool:
-                return Membership(refusal=_other_pool(queue, pool))
+                return Membership(refusal=_other_pool(queue, pool, self.kai_node_pool_label))
             if queue.is_parent:
                 return Membership(quota=queue.id, refusal=f"KAI queue {shown(queue_name)} is a parent queue; "
                                                           "jobs go to leaf queues")
@@ -730,9 +737,10 @@ class QuotaBook:
                 problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, "spec.queue",
                                         f"KAI Queue {shown(group.spec.queue)} not found; its pods are not placed until "
                                         "it exists", QUOTA_NOT_FOUND))
-            elif queue is not None and queue.pool != (pool := group.metadata.labels.get(KAI_NODE_POOL_LABEL, "")):
-                problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, "spec.queue", f"{_other_pool(queue, pool)}: its "
-                                        "pods are not placed until the two are in one pool"))
+            elif queue is not None and queue.pool != (pool := self._pool_of(group.metadata.labels)):
+                why = _other_pool(queue, pool, self.kai_node_pool_label)
+                problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, "spec.queue",
+                                        f"{why}: its pods are not placed until the two are in one pool"))
             elif queue is not None and queue.is_parent:
                 problems.append(Problem(KAI_POD_GROUP_PROBLEM, key, "spec.queue",
                                         f"KAI Queue {shown(group.spec.queue)} is a parent queue; its pods are not "
@@ -881,7 +889,7 @@ class QuotaBook:
             problems: list[Problem] = []
             quota = Quota(KAI, name, name, kind)
             quota.uid = self.kai_queues[name].metadata.uid
-            quota.pool = self.kai_queues[name].metadata.labels.get(KAI_NODE_POOL_LABEL, "")
+            quota.pool = self._pool_of(self.kai_queues[name].metadata.labels)
             resources = spec.resources
             if resources is None:
                 problems.append(Problem(kind, name, "spec.resources", "is absent, which KAI reads as a limit of 0 for "
@@ -912,8 +920,9 @@ class QuotaBook:
             quota.is_parent = bool(quota.children)  # KAI places jobs in leaf queues only
             parent = quota.parent
             if parent is not None and parent is not self.roots[KAI] and parent.pool != quota.pool:
-                self._add_problem(quota, "spec.parentQueue", f"{_other_pool(parent, quota.pool)}; its share is "
-                                  f"still counted under {shown(parent.name)}")
+                why = _other_pool(parent, quota.pool, self.kai_node_pool_label)
+                self._add_problem(quota, "spec.parentQueue", f"{why}; its share is still counted under "
+                                  f"{shown(parent.name)}")
 
     def _limits(self, raw_min: Mapping[str, str], raw_max: Mapping[str, str], kind: str, key: str,
                 problems: list[Problem]) -> tuple[Resources, Resources]:
@@ -1034,16 +1043,16 @@ def _shape(obj: ElasticQuota | CapacityElasticQuota | Queue | KaiQueue) -> tuple
     if isinstance(obj, Queue):
         return (meta.uid, obj.spec, obj.status.state)
     if isinstance(obj, KaiQueue):
-        return (meta.uid, meta.labels.get(KAI_NODE_POOL_LABEL), obj.spec)
+        return (meta.uid, meta.labels, obj.spec)  # the labels: its node pool
     # the runtime and request annotations are the scheduler's own output, not read by the trees
     return (meta.uid, meta.labels, meta.annotations.get(QUOTA_SHARED_WEIGHT_ANNOTATION), obj.spec)
 
 
-def _other_pool(queue: Quota, pool: str) -> str:
+def _other_pool(queue: Quota, pool: str, label: str) -> str:
     """Why a job in KAI node pool `pool` cannot run in `queue`, of another pool: KAI's scheduler for a pool sees
     only the queues labelled with it."""
     return (f"KAI queue {shown(queue.name)} is in node pool {queue.pool or KAI_DEFAULT_NODE_POOL} (its label "
-            f"{KAI_NODE_POOL_LABEL}), the job in {pool or KAI_DEFAULT_NODE_POOL}, whose KAI scheduler does not see "
+            f"{label}), the job in {pool or KAI_DEFAULT_NODE_POOL}, whose KAI scheduler does not see "
             "that queue")
 
 

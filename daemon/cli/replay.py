@@ -86,7 +86,8 @@ def main(argv: Sequence[str]) -> int:
             (console if verification.ok else errors).print(
                 f"[{'green' if verification.ok else 'red'}]verify snapshot:[/] {verification.message}")
             base, base_seq = start_of(log, until=args.until, use_snapshot=False,
-                                      scheduler_name=result.state.scheduler_name)
+                                      scheduler_name=result.state.scheduler_name,
+                                      kai_node_pool_label=result.state.kai_node_pool_label)
             events = [event for event in log.read(base_seq + 1) if args.until is None or event.seq <= args.until]
             decisions = verify_decisions(events, scheduler_name=result.state.scheduler_name, start=base)
             summary = (f"{decisions.plans} gang plans, {decisions.lone_pods} lone-pod plans, "

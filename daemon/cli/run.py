@@ -214,7 +214,8 @@ class Daemon:
         assert isinstance(event_log, MeteredEventLog)  # `open` builds the class it is called on
         event_log.metrics = self.metrics
         try:
-            return event_log, fold_log(event_log, scheduler_name=config.scheduler_name)
+            return event_log, fold_log(event_log, scheduler_name=config.scheduler_name,
+                                       kai_node_pool_label=config.kai_node_pool_label)
         except BaseException:
             event_log.close()
             raise

@@ -83,7 +83,6 @@ from events.objects import (
     HYPERNODE_API,
     KAI_DEFAULT_NODE_POOL,
     KAI_LAST_EVICTION_ANNOTATION,
-    KAI_NODE_POOL_LABEL,
     KAI_POD_GROUP_API,
     SELECTED_NODE_ANNOTATION,
     VOLCANO_POD_GROUP_API,
@@ -688,8 +687,8 @@ class KubeClusterAPI:
 
     def _kai_pod_group_status(self, gang: str, phase: GangPhase, reason: str, message: str) -> dict[str, Any] | None:
         """A KAI PodGroup's `status.schedulingConditions` as KAI's scheduler keeps them: while the gang cannot
-        be placed, one `UnschedulableOnNodePool` condition for its node pool (its label `kai.scheduler/node-pool`,
-        else `default`, as KAI names it), last in the list, its
+        be placed, one `UnschedulableOnNodePool` condition for its node pool (its pool label's value, else
+        `default`, as KAI names it), last in the list, its
         `transitionID` one above the latest one's, rewritten only when it says something new; none once the
         gang is scheduled. A gang still short of members (not ready for scheduling) or preempted gets none
         written, as KAI writes none then. None: nothing to change."""
@@ -700,7 +699,8 @@ class KubeClusterAPI:
         if phase == "Preempted" or reason == NOT_READY_REASON:
             return None
         text = message[:1024]
-        pool = (group.metadata.labels.get(KAI_NODE_POOL_LABEL) if group is not None else None) or KAI_DEFAULT_NODE_POOL
+        label = self.state.kai_node_pool_label if self.state is not None else ""
+        pool = (group.metadata.labels.get(label) if group is not None and label else None) or KAI_DEFAULT_NODE_POOL
         wanted = (KAI_UNSCHEDULABLE_ON_NODE_POOL, pool, UNSCHEDULABLE, text, "True")
         latest = max(current, key=lambda c: _transition_number(c.transition_id), default=None)
         if (latest is not None and current[-1].node_pool == pool

@@ -19,7 +19,7 @@ import msgspec
 from daemon.offline.bulk import paused_gc
 from events.log import EventLog, LogDamagedError
 from events.model import Event
-from events.objects import DEFAULT_SCHEDULER_NAME
+from events.objects import DEFAULT_SCHEDULER_NAME, KAI_NODE_POOL_LABEL
 from state.cluster import ClusterState, UndecodableRecord
 
 MAX_KEPT_FAILURES = 100
@@ -36,15 +36,17 @@ class FoldResult:
 
 
 def start_of(log: EventLog, *, until: int | None = None, use_snapshot: bool = True,
-             scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> tuple[ClusterState, int]:
+             scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+             kai_node_pool_label: str = KAI_NODE_POOL_LABEL) -> tuple[ClusterState, int]:
     """The state a fold of `log` starts from and its seq: the newest snapshot not past `until` (with
-    `use_snapshot`), else the log's start (an empty state at 0, or a pruned log's base snapshot)."""
+    `use_snapshot`), else the log's start (an empty state at 0, made with `scheduler_name` and
+    `kai_node_pool_label`, or a pruned log's base snapshot)."""
     at_most = log.last_seq if until is None else min(until, log.last_seq)
     found = log.latest_snapshot(at_most=at_most) if use_snapshot else None
     if found is None:
         found = log.base_snapshot(at_most=at_most)
     if found is None:
-        return ClusterState(scheduler_name), 0
+        return ClusterState(scheduler_name, kai_node_pool_label), 0
     seq, payload = found
     try:
         return ClusterState.restore(payload), seq
@@ -53,11 +55,12 @@ def start_of(log: EventLog, *, until: int | None = None, use_snapshot: bool = Tr
 
 
 def fold_log(log: EventLog, *, until: int | None = None, use_snapshot: bool = True,
-             scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> FoldResult:
+             scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+             kai_node_pool_label: str = KAI_NODE_POOL_LABEL) -> FoldResult:
     failures: list[tuple[Event, Exception]] = []
     with paused_gc(freeze=True):  # the folded state lives on
         start_state, snapshot_seq = start_of(log, until=until, use_snapshot=use_snapshot,
-                                             scheduler_name=scheduler_name)
+                                             scheduler_name=scheduler_name, kai_node_pool_label=kai_node_pool_label)
         with start_state.batching_binds():  # nothing reads the state until the log is folded
             try:
                 folded = start_state.fold_records(log.read_raw(snapshot_seq + 1), until=until, failures=failures,
@@ -77,8 +80,11 @@ class Verification:
 
 
 def verify_snapshot_equivalence(log: EventLog, *, until: int | None = None) -> Verification:
-    from_start = fold_log(log, until=until, use_snapshot=False)
     from_snapshot = fold_log(log, until=until, use_snapshot=True)
+    # From the start with the settings the daemon folded with, which its snapshot keeps.
+    settings = from_snapshot.state
+    from_start = fold_log(log, until=until, use_snapshot=False, scheduler_name=settings.scheduler_name,
+                          kai_node_pool_label=settings.kai_node_pool_label)
     last = from_start.state.last_seq
     origin = (f"the base snapshot at seq {from_start.snapshot_seq} (older events were pruned)"
               if from_start.snapshot_seq else "the first record")

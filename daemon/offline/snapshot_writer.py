@@ -17,11 +17,12 @@ from pathlib import Path
 
 from daemon.offline.replay import fold_log
 from events.log import EventLog
-from events.objects import DEFAULT_SCHEDULER_NAME
+from events.objects import DEFAULT_SCHEDULER_NAME, KAI_NODE_POOL_LABEL
 from events.snapshot import SnapshotStore
 
 
-def write_folded(directory: Path, seq: int, *, scheduler_name: str, keep: int, parent: int | None = None) -> None:
+def write_folded(directory: Path, seq: int, *, scheduler_name: str, keep: int, parent: int | None = None,
+                 kai_node_pool_label: str = KAI_NODE_POOL_LABEL) -> None:
     """Fold the log at `directory` up to `seq` (from its newest snapshot at or before it), make the records
     durable and write the snapshot at `seq`. Reads the log read-only: its writer goes on meanwhile.
 
@@ -30,7 +31,7 @@ def write_folded(directory: Path, seq: int, *, scheduler_name: str, keep: int, p
     with EventLog.open_readonly(directory) as event_log:
         if event_log.last_seq < seq:
             raise RuntimeError(f"the log ends at seq {event_log.last_seq}, before {seq}")
-        folded = fold_log(event_log, until=seq, scheduler_name=scheduler_name)
+        folded = fold_log(event_log, until=seq, scheduler_name=scheduler_name, kai_node_pool_label=kai_node_pool_label)
     if folded.state.last_seq != seq:
         raise RuntimeError(f"folding up to seq {seq} ended at {folded.state.last_seq}")
     for segment in sorted(directory.glob("*.seg")):
@@ -51,11 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("directory", type=Path)
     parser.add_argument("seq", type=int)
     parser.add_argument("--scheduler-name", default=DEFAULT_SCHEDULER_NAME)
+    parser.add_argument("--kai-node-pool-label", default=KAI_NODE_POOL_LABEL)
     parser.add_argument("--keep", type=int, default=2)
     parser.add_argument("--parent", type=int, help="give up if this process (the daemon) is gone before writing")
     args = parser.parse_args(argv)
     os.nice(19)  # on a busy machine the loop that schedules comes first; the snapshot can wait
-    write_folded(args.directory, args.seq, scheduler_name=args.scheduler_name, keep=args.keep, parent=args.parent)
+    write_folded(args.directory, args.seq, scheduler_name=args.scheduler_name, keep=args.keep, parent=args.parent,
+                 kai_node_pool_label=args.kai_node_pool_label)
     return 0
 
 

@@ -102,7 +102,8 @@ class FoldedSnapshots:
         started = time.perf_counter()
         process = subprocess.Popen(
             [*self.command, str(self.log.directory), str(seq), "--scheduler-name", self.scheduler_name,
-             "--keep", str(self.log.snapshots_kept), "--parent", str(os.getpid())],
+             "--kai-node-pool-label", state.kai_node_pool_label, "--keep", str(self.log.snapshots_kept),
+             "--parent", str(os.getpid())],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
         self._process = process
         self._waiter = threading.Thread(target=self._wait, args=(process, seq, started), name=f"snapshot-{seq}",

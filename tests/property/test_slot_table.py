@@ -89,7 +89,8 @@ def _shapes() -> list[Shape]:
     shapes = [shape_of(info) for info in probes.pods.values()]
     # Shapes differing only in their KAI node pool (the default pool, "", is the nodes without the label)
     first = probes.pods["default/probe-1"]
-    return [*shapes, shape_of(first, node_pool="gpu-nodes"), shape_of(first, node_pool="")]
+    return [*shapes, shape_of(first, node_pool=(KAI_NODE_POOL_LABEL, "gpu-nodes")),
+            shape_of(first, node_pool=(KAI_NODE_POOL_LABEL, ""))]
 
 
 SHAPES = _shapes()

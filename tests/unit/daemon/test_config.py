@@ -127,3 +127,12 @@ def test_a_yaml_syntax_error_is_one_line_with_line_and_column(tmp_path: Path) ->
         load_config(path)
     assert "\n" not in str(caught.value)
     assert "at line 3, column 6" in str(caught.value)
+
+
+def test_the_kai_node_pool_label_is_a_label_key_or_empty_for_no_pools() -> None:
+    assert DaemonConfig().kai_node_pool_label == "kai.scheduler/node-pool"
+    assert decode_config({"kai_node_pool_label": "run.ai/node-pool"}).kai_node_pool_label == "run.ai/node-pool"
+    assert decode_config({"kai_node_pool_label": ""}).kai_node_pool_label == ""
+    with pytest.raises(ConfigError) as caught:
+        decode_config({"kai_node_pool_label": "pool name"})
+    assert caught.value.key == "kai_node_pool_label" and "is not a node label key" in caught.value.problem

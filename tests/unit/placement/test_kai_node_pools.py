@@ -18,7 +18,7 @@ from events.objects import (
     PodGroup,
     PodGroupSpec,
 )
-from placement.fit import shape_in
+from placement.fit import admits, shape_in
 from placement.gang import plan_gang
 from placement.lone import plan_pod
 from placement.plan import GangPlan, Unschedulable
@@ -33,19 +33,20 @@ BLOCK = "network.example/block"
 POOLED = {"n2", "n3", "n4", "n5"}
 
 
-def cluster(*, pooled: set[str] = POOLED) -> ClusterState:
-    state = ClusterState()
+def cluster(*, pooled: set[str] = POOLED, label: str = KAI_NODE_POOL_LABEL) -> ClusterState:
+    """Nodes `pooled` labelled `label`=gpu-nodes, on a state reading pools from `label` (KAI's default key)."""
+    state = ClusterState(kai_node_pool_label=label)
     for number in range(8):
         name = f"n{number}"
         labels = {BLOCK: f"block-{number // 4}", "kubernetes.io/hostname": name}
         if name in pooled:
-            labels[KAI_NODE_POOL_LABEL] = "gpu-nodes"
+            labels[label or KAI_NODE_POOL_LABEL] = "gpu-nodes"
         state.apply(NodeUpserted(node=node(name, labels=labels)))
     return state
 
 
-def kai_group(name: str, size: int, pool: str | None) -> KaiPodGroupUpserted:
-    labels = {KAI_NODE_POOL_LABEL: pool} if pool is not None else {}
+def kai_group(name: str, size: int, pool: str | None, label: str = KAI_NODE_POOL_LABEL) -> KaiPodGroupUpserted:
+    labels = {label: pool} if pool is not None else {}
     return KaiPodGroupUpserted(pod_group=KaiPodGroup(
         metadata=KaiObjectMeta(name=name, namespace="default", uid=f"uid-{name}", labels=labels),
         spec=KaiPodGroupSpec(min_member=size, queue="default-queue")))
@@ -53,8 +54,9 @@ def kai_group(name: str, size: int, pool: str | None) -> KaiPodGroupUpserted:
 
 def kai_job(state: ClusterState, name: str, size: int, pool: str | None, *, priority: int | None = None,
             on: list[str] | None = None) -> list[str]:
-    """A KAI PodGroup of `size` whole-node pods (bound to the nodes `on` when given)."""
-    state.apply(kai_group(name, size, pool))
+    """A KAI PodGroup of `size` whole-node pods (bound to the nodes `on` when given), labelled with the state's
+    pool label."""
+    state.apply(kai_group(name, size, pool, state.kai_node_pool_label or KAI_NODE_POOL_LABEL))
     keys = []
     for index in range(size):
         obj = pod(f"{name}-{index}", annotations={KAI_POD_GROUP_ANNOTATION: name}, priority=priority,
@@ -161,3 +163,25 @@ def test_an_empty_pool_label_is_reported_and_read_as_the_default_pool() -> None:
     [problem] = problems
     assert (problem.kind, problem.field) == (KAI_POD_GROUP_PROBLEM, f"metadata.labels[{KAI_NODE_POOL_LABEL}]")
     assert "read as the default pool" in problem.message
+
+
+def test_a_cluster_whose_kai_names_pools_by_another_label_is_read_by_that_label() -> None:
+    # KAI's nodePoolLabelKey set to another key: toposched's kai_node_pool_label says the same
+    state = cluster(label="run.ai/node-pool")
+    kai_job(state, "train", 4, "gpu-nodes")
+    assert placed(plan_gang(state, "default/train")) == POOLED
+    kai_job(state, "plain", 4, None)
+    assert placed(plan_gang(state, "default/plain")) == {"n0", "n1", "n6", "n7"}
+    # the default key means nothing there
+    state.apply(NodeUpserted(node=node("n9", labels={KAI_NODE_POOL_LABEL: "gpu-nodes"})))
+    [key] = kai_job(state, "on-default-key", 1, None)
+    assert admits(shape_in(state, state.pods[key]), state.nodes["n9"]) == ""
+    restored = ClusterState.restore(state.snapshot())
+    assert restored.kai_node_pool_label == "run.ai/node-pool"
+    assert placed(plan_gang(restored, "default/train")) == POOLED
+
+
+def test_no_pool_label_turns_pools_off() -> None:
+    state = cluster(label="")
+    kai_job(state, "train", 8, "gpu-nodes")
+    assert len(placed(plan_gang(state, "default/train"))) == 8

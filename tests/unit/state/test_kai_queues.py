@@ -445,3 +445,14 @@ def test_a_queue_under_a_parent_of_another_pool_is_reported() -> None:
     )
     [problem] = state.problems_of(KAI_QUEUE_KIND, "team")
     assert problem.field == "spec.parentQueue" and "is in node pool gpu-a" in problem.message
+
+
+def test_queues_are_put_in_pools_by_the_configured_pool_label() -> None:
+    state = ClusterState(kai_node_pool_label="run.ai/node-pool")
+    state.apply_all([*gpu_nodes(2), queue_event("team-a", cpu=OPEN, memory=OPEN, gpu=OPEN,
+                                                labels={"run.ai/node-pool": "gpu-a", KAI_NODE_POOL_LABEL: "other"}),
+                     KaiPodGroupUpserted(pod_group=kai_pod_group("train", queue="team-a")),
+                     member("train-0", "train")])
+    assert state.quotas.refusal_of("default/train-0") == (
+        "KAI queue 'team-a' is in node pool gpu-a (its label run.ai/node-pool), the job in default, whose KAI "
+        "scheduler does not see that queue")
