@@ -39,13 +39,13 @@ Three dialects are read into one model (`Quota`: min, max, weight, parent), each
   that long ago from being taken whole by priority preemption inside its queue / by a reclaim
   (`preempt_min_runtime`, `reclaim_min_runtime`: resolved up the tree as KAI's minruntime plugin does;
   `preemption/reclaim.py` applies them). Read but not implemented (UnsupportedField): `lendingLimit`.
-  The label `kai.scheduler/node-pool` (or the key `QuotaBook.kai_node_pool_label` says) puts a queue in that
-  KAI node pool (none: the default pool), as KAI's
-  scheduling shards divide the cluster: each pool's scheduler sees only its own queues, so a job (its
-  PodGroup's pool, or a labelled pod's own: `ClusterState.node_pool_of`) naming a queue of another pool
-  is not placed (the reason says so, and the PodGroup's `spec.queue` is warned about), a queue under a
-  parent of another pool is reported, and the top queues of each pool share that pool's nodes (the
-  default pool's: every node in no named pool) as their runtime.
+  The label `kai.scheduler/node-pool` (or the key `QuotaBook.kai_node_pool_label` names) puts a queue in
+  that KAI node pool (none: the default pool), as KAI's scheduling shards divide the cluster: each pool's
+  scheduler sees only its own queues, so a job (its PodGroup's pool, or a labelled pod's own:
+  `ClusterState.node_pool_of`) naming a queue of another pool is not placed (the reason says so, and the
+  PodGroup's `spec.queue` is warned about), a queue under a parent of another pool is reported, and the
+  top queues of each pool share that pool's nodes (the default pool's: every node in no named pool) as
+  their runtime.
 
 Which quota a pod belongs to (one at most), first match wins: a quota the pod or its gang names comes
 before one its namespace implies, and a gang's PodGroup before a pod's own label (KAI's scheduler reads
@@ -73,8 +73,8 @@ What a quota holds (every vector is in milli-units and summed up the tree, paren
 of a quota first gets its request up to its min (all of its min when it does not lend), scaled down
 together when the parent's runtime cannot hold every min; what is left is shared by weight among
 the children asking for more, each capped at its request and max, until nothing is left or nobody
-asks. The root of a tree holds the allocatable of every node (the KAI tree's, of each node pool's nodes, for the
-top queues of that pool). Volcano queues are shared the same
+asks. The root of a tree holds the allocatable of every node (the KAI tree's: each node pool's, for the top
+queues of that pool). Volcano queues are shared the same
 way (their weight being their share), and KAI queues by priority, then overQuotaWeight (their fair
 share: no cap at admission, the level reclaim measures them against: see above); capacity scheduling
 quotas have no runtime (first come).

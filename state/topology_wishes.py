@@ -24,6 +24,7 @@ import msgspec
 
 from events.model import object_key
 from events.objects import (
+    KAI_NODE_POOL_LABEL,
     NETWORK_TOPOLOGY_SPEC_ANNOTATION,
     KaiPodGroup,
     KubePodGroup,
@@ -126,7 +127,8 @@ def validate_volcano_pod_group(group: VolcanoPodGroup, tree: TopologyTree | None
 
 
 def validate_gang_object(kind_name: str, obj: PodGroup | KubePodGroup | KaiPodGroup | Workload,
-                         tree: TopologyTree | None = None) -> list[Problem]:
+                         tree: TopologyTree | None = None, *,
+                         kai_node_pool_label: str = KAI_NODE_POOL_LABEL) -> list[Problem]:
     """Every problem of a scheduler-plugins PodGroup ("SchedulerPluginsPodGroup"), a Kubernetes
     PodGroup ("KubernetesPodGroup"), a KAI PodGroup ("KaiPodGroup") or a Workload, with the same
     functions the fold uses."""
@@ -134,7 +136,7 @@ def validate_gang_object(kind_name: str, obj: PodGroup | KubePodGroup | KaiPodGr
     if isinstance(obj, Workload):
         return workload_problems(obj, key)
     if isinstance(obj, KaiPodGroup):
-        spec, problems = kai_gang_spec(obj, key)
+        spec, problems = kai_gang_spec(obj, key, kai_node_pool_label)
         wishes = wish_problems(spec, tree) if tree is not None else []
         return problems + [msgspec.structs.replace(p, kind=KAI_POD_GROUP_PROBLEM) for p in wishes]
     if isinstance(obj, KubePodGroup):

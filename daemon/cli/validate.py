@@ -55,6 +55,7 @@ from events.ingest import KindInfo, KubeObject, decode_object, key_of, kind_of
 from events.model import ObjectUndecodable, object_key
 from events.objects import (
     DEFAULT_SCHEDULER_NAME,
+    KAI_NODE_POOL_LABEL,
     ClusterNetworkTopology,
     HyperNode,
     KaiPodGroup,
@@ -287,13 +288,13 @@ def _in_namespace(obj: KubeObject) -> KubeObject:
     return msgspec.structs.replace(obj, metadata=msgspec.structs.replace(obj.metadata, namespace="default"))
 
 
-def _quota_findings(docs: _Documents) -> list[Finding]:
+def _quota_findings(docs: _Documents, kai_node_pool_label: str) -> list[Finding]:
     """The daemon's quota rules: the quota objects, PodGroups and Pods of the files folded as the
     daemon folds them, and the problems its quota book records (what it posts as Warning Events)."""
     if not any(info.name in _QUOTA_OBJECTS or info.name in ("VolcanoPodGroup", "KaiPodGroup")
                for _, info, _ in docs.folded):
         return []
-    state = ClusterState()
+    state = ClusterState(kai_node_pool_label=kai_node_pool_label)
     where: dict[tuple[str, str], str] = {}
     for source, info, obj in sorted(docs.folded, key=lambda item: _FOLD_ORDER.get(item[1].name, 1)):
         state.apply(info.upsert(obj))
@@ -315,8 +316,10 @@ def _allocatable(node: Node) -> Resources:
     return resources
 
 
-def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, int]]:
-    """Every problem in the files, in file and document order; and how many objects of each kind were checked."""
+def validate_documents(paths: Sequence[str], *, kai_node_pool_label: str = KAI_NODE_POOL_LABEL
+                       ) -> tuple[list[Finding], dict[str, int]]:
+    """Every problem in the files, in file and document order; and how many objects of each kind were checked.
+    `kai_node_pool_label`: the node label naming KAI node pools, as the daemon's config sets it."""
     docs = _read(paths)
     findings = list(docs.findings)
     where: dict[tuple[str, str], str] = {}
@@ -360,8 +363,9 @@ def validate_documents(paths: Sequence[str]) -> tuple[list[Finding], dict[str, i
     for source, vgroup in docs.volcano_pod_groups:
         findings += [Finding(source, p) for p in validate_volcano_pod_group(vgroup, context)]
     for source, kind_name, obj in docs.gang_objects:
-        findings += [Finding(source, p) for p in validate_gang_object(kind_name, obj, context)]
-    findings += _quota_findings(docs)
+        findings += [Finding(source, p) for p in validate_gang_object(kind_name, obj, context,
+                                                                      kai_node_pool_label=kai_node_pool_label)]
+    findings += _quota_findings(docs, kai_node_pool_label)
     ours = [(source, obj) for source, info, obj in docs.folded
             if info.name == POD_KIND and isinstance(obj, Pod) and obj.spec.scheduler_name == DEFAULT_SCHEDULER_NAME]
     for source, pod in ours:
@@ -403,13 +407,16 @@ def parser() -> argparse.ArgumentParser:
             ok="every object is valid", finding="problems found (one line each on standard output)",
             usage="a bad flag, or a file that cannot be read as YAML (missing, a binary, not YAML, too deep)"))
     parser.add_argument("files", nargs="+", metavar="FILE")
+    parser.add_argument("--kai-node-pool-label", default=KAI_NODE_POOL_LABEL, metavar="KEY",
+                        help="the node label naming KAI node pools, as the daemon's kai_node_pool_label "
+                             "(default %(default)s; \"\" for no pools)")
     return parser
 
 
 @reporting("validate")
 def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
-    findings, counts = validate_documents(args.files)
+    findings, counts = validate_documents(args.files, kai_node_pool_label=args.kai_node_pool_label)
     checked = sum(counts.values())
     if findings:
         for finding in findings:

@@ -81,3 +81,31 @@ spec: {minMember: 2, queue: reserch}
         "it exists",
         "4 problems in 2 objects",
     ]
+
+
+def test_a_kai_job_naming_a_queue_of_another_node_pool_is_reported_by_the_pool_label_given(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "pools.yaml"
+    path.write_text("""
+apiVersion: scheduling.run.ai/v2
+kind: Queue
+metadata: {name: gpu-team, labels: {example.com/pool: gpu-nodes}}
+spec:
+  resources:
+    cpu: {quota: -1, limit: -1, overQuotaWeight: 1}
+    memory: {quota: -1, limit: -1, overQuotaWeight: 1}
+    gpu: {quota: 8, limit: -1, overQuotaWeight: 1}
+---
+apiVersion: scheduling.run.ai/v2alpha2
+kind: PodGroup
+metadata: {name: train, namespace: ml, labels: {example.com/pool: ""}}
+spec: {minMember: 2, queue: gpu-team}
+""")
+    # by KAI's default key, neither object is in a pool: nothing to say
+    assert main([str(path)]) == 0
+    capsys.readouterr()
+    assert main([str(path), "--kai-node-pool-label", "example.com/pool"]) == 1
+    out = capsys.readouterr().out
+    assert ("KaiPodGroup ml/train: spec.queue: KAI queue 'gpu-team' is in node pool gpu-nodes (its label "
+            "example.com/pool), the job in default") in out, out
+    assert "KaiPodGroup ml/train: metadata.labels[example.com/pool]: is empty" in out, out
