@@ -163,10 +163,12 @@ def test_kai_s_documented_burst_queue_runs_a_job_on_idle_gpus_and_is_warned_abou
     eco.wait_for(lambda: not eco.objects("pods", namespace), what="the pods gone")
 
 
-def kai_job(name: str, namespace: str, size: int, priority_class: str, extra: str = "", node_pool: str = "") -> str:
+def kai_job(name: str, namespace: str, size: int, priority_class: str, extra: str = "", node_pool: str = "",
+            pool_label: str = "kai.scheduler/node-pool") -> str:
     """A KAI PodGroup without topology, of `size` whole-node pods, and the pods (which stop at once when
-    evicted); with `node_pool`, both labelled with it, as KAI's pod-grouper labels a PodGroup as its workload."""
-    labels = f"\n  labels:\n    kai.scheduler/node-pool: {node_pool}" if node_pool else ""
+    evicted); with `node_pool`, both labelled `pool_label` with it, as KAI's pod-grouper labels a PodGroup as its
+    workload."""
+    labels = f"\n  labels:\n    {pool_label}: {node_pool}" if node_pool else ""
     group = f"""apiVersion: scheduling.run.ai/v2alpha2
 kind: PodGroup
 metadata:
@@ -178,7 +180,7 @@ spec:
   priorityClassName: {priority_class}{extra}
 """
     pods = [pod_yaml(f"{name}-{index}", namespace, annotations={"pod-group-name": name},
-                     labels={"kai.scheduler/node-pool": node_pool} if node_pool else None,
+                     labels={pool_label: node_pool} if node_pool else None,
                      spec="\n  terminationGracePeriodSeconds: 0") for index in range(size)]
     return stream(group, *pods)
 
@@ -262,3 +264,25 @@ def test_kai_node_pools_keep_each_pod_group_on_its_own_pool_s_nodes(eco: Ecosyst
         eco.delete_namespace_objects(namespace)
         eco.wait_for(lambda: not eco.objects("pods", namespace), what="the pods gone")
         eco.kubectl.run("label", "nodes", *pooled, "kai.scheduler/node-pool-")
+
+
+def test_a_daemon_configured_with_kai_s_other_pool_label_keeps_pools_by_that_label(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    # KAI's nodePoolLabelKey changed to example.com/pool, and the daemon's kai_node_pool_label with it: the nodes
+    # labelled so form the pools, and KAI's default key means nothing (pool-0 carries it).
+    names = [f"pool-{index}" for index in range(4)]
+    pooled = names[2:]
+
+    def pool_labels(index: int) -> dict[str, str]:
+        return ({"example.com/pool": "gpu-nodes"} if index >= 2 else
+                {"kai.scheduler/node-pool": "gpu-nodes"} if index == 0 else {})
+
+    namespace = "kai-other-key"
+    with running(tmp_path_factory.mktemp("kai-key"), gpu_nodes(names, pool_labels),
+                 kai_node_pool_label="example.com/pool") as other:
+        other.apply(stream(priority_classes_yaml(train=50), namespace_yaml(namespace),
+                           kai_job("gpu", namespace, 2, "train", node_pool="gpu-nodes", pool_label="example.com/pool")))
+        assert set(other.wait_bound(["gpu-0", "gpu-1"], namespace).values()) == set(pooled)
+        other.apply(kai_job("plain", namespace, 3, "train"))
+        says = other.wait_pending([f"plain-{index}" for index in range(3)], namespace)
+        assert all("2 node(s) were outside KAI node pool default" in message for message in says.values()), says
