@@ -644,8 +644,8 @@ class ClusterState:
         # label's values, kept like `topology` (nodes, usage) while some gang asks for the key.
         self.label_trees: dict[str, TopologyTree] = {}
         self._label_tree_users: dict[str, set[str]] = {}
-        # The nodes in a named KAI node pool (labelled `kai.scheduler/node-pool`): while there are none, KAI's
-        # default pool is every node (`node_pool_of`).
+        # The nodes in a named KAI node pool (labelled `kai_node_pool_label`): while there are none, KAI's default
+        # pool is every node (`node_pool_of`).
         self._pooled_nodes: set[str] = set()
         # Bumped when a node in a named pool changes (joins, leaves, or its allocatable moves), and the named pools'
         # allocatable at that version (`pool_allocatable`)
