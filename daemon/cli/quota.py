@@ -31,6 +31,7 @@ from rich.tree import Tree
 
 from daemon.cli.exits import EXIT_OK, EXIT_USAGE, CommandError, exit_codes_epilog, reporting
 from daemon.cli.topology import listed_state
+from events.objects import KAI_NODE_POOL_LABEL
 from events.scenario import ScenarioError, load_scenario
 from state.cluster import ClusterState
 from state.quota import DIALECTS, Quota, shown_amount
@@ -44,10 +45,10 @@ TITLES = {"koordinator": "Koordinator ElasticQuotas (scheduling.sigs.k8s.io)",
           "kai": "KAI Scheduler Queues (scheduling.run.ai)"}
 
 
-def state_of_scenario(path: str) -> tuple[ClusterState, list[str]]:
+def state_of_scenario(path: str, kai_node_pool_label: str = KAI_NODE_POOL_LABEL) -> tuple[ClusterState, list[str]]:
     """Fold every object of the scenario (timing annotations aside) and return the state and load problems."""
     scenario = load_scenario(path)
-    state = ClusterState()
+    state = ClusterState(kai_node_pool_label=kai_node_pool_label)
     for item in sorted(scenario.objects, key=lambda o: o.index):
         state.apply(item.info.upsert(item.obj))
     return state, list(scenario.problems)
@@ -132,6 +133,9 @@ def parser() -> argparse.ArgumentParser:
     source.add_argument("--kubeconfig", metavar="PATH", help="read Nodes, quotas, PodGroups and Pods from this cluster")
     show.add_argument("--context", help="kubeconfig context (with --kubeconfig)")
     show.add_argument("--json", action="store_true", help="print the machine-readable JSON document")
+    show.add_argument("--kai-node-pool-label", default=KAI_NODE_POOL_LABEL, metavar="KEY",
+                      help="the node label naming KAI node pools, as the daemon's kai_node_pool_label (default "
+                           "%(default)s; \"\" for no pools): each pool's KAI queues share that pool's nodes")
     return parser
 
 
@@ -140,7 +144,7 @@ def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     if args.scenario:
         try:
-            state, load_problems = state_of_scenario(args.scenario)
+            state, load_problems = state_of_scenario(args.scenario, args.kai_node_pool_label)
         except ScenarioError as error:
             raise CommandError(str(error), EXIT_USAGE) from error
         except RecursionError as error:  # JSON nested thousands deep: the decoder's recursion, not a bug of ours
@@ -149,7 +153,7 @@ def main(argv: Sequence[str]) -> int:
         for problem in load_problems:
             sys.stderr.write(f"warning: {problem}\n")
     else:
-        state = listed_state(args.kubeconfig, args.context, LIVE_KINDS)
+        state = listed_state(args.kubeconfig, args.context, LIVE_KINDS, args.kai_node_pool_label)
     doc = document(state)
     if args.json:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")

@@ -54,7 +54,7 @@ from daemon.kube.client import KubeApiError, KubeConnectError, connect
 from daemon.kube.watch import CrdMissing, KindWatcher
 from events.ingest import KIND_BY_NAME
 from events.model import Event
-from events.objects import CLUSTER_NETWORK_TOPOLOGY_API, HYPERNODE_API
+from events.objects import CLUSTER_NETWORK_TOPOLOGY_API, HYPERNODE_API, KAI_NODE_POOL_LABEL
 from events.scenario import ScenarioError, load_scenario
 from state.cluster import ClusterState
 from state.resources import format_quantity, is_host_port
@@ -97,14 +97,15 @@ LIVE_KINDS = ("Node", "ClusterNetworkTopology", "HyperNode", "KueueTopology", "K
 TREE_KINDS = LIVE_KINDS[:5]  # what the tree is built from (generate needs no pods: it writes no free capacity)
 
 
-async def state_of_cluster(kubeconfig: str, context: str | None = None,
-                           kinds: Sequence[str] = LIVE_KINDS) -> ClusterState:
-    """List `kinds` (by default those the tree needs) from a live API server and fold them into a fresh state."""
+async def state_of_cluster(kubeconfig: str, context: str | None = None, kinds: Sequence[str] = LIVE_KINDS,
+                           kai_node_pool_label: str = KAI_NODE_POOL_LABEL) -> ClusterState:
+    """List `kinds` (by default those the tree needs) from a live API server and fold them into a fresh state
+    (KAI node pools named by `kai_node_pool_label`)."""
     overrides: dict[str, Any] = {"kubeconfig": kubeconfig, "leader_election.enabled": False}
     if context:
         overrides["context"] = context
     config = load_config(None, overrides)
-    state = ClusterState()
+    state = ClusterState(kai_node_pool_label=kai_node_pool_label)
     recorder = _Fold(state)
     async with connect(config, pool_size=4) as client:
         for name in kinds:
@@ -115,11 +116,12 @@ async def state_of_cluster(kubeconfig: str, context: str | None = None,
     return state
 
 
-def listed_state(kubeconfig: str, context: str | None, kinds: Sequence[str] = LIVE_KINDS) -> ClusterState:
+def listed_state(kubeconfig: str, context: str | None, kinds: Sequence[str] = LIVE_KINDS,
+                 kai_node_pool_label: str = KAI_NODE_POOL_LABEL) -> ClusterState:
     """`state_of_cluster` for a command: what stops it is a `CommandError` (a bad kubeconfig path or context
     is usage, exit 2; an API server that cannot be reached or refuses the list is the environment, 3)."""
     try:
-        return anyio.run(state_of_cluster, kubeconfig, context, kinds)
+        return anyio.run(state_of_cluster, kubeconfig, context, kinds, kai_node_pool_label)
     except ConfigError as error:
         raise CommandError(str(error), EXIT_USAGE) from error
     except KubeConnectError as error:
