@@ -217,11 +217,17 @@ def decode_config(document: Mapping[str, Any]) -> DaemonConfig:
         FsyncPolicy.parse(config.fsync)
     except EventLogError as error:
         raise ConfigError("fsync", f"expected always, never or interval:<N>ms, got {config.fsync!r}") from error
-    bad_label = label_key_problem(config.kai_node_pool_label) if config.kai_node_pool_label else None
+    bad_label = pool_label_problem(config.kai_node_pool_label)
     if bad_label is not None:
-        raise ConfigError("kai_node_pool_label", f"expected a node label key (or \"\" for no pools): {bad_label}")
+        raise ConfigError("kai_node_pool_label", bad_label)
     _check_consistency(config)
     return config
+
+
+def pool_label_problem(value: str) -> str | None:
+    """What is wrong with `value` as the node label naming KAI node pools ("" is no pools), or None."""
+    bad = label_key_problem(value) if value else None
+    return f"expected a node label key (or \"\" for no pools): {bad}" if bad is not None else None
 
 
 _ABSENT = object()

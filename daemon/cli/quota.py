@@ -31,6 +31,7 @@ from rich.tree import Tree
 
 from daemon.cli.exits import EXIT_OK, EXIT_USAGE, CommandError, exit_codes_epilog, reporting
 from daemon.cli.topology import listed_state
+from daemon.config import pool_label_problem
 from events.objects import KAI_NODE_POOL_LABEL
 from events.scenario import ScenarioError, load_scenario
 from state.cluster import ClusterState
@@ -142,6 +143,9 @@ def parser() -> argparse.ArgumentParser:
 @reporting("quota")
 def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
+    bad_label = pool_label_problem(args.kai_node_pool_label)
+    if bad_label is not None:
+        raise CommandError(f"--kai-node-pool-label: {bad_label}", EXIT_USAGE)
     if args.scenario:
         try:
             state, load_problems = state_of_scenario(args.scenario, args.kai_node_pool_label)

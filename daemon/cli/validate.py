@@ -50,7 +50,7 @@ import msgspec
 import yaml
 
 from daemon.cli.exits import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CommandError, exit_codes_epilog, reporting
-from daemon.config import yaml_problem
+from daemon.config import pool_label_problem, yaml_problem
 from events.ingest import KindInfo, KubeObject, decode_object, key_of, kind_of
 from events.model import ObjectUndecodable, object_key
 from events.objects import (
@@ -416,6 +416,9 @@ def parser() -> argparse.ArgumentParser:
 @reporting("validate")
 def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
+    bad_label = pool_label_problem(args.kai_node_pool_label)
+    if bad_label is not None:
+        raise CommandError(f"--kai-node-pool-label: {bad_label}", EXIT_USAGE)
     findings, counts = validate_documents(args.files, kai_node_pool_label=args.kai_node_pool_label)
     checked = sum(counts.values())
     if findings:

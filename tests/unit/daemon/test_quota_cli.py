@@ -97,3 +97,9 @@ def test_kai_queues_of_a_node_pool_share_that_pool_s_nodes(tmp_path: Path,
     assert runtimes("--kai-node-pool-label", "example.com/pool") == {"qa": "8", "qd": "8"}
     # by KAI's default key there are no pools: the labels mean nothing, and the two share all 16 GPUs by weight
     assert runtimes() == {"qa": "4", "qd": "12"}
+
+
+def test_a_pool_label_that_is_no_label_key_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = str(SCENARIOS / "quota-hierarchical-min.yaml")
+    assert main(["show", "--scenario", scenario, "--kai-node-pool-label", "pool name"]) == 2
+    assert "--kai-node-pool-label: expected a node label key" in capsys.readouterr().err

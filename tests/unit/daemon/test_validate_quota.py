@@ -109,3 +109,11 @@ spec: {minMember: 2, queue: gpu-team}
     assert ("KaiPodGroup ml/train: spec.queue: KAI queue 'gpu-team' is in node pool gpu-nodes (its label "
             "example.com/pool), the job in default") in out, out
     assert "KaiPodGroup ml/train: metadata.labels[example.com/pool]: is empty" in out, out
+
+
+def test_a_pool_label_that_is_no_label_key_is_a_usage_error(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("")
+    assert main([str(path), "--kai-node-pool-label", "pool name"]) == 2
+    assert "--kai-node-pool-label: expected a node label key" in capsys.readouterr().err
