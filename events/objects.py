@@ -13,8 +13,9 @@ malformed, so one bad object never breaks decoding of the stream.
 Annotations are the one open-ended field: `kubectl apply` copies the whole object into
 `kubectl.kubernetes.io/last-applied-configuration`, and tools hang megabytes there. `slim()` keeps
 only the annotations toposched reads (`KEPT_ANNOTATIONS`, and the simulator's `sim.toposched.io/`
-family), and drops a pod's status conditions (only the simulator writes them here) and container
-statuses, but while an in-place resize is under way (`resize_status`); every object is
+family), and drops a pod's status conditions but a pending pod's `PodScheduled=False`
+(`scheduling_conditions`) and its container statuses, but while an in-place resize is under way
+(`resize_status`); every object is
 slimmed as it is decoded (`events.ingest.decode_object`), so the rest never reaches the event log
 or the memory. Labels are kept whole: node labels feed the topology and
 node affinity, pod labels feed sub-group selectors, and either may use any key.
@@ -1183,9 +1184,10 @@ _Object = TypeVar(
 def slim(obj: _Object) -> _Object:
     """`obj` without what toposched never reads (the same object when there is nothing to drop): the
     annotations not in `KEPT_ANNOTATIONS`, a pod's status conditions (the kubelet rewrites them on
-    every status change; scheduling reads the phase) and container statuses but while a resize is under
-    way (`resize_status`), and its volumes that no claim backs (every pod has its own
-    `kube-api-access-<random>` volume: kept, it would make each pod's spec unique)."""
+    every status change; scheduling reads the phase) but a pending pod's `PodScheduled=False`
+    (`scheduling_conditions`), its container statuses but while a resize is under way (`resize_status`),
+    and its volumes that no claim backs (every pod has its own `kube-api-access-<random>` volume: kept,
+    it would make each pod's spec unique)."""
     slimmed = obj
     annotations = obj.metadata.annotations
     if annotations and not all(keeps_annotation(key) for key in annotations):
@@ -1197,12 +1199,36 @@ def slim(obj: _Object) -> _Object:
             kept_status = resize_status(slimmed)
             if kept_status is not status:
                 slimmed = msgspec.structs.replace(slimmed, status=kept_status)
-        elif status.conditions:  # the usual pod, on every watch event: the plain replace
-            slimmed = msgspec.structs.replace(slimmed, status=msgspec.structs.replace(status, conditions=[]))
+        elif status.conditions:  # the usual pod, on every watch event
+            said = scheduling_conditions(slimmed)
+            if said != status.conditions:
+                slimmed = msgspec.structs.replace(slimmed, status=msgspec.structs.replace(status, conditions=said))
     if isinstance(slimmed, Pod) and slimmed.spec.volumes and not all(v.uses_claim for v in slimmed.spec.volumes):
         claimed = [volume for volume in slimmed.spec.volumes if volume.uses_claim]
         slimmed = msgspec.structs.replace(slimmed, spec=msgspec.structs.replace(slimmed.spec, volumes=claimed))
     return slimmed
+
+
+POD_SCHEDULED = "PodScheduled"
+# The longest condition message toposched writes (as an Event's note, 1 kB); one longer is never one of ours.
+CONDITION_MESSAGE_LIMIT = 1024
+
+
+def scheduling_conditions(pod: Pod) -> list[Condition]:
+    """Of a pod's conditions, those `slim` keeps: while the pod is not bound, its `PodScheduled=False` (what a
+    scheduler, this one included, last said of it; `daemon.kube.pod_conditions` keeps its transition time and
+    writes it only on change), its message cut one past `CONDITION_MESSAGE_LIMIT` (longer, it still differs from
+    any toposched writes); none once the pod is bound (the API server set PodScheduled=True)."""
+    if pod.spec.node_name:
+        return []
+    for condition in pod.status.conditions:
+        if condition.type == POD_SCHEDULED:
+            if condition.status != "False":
+                return []
+            if len(condition.message) > CONDITION_MESSAGE_LIMIT + 1:
+                condition = msgspec.structs.replace(condition, message=condition.message[:CONDITION_MESSAGE_LIMIT + 1])
+            return [condition]
+    return []
 
 
 RESIZE_PENDING = "PodResizePending"  # the pod condition of a resize the kubelet has not taken (1.33+)
@@ -1281,7 +1307,8 @@ def pod_core(pod: Pod, note: str) -> Pod:
                      containers=[_requests_only(c) for c in spec.containers],
                      init_containers=[_requests_only(c) for c in spec.init_containers], overhead=spec.overhead,
                      resources=spec.resources),
-        status=PodStatus(phase=pod.status.phase, conditions=pod.status.conditions,
+        status=PodStatus(phase=pod.status.phase,
+                         conditions=[c for c in pod.status.conditions if c.type == RESIZE_PENDING],
                          container_statuses=pod.status.container_statuses,
                          init_container_statuses=pod.status.init_container_statuses),
     )

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from msgspec.structs import force_setattr
 
-from events.objects import Container, ContainerPort, Node, NodeStatus, Pod, PodSpec, PodStatus, Toleration
+from events.objects import Condition, Container, ContainerPort, Node, NodeStatus, Pod, PodSpec, PodStatus, Toleration
 from events.parts import PodParts, decode_map, decode_spec, decode_status, parts_pod
 
 _Key = TypeVar("_Key")
@@ -45,8 +45,8 @@ Shape = tuple[int, int, int]
 
 
 class Compactor:
-    __slots__ = ("built", "built_shape", "containers", "heads", "labels", "specs", "statuses", "tolerations",
-                 "unlabelled")
+    __slots__ = ("built", "built_shape", "conditions", "containers", "heads", "labels", "specs", "statuses",
+                 "tolerations", "unlabelled")
 
     LIMIT = 50_000
 
@@ -56,6 +56,8 @@ class Compactor:
         self.containers: dict[tuple[tuple[str, tuple[tuple[str, str], ...], tuple[ContainerPort, ...], str], ...],
                               list[Container]] = {}
         self.tolerations: dict[tuple[Toleration, ...], list[Toleration]] = {}
+        # A pending gang's members carry one PodScheduled condition (`events.objects.scheduling_conditions`).
+        self.conditions: dict[tuple[Condition, ...], list[Condition]] = {}
         # Parts of pod records by their bytes (`decode`): the head's key is (apiVersion, kind, namespace,
         # labels bytes, annotations bytes); a spec's is its bytes, with its number in the table.
         self.heads: dict[tuple[str, str, str, bytes, bytes], _Head] = {}
@@ -159,6 +161,8 @@ class Compactor:
         # Each decoded empty list is an object of its own (~56 bytes a pod each); the shared one is never changed.
         if not status.conditions:
             force_setattr(status, "conditions", _EMPTY_LIST)
+        else:
+            force_setattr(status, "conditions", self._conditions(status.conditions))
         if not status.container_statuses:
             force_setattr(status, "container_statuses", _EMPTY_LIST)
         if not status.init_container_statuses:
@@ -217,6 +221,18 @@ class Compactor:
                 force_setattr(container.resources, "requests", requests)
             shared = containers
             _remember(self.containers, key, shared)
+        return shared
+
+    def _conditions(self, conditions: list[Condition]) -> list[Condition]:
+        key = tuple(conditions)
+        shared = self.conditions.get(key)
+        if shared is None:
+            intern = sys.intern
+            for condition in conditions:
+                for field in ("type", "status", "reason", "message"):
+                    force_setattr(condition, field, intern(getattr(condition, field)))
+            shared = conditions
+            _remember(self.conditions, key, shared)
         return shared
 
     def _tolerations(self, tolerations: list[Toleration]) -> list[Toleration]:

@@ -81,6 +81,7 @@ from events.model import (
     WorkloadUpserted,
     object_key,
 )
+from events.objects import CONDITION_MESSAGE_LIMIT
 from state.cluster import ClusterState
 
 log = structlog.get_logger("toposched.conditions")
@@ -88,7 +89,7 @@ log = structlog.get_logger("toposched.conditions")
 POD_SCHEDULED: Final = "PodScheduled"
 UNSCHEDULABLE: Final = "Unschedulable"  # v1.PodReasonUnschedulable, what cluster-autoscaler filters on
 NOT_READY: Final = NOT_READY_REASON  # v1.PodReasonNotReadyForScheduling, which it does not
-MESSAGE_LIMIT: Final = 1024
+MESSAGE_LIMIT: Final = CONDITION_MESSAGE_LIMIT
 DEFAULT_CONCURRENCY: Final = 8
 DEFAULT_REFRESH_SECONDS: Final = 5.0
 DEFAULT_SWEEP_PODS_PER_SECOND: Final = 1000.0

@@ -14,7 +14,7 @@ from daemon.scheduling.journal import Journal
 from daemon.scheduling.ports import OK, ApiOutcome
 from events.builders import bound, group_event, pod, pod_event, pod_group
 from events.model import GangPending, GangPlanned, PodAssumed, SchedulerPluginsPodGroupUpserted
-from events.objects import SCHEDULER_PLUGINS_POD_GROUP_LABEL, Condition, Pod
+from events.objects import SCHEDULER_PLUGINS_POD_GROUP_LABEL, Condition, Pod, slim
 from state.cluster import ClusterState
 
 
@@ -56,7 +56,8 @@ class Writer:
 
 
 def with_conditions(obj: Pod, conditions: list[Condition]) -> Pod:
-    return msgspec.structs.replace(obj, status=msgspec.structs.replace(obj.status, conditions=conditions))
+    """The pod as the watch brings it back: slimmed as every decoded object is (what the fold keeps)."""
+    return slim(msgspec.structs.replace(obj, status=msgspec.structs.replace(obj.status, conditions=conditions)))
 
 
 class Harness:

@@ -12,6 +12,7 @@ from events.builders import node, pod
 from events.ingest import KIND_BY_NAME, decode_object, upsert_event
 from events.model import NodeUpserted, ObjectUndecodable, PodUpserted, decode_event, encode_event
 from events.objects import (
+    CONDITION_MESSAGE_LIMIT,
     GANG_GROUPS_ANNOTATION,
     KEPT_ANNOTATIONS,
     NETWORK_TOPOLOGY_INDEX_ANNOTATION,
@@ -75,6 +76,29 @@ def test_slim_returns_the_same_object_when_nothing_is_dropped() -> None:
     assert slim(plain) is plain
     bare = pod("q")
     assert slim(bare) is bare
+
+
+def test_a_pending_pod_keeps_what_a_scheduler_last_said_of_it_and_a_bound_pod_no_condition() -> None:
+    """Its PodScheduled=False is what the pending-pod condition writer compares with and keeps the transition time
+    of; every other condition (the kubelet's) is dropped, and all of them once the pod is bound."""
+    said = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "gang ml/big: no room",
+            "lastTransitionTime": "2026-11-27T10:00:00Z", "lastProbeTime": None}
+    ready = {"type": "Ready", "status": "False", "lastTransitionTime": "2026-11-27T10:00:00Z"}
+    document = json.loads(api_pod_json(annotation_bytes=10))
+    document["status"]["conditions"] = [ready, said]
+    pending = decode_object(KIND_BY_NAME["Pod"], document)
+    assert isinstance(pending, Pod)
+    assert [(c.type, c.status, c.reason, c.message, c.last_transition_time) for c in pending.status.conditions] == [
+        ("PodScheduled", "False", "Unschedulable", "gang ml/big: no room", "2026-11-27T10:00:00Z")]
+    document["status"]["conditions"] = [{**said, "message": "x" * 100_000}]
+    long = decode_object(KIND_BY_NAME["Pod"], document)
+    assert isinstance(long, Pod)
+    assert long.status.conditions[0].message == "x" * (CONDITION_MESSAGE_LIMIT + 1)  # still unlike any we write
+    document["status"]["conditions"] = [{**said, "status": "True", "reason": ""}]
+    assert decode_object(KIND_BY_NAME["Pod"], document).status.conditions == []  # type: ignore[union-attr]
+    document["spec"]["nodeName"] = "node-1"
+    document["status"]["conditions"] = [said, ready]
+    assert decode_object(KIND_BY_NAME["Pod"], document).status.conditions == []  # type: ignore[union-attr]
 
 
 def test_an_api_object_cannot_claim_the_oversized_marker() -> None:
