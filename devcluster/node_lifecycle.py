@@ -212,13 +212,17 @@ def min_toleration_seconds(used: list[Obj]) -> float | None:
 
 
 def with_taint_manager_condition(pod: Obj, stamp: str) -> Obj | None:
-    """The pod's status with DisruptionTarget=True, DeletionByTaintManager, as podutil.UpdatePodCondition sets it
+    """The pod's status with DisruptionTarget=True, DeletionByTaintManager, and the pod's generation as its
+    observedGeneration, as podutil.UpdatePodCondition sets it
     (in place of a DisruptionTarget condition it had, keeping its transition time if the status is the same);
     None if the pod has that very condition already."""
     status = _dict(pod.get("status"))
     conditions = [c for c in _list(status.get("conditions")) if isinstance(c, dict)]
     wanted: Obj = {"type": DISRUPTION_TARGET, "status": "True", "lastProbeTime": None, "lastTransitionTime": stamp,
                    "reason": DELETION_BY_TAINT_MANAGER, "message": TAINT_MANAGER_MESSAGE}
+    generation = _dict(pod.get("metadata")).get("generation")
+    if generation:  # the pod's generation it was decided for (PodObservedGenerationTracking, 1.34+)
+        wanted["observedGeneration"] = generation
     for index, condition in enumerate(conditions):
         if condition.get("type") != DISRUPTION_TARGET:
             continue

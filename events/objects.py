@@ -2,9 +2,10 @@
 
 Decoded straight from the API's JSON (camelCase keys, unknown fields ignored) with msgspec, and
 stored in the event log as msgpack. These are *not* the OpenAPI model classes: only the fields the
-scheduler reads are here (no images, limits, owner references, generation, creation time or node
-capacity: nothing reads them), so decoding a 100 KB pod costs what its few scheduling fields cost,
-in time, in the log and in memory, where a cluster holds hundreds of thousands of them.
+scheduler reads are here (no images, limits, owner references, creation time or node capacity:
+nothing reads them; the generation only so a pod's conditions can say which they were written for),
+so decoding a 100 KB pod costs what its few scheduling fields cost, in time, in the log and in memory,
+where a cluster holds hundreds of thousands of them.
 
 Values that need interpretation (resource quantities, annotation JSON) stay raw strings here; the
 fold in `state/` interprets them and records a problem naming the object and field when they are
@@ -55,6 +56,9 @@ class ObjectMeta(_K8s, frozen=True):
     namespace: str = ""
     uid: str = ""
     resource_version: str = ""
+    # A pod's, since Kubernetes 1.34 (KEP-5067): 1 at creation, one more per change of its spec. A condition
+    # written on a pod names the generation it was decided for (`Condition.observed_generation`). 0: not set.
+    generation: Int64 = 0
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
     deletion_timestamp: str | None = None
@@ -276,6 +280,7 @@ class Condition(_K8s, frozen=True):
     reason: str = ""
     message: str = ""
     last_transition_time: str | None = None
+    observed_generation: Int64 = 0  # the object's generation the condition was decided for (0: not said)
 
 
 class ContainerResourceStatus(_K8s, frozen=True):

@@ -35,6 +35,7 @@ class PodMetaParts(msgspec.Struct, kw_only=True, rename="camel", frozen=True, gc
     namespace: str = ""
     uid: str = ""
     resource_version: str = ""
+    generation: Int64 = 0
     labels: msgspec.Raw = _EMPTY_MAP
     annotations: msgspec.Raw = _EMPTY_MAP
     deletion_timestamp: str | None = None
@@ -88,6 +89,7 @@ def parts_pod(parts: PodParts, api_version: str, kind: str, namespace: str, labe
     """The pod of `parts`, on the given (decoded, shared) parts."""
     meta = parts.metadata
     return Pod(api_version=api_version, kind=kind, spec=spec, status=status, metadata=ObjectMeta(
-        name=meta.name, namespace=namespace, uid=meta.uid, resource_version=meta.resource_version, labels=labels,
+        name=meta.name, namespace=namespace, uid=meta.uid, resource_version=meta.resource_version,
+        generation=meta.generation, labels=labels,
         annotations=annotations, deletion_timestamp=meta.deletion_timestamp,
         deletion_grace_period_seconds=meta.deletion_grace_period_seconds))

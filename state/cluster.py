@@ -2289,13 +2289,14 @@ class ClusterState:
         on_node: dict[str, list[PodInfo]] = {}
         nominating: list[PodInfo] = []
         for (name, uid, version, head_number, spec_number, status_number, first_seen, bound_at, bound_node,
-             timestamp, grace) in columns(table):
+             timestamp, grace, generation) in columns(table):
             head, spec, status = heads[head_number], specs[spec_number], statuses[status_number]
             namespace = head.namespace
             # `pod_of`, inline: this loop runs once per pod of the cluster
             obj = Pod(api_version=head.api_version, kind=head.kind, metadata=ObjectMeta(
-                name=name, namespace=namespace, uid=uid, resource_version=version, labels=head.labels,
-                annotations=head.annotations, deletion_timestamp=timestamp, deletion_grace_period_seconds=grace),
+                name=name, namespace=namespace, uid=uid, resource_version=version, generation=generation,
+                labels=head.labels, annotations=head.annotations, deletion_timestamp=timestamp,
+                deletion_grace_period_seconds=grace),
                 spec=spec, status=status)
             key = f"{namespace}/{name}" if namespace else name
             if key in pods:

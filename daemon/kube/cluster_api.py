@@ -512,7 +512,7 @@ class KubeClusterAPI:
         return await self._pod_condition(pod, uid, {
             "type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
             "message": message or f"{COMPONENT}: preempted to make room for {preemptor}",
-            "lastTransitionTime": _now(),
+            "lastTransitionTime": _now(), **self._observed_generation(pod),
         })
 
     async def set_pod_condition(self, pod: str, uid: str, condition: dict[str, Any]) -> ApiOutcome:
@@ -734,7 +734,7 @@ class KubeClusterAPI:
         (kube-scheduler's condition and Event; the transition time kept while it stays False)."""
         outcome = await self._pod_condition(pod, uid, {
             "type": "PodScheduled", "status": "False", "reason": reason, "message": message[:1024],
-            "lastTransitionTime": self._transition_time(pod),
+            "lastTransitionTime": self._transition_time(pod), **self._observed_generation(pod),
         })
         if not outcome.ok:
             return outcome
@@ -743,6 +743,13 @@ class KubeClusterAPI:
         except (KubeApiError, NotLeader) as error:
             return ApiOutcome(ok=False, reason=str(error), retriable=True)
         return OK
+
+    def _observed_generation(self, pod: str) -> dict[str, int]:
+        """A condition kube-scheduler writes on a pod names the pod's generation it was decided for
+        (PodObservedGenerationTracking, on since Kubernetes 1.34); nothing where the pod has none (an older server)."""
+        info = self.state.pods.get(pod) if self.state is not None else None
+        generation = info.obj.metadata.generation if info is not None else 0
+        return {"observedGeneration": generation} if generation else {}
 
     def _transition_time(self, pod: str) -> str:
         """A PodScheduled=False condition keeps the time it became False (kube-scheduler's UpdatePodCondition)."""

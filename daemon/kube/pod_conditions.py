@@ -15,7 +15,9 @@ asks that its pods never be marked `Unschedulable` (KAI then writes them no cond
 What is written: for each of our pods that is pending (not bound, not assumed, not being deleted)
 and whose gang has a reason (`GangInfo.last_reason`: why it waits, why it timed out), the condition
 `{type: PodScheduled, status: "False", reason: Unschedulable | NotReadyForScheduling, message: <the
-gang's reason>}`, by a strategic merge patch of `pods/status` (the pod's other conditions are kept).
+gang's reason>, observedGeneration: <the pod's generation>}` (kube-scheduler's since 1.34; a spec change,
+which moves the generation, has the condition written again), by a strategic merge patch of `pods/status`
+(the pod's other conditions are kept).
 `NotReadyForScheduling` is written only once the pod has wanted it for `not_ready_delay_seconds`
 (5 s), so a gang whose pods all arrive within that costs no patch. `lastTransitionTime`
 is kept when the pod already had `PodScheduled=False` (kube-scheduler's `UpdatePodCondition`),
@@ -122,13 +124,14 @@ def desired(state: ClusterState, key: str) -> tuple[str, str] | None:
 
 
 def shows(state: ClusterState, key: str, reason: str, message: str) -> tuple[bool, str | None]:
-    """Whether the pod (as folded) already carries the condition with `reason` and `message`; and the
-    transition time to keep (that of a `PodScheduled=False` it has, else None: now)."""
-    pod = state.pods[key]
-    for condition in pod.obj.status.conditions:
+    """Whether the pod (as folded) already carries the condition with `reason` and `message`, decided for its
+    present generation; and the transition time to keep (that of a `PodScheduled=False` it has, else None: now)."""
+    obj = state.pods[key].obj
+    for condition in obj.status.conditions:
         if condition.type == POD_SCHEDULED:
             keep = condition.last_transition_time if condition.status == "False" else None
-            same = condition.status == "False" and condition.reason == reason and condition.message == message
+            same = (condition.status == "False" and condition.reason == reason and condition.message == message
+                    and condition.observed_generation == obj.metadata.generation)
             return same, keep
     return False, None
 
@@ -152,7 +155,8 @@ class PendingPodConditions:
         self._pods: set[str] = set()  # pods to check at the next pass
         self._gangs: set[str] = {key for key, gang in state.gangs.items() if gang.last_reason}  # members to sweep
         self._next_sweep: dict[str, float] = {}  # gang -> when its members may be swept again
-        self._written: dict[str, tuple[str, str, str]] = {}  # pod -> (uid, reason, message) written, not back yet
+        # pod -> (uid, reason, message, generation) written, not back yet
+        self._written: dict[str, tuple[str, str, str, int]] = {}
         # pod -> since when it has been wanting NotReadyForScheduling (its gang waiting for members), which it
         # is shown only once that has lasted `not_ready_delay_seconds`; and pod -> when, for those not shown yet.
         self._held_since: dict[str, float] = {}
@@ -332,7 +336,8 @@ class PendingPodConditions:
         if same:
             self._written.pop(key, None)
             return None
-        if self._written.get(key) == (pod.uid, reason, message):
+        generation = pod.obj.metadata.generation
+        if self._written.get(key) == (pod.uid, reason, message, generation):
             return None  # written; the watch has not brought it back yet
         if reason == NOT_READY:
             # As kube-scheduler: only a hold that lasts is shown, so a gang whose pods all arrive within the
@@ -346,8 +351,10 @@ class PendingPodConditions:
             # rewrites it (at most one per refresh_seconds), not every echo of a pod update.
             self._gangs.add(pod.gang)
             return None
+        # As kube-scheduler (PodObservedGenerationTracking, on since 1.34): the pod's generation it was decided for.
         return {"type": POD_SCHEDULED, "status": "False", "reason": reason, "message": message,
-                "lastTransitionTime": transition or _timestamp(self._wall())}
+                "lastTransitionTime": transition or _timestamp(self._wall()),
+                **({"observedGeneration": generation} if generation else {})}
 
     async def _write_if_needed(self, key: str, swept: bool) -> bool:
         """Asked again when its turn comes: the pod or its gang's reason may have changed meanwhile."""
@@ -358,7 +365,8 @@ class PendingPodConditions:
         outcome = await self.writer.set_pod_condition(key, pod.uid, condition)
         if outcome.ok:
             self.patches += 1
-            self._written[key] = (pod.uid, condition["reason"], condition["message"])
+            self._written[key] = (pod.uid, condition["reason"], condition["message"],
+                                  condition.get("observedGeneration", 0))
             return True
         if not outcome.retriable:
             return True  # the pod is gone: its deletion comes by watch

@@ -132,7 +132,7 @@ def as_v2(payload: bytes) -> bytes:
     table = snap.pod_table
     rows = [PodRow(name, uid, version, head, spec, status, first_seen, bound_at, number in table.evicting, node,
                    timestamp, grace)
-            for number, (name, uid, version, head, spec, status, first_seen, bound_at, node, timestamp, grace)
+            for number, (name, uid, version, head, spec, status, first_seen, bound_at, node, timestamp, grace, _)
             in enumerate(columns(table))]
     return msgspec.msgpack.encode(StateSnapshotV2(
         pod_table=PodRowTable(table.heads, table.specs, table.statuses, rows), **fields))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from devcluster.cluster import DevCluster
-from tests.integration.daemon.harness import daemons, gang, nodes, pod_names, wait_until
+from tests.integration.daemon.harness import daemons, gang, nodes, pod, pod_names, wait_until
 
 LONG_AGO = "2026-01-01T00:00:00Z"
 
@@ -43,6 +43,7 @@ async def test_a_pending_members_condition_keeps_its_time_and_a_new_leader_rewri
                                          == cluster.store.get("pods", name, "default")["metadata"]["resourceVersion"]
                                          for name in members), what="the daemon seeing the patched pods")
             first = {name: pod_scheduled(cluster, name) for name in members}
+            assert {c.get("observedGeneration") for c in first.values()} == {1}  # kube-scheduler's, since 1.34
             cluster.load_objects(nodes(3)[2:])  # a third node: room for 3 of 4, another reason
             await wait_until(lambda: all(pod_scheduled(cluster, name)["message"] != first[name]["message"]
                                          for name in members), what="every member given the gang's new reason")
@@ -65,3 +66,31 @@ async def test_a_pending_members_condition_keeps_its_time_and_a_new_leader_rewri
             assert state.gangs["default/wide"].last_reason[:1024] == said[members[0]]["message"]
             assert status_patches(cluster, members, restarted) == []
             assert {name: pod_scheduled(cluster, name) for name in members} == said
+
+
+async def test_a_pending_pods_condition_names_the_generation_it_was_decided_for(tmp_path: Path) -> None:
+    """observedGeneration, as kube-scheduler writes it since Kubernetes 1.34: the pod's generation, which the API
+    server moves with each change of its spec; a gang member whose spec changes is told again for the new one,
+    still False since it first was. A pod without a gang carries it too."""
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(1))
+        job = gang("wide", 2)
+        lone = pod("lone", 16)
+        async with daemons(cluster, tmp_path):
+            cluster.load_objects([*job, lone])
+            await wait_until(lambda: pod_scheduled(cluster, "wide-0").get("reason") == "Unschedulable"
+                             and pod_scheduled(cluster, "lone").get("reason") == "Unschedulable",
+                             what="both marked Unschedulable")
+            assert pod_scheduled(cluster, "lone")["observedGeneration"] == 1
+            before = pod_scheduled(cluster, "wide-0")
+            assert before["observedGeneration"] == 1
+            # A change of its spec that placement does not read: the same reason, for another generation.
+            cluster.store.patch("pods", "wide-0", {"spec": {"activeDeadlineSeconds": 86400}}, "default")
+            assert cluster.store.get("pods", "wide-0", "default")["metadata"]["generation"] == 2
+            await wait_until(lambda: pod_scheduled(cluster, "wide-0").get("observedGeneration") == 2,
+                             what="the member told again for its new generation")
+            after = pod_scheduled(cluster, "wide-0")
+            assert (after["status"], after["reason"], after["message"]) == \
+                (before["status"], before["reason"], before["message"])
+            assert after["lastTransitionTime"] == before["lastTransitionTime"]
+            assert pod_scheduled(cluster, "wide-1")["observedGeneration"] == 1

@@ -38,7 +38,8 @@ class Writer:
         if self.echo:
             obj = self.journal.state.pods[pod].obj
             written = Condition(type="PodScheduled", status="False", reason=condition["reason"],
-                                message=condition["message"], last_transition_time=condition["lastTransitionTime"])
+                                message=condition["message"], last_transition_time=condition["lastTransitionTime"],
+                                observed_generation=condition.get("observedGeneration", 0))
             self.journal.record(pod_event(with_conditions(obj, [written])))
         return OK
 
@@ -111,6 +112,36 @@ async def test_every_pending_member_gets_the_gangs_reason_once_and_is_not_patche
     await h.sync()
     await h.sync()
     assert len(h.writer.patches) == 4
+
+
+def with_generation(obj: Pod, generation: int) -> Pod:
+    return msgspec.structs.replace(obj, metadata=msgspec.structs.replace(obj.metadata, generation=generation))
+
+
+async def test_the_condition_names_the_pods_generation_and_is_written_again_for_a_new_one() -> None:
+    """As kube-scheduler since Kubernetes 1.34 (observedGeneration); a pod of a server that keeps no generation
+    gets none."""
+    h = Harness(refresh_seconds=5.0)
+    h.journal.record(group_event(pod_group("train", min_member=2)))
+    h.journal.record(pod_event(with_generation(pod("train-0", gang="train"), 1)))
+    h.journal.record(pod_event(pod("train-1", gang="train")))
+    h.pending("train", "no room")
+    await h.sync()
+    written = dict(h.writer.patches)
+    assert written["default/train-0"]["observedGeneration"] == 1
+    assert "observedGeneration" not in written["default/train-1"]
+    first = h.condition_of("train-0")
+    assert first is not None and first.observed_generation == 1
+    h.journal.record(pod_event(with_generation(h.state.pods["default/train-0"].obj, 2)))  # its spec changed
+    await h.sync()
+    h.now[0] += 5.0
+    await h.sync()  # at its gang's next sweep
+    assert [p for p, _ in h.writer.patches[2:]] == ["default/train-0"]
+    again = h.condition_of("train-0")
+    assert again is not None and again.observed_generation == 2 and again.message == "no room"
+    assert again.last_transition_time == first.last_transition_time
+    await h.sync()
+    assert len(h.writer.patches) == 3
 
 
 async def test_a_member_arriving_later_gets_the_condition_at_once() -> None:

@@ -216,6 +216,7 @@ async def test_a_pod_not_tolerating_a_no_execute_taint_is_marked_then_deleted_wi
     (condition,) = [c for c in marked["status"]["conditions"] if c["type"] == "DisruptionTarget"]
     assert (condition["status"], condition["reason"], condition["message"]) == \
         ("True", DELETION_BY_TAINT_MANAGER, TAINT_MANAGER_MESSAGE)
+    assert condition["observedGeneration"] == marked["metadata"]["generation"] == 1  # as the taint manager writes it
     deleted = store.get("pods", "victim", "default")
     assert deleted["metadata"]["deletionGracePeriodSeconds"] == 7  # the pod's own grace period
     assert not gone(store, "elsewhere")

@@ -22,7 +22,7 @@ from events.model import (
     PodNominated,
     PriorityClassUpserted,
 )
-from events.objects import Container, ObjectMeta, Pod, PriorityClass, ResourceRequirements
+from events.objects import Condition, Container, ObjectMeta, Pod, PriorityClass, ResourceRequirements
 from placement import Unschedulable, plan_pod
 from state.cluster import ClusterState, GangRecord, PodInfo
 from state.compact import Shape
@@ -224,6 +224,29 @@ def test_snapshot_restores_the_same_state() -> None:
     restored = ClusterState.restore(state.snapshot())
     assert restored.canonical() == state.canonical()
     assert restored.pods["default/a"].bound_at == 3.0
+
+
+def test_pods_keep_their_generation_and_a_pending_ones_condition_through_a_snapshot() -> None:
+    """What the pending-pod condition writer compares with after a restart; a snapshot written before the
+    generation was kept reads its pods as generation 0 (not said)."""
+    said = Condition(type="PodScheduled", status="False", reason="Unschedulable", message="no room",
+                     last_transition_time="2026-11-27T10:00:00Z", observed_generation=7)
+
+    def generation(obj: Pod, value: int) -> Pod:
+        return msgspec.structs.replace(obj, metadata=msgspec.structs.replace(obj.metadata, generation=value))
+
+    pending = generation(pod("b", gang="job"), 7)
+    pending = msgspec.structs.replace(pending, status=msgspec.structs.replace(pending.status, conditions=[said]))
+    state = _state(node_event(node("n1")), pod_event(generation(bound(pod("a", gang="job"), "n1"), 1)),
+                   pod_event(pending))
+    restored = ClusterState.restore(state.snapshot())
+    assert restored.canonical() == state.canonical()
+    assert restored.pods["default/a"].obj.metadata.generation == 1
+    assert restored.pods["default/b"].obj.metadata.generation == 7
+    assert restored.pods["default/b"].obj.status.conditions == [said]
+    snapshot = state.to_snapshot()
+    older = msgspec.structs.replace(snapshot, pod_table=msgspec.structs.replace(snapshot.pod_table, generation=b""))
+    assert {p.obj.metadata.generation for p in ClusterState.from_snapshot(older).pods.values()} == {0}
 
 
 def test_a_gang_held_for_its_members_stays_held_through_a_snapshot_and_a_plan_clears_it() -> None:

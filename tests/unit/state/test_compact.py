@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from events.builders import node, node_event, pod, pod_event
 from events.model import NodeUpserted, PodUpserted, decode_event, encode_event
-from events.objects import Pod, Toleration
+from events.objects import Condition, Pod, PodStatus, Toleration
 from events.parts import PodUpsertedParts, decode_parts
 from state.cluster import ClusterState
 from state.compact import Compactor
@@ -51,9 +51,18 @@ def test_a_pod_with_a_bad_request_does_not_share_its_vector() -> None:
 
 
 names = st.text(alphabet="abcdefghij-./", min_size=0, max_size=12)
+conditions = st.lists(st.builds(
+    Condition, type=st.sampled_from(["PodScheduled", "Ready"]), status=st.sampled_from(["False", "True"]),
+    reason=st.sampled_from(["", "Unschedulable"]), message=names,
+    last_transition_time=st.sampled_from([None, "2026-11-27T10:00:00Z"]),
+    observed_generation=st.integers(0, 2**63 - 1)), max_size=2)
 pods = st.builds(
-    lambda name, labels, requests, tolerations, node_name, annotations: msgspec.structs.replace(
+    lambda name, labels, requests, tolerations, node_name, annotations, generation, conditions: msgspec.structs.replace(
         pod(name or "p", labels=labels, annotations=annotations, node_name=node_name),
+        metadata=msgspec.structs.replace(
+            pod(name or "p", labels=labels, annotations=annotations, node_name=node_name).metadata,
+            generation=generation),
+        status=PodStatus(phase="Pending", conditions=conditions),
         spec=msgspec.structs.replace(
             pod(name or "p", node_name=node_name).spec,
             tolerations=[Toleration(key=k, operator="Exists", effect=e) for k, e in tolerations],
@@ -66,6 +75,8 @@ pods = st.builds(
     st.lists(st.tuples(names, st.sampled_from(["NoSchedule", ""])), max_size=2),
     st.sampled_from(["", "n1", "n2"]),
     st.dictionaries(st.sampled_from(["scheduling.k8s.io/group-name", "x"]), names, max_size=2),
+    st.integers(0, 2**63 - 1),
+    conditions,
 )
 
 
