@@ -86,6 +86,14 @@ def explain_failure(solver: Solver, job: Job, group: tuple[str, ...], label: str
         return Unschedulable(gangs=group, constraint=POD_FIT, needed=needed, fit=0,
                              best_domain=domain_label(scope),
                              reason=f"{label}: no node can ever take its pods ({summary})")
+    if root_fit >= needed:
+        # Pods of several shapes, each counted on the free room alone (`Solver.fit`): each kind fits apart,
+        # but they compete for the same nodes, so "room for all" would contradict the refusal.
+        return Unschedulable(
+            gangs=group, constraint=CAPACITY, needed=needed, fit=needed - 1, level=scope.layer,
+            best_domain=domain_label(scope),
+            reason=(f"{label}: {where(scope)} has room for each of its {len(job.demands)} kinds of pod on its "
+                    f"own, not for all {needed} pods at once ({summary})"))
     return Unschedulable(
         gangs=group, constraint=CAPACITY, needed=needed, fit=root_fit, level=scope.layer,
         best_domain=domain_label(scope),

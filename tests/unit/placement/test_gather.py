@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from events.builders import node, node_event
+from events.builders import group_event, node, node_event, pod, pod_event, pod_group
 from events.model import HyperNodeUpserted
 from events.objects import ExactMatch, HyperNode, HyperNodeMember, HyperNodeSpec, MemberSelector, ObjectMeta, RegexMatch
 from placement import plan_gang
@@ -188,6 +188,18 @@ def test_capacity_reason_counts_what_the_nodes_lack() -> None:
     result = refused(plan_gang(state, "default/huge"))
     assert result.constraint == CAPACITY and result.fit == 2 and result.needed == 3
     assert "room for 2 of 3" in result.reason
+
+
+def test_a_gang_of_two_kinds_of_pod_that_fit_only_apart_is_not_said_to_have_room_for_all() -> None:
+    """A launcher and a worker (say) of 8 GPUs each on one node of 8: each fits on its own, not both."""
+    state = fabric(blocks=1, nvlinks=1, nodes=1)
+    state.apply(group_event(pod_group("mpi", min_member=2)))
+    state.apply(pod_event(pod("mpi-launcher", gang="mpi", gpus=8, cpu="1")))
+    state.apply(pod_event(pod("mpi-worker", gang="mpi", gpus=8, cpu="2")))
+    result = refused(plan_gang(state, "default/mpi"))
+    assert result.constraint == CAPACITY and result.needed == 2 and result.fit == 1
+    assert result.reason == ("gang default/mpi: the whole cluster has room for each of its 2 kinds of pod on its own, "
+                             "not for all 2 pods at once (1 node(s))")
 
 
 def test_partly_running_gang_places_missing_members_near_running_ones() -> None:
