@@ -676,14 +676,25 @@ class KaiPodGroupSpec(_K8s, frozen=True):
     staleness_grace_period: str | None = None  # read only to say it is not implemented (no stale-gang eviction)
 
 
+class KaiUnschedulableExplanation(_K8s, frozen=True):
+    """One of a KAI scheduling condition's `reasons` (KAI's UnschedulableExplanation): a one-word reason
+    (`OverLimit`, `NonPreemptibleOverQuota`, `QueueDoesNotExist`, ...), its message, and structured details
+    (the queue's figures), kept as written so that a condition of another pool is written back whole."""
+
+    reason: str = ""
+    message: str = ""
+    details: dict[str, object] | None = None
+
+
 class KaiSchedulingCondition(_K8s, frozen=True):
     """One of a KAI PodGroup's status.schedulingConditions (KAI's scheduler writes `UnschedulableOnNodePool`
-    per node pool while the gang cannot be placed there; so does toposched, for the pool `default`)."""
+    per node pool while the gang cannot be placed there; so does toposched, for its gang's pool)."""
 
     type: str = ""
     node_pool: str = ""
     reason: str = ""
     message: str = ""
+    reasons: list[KaiUnschedulableExplanation] = []
     transition_id: str = msgspec.field(default="", name="transitionID")  # KAI spells it so, not camelCase
     last_transition_time: str = ""
     status: str = ""

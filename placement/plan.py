@@ -51,12 +51,35 @@ class GangPlan(msgspec.Struct, frozen=True):
     explanation: str
 
 
+# How a quota refused a job (`QuotaShortfall.kind`), as placement/quota.py checks it:
+QUOTA_MEMBERSHIP = "membership"  # a pod names a quota (or one above it) that is missing or cannot be its quota
+QUOTA_CLOSED = "closed"  # a Volcano queue Closed or Closing
+QUOTA_OVER_MAX = "over-max"  # used + asked > max (Volcano: capability; KAI: limit) at the quota or above it
+QUOTA_NON_PREEMPTIBLE = "non-preemptible"  # non-preemptible pods past min (KAI: quota)
+QUOTA_OVER_RUNTIME = "over-runtime"  # past min plus its share of idle capacity (Koordinator, Volcano)
+QUOTA_OVER_POOL = "over-pool"  # capacity scheduling: borrowing past the unused part of all mins
+
+
+class QuotaShortfall(msgspec.Struct, frozen=True):
+    """A quota refusal as structure, for the dialects whose status says it so (KAI's PodGroup `reasons`):
+    its `kind` (QUOTA_* above), `message` (what `Unschedulable.reason` says of it), the quota at fault
+    (its `state.quota.Quota.id`; "" for a membership refusal) and what the job asks of that quota (all,
+    and its non-preemptible part), in the quota's units."""
+
+    kind: str
+    message: str
+    quota: str = ""
+    asked: dict[str, int] = {}
+    asked_np: dict[str, int] = {}
+
+
 class Unschedulable(msgspec.Struct, frozen=True):
     """Why no plan exists.
 
     `constraint` is one of CONSTRAINTS; `level` the layer of the failed constraint; `best_domain`
     the candidate that came closest, `fit` how many pods it could take and `needed` how many had to
-    be placed. `reason` says all of that in one line for a PodGroup condition / Event.
+    be placed. `reason` says all of that in one line for a PodGroup condition / Event. `quota`: the
+    refusal in structure when the constraint is QUOTA.
     """
 
     gangs: tuple[str, ...]
@@ -66,3 +89,4 @@ class Unschedulable(msgspec.Struct, frozen=True):
     best_domain: str = ""
     fit: int = 0
     needed: int = 0
+    quota: QuotaShortfall | None = None

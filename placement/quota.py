@@ -33,7 +33,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from placement.plan import QUOTA, Unschedulable
+from placement.plan import (
+    QUOTA,
+    QUOTA_CLOSED,
+    QUOTA_MEMBERSHIP,
+    QUOTA_NON_PREEMPTIBLE,
+    QUOTA_OVER_MAX,
+    QUOTA_OVER_POOL,
+    QUOTA_OVER_RUNTIME,
+    QuotaShortfall,
+    Unschedulable,
+)
 from state.cluster import ClusterState
 from state.quota import CAPACITY, KAI_DIALECT, KOORDINATOR, Quota, QuotaBook, counted_requests, shown_amount
 from state.resources import Resources, format_quantity
@@ -47,9 +57,16 @@ def admit(state: ClusterState, pods: Sequence[str], *, ignore_pods: AbstractSet[
           starting: bool = True) -> str:
     """"" when `pods` (pending pods of one job) fit their quotas, else why not (naming quota and
     resource). `starting`: the job has no running member (a Closed queue refuses it)."""
+    shortfall = admission(state, pods, ignore_pods=ignore_pods, starting=starting)
+    return shortfall.message if shortfall is not None else ""
+
+
+def admission(state: ClusterState, pods: Sequence[str], *, ignore_pods: AbstractSet[str] = frozenset(),
+              starting: bool = True) -> QuotaShortfall | None:
+    """As `admit`, the refusal in structure (None when the quotas admit the pods)."""
     book = state.quotas
     if not book.active:
-        return ""
+        return None
     asked: dict[str, Resources] = {}
     asked_np: dict[str, Resources] = {}
     np_why: dict[str, str] = {}  # KAI: why the first non-preemptible pod of each quota is so
@@ -61,7 +78,7 @@ def admit(state: ClusterState, pods: Sequence[str], *, ignore_pods: AbstractSet[
         if member is None:
             continue
         if member.refusal:
-            return member.refusal
+            return QuotaShortfall(QUOTA_MEMBERSHIP, member.refusal)
         quota = book.quotas.get(member.quota)
         if quota is None:
             continue
@@ -72,15 +89,15 @@ def admit(state: ClusterState, pods: Sequence[str], *, ignore_pods: AbstractSet[
             if quota.dialect == KAI_DIALECT and quota.id not in np_why:
                 np_why[quota.id] = state.kai_non_preemptible_why(pod)
     if not asked:
-        return ""
+        return None
     minus, minus_np = book.usage_of([*pods, *ignore_pods])  # the asking pods' nominations, the pods gone
     for quota_id in sorted(asked):
         quota = book.quotas[quota_id]
-        why = _check(state, book, quota, asked[quota_id], asked_np.get(quota_id, {}), minus, minus_np, starting,
-                     np_why.get(quota_id, ""))
-        if why:
-            return why
-    return ""
+        shortfall = _check(state, book, quota, asked[quota_id], asked_np.get(quota_id, {}), minus, minus_np,
+                           starting, np_why.get(quota_id, ""))
+        if shortfall is not None:
+            return shortfall
+    return None
 
 
 def admitted_pending(state: ClusterState, group: tuple[str, ...], label: str, minimum: list[str],
@@ -94,10 +111,10 @@ def admitted_pending(state: ClusterState, group: tuple[str, ...], label: str, mi
         return list(extras), ""
     # the smallest job worth placing: minMember's share, or one pod when running members meet minMember
     low = 0 if minimum else 1
-    refusal = admit(state, minimum + extras[:low], ignore_pods=ignore_pods, starting=starting)
-    if refusal:
+    refusal = admission(state, minimum + extras[:low], ignore_pods=ignore_pods, starting=starting)
+    if refusal is not None:
         return Unschedulable(gangs=group, constraint=QUOTA, needed=len(minimum) + low, fit=0,
-                             reason=f"{label}: {refusal}")
+                             reason=f"{label}: {refusal.message}", quota=refusal)
     high = len(extras) - 1  # all of them did not fit
     while low < high:
         middle = (low + high + 1) // 2
@@ -148,8 +165,9 @@ def _add(total: Resources, requests: Mapping[str, int]) -> None:
 
 
 def _check(state: ClusterState, book: QuotaBook, quota: Quota, asked: Resources, asked_np: Resources,
-           minus: dict[str, Resources], minus_np: dict[str, Resources], starting: bool, np_why: str = "") -> str:
-    """Why `quota` does not admit `asked` ("" when it does). Max is checked up the whole path (a
+           minus: dict[str, Resources], minus_np: dict[str, Resources], starting: bool, np_why: str = ""
+           ) -> QuotaShortfall | None:
+    """Why `quota` does not admit `asked` (None when it does). Max is checked up the whole path (a
     parent's max limits its subtree); the runtime and the non-preemptible min only at the quota
     itself, as Koordinator does: a parent over its share because a child borrows too much is put
     right by reclaim, not by refusing the child that is owed its min."""
@@ -166,11 +184,13 @@ def _check(state: ClusterState, book: QuotaBook, quota: Quota, asked: Resources,
                 note = _NON_PREEMPTIBLE_WITHIN_MIN[quota.dialect]
                 if np_why:  # KAI: say why the job counts as non-preemptible (often its priority class alone)
                     note = f"{note[:-1]}: {np_why})"
-                return _words(quota, resource, used, amount, quota.guarded_word, floor, note,
-                              "used by non-preemptible pods")
+                return QuotaShortfall(QUOTA_NON_PREEMPTIBLE, _words(
+                    quota, resource, used, amount, quota.guarded_word, floor, note, "used by non-preemptible pods"),
+                    quota.id, asked, asked_np)
     for level in quota.path():
         if level.closed and starting:
-            return f"{level.label} is Closed: it admits no new job"
+            return QuotaShortfall(QUOTA_CLOSED, f"{level.label} is Closed: it admits no new job", level.id, asked,
+                                  asked_np)
         gone = minus.get(level.id, {})
         for resource in sorted(asked):
             amount = asked[resource]
@@ -179,11 +199,13 @@ def _check(state: ClusterState, book: QuotaBook, quota: Quota, asked: Resources,
                 continue
             used = level.used.get(resource, 0) - gone.get(resource, 0)
             if used + amount > cap:
-                return _words(level, resource, used, amount, level.max_word, cap)
+                return QuotaShortfall(QUOTA_OVER_MAX, _words(level, resource, used, amount, level.max_word, cap),
+                                      level.id, asked, asked_np)
     if quota.dialect == CAPACITY:
-        return _capacity_pool(book, quota, asked, released, minus)
+        pool = _capacity_pool(book, quota, asked, released, minus)
+        return QuotaShortfall(QUOTA_OVER_POOL, pool, quota.id, asked, asked_np) if pool else None
     if quota.dialect == KAI_DIALECT:
-        return ""  # KAI: limits and (non-preemptible) quota only; the runtime is its fair share, not a cap
+        return None  # KAI: limits and (non-preemptible) quota only; the runtime is its fair share, not a cap
     runtime = book.runtime(state, quota)
     for resource in sorted(asked):
         amount = asked[resource]
@@ -192,10 +214,11 @@ def _check(state: ClusterState, book: QuotaBook, quota: Quota, asked: Resources,
             continue
         used = quota.used.get(resource, 0) - released.get(resource, 0)
         if used + amount > share:
-            return _words(quota, resource, used, amount, "runtime", share,
-                          f" ({quota.guarded_word} {shown_amount(resource, quota.min.get(resource, 0))} "
-                          "plus its share of idle capacity)")
-    return ""
+            return QuotaShortfall(QUOTA_OVER_RUNTIME, _words(
+                quota, resource, used, amount, "runtime", share,
+                f" ({quota.guarded_word} {shown_amount(resource, quota.min.get(resource, 0))} "
+                "plus its share of idle capacity)"), quota.id, asked, asked_np)
+    return None
 
 
 def _capacity_pool(book: QuotaBook, quota: Quota, asked: Resources, released: Resources,

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -89,7 +89,10 @@ from events.objects import (
     TopologyDetail,
 )
 from placement.members import TASK_SHORT
+from placement.plan import QUOTA_MEMBERSHIP, QUOTA_NON_PREEMPTIBLE, QUOTA_OVER_MAX, QuotaShortfall
 from state.cluster import ClusterState
+from state.quota import UNLIMITED_MIN
+from state.resources import format_quantity
 from state.volcano_enqueue import INQUEUE
 
 log = structlog.get_logger("toposched.kubeapi")
@@ -157,11 +160,15 @@ PREEMPTED = "Preempted"  # kube-scheduler's Event on a victim
 # The Event's reason per phase (the condition keeps the loop's reason: Unschedulable, Scheduled, GangTimeout).
 _EVENT_REASON: dict[str, str] = {"Pending": FAILED_SCHEDULING, "TimedOut": "GangTimeout", "Scheduled": SCHEDULED,
                                  "Preempted": PREEMPTED}
-# KAI's scheduler: the Event reasons on a PodGroup, and the one scheduling condition it keeps per node pool
-# (toposched has no node pools: its condition is the default pool's).
+# KAI's scheduler: the Event reasons on a PodGroup, the one scheduling condition it keeps per node pool, and the
+# reasons that condition lists (KAI's v2alpha2 UnschedulableReasons; PodSchedulingErrors: pods found no nodes).
 KAI_NOT_READY = "NotReady"
 KAI_EVICT = "Evict"
 KAI_UNSCHEDULABLE_ON_NODE_POOL = "UnschedulableOnNodePool"
+KAI_QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
+KAI_OVER_LIMIT = "OverLimit"
+KAI_NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
+KAI_POD_SCHEDULING_ERRORS = "PodSchedulingErrors"
 _EVICTED = "evicted"
 _DELETED = "deleted (no Eviction API)"
 _DELETED_OVER_BUDGET = "deleted: its PodDisruptionBudget refused the eviction, and preemption outranks it"
@@ -183,6 +190,13 @@ def _event_of(phase: GangPhase, reason: str, *, kai: bool = False) -> tuple[Lite
     if reason == NOT_READY_REASON:
         return "Normal", NOT_READY_REASON
     return ("Normal" if phase in ("Scheduled", "Preempted") else "Warning"), _EVENT_REASON[phase]
+
+
+def _resource_list(amounts: Mapping[str, int], only: Collection[str] | None = None) -> dict[str, str]:
+    """Resources in milli-units as a Kubernetes ResourceList (quantities as users write them), of `only` those
+    when given; a KAI quota of -1 (no bound) is left out."""
+    return {resource: format_quantity(resource, amount) for resource, amount in sorted(amounts.items())
+            if amount < UNLIMITED_MIN and (only is None or resource in only)}
 
 
 def _transition_number(text: str) -> int:
@@ -574,7 +588,8 @@ class KubeClusterAPI:
 
     # ------------------------------------------------------------------ reports
 
-    async def report_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> ApiOutcome:
+    async def report_gang(self, gang: str, phase: GangPhase, reason: str, message: str,
+                          quota: QuotaShortfall | None = None) -> ApiOutcome:
         """PodGroup status (phase + one condition) and an Event on it saying the same. Best effort."""
         target = self.state.gang_object(gang) if self.state is not None else None
         if target is None:
@@ -589,7 +604,7 @@ class KubeClusterAPI:
             if reason != NOT_READY_REASON:
                 status = self._kube_pod_group_status(gang, api_version, phase, message)
         elif kai:
-            status = self._kai_pod_group_status(gang, phase, reason, message)
+            status = self._kai_pod_group_status(gang, phase, reason, message, quota)
             if phase == "Preempted":  # its preemption delay counts again from now (KAI's scheduler stamps it too)
                 annotations = {KAI_LAST_EVICTION_ANNOTATION: _now()}
         elif target.status:
@@ -685,13 +700,14 @@ class KubeClusterAPI:
         log.info("gang.enqueued", gang=gang)
         return OK
 
-    def _kai_pod_group_status(self, gang: str, phase: GangPhase, reason: str, message: str) -> dict[str, Any] | None:
+    def _kai_pod_group_status(self, gang: str, phase: GangPhase, reason: str, message: str,
+                              quota: QuotaShortfall | None = None) -> dict[str, Any] | None:
         """A KAI PodGroup's `status.schedulingConditions` as KAI's scheduler keeps them: while the gang cannot
         be placed, one `UnschedulableOnNodePool` condition for its node pool (its pool label's value, else
-        `default`, as KAI names it), last in the list, its
-        `transitionID` one above the latest one's, rewritten only when it says something new; none once the
-        gang is scheduled. A gang still short of members (not ready for scheduling) or preempted gets none
-        written, as KAI writes none then. None: nothing to change."""
+        `default`, as KAI names it), last in the list, its `transitionID` one above the latest one's, its
+        `reasons` saying why in KAI's words (`_kai_reasons`), rewritten only when it says something new; none
+        once the gang is scheduled. A gang still short of members (not ready for scheduling) or preempted gets
+        none written, as KAI writes none then. None: nothing to change."""
         group = self.state.kai_pod_groups.get(gang) if self.state is not None else None
         current = group.status.scheduling_conditions if group is not None else []
         if phase == "Scheduled":
@@ -701,17 +717,46 @@ class KubeClusterAPI:
         text = message[:1024]
         label = self.state.kai_node_pool_label if self.state is not None else ""
         pool = (group.metadata.labels.get(label) if group is not None and label else None) or KAI_DEFAULT_NODE_POOL
-        wanted = (KAI_UNSCHEDULABLE_ON_NODE_POOL, pool, UNSCHEDULABLE, text, "True")
+        reasons = self._kai_reasons(quota, text)
+        wanted = (KAI_UNSCHEDULABLE_ON_NODE_POOL, pool, UNSCHEDULABLE, text, "True", [r["reason"] for r in reasons])
         latest = max(current, key=lambda c: _transition_number(c.transition_id), default=None)
         if (latest is not None and current[-1].node_pool == pool
-                and (latest.type, latest.node_pool, latest.reason, latest.message, latest.status) == wanted):
+                and (latest.type, latest.node_pool, latest.reason, latest.message, latest.status,
+                     [r.reason for r in latest.reasons]) == wanted):
             return None
         number = _transition_number(latest.transition_id) if latest is not None else 0
         condition = {"type": KAI_UNSCHEDULABLE_ON_NODE_POOL, "nodePool": pool,
-                     "reason": UNSCHEDULABLE, "message": text, "status": "True",
+                     "reason": UNSCHEDULABLE, "message": text, "reasons": reasons, "status": "True",
                      "transitionID": str(max(number, 0) + 1), "lastTransitionTime": _now()}
         kept = [msgspec.to_builtins(c) for c in current if c.node_pool != pool]
         return {"schedulingConditions": [*kept, condition]}
+
+    def _kai_reasons(self, quota: QuotaShortfall | None, message: str) -> list[dict[str, Any]]:
+        """A KAI condition's `reasons`, as KAI's scheduler writes them (its UnschedulableExplanations, which
+        KAI's docs tell clients to read): a queue that does not exist (or, for this pool's scheduler, is
+        not there: another pool's) `QueueDoesNotExist`; a queue limit the job would pass `OverLimit`; a
+        non-preemptible job past its queue's quota `NonPreemptibleOverQuota`, both with the queue's figures
+        (`details.queueDetails`, as they stand when written); anything else `PodSchedulingErrors`, KAI's reason
+        for a job whose pods find no nodes. The message is the condition's."""
+        kind = quota.kind if quota is not None else ""
+        if kind == QUOTA_MEMBERSHIP:
+            return [{"reason": KAI_QUEUE_DOES_NOT_EXIST, "message": message}]
+        code = {QUOTA_OVER_MAX: KAI_OVER_LIMIT, QUOTA_NON_PREEMPTIBLE: KAI_NON_PREEMPTIBLE_OVER_QUOTA}.get(kind)
+        if code is None or quota is None:
+            return [{"reason": KAI_POD_SCHEDULING_ERRORS, "message": message}]
+        explanation: dict[str, Any] = {"reason": code, "message": message}
+        queue = self.state.quotas.quotas.get(quota.quota) if self.state is not None else None
+        if queue is not None:
+            explanation["details"] = {"queueDetails": {
+                "name": queue.name,
+                "queueDeservedResources": _resource_list(queue.guarded),
+                "queueAllocatedResources": _resource_list(queue.used),
+                "queueAllocatedNonPreemptibleResources": _resource_list(queue.used_np),
+                "queueResourceLimits": _resource_list(queue.max),
+                "podGroupRequestedResources": _resource_list(quota.asked, queue.constrained),
+                "podGroupRequestedNonPreemptibleResources": _resource_list(quota.asked_np, queue.constrained),
+            }}
+        return [explanation]
 
     async def _report_objectless_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> ApiOutcome:
         """A gang of pod annotations (Koordinator's, no PodGroup object): its Event goes on its first member

@@ -109,6 +109,7 @@ from events.objects import (
     VolumeNodeAffinity,
 )
 from events.scenario import Scenario, ScenarioObject
+from placement.plan import QuotaShortfall
 from preemption.hook import JobPreemptor
 from state.cluster import ClusterState
 from state.volcano_enqueue import INQUEUE
@@ -469,7 +470,8 @@ class InMemoryCluster:
                                                 reason="PreemptionByScheduler", message=message))
         return OK
 
-    async def report_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> ApiOutcome:
+    async def report_gang(self, gang: str, phase: GangPhase, reason: str, message: str,
+                          quota: QuotaShortfall | None = None) -> ApiOutcome:
         self.calls.append(("report_gang", gang))
         self.world.reports.append((gang, phase, reason, message))
         return OK

@@ -59,7 +59,17 @@ from events.model import (
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod
 from placement.fit import Requests
 from placement.members import is_running, quorum_met
-from placement.plan import CAPACITY, HARD_TIER, INVALID, MEMBERS, MIN_RESOURCES, MUST_GATHER, POD_FIT, VOLUME
+from placement.plan import (
+    CAPACITY,
+    HARD_TIER,
+    INVALID,
+    MEMBERS,
+    MIN_RESOURCES,
+    MUST_GATHER,
+    POD_FIT,
+    VOLUME,
+    QuotaShortfall,
+)
 from placement.recheck import Adopted, broken_plans, refusal
 from state.cluster import ClusterState, PodInfo
 
@@ -122,6 +132,7 @@ class ReportPending(msgspec.Struct, frozen=True):
     reason: str
     reports: tuple[tuple[str, str], ...]  # (gang key, "") per gang, or (pod key, uid)
     held: bool = False  # untried: it waits for members to appear (`GangPending.held`)
+    quota: QuotaShortfall | None = None  # the quota refusal the reason says, in structure (KAI's `reasons`)
 
 
 class ReportGang(msgspec.Struct, frozen=True):
@@ -389,7 +400,7 @@ def _unschedulable(step: Step, unit: Unit, failure: Unschedulable) -> bool:
         if note:
             reason = f"{reason}; {note}"
     step.do(Park(unit.key, structural=structural, retry_at=retry_at))
-    pending(step, unit.key, unit.gangs, reason, held=failure.constraint == MEMBERS)
+    pending(step, unit.key, unit.gangs, reason, held=failure.constraint == MEMBERS, quota=failure.quota)
     return preempted
 
 
@@ -461,10 +472,12 @@ def _preempt(step: Step, unit: Unit, failure: Unschedulable) -> tuple[str, bool,
     return f"preempting {victims}", True, None
 
 
-def pending(step: Step, unit_key: str, gangs: Sequence[str], reason: str, *, held: bool = False) -> None:
+def pending(step: Step, unit_key: str, gangs: Sequence[str], reason: str, *, held: bool = False,
+            quota: QuotaShortfall | None = None) -> None:
     """Record why the unit waits, only when the reason changed, and report it (a condition + an Event).
     Recording is synchronous, so the reason can never land after a later, successful attempt. `held`: the
-    gangs were not tried against nodes, their members (or defining objects) having yet to appear."""
+    gangs were not tried against nodes, their members (or defining objects) having yet to appear. `quota`:
+    the quota refusal `reason` tells of, in structure."""
     state = step.state
     reports: list[tuple[str, str]] = []
     if gangs:
@@ -475,7 +488,7 @@ def pending(step: Step, unit_key: str, gangs: Sequence[str], reason: str, *, hel
             step.record(GangPending(gang=gang, reason=reason, attempt=info.attempts + 1, held=held))
             reports.append((gang, ""))
         if reports:
-            step.do(ReportPending(unit_key, False, reason, tuple(reports), held))
+            step.do(ReportPending(unit_key, False, reason, tuple(reports), held, quota))
         return
     if step.memory.shown_reason(unit_key) == reason:
         return

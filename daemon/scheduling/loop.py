@@ -173,7 +173,7 @@ from events.model import (
 )
 from events.objects import SELECTED_NODE_ANNOTATION, Node, PersistentVolumeClaim, Pod
 from placement.fit import Requests
-from placement.plan import Unschedulable
+from placement.plan import QuotaShortfall, Unschedulable
 from placement.pod_affinity import PodTerms, affinity_index, has_terms
 from placement.pod_spread import Spread, has_spreads, spread_index
 from placement.volume_binding import choose_volumes
@@ -305,9 +305,9 @@ class Scheduler:
         self._quota_trees = self.state.quotas.trees_version
         self._requests_released = self.state.requests_released  # see `_pod_upserted`
         self._background: anyio.abc.TaskGroup | None = None  # run()'s task group for binds and reports
-        # Per gang, the reports (phase, reason, message) decided and not yet written, oldest first: one
+        # Per gang, the reports (phase, reason, message, quota refusal) decided and not yet written, oldest first: one
         # task at a time writes a gang's, in order (see `_queue_report`).
-        self._gang_reports: dict[str, deque[tuple[GangPhase, str, str]]] = {}
+        self._gang_reports: dict[str, deque[tuple[GangPhase, str, str, QuotaShortfall | None]]] = {}
         # Volcano Jobs' PodGroups moved to Inqueue whose new phase the watch has not shown yet, and whether
         # something happened that may let another be enqueued (`_enqueue_volcano`)
         self._enqueued: set[str] = set()
@@ -1389,17 +1389,17 @@ class Scheduler:
         after it was scheduled (its Scheduled report still on its way) would be left reading Scheduled.
         """
         if isinstance(effect, ReportGang):
-            reports: list[tuple[str, GangPhase, str, str]] = [(effect.gang, effect.phase, effect.reason,
-                                                                effect.message)]
+            reports: list[tuple[str, GangPhase, str, str, QuotaShortfall | None]] = [
+                (effect.gang, effect.phase, effect.reason, effect.message, None)]
         elif effect.lone:
             return []
         else:
             reports = [(gang, "Pending", NOT_READY_REASON if effect.held and self.state.not_ready_for_scheduling(gang)
-                        else UNSCHEDULABLE_REASON, effect.reason) for gang, _ in effect.reports]
+                        else UNSCHEDULABLE_REASON, effect.reason, effect.quota) for gang, _ in effect.reports]
         writers = []
-        for gang, phase, reason, message in reports:
+        for gang, phase, reason, message, quota in reports:
             queued = self._gang_reports.setdefault(gang, deque())
-            queued.append((phase, reason, message))
+            queued.append((phase, reason, message, quota))
             if len(queued) == 1:
                 writers.append(gang)
         return writers
@@ -1409,8 +1409,8 @@ class Scheduler:
         queued = self._gang_reports[gang]
         try:
             while queued:
-                phase, reason, message = queued[0]
-                await self._call(self.api.report_gang(gang, phase, reason, message), "report_gang", gang)
+                phase, reason, message, quota = queued[0]
+                await self._call(self.api.report_gang(gang, phase, reason, message, quota), "report_gang", gang)
                 queued.popleft()
         finally:
             del self._gang_reports[gang]

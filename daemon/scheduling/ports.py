@@ -35,7 +35,7 @@ from typing import Final, Literal, Protocol
 
 import msgspec
 
-from placement.plan import Unschedulable
+from placement.plan import QuotaShortfall, Unschedulable
 from preemption.plan import PreemptionPlan
 from state.cluster import ClusterState
 
@@ -127,9 +127,11 @@ class ClusterAPI(Protocol):
         """Add condition DisruptionTarget=True, reason PreemptionByScheduler, with `message`."""
         ...
 
-    async def report_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> ApiOutcome:
+    async def report_gang(self, gang: str, phase: GangPhase, reason: str, message: str,
+                          quota: QuotaShortfall | None = None) -> ApiOutcome:
         """PodGroup status/condition + an Event: Pending (with the placement reason), Scheduled, TimedOut,
-        Preempted (a victim job: some of its pods are being evicted for a higher-priority one)."""
+        Preempted (a victim job: some of its pods are being evicted for a higher-priority one). `quota`: the
+        quota refusal `message` tells of, in structure (a KAI PodGroup's condition lists it as KAI does)."""
         ...
 
     async def report_pod(self, pod: str, uid: str, reason: str, message: str) -> ApiOutcome:

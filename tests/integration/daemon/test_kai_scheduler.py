@@ -142,12 +142,21 @@ def reason_of(cluster: DevCluster, name: str) -> str:
     return next((c.get("message", "") for c in conditions if c["type"] == "PodScheduled"), "")
 
 
+def kai_reasons(cluster: DevCluster, name: str) -> list[dict[str, Any]]:
+    """The `reasons` of the KAI PodGroup's UnschedulableOnNodePool condition, as KAI's clients read them."""
+    group = cluster.store.get("podgroups.scheduling.run.ai", name, NAMESPACE)
+    conditions = (group.get("status") or {}).get("schedulingConditions") or []
+    return next((c.get("reasons", []) for c in conditions if c["type"] == "UnschedulableOnNodePool"), [])
+
+
 async def test_a_kai_gang_over_its_queues_limit_waits_with_the_quota_reason_and_one_within_is_placed(
         tmp_path: Path) -> None:
     team = kai_queue("team-a", {"resources": {"cpu": NO_LIMIT, "memory": NO_LIMIT,
                                               "gpu": {"quota": 8, "limit": 16, "overQuotaWeight": 1}}})
+    guarded = kai_queue("team-b", {"resources": {"cpu": NO_LIMIT, "memory": NO_LIMIT,
+                                                 "gpu": {"quota": 8, "limit": -1, "overQuotaWeight": 1}}})
     async with DevCluster() as cluster:
-        cluster.load_objects([*nodes(4), team])
+        cluster.load_objects([*nodes(4), team, guarded])
         async with daemons(cluster, tmp_path):
             within = kai_gang("within", 2, {}, queue="team-a")
             cluster.load_objects(within)
@@ -158,6 +167,32 @@ async def test_a_kai_gang_over_its_queues_limit_waits_with_the_quota_reason_and_
                              in reason_of(cluster, "over-0"), what="the quota's reason on the waiting pod")
             assert bound_count(cluster, names(over)) == 0  # three nodes are free: only the queue holds it back
             assert warning_events(cluster, "Queue", "team-a") == []
+            # The PodGroup's condition says it as KAI's scheduler does: OverLimit, with the queue's figures.
+            await wait_until(lambda: bool(kai_reasons(cluster, "over")), what="the KAI condition's reasons")
+            (limit,) = kai_reasons(cluster, "over")
+            assert limit["reason"] == "OverLimit"
+            assert "nvidia.com/gpu 16 used + 8 asked > limit 16" in limit["message"]
+            queue = limit["details"]["queueDetails"]
+            assert queue["name"] == "team-a"
+            assert queue["queueResourceLimits"] == {"nvidia.com/gpu": "16"}  # cpu and memory: -1, no limit
+            assert queue["queueDeservedResources"]["nvidia.com/gpu"] == "8"
+            assert queue["queueAllocatedResources"]["nvidia.com/gpu"] == "16"
+            assert queue["podGroupRequestedResources"]["nvidia.com/gpu"] == "8"
+            assert queue["podGroupRequestedNonPreemptibleResources"] == {}
+            # A non-preemptible job past its queue's quota (within its limit): NonPreemptibleOverQuota.
+            build = kai_gang("build", 2, {}, queue="team-b", preemptibility="non-preemptible")
+            cluster.load_objects(build)
+            await wait_until(lambda: bool(kai_reasons(cluster, "build")), what="the non-preemptible job's reasons")
+            (quota,) = kai_reasons(cluster, "build")
+            assert quota["reason"] == "NonPreemptibleOverQuota", quota
+            assert quota["details"]["queueDetails"]["podGroupRequestedNonPreemptibleResources"][
+                "nvidia.com/gpu"] == "16"
+            # A job the nodes cannot hold (2 of 4 nodes free), in a queue that admits it: PodSchedulingErrors.
+            wide = kai_gang("wide", 3, {}, queue="team-b")
+            cluster.load_objects(wide)
+            await wait_until(lambda: bool(kai_reasons(cluster, "wide")), what="the wide job's reasons")
+            assert [r["reason"] for r in kai_reasons(cluster, "wide")] == ["PodSchedulingErrors"]
+            assert bound_count(cluster, names(build) + names(wide)) == 0
 
 
 async def test_a_bad_kai_queue_is_warned_about_naming_the_field_and_its_gang_waits_on_a_missing_queue(
@@ -194,6 +229,9 @@ async def test_a_bad_kai_queue_is_warned_about_naming_the_field_and_its_gang_wai
             await wait_until(lambda: "KAI queue 'no-such-queue' not found" in reason_of(cluster, "lost-0"),
                              what="the missing queue in the pod's reason")
             assert bound_count(cluster, names(lost)) == 0
+            await wait_until(lambda: bool(kai_reasons(cluster, "lost")), what="the KAI condition's reasons")
+            (missing,) = kai_reasons(cluster, "lost")
+            assert missing["reason"] == "QueueDoesNotExist" and "no-such-queue" in missing["message"]
 
 
 

@@ -350,7 +350,10 @@ async def test_a_kai_pod_groups_scheduling_conditions_are_kept_as_kais_scheduler
     api_version = "scheduling.run.ai/v2alpha2"
     other_pool = {"type": "UnschedulableOnNodePool", "nodePool": "pool-b", "reason": "Unschedulable",
                   "message": "older", "status": "True", "transitionID": "7",
-                  "lastTransitionTime": "2026-07-12T10:28:43Z"}
+                  "lastTransitionTime": "2026-07-12T10:28:43Z",
+                  "reasons": [{"reason": "OverLimit", "message": "older",
+                               "details": {"queueDetails": {"name": "team-b",
+                                                            "queueResourceLimits": {"nvidia.com/gpu": "8"}}}}]}
     async with DevCluster(kubelet=False) as cluster:
         cluster.load_objects([{"apiVersion": api_version, "kind": "PodGroup",
                                "metadata": {"name": "job", "namespace": "default"}, "spec": {"minMember": 1}}])
@@ -371,6 +374,8 @@ async def test_a_kai_pod_groups_scheduling_conditions_are_kept_as_kais_scheduler
             assert (condition["type"], condition["nodePool"], condition["reason"], condition["message"],
                     condition["status"], condition["transitionID"]) == (
                 "UnschedulableOnNodePool", "default", "Unschedulable", "0/4 nodes fit", "True", "1")
+            # KAI's reasons for a job whose pods find no nodes (no quota refusal given)
+            assert condition["reasons"] == [{"reason": "PodSchedulingErrors", "message": "0/4 nodes fit"}]
             assert (await api.report_gang("default/job", "Pending", "Unschedulable", "0/4 nodes fit")).ok
             assert refold()["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]  # nothing new
             assert (await api.report_gang("default/job", "Pending", NOT_READY_REASON, "1 missing")).ok
@@ -383,6 +388,7 @@ async def test_a_kai_pod_groups_scheduling_conditions_are_kept_as_kais_scheduler
             pools = [(c["nodePool"], c["transitionID"], c["message"])
                      for c in refold()["status"]["schedulingConditions"]]
             assert pools == [("pool-b", "7", "older"), ("default", "8", "1/4 nodes fit")]
+            assert refold()["status"]["schedulingConditions"][0] == other_pool  # written back whole
             assert (await api.report_gang("default/job", "Preempted", "Preempted", "2 pod(s) preempted")).ok
             evicted = refold()
             assert "kai.scheduler/last-eviction-timestamp" in evicted["metadata"]["annotations"]

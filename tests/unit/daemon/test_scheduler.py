@@ -61,6 +61,7 @@ from events.objects import (
     PriorityClass,
 )
 from placement import Assignment, Unschedulable
+from placement.plan import QuotaShortfall
 from preemption import JobPreemptor
 from preemption.plan import PreemptionPlan
 from state.cluster import ClusterState
@@ -152,7 +153,8 @@ class FakeAPI:
         self.calls.append(("disrupt", pod))
         return OK
 
-    async def report_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> ApiOutcome:
+    async def report_gang(self, gang: str, phase: GangPhase, reason: str, message: str,
+                          quota: QuotaShortfall | None = None) -> ApiOutcome:
         slow = self.slow_reports.get(phase)
         if slow is not None:
             await slow.wait()

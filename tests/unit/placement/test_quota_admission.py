@@ -41,7 +41,7 @@ from events.objects import (
     PriorityClass,
 )
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod
-from placement.plan import QUOTA
+from placement.plan import QUOTA, QUOTA_MEMBERSHIP, QUOTA_NON_PREEMPTIBLE, QUOTA_OVER_MAX
 from state.cluster import ClusterState
 
 
@@ -211,6 +211,15 @@ def kai_gang(name: str, size: int, queue_name: str, *, preemptibility: str = "",
     return events
 
 
+def test_a_kai_gang_naming_a_missing_queue_is_refused_for_its_membership() -> None:
+    state = cluster(KaiQueueUpserted(queue=kai_queue("team-a", cpu=KAI_OPEN, memory=KAI_OPEN, gpu=(8, 16, 1))),
+                    *kai_gang("lost", 1, "team-z"))
+    result = plan_gang(state, "default/lost")
+    assert isinstance(result, Unschedulable) and result.constraint == QUOTA
+    assert result.quota is not None and (result.quota.kind, result.quota.quota) == (QUOTA_MEMBERSHIP, "")
+    assert "team-z" in result.quota.message
+
+
 def test_a_kai_gang_over_its_queues_gpu_limit_waits_and_one_within_is_placed() -> None:
     state = cluster(
         KaiQueueUpserted(queue=kai_queue("team-a", cpu=KAI_OPEN, memory=KAI_OPEN, gpu=(8, 16, 1))),
@@ -246,6 +255,11 @@ def test_a_non_preemptible_kai_job_stays_within_its_queues_quota() -> None:
                              "16 asked > quota 8 (non-preemptible jobs stay within quota: PodGroup default/keep says "
                              "non-preemptible)")
     assert isinstance(plan_gang(state, "default/spot"), GangPlan)  # a preemptible job may borrow
+    # The refusal in structure (what a KAI PodGroup's condition lists): the queue, and what the job asks of it.
+    shortfall = result.quota
+    assert shortfall is not None and (shortfall.kind, shortfall.quota) == (QUOTA_NON_PREEMPTIBLE, "kai/team-a")
+    assert result.reason == f"gang default/keep: {shortfall.message}"
+    assert shortfall.asked["nvidia.com/gpu"] == shortfall.asked_np["nvidia.com/gpu"] == 16_000  # milli-GPUs
 
 
 def test_a_kai_parent_queues_limit_holds_its_children() -> None:
@@ -258,6 +272,7 @@ def test_a_kai_parent_queues_limit_holds_its_children() -> None:
     result = plan_gang(state, "default/more")
     assert isinstance(result, Unschedulable)
     assert result.reason == "gang default/more: KAI queue org: nvidia.com/gpu 8 used + 8 asked > limit 8"
+    assert result.quota is not None and (result.quota.kind, result.quota.quota) == (QUOTA_OVER_MAX, "kai/org")
 
 
 def test_kais_documented_burst_queue_runs_a_job_on_idle_gpus_without_quota_or_weight() -> None:
