@@ -60,15 +60,22 @@ def explain_failure(solver: Solver, job: Job, group: tuple[str, ...], label: str
     if constraints.top_level > 0 and root_fit >= needed:
         level = tree.levels[constraints.top_level]
         best = solver.closest(job, constraints.top_level)
-        closest = (f"closest is {level.layer} {best.domain.name} with room for {best.fit}"
-                   if best.domain is not None else f"no {level.layer} domain can take any")
+        fit = best.fit
+        if best.domain is None:
+            closest = f"no {level.layer} domain can take any of {needed}"
+        elif fit >= needed:  # kinds of pod each counted alone (`Solver.fit`), competing for the same nodes
+            fit = needed - 1
+            closest = (f"closest is {level.layer} {best.domain.name}, with room for each of its {len(job.demands)} "
+                       f"kinds of pod on its own, not for all {needed} at once")
+        else:
+            closest = f"closest is {level.layer} {best.domain.name} with room for {fit} of {needed}"
         anchored = " together with its running members" if job.anchor is not None else ""
         return Unschedulable(
             gangs=group, constraint=constraints.kind, level=level.layer,
             best_domain=domain_label(best.domain) if best.domain is not None else "",
-            fit=best.fit, needed=needed,
+            fit=fit, needed=needed,
             reason=(f"{label}: {constraints.source}: no {level.layer} domain can hold all {needed} pods"
-                    f"{anchored}; {closest} of {needed}"))
+                    f"{anchored}; {closest}"))
     # Not even the whole cluster holds it: say why nodes refuse, as kube-scheduler does.
     scope = tree.root
     reasons: dict[str, int] = {}

@@ -202,6 +202,19 @@ def test_a_gang_of_two_kinds_of_pod_that_fit_only_apart_is_not_said_to_have_room
                              "not for all 2 pods at once (1 node(s))")
 
 
+def test_a_gathered_gang_of_two_kinds_of_pod_is_not_said_to_fit_the_closest_block_whole() -> None:
+    """Blocks of one node of 8 GPUs; a launcher and a worker of 8 each, gathered in a block: the closest block
+    has room for each on its own, which is all it may be said to have."""
+    state = fabric(blocks=2, nvlinks=1, nodes=1)
+    state.apply(group_event(pod_group("mpi", min_member=2, gather=MUST_BLOCK)))
+    state.apply(pod_event(pod("mpi-launcher", gang="mpi", gpus=8, cpu="1")))
+    state.apply(pod_event(pod("mpi-worker", gang="mpi", gpus=8, cpu="2")))
+    result = refused(plan_gang(state, "default/mpi"))
+    assert result.constraint == MUST_GATHER and result.needed == 2 and result.fit == 1
+    assert result.reason.endswith("no BlockLayer domain can hold all 2 pods; closest is BlockLayer s0b0, with room "
+                                  "for each of its 2 kinds of pod on its own, not for all 2 at once"), result.reason
+
+
 def test_partly_running_gang_places_missing_members_near_running_ones() -> None:
     state = fabric(blocks=2, nvlinks=2, nodes=2)
     keys = gang(state, "train", 4, gather=MUST_BLOCK, indexed=True)
