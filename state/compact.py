@@ -29,6 +29,7 @@ from events.parts import PodParts, decode_map, decode_spec, decode_status, parts
 
 _Key = TypeVar("_Key")
 _Value = TypeVar("_Value")
+_Item = TypeVar("_Item", Condition, Toleration)
 
 _EMPTY_DICT: dict[str, str] = {}  # shared: the objects are frozen, nothing adds to it
 _EMPTY_LIST: list[Any] = []
@@ -224,28 +225,26 @@ class Compactor:
         return shared
 
     def _conditions(self, conditions: list[Condition]) -> list[Condition]:
-        key = tuple(conditions)
-        shared = self.conditions.get(key)
-        if shared is None:
-            intern = sys.intern
-            for condition in conditions:
-                for field in ("type", "status", "reason", "message"):
-                    force_setattr(condition, field, intern(getattr(condition, field)))
-            shared = conditions
-            _remember(self.conditions, key, shared)
-        return shared
+        return _shared_list(self.conditions, conditions, ("type", "status", "reason", "message"))
 
     def _tolerations(self, tolerations: list[Toleration]) -> list[Toleration]:
-        key = tuple(tolerations)
-        shared = self.tolerations.get(key)
-        if shared is None:
-            intern = sys.intern
-            for toleration in tolerations:
-                for field in ("key", "operator", "value", "effect"):
-                    force_setattr(toleration, field, intern(getattr(toleration, field)))
-            shared = tolerations
-            _remember(self.tolerations, key, shared)
-        return shared
+        return _shared_list(self.tolerations, tolerations, ("key", "operator", "value", "effect"))
+
+
+def _shared_list(table: dict[tuple[_Item, ...], list[_Item]], items: list[_Item], fields: tuple[str, ...]
+                 ) -> list[_Item]:
+    """The list `table` holds equal to `items` (frozen structs); the first time, `items` itself, its `fields`
+    (strings) interned."""
+    key = tuple(items)
+    shared = table.get(key)
+    if shared is None:
+        intern = sys.intern
+        for item in items:
+            for field in fields:
+                force_setattr(item, field, intern(getattr(item, field)))
+        shared = items
+        _remember(table, key, shared)
+    return shared
 
 
 def _remember(table: dict[_Key, _Value], key: _Key, value: _Value) -> None:
