@@ -9,8 +9,10 @@ A gang short of members is another matter: kube-scheduler's GangScheduling (and 
 Coscheduling) hold its pods at PreEnqueue, untried, and since KEP-5501 kube-scheduler marks such a
 pod `NotReadyForScheduling` once the hold has lasted 5 s; no autoscaler adds nodes for it. So do we
 (`ClusterState.not_ready_for_scheduling`), except for scheduler-plugins' gangs, whose Coscheduling
-fails them at PreFilter: `Unschedulable` at once, as there. A KAI PodGroup with `markUnschedulable: false`
-asks that its pods never be marked `Unschedulable` (KAI then writes them no condition): they get none.
+fails them at PreFilter: `Unschedulable` at once, as there, and KAI's, whose scheduler writes no pod
+condition for a job not ready (only its `NotReady` Event on the PodGroup): they get none. A KAI PodGroup
+with `markUnschedulable: false` asks that its pods never be marked `Unschedulable` (KAI then writes them no
+condition): they get none.
 
 What is written: for each of our pods that is pending (not bound, not assumed, not being deleted)
 and whose gang has a reason (`GangInfo.last_reason`: why it waits, why it timed out), the condition
@@ -85,6 +87,7 @@ from events.model import (
 )
 from events.objects import CONDITION_MESSAGE_LIMIT
 from state.cluster import ClusterState
+from state.gangs import KAI
 
 log = structlog.get_logger("toposched.conditions")
 
@@ -118,8 +121,11 @@ def desired(state: ClusterState, key: str) -> tuple[str, str] | None:
     if gang is None or not gang.last_reason:
         return None
     reason = NOT_READY if state.not_ready_for_scheduling(pod.gang) else UNSCHEDULABLE
-    if reason == UNSCHEDULABLE and gang.spec is not None and not gang.spec.marks_unschedulable:
-        return None  # KAI's spec.markUnschedulable: false
+    # KAI's status updater records only its NotReady Event for a job not ready for scheduling, and touches no
+    # pod; and its spec.markUnschedulable: false asks that its pods never be marked.
+    spec = gang.spec
+    if spec is not None and spec.dialect == KAI and (reason == NOT_READY or not spec.marks_unschedulable):
+        return None
     return reason, gang.last_reason[:MESSAGE_LIMIT]
 
 

@@ -12,9 +12,9 @@ from daemon.kube.pod_conditions import PendingPodConditions
 from daemon.offline.simulator import VirtualClock
 from daemon.scheduling.journal import Journal
 from daemon.scheduling.ports import OK, ApiOutcome
-from events.builders import bound, group_event, pod, pod_event, pod_group
-from events.model import GangPending, GangPlanned, PodAssumed, SchedulerPluginsPodGroupUpserted
-from events.objects import SCHEDULER_PLUGINS_POD_GROUP_LABEL, Condition, Pod, slim
+from events.builders import bound, group_event, kai_pod_group, pod, pod_event, pod_group
+from events.model import GangPending, GangPlanned, KaiPodGroupUpserted, PodAssumed, SchedulerPluginsPodGroupUpserted
+from events.objects import KAI_POD_GROUP_ANNOTATION, SCHEDULER_PLUGINS_POD_GROUP_LABEL, Condition, Pod, slim
 from state.cluster import ClusterState
 
 
@@ -233,6 +233,25 @@ async def test_a_gang_short_of_members_is_marked_not_ready_for_scheduling_only_o
     assert condition.message == SHORT
     await h.sync()
     assert len(h.writer.patches) == 2
+
+
+async def test_a_kai_gang_short_of_members_leaves_its_pods_unmarked_as_kai_does_and_is_marked_once_tried() -> None:
+    """KAI's status updater records only a NotReady Event on a job not ready for scheduling: no pod condition."""
+    h = Harness()
+    h.journal.record(KaiPodGroupUpserted(pod_group=kai_pod_group("train", min_member=3)))
+    for index in range(2):
+        h.journal.record(pod_event(pod(f"train-{index}", annotations={KAI_POD_GROUP_ANNOTATION: "train"})))
+    h.pending("train", SHORT, held=True)
+    await h.sync()
+    h.now[0] += 10.0
+    await h.sync()
+    assert h.writer.patches == []
+    h.journal.record(pod_event(pod("train-2", annotations={KAI_POD_GROUP_ANNOTATION: "train"})))
+    h.pending("train", "gang default/train: no room")  # tried, and it does not fit
+    await h.sync()
+    assert sorted(p for p, _ in h.writer.patches) == [f"default/train-{index}" for index in range(3)]
+    condition = h.condition_of("train-0")
+    assert condition is not None and condition.reason == "Unschedulable"
 
 
 async def test_a_gang_whose_last_members_arrive_within_the_delay_costs_no_patch() -> None:
