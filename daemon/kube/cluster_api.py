@@ -192,11 +192,11 @@ def _event_of(phase: GangPhase, reason: str, *, kai: bool = False) -> tuple[Lite
     return ("Normal" if phase in ("Scheduled", "Preempted") else "Warning"), _EVENT_REASON[phase]
 
 
-def _resource_list(amounts: Mapping[str, int], only: Collection[str] | None = None) -> dict[str, str]:
-    """Resources in milli-units as a Kubernetes ResourceList (quantities as users write them), of `only` those
-    when given; a KAI quota of -1 (no bound) is left out."""
+def _resource_list(amounts: Mapping[str, int], only: Collection[str]) -> dict[str, str]:
+    """Resources in milli-units, of `only` those, as a Kubernetes ResourceList (quantities as users write them);
+    a KAI quota of -1 (no bound) is left out."""
     return {resource: format_quantity(resource, amount) for resource, amount in sorted(amounts.items())
-            if amount < UNLIMITED_MIN and (only is None or resource in only)}
+            if amount < UNLIMITED_MIN and resource in only}
 
 
 def _transition_number(text: str) -> int:
@@ -747,14 +747,15 @@ class KubeClusterAPI:
         explanation: dict[str, Any] = {"reason": code, "message": message}
         queue = self.state.quotas.quotas.get(quota.quota) if self.state is not None else None
         if queue is not None:
+            kept = queue.constrained  # the queue's own resources (KAI's: cpu, memory, gpu), not every one counted
             explanation["details"] = {"queueDetails": {
                 "name": queue.name,
-                "queueDeservedResources": _resource_list(queue.guarded),
-                "queueAllocatedResources": _resource_list(queue.used),
-                "queueAllocatedNonPreemptibleResources": _resource_list(queue.used_np),
-                "queueResourceLimits": _resource_list(queue.max),
-                "podGroupRequestedResources": _resource_list(quota.asked, queue.constrained),
-                "podGroupRequestedNonPreemptibleResources": _resource_list(quota.asked_np, queue.constrained),
+                "queueDeservedResources": _resource_list(queue.guarded, kept),
+                "queueAllocatedResources": _resource_list(queue.used, kept),
+                "queueAllocatedNonPreemptibleResources": _resource_list(queue.used_np, kept),
+                "queueResourceLimits": _resource_list(queue.max, kept),
+                "podGroupRequestedResources": _resource_list(quota.asked, kept),
+                "podGroupRequestedNonPreemptibleResources": _resource_list(quota.asked_np, kept),
             }}
         return [explanation]
 

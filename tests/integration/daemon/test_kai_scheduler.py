@@ -177,6 +177,10 @@ async def test_a_kai_gang_over_its_queues_limit_waits_with_the_quota_reason_and_
             assert queue["queueResourceLimits"] == {"nvidia.com/gpu": "16"}  # cpu and memory: -1, no limit
             assert queue["queueDeservedResources"]["nvidia.com/gpu"] == "8"
             assert queue["queueAllocatedResources"]["nvidia.com/gpu"] == "16"
+            # only the queue's own resources, as KAI lists them: not the pods' slots or other resources counted
+            kai_resources = {"cpu", "memory", "nvidia.com/gpu"}
+            assert set(queue["queueAllocatedResources"]) <= kai_resources
+            assert set(queue["podGroupRequestedResources"]) <= kai_resources
             assert queue["podGroupRequestedResources"]["nvidia.com/gpu"] == "8"
             assert queue["podGroupRequestedNonPreemptibleResources"] == {}
             # A non-preemptible job past its queue's quota (within its limit): NonPreemptibleOverQuota.
