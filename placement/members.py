@@ -206,7 +206,7 @@ class PodShapes:
         # pods computes its shape once
         self.parts: dict[tuple[int, int, int, int, int, NodePool | None], _ShapeParts] = {}
         self._changes_seen = -1  # where `state.pod_changes` stood when `_anti_placed` was read
-        self._anti_placed = False  # whether a placed pod has required anti-affinity
+        self._anti_placed = False  # whether a placed (or nominated) pod has required anti-affinity
 
     def shape(self, pod: PodInfo, ignore: frozenset[str] = _NOBODY) -> Shape:
         """`shape_of(pod)`, computed once for the pods that share the objects it is made of, narrowed by
@@ -222,7 +222,8 @@ class PodShapes:
         end = state.pod_changes.end
         if end != self._changes_seen:
             self._changes_seen = end
-            self._anti_placed = bool(affinity_index(state).anti)
+            index = affinity_index(state)
+            self._anti_placed = bool(index.anti) or index.nominations().anti
         spreads = has_spreads(pod.obj)
         if not self._anti_placed and not spreads and (affinity is None or (affinity.pod_affinity is None
                                                                            and affinity.pod_anti_affinity is None)):

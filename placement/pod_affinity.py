@@ -18,8 +18,14 @@ anti-affinity the safe side; `state.pod_constraints` reports it). `matchLabelKey
 add `key In / NotIn (the pod's value)` to the selector, as the API server does when it admits the pod
 (adding them again changes nothing). A nil labelSelector selects no pod, an empty one every pod.
 Placed pods are those bound or assumed and not finished (terminating ones included, as kube-scheduler
-counts them until they are gone); nominations are not. Of each kind, the first `MAX_REQUIRED_TERMS` terms
-of a pod are placed by (a pod may carry thousands; `state.pod_constraints` reports the rest).
+counts them until they are gone). Of each kind, the first `MAX_REQUIRED_TERMS` terms of a pod are placed
+by (a pod may carry thousands; `state.pod_constraints` reports the rest).
+Nominated pods (a preemptor's, while its victims leave) count as kube-scheduler counts them: it filters a
+pod both with the nominated pods of priority at least its own added to their nodes and without them, and
+keeps the nodes that pass both. So such a nominated pod counts as placed on its node for anti-affinity,
+either way round; and for affinity it only narrows the first pod of a series (no placed pod matches, so
+the pod could go anywhere) to the domains where the series' nominated pods are; it never satisfies an
+affinity term alone. A pod's own nomination, and those of its GangGroup (planned with it), do not count.
 
 These become `PodRule`s of the pod's shape (`placement.fit.admits` checks them node by node), derived
 from the pods placed now. The pods of one plan (a gang's, placed together) do not see one another
@@ -51,6 +57,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 
 import msgspec
 
@@ -213,6 +220,38 @@ def _required_pairs(term: Term) -> tuple[tuple[str, str | None], ...] | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Nominations:
+    """The pods holding a nomination on a node (a preemptor's, while its victims leave), as kube-scheduler
+    adds them when it filters a pod of lower or equal priority: `anti`, whether one of them has required
+    anti-affinity, and `label_keys`, the label keys those terms' selectors read."""
+
+    stamp: tuple[int, int]
+    pods: tuple[PodInfo, ...]
+    anti: bool
+    label_keys: tuple[str, ...]
+
+
+_NO_NOMINATIONS = Nominations((-1, -1), (), False, ())
+
+
+def nominated_others(state: ClusterState, pod: PodInfo, ignore: AbstractSet[str] = _NOBODY) -> list[PodInfo]:
+    """The nominated pods kube-scheduler would add to the nodes when it filters `pod`: of priority at least
+    the pod's, not the pod itself nor a pod of its GangGroup (planned with it), nor treated as gone."""
+    found = affinity_index(state).nominations().pods
+    if not found:
+        return []
+    own = _own_group(state, pod)
+    priority, key = pod.priority, pod.key
+    return [other for other in found if other.priority >= priority and other.key != key and other.key not in ignore
+            and not (other.gang and other.gang in own)]
+
+
+def _own_group(state: ClusterState, pod: PodInfo) -> tuple[str, ...]:
+    gang = state.gangs.get(pod.gang) if pod.gang else None
+    return gang.spec.gang_group if gang is not None and gang.spec is not None else (pod.gang,)
+
+
 class AffinityIndex:
     """Placed pods by namespace and the anti-affinity terms of placed pods, kept true from the fold's
     record of changed pods (`state.pod_changes`); and what was derived from them, for as long as no pod
@@ -220,8 +259,8 @@ class AffinityIndex:
     `affinity_index(state)`."""
 
     __slots__ = ("_alike", "_by_key", "_by_label", "_changes", "_derived", "_group_keys", "_groups_by_pair", "_kept",
-                 "_labels_of", "_loose_groups", "_rules", "_rules_stamp", "_terms", "_tokens", "anti", "anti_of",
-                 "by_namespace", "placed_on", "state")
+                 "_labels_of", "_loose_groups", "_nominations", "_rules", "_rules_stamp", "_terms", "_tokens", "anti",
+                 "anti_of", "by_namespace", "placed_on", "state")
 
     TERMS_LIMIT = 4096
 
@@ -232,6 +271,7 @@ class AffinityIndex:
         self._rules: dict[tuple[object, ...], tuple[PodRule, ...]] = {}  # `rules_for`, while nothing changes
         self._rules_stamp: tuple[int, int] = (-1, -1)
         self._tokens: dict[int, tuple[PodTerms, tuple[tuple[Term, str], ...]]] = {}  # `host_tokens`
+        self._nominations: Nominations | None = None
         self._rebuild()
 
     def _rebuild(self) -> None:
@@ -303,6 +343,23 @@ class AffinityIndex:
         if len(self._tokens) >= self.TERMS_LIMIT:
             self._tokens.clear()
         self._tokens[id(terms)] = (terms, found)  # holding the terms keeps their id from being reused
+        return found
+
+    def nominations(self) -> Nominations:
+        """The pods holding a nomination (`ClusterState.nominating`), made afresh when a pod or a node changed:
+        few but while a preemption's victims leave, none most of the time."""
+        state = self.state
+        if not state.nominating:
+            return _NO_NOMINATIONS
+        stamp = self.stamp
+        found = self._nominations
+        if found is not None and found.stamp == stamp:
+            return found
+        pods = tuple(pod for key in sorted(state.nominating)
+                     if (pod := state.pods.get(key)) is not None and pod.nominated_on and not pod.placed_on
+                     and not pod.terminating)
+        anti = [term for pod in pods if has_terms(pod.obj) for term in self.terms(pod).anti]
+        found = self._nominations = Nominations(stamp, pods, bool(anti), tuple(sorted(_selector_keys(anti))))
         return found
 
     def group_label_keys(self) -> tuple[str, ...]:
@@ -521,55 +578,77 @@ def _value(state: ClusterState, node: str, key: str) -> str | None:
 def rules_for(state: ClusterState, pod: PodInfo, ignore: frozenset[str] = _NOBODY) -> tuple[PodRule, ...]:
     """The rules the pods placed now set for the pending `pod` (the module docstring), in a stable order;
     () for the usual pod. Pods in `ignore` count as gone (preemption's victims: a plan is validated
-    with them away, so a term only they kept in force no longer holds)."""
+    with them away, so a term only they kept in force no longer holds). The nominated pods of priority at
+    least the pod's (`nominated_others`) count as placed on their nodes for anti-affinity either way round,
+    and for affinity only where no placed pod satisfies it, as kube-scheduler filters a pod both with them
+    added and without them and keeps the nodes that pass both."""
     index = affinity_index(state)
     terms = index.terms(pod) if has_terms(pod.obj) else NO_TERMS
-    if not index.anti and terms is NO_TERMS:
+    nominations = index.nominations()
+    if not index.anti and terms is NO_TERMS and not nominations.anti:
         return ()
     namespace, labels = pod.namespace, pod.obj.metadata.labels
     # Pods alike in what the rules read (their terms, namespace, whether in a gang, the labels a selector
     # reads) get the same rules: a gang's pods differ in labels no selector reads (their index, say).
-    # The pods counted as gone join the key only when there are some (a frozenset keeps its hash).
-    read = (*index.group_label_keys(), *terms.label_keys)
+    # The pods counted as gone join the key only when there are some (a frozenset keeps its hash); which
+    # nominations count (the pod's priority and GangGroup), only when there are some.
+    read = (*index.group_label_keys(), *terms.label_keys, *nominations.label_keys)
     memo_key: tuple[object, ...] = (id(terms), namespace, bool(pod.gang),
                                     tuple((name, labels.get(name)) for name in read))
     if ignore:
         memo_key = (*memo_key, ignore)
+    if nominations.pods:
+        memo_key = (*memo_key, pod.priority, _own_group(state, pod) if pod.gang else (),
+                    pod.key if pod.key in state.nominating else "")
     known = index.remembered_rules(memo_key)
     if known is not None:
         return known
-    found = _derive_rules(index, pod, terms, namespace, labels, ignore)
+    others = nominated_others(state, pod, ignore) if nominations.pods else []
+    found = _derive_rules(index, pod, terms, namespace, labels, ignore, others)
     index.remember_rules(memo_key, found)
     return found
 
 
 def _derive_rules(index: AffinityIndex, pod: PodInfo, terms: PodTerms, namespace: str,
-                  labels: Mapping[str, str], ignore: frozenset[str]) -> tuple[PodRule, ...]:
+                  labels: Mapping[str, str], ignore: frozenset[str], others: Sequence[PodInfo]) -> tuple[PodRule, ...]:
     rules: list[PodRule] = []
+    state = index.state
+    excluded: dict[str, set[str]] = {}
     if index.anti:
-        excluded: dict[str, set[str]] = {}
         for group in index.groups_for(labels):
             term = group.term
             if term.selects(namespace, labels):
                 values = index.group_values(group, ignore)
                 if values:
                     excluded.setdefault(term.topology_key, set()).update(values)
-        rules.extend(PodRule(key, frozenset(values), False, EXISTING_ANTI_AFFINITY)
-                     for key, values in sorted(excluded.items()))
+    for other in others:  # a nominated pod's anti-affinity selecting the pod keeps it off that node's domains
+        if has_terms(other.obj):
+            for term in index.terms(other).anti:
+                if term.selects(namespace, labels):
+                    value = _value(state, other.nominated_on, term.topology_key)
+                    if value is not None:
+                        excluded.setdefault(term.topology_key, set()).add(value)
+    rules.extend(PodRule(key, frozenset(values), False, EXISTING_ANTI_AFFINITY)
+                 for key, values in sorted(excluded.items()))
     if terms.anti:
         apart: dict[str, set[str]] = {}
         for term in terms.anti:
             values = index.selected_values(term, ignore)
             if values:
                 apart.setdefault(term.topology_key, set()).update(values)
+            for other in others:
+                if term.selects(other.namespace, other.obj.metadata.labels):
+                    value = _value(state, other.nominated_on, term.topology_key)
+                    if value is not None:
+                        apart.setdefault(term.topology_key, set()).add(value)
         rules.extend(PodRule(key, frozenset(values), False, ANTI_AFFINITY) for key, values in sorted(apart.items()))
     if terms.affinity:
-        rules.extend(_affinity_rules(index, pod, terms.affinity, ignore))
+        rules.extend(_affinity_rules(index, pod, terms.affinity, ignore, others))
     return tuple(rules)
 
 
 def _affinity_rules(index: AffinityIndex, pod: PodInfo, together: tuple[Term, ...],
-                    ignore: frozenset[str]) -> list[PodRule]:
+                    ignore: frozenset[str], others: Sequence[PodInfo]) -> list[PodRule]:
     found = index.matching_all(together, ignore)
     keys = sorted({term.topology_key for term in together})
     if found is not None:
@@ -577,8 +656,29 @@ def _affinity_rules(index: AffinityIndex, pod: PodInfo, together: tuple[Term, ..
     # No placed pod matches them all: the first of a series goes on any node with every key, when it
     # matches its own terms; a gang's pod also when a pod of its plan may (`plan_violation` decides).
     if pod.gang or matches_all(together, pod.namespace, pod.obj.metadata.labels):
+        # But a nominated pod matching them all is one kube-scheduler counts: then only its domains pass both
+        # of its filter runs (with the nominated pods, where the series has begun; without them, anywhere).
+        nominated = _nominated_matches(index.state, together, others)
+        if nominated is not None:
+            return [PodRule(key, nominated[key], True, AFFINITY) for key in keys]
         return [PodRule(key, None, True, AFFINITY) for key in keys]
     return [PodRule(key, frozenset(), True, AFFINITY) for key in keys]
+
+
+def _nominated_matches(state: ClusterState, together: tuple[Term, ...],
+                       others: Sequence[PodInfo]) -> dict[str, frozenset[str]] | None:
+    """`AffinityIndex.matching_all` of the nominated pods `others`, on the nodes they are nominated to."""
+    found: dict[str, set[str]] = {term.topology_key: set() for term in together}
+    any_match = False
+    for other in others:
+        if not matches_all(together, other.namespace, other.obj.metadata.labels):
+            continue
+        for term in together:
+            value = _value(state, other.nominated_on, term.topology_key)
+            if value is not None:
+                any_match = True
+                found[term.topology_key].add(value)
+    return {key: frozenset(values) for key, values in found.items()} if any_match else None
 
 
 def self_exclusion(state: ClusterState, pod: PodInfo) -> tuple[str, ...]:
@@ -743,3 +843,4 @@ def placed_violation(state: ClusterState, pod: PodInfo, node: str) -> str:
     if all(any(shares(partner, term.topology_key) for partner in partners) for term in together):
         return ""
     return AFFINITY
+

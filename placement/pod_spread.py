@@ -12,7 +12,10 @@ the lowest count of a domain, or 0 while there are fewer domains than `minDomain
 go on node N (kube-scheduler's Filter, and its words) only when N carries every constraint's key
 ("node(s) didn't match pod topology spread constraints (missing required label)") and, for each,
 `count(N's domain) + (1 if the selector selects P) - global minimum <= maxSkew` ("node(s) didn't match
-pod topology spread constraints"); a domain that no eligible node has counts 0.
+pod topology spread constraints"); a domain that no eligible node has counts 0. The check is made twice,
+as kube-scheduler makes it: with the pods placed now, and with the nominated pods of priority at least P's
+(a preemptor's, while its victims leave; not P's own GangGroup's) counted on their nodes too; N must pass
+both.
 
 `matchLabelKeys` add `key In (P's value)` to the selector, as the API server does when it admits P
 (adding them again changes nothing). A nil selector selects no pod; an empty one selects P but counts
@@ -47,7 +50,7 @@ import msgspec
 
 from events.objects import LabelSelector, LabelSelectorRequirement, Pod, TopologySpreadConstraint
 from placement.fit import Shape, node_affinity_matches, untolerated_taint
-from placement.pod_affinity import _NOBODY, SELF_EXCLUSION_TOKEN, PodRule, Term, affinity_index
+from placement.pod_affinity import _NOBODY, SELF_EXCLUSION_TOKEN, PodRule, Term, affinity_index, nominated_others
 from state.cluster import ClusterState, NodeInfo, PodInfo
 from state.label_selectors import selects
 from state.node_changes import kept_table
@@ -376,14 +379,19 @@ def spread_rules(state: ClusterState, pod: PodInfo, shape: Shape,
                  ignore: frozenset[str] = _NOBODY) -> tuple[PodRule, ...]:
     """The rules the pods placed now (but those in `ignore`) set for the pending `pod` of `shape` (its own
     parts) through its DoNotSchedule constraints (the module docstring), in a stable order; () for a pod
-    without any."""
+    without any. A domain is refused when it is past the skew with the pods placed now, or with the nominated
+    pods of priority at least the pod's counted on their nodes too (`nominated_others`): kube-scheduler
+    filters a pod both ways and keeps the nodes that pass both."""
     index = spread_index(state)
     spreads = index.spreads(pod)
     if not spreads:
         return ()
     labels = pod.obj.metadata.labels
     self_matches = tuple(spread.selects(labels) for spread in spreads)
-    memo_key = (pod.namespace, self_matches, shape.key, ignore)
+    others = nominated_others(state, pod, ignore) if state.nominating else []
+    memo_key: tuple[object, ...] = (pod.namespace, self_matches, shape.key, ignore)
+    if others:
+        memo_key = (*memo_key, tuple(other.key for other in others))
     known = index.remembered_rules(spreads, memo_key)
     if known is not None:
         return known
@@ -393,12 +401,34 @@ def spread_rules(state: ClusterState, pod: PodInfo, shape: Shape,
     for spread, self_match in zip(spreads, self_matches, strict=True):
         view = index.view(spread, keys, shape, pod.namespace, ignore)
         over = {value for value in view.counts if view.over(value, int(self_match)) > 0}
+        nominated = _with_nominated(state, view, others)
+        if nominated is not None:
+            over.update(value for value in nominated.counts if nominated.over(value, int(self_match)) > 0)
         if over:
             refused.setdefault(spread.topology_key, set()).update(over)
     rules.extend(PodRule(key, frozenset(values), False, SPREAD) for key, values in sorted(refused.items()))
     found = tuple(rules)
     index.remember_rules(spreads, memo_key, found)
     return found
+
+
+def _with_nominated(state: ClusterState, view: _View, others: Sequence[PodInfo]) -> _View | None:
+    """`view` with the nominated pods `others` it counts added on their nodes (None: it counts none of them):
+    those in its namespace, not terminating, nominated to an eligible node, that its selector selects."""
+    spread = view.spread
+    if not spread.counts_pods:
+        return None
+    counts: dict[str, int] | None = None
+    for other in others:
+        node = other.nominated_on
+        if (other.namespace != view.namespace or node not in view.eligible or other.terminating
+                or not spread.selects(other.obj.metadata.labels)):
+            continue
+        if counts is None:
+            counts = dict(view.counts)
+        value = state.nodes[node].labels[spread.topology_key]
+        counts[value] = counts.get(value, 0) + 1
+    return _View(spread, view.namespace, view.eligible, counts) if counts is not None else None
 
 
 def spread_tokens(state: ClusterState, pod: PodInfo, shape: Shape,

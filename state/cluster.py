@@ -615,6 +615,7 @@ class ClusterState:
         self.kubeflow_jobs: dict[tuple[str, str], KubeflowJob] = {}
         self._jobs_by_uid: dict[str, VolcanoJob | KubeflowJob] = {}
         self.pending: set[str] = set()  # keys of our pods waiting to be placed
+        self.nominating: set[str] = set()  # keys of the pods holding a nomination on a node (`PodInfo.nominated_on`)
         self.problems: dict[tuple[str, str], list[Problem]] = {}
         self.undecodable: dict[tuple[str, str], Problem] = {}
         self.fold_failures: dict[tuple[str, str], Problem] = {}  # (kind, key) -> the event that could not be folded
@@ -1101,6 +1102,7 @@ class ClusterState:
                 pod.counted_on = ""
         for pod in info.nominated.values():
             pod.nominated_on = ""
+            self.nominating.discard(pod.key)
         self.topology.node_deleted(event.name)
         for tree in self.label_trees.values():
             tree.node_deleted(event.name)
@@ -2079,6 +2081,9 @@ class ClusterState:
             if target:
                 self.nodes[target].nominated[pod.key] = pod
                 self.node_changes.add(target)
+                self.nominating.add(pod.key)
+            else:
+                self.nominating.discard(pod.key)
             pod.nominated_on = target
 
     def _set_problems(self, kind: str, key: str, problems: list[Problem]) -> None:
@@ -2421,6 +2426,7 @@ class ClusterState:
                      for name, info in sorted(self.nodes.items())},
             "pods_on": {name: sorted(info.pods) for name, info in sorted(self.nodes.items())},
             "pending": sorted(self.pending),
+            "nominating": sorted(self.nominating),
             "members": {key: sorted(g.members) for key, g in sorted(self.gangs.items())},
             "priorities": {key: (p.priority, p.preemption_policy) for key, p in sorted(self.pods.items())},
             "tasks": {key: p.task for key, p in sorted(self.pods.items()) if p.task},  # Volcano's, KAI's leaf

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from devcluster.cluster import DevCluster
-from tests.integration.daemon.harness import daemons, gang, node_of, nodes, pod_names, wait_until
+from tests.integration.daemon.harness import daemons, gang, node_of, nodes, pod, pod_names, wait_until
 
 VICTIM_GRACE_SECONDS = 2
 
@@ -133,3 +133,57 @@ async def test_exclusive_jobset_job_preempts_the_low_priority_job_holding_a_bloc
             assert len(gone) == 1 and len(kept) == 1  # one job evicted, not both
             assert {block_of[node_of(cluster, name)] for name in preemptors} == {low_blocks[gone[0]]}
             assert node_of(cluster, kept[0])  # the other block's job still runs
+
+
+async def test_a_lower_priority_pod_keeps_off_a_node_nominated_for_a_pod_its_anti_affinity_selects(
+        tmp_path: Path) -> None:
+    # A preemptor gang waits for its victim to leave, one pod nominated to a node with room to spare. A
+    # lower-priority pod whose anti-affinity selects the preemptor's pods arrives meanwhile: kube-scheduler,
+    # which filters with the higher-priority nominated pods added, keeps it off that node; landing there
+    # would turn the preemptor away from its own nominated node once the victim is gone.
+    async with DevCluster() as cluster:
+        hosts = nodes(4, gpus=16)
+        for host in hosts:  # as every kubelet labels its node
+            host["metadata"]["labels"]["kubernetes.io/hostname"] = host["metadata"]["name"]
+        small = {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "4"}  # too small for a preemptor
+        hosts[3]["status"] = {"capacity": small, "allocatable": small}
+        cluster.load_objects([priority_class("low", 100), priority_class("mid", 500), priority_class("high", 1000),
+                              *hosts])
+        async with daemons(cluster, tmp_path):
+            keep = pod("keep", 16, priority_class="high")  # not a victim: its priority is the preemptor's
+            cluster.load_objects([keep])
+            await wait_until(lambda: bool(node_of(cluster, "keep")), what="keep bound")
+            low = gang("low", 1, gpus=16, priority_class="low")
+            for manifest in low:
+                if manifest["kind"] == "Pod":
+                    manifest["spec"]["terminationGracePeriodSeconds"] = 4
+            cluster.load_objects(low)
+            await wait_until(lambda: bool(node_of(cluster, "low-0")), what="low gang bound")
+            victim_node = node_of(cluster, "low-0")
+
+            high = gang("high", 2, gpus=12, priority_class="high")
+            for manifest in high:
+                if manifest["kind"] == "Pod":
+                    manifest["metadata"]["labels"]["app"] = "db"
+            cluster.load_objects(high)
+            nominated: dict[str, str] = {}
+
+            def preemptors_nominated() -> bool:
+                for name in ("high-0", "high-1"):
+                    node = pod_object(cluster, name).get("status", {}).get("nominatedNodeName")
+                    if node:
+                        nominated[name] = node
+                return len(nominated) == 2 and bool(pod_object(cluster, "low-0").get("metadata", {})
+                                                    .get("deletionTimestamp"))
+
+            await wait_until(preemptors_nominated, within=15, what="the victim evicting, the preemptors nominated")
+            assert victim_node in nominated.values()  # the other nominated node has 4 GPUs to spare
+
+            web = pod("web", 2, priority_class="mid")
+            web["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+            cluster.load_objects([web])
+            await wait_until(lambda: all(node_of(cluster, name) for name in ("high-0", "high-1", "web")), within=25,
+                             what="the preemptor gang and the web pod bound")
+            assert {name: node_of(cluster, name) for name in ("high-0", "high-1")} == nominated
+            assert node_of(cluster, "web") == "node-003"  # not `spare`, though it had the room

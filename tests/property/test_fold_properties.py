@@ -329,6 +329,7 @@ def _everything(state: ClusterState) -> object:
         [(name, list(info.used.items()), list(info.pods), list(info.nominated)) for name, info in state.nodes.items()],
         [(key, list(keys)) for key, keys in state.pods_by_node.items()],
         list(state.pending),
+        sorted(state.nominating),
         [(key, p.counted_on, p.placed_on, p.bound_node, p.assumed_node, p.bound_at, p.nominated_on)
          for key, p in state.pods.items()],
         [(domain.name, list(domain.used.items())) for domain in state.topology.domains],

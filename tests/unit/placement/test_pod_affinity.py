@@ -9,13 +9,14 @@ from typing import Any
 import msgspec
 
 from events.builders import bound, group_event, node, node_event, pod, pod_event, pod_group
+from events.model import NominationCleared
 from events.objects import Affinity, Pod
 from placement import plan_gang, plan_pod
 from placement.plan import POD_AFFINITY
 from placement.pod_affinity import AFFINITY, ANTI_AFFINITY, EXISTING_ANTI_AFFINITY
 from state.cluster import ClusterState
 from state.pod_constraints import MAX_REQUIRED_TERMS
-from tests.unit.placement.builders import apply_plan, block_of, fabric, nodes_of, planned, refused
+from tests.unit.placement.builders import apply_plan, block_of, fabric, nodes_of, nominate, planned, refused
 
 HOST = "kubernetes.io/hostname"
 BLOCK = "network.topology.nvidia.com/block"
@@ -120,6 +121,66 @@ def test_a_nil_selector_selects_no_pod() -> None:
     add(state, pod("web-0", gpus=1, labels={"app": "web"}), "n-s0b0a0-0")
     loose = add(state, with_affinity(pod("loose", gpus=1), apart=[{"topologyKey": HOST}]))
     assert only_node(state, loose) == "n-s0b0a0-0"
+
+
+# --------------------------------------------------------------------------- nominated pods
+
+
+def test_a_pod_keeps_off_the_node_nominated_for_a_higher_priority_pod_its_anti_affinity_selects() -> None:
+    # kube-scheduler filters a pod with the nominated pods of priority >= its own added to their nodes: a
+    # pod placed beside a preemptor waiting for its victims to leave would turn the preemptor away later.
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    add(state, pod("busy", gpus=2), "n-s0b0a0-0")  # the busier node, where lone pods go first
+    preemptor = add(state, pod("db", gpus=1, labels={"app": "db"}, priority=100))
+    nominate(state, preemptor, "n-s0b0a0-0")
+    low = add(state, with_affinity(pod("web", gpus=1, priority=10), apart=[term(matchLabels={"app": "db"})]))
+    assert only_node(state, low) == "n-s0b0a0-1"
+    # one of higher priority than the preemptor does not see its nomination, as in kube-scheduler
+    high = add(state, with_affinity(pod("urgent", gpus=1, priority=1000), apart=[term(matchLabels={"app": "db"})]))
+    assert only_node(state, high) == "n-s0b0a0-0"
+
+
+def test_a_nominated_pods_anti_affinity_keeps_lower_priority_pods_it_selects_off_its_block() -> None:
+    state = fabric(blocks=2, nvlinks=1, nodes=1)
+    add(state, pod("busy", gpus=2), "n-s0b0a0-0")
+    preemptor = add(state, with_affinity(pod("db", gpus=1, labels={"app": "db"}, priority=100),
+                                         apart=[term(BLOCK, matchLabels={"app": "web"})]))
+    nominate(state, preemptor, "n-s0b0a0-0")
+    web = add(state, pod("web", gpus=1, labels={"app": "web"}, priority=10))
+    assert block_of(only_node(state, web)) == "s0b1"
+    add(state, pod("filler", gpus=8), "n-s0b1a0-0")
+    assert EXISTING_ANTI_AFFINITY in refused(plan_pod(state, web)).reason
+    # once the preemptor gives its nomination up, the block is open again
+    state.apply(NominationCleared(pod=preemptor, reason="gave up"))
+    assert block_of(only_node(state, web)) == "s0b0"
+
+
+def test_a_gang_is_not_kept_off_the_nodes_nominated_for_its_own_pods() -> None:
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    keys = gang_pods(state, "vip", 2, gpus=8, apart=[term(matchLabels={"job": "vip"})])
+    for key in keys:
+        state.pods[key].priority = 100
+    nominate(state, keys[0], "n-s0b0a0-0")
+    nominate(state, keys[1], "n-s0b0a0-1")
+    plan = planned(plan_gang(state, "default/vip"))
+    assert sorted(nodes_of(plan).values()) == ["n-s0b0a0-0", "n-s0b0a0-1"]
+
+
+def test_a_series_that_has_begun_only_as_a_nomination_is_joined_where_it_is_nominated() -> None:
+    # No cache pod runs, so the first of the series could go anywhere; but one is nominated in block s0b1,
+    # and kube-scheduler's run with it added lets the pod only into that block.
+    state = fabric(blocks=2, nvlinks=1, nodes=1)
+    add(state, pod("busy", gpus=2), "n-s0b0a0-0")
+    series = [term(BLOCK, matchLabels={"app": "cache"})]
+    preemptor = add(state, with_affinity(pod("cache-0", gpus=1, labels={"app": "cache"}, priority=100),
+                                         together=series))
+    nominate(state, preemptor, "n-s0b1a0-0")
+    follower = add(state, with_affinity(pod("cache-1", gpus=1, labels={"app": "cache"}, priority=10),
+                                        together=series))
+    assert block_of(only_node(state, follower)) == "s0b1"
+    # a placed member of the series decides, as before: the nomination does not satisfy the affinity alone
+    add(state, pod("cache-2", gpus=1, labels={"app": "cache"}), "n-s0b0a0-0")
+    assert block_of(only_node(state, follower)) == "s0b0"
 
 
 # --------------------------------------------------------------------------- gangs

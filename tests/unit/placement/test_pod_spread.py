@@ -15,7 +15,7 @@ from placement.plan import POD_SPREAD
 from placement.pod_spread import MISSING_LABEL, SPREAD
 from state.cluster import ClusterState
 from state.gangs import UNSUPPORTED_FIELD
-from tests.unit.placement.builders import apply_plan, block_of, fabric, planned, refused
+from tests.unit.placement.builders import apply_plan, block_of, fabric, nominate, planned, refused
 
 HOST = "kubernetes.io/hostname"
 BLOCK = "network.topology.nvidia.com/block"
@@ -194,6 +194,33 @@ def test_schedule_anyway_and_valid_constraints_are_not_reported() -> None:
     state = fabric(blocks=2, nvlinks=1, nodes=1)
     key = add(state, web("web-0", spread(), {**spread(HOST), "whenUnsatisfiable": "ScheduleAnyway"}))
     assert not state.problems_of("Pod", key)
+
+
+def test_a_nominated_pod_of_higher_priority_counts_in_the_skew_of_lower_priority_pods() -> None:
+    # kube-scheduler filters a pod with the nominated pods of priority >= its own added, and without them,
+    # and keeps the nodes that pass both: a replica must not take the spread room a preemptor waits for.
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    add(state, pod("busy", gpus=2), "n-s0b0a0-0")  # the busier node, where lone pods go first
+    one_per_host = spread(HOST)
+    preemptor = add(state, with_spreads(pod("web-vip", gpus=1, labels={"app": "web"}, priority=100), one_per_host))
+    nominate(state, preemptor, "n-s0b0a0-0")
+    low = add(state, with_spreads(pod("web-low", gpus=1, labels={"app": "web"}, priority=10), one_per_host))
+    assert planned(plan_pod(state, low)).assignments[0].node == "n-s0b0a0-1"
+    high = add(state, with_spreads(pod("web-high", gpus=1, labels={"app": "web"}, priority=1000), one_per_host))
+    assert planned(plan_pod(state, high)).assignments[0].node == "n-s0b0a0-0"
+
+
+def test_a_node_past_the_skew_without_the_nominated_pods_stays_refused_though_they_would_even_it_out() -> None:
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    one_per_host = spread(HOST)
+    add(state, web("web-0", one_per_host), "n-s0b0a0-0")
+    preemptor = add(state, with_spreads(pod("web-vip", gpus=1, labels={"app": "web"}, priority=100), one_per_host))
+    nominate(state, preemptor, "n-s0b0a0-1")
+    low = add(state, with_spreads(pod("web-low", gpus=1, labels={"app": "web"}, priority=10), one_per_host))
+    # with the nomination counted, both hosts hold one and either would do; without it only n1 keeps the skew
+    assert planned(plan_pod(state, low)).assignments[0].node == "n-s0b0a0-1"
+    add(state, pod("filler", gpus=7), "n-s0b0a0-1")  # n1 has no room left for web-low, n0 is past the skew
+    assert SPREAD in refused(plan_pod(state, low)).reason
 
 
 # --------------------------------------------------------------------------- gangs
