@@ -267,14 +267,15 @@ def kai_queue(name: str, *, parent: str = "", cpu: KaiAmounts | None = None, mem
 def kai_pod_group(name: str, *, namespace: str = "default", min_member: int = 1, queue: str = "",
                   preemptibility: str = "", priority_class_name: str = "", preemption_delay: str | None = None,
                   created: str = "", annotations: dict[str, str] | None = None,
-                  mark_unschedulable: bool | None = None, labels: Mapping[str, str] | None = None) -> KaiPodGroup:
+                  mark_unschedulable: bool | None = None, labels: Mapping[str, str] | None = None,
+                  scheduling_backoff: int | None = None) -> KaiPodGroup:
     """A KAI Scheduler PodGroup (scheduling.run.ai/v2alpha2); pods join it with `pod-group-name`."""
     return KaiPodGroup(
         metadata=KaiObjectMeta(name=name, namespace=namespace, uid=f"uid-kaipg-{namespace}-{name}",
                                creation_timestamp=created, annotations=annotations or {}, labels=dict(labels or {})),
         spec=KaiPodGroupSpec(min_member=min_member, queue=queue, preemptibility=preemptibility,
                              priority_class_name=priority_class_name, preemption_delay=preemption_delay,
-                             mark_unschedulable=mark_unschedulable),
+                             mark_unschedulable=mark_unschedulable, scheduling_backoff=scheduling_backoff),
     )
 
 

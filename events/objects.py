@@ -673,6 +673,9 @@ class KaiPodGroupSpec(_K8s, frozen=True):
     # KAI 0.17: how long the gang waits pending before it may evict others (a Go duration, metav1.Duration)
     preemption_delay: str | None = None
     mark_unschedulable: bool | None = None  # False: its pods get no PodScheduled=False/Unschedulable condition
+    # -1 (or unset): tried in its node pool until placed; any other value (KAI documents 1 only): tried there
+    # once, then left until moved to another pool (Run:ai's node-pool assigner moves it on that condition)
+    scheduling_backoff: Int64 | None = None
     staleness_grace_period: str | None = None  # read only to say it is not implemented (no stale-gang eviction)
 
 

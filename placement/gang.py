@@ -33,6 +33,7 @@ from collections.abc import Set as AbstractSet
 
 import msgspec
 
+from events.objects import KAI_DEFAULT_NODE_POOL, KAI_NODE_POOL_LABEL
 from placement.constraints import InvalidConstraint, planning_tree, resolve
 from placement.fit import Capacity
 from placement.gather import Found, Job, Solver
@@ -48,6 +49,7 @@ from placement.members import (
     where,
 )
 from placement.plan import (
+    BACKOFF,
     INVALID,
     MEMBERS,
     MIN_RESOURCES,
@@ -68,6 +70,7 @@ from placement.subgroups import plan_sub_groups, uses_sub_groups
 from placement.volume_binding import choose_volumes
 from state.cluster import POD_SLOT_MILLI, ClusterState, GangInfo, PodInfo
 from state.gangs import KUBERNETES, GangSpec
+from state.kai_gangs import latest_condition
 from state.pod_gangs import missing_spec
 from state.resources import format_quantity
 from state.topology import TopologyTree
@@ -96,6 +99,10 @@ def plan_gang(state: ClusterState, gang: str, *,
     label = job_label(group)
     if unusable:
         return Unschedulable(gangs=group, constraint=INVALID, reason=f"{label}: {unusable}")
+    for spec in specs:
+        waits = backoff_wait(state, spec) if spec.kai_tries_once and not nominated else ""
+        if waits:
+            return Unschedulable(gangs=group, constraint=BACKOFF, reason=f"{label}: {waits}")
     blocked = _volume_blocked(state, waiting_pods)
     if blocked:
         return Unschedulable(gangs=group, constraint=VOLUME, reason=f"{label}: {blocked}")
@@ -167,6 +174,27 @@ def plan_gang(state: ClusterState, gang: str, *,
         return GangPlan(gangs=result.gangs, assignments=result.assignments, domain=result.domain,
                         level=result.level, explanation=f"{result.explanation}; {quota_note}")
     return result
+
+
+def backoff_wait(state: ClusterState, spec: GangSpec) -> str:
+    """Why a KAI gang with `spec.schedulingBackoff` (not -1) is not tried ("" when it is): its PodGroup's
+    latest scheduling condition names the node pool it is in now, so that pool has tried it once and could
+    not place it; KAI's scheduler then leaves it to a move to another pool (its pool label changed, which
+    Run:ai's node-pool assigner makes on that condition) or to the condition's removal. The caller does not
+    ask while the gang holds nominations (room its preemption freed): it is placed there when they come free."""
+    group = state.kai_pod_groups.get(spec.key)
+    latest = latest_condition(group) if group is not None else None
+    if latest is None:
+        return ""
+    pool = spec.kai_node_pool or KAI_DEFAULT_NODE_POOL
+    if latest.node_pool != pool:
+        return ""
+    label = state.kai_node_pool_label or KAI_NODE_POOL_LABEL
+    backoff = group.spec.scheduling_backoff if group is not None else None
+    return (f"gang {spec.key}: not tried in node pool {pool!r} again: spec.schedulingBackoff {backoff} tries it "
+            f"there once, and its latest scheduling condition ({latest.type or 'no type'}, transitionID "
+            f"{latest.transition_id or 'none'}) says that pool could not place it; it waits for a move to another "
+            f"pool (its label {label}) or for that condition to go, as KAI's scheduler leaves it")
 
 
 def resource_gap(state: ClusterState, spec: GangSpec, running: Sequence[PodInfo],

@@ -23,9 +23,12 @@ POD_SPREAD = "pod-topology-spread"  # the plan breaks a DoNotSchedule spread con
 # a scheduler-plugins PodGroup's spec.minResources exceed the cluster's free room (placement/gang.py resource_gap);
 # no preemption is tried for it, as its Coscheduling's PreFilter rejects the pod as unresolvable
 MIN_RESOURCES = "min-resources"
+# a KAI PodGroup with spec.schedulingBackoff 1 that its node pool has refused once: it is not tried there again
+# (placement/gang.py backoff_wait); it waits for a move to another pool, which Run:ai's node-pool assigner makes
+BACKOFF = "scheduling-backoff"
 
 CONSTRAINTS = (CAPACITY, MUST_GATHER, HARD_TIER, SUB_GROUP, MEMBERS, INVALID, POD_FIT, QUOTA, VOLUME, POD_AFFINITY,
-               POD_SPREAD, MIN_RESOURCES)
+               POD_SPREAD, MIN_RESOURCES, BACKOFF)
 
 
 class Assignment(msgspec.Struct, frozen=True):

@@ -235,6 +235,9 @@ class GangSpec(msgspec.Struct, frozen=True):
     # KAI: the node pool the PodGroup belongs to (its label `kai.scheduler/node-pool`; "" for the default pool, the
     # nodes without that label); None for a gang of another dialect, which any node may take
     kai_node_pool: str | None = None
+    # KAI: spec.schedulingBackoff is set and not -1: the gang is tried in its node pool once; once a condition
+    # says that pool could not place it, it waits for a move to another pool (`placement.gang.backoff_wait`)
+    kai_tries_once: bool = False
 
 
 # --------------------------------------------------------------------------- the rules

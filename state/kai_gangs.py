@@ -72,6 +72,7 @@ from events.objects import (
     KaiObjectMeta,
     KaiPodGroup,
     KaiPodGroupSpec,
+    KaiSchedulingCondition,
     KaiSubGroup,
     KaiTopologyConstraint,
 )
@@ -100,6 +101,9 @@ NON_PREEMPTIBLE = "non-preemptible"
 # KAI: a workload whose priority is this or more is non-preemptible unless its PodGroup says otherwise
 # (`CalculatePreemptibility` of KAI's pkg/common/podgroup; its `build` class is 100, `inference` 125).
 NON_PREEMPTIBLE_PRIORITY = 100
+# spec.schedulingBackoff: -1 (KAI's default) tries the gang in its node pool until placed; 1 tries it there once
+NO_SCHEDULING_BACKOFF = -1
+SINGLE_SCHEDULING_BACKOFF = 1
 # Bounds on a sub-group tree (KAI sets none; an API server lets ~1.5 MB of them through): the tree is walked
 # recursively, and real ones (Grove's, KAI's examples) are a few levels of at most hundreds of replicas.
 MAX_SUB_GROUPS = 4096
@@ -201,6 +205,11 @@ def kai_gang_spec(group: KaiPodGroup, key: str,
         problems.append(Problem(kind, key, "spec.stalenessGracePeriod", f"{shown(spec.staleness_grace_period)} is "
                                 "read but not implemented: toposched never evicts a gang for running below its "
                                 "minimum, whatever the period", reason=UNSUPPORTED_FIELD))
+    backoff = spec.scheduling_backoff
+    if backoff is not None and backoff not in (NO_SCHEDULING_BACKOFF, SINGLE_SCHEDULING_BACKOFF):
+        problems.append(Problem(kind, key, "spec.schedulingBackoff", f"{backoff} is not one KAI supports (-1 or 1); "
+                                "read as 1, as KAI's scheduler reads any value but -1: the gang is tried in its node "
+                                "pool once, then waits for a move to another pool"))
     delay = _preemption_delay(spec.preemption_delay or "", annotations, key, problems)
     node_pool = group.metadata.labels.get(pool_label, "") if pool_label else None
     if pool_label in group.metadata.labels and not node_pool:
@@ -212,7 +221,19 @@ def kai_gang_spec(group: KaiPodGroup, key: str,
                     kai=constraint, kai_preemptibility=stated, kai_sub_groups=sub_groups,
                     kai_preemption_delay=delay, marks_unschedulable=spec.mark_unschedulable is not False,
                     kai_delay_from=_delay_from(group.metadata, key, problems) if delay else None,
-                    kai_node_pool=node_pool), problems
+                    kai_node_pool=node_pool,
+                    kai_tries_once=backoff is not None and backoff != NO_SCHEDULING_BACKOFF), problems
+
+
+def transition_number(text: str) -> int:
+    """A KAI scheduling condition's `transitionID` as a number (one that is not reads as -1, as KAI reads it)."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 19 else -1
+
+
+def latest_condition(group: KaiPodGroup) -> KaiSchedulingCondition | None:
+    """The PodGroup's latest scheduling condition, as KAI finds it: the highest `transitionID` (the first of
+    equals); None when it has none."""
+    return max(group.status.scheduling_conditions, key=lambda c: transition_number(c.transition_id), default=None)
 
 
 def _preemption_delay(spec_value: str, annotations: dict[str, str], key: str, problems: list[Problem]) -> float:

@@ -91,6 +91,7 @@ from events.objects import (
 from placement.members import TASK_SHORT
 from placement.plan import QUOTA_MEMBERSHIP, QUOTA_NON_PREEMPTIBLE, QUOTA_OVER_MAX, QuotaShortfall
 from state.cluster import ClusterState
+from state.kai_gangs import SINGLE_SCHEDULING_BACKOFF, latest_condition, transition_number
 from state.quota import UNLIMITED_MIN
 from state.resources import format_quantity
 from state.volcano_enqueue import INQUEUE
@@ -197,11 +198,6 @@ def _resource_list(amounts: Mapping[str, int], only: Collection[str]) -> dict[st
     a KAI quota of -1 (no bound) is left out."""
     return {resource: format_quantity(resource, amount) for resource, amount in sorted(amounts.items())
             if amount < UNLIMITED_MIN and resource in only}
-
-
-def _transition_number(text: str) -> int:
-    """A KAI scheduling condition's `transitionID` as a number (one that is not reads as -1, as KAI reads it)."""
-    return int(text) if text.isascii() and text.isdigit() and len(text) < 19 else -1
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -706,25 +702,29 @@ class KubeClusterAPI:
         be placed, one `UnschedulableOnNodePool` condition for its node pool (its pool label's value, else
         `default`, as KAI names it), last in the list, its `transitionID` one above the latest one's, its
         `reasons` saying why in KAI's words (`_kai_reasons`), rewritten only when it says something new; none
-        once the gang is scheduled. A gang still short of members (not ready for scheduling) or preempted gets
-        none written, as KAI writes none then. None: nothing to change."""
+        once the gang is scheduled. A gang still short of members (not ready for scheduling), held by its
+        `schedulingBackoff` or preempted gets none written, as KAI writes none then. The message of a gang with
+        `schedulingBackoff: 1` begins with its pool (`Node-Pool 'a100': `), as KAI's does. None: nothing to
+        change."""
         group = self.state.kai_pod_groups.get(gang) if self.state is not None else None
         current = group.status.scheduling_conditions if group is not None else []
         if phase == "Scheduled":
             return {"schedulingConditions": None} if current else None
         if phase == "Preempted" or reason == NOT_READY_REASON:
             return None
-        text = message[:1024]
         label = self.state.kai_node_pool_label if self.state is not None else ""
         pool = (group.metadata.labels.get(label) if group is not None and label else None) or KAI_DEFAULT_NODE_POOL
+        if group is not None and group.spec.scheduling_backoff == SINGLE_SCHEDULING_BACKOFF:
+            message = f"Node-Pool '{pool}': {message}"  # KAI names the pool for a gang tried once per pool
+        text = message[:1024]
         reasons = self._kai_reasons(quota, text)
         wanted = (KAI_UNSCHEDULABLE_ON_NODE_POOL, pool, UNSCHEDULABLE, text, "True", [r["reason"] for r in reasons])
-        latest = max(current, key=lambda c: _transition_number(c.transition_id), default=None)
+        latest = latest_condition(group) if group is not None else None
         if (latest is not None and current[-1].node_pool == pool
                 and (latest.type, latest.node_pool, latest.reason, latest.message, latest.status,
                      [r.reason for r in latest.reasons]) == wanted):
             return None
-        number = _transition_number(latest.transition_id) if latest is not None else 0
+        number = transition_number(latest.transition_id) if latest is not None else 0
         condition = {"type": KAI_UNSCHEDULABLE_ON_NODE_POOL, "nodePool": pool,
                      "reason": UNSCHEDULABLE, "message": text, "reasons": reasons, "status": "True",
                      "transitionID": str(max(number, 0) + 1), "lastTransitionTime": _now()}

@@ -166,8 +166,7 @@ class _Explainer:
 
     def pending(self, event: GangPending) -> None:
         if event.gang == self.gang:
-            what = "not ready for scheduling (waits for members; not tried against nodes)" if event.held \
-                else "could not be placed"
+            what = "not ready for scheduling (not tried against nodes)" if event.held else "could not be placed"
             self.story.add(event, f"attempt {event.attempt or '?'}: {what}: {event.reason}")
 
     def planned(self, event: GangPlanned) -> None:

@@ -60,6 +60,7 @@ from placement import GangPlan, Unschedulable, plan_gang, plan_pod
 from placement.fit import Requests
 from placement.members import is_running, quorum_met
 from placement.plan import (
+    BACKOFF,
     CAPACITY,
     HARD_TIER,
     INVALID,
@@ -82,7 +83,9 @@ NOT_READY_REASON = "NotReadyForScheduling"
 TIMEOUT_REASON = "GangTimeout"
 PREEMPTED_REASON = "Preempted"
 
-_STRUCTURAL_FAILURES = frozenset({POD_FIT, INVALID, MEMBERS, VOLUME})
+_STRUCTURAL_FAILURES = frozenset({POD_FIT, INVALID, MEMBERS, VOLUME, BACKOFF})
+# Not tried against nodes at all: its scheduler holds it before its queue (not ready for scheduling).
+_HELD_FAILURES = frozenset({MEMBERS, BACKOFF})
 _CAPACITY_FAILURES = frozenset({CAPACITY, MUST_GATHER, HARD_TIER})
 # Tried again when room frees, but never worth a preemption (its scheduler rejects it as unresolvable).
 _UNRESOLVABLE_FAILURES = frozenset({MIN_RESOURCES})
@@ -131,7 +134,7 @@ class ReportPending(msgspec.Struct, frozen=True):
     lone: bool
     reason: str
     reports: tuple[tuple[str, str], ...]  # (gang key, "") per gang, or (pod key, uid)
-    held: bool = False  # untried: it waits for members to appear (`GangPending.held`)
+    held: bool = False  # untried: it waits for members, or for its KAI schedulingBackoff (`GangPending.held`)
     quota: QuotaShortfall | None = None  # the quota refusal the reason says, in structure (KAI's `reasons`)
 
 
@@ -400,7 +403,7 @@ def _unschedulable(step: Step, unit: Unit, failure: Unschedulable) -> bool:
         if note:
             reason = f"{reason}; {note}"
     step.do(Park(unit.key, structural=structural, retry_at=retry_at))
-    pending(step, unit.key, unit.gangs, reason, held=failure.constraint == MEMBERS, quota=failure.quota)
+    pending(step, unit.key, unit.gangs, reason, held=failure.constraint in _HELD_FAILURES, quota=failure.quota)
     return preempted
 
 
@@ -476,7 +479,8 @@ def pending(step: Step, unit_key: str, gangs: Sequence[str], reason: str, *, hel
             quota: QuotaShortfall | None = None) -> None:
     """Record why the unit waits, only when the reason changed, and report it (a condition + an Event).
     Recording is synchronous, so the reason can never land after a later, successful attempt. `held`: the
-    gangs were not tried against nodes, their members (or defining objects) having yet to appear. `quota`:
+    gangs were not tried against nodes, their members (or defining objects) having yet to appear, or their KAI
+    `schedulingBackoff` holding them (`placement.gang.backoff_wait`). `quota`:
     the quota refusal `reason` tells of, in structure."""
     state = step.state
     reports: list[tuple[str, str]] = []

@@ -8,6 +8,7 @@ it leaves out."""
 from __future__ import annotations
 
 import json
+import time
 import zlib
 from collections.abc import Iterator
 
@@ -264,6 +265,42 @@ def test_kai_node_pools_keep_each_pod_group_on_its_own_pool_s_nodes(eco: Ecosyst
         eco.delete_namespace_objects(namespace)
         eco.wait_for(lambda: not eco.objects("pods", namespace), what="the pods gone")
         eco.kubectl.run("label", "nodes", *pooled, "kai.scheduler/node-pool-")
+
+
+def test_a_kai_pod_group_tried_once_per_pool_waits_for_a_move_and_runs_in_the_pool_it_is_moved_to(
+        eco: Ecosystem) -> None:
+    # Run:ai's node-pool assigner writes schedulingBackoff 1 (and markUnschedulable false) on a PodGroup that
+    # may run in several pools, and moves it to its next pool when the pool it is in says it could not place
+    # it. KAI's scheduler tries such a PodGroup once per pool, and so does toposched: room coming free in that
+    # pool does not bring it back; a move does.
+    namespace = "kai-backoff"
+    pooled = NODES[-3:]
+    eco.kubectl.run("label", "nodes", *pooled, "kai.scheduler/node-pool=gpu-nodes")
+    try:
+        eco.apply(stream(priority_classes_yaml(train=50), namespace_yaml(namespace),
+                         kai_job("once", namespace, 4, "train", "\n  schedulingBackoff: 1\n  markUnschedulable: false",
+                                 node_pool="gpu-nodes")))
+        eco.wait_for(lambda: bool(scheduling_conditions(eco, "once", namespace)), what="the job refused in its pool")
+        [condition] = scheduling_conditions(eco, "once", namespace)
+        assert (condition["type"], condition["nodePool"]) == ("UnschedulableOnNodePool", "gpu-nodes")
+        assert condition["message"].startswith("Node-Pool 'gpu-nodes': "), condition  # as KAI's reads with it
+        eco.wait_for(lambda: any("not tried in node pool 'gpu-nodes' again" in event.get("message", "")
+                                 for event in eco.events(namespace, "once", "PodGroup")),
+                     what="the PodGroup's Event saying it is not tried in that pool again")
+        eco.kubectl.run("label", "nodes", NODES[-4], "kai.scheduler/node-pool=gpu-nodes")  # room for all 4 there
+        time.sleep(3)
+        assert not any(pod["spec"].get("nodeName") for pod in eco.objects("pods", namespace)), \
+            "placed in the pool that had refused it"
+        # the assigner's move, to the default pool (the 4 nodes left without the label)
+        eco.kubectl.run("label", "podgroups.scheduling.run.ai", "once", "-n", namespace, "kai.scheduler/node-pool-")
+        where = eco.wait_bound([f"once-{index}" for index in range(4)], namespace)
+        assert set(where.values()) == set(NODES[:4])
+        eco.wait_for(lambda: not scheduling_conditions(eco, "once", namespace),
+                     what="its scheduling condition removed once it is scheduled")
+    finally:
+        eco.delete_namespace_objects(namespace)
+        eco.wait_for(lambda: not eco.objects("pods", namespace), what="the pods gone")
+        eco.kubectl.run("label", "nodes", *NODES[-4:], "kai.scheduler/node-pool-")
 
 
 def test_a_daemon_configured_with_kai_s_other_pool_label_keeps_pools_by_that_label(

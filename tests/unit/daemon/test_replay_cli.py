@@ -108,7 +108,7 @@ def test_explain_tells_a_gangs_story_from_arrival_to_binding(tmp_path: Path,
     assert main([str(tmp_path), "--explain", "default/train"]) == 0
     out = capsys.readouterr().out
     assert "PodGroup created (minMember 2)" in out
-    assert "not ready for scheduling (waits for members; not tried against nodes): 1 of minMember 2" in out
+    assert "not ready for scheduling (not tried against nodes): 1 of minMember 2" in out
     assert "could not be placed: MustGather BlockLayer: best block b1 has room for 1 of 2 pods" in out
     assert "planned 2 pods in BlockLayer b1: tightest block" in out
     assert "bound 2 pods on gpu-1, gpu-2" in out

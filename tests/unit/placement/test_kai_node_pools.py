@@ -6,7 +6,7 @@ a gang of another dialect takes any node."""
 from __future__ import annotations
 
 from events.builders import node, pod
-from events.model import KaiPodGroupUpserted, NodeUpserted, PodGroupUpserted, PodUpserted
+from events.model import KaiPodGroupUpserted, NodeUpserted, PodGroupUpserted, PodNominated, PodUpserted
 from events.objects import (
     KAI_NODE_POOL_LABEL,
     KAI_POD_GROUP_ANNOTATION,
@@ -14,6 +14,8 @@ from events.objects import (
     KaiObjectMeta,
     KaiPodGroup,
     KaiPodGroupSpec,
+    KaiPodGroupStatus,
+    KaiSchedulingCondition,
     ObjectMeta,
     PodGroup,
     PodGroupSpec,
@@ -21,7 +23,7 @@ from events.objects import (
 from placement.fit import admits, shape_in
 from placement.gang import plan_gang
 from placement.lone import plan_pod
-from placement.plan import GangPlan, Unschedulable
+from placement.plan import BACKOFF, GangPlan, Unschedulable
 from preemption import PreemptionPlan, plan_preemption
 from state.cluster import ClusterState
 from state.gangs import KAI_POD_GROUP_PROBLEM
@@ -45,11 +47,16 @@ def cluster(*, pooled: set[str] = POOLED, label: str = KAI_NODE_POOL_LABEL) -> C
     return state
 
 
-def kai_group(name: str, size: int, pool: str | None, label: str = KAI_NODE_POOL_LABEL) -> KaiPodGroupUpserted:
+def kai_group(name: str, size: int, pool: str | None, label: str = KAI_NODE_POOL_LABEL, *,
+              backoff: int | None = None, conditions: tuple[tuple[str, str], ...] = ()) -> KaiPodGroupUpserted:
+    """`conditions`: (nodePool, transitionID) of UnschedulableOnNodePool conditions in its status."""
     labels = {label: pool} if pool is not None else {}
     return KaiPodGroupUpserted(pod_group=KaiPodGroup(
         metadata=KaiObjectMeta(name=name, namespace="default", uid=f"uid-{name}", labels=labels),
-        spec=KaiPodGroupSpec(min_member=size, queue="default-queue")))
+        spec=KaiPodGroupSpec(min_member=size, queue="default-queue", scheduling_backoff=backoff),
+        status=KaiPodGroupStatus(scheduling_conditions=[
+            KaiSchedulingCondition(type="UnschedulableOnNodePool", node_pool=where, transition_id=number,
+                                   reason="Unschedulable", status="True") for where, number in conditions])))
 
 
 def kai_job(state: ClusterState, name: str, size: int, pool: str | None, *, priority: int | None = None,
@@ -185,3 +192,59 @@ def test_no_pool_label_turns_pools_off() -> None:
     state = cluster(label="")
     kai_job(state, "train", 8, "gpu-nodes")
     assert len(placed(plan_gang(state, "default/train"))) == 8
+
+
+# --------------------------------------------------------------------------- spec.schedulingBackoff
+
+
+def test_a_gang_tried_once_per_pool_is_not_tried_again_in_the_pool_its_latest_condition_names() -> None:
+    # Run:ai's node-pool assigner writes schedulingBackoff 1 and moves the PodGroup to its next pool on the
+    # UnschedulableOnNodePool condition; KAI's scheduler leaves it alone in the pool that wrote it meanwhile.
+    state = cluster()
+    kai_job(state, "once", 2, "gpu-nodes")
+    state.apply(kai_group("once", 2, "gpu-nodes", backoff=1, conditions=(("gpu-nodes", "1"),)))
+    failure = refused(plan_gang(state, "default/once"))
+    assert failure.constraint == BACKOFF
+    assert "not tried in node pool 'gpu-nodes' again: spec.schedulingBackoff 1" in failure.reason, failure.reason
+    assert "transitionID 1" in failure.reason and KAI_NODE_POOL_LABEL in failure.reason
+    # moved to the default pool: tried there, though the old pool's condition stays
+    state.apply(kai_group("once", 2, None, backoff=1, conditions=(("gpu-nodes", "1"),)))
+    assert not placed(plan_gang(state, "default/once")) & POOLED
+
+
+def test_the_latest_condition_by_transition_id_decides_and_without_one_or_a_backoff_the_gang_is_tried() -> None:
+    state = cluster()
+    kai_job(state, "once", 2, None)
+    # the default pool's condition is older than the other pool's: the default pool has not refused it since
+    state.apply(kai_group("once", 2, None, backoff=1, conditions=(("default", "2"), ("gpu-nodes", "10"))))
+    assert placed(plan_gang(state, "default/once"))
+    state.apply(kai_group("once", 2, None, backoff=1, conditions=(("gpu-nodes", "2"), ("default", "10"))))
+    assert refused(plan_gang(state, "default/once")).constraint == BACKOFF
+    for backoff in (None, -1):  # KAI's default: tried in its pool until placed
+        state.apply(kai_group("once", 2, None, backoff=backoff, conditions=(("default", "10"),)))
+        assert placed(plan_gang(state, "default/once"))
+    state.apply(kai_group("once", 2, None, backoff=1))
+    assert placed(plan_gang(state, "default/once"))
+
+
+def test_a_gang_holding_nominations_is_tried_though_its_pool_refused_it_once() -> None:
+    # Its preemption freed room and nominated nodes for it; the condition written meanwhile must not strand it.
+    state = cluster()
+    keys = kai_job(state, "once", 1, None)
+    state.apply(kai_group("once", 1, None, backoff=1, conditions=(("default", "1"),)))
+    assert refused(plan_gang(state, "default/once")).constraint == BACKOFF
+    state.apply(PodNominated(pod=keys[0], uid=state.pods[keys[0]].uid, node="n0", gang="default/once"))
+    assert placed(plan_gang(state, "default/once")) == {"n0"}
+
+
+def test_a_scheduling_backoff_kai_does_not_support_is_reported_and_read_as_one() -> None:
+    group = kai_group("odd", 1, None, backoff=3).pod_group
+    spec, problems = kai_gang_spec(group, "default/odd", KAI_NODE_POOL_LABEL)
+    assert spec.kai_tries_once
+    [problem] = [p for p in problems if p.field == "spec.schedulingBackoff"]
+    assert "3 is not one KAI supports (-1 or 1); read as 1" in problem.message
+    for backoff, once in ((None, False), (-1, False), (1, True), (0, True)):
+        spec, problems = kai_gang_spec(kai_group("g", 1, None, backoff=backoff).pod_group, "default/g",
+                                       KAI_NODE_POOL_LABEL)
+        assert spec.kai_tries_once is once
+        assert not [p for p in problems if p.field == "spec.schedulingBackoff"] or backoff == 0
