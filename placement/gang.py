@@ -191,7 +191,7 @@ def backoff_wait(state: ClusterState, spec: GangSpec) -> str:
         return ""
     label = state.kai_node_pool_label or KAI_NODE_POOL_LABEL
     backoff = group.spec.scheduling_backoff if group is not None else None
-    return (f"gang {spec.key}: not tried in node pool {pool!r} again: spec.schedulingBackoff {backoff} tries it "
+    return (f"not tried in node pool {pool!r} again: spec.schedulingBackoff {backoff} tries it "
             f"there once, and its latest scheduling condition ({latest.type or 'no type'}, transitionID "
             f"{latest.transition_id or 'none'}) says that pool could not place it; it waits for a move to another "
             f"pool (its label {label}) or for that condition to go, as KAI's scheduler leaves it")

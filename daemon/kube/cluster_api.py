@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -75,13 +75,13 @@ from daemon.kube.event_correlator import ObjectRef
 from daemon.kube.event_recorder import EventRecorder
 from daemon.kube.leader import NotLeader, WriteGate
 from daemon.scheduling.decisions import NOT_READY_REASON
+from daemon.scheduling.kai_status import kai_scheduling_conditions
 from daemon.scheduling.ports import OK, ApiOutcome, BindOutcome, GangPhase
 from daemon.telemetry.metrics import Metrics
 from events.ingest import KINDS
 from events.objects import (
     CLUSTER_NETWORK_TOPOLOGY_API,
     HYPERNODE_API,
-    KAI_DEFAULT_NODE_POOL,
     KAI_LAST_EVICTION_ANNOTATION,
     KAI_POD_GROUP_API,
     SELECTED_NODE_ANNOTATION,
@@ -89,11 +89,8 @@ from events.objects import (
     TopologyDetail,
 )
 from placement.members import TASK_SHORT
-from placement.plan import QUOTA_MEMBERSHIP, QUOTA_NON_PREEMPTIBLE, QUOTA_OVER_MAX, QuotaShortfall
+from placement.plan import QuotaShortfall
 from state.cluster import ClusterState
-from state.kai_gangs import SINGLE_SCHEDULING_BACKOFF, latest_condition, transition_number
-from state.quota import UNLIMITED_MIN
-from state.resources import format_quantity
 from state.volcano_enqueue import INQUEUE
 
 log = structlog.get_logger("toposched.kubeapi")
@@ -161,15 +158,9 @@ PREEMPTED = "Preempted"  # kube-scheduler's Event on a victim
 # The Event's reason per phase (the condition keeps the loop's reason: Unschedulable, Scheduled, GangTimeout).
 _EVENT_REASON: dict[str, str] = {"Pending": FAILED_SCHEDULING, "TimedOut": "GangTimeout", "Scheduled": SCHEDULED,
                                  "Preempted": PREEMPTED}
-# KAI's scheduler: the Event reasons on a PodGroup, the one scheduling condition it keeps per node pool, and the
-# reasons that condition lists (KAI's v2alpha2 UnschedulableReasons; PodSchedulingErrors: pods found no nodes).
+# KAI's scheduler: the Event reasons on a PodGroup (its scheduling conditions: daemon/scheduling/kai_status.py).
 KAI_NOT_READY = "NotReady"
 KAI_EVICT = "Evict"
-KAI_UNSCHEDULABLE_ON_NODE_POOL = "UnschedulableOnNodePool"
-KAI_QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
-KAI_OVER_LIMIT = "OverLimit"
-KAI_NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
-KAI_POD_SCHEDULING_ERRORS = "PodSchedulingErrors"
 _EVICTED = "evicted"
 _DELETED = "deleted (no Eviction API)"
 _DELETED_OVER_BUDGET = "deleted: its PodDisruptionBudget refused the eviction, and preemption outranks it"
@@ -191,13 +182,6 @@ def _event_of(phase: GangPhase, reason: str, *, kai: bool = False) -> tuple[Lite
     if reason == NOT_READY_REASON:
         return "Normal", NOT_READY_REASON
     return ("Normal" if phase in ("Scheduled", "Preempted") else "Warning"), _EVENT_REASON[phase]
-
-
-def _resource_list(amounts: Mapping[str, int], only: Collection[str]) -> dict[str, str]:
-    """Resources in milli-units, of `only` those, as a Kubernetes ResourceList (quantities as users write them);
-    a KAI quota of -1 (no bound) is left out."""
-    return {resource: format_quantity(resource, amount) for resource, amount in sorted(amounts.items())
-            if amount < UNLIMITED_MIN and resource in only}
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -600,7 +584,10 @@ class KubeClusterAPI:
             if reason != NOT_READY_REASON:
                 status = self._kube_pod_group_status(gang, api_version, phase, message)
         elif kai:
-            status = self._kai_pod_group_status(gang, phase, reason, message, quota)
+            conditions = (kai_scheduling_conditions(self.state, gang, phase, reason, message, quota, _now())
+                          if self.state is not None else None)
+            if conditions is not None:
+                status = {"schedulingConditions": conditions or None}
             if phase == "Preempted":  # its preemption delay counts again from now (KAI's scheduler stamps it too)
                 annotations = {KAI_LAST_EVICTION_ANNOTATION: _now()}
         elif target.status:
@@ -695,69 +682,6 @@ class KubeClusterAPI:
             return ApiOutcome(ok=False, reason=str(error), retriable=error.status != 404)
         log.info("gang.enqueued", gang=gang)
         return OK
-
-    def _kai_pod_group_status(self, gang: str, phase: GangPhase, reason: str, message: str,
-                              quota: QuotaShortfall | None = None) -> dict[str, Any] | None:
-        """A KAI PodGroup's `status.schedulingConditions` as KAI's scheduler keeps them: while the gang cannot
-        be placed, one `UnschedulableOnNodePool` condition for its node pool (its pool label's value, else
-        `default`, as KAI names it), last in the list, its `transitionID` one above the latest one's, its
-        `reasons` saying why in KAI's words (`_kai_reasons`), rewritten only when it says something new; none
-        once the gang is scheduled. A gang still short of members (not ready for scheduling), held by its
-        `schedulingBackoff` or preempted gets none written, as KAI writes none then. The message of a gang with
-        `schedulingBackoff: 1` begins with its pool (`Node-Pool 'a100': `), as KAI's does. None: nothing to
-        change."""
-        group = self.state.kai_pod_groups.get(gang) if self.state is not None else None
-        current = group.status.scheduling_conditions if group is not None else []
-        if phase == "Scheduled":
-            return {"schedulingConditions": None} if current else None
-        if phase == "Preempted" or reason == NOT_READY_REASON:
-            return None
-        label = self.state.kai_node_pool_label if self.state is not None else ""
-        pool = (group.metadata.labels.get(label) if group is not None and label else None) or KAI_DEFAULT_NODE_POOL
-        if group is not None and group.spec.scheduling_backoff == SINGLE_SCHEDULING_BACKOFF:
-            message = f"Node-Pool '{pool}': {message}"  # KAI names the pool for a gang tried once per pool
-        text = message[:1024]
-        reasons = self._kai_reasons(quota, text)
-        wanted = (KAI_UNSCHEDULABLE_ON_NODE_POOL, pool, UNSCHEDULABLE, text, "True", [r["reason"] for r in reasons])
-        latest = latest_condition(group) if group is not None else None
-        if (latest is not None and current[-1].node_pool == pool
-                and (latest.type, latest.node_pool, latest.reason, latest.message, latest.status,
-                     [r.reason for r in latest.reasons]) == wanted):
-            return None
-        number = transition_number(latest.transition_id) if latest is not None else 0
-        condition = {"type": KAI_UNSCHEDULABLE_ON_NODE_POOL, "nodePool": pool,
-                     "reason": UNSCHEDULABLE, "message": text, "reasons": reasons, "status": "True",
-                     "transitionID": str(max(number, 0) + 1), "lastTransitionTime": _now()}
-        kept = [msgspec.to_builtins(c) for c in current if c.node_pool != pool]
-        return {"schedulingConditions": [*kept, condition]}
-
-    def _kai_reasons(self, quota: QuotaShortfall | None, message: str) -> list[dict[str, Any]]:
-        """A KAI condition's `reasons`, as KAI's scheduler writes them (its UnschedulableExplanations, which
-        KAI's docs tell clients to read): a queue that does not exist (or, for this pool's scheduler, is
-        not there: another pool's) `QueueDoesNotExist`; a queue limit the job would pass `OverLimit`; a
-        non-preemptible job past its queue's quota `NonPreemptibleOverQuota`, both with the queue's figures
-        (`details.queueDetails`, as they stand when written); anything else `PodSchedulingErrors`, KAI's reason
-        for a job whose pods find no nodes. The message is the condition's."""
-        kind = quota.kind if quota is not None else ""
-        if kind == QUOTA_MEMBERSHIP:
-            return [{"reason": KAI_QUEUE_DOES_NOT_EXIST, "message": message}]
-        code = {QUOTA_OVER_MAX: KAI_OVER_LIMIT, QUOTA_NON_PREEMPTIBLE: KAI_NON_PREEMPTIBLE_OVER_QUOTA}.get(kind)
-        if code is None or quota is None:
-            return [{"reason": KAI_POD_SCHEDULING_ERRORS, "message": message}]
-        explanation: dict[str, Any] = {"reason": code, "message": message}
-        queue = self.state.quotas.quotas.get(quota.quota) if self.state is not None else None
-        if queue is not None:
-            kept = queue.constrained  # the queue's own resources (KAI's: cpu, memory, gpu), not every one counted
-            explanation["details"] = {"queueDetails": {
-                "name": queue.name,
-                "queueDeservedResources": _resource_list(queue.guarded, kept),
-                "queueAllocatedResources": _resource_list(queue.used, kept),
-                "queueAllocatedNonPreemptibleResources": _resource_list(queue.used_np, kept),
-                "queueResourceLimits": _resource_list(queue.max, kept),
-                "podGroupRequestedResources": _resource_list(quota.asked, kept),
-                "podGroupRequestedNonPreemptibleResources": _resource_list(quota.asked_np, kept),
-            }}
-        return [explanation]
 
     async def _report_objectless_gang(self, gang: str, phase: GangPhase, reason: str, message: str) -> ApiOutcome:
         """A gang of pod annotations (Koordinator's, no PodGroup object): its Event goes on its first member

@@ -51,6 +51,7 @@ import msgspec
 from daemon.offline.bulk import paused_gc
 from daemon.offline.quota_report import QuotaReport, QuotaWatch
 from daemon.scheduling.journal import Journal
+from daemon.scheduling.kai_status import kai_scheduling_conditions
 from daemon.scheduling.loop import Scheduler, SchedulerConfig
 from daemon.scheduling.ports import ALREADY_BOUND, BOUND, FAILED, OK, ApiOutcome, BindOutcome, GangPhase, Preemptor
 from events.dispatch import each, exhaustive
@@ -72,6 +73,7 @@ from events.model import (
     GangPending,
     GangPlanned,
     GangTimedOut,
+    KaiPodGroupUpserted,
     NodeDeleted,
     NodeUpserted,
     NominationCleared,
@@ -93,6 +95,7 @@ from events.objects import (
     ClaimReference,
     Condition,
     CSIPersistentVolumeSource,
+    KaiSchedulingCondition,
     NodeSelector,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -474,6 +477,15 @@ class InMemoryCluster:
                           quota: QuotaShortfall | None = None) -> ApiOutcome:
         self.calls.append(("report_gang", gang))
         self.world.reports.append((gang, phase, reason, message))
+        world = self.world
+        group = world.state.kai_pod_groups.get(gang)
+        if group is not None:  # its scheduling conditions, as the cluster's adapter writes them (placement reads them)
+            conditions = kai_scheduling_conditions(world.state, gang, phase, reason, message, quota,
+                                                   _timestamp(world.journal.clock.now()))
+            if conditions is not None:
+                status = msgspec.structs.replace(group.status, scheduling_conditions=msgspec.convert(
+                    conditions, list[KaiSchedulingCondition]))
+                world.journal.record(KaiPodGroupUpserted(pod_group=msgspec.structs.replace(group, status=status)))
         return OK
 
     async def report_pod(self, pod: str, uid: str, reason: str, message: str) -> ApiOutcome:
