@@ -1085,6 +1085,11 @@ KAI_PREFERRED_PLACEMENT_ANNOTATION = "kai.scheduler/topology-preferred-placement
 # from which the delay counts again (RFC 3339; toposched stamps it as KAI's scheduler does).
 KAI_PREEMPTION_DELAY_ANNOTATION = "kai.scheduler/preemption-delay"
 KAI_LAST_EVICTION_ANNOTATION = "kai.scheduler/last-eviction-timestamp"
+# KAI Scheduler's fractional GPUs, on a pod: a share of one GPU, GPU memory in MiB, how many GPUs to share
+# (read only to refuse such a pod: toposched allocates no GPU share, state/pod_constraints.py)
+KAI_GPU_FRACTION_ANNOTATION = "gpu-fraction"
+KAI_GPU_MEMORY_ANNOTATION = "gpu-memory"
+KAI_GPU_FRACTION_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
 # KAI Scheduler: the leaf sub-group of its PodGroup (spec.subGroups) a pod belongs to.
 KAI_SUB_GROUP_LABEL = "kai.scheduler/subgroup-name"
 SIMULATION_ANNOTATION_PREFIX = "sim.toposched.io/"
@@ -1155,6 +1160,9 @@ KEPT_ANNOTATIONS: frozenset[str] = frozenset({
     KAI_PREFERRED_PLACEMENT_ANNOTATION,
     KAI_PREEMPTION_DELAY_ANNOTATION,
     KAI_LAST_EVICTION_ANNOTATION,
+    KAI_GPU_FRACTION_ANNOTATION,
+    KAI_GPU_MEMORY_ANNOTATION,
+    KAI_GPU_FRACTION_DEVICES_ANNOTATION,
 })
 
 KOORDINATOR_POD_GROUP_API = "scheduling.sigs.k8s.io/v1alpha1"

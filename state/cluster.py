@@ -167,7 +167,7 @@ from state.gangs import (
 from state.kai_gangs import NON_PREEMPTIBLE_PRIORITY, kai_gang_spec, shown
 from state.node_changes import NodeChanges
 from state.node_table import NodeTable, node_table, nodes_of
-from state.pod_constraints import DRA_NOT_PLACED, unconsidered
+from state.pod_constraints import DRA_NOT_PLACED, shared_device, unconsidered
 from state.pod_gangs import annotation_gang_spec, defines_gang, membership, workload_of_gang
 from state.pod_table import PodRowTable, PodTable, columns, columns_of_rows, pod_table, pods_of, shared_parts
 from state.quota import IDLE_UNLESS_ACTIVE, KAI_QUEUE_KIND, QuotaBook
@@ -616,6 +616,8 @@ class ClusterState:
         self._jobs_by_uid: dict[str, VolcanoJob | KubeflowJob] = {}
         self.pending: set[str] = set()  # keys of our pods waiting to be placed
         self.nominating: set[str] = set()  # keys of the pods holding a nomination on a node (`PodInfo.nominated_on`)
+        # pod key -> the node its nomination names while that node is not known (settled when it comes)
+        self._awaiting_node: dict[str, str] = {}
         self.problems: dict[tuple[str, str], list[Problem]] = {}
         self.undecodable: dict[tuple[str, str], Problem] = {}
         self.fold_failures: dict[tuple[str, str], Problem] = {}  # (kind, key) -> the event that could not be folded
@@ -1069,6 +1071,12 @@ class ClusterState:
                     self._settle(pod)
                     if pod.nominated_node == name:
                         self._settle_nomination(pod)
+            if self._awaiting_node:  # nominated here before the node was known (the API shows it so)
+                for key in sorted(key for key, node_name in self._awaiting_node.items() if node_name == name):
+                    del self._awaiting_node[key]
+                    pod = self.pods.get(key)
+                    if pod is not None and pod.nominated_node == name:
+                        self._settle_nomination(pod)
         else:
             relabelled = info.labels != node.metadata.labels or info.allocatable != allocatable
             info.obj = node
@@ -1103,6 +1111,7 @@ class ClusterState:
         for pod in info.nominated.values():
             pod.nominated_on = ""
             self.nominating.discard(pod.key)
+            self._awaiting_node[pod.key] = event.name  # held again if the node comes back
         self.topology.node_deleted(event.name)
         for tree in self.label_trees.values():
             tree.node_deleted(event.name)
@@ -1235,7 +1244,10 @@ class ClusterState:
             problems.append(Problem("Pod", key, "object", oversized, RECORD_TOO_LARGE))
         priority, policy = self._resolve_priority(obj, key, problems)
         if ours:
-            problems += unconsidered(obj, key)
+            device = shared_device(obj)
+            if device is not None and not invalid:  # another scheduler's device: never placed by us
+                invalid = f"{device[0]}: {device[1]}"
+            problems += unconsidered(obj, key, device)
         # The gang protocols' pod side (a hot path: plain lookups, functions only where something is set).
         # Volcano's task, else the KAI leaf sub-group (each dialect's gang reads its own: `KaiSubGroups`).
         task = annotations.get(VOLCANO_TASK_SPEC_ANNOTATION, "") or labels.get(KAI_SUB_GROUP_LABEL, "")
@@ -2085,6 +2097,10 @@ class ClusterState:
             else:
                 self.nominating.discard(pod.key)
             pod.nominated_on = target
+        if pod.nominated_node and not target:
+            self._awaiting_node[pod.key] = pod.nominated_node
+        elif self._awaiting_node:
+            self._awaiting_node.pop(pod.key, None)
 
     def _set_problems(self, kind: str, key: str, problems: list[Problem]) -> None:
         current = self.problems.get((kind, key))

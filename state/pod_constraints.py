@@ -21,6 +21,13 @@ naming the field:
   kubelet starts no pod whose claims are not allocated and reserved for it, so such a pod is not placed
   at all (`DRA_NOT_PLACED`, the reason it waits with) rather than bound to a node where it never starts.
 
+- a device that another scheduler hands out itself (`shared_device`): a share of a GPU, or a device
+  Koordinator's DeviceShare allocates, asked for as a resource (`koordinator.sh/gpu-core`,
+  `volcano.sh/vgpu-number`, HAMi's `nvidia.com/gpumem`, ...) or, for KAI's fractional GPUs, as an annotation
+  (`gpu-fraction`, `gpu-memory`). That scheduler chooses the device when it places the pod and writes it on
+  the pod for its node agent or device plugin; toposched chooses none, so such a pod would start without
+  its device (or not at all): it is not placed (`PodInfo.unusable`), and waits with that reason.
+
 Preferences (preferred affinities, `ScheduleAnyway` spreads) are not reported: ignoring a
 preference places a pod worse, never wrong. Pure: no I/O, no clock.
 """
@@ -29,7 +36,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from events.objects import Container, Pod, TopologySpreadConstraint
+from events.objects import (
+    KAI_GPU_FRACTION_ANNOTATION,
+    KAI_GPU_FRACTION_DEVICES_ANNOTATION,
+    KAI_GPU_MEMORY_ANNOTATION,
+    Container,
+    Pod,
+    TopologySpreadConstraint,
+)
 from state.gangs import UNSUPPORTED_FIELD, Problem
 from state.label_selectors import selector_problems
 
@@ -49,19 +63,74 @@ DRA_NOT_PLACED = (
     "default-scheduler)")
 
 
-def unconsidered(pod: Pod, key: str) -> Sequence[Problem]:
+# Devices another scheduler allocates itself, by resource name prefix, and what to say of each: Koordinator's
+# DeviceShare (GPU shares, RDMA, FPGA), Volcano's deviceshare plugin (vGPU, and its older GPU share), HAMi.
+_SHARED_DEVICE_RESOURCES: tuple[tuple[str, str], ...] = (
+    ("koordinator.sh/gpu", "koordinator"), ("koordinator.sh/rdma", "koordinator"),
+    ("koordinator.sh/fpga", "koordinator"), ("volcano.sh/vgpu-", "volcano"), ("volcano.sh/gpu-", "volcano"),
+    ("nvidia.com/gpumem", "hami"), ("nvidia.com/gpucores", "hami"))
+_SHARED_DEVICE_PREFIXES = tuple(prefix for prefix, _ in _SHARED_DEVICE_RESOURCES)
+# KAI Scheduler's fractional GPUs: pod annotations its scheduler and binder act on.
+KAI_FRACTION_ANNOTATIONS = (KAI_GPU_FRACTION_ANNOTATION, KAI_GPU_MEMORY_ANNOTATION, KAI_GPU_FRACTION_DEVICES_ANNOTATION)
+_WHO_ALLOCATES = {
+    "koordinator": ("Koordinator's DeviceShare allocates in koord-scheduler (it writes the chosen devices into the "
+                    "pod's scheduling.koordinator.sh/device-allocated annotation, which its node agent applies)",
+                    "koord-scheduler"),
+    "volcano": ("Volcano's deviceshare plugin allocates in its scheduler (it writes the chosen GPU into the pod's "
+                "annotations, which its device plugin reads)", "volcano"),
+    "hami": ("HAMi's scheduler allocates (it writes the chosen GPU into the pod's annotations, which its device "
+             "plugin reads)", "HAMi's scheduler"),
+    "kai": ("KAI Scheduler allocates (its binder reserves a GPU and shares it among such pods)", "kai-scheduler"),
+}
+
+
+def shared_device(pod: Pod) -> tuple[str, str] | None:
+    """The first device `pod` asks for that another scheduler hands out itself, as (field, message): a
+    resource of Koordinator's DeviceShare, Volcano's vGPU or HAMi's GPU shares, or a KAI fractional-GPU
+    annotation. None for the usual pod (its annotations looked up, its requests' names read)."""
+    annotations = pod.metadata.annotations
+    if annotations:
+        for name in KAI_FRACTION_ANNOTATIONS:
+            if name in annotations:
+                return f"metadata.annotations[{name}]", _device_message("a fractional GPU", "kai")
+    spec = pod.spec
+    for kind, containers in (("containers", spec.containers), ("initContainers", spec.init_containers)):
+        for index, container in enumerate(containers):
+            for name in container.resources.requests:
+                if name.startswith(_SHARED_DEVICE_PREFIXES):
+                    who = next(vendor for prefix, vendor in _SHARED_DEVICE_RESOURCES if name.startswith(prefix))
+                    return f"spec.{kind}[{index}].resources.requests[{name}]", _device_message(f"{name}", who)
+    return None
+
+
+def _device_message(what: str, who: str) -> str:
+    how, scheduler = _WHO_ALLOCATES[who]
+    return (f"{what} is a device {how}; toposched allocates no device, so the pod would start without it: it is not "
+            f"placed (ask for whole GPUs as nvidia.com/gpu, or leave the pod to {scheduler})")
+
+
+_LOOK: tuple[str, str] = ("", "")
+
+
+def unconsidered(pod: Pod, key: str, device: tuple[str, str] | None = _LOOK) -> Sequence[Problem]:
     """The constraints of `pod` (key `key`) that toposched does not place by, each a problem naming its
-    field; empty for the usual pod (a few attribute reads)."""
+    field; empty for the usual pod (a few attribute reads). `device`: its `shared_device`, when the caller
+    has looked already."""
     spec = pod.spec
     affinity = spec.affinity
+    if device is _LOOK:
+        device = shared_device(pod)
     if ((affinity is None or (affinity.pod_affinity is None and affinity.pod_anti_affinity is None))
-            and not spec.topology_spread_constraints and not spec.resource_claims
+            and not spec.topology_spread_constraints and not spec.resource_claims and device is None
             and not (spec.init_containers and _any_ports(spec.init_containers))):
         return _NONE
     problems: list[Problem] = []
 
     def report(field: str, message: str) -> None:
         problems.append(Problem("Pod", key, field, message, reason=UNSUPPORTED_FIELD))
+
+    if device is not None:
+        report(*device)
 
     if affinity is not None:
         for name, which, consequence in (

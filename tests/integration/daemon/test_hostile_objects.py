@@ -191,3 +191,36 @@ async def test_kubernetes_pod_groups_a_server_would_refuse_are_named_in_warnings
             await wait_until(lambda: "its KubernetesPodGroup cannot be read (spec.disruptionMode: Expected"
                              in pod_condition(cluster, "pg-unreadable-0"), what="the unreadable gang's reason")
             assert not running[0].daemon.journal.internal_errors  # type: ignore[union-attr]
+
+
+async def test_pods_asking_for_gpu_shares_another_scheduler_allocates_are_warned_about_and_wait(
+        tmp_path: Path) -> None:
+    # Koordinator's GPU share and KAI's fractional GPU, written as their docs write them: their schedulers
+    # pick the GPU and write it on the pod for the node. Bound by toposched, each would start without one.
+    shared, fraction = pod("half-gpu"), pod("fraction")
+    for manifest in (shared, fraction):  # no whole GPU: a share of one
+        del manifest["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"]
+    with_request(with_request(shared, "koordinator.sh/gpu-core", "50"), "koordinator.sh/gpu-memory-ratio", "50")
+    fraction["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
+    hosts = nodes(4)
+    for host in hosts:  # as Koordinator's node agent advertises the shares: room is not what stops them
+        host["status"]["allocatable"] = {**host["status"]["allocatable"], "koordinator.sh/gpu-core": "800",
+                                         "koordinator.sh/gpu-memory-ratio": "800"}
+    async with DevCluster() as cluster:
+        load_as_a_real_server_would(cluster, hosts)
+        async with daemons(cluster, tmp_path) as running:
+            load_as_a_real_server_would(cluster, [shared, fraction])
+            await canary_binds(cluster, "canary", running)
+            koordinator = ("spec.containers[0].resources.requests[koordinator.sh/gpu-core]: koordinator.sh/gpu-core "
+                           "is a device Koordinator's DeviceShare allocates")
+            await wait_until(lambda: warned(cluster, "half-gpu", koordinator)
+                             and warned(cluster, "fraction", "metadata.annotations[gpu-fraction]: a fractional GPU")
+                             and "leave the pod to koord-scheduler" in pod_condition(cluster, "half-gpu")
+                             and "leave the pod to kai-scheduler" in pod_condition(cluster, "fraction"),
+                             within=15, what="Warnings and pod conditions naming the fields")
+            for name in ("half-gpu", "fraction"):  # the object's warning, and kube-scheduler's FailedScheduling
+                assert {e["reason"] for e in events_about(cluster, name) if e["type"] == "Warning"} == {
+                    "UnsupportedField", "FailedScheduling"}
+            assert bound_count(cluster, ["half-gpu", "fraction"]) == 0
+            counted = running[0].daemon.metrics.invalid_objects
+            assert counted.labels("Pod", "UnsupportedField")._value.get() == 2

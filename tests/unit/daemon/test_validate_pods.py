@@ -121,3 +121,34 @@ spec:
         f'Duplicate value: "{{topology.kubernetes.io/zone, DoNotSchedule}}" {refuses}',
         "3 problems in 1 object",
     ]
+
+
+def test_a_pod_asking_for_a_gpu_share_another_scheduler_allocates_is_reported_before_it_is_applied(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Koordinator's documented GPU share (limits, which the API server copies to requests) and KAI's
+    # documented fractional GPU: their schedulers pick the GPU; toposched would bind the pod without one.
+    path = tmp_path / "share.yaml"
+    lines = validated(path, """
+apiVersion: v1
+kind: Pod
+metadata: {name: half-gpu, namespace: ml}
+spec:
+  schedulerName: toposched
+  containers:
+  - name: main
+    image: trainer:1.0
+    resources: {limits: {koordinator.sh/gpu-core: "50", koordinator.sh/gpu-memory-ratio: "50"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: fraction, namespace: ml, annotations: {gpu-fraction: "0.5"}}
+spec:
+  schedulerName: toposched
+  containers: [{name: main, image: trainer:1.0}]
+""", capsys)
+    assert lines[0].startswith(f"{path}#1: Pod ml/half-gpu: spec.containers[0].resources.requests"
+                               "[koordinator.sh/gpu-core]: koordinator.sh/gpu-core is a device Koordinator's "
+                               "DeviceShare allocates in koord-scheduler"), lines
+    assert lines[1].startswith(f"{path}#2: Pod ml/fraction: metadata.annotations[gpu-fraction]: a fractional GPU is "
+                               "a device KAI Scheduler allocates"), lines
+    assert lines[2] == "2 problems in 2 objects"

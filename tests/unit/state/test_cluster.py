@@ -182,6 +182,22 @@ def test_malformed_network_topology_annotation_is_recorded_and_gang_still_usable
     assert state.gangs["default/job"].spec is not None
 
 
+def test_a_nomination_to_a_node_not_known_yet_holds_its_room_once_the_node_comes_and_again_after_it_returns() -> None:
+    # A relist may bring a pod whose nominatedNodeName (another scheduler's) names a node listed after it.
+    obj = pod("vip", priority=100)
+    nominated = msgspec.structs.replace(obj, status=msgspec.structs.replace(obj.status, nominated_node_name="n1"))
+    early = _state(pod_event(nominated), node_event(node("n1")))
+    late = _state(node_event(node("n1")), pod_event(nominated))
+    for state in (early, late):
+        assert state.nominated_load(state.nodes["n1"], priority=50)[GPU] == 8000
+        assert state.nominating == {"default/vip"}
+    assert early.canonical() == late.canonical()
+    early.apply(NodeDeleted(name="n1"))
+    assert early.nominating == set()
+    early.apply(node_event(node("n1")))
+    assert early.nominated_load(early.nodes["n1"], priority=50)[GPU] == 8000
+
+
 def test_negative_min_member_is_a_problem() -> None:
     state = _state(group_event(pod_group("job", min_member=-3)))
     assert state.problems_of("PodGroup", "default/job")[0].field == "spec.minMember"

@@ -20,9 +20,11 @@ from tests.unit.placement.builders import fabric
 TERM = {"labelSelector": {"matchLabels": {"app": "trainer"}}, "topologyKey": "kubernetes.io/hostname"}
 
 
-def apply_pod(state: ClusterState, name: str, scheduler: str = "toposched", **spec: Any) -> str:
+def apply_pod(state: ClusterState, name: str, scheduler: str = "toposched",
+              annotations: dict[str, str] | None = None, **spec: Any) -> str:
     manifest = {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": "default", "uid": f"u-{name}", "labels": {"app": "trainer"}},
+                "metadata": {"name": name, "namespace": "default", "uid": f"u-{name}", "labels": {"app": "trainer"},
+                             "annotations": annotations or {}},
                 "spec": {"schedulerName": scheduler, "containers": [
                     {"name": "main", "resources": {"requests": {"nvidia.com/gpu": "1"}}}], **spec}}
     info = kind_of("v1", "Pod")
@@ -69,6 +71,42 @@ def test_a_pod_with_resource_claims_is_reported_and_not_placed_as_the_kubelet_wo
     plan = plan_pod(state, key)
     assert isinstance(plan, Unschedulable) and plan.constraint == INVALID
     assert plan.reason.startswith(f"pod {key}: spec.resourceClaims: dynamic resource allocation is not supported")
+
+
+@pytest.mark.parametrize(("requests", "annotations", "field", "says"), [
+    ({"koordinator.sh/gpu-core": "50", "koordinator.sh/gpu-memory-ratio": "50"}, {},
+     "spec.containers[0].resources.requests[koordinator.sh/gpu-core]",
+     "Koordinator's DeviceShare allocates in koord-scheduler"),
+    ({"koordinator.sh/rdma": "1", "nvidia.com/gpu": "8"}, {},
+     "spec.containers[0].resources.requests[koordinator.sh/rdma]", "leave the pod to koord-scheduler"),
+    ({"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "4096"}, {},
+     "spec.containers[0].resources.requests[volcano.sh/vgpu-number]", "Volcano's deviceshare plugin"),
+    ({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}, {},
+     "spec.containers[0].resources.requests[nvidia.com/gpumem]", "HAMi's scheduler allocates"),
+    ({"cpu": "2"}, {"gpu-fraction": "0.5"}, "metadata.annotations[gpu-fraction]",
+     "a fractional GPU is a device KAI Scheduler allocates"),
+    ({"cpu": "2"}, {"gpu-memory": "2000"}, "metadata.annotations[gpu-memory]", "leave the pod to kai-scheduler"),
+])
+def test_a_pod_asking_for_a_device_another_scheduler_allocates_is_reported_and_not_placed(
+        requests: dict[str, str], annotations: dict[str, str], field: str, says: str) -> None:
+    # Koordinator's DeviceShare, Volcano's vGPU, HAMi and KAI's fractional GPUs choose the device in their
+    # scheduler and write it on the pod for the node: bound by toposched, the pod would start without it.
+    state = fabric(blocks=1, nvlinks=1, nodes=2)
+    for node in state.nodes.values():  # as their node agents advertise the device resources
+        node.allocatable.update({name: 100_000 for name in requests if "/" in name})
+    key = apply_pod(state, "shares", annotations=annotations,
+                    containers=[{"name": "main", "resources": {"requests": requests}}])
+    problems = state.problems_of("Pod", key)
+    assert [(p.field, p.reason) for p in problems] == [(field, UNSUPPORTED_FIELD)]
+    assert says in problems[0].message
+    assert "it is not placed (ask for whole GPUs as nvidia.com/gpu" in problems[0].message
+    plan = plan_pod(state, key)
+    assert isinstance(plan, Unschedulable) and plan.constraint == INVALID
+    assert plan.reason.startswith(f"pod {key}: {field}: ")
+    # another scheduler's pod asking for it is that scheduler's business: counted where it runs, not reported
+    theirs = apply_pod(state, "theirs", scheduler="koord-scheduler",
+                       containers=[{"name": "main", "resources": {"requests": requests}}])
+    assert not state.problems_of("Pod", theirs)
 
 
 def test_preferences_plain_ports_placed_by_terms_and_other_schedulers_pods_are_not_reported() -> None:
