@@ -38,13 +38,14 @@ def kai_scheduling_conditions(state: ClusterState, gang: str, phase: GangPhase, 
     pool label's value, else `default`, as KAI names it), last in the list, its `transitionID` one above the
     latest one's, its `reasons` saying why in KAI's words (`kai_reasons`), written at `now` and rewritten only
     when it says something new; none once the gang is scheduled. A gang still short of members (not ready for
-    scheduling), held by its `schedulingBackoff` or preempted gets none written, as KAI writes none then. The
+    scheduling), held by its `schedulingBackoff`, preempted, or waiting on the nodes its own preemption
+    nominated (KAI's pipelined job) gets none written, as KAI writes none then: the one it has stays. The
     message of a gang with `schedulingBackoff: 1` begins with its pool (`Node-Pool 'a100': `), as KAI's does."""
     group = state.kai_pod_groups.get(gang)
     current = group.status.scheduling_conditions if group is not None else []
     if phase == "Scheduled":
         return [] if current else None
-    if phase == "Preempted" or reason == NOT_READY_REASON:
+    if phase == "Preempted" or reason == NOT_READY_REASON or _pipelined(state, gang):
         return None
     label = state.kai_node_pool_label
     pool = (group.metadata.labels.get(label) if group is not None and label else None) or KAI_DEFAULT_NODE_POOL
@@ -65,6 +66,14 @@ def kai_scheduling_conditions(state: ClusterState, gang: str, phase: GangPhase, 
                  "transitionID": str(max(number, 0) + 1), "lastTransitionTime": now}
     kept = [msgspec.to_builtins(c) for c in current if c.node_pool != pool]
     return [*kept, condition]
+
+
+def _pipelined(state: ClusterState, gang: str) -> bool:
+    """Whether the gang waits on nodes its preemption nominated (KAI's pipelined tasks: no pending task left,
+    so KAI marks the job unschedulable no more; a condition written before stays until it is bound)."""
+    info = state.gangs.get(gang)
+    pods = state.pods
+    return info is not None and any((pod := pods.get(key)) is not None and pod.nominated_on for key in info.members)
 
 
 def kai_reasons(state: ClusterState, quota: QuotaShortfall | None, message: str) -> list[dict[str, Any]]:

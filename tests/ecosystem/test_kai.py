@@ -303,6 +303,27 @@ def test_a_kai_pod_group_tried_once_per_pool_waits_for_a_move_and_runs_in_the_po
         eco.kubectl.run("label", "nodes", *NODES[-4:], "kai.scheduler/node-pool-")
 
 
+def test_a_kai_job_waiting_on_the_nodes_its_preemption_freed_gets_no_unschedulable_condition(eco: Ecosystem) -> None:
+    # KAI pipelines a job onto the room its preemption frees and marks it unschedulable no more: a condition
+    # there would send a job tried once per pool (schedulingBackoff 1) to another pool while its victims leave.
+    namespace = "kai-pipelined"
+    low = kai_job("low", namespace, len(NODES), "train").replace("terminationGracePeriodSeconds: 0",
+                                                                 "terminationGracePeriodSeconds: 3")
+    eco.apply(stream(priority_classes_yaml(train=50, urgent=1000), namespace_yaml(namespace), low))
+    eco.wait_bound([f"low-{index}" for index in range(len(NODES))], namespace)
+    eco.apply(kai_job("high", namespace, 2, "urgent", "\n  schedulingBackoff: 1\n  markUnschedulable: false"))
+    eco.wait_for(lambda: any(e["reason"] == "Unschedulable" and "preempting" in e["message"]
+                             for e in eco.events(namespace, "high", "PodGroup")),
+                 what="the job's report of its preemption")
+    assert all(((eco.find("pods", f"high-{index}", namespace) or {}).get("status") or {}).get("nominatedNodeName")
+               for index in range(2))
+    assert not scheduling_conditions(eco, "high", namespace)
+    eco.wait_bound(["high-0", "high-1"], namespace)
+    assert not scheduling_conditions(eco, "high", namespace)
+    eco.delete_namespace_objects(namespace)
+    eco.wait_for(lambda: not eco.objects("pods", namespace), what="the pods gone")
+
+
 def test_a_daemon_configured_with_kai_s_other_pool_label_keeps_pools_by_that_label(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     # KAI's nodePoolLabelKey changed to example.com/pool, and the daemon's kai_node_pool_label with it: the nodes
