@@ -164,6 +164,7 @@ from state.gangs import (
     preemptable_of,
     volcano_gang_spec,
 )
+from state.indexes import leave
 from state.kai_gangs import NON_PREEMPTIBLE_PRIORITY, kai_gang_spec, shown
 from state.node_changes import NodeChanges
 from state.node_table import NodeTable, node_table, nodes_of
@@ -616,8 +617,10 @@ class ClusterState:
         self._jobs_by_uid: dict[str, VolcanoJob | KubeflowJob] = {}
         self.pending: set[str] = set()  # keys of our pods waiting to be placed
         self.nominating: set[str] = set()  # keys of the pods holding a nomination on a node (`PodInfo.nominated_on`)
-        # pod key -> the node its nomination names while that node is not known (settled when it comes)
+        # pod key -> the node its nomination names while that node is not known (settled when it comes), and
+        # node name -> those pods
         self._awaiting_node: dict[str, str] = {}
+        self._awaited: dict[str, set[str]] = {}
         self.problems: dict[tuple[str, str], list[Problem]] = {}
         self.undecodable: dict[tuple[str, str], Problem] = {}
         self.fold_failures: dict[tuple[str, str], Problem] = {}  # (kind, key) -> the event that could not be folded
@@ -1071,12 +1074,12 @@ class ClusterState:
                     self._settle(pod)
                     if pod.nominated_node == name:
                         self._settle_nomination(pod)
-            if self._awaiting_node:  # nominated here before the node was known (the API shows it so)
-                for key in sorted(key for key, node_name in self._awaiting_node.items() if node_name == name):
-                    del self._awaiting_node[key]
-                    pod = self.pods.get(key)
-                    if pod is not None and pod.nominated_node == name:
-                        self._settle_nomination(pod)
+            waiting = self._awaited.pop(name, None) if self._awaited else None
+            for key in sorted(waiting or ()):  # nominated here before the node was known (the API shows it so)
+                self._awaiting_node.pop(key, None)
+                pod = self.pods.get(key)
+                if pod is not None and pod.nominated_node == name:
+                    self._settle_nomination(pod)
         else:
             relabelled = info.labels != node.metadata.labels or info.allocatable != allocatable
             info.obj = node
@@ -1111,7 +1114,7 @@ class ClusterState:
         for pod in info.nominated.values():
             pod.nominated_on = ""
             self.nominating.discard(pod.key)
-            self._awaiting_node[pod.key] = event.name  # held again if the node comes back
+            self._await_node(pod.key, event.name)  # held again if the node comes back
         self.topology.node_deleted(event.name)
         for tree in self.label_trees.values():
             tree.node_deleted(event.name)
@@ -2098,9 +2101,18 @@ class ClusterState:
                 self.nominating.discard(pod.key)
             pod.nominated_on = target
         if pod.nominated_node and not target:
-            self._awaiting_node[pod.key] = pod.nominated_node
+            self._await_node(pod.key, pod.nominated_node)
         elif self._awaiting_node:
-            self._awaiting_node.pop(pod.key, None)
+            self._await_node(pod.key, "")
+
+    def _await_node(self, key: str, node: str) -> None:
+        """Note that the nomination of pod `key` names `node`, which is not known ("": it waits for none)."""
+        before = self._awaiting_node.pop(key, None)
+        if before is not None:
+            leave(self._awaited, before, key)
+        if node:
+            self._awaiting_node[key] = node
+            self._awaited.setdefault(node, set()).add(key)
 
     def _set_problems(self, kind: str, key: str, problems: list[Problem]) -> None:
         current = self.problems.get((kind, key))
