@@ -184,13 +184,11 @@ def backoff_wait(state: ClusterState, spec: GangSpec) -> str:
     ask while the gang holds nominations (room its preemption freed): it is placed there when they come free."""
     group = state.kai_pod_groups.get(spec.key)
     latest = latest_condition(group) if group is not None else None
-    if latest is None:
-        return ""
     pool = spec.kai_node_pool or KAI_DEFAULT_NODE_POOL
-    if latest.node_pool != pool:
+    if group is None or latest is None or latest.node_pool != pool:
         return ""
     label = state.kai_node_pool_label or KAI_NODE_POOL_LABEL
-    backoff = group.spec.scheduling_backoff if group is not None else None
+    backoff = group.spec.scheduling_backoff
     return (f"not tried in node pool {pool!r} again: spec.schedulingBackoff {backoff} tries it "
             f"there once, and its latest scheduling condition ({latest.type or 'no type'}, transitionID "
             f"{latest.transition_id or 'none'}) says that pool could not place it; it waits for a move to another "

@@ -356,8 +356,7 @@ class AffinityIndex:
         if found is not None and found.stamp == stamp:
             return found
         pods = tuple(pod for key in sorted(state.nominating)
-                     if (pod := state.pods.get(key)) is not None and pod.nominated_on and not pod.placed_on
-                     and not pod.terminating)
+                     if (pod := state.pods.get(key)) is not None and not pod.placed_on and not pod.terminating)
         anti = [term for pod in pods if has_terms(pod.obj) for term in self.terms(pod).anti]
         found = self._nominations = Nominations(stamp, pods, bool(anti), tuple(sorted(_selector_keys(anti))))
         return found

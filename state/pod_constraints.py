@@ -99,7 +99,7 @@ def shared_device(pod: Pod) -> tuple[str, str] | None:
             for name in container.resources.requests:
                 if name.startswith(_SHARED_DEVICE_PREFIXES):
                     who = next(vendor for prefix, vendor in _SHARED_DEVICE_RESOURCES if name.startswith(prefix))
-                    return f"spec.{kind}[{index}].resources.requests[{name}]", _device_message(f"{name}", who)
+                    return f"spec.{kind}[{index}].resources.requests[{name}]", _device_message(name, who)
     return None
 
 
