@@ -106,6 +106,10 @@ RESOURCES: tuple[ResourceDef, ...] = (
                 stored_as="podgroups.scheduling.k8s.io"),
     ResourceDef("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups", "podgroup", True, ("status",),
                 stored_as="podgroups.scheduling.k8s.io"),
+    # 1.37's alpha CompositePodGroup (feature gate CompositePodGroup): the non-leaf groups of a hierarchy of
+    # PodGroups, served at v1alpha3 only.
+    ResourceDef("scheduling.k8s.io", "v1alpha3", "CompositePodGroup", "compositepodgroups", "compositepodgroup",
+                True, ("status",)),
     # The Workload likewise: 1.37's v1beta1 (storage) and v1alpha3, 1.36's v1alpha2, and 1.35's v1alpha1 (which
     # no 1.36+ cluster serves, kept for the clusters and manifests that still write it), one set of objects.
     ResourceDef("scheduling.k8s.io", "v1beta1", "Workload", "workloads", "workload", True),

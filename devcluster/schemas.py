@@ -261,6 +261,7 @@ _POD_GROUP_STATUS_1_36 = _object({
 })
 
 _DISRUPTION_MODE = _object({"single": _object({}), "all": _object({})})
+_COMPOSITE_POLICY = _object({"basic": _object({}), "gang": _object({"minGroupCount": _integer()}, ("minGroupCount",))})
 _RESOURCE_CLAIMS = {**_POD_GROUP_SPEC_COMMON["resourceClaims"], "x-kubernetes-list-type": "map",
                     "x-kubernetes-list-map-keys": ["name"]}
 
@@ -287,8 +288,7 @@ def _composite_template(levels: int) -> Schema:
     validation allows, so that a tree too deep is a 422 naming its field, not an unknown field."""
     fields: dict[str, Schema] = {
         "name": _string(),
-        "schedulingPolicy": _object({"basic": _object({}),
-                                     "gang": _object({"minGroupCount": _integer()}, ("minGroupCount",))}),
+        "schedulingPolicy": _COMPOSITE_POLICY,
         "schedulingConstraints": _POD_GROUP_SPEC_COMMON["schedulingConstraints"],
         "disruptionMode": _DISRUPTION_MODE, "priorityClassName": _string(),
         "priority": _POD_GROUP_SPEC_COMMON["priority"], "preemptionPolicy": _string(),
@@ -492,6 +492,19 @@ KIND_SCHEMAS: dict[tuple[str, str], tuple[str, Schema]] = {
         }, ("schedulingPolicy",)),
         "status": _POD_GROUP_STATUS_1_36,
     }, ("spec",))) for version in ("v1beta1", "v1alpha3")},
+    # 1.37's alpha CompositePodGroup (the CompositePodGroup feature gate): a non-leaf group of a hierarchy.
+    ("scheduling.k8s.io/v1alpha3", "CompositePodGroup"): ("io.k8s.api.scheduling.v1alpha3.CompositePodGroup", _top({
+        "spec": _object({
+            "parentCompositePodGroupName": _string(),
+            "workloadRef": _object({"workloadName": _string(), "templateName": _string()},
+                                   ("workloadName", "templateName")),
+            "schedulingPolicy": _COMPOSITE_POLICY,
+            "schedulingConstraints": _POD_GROUP_SPEC_COMMON["schedulingConstraints"],
+            "disruptionMode": _DISRUPTION_MODE, "priorityClassName": _string(),
+            "priority": _POD_GROUP_SPEC_COMMON["priority"], "preemptionPolicy": _string(),
+        }, ("workloadRef", "schedulingPolicy")),
+        "status": _object({"conditions": _array(_METAV1_CONDITION, "type")}),
+    }, ("spec",))),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): ("sh.volcano.scheduling.v1beta1.PodGroup", _top({
         "spec": _object({
             "minMember": _integer(), "minTaskMember": _map(_integer()), "queue": _string(),

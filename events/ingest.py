@@ -24,6 +24,8 @@ from events.model import (
     CapacityElasticQuotaUpserted,
     ClaimDeleted,
     ClaimUpserted,
+    CompositePodGroupDeleted,
+    CompositePodGroupUpserted,
     CSINodeDeleted,
     CSINodeUpserted,
     ElasticQuotaDeleted,
@@ -73,6 +75,7 @@ from events.model import (
 from events.objects import (
     CAPACITY_QUOTA_API,
     CLUSTER_NETWORK_TOPOLOGY_API,
+    COMPOSITE_POD_GROUP_API,
     HYPERNODE_API,
     KAI_POD_GROUP_API,
     KAI_QUEUE_API,
@@ -92,6 +95,7 @@ from events.objects import (
     WORKLOAD_API,
     CapacityElasticQuota,
     ClusterNetworkTopology,
+    CompositePodGroup,
     CSINode,
     ElasticQuota,
     HyperNode,
@@ -117,10 +121,10 @@ from events.objects import (
     slim,
 )
 
-KubeObject = (Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
-              | KueueTopology | KaiTopology | KaiPodGroup | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue
-              | KaiQueue | PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode | PodDisruptionBudget
-              | VolcanoJob | KubeflowJob)
+KubeObject = (Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | CompositePodGroup | Workload
+              | ClusterNetworkTopology | HyperNode | KueueTopology | KaiTopology | KaiPodGroup | PriorityClass
+              | ElasticQuota | CapacityElasticQuota | Queue | KaiQueue | PersistentVolumeClaim | PersistentVolume
+              | StorageClass | CSINode | PodDisruptionBudget | VolcanoJob | KubeflowJob)
 
 
 @dataclass(frozen=True)
@@ -206,6 +210,10 @@ KINDS: tuple[KindInfo, ...] = (
     KindInfo("KubernetesPodGroup", KUBE_POD_GROUP_API, "PodGroup", "podgroups", True, KubePodGroup,
              lambda o: KubePodGroupUpserted(pod_group=o), lambda k, u: KubePodGroupDeleted(key=k),
              KUBE_POD_GROUP_OLDER_APIS),
+    # After the PodGroups: a hierarchy's leaves are held when its composites come (state/composites.py).
+    KindInfo("CompositePodGroup", COMPOSITE_POD_GROUP_API, "CompositePodGroup", "compositepodgroups", True,
+             CompositePodGroup, lambda o: CompositePodGroupUpserted(composite=o),
+             lambda k, u: CompositePodGroupDeleted(key=k)),
     KindInfo("KaiPodGroup", KAI_POD_GROUP_API, "PodGroup", "podgroups", True, KaiPodGroup,
              lambda o: KaiPodGroupUpserted(pod_group=o), lambda k, u: KaiPodGroupDeleted(key=k)),
     KindInfo("Workload", WORKLOAD_API, "Workload", "workloads", True, Workload,

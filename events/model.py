@@ -20,6 +20,7 @@ import msgspec
 from events.objects import (
     CapacityElasticQuota,
     ClusterNetworkTopology,
+    CompositePodGroup,
     CSINode,
     ElasticQuota,
     HyperNode,
@@ -126,6 +127,16 @@ class KubePodGroupUpserted(EventBase, tag="kpg", frozen=True):
 
 
 class KubePodGroupDeleted(EventBase, tag="kpg-", frozen=True):
+    key: str
+
+
+class CompositePodGroupUpserted(EventBase, tag="cpg", frozen=True):
+    """A scheduling.k8s.io/v1alpha3 CompositePodGroup (Kubernetes 1.37, alpha): a non-leaf group of a hierarchy."""
+
+    composite: CompositePodGroup
+
+
+class CompositePodGroupDeleted(EventBase, tag="cpg-", frozen=True):
     key: str
 
 
@@ -290,6 +301,8 @@ TOPOLOGY_OBJECT_EVENTS = (NetworkTopologyUpserted, NetworkTopologyDeleted, Hyper
 QUOTA_OBJECT_EVENTS = (ElasticQuotaUpserted, ElasticQuotaDeleted, CapacityElasticQuotaUpserted,
                        CapacityElasticQuotaDeleted, QueueUpserted, QueueDeleted, KaiQueueUpserted, KaiQueueDeleted)
 PRIORITY_CLASS_EVENTS = (PriorityClassUpserted, PriorityClassDeleted)
+# 1.37's CompositePodGroups: the non-leaf groups of a hierarchy of Kubernetes PodGroups (state/composites.py).
+COMPOSITE_EVENTS = (CompositePodGroupUpserted, CompositePodGroupDeleted)
 # The workload objects whose PodGroups toposched enqueues (state/volcano_enqueue.py).
 JOB_OBJECT_EVENTS = (VolcanoJobUpserted, VolcanoJobDeleted, KubeflowJobUpserted, KubeflowJobDeleted)
 
@@ -418,6 +431,8 @@ Event: TypeAlias = (
     | SchedulerPluginsPodGroupDeleted
     | KubePodGroupUpserted
     | KubePodGroupDeleted
+    | CompositePodGroupUpserted
+    | CompositePodGroupDeleted
     | WorkloadUpserted
     | WorkloadDeleted
     | NetworkTopologyUpserted

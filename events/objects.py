@@ -811,6 +811,40 @@ class KubePodGroup(_K8s, frozen=True):
     status: KubePodGroupStatus = KubePodGroupStatus()
 
 
+class CompositeGangSchedulingPolicy(_K8s, frozen=True):
+    min_group_count: Int64 = 0  # child groups that must be schedulable (or scheduled) at once
+
+
+class CompositeSchedulingPolicy(_K8s, frozen=True):
+    """A CompositePodGroup's `spec.schedulingPolicy`: exactly one of `basic: {}` and `gang: {minGroupCount}`."""
+
+    basic: BasicSchedulingPolicy | None = None
+    gang: CompositeGangSchedulingPolicy | None = None
+
+
+class CompositePodGroupSpec(_K8s, frozen=True):
+    """1.37's alpha CompositePodGroup (`scheduling.k8s.io/v1alpha3`): a non-leaf group of a workload's
+    hierarchy, whose children (CompositePodGroups and PodGroups) name it as their
+    `parentCompositePodGroupName`; a root names none."""
+
+    scheduling_policy: CompositeSchedulingPolicy = CompositeSchedulingPolicy()
+    parent_composite_pod_group_name: str = ""
+    workload_ref: PodGroupWorkloadReference | None = None
+    scheduling_constraints: SchedulingConstraints | None = None
+    disruption_mode: DisruptionModeChoice | None = None
+    priority_class_name: str = ""
+    priority: Int64 | None = None
+    preemption_policy: str = ""
+
+
+class CompositePodGroup(_K8s, frozen=True):
+    api_version: str = "scheduling.k8s.io/v1alpha3"
+    kind: str = "CompositePodGroup"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: CompositePodGroupSpec = CompositePodGroupSpec()
+    status: KubePodGroupStatus = KubePodGroupStatus()
+
+
 class WorkloadPodGroup(_K8s, frozen=True):
     name: str = ""
     policy: SchedulingPolicy = SchedulingPolicy()
@@ -1171,6 +1205,7 @@ SCHEDULER_PLUGINS_POD_GROUP_API = "scheduling.x-k8s.io/v1alpha1"
 KUBE_POD_GROUP_API = "scheduling.k8s.io/v1beta1"
 KUBE_POD_GROUP_OLDER_APIS = ("scheduling.k8s.io/v1alpha3", "scheduling.k8s.io/v1alpha2")
 WORKLOAD_API = "scheduling.k8s.io/v1alpha1"
+COMPOSITE_POD_GROUP_API = "scheduling.k8s.io/v1alpha3"  # 1.37's alpha, behind the CompositePodGroup gate
 VOLCANO_POD_GROUP_API = "scheduling.volcano.sh/v1beta1"
 VOLCANO_JOB_API = "batch.volcano.sh/v1alpha1"
 KUBEFLOW_JOB_API = "kubeflow.org/v1"
@@ -1201,10 +1236,10 @@ def keeps_annotation(key: str) -> bool:
 
 _Object = TypeVar(
     "_Object",
-    bound=Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | Workload | ClusterNetworkTopology | HyperNode
-    | KueueTopology | KaiTopology | KaiPodGroup | PriorityClass | ElasticQuota | CapacityElasticQuota | Queue
-    | KaiQueue | PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode | PodDisruptionBudget | VolcanoJob
-    | KubeflowJob,
+    bound=Node | Pod | PodGroup | VolcanoPodGroup | KubePodGroup | CompositePodGroup | Workload | ClusterNetworkTopology
+    | HyperNode | KueueTopology | KaiTopology | KaiPodGroup | PriorityClass | ElasticQuota | CapacityElasticQuota
+    | Queue | KaiQueue | PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode | PodDisruptionBudget
+    | VolcanoJob | KubeflowJob,
 )
 
 

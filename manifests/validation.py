@@ -23,6 +23,9 @@ its words, so that a manifest devcluster refuses is one a real cluster refuses, 
   types' declarative tags say. A 1.36 PodGroup's spec is immutable; a 1.37 one's but for its gang's
   minCount. A 1.36 Workload's templates are immutable; a 1.37 one keeps its templates (none added or
   removed, at any level of a composite tree) and their fields but for a gang's minCount / minGroupCount.
+- CompositePodGroup (scheduling.k8s.io/v1alpha3, 1.37 alpha): workloadRef and a basic / gang policy required
+  (minGroupCount at least 1), one topology constraint at most, disruptionMode single or all, the priority
+  fields; its spec immutable. A PodGroup or CompositePodGroup naming a parent names its Workload too.
 
 `validate(api_version, kind, obj, old)` returns causes `(reason, field, message)` in the form of a
 Status's `details.causes`; empty means valid. Pure: no I/O, nothing of ours imported but
@@ -681,6 +684,7 @@ def _pod_group_v1beta1(obj: Obj, old: Obj | None) -> list[Cause]:
         causes += _names(ref, (("workloadName", dns_subdomain_problems), ("templateName", dns_label_problems)),
                          "spec.workloadRef")
     causes += _topology_constraints(spec)
+    causes += _parent_name(spec)
     policy = spec.get("preemptionPolicy")
     if policy is not None and policy not in PREEMPTION_POLICIES:
         causes.append(not_supported("spec.preemptionPolicy", policy, PREEMPTION_POLICIES))
@@ -691,6 +695,53 @@ def _pod_group_v1beta1(obj: Obj, old: Obj | None) -> list[Cause]:
         if kinds[0] != kinds[1] or new_policy.get("basic") != old_policy.get("basic"):
             causes.append(immutable("spec.schedulingPolicy", spec.get("schedulingPolicy")))
         causes += _immutable_fields(spec, old_spec, _POD_GROUP_IMMUTABLE)
+    return causes
+
+
+def _parent_name(spec: Obj, *, workload_required: bool = False) -> list[Cause]:
+    """parentCompositePodGroupName (a PodGroup's or a CompositePodGroup's): a DNS subdomain; a PodGroup naming a
+    parent names its Workload too (`+k8s:dependentRequired`; a CompositePodGroup's `workload_required` anyway)."""
+    parent = spec.get("parentCompositePodGroupName")
+    if not parent:
+        return []
+    causes = [invalid("spec.parentCompositePodGroupName", parent, p) for p in dns_subdomain_problems(str(parent))]
+    if not workload_required and "workloadRef" not in spec:
+        causes.append(required("spec.workloadRef", "must be set when spec.parentCompositePodGroupName is set"))
+    return causes
+
+
+# Every spec field of a CompositePodGroup: all immutable (its gang's minGroupCount too, in 1.37).
+_COMPOSITE_FIELDS = ("parentCompositePodGroupName", "workloadRef", "schedulingPolicy", "schedulingConstraints",
+                     "disruptionMode", "priorityClassName", "priority", "preemptionPolicy")
+
+
+def _composite_pod_group(obj: Obj, old: Obj | None) -> list[Cause]:
+    """scheduling.k8s.io/v1alpha3 CompositePodGroup (Kubernetes 1.37, alpha): a non-leaf group of a hierarchy.
+    workloadRef and schedulingPolicy required (gang's minGroupCount at least 1), one topology constraint at
+    most, a disruptionMode union, the priority fields; its spec immutable."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [required("spec")]
+    causes: list[Cause] = []
+    policy = spec.get("schedulingPolicy")
+    if not isinstance(policy, dict):
+        causes.append(required("spec.schedulingPolicy"))
+    else:
+        causes += _gang_policy(policy, "spec.schedulingPolicy", "minGroupCount")
+    ref = spec.get("workloadRef")
+    if not isinstance(ref, dict):
+        causes.append(required("spec.workloadRef"))
+    else:
+        causes += _names(ref, (("workloadName", dns_subdomain_problems), ("templateName", dns_label_problems)),
+                         "spec.workloadRef")
+    causes += _parent_name(spec, workload_required=True)
+    causes += _topology_constraints(spec)
+    mode = spec.get("disruptionMode")
+    if mode is not None:
+        causes += _one_of(_dict(mode), ("single", "all"), "spec.disruptionMode")
+    causes += _priority_fields(spec, "spec")
+    if old is not None:
+        causes += _immutable_fields(spec, _dict(old.get("spec")), _COMPOSITE_FIELDS)
     return causes
 
 
@@ -920,6 +971,7 @@ _RULES: dict[tuple[str, str], Callable[[Obj, Obj | None], list[Cause]]] = {
     ("scheduling.k8s.io/v1alpha2", "PodGroup"): _pod_group_v1alpha2,
     ("scheduling.k8s.io/v1alpha3", "PodGroup"): _pod_group_v1beta1,
     ("scheduling.k8s.io/v1beta1", "PodGroup"): _pod_group_v1beta1,
+    ("scheduling.k8s.io/v1alpha3", "CompositePodGroup"): _composite_pod_group,
 }
 
 

@@ -32,6 +32,7 @@ import msgspec
 
 from placement.plan import HARD_TIER, MUST_GATHER
 from state.cluster import ClusterState
+from state.composites import LABEL_PATH_SEPARATOR, key_path
 from state.gangs import MUST_GATHER as MUST_GATHER_STRATEGY
 from state.gangs import GangSpec, TierLimit
 from state.kai_gangs import shown
@@ -66,10 +67,26 @@ def key_level(tree: TopologyTree, label_key: str) -> int | None:
                  if level.label_keys == (label_key,) or (level.alias and level.alias == label_key)), None)
 
 
+def layer_of_key(tree: TopologyTree, label_key: str) -> int | None:
+    """`key_level`, else the level of a layer read from several keys, `label_key` among them (as topograph's
+    accelerator label or nvidia.com/gpu.clique): a CompositePodGroup hierarchy's keys resolve so."""
+    found = key_level(tree, label_key)
+    if found is not None:
+        return found
+    return next((level.index for level in tree.levels[1:] if label_key in level.label_keys), None)
+
+
 def planning_tree(state: ClusterState, specs: Sequence[GangSpec]) -> TopologyTree:
     """The tree a GangGroup is planned on: the cluster's, unless a gang's topology key is not one of its
-    layers (then that key's label tree; see the module docstring)."""
+    layers (then that key's label tree; see the module docstring); a CompositePodGroup hierarchy's, unless one
+    of its keys is not a layer (then the label tree of its keys, `state.composites.key_path`)."""
     tree = state.topology
+    composite = specs[0].composite if specs else None
+    if composite is not None:
+        keys = key_path(composite)
+        if all(layer_of_key(tree, key) is not None for key in keys):
+            return tree
+        return state.label_trees.get(LABEL_PATH_SEPARATOR.join(keys), tree)
     for spec in specs:
         if spec.topology_key and key_level(tree, spec.topology_key) is None:
             return state.label_trees.get(spec.topology_key, tree)

@@ -37,7 +37,7 @@ from events.objects import KAI_DEFAULT_NODE_POOL, KAI_NODE_POOL_LABEL
 from placement.constraints import InvalidConstraint, planning_tree, resolve
 from placement.fit import Capacity
 from placement.gather import Found, Job, Solver
-from placement.kai_subgroups import plan_kai_sub_groups, uses_kai_sub_groups
+from placement.kai_subgroups import plan_composite, plan_kai_sub_groups, uses_kai_sub_groups
 from placement.members import (
     counted,
     demands_for,
@@ -99,6 +99,9 @@ def plan_gang(state: ClusterState, gang: str, *,
     label = job_label(group)
     if unusable:
         return Unschedulable(gangs=group, constraint=INVALID, reason=f"{label}: {unusable}")
+    composite = specs[0].composite  # a hierarchy's leaves: its tree says what is enough
+    if composite is not None and composite.invalid:  # a group above its pods is missing, or no root
+        return Unschedulable(gangs=group, constraint=MEMBERS, reason=f"{label}: {composite.invalid}")
     for spec in specs:
         waits = backoff_wait(state, spec) if spec.kai_tries_once and not nominated else ""
         if waits:
@@ -106,7 +109,8 @@ def plan_gang(state: ClusterState, gang: str, *,
     blocked = _volume_blocked(state, waiting_pods)
     if blocked:
         return Unschedulable(gangs=group, constraint=VOLUME, reason=f"{label}: {blocked}")
-    min_total = sum(spec.min_member for spec in specs)
+    min_total = composite.least_pods() if composite is not None else sum(
+        spec.min_member for spec in specs)
     pending_count = sum(len(v) for v in waiting_pods.values())
     running_count = sum(len(v) for v in running.values())
     have = sum(counted(spec, members_running[spec.key]) for spec in specs)
@@ -122,6 +126,9 @@ def plan_gang(state: ClusterState, gang: str, *,
     minimum: list[str] = []
     extras: list[str] = []
     for spec in specs:
+        if composite is not None:  # the tree planner chooses each leaf's pods (a leaf may stay short)
+            extras.extend(pending[spec.key])
+            continue
         waiting = [state.pods[key] for key in pending[spec.key]]
         needed, short = minimum_of(spec, members_running[spec.key], waiting)
         if short:
@@ -255,6 +262,10 @@ def _place_admitted(state: ClusterState, group: tuple[str, ...], label: str, spe
         anchor = Job([], running_nodes=running_nodes, tree=tree, nominated_nodes=nominated).anchor or tree.root
         return GangPlan(gangs=group, assignments=(), domain=domain_label(anchor), level=anchor.layer,
                         explanation=f"{label}: nothing pending; {running_count} members run in {where(anchor)}")
+    composite = specs[0].composite
+    if composite is not None:
+        return plan_composite(state, solver, group, composite, label,
+                              [key for gang_key in group for key in pending[gang_key]], running_nodes, resolved)
     if len(specs) == 1 and uses_kai_sub_groups(specs[0]):
         return plan_kai_sub_groups(state, solver, specs[0], label, pending[specs[0].key], running_nodes, resolved)
     if len(specs) == 1 and uses_sub_groups(specs[0]):

@@ -23,18 +23,20 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from placement.constraints import Constraints
+import msgspec
+
+from placement.constraints import Constraints, layer_of_key
 from placement.gather import Job, Solver
-from placement.members import demands_for, domain_label, is_running, leaf_counts, pod_order, where
-from placement.plan import INVALID, SUB_GROUP, Assignment, GangPlan, Unschedulable
+from placement.members import demands_for, domain_label, is_running, pod_order, where
+from placement.plan import INVALID, MEMBERS, MUST_GATHER, SUB_GROUP, Assignment, GangPlan, Unschedulable
 from placement.reasons import explain_failure
 from placement.subgroups import least_needs, ranked_domains
-from state.cluster import ClusterState
+from state.cluster import ClusterState, PodInfo
 from state.gangs import GangSpec, KaiSubGroups
-from state.kai_gangs import kai_level, shown
-from state.topology import Domain, TopologyError
+from state.kai_gangs import kai_level, shown, tree_words
+from state.topology import Domain, TopologyError, TopologyTree
 
 Placed = list[tuple[str, str]]
 
@@ -43,18 +45,38 @@ def uses_kai_sub_groups(spec: GangSpec) -> bool:
     return spec.kai_sub_groups is not None
 
 
-class _Tree:
-    """One plan's view of the sub-group tree: each node's level, its pending pods and running members."""
+def _task(pod: PodInfo) -> str:
+    return pod.task
 
-    def __init__(self, state: ClusterState, solver: Solver, spec: GangSpec, sub_groups: KaiSubGroups,
-                 levels: list[int], pending: Sequence[str], constraints: Constraints) -> None:
+
+def _gang(pod: PodInfo) -> str:
+    return pod.gang
+
+
+class _Tree:
+    """One plan's view of the sub-group tree: each node's level, its pending pods and running members. A pod
+    belongs to the leaf `leaf_of` names (a KAI pod: its sub-group label; a PodGroup of a CompositePodGroup
+    hierarchy: its gang); `gangs` are the gangs whose running members count; `min_total` pods (running and
+    placed) are needed besides the tree's readiness; `noun` names a leaf in reasons."""
+
+    def __init__(self, state: ClusterState, solver: Solver, sub_groups: KaiSubGroups, levels: list[int],
+                 pending: Sequence[str], constraints: Constraints, *, gangs: Sequence[str],
+                 leaf_of: Callable[[PodInfo], str] = _task, min_total: int = 0, noun: str = "sub-group",
+                 count_word: str = "minMember") -> None:
         self.state = state
         self.solver = solver
-        self.spec = spec
         self.groups = sub_groups.groups
         self.sub_groups = sub_groups
         self.levels = levels
         self.constraints = constraints
+        self.leaf_of = leaf_of
+        self.min_total = min_total
+        self.noun = noun
+        self.count_word = count_word
+        kai = noun == "sub-group"
+        self.level_words = "its required level" if kai else "its topology key"
+        self.whole_words = (f"{'its KAI sub-groups' if kai else 'the groups of its hierarchy'} cannot all be placed, "
+                            f"each inside {'its required level' if kai else 'one domain of its topology key'}")
         count = len(self.groups)
         leaves = {group.name: at for at, group in enumerate(self.groups) if at and not group.children}
         self.pending: list[list[str]] = [[] for _ in range(count)]  # every node: the pending pods under it
@@ -62,18 +84,18 @@ class _Tree:
         self.loose: list[str] = []
         ignore = solver.capacity.ignore
         for key in pending:
-            at = leaves.get(state.pods[key].task)
+            at = leaves.get(leaf_of(state.pods[key]))
             if at is None:
                 self.loose.append(key)
             else:
                 self.pending[at].append(key)
-        info = state.gangs[spec.key]
-        members = sorted((pod for key in info.members if key not in ignore and (pod := state.pods.get(key)) is not None
+        members = sorted((pod for gang in gangs for key in state.gangs[gang].members
+                          if key not in ignore and (pod := state.pods.get(key)) is not None
                           and key not in state.pending and is_running(pod)), key=pod_order)
         self.running_members = members
         self.running_nodes = [pod.placed_node for pod in members]
         for pod in members:
-            at = leaves.get(pod.task)
+            at = leaves.get(leaf_of(pod))
             if at is not None:
                 self.running[at].append(pod.placed_node)
         self.parent = [0] * count
@@ -108,7 +130,7 @@ class _Tree:
             solver.rollback(mark)
             first = first or outcome
         layer = solver.tree.levels[level].layer
-        return first or (f"sub-group {group.name!r} ({len(keys)} pending) fits in no {layer} domain inside "
+        return first or (f"{self.noun} {group.name!r} ({len(keys)} pending) fits in no {layer} domain inside "
                          f"{where(domain)}")
 
     def inside(self, at: int, domain: Domain, require_all: bool) -> Placed | str:
@@ -119,7 +141,7 @@ class _Tree:
             running = self.running[at]
             need = max(0, group.min_member - len(running))
             if not keys:
-                return [] if need == 0 else (f"sub-group {group.name!r} ({len(running)} of minMember "
+                return [] if need == 0 else (f"{self.noun} {group.name!r} ({len(running)} of {self.count_word} "
                                              f"{group.min_member} pods)")
             if not require_all:  # the minimum only: a leaf's extras must not take the room a sibling needs
                 if need == 0:
@@ -128,7 +150,7 @@ class _Tree:
             found = solver.search(self.job(keys, domain.level, running), within=domain)
             if found is not None:
                 return found.assignments
-            return f"sub-group {group.name!r} ({len(keys)} {'pending' if require_all else 'of its minimum'})"
+            return f"{self.noun} {group.name!r} ({len(keys)} {'pending' if require_all else 'of its minimum'})"
         children = sorted(group.children, key=lambda child: (-len(self.pending[child]), self.groups[child].name))
         allowed = 0 if require_all else len(children) - group.required_children
         placed: Placed = []
@@ -155,20 +177,62 @@ class _Tree:
 
     def ready(self, placed: Placed) -> bool:
         """Whether the PodGroup is ready with its running members and `placed`."""
-        counts = leaf_counts(self.running_members)
+        counts: dict[str, int] = {}
+        for pod in self.running_members:
+            leaf = self.leaf_of(pod)
+            counts[leaf] = counts.get(leaf, 0) + 1
         for key, _ in placed:
-            task = self.state.pods[key].task
-            counts[task] = counts.get(task, 0) + 1
-        return (self.sub_groups.ready(counts)
-                and len(self.running_nodes) + len(placed) >= self.spec.min_member)
+            leaf = self.leaf_of(self.state.pods[key])
+            counts[leaf] = counts.get(leaf, 0) + 1
+        return self.sub_groups.ready(counts) and len(self.running_nodes) + len(placed) >= self.min_total
 
 
 def plan_kai_sub_groups(state: ClusterState, solver: Solver, spec: GangSpec, label: str, pending: Sequence[str],
                         running_nodes: Sequence[str], constraints: Constraints) -> GangPlan | Unschedulable:
-    tree = solver.tree
-    group = (spec.key,)
     sub_groups = spec.kai_sub_groups
     assert sub_groups is not None
+    return _plan_tree(state, solver, (spec.key,), sub_groups, label, pending, running_nodes, constraints,
+                      gangs=(spec.key,), leaf_of=_task, level_of=kai_level, min_total=spec.min_member,
+                      noun="sub-group", count_word="minMember",
+                      words="each KAI sub-group inside one domain of its required level")
+
+
+def plan_composite(state: ClusterState, solver: Solver, group: tuple[str, ...], tree: KaiSubGroups, label: str,
+                   pending: Sequence[str], running_nodes: Sequence[str], constraints: Constraints
+                   ) -> GangPlan | Unschedulable:
+    """A hierarchy of Kubernetes PodGroups under CompositePodGroups (`state/composites.py`): its leaves' gangs
+    (`group`) placed together down the tree, each group inside one domain of its topology key, inside its
+    parent's; enough is what makes the root ready (each CompositePodGroup its minGroupCount of children, each
+    PodGroup its minCount)."""
+    if tree.invalid:
+        return Unschedulable(gangs=group, constraint=MEMBERS, reason=f"{label}: {tree.invalid}")
+    root = tree.groups[0].constraint if tree.groups else None
+    if root is not None and root.required:  # the root's key bounds the whole job, as a required domain
+        level = layer_of_key(solver.tree, root.required)
+        if level is not None and level > constraints.top_level:
+            constraints = msgspec.structs.replace(
+                constraints, top_level=level, kind=MUST_GATHER,
+                source=f"{root.required_field} {root.required} ({solver.tree.levels[level].layer})")
+    return _plan_tree(state, solver, group, tree, label, pending, running_nodes, constraints, gangs=group,
+                      leaf_of=_gang, level_of=_composite_level, min_total=0, noun="PodGroup", count_word="minCount",
+                      words="each group of its CompositePodGroup hierarchy inside one domain of its topology key")
+
+
+def _composite_level(tree: TopologyTree, label_key: str) -> int:
+    """The level of `tree` a hierarchy's topology key names (`placement.constraints.layer_of_key`)."""
+    level = layer_of_key(tree, label_key)
+    if level is None:
+        known = ", ".join(f"{item.layer} ({'/'.join(item.label_keys) or item.tier_name})" for item in tree.levels[1:])
+        raise TopologyError("Level", label_key, "", f"is not a node label of a layer of the topology in use, "
+                            f"{tree_words(tree)} (layers: {known or 'none'})")
+    return level
+
+
+def _plan_tree(state: ClusterState, solver: Solver, group: tuple[str, ...], sub_groups: KaiSubGroups, label: str,
+               pending: Sequence[str], running_nodes: Sequence[str], constraints: Constraints, *,
+               gangs: Sequence[str], leaf_of: Callable[[PodInfo], str], level_of: Callable[[TopologyTree, str], int],
+               min_total: int, noun: str, count_word: str, words: str) -> GangPlan | Unschedulable:
+    tree = solver.tree
     if sub_groups.invalid:
         return Unschedulable(gangs=group, constraint=INVALID, reason=f"{label}: {sub_groups.invalid}")
     levels: list[int] = []
@@ -177,13 +241,14 @@ def plan_kai_sub_groups(state: ClusterState, solver: Solver, spec: GangSpec, lab
         level = 0
         if constraint is not None and constraint.required:
             try:
-                level = kai_level(tree, constraint.required)
+                level = level_of(tree, constraint.required)
             except TopologyError as error:
                 return Unschedulable(gangs=group, constraint=INVALID,
                                      reason=(f"{label}: {constraint.required_field} {shown(constraint.required)} "
                                              f"{error.message}"))
         levels.append(level)
-    view = _Tree(state, solver, spec, sub_groups, levels, pending, constraints)
+    view = _Tree(state, solver, sub_groups, levels, pending, constraints, gangs=gangs, leaf_of=leaf_of,
+                 min_total=min_total, noun=noun, count_word=count_word)
     whole = view.job(list(pending), constraints.top_level, running_nodes)
     if whole.anchor is not None and whole.anchor.level < constraints.top_level:
         return Unschedulable(gangs=group, constraint=constraints.kind,
@@ -192,7 +257,7 @@ def plan_kai_sub_groups(state: ClusterState, solver: Solver, spec: GangSpec, lab
                                     f"{where(whole.anchor)}")
     total = whole.total()
     deepest = len(tree.levels) - 1
-    least = least_needs(whole, spec.min_member - len(running_nodes))
+    least = least_needs(whole, (min_total or sub_groups.least_pods()) - len(running_nodes))
     first = ""
     for require_all in (True, False):
         needs = total if require_all else least
@@ -205,8 +270,7 @@ def plan_kai_sub_groups(state: ClusterState, solver: Solver, spec: GangSpec, lab
                     return GangPlan(
                         gangs=group, assignments=tuple(Assignment(pod=p, node=n) for p, n in outcome),
                         domain=domain_label(domain), level=domain.layer,
-                        explanation=(f"{label}: {where(domain)}: tightest domain holding the job; each KAI "
-                                     f"sub-group inside one domain of its required level{note}"))
+                        explanation=f"{label}: {where(domain)}: tightest domain holding the job; {words}{note}")
                 solver.rollback(mark)
                 if isinstance(outcome, str):
                     first = first or outcome
@@ -235,14 +299,14 @@ def _failure(solver: Solver, view: _Tree, label: str, group: tuple[str, ...], co
                 gangs=group, constraint=SUB_GROUP, level=layer,
                 best_domain=domain_label(best.domain) if best.domain is not None else "",
                 fit=best.fit, needed=len(keys),
-                reason=(f"{label}: sub-group {rule.name!r} ({len(keys)} pods) fits in no {layer} domain (its "
-                        f"required level); closest {best.domain.name if best.domain is not None else 'none'} "
+                reason=(f"{label}: {view.noun} {rule.name!r} ({len(keys)} pods) fits in no {layer} domain "
+                        f"({view.level_words}); closest {best.domain.name if best.domain is not None else 'none'} "
                         f"has room for {best.fit}"))
     top = tree.levels[constraints.top_level]
     return Unschedulable(
         gangs=group, constraint=SUB_GROUP, level=top.layer, needed=whole.size,
-        reason=(f"{label}: its KAI sub-groups cannot all be placed, each inside its required level, within one "
-                f"{top.layer} domain" + (f"; first short: {first}" if first else "")))
+        reason=(f"{label}: {view.whole_words}, within one {top.layer} domain"
+                + (f"; first short: {first}" if first else "")))
 
 
 def _path(view: _Tree, at: int) -> list[int]:

@@ -35,6 +35,8 @@ from events.model import (
     CapacityElasticQuotaUpserted,
     ClaimDeleted,
     ClaimUpserted,
+    CompositePodGroupDeleted,
+    CompositePodGroupUpserted,
     CSINodeDeleted,
     CSINodeUpserted,
     ElasticQuotaDeleted,
@@ -109,6 +111,7 @@ from events.objects import (
     CapacityElasticQuota,
     ClusterNetworkTopology,
     ClusterNetworkTopologySpec,
+    CompositePodGroup,
     Container,
     ContainerResourceStatus,
     CSINode,
@@ -142,6 +145,16 @@ from events.objects import (
 from events.parts import PodUpsertedParts, decode_parts
 from manifests.defaulting import pod_level_resource
 from state.compact import Compactor, Shape
+from state.composites import (
+    COMPOSITE_PROBLEM,
+    LABEL_PATH_SEPARATOR,
+    composite_leaf_spec,
+    family_of,
+    label_tree_name,
+    parent_key,
+    root_of,
+    unread_family,
+)
 from state.gangs import (
     INTERNAL_ERROR,
     INVALID_QUANTITY,
@@ -492,6 +505,7 @@ class _SnapshotObjects(msgspec.Struct, frozen=True, kw_only=True):
     csi_nodes: list[CSINode] = []  # likewise
     volcano_jobs: list[VolcanoJob] = []  # likewise
     kubeflow_jobs: list[KubeflowJob] = []  # likewise
+    composite_pod_groups: list[CompositePodGroup] = []  # likewise
     kai_node_pool_label: str = KAI_NODE_POOL_LABEL  # likewise: the default
 
 
@@ -591,6 +605,12 @@ class ClusterState:
         self.volcano_pod_groups: dict[str, VolcanoPodGroup] = {}
         self.scheduler_plugins_pod_groups: dict[str, PodGroup] = {}  # scheduling.x-k8s.io/v1alpha1
         self.kube_pod_groups: dict[str, KubePodGroup] = {}  # scheduling.k8s.io/v1alpha2
+        self.composite_pod_groups: dict[str, CompositePodGroup] = {}  # scheduling.k8s.io/v1alpha3 (1.37)
+        # A hierarchy's edges (state/composites.py): parent CompositePodGroup key -> its child CompositePodGroups,
+        # and -> its child PodGroups; a parent not (yet) held is a key too.
+        self._composite_children: dict[str, set[str]] = {}
+        self._composite_leaves: dict[str, set[str]] = {}
+        self._family_changes: set[str] | None = None  # `deferring_families`: the keys whose hierarchies changed
         self.kai_pod_groups: dict[str, KaiPodGroup] = {}  # scheduling.run.ai/v2alpha2 (KAI Scheduler)
         self.workloads: dict[str, Workload] = {}  # scheduling.k8s.io/v1alpha1
         self._workload_gangs: dict[str, set[str]] = {}  # Workload key -> gang keys of its podGroups with pods
@@ -1405,11 +1425,28 @@ class ClusterState:
         event, or the block's end). The state is then the same as folding the bindings one by one."""
         self._binds = []
         try:
-            yield
+            with self.deferring_families():
+                yield
         finally:
             if self._binds:
                 self._flush_binds()
             self._binds = None
+
+    @contextlib.contextmanager
+    def deferring_families(self) -> Iterator[None]:
+        """Within the block, a CompositePodGroup hierarchy a change touches is read again once, at the block's end,
+        not at each change (a hierarchy of N PodGroups folded one by one would be read N times, each time every
+        leaf). For folds nothing reads the state during: a log, a snapshot. The state is then the same."""
+        if self._family_changes is not None:  # nested: the outer block reads them
+            yield
+            return
+        self._family_changes = set()
+        try:
+            yield
+        finally:
+            changed, self._family_changes = self._family_changes, None
+            if changed:
+                self._refresh_families(changed, time=self.last_time)
 
     def _flush_binds(self) -> None:
         binds, self._binds = self._binds or [], []
@@ -1500,12 +1537,78 @@ class ClusterState:
     def _kube_pod_group_upserted(self, event: KubePodGroupUpserted) -> None:
         group = event.pod_group
         key = object_key(group.metadata.namespace, group.metadata.name)
+        old = self.kube_pod_groups.get(key)
         self.kube_pod_groups[key] = group
-        self._set_source(key, KUBE_SOURCE, *kube_pod_group_spec(group, key), time=event.time)
+        old_parent = _parent_of(old) if old is not None else ""
+        parent = _parent_of(group)
+        if not parent and not old_parent:
+            self._set_source(key, KUBE_SOURCE, *kube_pod_group_spec(group, key), time=event.time)
+            return
+        if old is not None and old.spec == group.spec:
+            return  # a status write (toposched's own conditions among them): the hierarchy reads the same
+        if old_parent != parent:
+            _unlink(self._composite_leaves, old_parent, key)
+            if not parent:
+                self._set_source(key, KUBE_SOURCE, *kube_pod_group_spec(group, key), time=event.time)
+        if parent:
+            self._composite_leaves.setdefault(parent, set()).add(key)
+            if self._family_changes is not None:  # held at once, as its gang's first sight is now; read later
+                spec, problems = kube_pod_group_spec(group, key)
+                self._set_source(key, KUBE_SOURCE, composite_leaf_spec(spec, unread_family(key)), problems,
+                                 time=event.time)
+        self._refresh_families({old_parent, parent}, time=event.time)
 
     def _kube_pod_group_deleted(self, event: KubePodGroupDeleted) -> None:
-        if self.kube_pod_groups.pop(event.key, None) is not None:
+        group = self.kube_pod_groups.pop(event.key, None)
+        if group is not None:
             self._drop_source(event.key, KUBE_SOURCE)
+            parent = _parent_of(group)
+            if parent:
+                _unlink(self._composite_leaves, parent, event.key)
+                self._refresh_families({parent}, time=event.time)
+
+    def _composite_upserted(self, event: CompositePodGroupUpserted) -> None:
+        composite = event.composite
+        key = object_key(composite.metadata.namespace, composite.metadata.name)
+        old = self.composite_pod_groups.get(key)
+        old_parent = _parent_of(old) if old is not None else ""
+        parent = _parent_of(composite)
+        self.composite_pod_groups[key] = composite
+        if old is not None and old.spec == composite.spec:
+            return
+        if old_parent != parent:
+            _unlink(self._composite_children, old_parent, key)
+        if parent:
+            self._composite_children.setdefault(parent, set()).add(key)
+        self._refresh_families({key, old_parent, parent}, time=event.time)
+
+    def _composite_deleted(self, event: CompositePodGroupDeleted) -> None:
+        composite = self.composite_pod_groups.pop(event.key, None)
+        if composite is None:
+            return
+        parent = _parent_of(composite)
+        if parent:
+            _unlink(self._composite_children, parent, event.key)
+        self._set_problems(COMPOSITE_PROBLEM, event.key, [])
+        self._refresh_families({event.key, parent}, time=event.time)
+
+    def _refresh_families(self, keys: AbstractSet[str], *, time: float) -> None:
+        """Read again the hierarchies the CompositePodGroups `keys` are in (or would be: a key not held is the
+        missing top of the groups naming it): every leaf PodGroup's spec, and each composite's problems."""
+        if self._family_changes is not None:
+            self._family_changes.update(key for key in keys if key)
+            return
+        composites = self.composite_pod_groups
+        roots = {root_of(key, composites) for key in keys if key}
+        for root in sorted(roots):
+            family = family_of(root, composites, self._composite_children, self._composite_leaves,
+                               self.kube_pod_groups)
+            for leaf in family.leaves:
+                group = self.kube_pod_groups[leaf]
+                spec, problems = kube_pod_group_spec(group, leaf)
+                self._set_source(leaf, KUBE_SOURCE, composite_leaf_spec(spec, family), problems, time=time)
+            for member in family.composites:
+                self._set_problems(COMPOSITE_PROBLEM, member, family.problems.get(member, []))
 
     def _kai_pod_group_upserted(self, event: KaiPodGroupUpserted) -> None:
         group = event.pod_group
@@ -1612,7 +1715,7 @@ class ClusterState:
 
     def _choose_spec(self, gang: GangInfo) -> None:
         """The winning source's spec and problems; every other source present is reported as ignored."""
-        old_key = gang.spec.topology_key if gang.spec is not None else ""
+        old_key = label_tree_name(gang.spec) if gang.spec is not None else ""
         filed: dict[str, list[Problem]] = {}
         if len(gang.sources) == 1:  # the usual case, kept cheap: one object (or annotation set) per gang
             ((name, (spec, problems)),) = gang.sources.items()
@@ -1645,7 +1748,7 @@ class ClusterState:
             gang.filed = {kind for kind, found in filed.items() if found}
         elif gang.filed:
             gang.filed = _NO_KINDS
-        new_key = gang.spec.topology_key if gang.spec is not None else ""
+        new_key = label_tree_name(gang.spec) if gang.spec is not None else ""
         if new_key != old_key:
             self._label_tree_unused(old_key, gang.key)
             self._label_tree_used(new_key, gang.key)
@@ -1692,16 +1795,20 @@ class ClusterState:
         users.add(gang)
         if label_key in self.label_trees:
             return
-        layer = layer_name_of(tier_name_of("", (label_key,)), 1)
-        if layer in (CLUSTER_LAYER, NODE_LAYER):
-            layer = "TopologyKeyLayer"
+        # One layer per key (a CompositePodGroup hierarchy's keys, from its root down: `state.composites`).
+        layers: list[NetworkTopologyLayer] = []
+        parent = ""
+        for depth, key in enumerate(label_key.split(LABEL_PATH_SEPARATOR), 1):
+            layer = layer_name_of(tier_name_of("", (key,)), depth)
+            if layer in (CLUSTER_LAYER, NODE_LAYER) or any(known.topology_layer == layer for known in layers):
+                layer = "TopologyKeyLayer" if depth == 1 else f"TopologyKeyLayer{depth}"
+            layers.append(NetworkTopologyLayer(topology_layer=layer, label_key=[key], parent_topology_layer=parent))
+            parent = layer
+        layers.append(NetworkTopologyLayer(topology_layer=NODE_LAYER, parent_topology_layer=parent))
         tree = TopologyTree()
         tree.network_topology_upserted(ClusterNetworkTopology(
             metadata=ObjectMeta(name=DEFAULT_CNT_NAME),
-            spec=ClusterNetworkTopologySpec(network_topology_spec=[
-                NetworkTopologyLayer(topology_layer=layer, label_key=[label_key]),
-                NetworkTopologyLayer(topology_layer=NODE_LAYER, parent_topology_layer=layer),
-            ])))
+            spec=ClusterNetworkTopologySpec(network_topology_spec=layers)))
         for name in sorted(self.nodes):
             info = self.nodes[name]
             tree.node_upserted(name, _only(info.labels, label_key), info.allocatable, info.used)
@@ -2144,6 +2251,7 @@ class ClusterState:
             scheduler_plugins_pod_groups=[self.scheduler_plugins_pod_groups[k]
                                           for k in sorted(self.scheduler_plugins_pod_groups)],
             kube_pod_groups=[self.kube_pod_groups[k] for k in sorted(self.kube_pod_groups)],
+            composite_pod_groups=[self.composite_pod_groups[k] for k in sorted(self.composite_pod_groups)],
             workloads=[self.workloads[k] for k in sorted(self.workloads)],
             network_topologies=[self.network_topologies[k] for k in sorted(self.network_topologies)],
             hyper_nodes=[self.hyper_nodes[k] for k in sorted(self.hyper_nodes)],
@@ -2182,6 +2290,12 @@ class ClusterState:
             raise ValueError(f"snapshot version {snap.version} is not one of {SNAPSHOT_VERSION_V1} to "
                              f"{SNAPSHOT_VERSION}")
         state = cls(snap.scheduler_name, snap.kai_node_pool_label)
+        with state.deferring_families():  # a hierarchy is read once, not once per PodGroup of it
+            state._fill_from(snap)
+        return state
+
+    def _fill_from(self, snap: StateSnapshot | StateSnapshotV2 | StateSnapshotV1) -> None:
+        state = self
         for priority_class in snap.priority_classes:
             state.apply(PriorityClassUpserted(priority_class=priority_class))
         for topology in snap.network_topologies:
@@ -2234,6 +2348,8 @@ class ClusterState:
             state.apply(SchedulerPluginsPodGroupUpserted(pod_group=xgroup))
         for kgroup in snap.kube_pod_groups:
             state.apply(KubePodGroupUpserted(pod_group=kgroup))
+        for composite in snap.composite_pod_groups:
+            state.apply(CompositePodGroupUpserted(composite=composite))
         for workload in snap.workloads:
             state.apply(WorkloadUpserted(workload=workload))
         for kai_group in snap.kai_pod_groups:
@@ -2281,7 +2397,6 @@ class ClusterState:
             state.fold_failures.setdefault(subject, problem)
         state.last_seq = snap.last_seq
         state.last_time = snap.last_time
-        return state
 
     def _restore_pod(self, obj: Pod, first_seen: float, bound_at: float | None, eviction_requested: bool,
                      bound_node: str) -> None:
@@ -2462,6 +2577,19 @@ class ClusterState:
             "quotas": self.quotas.canonical(),
         }
         return self.snapshot() + msgspec.msgpack.encode(derived)
+
+
+def _parent_of(group: KubePodGroup | CompositePodGroup) -> str:
+    """The key of the CompositePodGroup a group names as its parent ("" for none)."""
+    return parent_key(group.metadata.namespace, group.spec.parent_composite_pod_group_name)
+
+
+def _unlink(edges: dict[str, set[str]], parent: str, child: str) -> None:
+    children = edges.get(parent)
+    if children is not None:
+        children.discard(child)
+        if not children:
+            del edges[parent]
 
 
 def _parse_resources(raw: Mapping[str, str], kind: str, key: str, field: str) -> tuple[Resources, list[Problem]]:
@@ -2652,9 +2780,23 @@ def _meta_key(meta: ObjectMeta) -> str:
 
 
 def _only(labels: Mapping[str, str], key: str) -> dict[str, str]:
-    """The one label a label tree is built from (so other relabels never rebuild it)."""
-    value = labels.get(key)
-    return {} if value is None else {key: value}
+    """The labels a label tree is built from (one, or a hierarchy's joined by LABEL_PATH_SEPARATOR), so that other
+    relabels never rebuild it."""
+    if LABEL_PATH_SEPARATOR not in key:
+        value = labels.get(key)
+        return {} if value is None else {key: value}
+    # A hierarchy's: each value qualified by those above it (rack-a of block b0 is "b0/rack-a"), as its domains
+    # nest (a rack's pods share one value of the rack label and of the block's); a node lacking a key is in no
+    # domain of it nor below.
+    found: dict[str, str] = {}
+    path = ""
+    for name in key.split(LABEL_PATH_SEPARATOR):
+        value = labels.get(name)
+        if value is None:
+            break
+        path = f"{path}/{value}" if path else value
+        found[name] = path
+    return found
 
 
 # What each event is about, as (kind, key); the first group are updates of the object itself.
@@ -2671,6 +2813,8 @@ _UPDATE_SUBJECTS: dict[type, Callable[[Any], tuple[str, str]]] = {
     SchedulerPluginsPodGroupDeleted: lambda e: (SCHEDULER_PLUGINS_PROBLEM, e.key),
     KubePodGroupUpserted: lambda e: (KUBE_POD_GROUP_PROBLEM, _meta_key(e.pod_group.metadata)),
     KubePodGroupDeleted: lambda e: (KUBE_POD_GROUP_PROBLEM, e.key),
+    CompositePodGroupUpserted: lambda e: (COMPOSITE_PROBLEM, _meta_key(e.composite.metadata)),
+    CompositePodGroupDeleted: lambda e: (COMPOSITE_PROBLEM, e.key),
     KaiPodGroupUpserted: lambda e: (KAI_POD_GROUP_PROBLEM, _meta_key(e.pod_group.metadata)),
     KaiPodGroupDeleted: lambda e: (KAI_POD_GROUP_PROBLEM, e.key),
     WorkloadUpserted: lambda e: (WORKLOAD_PROBLEM, _meta_key(e.workload.metadata)),
@@ -2741,6 +2885,7 @@ _HELD_OBJECTS: dict[type, tuple[Callable[[ClusterState, str, str], object], Call
     VolcanoPodGroupUpserted: (lambda s, _, k: s.volcano_pod_groups.get(k), lambda e: e.pod_group),
     SchedulerPluginsPodGroupUpserted: (lambda s, _, k: s.scheduler_plugins_pod_groups.get(k), lambda e: e.pod_group),
     KubePodGroupUpserted: (lambda s, _, k: s.kube_pod_groups.get(k), lambda e: e.pod_group),
+    CompositePodGroupUpserted: (lambda s, _, k: s.composite_pod_groups.get(k), lambda e: e.composite),
     KaiPodGroupUpserted: (lambda s, _, k: s.kai_pod_groups.get(k), lambda e: e.pod_group),
     WorkloadUpserted: (lambda s, _, k: s.workloads.get(k), lambda e: e.workload),
     NetworkTopologyUpserted: (lambda s, _, k: s.network_topologies.get(k), lambda e: e.topology),
@@ -2801,6 +2946,8 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None] | None] = exhaustive("
     SchedulerPluginsPodGroupDeleted: ClusterState._scheduler_plugins_pod_group_deleted,
     KubePodGroupUpserted: ClusterState._kube_pod_group_upserted,
     KubePodGroupDeleted: ClusterState._kube_pod_group_deleted,
+    CompositePodGroupUpserted: ClusterState._composite_upserted,
+    CompositePodGroupDeleted: ClusterState._composite_deleted,
     KaiPodGroupUpserted: ClusterState._kai_pod_group_upserted,
     KaiPodGroupDeleted: ClusterState._kai_pod_group_deleted,
     WorkloadUpserted: ClusterState._workload_upserted,

@@ -238,6 +238,12 @@ class GangSpec(msgspec.Struct, frozen=True):
     # KAI: spec.schedulingBackoff is set and not -1: the gang is tried in its node pool once; once a condition
     # says that pool could not place it, it waits for a move to another pool (`placement.gang.backoff_wait`)
     kai_tries_once: bool = False
+    # Kubernetes 1.37: the hierarchy of CompositePodGroups this PodGroup is a leaf of (`state/composites.py`), as a
+    # tree whose first node is its root and whose leaves are its GangGroup's gangs (None: a PodGroup of its own)
+    composite: KaiSubGroups | None = None
+    # the name of the label tree a hierarchy is planned on when its keys are not all layers of the cluster's
+    # topology (`state.composites.label_tree_name`), worked out once per hierarchy
+    composite_tree_name: str = ""
 
 
 # --------------------------------------------------------------------------- the rules

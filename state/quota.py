@@ -106,6 +106,7 @@ import msgspec
 from events.dispatch import each, exhaustive
 from events.model import (
     BUDGET_EVENTS,
+    COMPOSITE_EVENTS,
     JOB_OBJECT_EVENTS,
     POD_GROUP_EVENTS,
     PRIORITY_CLASS_EVENTS,
@@ -1273,7 +1274,8 @@ _HANDLERS: dict[type, _Handler | None] = exhaustive("the quota fold", {
     **each(POD_GROUP_EVENTS, QuotaBook._gang_event),
     **each(PRIORITY_CLASS_EVENTS, QuotaBook._priority_class_event),
     **each((*TOPOLOGY_OBJECT_EVENTS, NodeUpserted, NodeDeleted, ObjectUndecodable, BindRequested, EvictionRequested,
-            GangTimedOut, GangPending, GangPlanned, PreemptionPlanned, WorkloadUpserted, WorkloadDeleted), None),
+            GangTimedOut, GangPending, GangPlanned, PreemptionPlanned, WorkloadUpserted, WorkloadDeleted,
+            *COMPOSITE_EVENTS), None),
     # quota objects reach the book through the fold's own table (ClusterState._quota_object)
     **each((*QUOTA_OBJECT_EVENTS, *VOLUME_EVENTS, *BUDGET_EVENTS, *JOB_OBJECT_EVENTS), None),
 })

@@ -26,12 +26,14 @@ from events.model import object_key
 from events.objects import (
     KAI_NODE_POOL_LABEL,
     NETWORK_TOPOLOGY_SPEC_ANNOTATION,
+    CompositePodGroup,
     KaiPodGroup,
     KubePodGroup,
     PodGroup,
     VolcanoPodGroup,
     Workload,
 )
+from state.composites import composite_problems
 from state.gangs import (
     KAI_POD_GROUP_PROBLEM,
     KUBE_POD_GROUP_PROBLEM,
@@ -126,15 +128,17 @@ def validate_volcano_pod_group(group: VolcanoPodGroup, tree: TopologyTree | None
     return problems + (wish_problems(spec, tree) if tree is not None else [])
 
 
-def validate_gang_object(kind_name: str, obj: PodGroup | KubePodGroup | KaiPodGroup | Workload,
+def validate_gang_object(kind_name: str, obj: PodGroup | KubePodGroup | CompositePodGroup | KaiPodGroup | Workload,
                          tree: TopologyTree | None = None, *,
                          kai_node_pool_label: str = KAI_NODE_POOL_LABEL) -> list[Problem]:
     """Every problem of a scheduler-plugins PodGroup ("SchedulerPluginsPodGroup"), a Kubernetes
-    PodGroup ("KubernetesPodGroup"), a KAI PodGroup ("KaiPodGroup") or a Workload, with the same
-    functions the fold uses."""
+    PodGroup ("KubernetesPodGroup"), a CompositePodGroup, a KAI PodGroup ("KaiPodGroup") or a Workload, with the
+    same functions the fold uses."""
     key = pod_group_key(obj.metadata.namespace, obj.metadata.name)
     if isinstance(obj, Workload):
         return workload_problems(obj, key)
+    if isinstance(obj, CompositePodGroup):
+        return composite_problems(obj, key)
     if isinstance(obj, KaiPodGroup):
         spec, problems = kai_gang_spec(obj, key, kai_node_pool_label)
         wishes = wish_problems(spec, tree) if tree is not None else []

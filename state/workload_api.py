@@ -15,8 +15,9 @@ Two shapes:
   of the group, as workload-aware preemption takes it (`ClusterState.job_priority`; a PodGroup naming
   no class leaves each pod its own, as for Volcano and KAI), and `preemptionPolicy: Never` keeps the
   group from preempting.
-  `resourceClaims` (DRA) and `parentCompositePodGroupName` (1.37's alpha CompositePodGroup) are read
-  but not implemented: each is reported, and the PodGroup is a gang of its own.
+  `resourceClaims` (DRA) is read but not implemented: it is reported. A PodGroup naming a
+  `parentCompositePodGroupName` (1.37's alpha CompositePodGroup) is a leaf of a hierarchy, whose leaves are
+  one GangGroup: `state/composites.py` reads it from this spec.
 - Kubernetes 1.35: a `scheduling.k8s.io/v1alpha1` Workload whose `spec.podGroups[]` carry a
   `policy` of the same form; pods join with `spec.workloadRef` (`name`, `podGroup`,
   `podGroupReplicaKey`), and each replica key is a gang of its own (`state/pod_gangs.py` keys them).
@@ -29,7 +30,7 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from events.objects import DisruptionModeChoice, KubePodGroup, SchedulingPolicy, Workload
+from events.objects import DisruptionModeChoice, KubePodGroup, SchedulingConstraints, SchedulingPolicy, Workload
 from state.gangs import KUBE_POD_GROUP_PROBLEM, KUBERNETES, UNSUPPORTED_FIELD, WORKLOAD_PROBLEM, GangSpec, Problem
 
 DISRUPT_POD = "Pod"
@@ -39,20 +40,25 @@ PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 MAX_PRIORITY = 2**31 - 1  # an int32, as the API server keeps it (a scenario or log may say anything)
 
 
-def _min_count(policy: SchedulingPolicy, kind: str, key: str, field: str, problems: list[Problem]) -> int:
-    """The minimum of a basic or gang policy (the API server admits exactly one of them)."""
-    if policy.gang is not None:
-        if policy.basic is not None:
+def policy_minimum(basic: object | None, count: int | None, kind: str, key: str, field: str, count_name: str,
+                   problems: list[Problem]) -> int:
+    """The minimum of a basic or gang policy (`count`: the gang's minCount, or a CompositePodGroup's
+    minGroupCount; None without a gang): the API server admits exactly one of the two; basic is 1."""
+    if count is not None:
+        if basic is not None:
             problems.append(Problem(kind, key, field, "sets both basic and gang; gang is used"))
-        count = policy.gang.min_count
         if count < 1:
-            problems.append(Problem(kind, key, f"{field}.gang.minCount",
-                                    f"{count} is not positive; treated as 1"))
+            problems.append(Problem(kind, key, f"{field}.gang.{count_name}", f"{count} is not positive; treated as 1"))
             return 1
         return count
-    if policy.basic is None:
+    if basic is None:
         problems.append(Problem(kind, key, field, "sets neither basic nor gang; basic is used"))
     return 1
+
+
+def _min_count(policy: SchedulingPolicy, kind: str, key: str, field: str, problems: list[Problem]) -> int:
+    return policy_minimum(policy.basic, policy.gang.min_count if policy.gang is not None else None, kind, key, field,
+                          "minCount", problems)
 
 
 def kube_pod_group_spec(group: KubePodGroup, key: str) -> tuple[GangSpec, list[Problem]]:
@@ -60,8 +66,23 @@ def kube_pod_group_spec(group: KubePodGroup, key: str) -> tuple[GangSpec, list[P
     spec = group.spec
     problems: list[Problem] = []
     min_member = _min_count(spec.scheduling_policy, kind, key, "spec.schedulingPolicy", problems)
+    topology_key = topology_key_of(spec.scheduling_constraints, kind, key, problems)
+    whole = disrupts_whole(spec.disruption_mode, kind, key, problems)
+    if spec.resource_claims:
+        problems.append(Problem(kind, key, "spec.resourceClaims", "is read but not implemented: dynamic resource "
+                                "allocation is not considered", reason=UNSUPPORTED_FIELD))
+    never = preempts_never(spec.preemption_policy, kind, key, problems)
+    priority = int32_priority(spec.priority, kind, key, problems)
+    return GangSpec(key=key, dialect=KUBERNETES, min_member=min_member, schedule_timeout_seconds=None,
+                    gang_group=(key,), topology_key=topology_key, disrupt_whole=whole,
+                    priority_class_name=spec.priority_class_name, group_priority=priority,
+                    preempt_never=never), problems
+
+
+def topology_key_of(constraints: SchedulingConstraints | None, kind: str, key: str, problems: list[Problem]) -> str:
+    """`spec.schedulingConstraints.topology[0].key` of a PodGroup or CompositePodGroup ("" for none): the first
+    non-empty one (the API server admits one at most)."""
     topology_key = ""
-    constraints = spec.scheduling_constraints
     if constraints is not None:
         for index, constraint in enumerate(constraints.topology):
             field = f"spec.schedulingConstraints.topology[{index}].key"
@@ -72,33 +93,30 @@ def kube_pod_group_spec(group: KubePodGroup, key: str) -> tuple[GangSpec, list[P
                                         f"({topology_key!r}); {constraint.key!r} is ignored"))
             else:
                 topology_key = constraint.key
-    whole = _disrupts_whole(spec.disruption_mode, kind, key, problems)
-    if spec.resource_claims:
-        problems.append(Problem(kind, key, "spec.resourceClaims", "is read but not implemented: dynamic resource "
-                                "allocation is not considered", reason=UNSUPPORTED_FIELD))
-    if spec.parent_composite_pod_group_name:
-        problems.append(Problem(kind, key, "spec.parentCompositePodGroupName",
-                                f"names CompositePodGroup {spec.parent_composite_pod_group_name!r}, which is read "
-                                "but not implemented: this PodGroup is a gang of its own, placed without the "
-                                "composite's minimum and topology", reason=UNSUPPORTED_FIELD))
-    never = spec.preemption_policy == PREEMPTION_NEVER
-    if spec.preemption_policy and not never and spec.preemption_policy != PREEMPT_LOWER_PRIORITY:
+    return topology_key
+
+
+def preempts_never(policy: str, kind: str, key: str, problems: list[Problem]) -> bool:
+    """`spec.preemptionPolicy` is Never (anything but Never and PreemptLowerPriority is read as the latter)."""
+    if policy and policy not in (PREEMPTION_NEVER, PREEMPT_LOWER_PRIORITY):
         problems.append(Problem(kind, key, "spec.preemptionPolicy",
-                                f"{spec.preemption_policy!r} is not Never or PreemptLowerPriority; "
-                                "PreemptLowerPriority"))
-    priority = spec.priority
+                                f"{policy!r} is not Never or PreemptLowerPriority; PreemptLowerPriority"))
+    return policy == PREEMPTION_NEVER
+
+
+def int32_priority(priority: int | None, kind: str, key: str, problems: list[Problem]) -> int | None:
+    """`spec.priority` when it is an int32, as the API server keeps it (a scenario or log may say anything)."""
     if priority is not None and not -MAX_PRIORITY - 1 <= priority <= MAX_PRIORITY:
         problems.append(Problem(kind, key, "spec.priority", f"{priority} is not an int32; ignored"))
-        priority = None
-    return GangSpec(key=key, dialect=KUBERNETES, min_member=min_member, schedule_timeout_seconds=None,
-                    gang_group=(key,), topology_key=topology_key, disrupt_whole=whole,
-                    priority_class_name=spec.priority_class_name, group_priority=priority,
-                    preempt_never=never), problems
+        return None
+    return priority
 
 
-def _disrupts_whole(mode: str | DisruptionModeChoice, kind: str, key: str, problems: list[Problem]) -> bool:
+def disrupts_whole(mode: str | DisruptionModeChoice | None, kind: str, key: str, problems: list[Problem]) -> bool:
     """Whether `spec.disruptionMode` says the group is disrupted only whole: v1alpha2's string (Pod, PodGroup)
     or 1.37's object (exactly one of `single: {}`, `all: {}`); unset is Pod / single."""
+    if mode is None:
+        return False
     if isinstance(mode, DisruptionModeChoice):
         if mode.single is not None and mode.all is not None:
             problems.append(Problem(kind, key, "spec.disruptionMode", "sets both single and all; single"))

@@ -57,6 +57,7 @@ from events.objects import (
     DEFAULT_SCHEDULER_NAME,
     KAI_NODE_POOL_LABEL,
     ClusterNetworkTopology,
+    CompositePodGroup,
     HyperNode,
     KaiPodGroup,
     KaiTopology,
@@ -93,8 +94,9 @@ from state.topology_wishes import POD_GROUP_KIND, validate_gang_object, validate
 from state.volcano_enqueue import DEFAULT_VOLCANO_SCHEDULER
 
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: depth-capped
-_GANG_OBJECTS = {"SchedulerPluginsPodGroup", "KubernetesPodGroup", "KaiPodGroup", "Workload"}
-_BUILT_IN_GANG_KINDS = {"KubernetesPodGroup", "Workload"}  # served by kube-apiserver, which validates them
+_GANG_OBJECTS = {"SchedulerPluginsPodGroup", "KubernetesPodGroup", "CompositePodGroup", "KaiPodGroup", "Workload"}
+# served by kube-apiserver, which validates them
+_BUILT_IN_GANG_KINDS = {"KubernetesPodGroup", "CompositePodGroup", "Workload"}
 # The Workload versions of 1.36 and 1.37 (podGroupTemplates), which the daemon does not read (it reads 1.35's
 # v1alpha1): put through kube-apiserver's rules only, and counted as Workloads.
 _API_SERVER_ONLY = {("scheduling.k8s.io/v1beta1", "Workload"), ("scheduling.k8s.io/v1alpha3", "Workload"),
@@ -135,7 +137,7 @@ class _Documents:
     nodes: list[tuple[str, Node]]
     findings: list[Finding]
     # (source, our kind name, object)
-    gang_objects: list[tuple[str, str, PodGroup | KubePodGroup | KaiPodGroup | Workload]]
+    gang_objects: list[tuple[str, str, PodGroup | KubePodGroup | CompositePodGroup | KaiPodGroup | Workload]]
     folded: list[tuple[str, KindInfo, KubeObject]] = field(default_factory=list)  # what the quota rules fold
     skipped: int = 0
     volcano_jobs: int = 0  # Volcano Jobs checked (their schedulerName)
@@ -246,7 +248,8 @@ def _read(paths: Sequence[str]) -> _Documents:
                 continue
             if info.namespaced or info.name in _QUOTA_OBJECTS:
                 docs.folded.append((source, info, _in_namespace(decoded) if info.namespaced else decoded))
-            if info.name in _GANG_OBJECTS and isinstance(decoded, PodGroup | KubePodGroup | KaiPodGroup | Workload):
+            if info.name in _GANG_OBJECTS and isinstance(decoded, PodGroup | KubePodGroup | CompositePodGroup
+                                                         | KaiPodGroup | Workload):
                 docs.gang_objects.append((source, info.name, decoded))
             elif isinstance(decoded, HyperNode):
                 docs.hypernodes.append((source, decoded))

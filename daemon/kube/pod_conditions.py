@@ -57,6 +57,7 @@ from daemon.scheduling.ports import ApiOutcome
 from events.dispatch import each, exhaustive
 from events.model import (
     BUDGET_EVENTS,
+    COMPOSITE_EVENTS,
     JOB_OBJECT_EVENTS,
     POD_GROUP_EVENTS,
     PRIORITY_CLASS_EVENTS,
@@ -397,5 +398,5 @@ _NOTICED: Final[dict[type, Callable[[PendingPodConditions, Any], None] | None]] 
         **each((*POD_GROUP_EVENTS, *TOPOLOGY_OBJECT_EVENTS, *QUOTA_OBJECT_EVENTS, *PRIORITY_CLASS_EVENTS, GangPlanned,
                 BindRequested, PodBound, PodNominated, NominationCleared, EvictionRequested,
                 PreemptionPlanned, NodeUpserted, NodeDeleted, WorkloadUpserted, WorkloadDeleted, ObjectUndecodable,
-                *VOLUME_EVENTS, *BUDGET_EVENTS, *JOB_OBJECT_EVENTS), None),
+                *COMPOSITE_EVENTS, *VOLUME_EVENTS, *BUDGET_EVENTS, *JOB_OBJECT_EVENTS), None),
     })

@@ -47,6 +47,7 @@ from daemon.scheduling.ports import ApiOutcome
 from events.dispatch import each, exhaustive
 from events.model import (
     BUDGET_EVENTS,
+    COMPOSITE_EVENTS,
     JOB_OBJECT_EVENTS,
     POD_GROUP_EVENTS,
     PRIORITY_CLASS_EVENTS,
@@ -116,7 +117,7 @@ _MARKS: Final[dict[type, bool]] = exhaustive("the quota status", {
     **each((*POD_GROUP_EVENTS, *TOPOLOGY_OBJECT_EVENTS, *PRIORITY_CLASS_EVENTS, PodUpserted, PodDeleted, PodAssumed,
             PodForgotten, BindRequested, PodBound, BindFailed, PodNominated, NominationCleared, EvictionRequested,
             GangTimedOut, GangPending, GangPlanned, PreemptionPlanned, WorkloadUpserted, WorkloadDeleted,
-            ObjectUndecodable, *VOLUME_EVENTS, *BUDGET_EVENTS, *JOB_OBJECT_EVENTS), False),
+            *COMPOSITE_EVENTS, ObjectUndecodable, *VOLUME_EVENTS, *BUDGET_EVENTS, *JOB_OBJECT_EVENTS), False),
 })
 
 _PLURAL: Final = "elasticquotas"

@@ -20,8 +20,8 @@ once: one structured log line (`object.problem`, keyed by the object, with the f
 what is wrong`; reason the problem's own (`InvalidQuantity`, `UndecodableObject`,
 `RecordTooLarge`, `InternalError`, `UnsupportedField` for a field read but not implemented,
 `InvalidQuota` for an ElasticQuota or Queue, `QuotaNotFound` for a pod or PodGroup naming a quota that
-does not exist), else `InvalidPodGroup` for a PodGroup, `InvalidWorkload`, `InvalidGang`, `InvalidPod`,
-`InvalidPriorityClass`, `InvalidCSINode` for a CSINode entry not read, and `InvalidTopology` for topology
+does not exist), else `InvalidPodGroup` for a PodGroup or CompositePodGroup, `InvalidWorkload`, `InvalidGang`,
+`InvalidPod`, `InvalidPriorityClass`, `InvalidCSINode` for a CSINode entry not read, and `InvalidTopology` for topology
 objects and nodes). A problem that goes
 away and comes back is reported again; what was reported is not persisted, so a new leader
 reports the problems still present once more. The tree keeps its last good structure, and a pod
@@ -58,6 +58,7 @@ from daemon.telemetry.metrics import Metrics
 from events.dispatch import each, exhaustive
 from events.model import (
     BUDGET_EVENTS,
+    COMPOSITE_EVENTS,
     JOB_OBJECT_EVENTS,
     POD_GROUP_EVENTS,
     PRIORITY_CLASS_EVENTS,
@@ -88,6 +89,7 @@ from events.model import (
 from events.objects import (
     CAPACITY_QUOTA_API,
     CLUSTER_NETWORK_TOPOLOGY_API,
+    COMPOSITE_POD_GROUP_API,
     HYPERNODE_API,
     KAI_POD_GROUP_API,
     KAI_QUEUE_API,
@@ -103,6 +105,7 @@ from events.objects import (
     TopologyDetail,
 )
 from state.cluster import ClusterState
+from state.composites import COMPOSITE_PROBLEM
 from state.gangs import (
     INTERNAL_ERROR,
     KAI_POD_GROUP_PROBLEM,
@@ -140,7 +143,8 @@ _TREE: Final = "tree"
 _PROBLEMS: Final = "problems"
 _CHANGES: Final[dict[type, str | None]] = exhaustive("the topology status", {
     **each((NodeUpserted, NodeDeleted), _TREE),  # a node's problems change only with the tree's version
-    **each((*POD_GROUP_EVENTS, *TOPOLOGY_OBJECT_EVENTS, ObjectUndecodable, WorkloadUpserted, WorkloadDeleted),
+    **each((*POD_GROUP_EVENTS, *TOPOLOGY_OBJECT_EVENTS, ObjectUndecodable, WorkloadUpserted, WorkloadDeleted,
+            *COMPOSITE_EVENTS),
            _PROBLEMS),
     **each(QUOTA_OBJECT_EVENTS, _PROBLEMS),  # quota problems (state/quota.py)
     **each((*PRIORITY_CLASS_EVENTS, PodUpserted, PodDeleted, PodAssumed, PodForgotten, BindRequested, PodBound,
@@ -149,7 +153,8 @@ _CHANGES: Final[dict[type, str | None]] = exhaustive("the topology status", {
 })
 # Problem kinds taken from `state.all_problems()` (the tree's own problems are all taken).
 _STATE_KINDS: Final = frozenset({CNT_KIND, HYPERNODE_KIND, POD_GROUP_KIND, "VolcanoPodGroup", SCHEDULER_PLUGINS_PROBLEM,
-                                 KUBE_POD_GROUP_PROBLEM, KAI_POD_GROUP_PROBLEM, WORKLOAD_PROBLEM, POD_GANG_PROBLEM})
+                                 KUBE_POD_GROUP_PROBLEM, KAI_POD_GROUP_PROBLEM, WORKLOAD_PROBLEM, POD_GANG_PROBLEM,
+                                 COMPOSITE_PROBLEM})
 
 
 class TopologyStatusWriter(Protocol):
@@ -221,7 +226,7 @@ def reason_of(problem: Problem) -> str:
     if problem.reason:
         return problem.reason
     if problem.kind in (POD_GROUP_KIND, "VolcanoPodGroup", SCHEDULER_PLUGINS_PROBLEM, KUBE_POD_GROUP_PROBLEM,
-                        KAI_POD_GROUP_PROBLEM):
+                        KAI_POD_GROUP_PROBLEM, COMPOSITE_PROBLEM):
         return INVALID_POD_GROUP
     if problem.kind == WORKLOAD_PROBLEM:
         return INVALID_WORKLOAD
@@ -283,6 +288,9 @@ def object_of(state: ClusterState, problem: Problem) -> ObjectRef:
     if problem.kind == WORKLOAD_PROBLEM:
         workload = state.workloads.get(key)
         return ObjectRef(key, WORKLOAD_API, "Workload", workload.metadata.uid if workload else "")
+    if problem.kind == COMPOSITE_PROBLEM:
+        composite = state.composite_pod_groups.get(key)
+        return ObjectRef(key, COMPOSITE_POD_GROUP_API, COMPOSITE_PROBLEM, composite.metadata.uid if composite else "")
     if problem.kind == POD_GANG_PROBLEM:  # a gang of pod annotations: the pod whose annotations define it
         gang = state.gangs.get(key)
         pod = state.pods.get(gang.definer) if gang is not None else None

@@ -487,6 +487,7 @@ HELD_BY_KIND: dict[str, Callable[[ClusterState], dict[str, str]]] = {
     "VolcanoPodGroup": lambda state: _uids(state.volcano_pod_groups),
     "SchedulerPluginsPodGroup": lambda state: _uids(state.scheduler_plugins_pod_groups),
     "KubernetesPodGroup": lambda state: _uids(state.kube_pod_groups),
+    "CompositePodGroup": lambda state: _uids(state.composite_pod_groups),
     "Workload": lambda state: _uids(state.workloads),
     "ClusterNetworkTopology": lambda state: _uids(state.network_topologies),
     "HyperNode": lambda state: _uids(state.hyper_nodes),

@@ -19,6 +19,7 @@ import msgspec
 from events.dispatch import each, exhaustive
 from events.model import (
     BUDGET_EVENTS,
+    COMPOSITE_EVENTS,
     JOB_OBJECT_EVENTS,
     PRIORITY_CLASS_EVENTS,
     QUOTA_OBJECT_EVENTS,
@@ -250,7 +251,7 @@ _TOLD: dict[type, Callable[[_Explainer, Any], None] | None] = exhaustive("replay
     # Not part of one gang's story: the cluster's shape, a bind the PodBound after it tells, and a Workload
     # (a template: its gangs' pods tell the story).
     **each((*TOPOLOGY_OBJECT_EVENTS, *PRIORITY_CLASS_EVENTS, NodeUpserted, NodeDeleted, ObjectUndecodable,
-            BindRequested, WorkloadUpserted, WorkloadDeleted), None),
+            BindRequested, WorkloadUpserted, WorkloadDeleted, *COMPOSITE_EVENTS), None),
     # a gang's quota reasons are in its GangPending events
     **each((*QUOTA_OBJECT_EVENTS, *VOLUME_EVENTS, *BUDGET_EVENTS, *JOB_OBJECT_EVENTS), None),
 })

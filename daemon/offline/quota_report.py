@@ -19,6 +19,7 @@ import msgspec
 from events.dispatch import each, exhaustive
 from events.model import (
     BUDGET_EVENTS,
+    COMPOSITE_EVENTS,
     JOB_OBJECT_EVENTS,
     POD_GROUP_EVENTS,
     PRIORITY_CLASS_EVENTS,
@@ -191,5 +192,5 @@ _NOTED: dict[type, Callable[[QuotaWatch, Any], None] | None] = exhaustive("the q
     **each((*POD_GROUP_EVENTS, *TOPOLOGY_OBJECT_EVENTS, *QUOTA_OBJECT_EVENTS, *PRIORITY_CLASS_EVENTS, NodeUpserted,
             NodeDeleted, PodUpserted, PodDeleted, *VOLUME_EVENTS, *BUDGET_EVENTS, *JOB_OBJECT_EVENTS, ObjectUndecodable,
             PodAssumed, PodForgotten, BindRequested, BindFailed, PodNominated, NominationCleared, EvictionRequested,
-            GangTimedOut, GangPending, GangPlanned, WorkloadUpserted, WorkloadDeleted), None),
+            GangTimedOut, GangPending, GangPlanned, WorkloadUpserted, WorkloadDeleted, *COMPOSITE_EVENTS), None),
 })

@@ -59,6 +59,7 @@ from events.ingest import KubeObject
 from events.log import EventLog
 from events.model import (
     BUDGET_EVENTS,
+    COMPOSITE_EVENTS,
     JOB_OBJECT_EVENTS,
     POD_GROUP_EVENTS,
     PRIORITY_CLASS_EVENTS,
@@ -641,8 +642,8 @@ _REPORTED: dict[type, Callable[[Simulation, Any], None] | None] = exhaustive("th
     PodNominated: Simulation._nominated,
     **each((*POD_GROUP_EVENTS, *TOPOLOGY_OBJECT_EVENTS, *PRIORITY_CLASS_EVENTS, NodeUpserted, NodeDeleted,
             PodUpserted, PodDeleted, WorkloadUpserted, WorkloadDeleted, ObjectUndecodable, PodAssumed, PodForgotten,
-            BindRequested, BindFailed, NominationCleared, EvictionRequested, GangTimedOut, GangPending, GangPlanned),
-           None),
+            *COMPOSITE_EVENTS, BindRequested, BindFailed, NominationCleared, EvictionRequested, GangTimedOut,
+            GangPending, GangPlanned), None),
     # the quotas section: daemon/offline/quota_report.py
     **each((*QUOTA_OBJECT_EVENTS, *VOLUME_EVENTS, *BUDGET_EVENTS, *JOB_OBJECT_EVENTS), None),
 })

@@ -51,6 +51,7 @@ from daemon.scheduling.queue import Unit, pending_units
 from events.dispatch import each, exhaustive
 from events.model import (
     BUDGET_EVENTS,
+    COMPOSITE_EVENTS,
     JOB_OBJECT_EVENTS,
     POD_GROUP_EVENTS,
     PRIORITY_CLASS_EVENTS,
@@ -196,8 +197,8 @@ _REMEMBERED: dict[type, Callable[[_LogMemory, Any], None] | None] = exhaustive("
     PodDeleted: _LogMemory._pod_deleted,
     **each((*POD_GROUP_EVENTS, *TOPOLOGY_OBJECT_EVENTS, *PRIORITY_CLASS_EVENTS, NodeUpserted, NodeDeleted,
             PodUpserted, WorkloadUpserted, WorkloadDeleted, ObjectUndecodable, PodAssumed, PodForgotten,
-            BindRequested, BindFailed, PodNominated, NominationCleared, EvictionRequested, GangTimedOut, GangPlanned,
-            PreemptionPlanned), None),
+            *COMPOSITE_EVENTS, BindRequested, BindFailed, PodNominated, NominationCleared, EvictionRequested,
+            GangTimedOut, GangPlanned, PreemptionPlanned), None),
     **each((*QUOTA_OBJECT_EVENTS, *VOLUME_EVENTS, *BUDGET_EVENTS, *JOB_OBJECT_EVENTS), None),
 })
 
@@ -252,7 +253,7 @@ _STARTS: dict[type, Callable[[_LogMemory, Any], tuple[str, str] | None] | None] 
     # the API's answer to a bind (PodBound, BindFailed), or observed:
     **each((*POD_GROUP_EVENTS, *TOPOLOGY_OBJECT_EVENTS, *PRIORITY_CLASS_EVENTS, PodNominated, EvictionRequested,
             GangTimedOut, PodBound, BindFailed, NodeUpserted, NodeDeleted, PodUpserted, PodDeleted, WorkloadUpserted,
-            WorkloadDeleted, ObjectUndecodable), None),
+            WorkloadDeleted, ObjectUndecodable, *COMPOSITE_EVENTS), None),
     **each((*QUOTA_OBJECT_EVENTS, *VOLUME_EVENTS, *BUDGET_EVENTS, *JOB_OBJECT_EVENTS), None),
 })
 

@@ -126,6 +126,7 @@ from events.dispatch import each, exhaustive
 from events.log import EventLogError
 from events.model import (
     BUDGET_EVENTS,
+    COMPOSITE_EVENTS,
     JOB_OBJECT_EVENTS,
     POD_GROUP_EVENTS,
     PRIORITY_CLASS_EVENTS,
@@ -1457,7 +1458,8 @@ _OBSERVERS: dict[type, Callable[[Scheduler, Any], bool] | None] = exhaustive("th
     PodDeleted: Scheduler._pod_deleted,
     **each((PodForgotten, BindFailed, NominationCleared), Scheduler._capacity_freed),
     # (a Workload: each of its gangs)
-    **each((*TOPOLOGY_OBJECT_EVENTS, *PRIORITY_CLASS_EVENTS, WorkloadUpserted, WorkloadDeleted),
+    **each((*TOPOLOGY_OBJECT_EVENTS, *PRIORITY_CLASS_EVENTS, WorkloadUpserted, WorkloadDeleted,
+            *COMPOSITE_EVENTS),
            Scheduler._structure_changed),
     **each((ClaimUpserted, ClaimDeleted, VolumeUpserted), Scheduler._claim_changed),
     # A class changes rarely and may concern any claim; a deleted volume only takes reach away.

@@ -101,6 +101,87 @@ spec:
     eco.delete_namespace_objects(namespace)
 
 
+# --------------------------------------------------------------------------- 1.37's CompositePodGroups
+
+BLOCK = "network.topology.nvidia.com/block"
+
+
+def _composite(name: str, namespace: str, min_groups: int, key: str) -> str:
+    return f"""apiVersion: scheduling.k8s.io/v1alpha3
+kind: CompositePodGroup
+metadata:
+  name: {name}
+  namespace: {namespace}
+spec:
+  workloadRef:
+    workloadName: multi-level-tas-workload
+    templateName: root
+  schedulingPolicy:
+    gang:
+      minGroupCount: {min_groups}
+  schedulingConstraints:
+    topology:
+    - key: {key}
+"""
+
+
+def _leaf(name: str, namespace: str, parent: str, min_count: int) -> str:
+    return f"""apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata:
+  name: {name}
+  namespace: {namespace}
+spec:
+  parentCompositePodGroupName: {parent}
+  workloadRef:
+    workloadName: multi-level-tas-workload
+    templateName: {name}
+  schedulingPolicy:
+    gang:
+      minCount: {min_count}
+  schedulingConstraints:
+    topology:
+    - key: {RACK}
+"""
+
+
+def test_a_composite_pod_groups_leaves_bind_together_in_one_block_each_in_one_rack(eco: Ecosystem) -> None:
+    """The 1.37 docs' multi-level example: the root CompositePodGroup keeps the job in one block, each PodGroup
+    below it in one rack; the pods wait for the root, which their controller creates before them in the docs
+    but which comes last here, and then bind together."""
+    namespace = "k8s-composite"
+    workers = [f"workers-{i}" for i in range(2)]
+    join = "\n  schedulingGroup:\n    podGroupName: {}"
+    eco.apply(stream(namespace_yaml(namespace), _leaf("workers", namespace, "tas-workload-root", 2),
+                     _leaf("driver", namespace, "tas-workload-root", 1),
+                     *(pod_yaml(name, namespace, spec=join.format("workers")) for name in workers),
+                     pod_yaml("driver-0", namespace, spec=join.format("driver"))))
+    message = eco.wait_pending([*workers, "driver-0"], namespace, says="not found",
+                               reason="NotReadyForScheduling")["driver-0"]
+    assert f"CompositePodGroup {namespace}/tas-workload-root not found" in message
+    eco.apply(_composite("tas-workload-root", namespace, 2, BLOCK))
+    placed = eco.wait_bound([*workers, "driver-0"], namespace)
+    block_of = {name: f"b{index // 4}" for index, name in enumerate(NODES)}
+    assert len({block_of[node] for node in placed.values()}) == 1
+    assert len({RACK_OF[placed[name]] for name in workers}) == 1
+    eco.delete_namespace_objects(namespace)
+
+
+def test_a_composite_whose_replicas_fit_no_block_binds_nothing_and_says_why(eco: Ecosystem) -> None:
+    """Two replicas of two pods, each in one rack, the job in one block: no block has two racks of two free
+    nodes (rack-a holds three nodes of b0 and one of b1, rack-b the others), so no pod binds."""
+    namespace = "k8s-composite-tight"
+    join = "\n  schedulingGroup:\n    podGroupName: {}"
+    pods = [(f"{leaf}-{i}", leaf) for leaf in ("replica-a", "replica-b") for i in range(2)]
+    eco.apply(stream(namespace_yaml(namespace), _composite("root", namespace, 2, BLOCK),
+                     _leaf("replica-a", namespace, "root", 2), _leaf("replica-b", namespace, "root", 2),
+                     *(pod_yaml(name, namespace, spec=join.format(leaf)) for name, leaf in pods)))
+    names = [name for name, _ in pods]
+    message = eco.wait_pending(names, namespace, says="replica")["replica-a-0"]
+    assert "GangGroup" in message
+    eco.delete_namespace_objects(namespace)
+
+
 # --------------------------------------------------------------------------- Pod Scheduling Readiness
 
 # Pods held by `spec.schedulingGates` (GA in Kubernetes 1.30), as Kueue and Volcano's queue admission

@@ -128,7 +128,21 @@ _DOCUMENTS: dict[str, Any] = {
             "priorityClassName": st.sampled_from(["low", "high"]),
             "priority": st.sampled_from([0, 10, 1000]),
             "preemptionPolicy": st.sampled_from(["Never", "PreemptLowerPriority"]),
-            "parentCompositePodGroupName": st.just("composite"),
+            "parentCompositePodGroupName": st.sampled_from(["composite", "c1"]),
+        })),
+    # 1.37's hierarchies above those PodGroups: a root, a middle one (or a cycle), every policy and key
+    "CompositePodGroup": st.builds(
+        lambda name, namespace, policy, keyed, extra: (name, namespace, {"spec": {
+            "workloadRef": {"workloadName": "w0", "templateName": "root"}, "schedulingPolicy": policy,
+            **({"schedulingConstraints": {"topology": [{"key": RACK}]}} if keyed else {}), **extra}}),
+        st.sampled_from(["composite", "c1"]), st.sampled_from(NAMESPACES),
+        st.sampled_from([{"gang": {"minGroupCount": 1}}, {"gang": {"minGroupCount": 2}}, {"basic": {}}]),
+        st.booleans(),
+        st.fixed_dictionaries({}, optional={
+            "parentCompositePodGroupName": st.sampled_from(["composite", "c1"]),
+            "priorityClassName": st.sampled_from(["low", "high"]),
+            "disruptionMode": st.sampled_from([{"single": {}}, {"all": {}}]),
+            "preemptionPolicy": st.sampled_from(["Never", "PreemptLowerPriority"]),
         })),
     "KaiPodGroup": st.builds(
         lambda namespace, minimum, level, topology, queue: ("kai0", namespace, {"spec": {
@@ -228,6 +242,7 @@ _UNDECODABLE: dict[str, dict[str, Any]] = {
     "KueueTopology": {"spec": {"levels": [{"nodeLabel": 7}]}},
     "KaiTopology": {"spec": {"levels": "racks"}},
     "KaiPodGroup": {"spec": {"minMember": "two"}},
+    "CompositePodGroup": {"spec": {"schedulingPolicy": {"gang": {"minGroupCount": "two"}}}},
     "Pod": {"spec": {"containers": "not a list"}},
     "PodGroup": {"spec": {"minMember": "three"}},
     "Node": {"status": {"allocatable": ["not", "a", "map"]}},
@@ -277,6 +292,7 @@ def _held(state: ClusterState) -> list[tuple[KindInfo, Any]]:
         "VolcanoPodGroup": state.volcano_pod_groups.values(),
         "SchedulerPluginsPodGroup": state.scheduler_plugins_pod_groups.values(),
         "KubernetesPodGroup": state.kube_pod_groups.values(),
+        "CompositePodGroup": state.composite_pod_groups.values(),
         "Workload": state.workloads.values(),
         "ClusterNetworkTopology": state.network_topologies.values(),
         "HyperNode": state.hyper_nodes.values(),

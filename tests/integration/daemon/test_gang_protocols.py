@@ -17,7 +17,6 @@ from tests.integration.daemon.harness import (
     pod_names,
     wait_until,
 )
-from tests.integration.daemon.test_topology_status import warning_events
 
 
 def member(name: str, *, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
@@ -89,7 +88,7 @@ async def test_a_cluster_without_the_workload_api_is_fine(tmp_path: Path) -> Non
             assert watchers is not None
             await wait_until(lambda: running.daemon.health.ready, what="ready without the Workload API")
             absent = {w.info.name for w in watchers.watchers if w.missing_crd}
-            assert absent == {"Workload", "KubernetesPodGroup"}
+            assert absent == {"Workload", "KubernetesPodGroup", "CompositePodGroup"}
             job = scheduler_plugins_gang()
             cluster.load_objects(job)
             await wait_until(lambda: bound_count(cluster, pod_names(job)) == 2, what="gang bound")
@@ -135,15 +134,19 @@ async def test_a_kubernetes_pod_group_says_whether_it_is_scheduled_as_kube_sched
 
 
 def kube_137_gang() -> list[dict[str, Any]]:
-    """A Kubernetes 1.37 PodGroup, as its docs write one (scheduling.k8s.io/v1beta1), naming a parent
-    CompositePodGroup that toposched does not read."""
+    """A Kubernetes 1.37 PodGroup, as its docs write one (scheduling.k8s.io/v1beta1), the leaf of a
+    CompositePodGroup (v1alpha3, alpha in 1.37)."""
     group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
              "metadata": {"name": "workers-137", "namespace": NAMESPACE},
              "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}, "disruptionMode": {"all": {}},
                       "workloadRef": {"workloadName": "training", "templateName": "workers"},
                       "parentCompositePodGroupName": "training",
                       "schedulingConstraints": {"topology": [{"key": "network.topology.nvidia.com/block"}]}}}
-    return [group, *(member(f"w137-{i}", schedulingGroup={"podGroupName": "workers-137"}) for i in range(3))]
+    root = {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+            "metadata": {"name": "training", "namespace": NAMESPACE},
+            "spec": {"schedulingPolicy": {"gang": {"minGroupCount": 1}},
+                     "workloadRef": {"workloadName": "training", "templateName": "root"}}}
+    return [root, group, *(member(f"w137-{i}", schedulingGroup={"podGroupName": "workers-137"}) for i in range(3))]
 
 
 async def test_a_kubernetes_1_37_pod_group_is_watched_at_v1beta1_and_bound_whole(tmp_path: Path) -> None:
@@ -170,12 +173,8 @@ async def test_a_kubernetes_1_37_pod_group_is_watched_at_v1beta1_and_bound_whole
             await wait_until(lambda: initially().get("status") == "True", what="PodGroupInitiallyScheduled True")
             assert "PodGroupScheduled" not in pod_group_conditions(cluster, "scheduling.k8s.io/v1beta1", "workers-137")
 
-            def unsupported() -> list[dict[str, Any]]:
-                return [e for e in warning_events(cluster, "PodGroup", "workers-137")
-                        if "spec.parentCompositePodGroupName" in e["message"]]
-
-            await wait_until(lambda: bool(unsupported()), what="a Warning naming spec.parentCompositePodGroupName")
-            assert unsupported()[0]["involvedObject"]["apiVersion"] == "scheduling.k8s.io/v1beta1"
+            assert spec.composite is not None and spec.gang_group == (f"{NAMESPACE}/workers-137",)
+            assert f"{NAMESPACE}/training" in state.composite_pod_groups
 
 
 async def test_a_pod_group_with_a_pod_left_to_another_scheduler_waits_until_it_is_gone(tmp_path: Path) -> None:

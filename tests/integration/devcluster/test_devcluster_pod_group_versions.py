@@ -106,7 +106,8 @@ async def test_a_status_patch_through_v1beta1_is_the_status_every_version_reads(
 
 
 async def test_a_patch_through_v1alpha2_keeps_what_only_v1beta1_shows(http: aiohttp.ClientSession) -> None:
-    await ok(http, "POST", pod_groups("v1beta1"), pod_group("v1beta1", parentCompositePodGroupName="job"))
+    await ok(http, "POST", pod_groups("v1beta1"), pod_group(
+        "v1beta1", parentCompositePodGroupName="job", workloadRef={"workloadName": "job", "templateName": "train"}))
     patched = await ok(http, "PATCH", pod_groups("v1alpha2", "train"), {"metadata": {"labels": {"team": "a"}}},
                        content_type="application/strategic-merge-patch+json")
     assert patched["metadata"]["labels"] == {"team": "a"} and "parentCompositePodGroupName" not in patched["spec"]

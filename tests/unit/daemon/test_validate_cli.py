@@ -242,9 +242,44 @@ spec:
     assert main([path]) == 1
     lines = capsys.readouterr().out.splitlines()
     refused = [line for line in lines if line.endswith("(the API server refuses it)")]
-    assert len(refused) == 1 and "spec.disruptionMode" in refused[0]
-    assert any("spec.parentCompositePodGroupName: names CompositePodGroup 'training'" in line for line in lines)
+    assert len(refused) == 2 and "spec.disruptionMode" in refused[0]
+    # a PodGroup naming a parent CompositePodGroup names its Workload too (`+k8s:dependentRequired`)
+    assert "spec.workloadRef: Required value: must be set when spec.parentCompositePodGroupName is set" in refused[1]
     assert any(line.endswith("spec.disruptionMode: sets both single and all; single") for line in lines)
+
+
+def test_a_composite_pod_group_is_checked_as_kube_apiserver_and_the_daemon_check_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "composite.yaml", """
+apiVersion: scheduling.k8s.io/v1alpha3
+kind: CompositePodGroup
+metadata: {name: root-group-0, namespace: default}
+spec:
+  workloadRef: {workloadName: hierarchical-workload, templateName: root}
+  schedulingPolicy: {gang: {minGroupCount: 0}}
+  schedulingConstraints: {topology: [{key: topology.kubernetes.io/zone}, {key: topology.example.com/rack}]}
+---
+apiVersion: scheduling.k8s.io/v1alpha3
+kind: CompositePodGroup
+metadata: {name: replica-0, namespace: default}
+spec:
+  parentCompositePodGroupName: root-group-0
+  schedulingPolicy: {basic: {}}
+""")
+    assert main([path]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    refused = [line for line in lines if line.endswith("(the API server refuses it)")]
+    assert any("#1: CompositePodGroup default/root-group-0: spec.schedulingPolicy.gang.minGroupCount: Required value"
+               in line for line in refused)
+    assert any("#1: CompositePodGroup default/root-group-0: spec.schedulingConstraints.topology: Too many: 2"
+               in line for line in refused)
+    assert any("#2: CompositePodGroup default/replica-0: spec.workloadRef: Required value" in line
+               for line in refused)
+    # the daemon's own words for what it does instead
+    assert any(line.endswith("spec.schedulingPolicy.gang.minGroupCount: 0 is not positive; treated as 1")
+               for line in lines)
+    assert any("spec.schedulingConstraints.topology[1].key: only one topology constraint is honoured" in line
+               for line in lines)
 
 
 def test_a_kubernetes_1_37_workload_is_checked_as_kube_apiserver_checks_it(
