@@ -43,6 +43,7 @@ from placement.members import (
     demands_for,
     domain_label,
     is_running,
+    kai_minimum,
     minimum_of,
     pod_order,
     pod_shapes,
@@ -125,10 +126,16 @@ def plan_gang(state: ClusterState, gang: str, *,
     pending = _in_order(waiting_pods)
     minimum: list[str] = []
     extras: list[str] = []
-    for spec in specs:
-        if composite is not None:  # the tree planner chooses each leaf's pods (a leaf may stay short)
-            extras.extend(pending[spec.key])
-            continue
+    if composite is not None:  # the fewest pods that make the hierarchy ready (a leaf may stay short)
+        everything = [state.pods[key] for spec in specs for key in pending[spec.key]]
+        needed, short = kai_minimum(composite, [pod for spec in specs for pod in members_running[spec.key]],
+                                    everything, composite=True)
+        if short:
+            return Unschedulable(gangs=group, constraint=MEMBERS, reason=f"{label}: {short}")
+        minimum.extend(needed)
+        chosen = set(needed)
+        extras.extend(pod.key for pod in everything if pod.key not in chosen)
+    for spec in specs if composite is None else ():
         waiting = [state.pods[key] for key in pending[spec.key]]
         needed, short = minimum_of(spec, members_running[spec.key], waiting)
         if short:

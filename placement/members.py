@@ -100,22 +100,25 @@ def minimum_of(spec: GangSpec, running: Sequence[PodInfo], pending: Sequence[Pod
     return [pod.key for pod in pending if pod.key in chosen], ""
 
 
-def leaf_counts(pods: Iterable[PodInfo]) -> dict[str, int]:
-    """Pods per KAI leaf sub-group (their task)."""
+def leaf_counts(pods: Iterable[PodInfo], composite: bool = False) -> dict[str, int]:
+    """Pods per leaf of a sub-group tree: a KAI sub-group (their task), or a hierarchy's PodGroup (their gang)."""
     counts: dict[str, int] = {}
     for pod in pods:
-        counts[pod.task] = counts.get(pod.task, 0) + 1
+        leaf = pod.gang if composite else pod.task
+        counts[leaf] = counts.get(leaf, 0) + 1
     return counts
 
 
-def kai_minimum(tree: KaiSubGroups, running: Sequence[PodInfo], pending: Sequence[PodInfo]) -> tuple[list[str], str]:
-    """The fewest pending pods (in `pending`'s order) that make a KAI PodGroup's sub-group tree ready next to its
-    running members: under each node its required children that need the fewest; or ([], why) when no choice
-    can, naming the sub-groups short of pods."""
-    have = leaf_counts(running)
+def kai_minimum(tree: KaiSubGroups, running: Sequence[PodInfo], pending: Sequence[PodInfo], *,
+                composite: bool = False) -> tuple[list[str], str]:
+    """The fewest pending pods (in `pending`'s order) that make a KAI PodGroup's sub-group tree (`composite`: a
+    CompositePodGroup hierarchy, whose leaves are its PodGroups) ready next to its running members: under each
+    node its required children that need the fewest; or ([], why) when no choice can, naming the leaves short
+    of pods."""
+    have = leaf_counts(running, composite)
     waiting: dict[str, list[str]] = {}
     for pod in pending:
-        waiting.setdefault(pod.task, []).append(pod.key)
+        waiting.setdefault(pod.gang if composite else pod.task, []).append(pod.key)
 
     def under(at: int) -> list[str]:
         group = tree.groups[at]
@@ -151,20 +154,27 @@ def kai_minimum(tree: KaiSubGroups, running: Sequence[PodInfo], pending: Sequenc
         if not group.children:
             exist = have.get(group.name, 0) + len(waiting.get(group.name, []))
             if exist < group.min_member:
-                short_leaves.append(f"{group.name!r} {exist} of minMember {group.min_member}")
+                short_leaves.append(f"{group.name!r} {exist} of {'minCount' if composite else 'minMember'} "
+                                    f"{group.min_member}")
     detail = "; ".join(short_leaves[:3]) + (f" and {len(short_leaves) - 3} more" if len(short_leaves) > 3 else "")
-    return [], ("too few pods exist for its sub-groups to be ready (minSubGroup / minMember)"
-                + (f": {detail}" if detail else ""))
+    rule = "its hierarchy to be ready (minGroupCount / minCount)" if composite else (
+        "its sub-groups to be ready (minSubGroup / minMember)")
+    return [], f"too few pods exist for {rule}" + (f": {detail}" if detail else "")
 
 
 def quorum_met(state: ClusterState, gang: str) -> bool:
     """Whether the gang may bind now (Permit): its counted running members reach minMember and every
-    task minimum."""
+    task minimum; a CompositePodGroup hierarchy's leaf, when the running members of all its leaves satisfy
+    the root."""
     info = state.gangs.get(gang)
     if info is None or info.spec is None:
         return False
     spec = info.spec
     pods = state.pods
+    if spec.composite is not None:  # a CompositePodGroup hierarchy binds once its root is satisfied
+        placed = [pod for group in spec.gang_group if (member := state.gangs.get(group)) is not None
+                  for key in member.members if (pod := pods.get(key)) is not None and is_running(pod)]
+        return not spec.composite.invalid and spec.composite.ready(leaf_counts(placed, composite=True))
     running = [pod for key in info.members if (pod := pods.get(key)) is not None and is_running(pod)]
     if counted(spec, running) < spec.min_member:
         return False

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import msgspec
 
-from placement.members import is_running, minimum_of, pod_order
+from placement.members import is_running, kai_minimum, minimum_of, pod_order
 from preemption.plan import NEVER_POLICY, NOT_PREEMPTABLE, WAITING, NoPreemption
 from state.cluster import NEVER, ClusterState, PodInfo
 
@@ -50,8 +50,16 @@ def preemptor_of(state: ClusterState, key: str) -> Preemptor | NoPreemption:
 
 def minimum_pending(state: ClusterState, preemptor: Preemptor) -> list[str]:
     """The pending pods each gang of the job needs placed together now to reach its minimum (as
-    placement counts them, `placement.members.minimum_of`); [] for a lone pod."""
+    placement counts them, `placement.members.minimum_of`; a CompositePodGroup hierarchy's, the fewest that
+    satisfy its root); [] for a lone pod."""
     keys: list[str] = []
+    first = state.gangs.get(preemptor.gangs[0]) if preemptor.gangs else None
+    tree = first.spec.composite if first is not None and first.spec is not None else None
+    if tree is not None:  # a CompositePodGroup hierarchy: the fewest pods that satisfy its root
+        members = [state.pods[m] for g in preemptor.gangs if (info := state.gangs.get(g)) is not None
+                   for m in info.members if m in state.pods]
+        waiting = sorted((pod for pod in members if pod.key in state.pending), key=pod_order)
+        return kai_minimum(tree, [pod for pod in members if is_running(pod)], waiting, composite=True)[0]
     for gang_key in preemptor.gangs:
         info = state.gangs.get(gang_key)
         if info is None or info.spec is None:

@@ -75,10 +75,12 @@ def parent_key(namespace: str, name: str) -> str:
 def root_of(key: str, composites: Mapping[str, CompositePodGroup]) -> str:
     """The topmost CompositePodGroup above `key` (a CompositePodGroup's key) that exists: the root when the
     chain is whole, else the highest one found (its parent is missing); a cycle stops at its first repeat."""
-    seen: set[str] = set()
+    path: list[str] = []
+    on_path: set[str] = set()
     current = key
-    while current not in seen:
-        seen.add(current)
+    while current not in on_path:
+        path.append(current)
+        on_path.add(current)
         found = composites.get(current)
         if found is None:
             return current
@@ -86,7 +88,8 @@ def root_of(key: str, composites: Mapping[str, CompositePodGroup]) -> str:
         if not parent or parent not in composites:
             return current
         current = parent
-    return min(seen)  # a cycle: one member of it stands for all, the same whichever was asked first
+    # A cycle: its least member stands for it (and for whatever hangs below it), whichever key was asked.
+    return min(path[path.index(current):])
 
 
 def family_of(root: str, composites: Mapping[str, CompositePodGroup],

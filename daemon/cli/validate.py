@@ -378,7 +378,8 @@ def validate_documents(paths: Sequence[str], *, kai_node_pool_label: str = KAI_N
     counts = {HYPERNODE_KIND: len(docs.hypernodes), CNT_KIND: len(docs.cnts),
               "Topology": len(docs.kueue_topologies) + len(docs.kai_topologies),
               POD_GROUP_KIND: len(docs.pod_groups) + len(docs.volcano_pod_groups)
-              + sum(1 for _, name, _ in docs.gang_objects if name != "Workload"),
+              + sum(1 for _, name, _ in docs.gang_objects if name not in ("Workload", "CompositePodGroup")),
+              "CompositePodGroup": sum(1 for _, name, _ in docs.gang_objects if name == "CompositePodGroup"),
               "Workload": sum(1 for _, name, _ in docs.gang_objects if name == "Workload") + docs.api_server_only,
               "ElasticQuota": sum(1 for _, info, _ in docs.folded if info.name in _QUOTA_OBJECTS - _QUEUES),
               "Queue": sum(1 for _, info, _ in docs.folded if info.name in _QUEUES), POD_KIND: len(ours),

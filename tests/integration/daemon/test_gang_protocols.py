@@ -195,3 +195,57 @@ async def test_a_pod_group_with_a_pod_left_to_another_scheduler_waits_until_it_i
             assert bound_count(cluster, pod_names(ours)) == 0
             cluster.store.delete("pods", "mixed-stray", NAMESPACE, grace_period_seconds=0)
             await wait_until(lambda: bound_count(cluster, pod_names(ours)) == 2, what="the gang bound once alone")
+
+
+def hierarchy(root: str, leaves: dict[str, int], *, min_groups: int, pods_each: int,
+              priority_class: str = "") -> list[dict[str, Any]]:
+    """A 1.37 CompositePodGroup with PodGroup leaves (each gang minCount as given) and `pods_each` pods per leaf."""
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minGroupCount": min_groups}},
+                            "workloadRef": {"workloadName": root, "templateName": "root"},
+                            "schedulingConstraints": {"topology": [{"key": "network.topology.nvidia.com/block"}]}}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    manifests: list[dict[str, Any]] = [{"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+                                        "metadata": {"name": root, "namespace": NAMESPACE}, "spec": spec}]
+    for name, min_count in leaves.items():
+        manifests.append({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                          "metadata": {"name": name, "namespace": NAMESPACE},
+                          "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}},
+                                   "parentCompositePodGroupName": root,
+                                   "workloadRef": {"workloadName": root, "templateName": name}}})
+        manifests += [member(f"{name}-{i}", schedulingGroup={"podGroupName": name}) for i in range(pods_each)]
+    return manifests
+
+
+async def test_a_hierarchy_needing_one_of_two_replicas_binds_the_one_that_fits(tmp_path: Path) -> None:
+    """minGroupCount 1 of 2 PodGroups of 3 pods on 4 nodes: one replica binds whole (Permit passes on the root's
+    minimum, not on every PodGroup's minCount); the other waits for room."""
+    async with DevCluster() as cluster:
+        cluster.load_objects(nodes(4))
+        async with daemons(cluster, tmp_path) as (running,):
+            job = hierarchy("training", {"replica-a": 3, "replica-b": 3}, min_groups=1, pods_each=3)
+            cluster.load_objects(job)
+            await wait_until(lambda: bound_count(cluster, pod_names(job)) == 3, what="one replica bound")
+            replicas = [[f"{leaf}-{i}" for i in range(3)] for leaf in ("replica-a", "replica-b")]
+            assert sorted(bound_count(cluster, names) for names in replicas) == [0, 3]
+            state = running.daemon.state
+            assert state is not None
+            await wait_until(lambda: state.gangs["default/replica-a"].attempts > 1, what="the rest tried again")
+            assert bound_count(cluster, pod_names(job)) == 3
+
+
+async def test_a_hierarchy_of_higher_priority_preempts_whole_lower_priority_pods(tmp_path: Path) -> None:
+    """The root's priorityClassName is every pod's in the hierarchy: two replicas of one pod each preempt the two
+    low-priority pods that hold the only two nodes, and bind."""
+    async with DevCluster() as cluster:
+        cluster.load_objects([{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                               "metadata": {"name": "high"}, "value": 1000}, *nodes(2)])
+        async with daemons(cluster, tmp_path) as (_running,):
+            low = [pod(f"low-{i}") for i in range(2)]
+            cluster.load_objects(low)
+            await wait_until(lambda: bound_count(cluster, pod_names(low)) == 2, what="the low pods bound")
+            job = hierarchy("urgent", {"replica-a": 1, "replica-b": 1}, min_groups=2, pods_each=1,
+                            priority_class="high")
+            cluster.load_objects(job)
+            await wait_until(lambda: bound_count(cluster, pod_names(job)) == 2, within=20, what="the hierarchy bound")
+            assert all(cluster.store.find("pods", name, NAMESPACE) is None for name in pod_names(low))

@@ -209,3 +209,20 @@ def test_keys_that_are_not_layers_of_the_topology_are_planned_on_their_own_label
     apply(state, leaf("workers", "tas-workload-root", min_count=3, key=rack))  # now too many for a rack
     workers(state, "workers", 3)
     assert refused(plan_gang(state, "default/driver")).gangs == ("default/driver", "default/workers")
+
+
+def test_a_composite_below_a_cycle_is_read_with_it_whichever_object_comes_last() -> None:
+    # "a-below" hangs below the cycle and sorts before its members: it must not stand for the cycle
+    manifests = [composite("one", min_groups=1, parent="two"), composite("two", min_groups=1, parent="one"),
+                 composite("a-below", min_groups=1, parent="one"), leaf("replica-b", "two", min_count=1),
+                 leaf("replica-a", "a-below", min_count=1)]
+    specs = []
+    for order in (manifests, list(reversed(manifests)), [manifests[2], manifests[0], *manifests[3:], manifests[1]]):
+        state = ClusterState()
+        for manifest in order:
+            apply(state, manifest)
+        specs.append({key: gang.spec for key, gang in sorted(state.gangs.items())})
+    assert specs[0] == specs[1] == specs[2]
+    spec = specs[0]["default/replica-a"]
+    assert spec is not None and spec.gang_group == ("default/replica-a", "default/replica-b")
+    assert spec.composite is not None and "is its own ancestor" in spec.composite.invalid
