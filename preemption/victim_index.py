@@ -26,7 +26,7 @@ from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 
 from preemption.plan import LONE_POD
-from preemption.victims import Candidates, VictimUnit, _gang_units
+from preemption.victims import Candidates, Families, VictimUnit, _gang_units
 from state.cluster import TERMINAL_PHASES, ClusterState, PodInfo
 from state.gangs import GangSpec
 from state.node_changes import kept_table
@@ -197,6 +197,7 @@ class VictimIndex:
                 ordered.append(entry)
         # gangs not the preemptor's holding some of its pods (left out, as `collect` leaves them)
         touched = {found[2] for key in own_pods if (found := self._where.get(key)) is not None and found[2]}
+        families = Families(state)  # CompositePodGroup hierarchies disrupted only whole
         for gang_key, gang in self._gangs.items():
             if gang_key in own_gangs:
                 continue
@@ -207,6 +208,7 @@ class VictimIndex:
                 kept = {key: pod for key, pod in kept.items() if key not in own_pods}
             if kept:
                 out.protected.extend(key for key, pod in kept.items() if pod.priority < priority)
+                families.spoil(gang_key)
             if not victims:
                 continue
             if below is not None:
@@ -216,16 +218,22 @@ class VictimIndex:
                     if not mine:
                         gang.top = top
                 if top >= below:
+                    families.spoil(gang_key)
                     continue
             elif eligible is not None:
                 if not all(eligible(pod) for pod in victims.values()):
+                    families.spoil(gang_key)
                     continue
             elif any(pod.priority >= priority for pod in victims.values()):
+                families.spoil(gang_key)
                 continue
             info = state.gangs.get(gang_key)
             spec = info.spec if info is not None else None
             if spec is not None and not state.gang_preemptable(spec):
                 out.protected.extend(victims)
+                families.spoil(gang_key)
+                continue
+            if families.take(gang_key, victims.values()):
                 continue
             units = gang.units
             if mine or units is None or gang.spec is not spec:
@@ -234,6 +242,8 @@ class VictimIndex:
                 if not mine:
                     gang.units, gang.spec = units, spec
             ordered.extend(units)
+        for unit in families.units(out.protected):
+            ordered.append(((*unit.sort_key(), 1, unit.pods[0].key), unit))
         ordered.sort(key=_order)
         out.units = [unit for _, unit in ordered]
         for index, unit in enumerate(out.units):

@@ -276,6 +276,51 @@ def _gang_units(gang_key: str, running: Iterable[PodInfo], spec: GangSpec | None
     return units
 
 
+class Families:
+    """The CompositePodGroup hierarchies whose root says they are disrupted only whole (`disruptionMode: {all:
+    {}}`): the preemptable running pods of all their PodGroups are one unit, which no preemption takes while
+    any PodGroup of the hierarchy may not go (a pod of it kept, or of a priority the preemptor may not evict)."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.pods: dict[tuple[str, ...], list[PodInfo]] = {}
+        self.spoiled: set[tuple[str, ...]] = set()
+
+    def _family(self, gang_key: str) -> tuple[str, ...] | None:
+        gang = self.state.gangs.get(gang_key)
+        spec = gang.spec if gang is not None else None
+        if spec is None or spec.composite is None or not spec.composite_disrupt_whole:
+            return None
+        return spec.gang_group
+
+    def spoil(self, gang_key: str) -> None:
+        """The gang may not go: nor may its hierarchy, when it is one of those."""
+        family = self._family(gang_key)
+        if family is not None:
+            self.spoiled.add(family)
+
+    def take(self, gang_key: str, pods: Iterable[PodInfo]) -> bool:
+        """Whether the gang belongs to such a hierarchy (its pods then go into the hierarchy's unit)."""
+        family = self._family(gang_key)
+        if family is None:
+            return False
+        self.pods.setdefault(family, []).extend(pods)
+        return True
+
+    def units(self, protected: list[str]) -> list[VictimUnit]:
+        """One unit per hierarchy that may go, named by its root; the pods of the others join `protected`."""
+        out: list[VictimUnit] = []
+        for family, pods in sorted(self.pods.items()):
+            if family in self.spoiled:
+                protected.extend(pod.key for pod in pods)
+                continue
+            spec = self.state.gangs[family[0]].spec
+            tree = spec.composite if spec is not None else None
+            root = tree.groups[0].name if tree is not None and tree.groups else family[0]
+            out.append(VictimUnit(root, WHOLE_GANG, sorted(pods, key=lambda p: p.key), broken=True))
+        return out
+
+
 def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own_pods: AbstractSet[str],
             eligible: Callable[[PodInfo], bool] | None = None) -> Candidates:
     """Victim units below `priority` (or, given `eligible`, of the pods it accepts), each listed under
@@ -318,6 +363,9 @@ def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own
                     by_gang.setdefault(pod.gang, []).append(pod)
             elif ok:
                 out.units.append(VictimUnit(key, LONE_POD, [pod], broken=True))
+    families = Families(state)  # CompositePodGroup hierarchies disrupted only whole
+    for gang_key in sorted({*blocked_gangs, *kept_aside}):
+        families.spoil(gang_key)
     for gang_key in sorted(by_gang):
         if gang_key in blocked_gangs:
             continue
@@ -325,8 +373,12 @@ def collect(state: ClusterState, priority: int, own_gangs: AbstractSet[str], own
         spec = gang.spec if gang is not None else None
         if spec is not None and not state.gang_preemptable(spec):
             out.protected.extend(pod.key for pod in by_gang[gang_key])
+            families.spoil(gang_key)
+            continue
+        if families.take(gang_key, by_gang[gang_key]):
             continue
         out.units.extend(_gang_units(gang_key, by_gang[gang_key], spec, kept_aside.get(gang_key, 0)))
+    out.units.extend(families.units(out.protected))
     out.units.sort(key=VictimUnit.sort_key)
     for index, unit in enumerate(out.units):
         unit.index = index

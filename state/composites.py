@@ -209,7 +209,7 @@ def composite_leaf_spec(spec: GangSpec, family: Family) -> GangSpec:
         priority_class_name=family.priority_class_name if named else spec.priority_class_name,
         group_priority=family.priority if named else spec.group_priority,
         preempt_never=family.preempt_never if root is not None else spec.preempt_never,
-        disrupt_whole=family.disrupt_whole or spec.disrupt_whole)
+        disrupt_whole=family.disrupt_whole or spec.disrupt_whole, composite_disrupt_whole=family.disrupt_whole)
 
 
 def _composite_rule(composite: CompositePodGroup, key: str, problems: list[Problem]

@@ -244,6 +244,8 @@ class GangSpec(msgspec.Struct, frozen=True):
     # the name of the label tree a hierarchy is planned on when its keys are not all layers of the cluster's
     # topology (`state.composites.label_tree_name`), worked out once per hierarchy
     composite_tree_name: str = ""
+    # its root's disruptionMode all: the whole hierarchy is disrupted together, never one of its PodGroups alone
+    composite_disrupt_whole: bool = False
 
 
 # --------------------------------------------------------------------------- the rules

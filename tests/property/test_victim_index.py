@@ -25,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events.builders import bound, group_event, kai_pod_group, node, node_event, pod, pod_event, pod_group
+from events.ingest import kind_of, upsert_event
 from events.model import (
     Event,
     EvictionRequested,
@@ -37,7 +38,7 @@ from events.model import (
     PriorityClassUpserted,
     with_seq,
 )
-from events.objects import KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL, ObjectMeta, PriorityClass
+from events.objects import KAI_POD_GROUP_ANNOTATION, KAI_QUEUE_LABEL, ObjectMeta, PriorityClass, SchedulingGroup
 from placement import Unschedulable, plan_gang
 from placement.fit import shape_of
 from preemption import plan_preemption
@@ -49,7 +50,9 @@ from state.cluster import ClusterState, PodInfo
 NODES = [f"n{spine}{block}{i}" for spine in range(2) for block in range(1) for i in range(2)]
 PODS = [f"p{i}" for i in range(8)]
 GANGS = ["g0", "g1"]
-HOME = {name: ["", "", *GANGS * 3][i] for i, name in enumerate(PODS)}  # the gang a pod is mostly of
+# Kubernetes PodGroups of a 1.37 CompositePodGroup hierarchy ("root"), disrupted whole or PodGroup by PodGroup
+LEAVES = ["c0", "c1"]
+HOME = {name: ["", "", *GANGS * 2, *LEAVES][i] for i, name in enumerate(PODS)}  # the gang a pod is mostly of
 NOT_PREEMPTABLE = {"volcano.sh/preemptable": "false"}
 KAI_GANG = "k0"  # a KAI PodGroup of priority class `pc`: non-preemptible while `pc` is valued 100 or more
 
@@ -65,9 +68,13 @@ def _pod(name: str, moved: str, priority: int, gpus: int, where: str, flavour: s
     annotations = dict(NOT_PREEMPTABLE) if kept else {}
     if gang == KAI_GANG:
         annotations[KAI_POD_GROUP_ANNOTATION] = gang
-    obj = pod(name, gang=gang if gang and gang != KAI_GANG else None, gpus=gpus, uid=f"uid-{name}-{uid}",
-              priority=None if priority < 0 else priority, priority_class="pc" if priority < 0 else "",
-              annotations=annotations, labels={KAI_QUEUE_LABEL: "q"} if flavour == "kai" else None)
+    obj = pod(name, gang=gang if gang and gang not in (KAI_GANG, *LEAVES) else None, gpus=gpus,
+              uid=f"uid-{name}-{uid}", priority=None if priority < 0 else priority,
+              priority_class="pc" if priority < 0 else "", annotations=annotations,
+              labels={KAI_QUEUE_LABEL: "q"} if flavour == "kai" else None)
+    if gang in LEAVES:
+        obj = msgspec.structs.replace(obj, spec=msgspec.structs.replace(
+            obj.spec, scheduling_group=SchedulingGroup(pod_group_name=gang)))
     if where:
         obj = bound(obj, where, phase=phase)
     if deleting:
@@ -93,18 +100,39 @@ def _group(name: str, min_member: int, kept: bool) -> Event:
     return group_event(pod_group(name, min_member=min_member, annotations=NOT_PREEMPTABLE if kept else None))
 
 
+def _composite(disruption: str) -> Event:
+    info = kind_of("scheduling.k8s.io/v1alpha3", "CompositePodGroup")
+    assert info is not None
+    return upsert_event(info, {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+                               "metadata": {"name": "root", "namespace": "default", "uid": "uid-root"},
+                               "spec": {"schedulingPolicy": {"gang": {"minGroupCount": 2}},
+                                        "workloadRef": {"workloadName": "w", "templateName": "root"},
+                                        "disruptionMode": {disruption: {}}}})
+
+
+def _leaf(name: str, min_count: int) -> Event:
+    info = kind_of("scheduling.k8s.io/v1beta1", "PodGroup")
+    assert info is not None
+    return upsert_event(info, {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                               "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+                               "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}},
+                                        "parentCompositePodGroupName": "root",
+                                        "workloadRef": {"workloadName": "w", "templateName": name}}})
+
+
 def _priority_class(value: int) -> Event:
     return PriorityClassUpserted(priority_class=PriorityClass(metadata=ObjectMeta(name="pc"), value=value))
 
 
 UIDS = st.integers(0, 2)
-POD_EVENTS = st.builds(_pod, st.sampled_from(PODS), st.sampled_from(["home"] * 4 + ["", *GANGS, KAI_GANG]),
+POD_EVENTS = st.builds(_pod, st.sampled_from(PODS), st.sampled_from(["home"] * 4 + ["", *GANGS, KAI_GANG, *LEAVES]),
                        st.sampled_from([-1, 1, 5, 10, 100, 150]), st.sampled_from([1, 2, 4, 8]),
                        st.sampled_from(["", *NODES, *NODES]),
                        st.sampled_from(["plain", "plain", "plain", "kept", "kai", "deleting", "done"]), UIDS)
 # Every node, the PodGroups, and every pod running (two per node; half of priority class `pc`, not
 # there yet; p0, of no gang, labelled into a KAI queue) before the random events.
-START = [*(_node(name) for name in NODES), *(_group(gang, 1, False) for gang in GANGS),
+START = [*(_node(name) for name in NODES), *(_group(gang, 1, False) for gang in GANGS), _composite("all"),
+         *(_leaf(name, 1) for name in LEAVES),
          KaiPodGroupUpserted(pod_group=kai_pod_group(KAI_GANG, priority_class_name="pc")),
          *(_pod(name, "home", -1 if i % 2 or i == 0 else 1, 2, NODES[i % len(NODES)], "kai" if i == 0 else "plain", 0)
            for i, name in enumerate(PODS))]
@@ -115,6 +143,8 @@ events_strategy = st.lists(
                   st.sampled_from(NODES), UIDS),
         st.builds(_group, st.sampled_from(GANGS), st.integers(1, 3), st.booleans()),
         st.builds(_priority_class, st.sampled_from([1, 5, 10, 100, 150])),
+        st.builds(_composite, st.sampled_from(["all", "single"])),
+        st.builds(_leaf, st.sampled_from(LEAVES), st.integers(1, 2)),
         st.builds(lambda name: NodeDeleted(name=name), st.sampled_from(NODES)),
         st.builds(_node, st.sampled_from(NODES)),
     ),

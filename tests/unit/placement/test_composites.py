@@ -11,7 +11,9 @@ from events.builders import TOPOGRAPH, node, node_event
 from events.ingest import kind_of, upsert_event
 from events.model import CompositePodGroupDeleted
 from placement import plan_gang
-from placement.plan import MEMBERS
+from placement.lone import plan_pod
+from placement.plan import MEMBERS, Unschedulable
+from preemption import PreemptionPlan, plan_preemption
 from state.cluster import ClusterState
 from state.composites import COMPOSITE_PROBLEM
 from tests.unit.placement.builders import block_of, fabric, nodes_of, planned, refused
@@ -226,3 +228,59 @@ def test_a_composite_below_a_cycle_is_read_with_it_whichever_object_comes_last()
     spec = specs[0]["default/replica-a"]
     assert spec is not None and spec.gang_group == ("default/replica-a", "default/replica-b")
     assert spec.composite is not None and "is its own ancestor" in spec.composite.invalid
+
+
+# --------------------------------------------------------------------------- as preemptors and as victims
+
+
+def _running_hierarchy(state: ClusterState, *, disruption: str) -> None:
+    """A low-priority hierarchy of two one-pod replicas, running on the fabric's first two nodes."""
+    apply(state, composite("low-root", min_groups=2, disruptionMode={disruption: {}}))
+    for index, name in enumerate(("low-a", "low-b")):
+        apply(state, leaf(name, "low-root", min_count=1))
+        apply(state, {**worker(f"{name}-0", name), "spec": {
+            **worker(f"{name}-0", name)["spec"], "nodeName": f"n-s0b0a0-{index}"}})
+
+
+def _urgent(state: ClusterState) -> None:
+    apply(state, {"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": "urgent", "namespace": "default", "uid": "u-urgent"},
+                  "spec": {"schedulerName": "toposched", "priority": 1000,
+                           "containers": [{"name": "main", "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}})
+
+
+def test_a_hierarchy_disrupted_only_whole_is_preempted_whole_and_one_disrupted_singly_loses_one_replica() -> None:
+    for disruption, victims in (("all", {"default/low-a-0", "default/low-b-0"}), ("single", None)):
+        state = fabric(spines=1, blocks=1, nvlinks=1, nodes=2)  # two nodes, both held by the hierarchy
+        _running_hierarchy(state, disruption=disruption)
+        _urgent(state)
+        failure = plan_pod(state, "default/urgent")
+        assert isinstance(failure, Unschedulable)
+        plan = plan_preemption(state, "default/urgent", failure)
+        assert isinstance(plan, PreemptionPlan), plan
+        if victims is not None:
+            assert set(plan.victims) == victims and plan.victim_jobs == ("default/low-root",)
+        else:
+            assert len(plan.victims) == 1
+
+
+def test_a_hierarchy_preempts_for_the_fewest_pods_that_satisfy_its_root() -> None:
+    # minGroupCount 1 of two replicas of 2 pods, each in one NVLink domain; one domain's nodes run pods of a
+    # higher priority: evicting the two low ones of the other domain is enough for the root (not for all pods)
+    state = fabric(spines=1, blocks=1, nvlinks=2, nodes=2)
+    for name, priority in (("n-s0b0a0-0", 0), ("n-s0b0a0-1", 0), ("n-s0b0a1-0", 2000), ("n-s0b0a1-1", 2000)):
+        apply(state, {"apiVersion": "v1", "kind": "Pod",
+                      "metadata": {"name": f"busy-{name}", "namespace": "other", "uid": f"u-busy-{name}"},
+                      "spec": {"schedulerName": "toposched", "nodeName": name, "priority": priority,
+                               "containers": [{"name": "main", "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}})
+    apply(state, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                  "metadata": {"name": "high", "uid": "u-high"}, "value": 1000})
+    apply(state, composite("root", min_groups=1, priorityClassName="high"))
+    apply(state, leaf("replica-a", "root", min_count=2, key=NVLINK))
+    apply(state, leaf("replica-b", "root", min_count=2, key=NVLINK))
+    workers(state, "replica-a", 2)
+    workers(state, "replica-b", 2)
+    failure = refused(plan_gang(state, "default/replica-a"))
+    plan = plan_preemption(state, "default/replica-a", failure)
+    assert isinstance(plan, PreemptionPlan), plan
+    assert set(plan.victims) == {"other/busy-n-s0b0a0-0", "other/busy-n-s0b0a0-1"}
