@@ -26,7 +26,7 @@ from tests.integration.daemon.harness import (
 )
 from tests.integration.daemon.test_quota_status import elastic_quota, in_quota
 
-VICTIM_GRACE_SECONDS = 1
+VICTIM_GRACE_SECONDS = 3  # the window in which the victims (and what is written on them) are seen
 
 
 def pod_object(cluster: DevCluster, name: str) -> dict[str, Any]:
