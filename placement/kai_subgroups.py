@@ -29,7 +29,7 @@ import msgspec
 
 from placement.constraints import Constraints, layer_of_key
 from placement.gather import Job, Solver
-from placement.members import demands_for, domain_label, is_running, pod_order, where
+from placement.members import demands_for, domain_label, is_running, leaf_counts, pod_order, where
 from placement.plan import INVALID, MEMBERS, MUST_GATHER, SUB_GROUP, Assignment, GangPlan, Unschedulable
 from placement.reasons import explain_failure
 from placement.subgroups import least_needs, ranked_domains
@@ -55,28 +55,31 @@ def _gang(pod: PodInfo) -> str:
 
 class _Tree:
     """One plan's view of the sub-group tree: each node's level, its pending pods and running members. A pod
-    belongs to the leaf `leaf_of` names (a KAI pod: its sub-group label; a PodGroup of a CompositePodGroup
-    hierarchy: its gang); `gangs` are the gangs whose running members count; `min_total` pods (running and
-    placed) are needed besides the tree's readiness; `noun` names a leaf in reasons."""
+    belongs to a leaf by its sub-group label (a KAI PodGroup's tree), or by its gang (`composite`: a
+    CompositePodGroup hierarchy, whose leaves are PodGroups); `gangs` are the gangs whose running members
+    count; `min_total` pods (running and placed) are needed besides the tree's readiness."""
 
     def __init__(self, state: ClusterState, solver: Solver, sub_groups: KaiSubGroups, levels: list[int],
-                 pending: Sequence[str], constraints: Constraints, *, gangs: Sequence[str],
-                 leaf_of: Callable[[PodInfo], str] = _task, min_total: int = 0, noun: str = "sub-group",
-                 count_word: str = "minMember") -> None:
+                 pending: Sequence[str], constraints: Constraints, *, gangs: Sequence[str], min_total: int,
+                 composite: bool) -> None:
         self.state = state
         self.solver = solver
         self.groups = sub_groups.groups
         self.sub_groups = sub_groups
         self.levels = levels
         self.constraints = constraints
-        self.leaf_of = leaf_of
+        self.composite = composite
         self.min_total = min_total
-        self.noun = noun
-        self.count_word = count_word
-        kai = noun == "sub-group"
-        self.level_words = "its required level" if kai else "its topology key"
-        self.whole_words = (f"{'its KAI sub-groups' if kai else 'the groups of its hierarchy'} cannot all be placed, "
-                            f"each inside {'its required level' if kai else 'one domain of its topology key'}")
+        leaf_of: Callable[[PodInfo], str] = _gang if composite else _task
+        self.leaf_of = leaf_of
+        # the words of its reasons
+        self.noun, self.count_word = ("PodGroup", "minCount") if composite else ("sub-group", "minMember")
+        self.level_words = "its topology key" if composite else "its required level"
+        self.whole_words = ("the groups of its hierarchy cannot all be placed, each inside one domain of its "
+                            "topology key" if composite else
+                            "its KAI sub-groups cannot all be placed, each inside its required level")
+        self.plan_words = ("each group of its hierarchy inside one domain of its topology key" if composite else
+                           "each KAI sub-group inside one domain of its required level")
         count = len(self.groups)
         leaves = {group.name: at for at, group in enumerate(self.groups) if at and not group.children}
         self.pending: list[list[str]] = [[] for _ in range(count)]  # every node: the pending pods under it
@@ -177,10 +180,7 @@ class _Tree:
 
     def ready(self, placed: Placed) -> bool:
         """Whether the PodGroup is ready with its running members and `placed`."""
-        counts: dict[str, int] = {}
-        for pod in self.running_members:
-            leaf = self.leaf_of(pod)
-            counts[leaf] = counts.get(leaf, 0) + 1
+        counts = leaf_counts(self.running_members, self.composite)
         for key, _ in placed:
             leaf = self.leaf_of(self.state.pods[key])
             counts[leaf] = counts.get(leaf, 0) + 1
@@ -192,9 +192,7 @@ def plan_kai_sub_groups(state: ClusterState, solver: Solver, spec: GangSpec, lab
     sub_groups = spec.kai_sub_groups
     assert sub_groups is not None
     return _plan_tree(state, solver, (spec.key,), sub_groups, label, pending, running_nodes, constraints,
-                      gangs=(spec.key,), leaf_of=_task, level_of=kai_level, min_total=spec.min_member,
-                      noun="sub-group", count_word="minMember",
-                      words="each KAI sub-group inside one domain of its required level")
+                      min_total=spec.min_member, composite=False)
 
 
 def plan_composite(state: ClusterState, solver: Solver, group: tuple[str, ...], tree: KaiSubGroups, label: str,
@@ -213,9 +211,8 @@ def plan_composite(state: ClusterState, solver: Solver, group: tuple[str, ...], 
             constraints = msgspec.structs.replace(
                 constraints, top_level=level, kind=MUST_GATHER,
                 source=f"{root.required_field} {root.required} ({solver.tree.levels[level].layer})")
-    return _plan_tree(state, solver, group, tree, label, pending, running_nodes, constraints, gangs=group,
-                      leaf_of=_gang, level_of=_composite_level, min_total=0, noun="PodGroup", count_word="minCount",
-                      words="each group of its CompositePodGroup hierarchy inside one domain of its topology key")
+    return _plan_tree(state, solver, group, tree, label, pending, running_nodes, constraints, min_total=0,
+                      composite=True)
 
 
 def _composite_level(tree: TopologyTree, label_key: str) -> int:
@@ -230,8 +227,9 @@ def _composite_level(tree: TopologyTree, label_key: str) -> int:
 
 def _plan_tree(state: ClusterState, solver: Solver, group: tuple[str, ...], sub_groups: KaiSubGroups, label: str,
                pending: Sequence[str], running_nodes: Sequence[str], constraints: Constraints, *,
-               gangs: Sequence[str], leaf_of: Callable[[PodInfo], str], level_of: Callable[[TopologyTree, str], int],
-               min_total: int, noun: str, count_word: str, words: str) -> GangPlan | Unschedulable:
+               min_total: int, composite: bool) -> GangPlan | Unschedulable:
+    """`group`'s pending pods placed down its tree (a KAI PodGroup's sub-groups, or `composite`: a
+    CompositePodGroup hierarchy), all of them if they fit, else the fewest that make the tree ready."""
     tree = solver.tree
     if sub_groups.invalid:
         return Unschedulable(gangs=group, constraint=INVALID, reason=f"{label}: {sub_groups.invalid}")
@@ -241,14 +239,14 @@ def _plan_tree(state: ClusterState, solver: Solver, group: tuple[str, ...], sub_
         level = 0
         if constraint is not None and constraint.required:
             try:
-                level = level_of(tree, constraint.required)
+                level = (_composite_level if composite else kai_level)(tree, constraint.required)
             except TopologyError as error:
                 return Unschedulable(gangs=group, constraint=INVALID,
                                      reason=(f"{label}: {constraint.required_field} {shown(constraint.required)} "
                                              f"{error.message}"))
         levels.append(level)
-    view = _Tree(state, solver, sub_groups, levels, pending, constraints, gangs=gangs, leaf_of=leaf_of,
-                 min_total=min_total, noun=noun, count_word=count_word)
+    view = _Tree(state, solver, sub_groups, levels, pending, constraints, gangs=group, min_total=min_total,
+                 composite=composite)
     whole = view.job(list(pending), constraints.top_level, running_nodes)
     if whole.anchor is not None and whole.anchor.level < constraints.top_level:
         return Unschedulable(gangs=group, constraint=constraints.kind,
@@ -270,7 +268,8 @@ def _plan_tree(state: ClusterState, solver: Solver, group: tuple[str, ...], sub_
                     return GangPlan(
                         gangs=group, assignments=tuple(Assignment(pod=p, node=n) for p, n in outcome),
                         domain=domain_label(domain), level=domain.layer,
-                        explanation=f"{label}: {where(domain)}: tightest domain holding the job; {words}{note}")
+                        explanation=(f"{label}: {where(domain)}: tightest domain holding the job; "
+                                     f"{view.plan_words}{note}"))
                 solver.rollback(mark)
                 if isinstance(outcome, str):
                     first = first or outcome

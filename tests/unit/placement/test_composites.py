@@ -163,17 +163,23 @@ def test_the_roots_priority_class_is_every_leafs_and_its_problems_are_its_own() 
     assert found[0].message == "0 is not positive; treated as 1"
 
 
-def test_the_hierarchy_read_does_not_depend_on_the_order_its_objects_come_in() -> None:
-    manifests = [composite("root-group-0", key=SPINE), composite("slice-0", key=BLOCK, parent="root-group-0"),
-                 leaf("half-a", "slice-0", min_count=2), leaf("half-b", "slice-0", min_count=2),
-                 leaf("spare", "root-group-0", min_count=None)]
+def _specs_in_orders(manifests: list[dict[str, Any]], shuffled: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The gangs' specs of `manifests` folded as given, reversed and as `shuffled`, checked equal."""
     specs = []
-    for order in (manifests, list(reversed(manifests)), [*manifests[2:], *manifests[:2]]):
+    for order in (manifests, list(reversed(manifests)), shuffled):
         state = ClusterState()
         for manifest in order:
             apply(state, manifest)
         specs.append({key: gang.spec for key, gang in sorted(state.gangs.items())})
     assert specs[0] == specs[1] == specs[2]
+    return specs
+
+
+def test_the_hierarchy_read_does_not_depend_on_the_order_its_objects_come_in() -> None:
+    manifests = [composite("root-group-0", key=SPINE), composite("slice-0", key=BLOCK, parent="root-group-0"),
+                 leaf("half-a", "slice-0", min_count=2), leaf("half-b", "slice-0", min_count=2),
+                 leaf("spare", "root-group-0", min_count=None)]
+    specs = _specs_in_orders(manifests, [*manifests[2:], *manifests[:2]])
     tree = specs[0]["default/spare"]
     assert tree is not None and tree.composite is not None and not tree.composite.invalid
     assert tree.gang_group == ("default/half-a", "default/half-b", "default/spare")
@@ -218,13 +224,7 @@ def test_a_composite_below_a_cycle_is_read_with_it_whichever_object_comes_last()
     manifests = [composite("one", min_groups=1, parent="two"), composite("two", min_groups=1, parent="one"),
                  composite("a-below", min_groups=1, parent="one"), leaf("replica-b", "two", min_count=1),
                  leaf("replica-a", "a-below", min_count=1)]
-    specs = []
-    for order in (manifests, list(reversed(manifests)), [manifests[2], manifests[0], *manifests[3:], manifests[1]]):
-        state = ClusterState()
-        for manifest in order:
-            apply(state, manifest)
-        specs.append({key: gang.spec for key, gang in sorted(state.gangs.items())})
-    assert specs[0] == specs[1] == specs[2]
+    specs = _specs_in_orders(manifests, [manifests[2], manifests[0], *manifests[3:], manifests[1]])
     spec = specs[0]["default/replica-a"]
     assert spec is not None and spec.gang_group == ("default/replica-a", "default/replica-b")
     assert spec.composite is not None and "is its own ancestor" in spec.composite.invalid
