@@ -2295,108 +2295,108 @@ class ClusterState:
         return state
 
     def _fill_from(self, snap: StateSnapshot | StateSnapshotV2 | StateSnapshotV1) -> None:
-        state = self
+        """The snapshot's objects and decisions folded into this new state (`from_snapshot`)."""
         for priority_class in snap.priority_classes:
-            state.apply(PriorityClassUpserted(priority_class=priority_class))
+            self.apply(PriorityClassUpserted(priority_class=priority_class))
         for topology in snap.network_topologies:
-            state.apply(NetworkTopologyUpserted(topology=topology))
+            self.apply(NetworkTopologyUpserted(topology=topology))
         for hyper_node in snap.hyper_nodes:
-            state.apply(HyperNodeUpserted(hyper_node=hyper_node))
+            self.apply(HyperNodeUpserted(hyper_node=hyper_node))
         for kueue_topology in snap.kueue_topologies:
-            state.apply(KueueTopologyUpserted(topology=kueue_topology))
+            self.apply(KueueTopologyUpserted(topology=kueue_topology))
         for kai_topology in snap.kai_topologies:
-            state.apply(KaiTopologyUpserted(topology=kai_topology))
+            self.apply(KaiTopologyUpserted(topology=kai_topology))
         for quota in snap.elastic_quotas:
-            state.apply(ElasticQuotaUpserted(quota=quota))
+            self.apply(ElasticQuotaUpserted(quota=quota))
         for capacity_quota in snap.capacity_quotas:
-            state.apply(CapacityElasticQuotaUpserted(quota=capacity_quota))
+            self.apply(CapacityElasticQuotaUpserted(quota=capacity_quota))
         for queue in snap.queues:
-            state.apply(QueueUpserted(queue=queue))
+            self.apply(QueueUpserted(queue=queue))
         for kai_queue in snap.kai_queues:
-            state.apply(KaiQueueUpserted(queue=kai_queue))
+            self.apply(KaiQueueUpserted(queue=kai_queue))
         for storage_class in snap.storage_classes:
-            state.apply(StorageClassUpserted(storage_class=storage_class))
+            self.apply(StorageClassUpserted(storage_class=storage_class))
         for volume in snap.persistent_volumes:
-            state.apply(VolumeUpserted(volume=volume))
+            self.apply(VolumeUpserted(volume=volume))
         for claim in snap.claims:
-            state.apply(ClaimUpserted(claim=claim))
+            self.apply(ClaimUpserted(claim=claim))
         for csi_node in snap.csi_nodes:
-            state.apply(CSINodeUpserted(csi_node=csi_node))
+            self.apply(CSINodeUpserted(csi_node=csi_node))
         for budget in snap.budgets:
-            state.apply(BudgetUpserted(budget=budget))
+            self.apply(BudgetUpserted(budget=budget))
         for job in snap.volcano_jobs:
-            state.apply(VolcanoJobUpserted(job=job))
+            self.apply(VolcanoJobUpserted(job=job))
         for kubeflow_job in snap.kubeflow_jobs:
-            state.apply(KubeflowJobUpserted(job=kubeflow_job))
+            self.apply(KubeflowJobUpserted(job=kubeflow_job))
         if isinstance(snap, StateSnapshot):
             try:
-                for node in nodes_of(snap.node_table, state._compactor):
+                for node in nodes_of(snap.node_table, self._compactor):
                     try:
-                        state._hold_node(node)
+                        self._hold_node(node)
                     except Exception as error:  # as `apply` does: the one node is marked, the restore goes on
-                        state._fold_failed(NodeUpserted(node=node), error)
+                        self._fold_failed(NodeUpserted(node=node), error)
             except IndexError as error:  # refused like a snapshot that does not decode (the log recovers)
                 raise ValueError(f"snapshot's node table has a number pointing past its tables ({error})") from error
         else:
             for node in snap.nodes:
-                state.apply(NodeUpserted(node=node))
+                self.apply(NodeUpserted(node=node))
         for group in snap.pod_groups:
-            state.apply(PodGroupUpserted(pod_group=group))
+            self.apply(PodGroupUpserted(pod_group=group))
         for vgroup in snap.volcano_pod_groups:
-            state.apply(VolcanoPodGroupUpserted(pod_group=vgroup))
+            self.apply(VolcanoPodGroupUpserted(pod_group=vgroup))
         for xgroup in snap.scheduler_plugins_pod_groups:
-            state.apply(SchedulerPluginsPodGroupUpserted(pod_group=xgroup))
+            self.apply(SchedulerPluginsPodGroupUpserted(pod_group=xgroup))
         for kgroup in snap.kube_pod_groups:
-            state.apply(KubePodGroupUpserted(pod_group=kgroup))
+            self.apply(KubePodGroupUpserted(pod_group=kgroup))
         for composite in snap.composite_pod_groups:
-            state.apply(CompositePodGroupUpserted(composite=composite))
+            self.apply(CompositePodGroupUpserted(composite=composite))
         for workload in snap.workloads:
-            state.apply(WorkloadUpserted(workload=workload))
+            self.apply(WorkloadUpserted(workload=workload))
         for kai_group in snap.kai_pod_groups:
-            state.apply(KaiPodGroupUpserted(pod_group=kai_group))
+            self.apply(KaiPodGroupUpserted(pod_group=kai_group))
         if isinstance(snap, StateSnapshotV1):
             for record in snap.pods:
-                state._restore_pod(record.pod, record.first_seen, record.bound_at, record.eviction_requested,
+                self._restore_pod(record.pod, record.first_seen, record.bound_at, record.eviction_requested,
                                    record.bound_node)
         else:
             table = snap.pod_table if isinstance(snap, StateSnapshot) else columns_of_rows(snap.pod_table)
             try:
-                state._restore_pod_table(table)
+                self._restore_pod_table(table)
             except IndexError as error:  # refused like a snapshot that does not decode (the log recovers)
                 raise ValueError(f"snapshot's pod table has a number pointing past its tables ({error})") from error
         for decision in snap.assumed:
-            state.apply(PodAssumed(pod=decision.pod, uid=decision.uid, node=decision.node, gang=decision.gang))
+            self.apply(PodAssumed(pod=decision.pod, uid=decision.uid, node=decision.node, gang=decision.gang))
         for decision in snap.nominated:
-            state.apply(PodNominated(pod=decision.pod, uid=decision.uid, node=decision.node, gang=decision.gang,
+            self.apply(PodNominated(pod=decision.pod, uid=decision.uid, node=decision.node, gang=decision.gang,
                                      priority=decision.priority))
         for record_gang in snap.gangs:
-            gang = state.gangs.get(record_gang.key)
+            gang = self.gangs.get(record_gang.key)
             if gang is None:
-                gang = state.gangs[record_gang.key] = GangInfo(record_gang.key, record_gang.first_seen)
+                gang = self.gangs[record_gang.key] = GangInfo(record_gang.key, record_gang.first_seen)
             gang.first_seen = record_gang.first_seen
             gang.attempts = record_gang.attempts
             gang.last_reason = record_gang.last_reason
             gang.held = record_gang.held
             gang.timed_out = record_gang.timed_out
         for problem in snap.undecodable:
-            state.undecodable[(problem.kind, problem.key)] = problem
-            stale = state.pods.get(problem.key) if problem.kind == "Pod" else None
+            self.undecodable[(problem.kind, problem.key)] = problem
+            stale = self.pods.get(problem.key) if problem.kind == "Pod" else None
             if stale is not None:
                 stale.broken = _undecodable_note(problem.message)
         # The snapshot's own failures stand as they were recorded (an object that failed to fold fails again
         # here, in other words); one that failed only now (this code differs from the code that wrote the
         # snapshot) is kept too, so it is reported, not lost.
-        failed_now = dict(state.fold_failures)
-        state.fold_failures.clear()
+        failed_now = dict(self.fold_failures)
+        self.fold_failures.clear()
         for problem in snap.fold_failures:
-            state.fold_failures[(problem.kind, problem.key)] = problem
-            failed = state.pods.get(problem.key) if problem.kind == "Pod" else None
+            self.fold_failures[(problem.kind, problem.key)] = problem
+            failed = self.pods.get(problem.key) if problem.kind == "Pod" else None
             if failed is not None:
                 failed.broken = problem.message
         for subject, problem in failed_now.items():
-            state.fold_failures.setdefault(subject, problem)
-        state.last_seq = snap.last_seq
-        state.last_time = snap.last_time
+            self.fold_failures.setdefault(subject, problem)
+        self.last_seq = snap.last_seq
+        self.last_time = snap.last_time
 
     def _restore_pod(self, obj: Pod, first_seen: float, bound_at: float | None, eviction_requested: bool,
                      bound_node: str) -> None:
