@@ -185,6 +185,15 @@ def quorum_met(state: ClusterState, gang: str) -> bool:
                for task, minimum in spec.task_minimums)
 
 
+def group_quorum_met(state: ClusterState, gangs: Sequence[str]) -> bool:
+    """Whether every gang of a unit may bind (Permit): a CompositePodGroup hierarchy's root is asked once, not
+    once per PodGroup of it (each would count every PodGroup's pods)."""
+    first = state.gangs.get(gangs[0]) if gangs else None
+    if first is not None and first.spec is not None and first.spec.composite is not None:
+        return quorum_met(state, gangs[0])
+    return all(quorum_met(state, gang) for gang in gangs)
+
+
 def domain_label(domain: Domain) -> str:
     return ROOT_DOMAIN if domain.parent is None else domain.name
 

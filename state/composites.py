@@ -115,10 +115,11 @@ def family_of(root: str, composites: Mapping[str, CompositePodGroup],
         composite = composites[key]
         seen.add(key)
         members.append(key)
-        own = composite_problems(composite, key)
+        own: list[Problem] = []
+        minimum, constraint = _composite_rule(composite, key, own)
+        own += _setting_problems(composite, key)
         if own:
             problems[key] = own
-        minimum, constraint = _composite_rule(composite, key, [])
         minimums[at] = minimum
         rules.append(KaiSubGroupRule(name=key, index=-1, children=(), min_member=0, min_sub_group=None,
                                      constraint=constraint))
@@ -186,6 +187,12 @@ def composite_problems(composite: CompositePodGroup, key: str) -> list[Problem]:
     `toposched validate` alike)."""
     problems: list[Problem] = []
     _composite_rule(composite, key, problems)
+    return problems + _setting_problems(composite, key)
+
+
+def _setting_problems(composite: CompositePodGroup, key: str) -> list[Problem]:
+    """What is wrong with a CompositePodGroup's priority, preemption policy and disruption mode."""
+    problems: list[Problem] = []
     spec = composite.spec
     int32_priority(spec.priority, COMPOSITE_PROBLEM, key, problems)
     preempts_never(spec.preemption_policy, COMPOSITE_PROBLEM, key, problems)

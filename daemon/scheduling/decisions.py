@@ -58,7 +58,7 @@ from events.model import (
 )
 from placement import GangPlan, Unschedulable, plan_gang, plan_pod
 from placement.fit import Requests
-from placement.members import is_running, quorum_met
+from placement.members import group_quorum_met, is_running
 from placement.plan import (
     BACKOFF,
     CAPACITY,
@@ -356,7 +356,7 @@ def _assume(step: Step, unit: Unit, plan: GangPlan) -> None:
 
 def permit(step: Step, unit_key: str, gangs: tuple[str, ...], order: Sequence[str]) -> bool:
     """Bind the unit's assumed pods once every gang of it reaches minMember; whether it passed."""
-    if not all(_quorum(step.state, gang) for gang in gangs):
+    if not group_quorum_met(step.state, gangs):
         return False
     step.do(Unhold(unit_key))
     binds = [key for key in order if _is_assumed(step.state, key)]
@@ -705,10 +705,6 @@ def quorum_words(state: ClusterState, gangs: Sequence[str]) -> str:
 
 def label(gangs: Sequence[str]) -> str:
     return f"gang {gangs[0]}" if len(gangs) == 1 else f"GangGroup {', '.join(gangs)}"
-
-
-def _quorum(state: ClusterState, gang: str) -> bool:
-    return quorum_met(state, gang)  # minMember by the gang's match policy, and its task minimums
 
 
 def _is_assumed(state: ClusterState, key: str) -> bool:
